@@ -1,0 +1,186 @@
+package caddymodule
+
+import (
+	"github.com/dustin/go-humanize"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+)
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("mcp_gateway", parseCaddyfile)
+	// Before reverse_proxy, so that `mcp_gateway` needs no `order` option
+	// and wins over a catch-all proxy in the same site.
+	httpcaddyfile.RegisterDirectiveOrder("mcp_gateway", httpcaddyfile.Before, "reverse_proxy")
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := new(Handler)
+	err := m.UnmarshalCaddyfile(h.Dispenser)
+	return m, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	mcp_gateway [<matcher>] {
+//	    upstream <url> {            # repeatable; at least one
+//	        era auto|legacy|modern  # default auto
+//	    }
+//	    lb_policy          <name> [<options...>]   # a reverse_proxy selection policy
+//	    state_key          <base64 32 bytes> [<older keys...>]
+//	    allowed_origins    <origins...>
+//	    allowed_hosts      <hosts...>
+//	    keepalive_interval <duration>
+//	    stream_close_delay <duration>
+//	    fail_duration      <duration>
+//	    max_request_body   <size>
+//	}
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume directive name
+	if d.NextArg() {
+		return d.Errf("unexpected argument %q: put upstreams in the block (upstream <url>)", d.Val())
+	}
+	for d.NextBlock(0) {
+		var err error
+		switch opt := d.Val(); opt {
+		case "upstream":
+			err = h.unmarshalUpstream(d)
+		case "lb_policy":
+			err = h.unmarshalPolicy(d)
+		case "state_key":
+			if h.StateKeys != nil {
+				return d.Err("state_key already specified")
+			}
+			h.StateKeys = d.RemainingArgs()
+			if len(h.StateKeys) == 0 {
+				return d.ArgErr()
+			}
+		case "allowed_origins":
+			h.AllowedOrigins, err = appendArgs(d, h.AllowedOrigins)
+		case "allowed_hosts":
+			h.AllowedHosts, err = appendArgs(d, h.AllowedHosts)
+		case "keepalive_interval":
+			err = parseDuration(d, &h.KeepAliveInterval)
+		case "stream_close_delay":
+			err = parseDuration(d, &h.StreamCloseDelay)
+		case "fail_duration":
+			err = parseDuration(d, &h.FailDuration)
+		case "max_request_body":
+			err = parseSize(d, &h.MaxRequestBody)
+		default:
+			return d.Errf("unrecognized mcp_gateway option %q", opt)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *Handler) unmarshalUpstream(d *caddyfile.Dispenser) error {
+	if !d.NextArg() {
+		return d.Err("upstream needs a URL")
+	}
+	u := &Upstream{URL: d.Val()}
+	if d.NextArg() {
+		return d.Errf("upstream takes one URL; options go in its block, got %q", d.Val())
+	}
+	if err := u.checkURL(); err != nil {
+		return d.Err(err.Error())
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch opt := d.Val(); opt {
+		case "era":
+			if u.Era != "" {
+				return d.Err("era already specified")
+			}
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			u.Era = d.Val()
+			if err := checkEra(u.Era); err != nil {
+				return d.Err(err.Error())
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		default:
+			return d.Errf("unrecognized upstream option %q", opt)
+		}
+	}
+	h.Upstreams = append(h.Upstreams, u)
+	return nil
+}
+
+func (h *Handler) unmarshalPolicy(d *caddyfile.Dispenser) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	if h.SelectionPolicyRaw != nil {
+		return d.Err("lb_policy already specified")
+	}
+	name := d.Val()
+	unm, err := caddyfile.UnmarshalModule(d, "http.reverse_proxy.selection_policies."+name)
+	if err != nil {
+		return err
+	}
+	sel, ok := unm.(reverseproxy.Selector)
+	if !ok {
+		return d.Errf("lb_policy %s is not a selection policy", name)
+	}
+	h.SelectionPolicyRaw = caddyconfig.JSONModuleObject(sel, "policy", name, nil)
+	return nil
+}
+
+func appendArgs(d *caddyfile.Dispenser, to []string) ([]string, error) {
+	args := d.RemainingArgs()
+	if len(args) == 0 {
+		return nil, d.ArgErr()
+	}
+	return append(to, args...), nil
+}
+
+func parseDuration(d *caddyfile.Dispenser, to *caddy.Duration) error {
+	opt := d.Val()
+	if *to != 0 {
+		return d.Errf("%s already specified", opt)
+	}
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	dur, err := caddy.ParseDuration(d.Val())
+	if err != nil {
+		return d.Errf("invalid %s %q: %v", opt, d.Val(), err)
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	*to = caddy.Duration(dur)
+	return nil
+}
+
+func parseSize(d *caddyfile.Dispenser, to *int64) error {
+	opt := d.Val()
+	if *to != 0 {
+		return d.Errf("%s already specified", opt)
+	}
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	n, err := humanize.ParseBytes(d.Val())
+	if err != nil || n > 1<<40 {
+		return d.Errf("invalid %s %q: want a size such as 4MiB", opt, d.Val())
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	*to = int64(n)
+	return nil
+}
+
+// Interface guards
+var _ caddyfile.Unmarshaler = (*Handler)(nil)

@@ -1,0 +1,42 @@
+package caddymodule
+
+import (
+	"net/http"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// supportedModern lists the modern protocol versions the gateway serves.
+var supportedModern = []string{translate.ModernVersion}
+
+// serveModern validates a modern (2026-07-28) request and forwards it,
+// statelessly, to a modern upstream.
+func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, body []byte) error {
+	req, rerr := translate.ValidateModern(r.Method, r.Header, body, supportedModern)
+	if rerr != nil {
+		return writeRPCError(w, requestID(body), rerr)
+	}
+	if translate.RemovedMethod(req.Method) {
+		return writeRPCError(w, req.ID, translate.NewMethodNotFound(req.Method))
+	}
+	up := h.selectUpstream(r, w, speaksModern)
+	if up == nil {
+		if len(h.candidates(r, speaksLegacy)) > 0 {
+			// Only legacy servers are reachable: tell the client which
+			// versions it can have, so that it falls back to initialize.
+			return writeRPCError(w, req.ID, &translate.RPCError{
+				HTTPStatus: http.StatusBadRequest, Code: translate.UnsupportedProtocolVersion,
+				Message: "Unsupported protocol version: only legacy MCP servers are available",
+				Data: map[string]any{
+					"supported": translate.LegacyVersions,
+					"requested": req.ProtocolVersion,
+				},
+			})
+		}
+		return writeRPCError(w, req.ID, &translate.RPCError{
+			HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,
+			Message: "no upstream MCP server is available",
+		})
+	}
+	return h.forward(w, r, exchange{up: up, method: http.MethodPost, header: upstreamHeader(r), body: body})
+}

@@ -1,0 +1,131 @@
+// Package caddymodule is the Caddy side of caddy-mcp-gateway: the
+// http.handlers.mcp_gateway handler, its Caddyfile directive, and the glue
+// between Caddy and the Caddy-free packages translate, legacy and sse.
+package caddymodule
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Handler is an MCP gateway. It stands in front of MCP servers of either
+// protocol era — legacy (2025-11-25 and earlier: `initialize`, sessions,
+// server-to-client requests in-line on SSE) and modern (2026-07-28:
+// stateless, per-request `_meta`) — and lets every client reach them.
+//
+// Same-era traffic is passed through: a legacy client is pinned to one
+// upstream session through a sealed session id that any gateway instance with
+// the same `state_key` can route, with no shared store; a modern request is
+// validated (headers mirror the body, `_meta`, version) and forwarded.
+//
+// The handler is terminal: it answers every request it receives.
+//
+// It sets these placeholders:
+//
+// Placeholder | Description
+// ------------|-------------
+// `{http.mcp_gateway.era}` | The era of the client request: `legacy` or `modern`
+// `{http.mcp_gateway.method}` | The JSON-RPC method of the request, if any
+// `{http.mcp_gateway.upstream}` | The URL of the upstream that served the request
+type Handler struct {
+	// The MCP servers behind the gateway. At least one is required. A new
+	// legacy session, and every modern request, goes to one of the upstreams
+	// of a matching era chosen by the selection policy; a legacy session stays
+	// on its upstream until it ends.
+	Upstreams []*Upstream `json:"upstreams,omitempty"`
+
+	// How to spread new sessions and modern requests over the upstreams:
+	// any of Caddy's reverse_proxy selection policies (`random`,
+	// `round_robin`, `first`, `header`, `client_ip_hash`, ...). Upstreams
+	// marked down by passive health checks are never offered to the policy.
+	// Policies that count in-flight requests (`least_conn`) see every
+	// upstream as idle. Default: `random`.
+	SelectionPolicyRaw json.RawMessage `json:"selection_policy,omitempty" caddy:"namespace=http.reverse_proxy.selection_policies inline_key=policy"`
+
+	// Keys sealing the session ids (and later the request state) the
+	// gateway hands to clients: base64 encodings of 32 random bytes (for
+	// example `openssl rand -base64 32`). The first key seals; all keys
+	// open, so a key is rotated by putting a new one first and keeping the
+	// old one until its sessions are gone. Every instance of a fleet must
+	// share them. Placeholders such as `{env.MCP_GATEWAY_KEY}` are expanded.
+	// Default: a random key made at start, so sessions do not survive a
+	// restart of the process and cannot be served by another instance (they
+	// do survive a config reload).
+	StateKeys []string `json:"state_keys,omitempty"`
+
+	// Origins (scheme://host[:port]) that browsers may call the gateway
+	// from. A request carrying an `Origin` header is refused with 403 unless
+	// the origin is listed here, or its host is the request's own `Host`
+	// and that host passes the host check. `*` allows every origin.
+	// Default: none beyond same-host.
+	AllowedOrigins []string `json:"allowed_origins,omitempty"`
+
+	// Host names (without port) accepted in the `Host` header of requests
+	// that arrive on a loopback address. Requests reaching a loopback
+	// listener with another Host are refused with 403, which defeats DNS
+	// rebinding against a gateway bound to localhost. `localhost`,
+	// `127.0.0.1` and `::1` are always accepted. Requests arriving on
+	// non-loopback addresses are left to Caddy's own host matching.
+	AllowedHosts []string `json:"allowed_hosts,omitempty"`
+
+	// How long an SSE stream may stay silent before the gateway sends a
+	// keep-alive comment (`: keep-alive`), so that idle-timeouts of load
+	// balancers on the way do not cut it. Zero or negative disables
+	// keep-alives. Default: 15s.
+	KeepAliveInterval caddy.Duration `json:"keepalive_interval,omitempty"`
+
+	// How long to let open streams run after the configuration is unloaded
+	// (reload) or the server stops, before the gateway closes them. Legacy
+	// clients resume a closed stream with `Last-Event-ID` on the new
+	// configuration. Default: 0 (close at once).
+	StreamCloseDelay caddy.Duration `json:"stream_close_delay,omitempty"`
+
+	// How long an upstream that refused a connection (or failed to answer
+	// with HTTP at all) is skipped for new sessions and modern requests.
+	// Default: 10s.
+	FailDuration caddy.Duration `json:"fail_duration,omitempty"`
+
+	// The largest request body accepted, in bytes; larger requests get 413.
+	// Default: 4 MiB.
+	MaxRequestBody int64 `json:"max_request_body,omitempty"`
+
+	selector reverseproxy.Selector
+	keyring  *legacy.Keyring
+	logger   *zap.Logger
+	ctx      caddy.Context
+	client   *http.Client
+	pool     reverseproxy.UpstreamPool // parallel to Upstreams, offered to selector
+	streams  *streamRegistry
+	allowedOrigin map[string]bool
+	allowedHost   map[string]bool
+	stopOnce *sync.Once
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.mcp_gateway",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

@@ -1,0 +1,153 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// probeTimeout bounds one era probe of an upstream.
+const probeTimeout = 5 * time.Second
+
+// maxProbeResponse bounds what the gateway reads of a probe's answer.
+const maxProbeResponse = 1 << 20
+
+// erasOf returns the eras u speaks, probing it if its era is `auto` and not
+// yet known. Concurrent callers share one probe.
+func (h *Handler) erasOf(ctx context.Context, u *Upstream) (eraSet, error) {
+	if e := u.knownEras(); e != 0 {
+		return e, nil
+	}
+	u.state.probeMu.Lock()
+	defer u.state.probeMu.Unlock()
+	if e := eraSet(u.state.eras.Load()); e != 0 {
+		return e, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	e, err := h.probe(ctx, u)
+	if err != nil {
+		u.markDown(time.Duration(h.FailDuration))
+		h.logger.Warn("probing upstream era failed", zap.String("upstream", u.URL), zap.Error(err))
+		return 0, err
+	}
+	u.state.eras.Store(uint32(e))
+	h.logger.Info("probed upstream era", zap.String("upstream", u.URL), zap.Stringer("era", e))
+	return e, nil
+}
+
+// probe asks u with `server/discover` (modern) and with `initialize`
+// (legacy); a dual-era server answers both.
+func (h *Handler) probe(ctx context.Context, u *Upstream) (eraSet, error) {
+	var eras eraSet
+	discover := `{"jsonrpc":"2.0","id":"gateway-probe","method":"server/discover","params":{"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"` + translate.ModernVersion + `",` +
+		`"io.modelcontextprotocol/clientCapabilities":{},` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"caddy-mcp-gateway","version":"probe"}}}}`
+	hdr := http.Header{}
+	hdr.Set("MCP-Protocol-Version", translate.ModernVersion)
+	hdr.Set("Mcp-Method", "server/discover")
+	res, _, err := h.probeCall(ctx, u, hdr, discover)
+	if err != nil {
+		return 0, err
+	}
+	for _, v := range res.Get("result.supportedVersions").Array() {
+		if v.String() == translate.ModernVersion {
+			eras |= speaksModern
+		}
+	}
+
+	initialize := `{"jsonrpc":"2.0","id":"gateway-probe","method":"initialize","params":{` +
+		`"protocolVersion":"` + translate.LegacyVersions[0] + `","capabilities":{},` +
+		`"clientInfo":{"name":"caddy-mcp-gateway","version":"probe"}}}`
+	res, sid, err := h.probeCall(ctx, u, http.Header{}, initialize)
+	if err != nil {
+		return 0, err
+	}
+	if res.Get("result.protocolVersion").Exists() {
+		eras |= speaksLegacy
+		if sid != "" {
+			h.endProbeSession(ctx, u, sid)
+		}
+	}
+	if eras == 0 {
+		return 0, errors.New("the upstream answered neither server/discover nor initialize")
+	}
+	return eras, nil
+}
+
+// probeCall POSTs one JSON-RPC request and returns its response message and
+// the Mcp-Session-Id header of the answer. An HTTP error status is not an
+// error here: the body may still be a JSON-RPC error that tells the era.
+func (h *Handler) probeCall(ctx context.Context, u *Upstream, hdr http.Header, body string) (gjson.Result, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.URL, bytes.NewReader([]byte(body)))
+	if err != nil {
+		return gjson.Result{}, "", err
+	}
+	req.Header = hdr
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return gjson.Result{}, "", fmt.Errorf("probing %s: %w", u.URL, err)
+	}
+	defer resp.Body.Close()
+	msg, err := readResponseMessage(resp, "gateway-probe")
+	if err != nil {
+		// Not JSON-RPC at all (an HTML 404, say): this era is not spoken.
+		return gjson.Result{}, "", nil
+	}
+	return msg, resp.Header.Get("Mcp-Session-Id"), nil
+}
+
+// endProbeSession deletes the session a probe's initialize opened.
+func (h *Handler) endProbeSession(ctx context.Context, u *Upstream, sid string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u.URL, nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set("Mcp-Session-Id", sid)
+	if resp, err := h.client.Do(req); err == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeResponse))
+		resp.Body.Close()
+	}
+}
+
+// readResponseMessage reads the JSON-RPC response with the given string id
+// from a JSON or SSE answer.
+func readResponseMessage(resp *http.Response, id string) (gjson.Result, error) {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	body := io.LimitReader(resp.Body, maxProbeResponse)
+	if mt == "text/event-stream" {
+		rd := sse.NewReader(body, maxProbeResponse)
+		for {
+			ev, err := rd.Next()
+			if err != nil {
+				return gjson.Result{}, fmt.Errorf("reading event stream: %w", err)
+			}
+			msg := gjson.ParseBytes(ev.Data)
+			if msg.Get("id").String() == id && (msg.Get("result").Exists() || msg.Get("error").Exists()) {
+				return msg, nil
+			}
+		}
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return gjson.Result{}, err
+	}
+	if !gjson.ValidBytes(b) {
+		return gjson.Result{}, errors.New("not JSON")
+	}
+	return gjson.ParseBytes(b), nil
+}

@@ -1,0 +1,187 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+)
+
+// Defaults of the optional settings.
+const (
+	defaultKeepAlive      = 15 * time.Second
+	defaultFailDuration   = 10 * time.Second
+	defaultMaxRequestBody = 4 << 20
+)
+
+// processKey is the sealing key made at start when no state_key is
+// configured: one per process, so that sessions survive config reloads.
+var processKey = sync.OnceValue(legacy.NewRandomKey)
+
+// Provision sets up the handler.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.ctx = ctx
+	h.logger = ctx.Logger()
+	h.streams = newStreamRegistry()
+
+	if h.KeepAliveInterval == 0 {
+		h.KeepAliveInterval = caddy.Duration(defaultKeepAlive)
+	}
+	if h.FailDuration == 0 {
+		h.FailDuration = caddy.Duration(defaultFailDuration)
+	}
+	if h.MaxRequestBody == 0 {
+		h.MaxRequestBody = defaultMaxRequestBody
+	}
+
+	for i, u := range h.Upstreams {
+		if u == nil {
+			return fmt.Errorf("upstream %d: empty", i)
+		}
+		if err := u.provision(); err != nil {
+			return err
+		}
+	}
+
+	if h.SelectionPolicyRaw == nil {
+		h.SelectionPolicyRaw = caddyconfig.JSONModuleObject(reverseproxy.RandomSelection{}, "policy", "random", nil)
+	}
+	mod, err := ctx.LoadModule(h, "SelectionPolicyRaw")
+	if err != nil {
+		return fmt.Errorf("loading selection policy: %w", err)
+	}
+	sel, ok := mod.(reverseproxy.Selector)
+	if !ok {
+		return fmt.Errorf("selection policy %T is not a reverseproxy.Selector", mod)
+	}
+	h.selector = sel
+
+	if err := h.provisionKeys(); err != nil {
+		return err
+	}
+
+	h.allowedOrigin = make(map[string]bool, len(h.AllowedOrigins))
+	for _, o := range h.AllowedOrigins {
+		h.allowedOrigin[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
+	}
+	h.allowedHost = make(map[string]bool, len(h.AllowedHosts))
+	for _, host := range h.AllowedHosts {
+		h.allowedHost[strings.ToLower(host)] = true
+	}
+
+	h.client = &http.Client{
+		Transport: &http.Transport{
+			Proxy:                 nil, // an MCP upstream is reached directly
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:          256,
+			MaxIdleConnsPerHost:   64,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		},
+		// MCP endpoints do not redirect; following one could leak tokens.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+
+	// End our own streams when this config is unloaded (reload) and, earlier,
+	// when the server begins to stop: Caddy's grace period never ends SSE
+	// streams, and on exit it waits for them.
+	delay := time.Duration(h.StreamCloseDelay)
+	context.AfterFunc(ctx, func() { h.streams.closeAll(delay) })
+	if events, err := ctx.App("events"); err == nil {
+		if app, ok := events.(*caddyevents.App); ok {
+			_ = app.On("stopping", stoppingHandler{h.streams, delay})
+		}
+	}
+	return nil
+}
+
+// provisionKeys builds the keyring from state_keys, or from the process key.
+func (h *Handler) provisionKeys() error {
+	if len(h.StateKeys) == 0 {
+		h.logger.Warn("no state_key configured: sealing with a random key made at start; " +
+			"sessions will not survive a restart and no other instance can serve them")
+		kr, err := legacy.NewKeyring(processKey())
+		h.keyring = kr
+		return err
+	}
+	repl := caddy.NewReplacer()
+	keys := make([][]byte, 0, len(h.StateKeys))
+	for i, s := range h.StateKeys {
+		k, err := legacy.ParseKey(repl.ReplaceAll(s, ""))
+		if err != nil {
+			return fmt.Errorf("state_key %d: %w", i+1, err)
+		}
+		keys = append(keys, k)
+	}
+	kr, err := legacy.NewKeyring(keys...)
+	if err != nil {
+		return fmt.Errorf("state_key: %w", err)
+	}
+	h.keyring = kr
+	return nil
+}
+
+// Validate checks the configuration.
+func (h *Handler) Validate() error {
+	if len(h.Upstreams) == 0 {
+		return errors.New("at least one upstream is required")
+	}
+	seen := make(map[string]bool, len(h.Upstreams))
+	for _, u := range h.Upstreams {
+		if seen[u.URL] {
+			return fmt.Errorf("upstream %q is listed twice", u.URL)
+		}
+		seen[u.URL] = true
+	}
+	if h.MaxRequestBody < 0 {
+		return errors.New("max_request_body must not be negative")
+	}
+	if h.StreamCloseDelay < 0 {
+		return errors.New("stream_close_delay must not be negative")
+	}
+	if h.FailDuration < 0 {
+		return errors.New("fail_duration must not be negative")
+	}
+	return nil
+}
+
+// Cleanup releases what this configuration held. Streams are closed by the
+// context hook set in Provision; shared upstream state is released here.
+func (h *Handler) Cleanup() error {
+	for _, u := range h.Upstreams {
+		if u != nil && u.state != nil {
+			_, _ = upstreamStates.Delete(u.URL)
+		}
+	}
+	if h.client != nil {
+		h.client.CloseIdleConnections()
+	}
+	return nil
+}
+
+// stoppingHandler ends the streams when Caddy emits "stopping", which comes
+// before the HTTP servers wait for open connections.
+type stoppingHandler struct {
+	streams *streamRegistry
+	delay   time.Duration
+}
+
+// Handle implements caddyevents.Handler.
+func (s stoppingHandler) Handle(context.Context, caddy.Event) error {
+	s.streams.closeAll(s.delay)
+	return nil
+}
+
+var _ caddyevents.Handler = stoppingHandler{}

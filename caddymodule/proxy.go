@@ -1,0 +1,177 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// hopHeaders are never forwarded in either direction (RFC 9110 §7.6.1).
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// exchange is one request to an upstream whose answer is relayed to the
+// client.
+type exchange struct {
+	up     *Upstream
+	method string
+	header http.Header
+	body   []byte
+	// answerSession maps the upstream's Mcp-Session-Id answer header (""
+	// when absent) of a successful answer to the value the client gets; nil,
+	// or a "" result, drops the header.
+	answerSession func(upstreamValue string) string
+}
+
+// upstreamHeader builds the headers of an upstream request from the
+// client's: end-to-end headers pass (Authorization, Accept,
+// MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Param-*, Last-Event-ID,
+// trace context), the gateway's own concerns do not.
+func upstreamHeader(r *http.Request) http.Header {
+	hdr := r.Header.Clone()
+	for _, k := range hopHeaders {
+		hdr.Del(k)
+	}
+	for _, k := range []string{"Origin", "Mcp-Session-Id", "Content-Length", "Accept-Encoding", "Host"} {
+		hdr.Del(k)
+	}
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if prior := hdr.Values("X-Forwarded-For"); len(prior) > 0 {
+			ip = strings.Join(prior, ", ") + ", " + ip
+		}
+		hdr.Set("X-Forwarded-For", ip)
+	}
+	proto := "http"
+	if r.TLS != nil {
+		proto = "https"
+	}
+	hdr.Set("X-Forwarded-Proto", proto)
+	hdr.Set("X-Forwarded-Host", r.Host)
+	return hdr
+}
+
+// forward sends ex upstream and relays the answer to w: JSON is copied, SSE
+// is relayed event by event with keep-alives. The exchange is registered so
+// that unloading the config ends it.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex exchange) error {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer h.streams.add(cancel)()
+
+	var body io.Reader
+	if ex.body != nil {
+		body = bytes.NewReader(ex.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, ex.method, ex.up.URL, body)
+	if err != nil {
+		return caddyhttp.Error(http.StatusInternalServerError, err)
+	}
+	req.Header = ex.header
+	setPlaceholder(r, "upstream", ex.up.URL)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return h.upstreamFailed(w, r, ctx, ex, err)
+	}
+	defer resp.Body.Close()
+
+	out := w.Header()
+	for k, v := range resp.Header {
+		out[k] = v
+	}
+	for _, k := range hopHeaders {
+		out.Del(k)
+	}
+	out.Del("Mcp-Session-Id")
+	if ex.answerSession != nil && resp.StatusCode/100 == 2 {
+		if mapped := ex.answerSession(resp.Header.Get("Mcp-Session-Id")); mapped != "" {
+			out.Set("Mcp-Session-Id", mapped)
+		}
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt != "text/event-stream" {
+		w.WriteHeader(resp.StatusCode)
+		if _, err := io.Copy(w, resp.Body); err != nil {
+			h.endedEarly(r, ctx, "copying upstream answer", err)
+		}
+		return nil
+	}
+	out.Del("Content-Length")
+	sse.SetHeaders(out)
+	w.WriteHeader(resp.StatusCode)
+	return h.relaySSE(w, r, ctx, resp.Body)
+}
+
+// relaySSE copies an upstream event stream to the client, event by event.
+func (h *Handler) relaySSE(w http.ResponseWriter, r *http.Request, ctx context.Context, upstream io.Reader) error {
+	sw := sse.NewWriter(w)
+	defer sw.Close()
+	if err := http.NewResponseController(w).Flush(); err != nil {
+		return nil // client gone
+	}
+	sw.KeepAlive(time.Duration(h.KeepAliveInterval))
+	rd := sse.NewReader(upstream, 0)
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			h.endedEarly(r, ctx, "reading upstream event stream", err)
+			return nil
+		}
+		if err := sw.WriteEvent(ev); err != nil {
+			return nil // client gone; the deferred cancel ends the upstream request
+		}
+	}
+}
+
+// endedEarly handles a relay that stopped before the upstream finished. If
+// the gateway closed it (unload) or the client left, the response just ends.
+// Otherwise the upstream failed mid-answer: the client's response is aborted
+// so that it sees a broken stream, not a complete one (a legacy client then
+// resumes with Last-Event-ID).
+func (h *Handler) endedEarly(r *http.Request, ctx context.Context, what string, err error) {
+	if context.Cause(ctx) == errStreamsClosed || r.Context().Err() != nil {
+		return
+	}
+	if c := h.logger.Check(zapcore.WarnLevel, "aborting with incomplete response"); c != nil {
+		c.Write(zap.String("while", what), zap.Error(err))
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// upstreamFailed answers the client when the upstream request got no
+// response at all.
+func (h *Handler) upstreamFailed(w http.ResponseWriter, r *http.Request, ctx context.Context, ex exchange, err error) error {
+	switch {
+	case r.Context().Err() != nil:
+		return caddyhttp.Error(499, err)
+	case context.Cause(ctx) == errStreamsClosed:
+		return writeRPCError(w, requestID(ex.body), &translate.RPCError{
+			HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,
+			Message: "the gateway is shutting down; retry",
+		})
+	}
+	ex.up.markDown(time.Duration(h.FailDuration))
+	h.logger.Warn("upstream unavailable", zap.String("upstream", ex.up.URL), zap.Error(err))
+	return writeRPCError(w, requestID(ex.body), &translate.RPCError{
+		HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,
+		Message: "upstream MCP server unavailable",
+	})
+}

@@ -1,0 +1,108 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler. The handler is terminal:
+// next is never called.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	if rerr := h.checkOrigin(r); rerr != nil {
+		return writeRPCError(w, nil, rerr)
+	}
+	switch r.Method {
+	case http.MethodPost:
+		body, rerr := readBody(w, r, h.MaxRequestBody)
+		if rerr != nil {
+			return writeRPCError(w, nil, rerr)
+		}
+		setPlaceholder(r, "method", gjson.GetBytes(body, "method").String())
+		if translate.ClassifyRequest(r.Header, body) != translate.EraLegacy {
+			// Modern, or unrecognizable: the modern ladder says what is wrong.
+			setPlaceholder(r, "era", eraModern)
+			return h.serveModern(w, r, body)
+		}
+		setPlaceholder(r, "era", eraLegacy)
+		return h.serveLegacy(w, r, body)
+	case http.MethodGet, http.MethodDelete:
+		if r.Header.Get("Mcp-Session-Id") == "" {
+			// Only legacy sessions have GET and DELETE.
+			w.Header().Set("Allow", http.MethodPost)
+			return writeRPCError(w, nil, &translate.RPCError{
+				HTTPStatus: http.StatusMethodNotAllowed, Code: translate.InvalidRequest,
+				Message: "Method Not Allowed: " + r.Method + " needs an Mcp-Session-Id",
+			})
+		}
+		setPlaceholder(r, "era", eraLegacy)
+		return h.serveLegacy(w, r, nil)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		return writeRPCError(w, nil, &translate.RPCError{
+			HTTPStatus: http.StatusMethodNotAllowed, Code: translate.InvalidRequest,
+			Message: "Method Not Allowed",
+		})
+	}
+}
+
+// readBody reads the request body, bounded by limit.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *translate.RPCError) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, &translate.RPCError{
+				HTTPStatus: http.StatusRequestEntityTooLarge, Code: translate.InvalidRequest,
+				Message: "request body too large",
+			}
+		}
+		return nil, &translate.RPCError{
+			HTTPStatus: http.StatusBadRequest, Code: translate.ParseError,
+			Message: "reading request body: " + err.Error(),
+		}
+	}
+	return body, nil
+}
+
+// requestID returns the raw JSON-RPC id of body, or nil.
+func requestID(body []byte) json.RawMessage {
+	id := gjson.GetBytes(body, "id")
+	if !id.Exists() || (id.Type != gjson.String && id.Type != gjson.Number) {
+		return nil
+	}
+	return json.RawMessage(id.Raw)
+}
+
+// writeRPCError answers with a JSON-RPC error and its HTTP status.
+func writeRPCError(w http.ResponseWriter, id json.RawMessage, e *translate.RPCError) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.HTTPStatus)
+	_, _ = w.Write(translate.ErrorResponse(id, e))
+	return nil
+}
+
+// setPlaceholder sets {http.mcp_gateway.<name>} for access logs and later
+// handlers.
+func setPlaceholder(r *http.Request, name, value string) {
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Set("http.mcp_gateway."+name, value)
+	}
+}
+
+// asRPCError returns err as an *RPCError, or an internal error.
+func asRPCError(err error) *translate.RPCError {
+	var rerr *translate.RPCError
+	if errors.As(err, &rerr) {
+		return rerr
+	}
+	return &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.InvalidRequest, Message: err.Error()}
+}

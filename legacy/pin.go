@@ -1,0 +1,72 @@
+package legacy
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// GatewaySessionID is the Mcp-Session-Id the gateway hands to a legacy client.
+// It is a sealed Pin: any gateway instance holding the same keys can route it,
+// and no client can forge or alter one.
+type GatewaySessionID string
+
+// UpstreamSessionID is the Mcp-Session-Id an upstream server minted. It never
+// leaves the gateway in clear.
+type UpstreamSessionID string
+
+// Pin binds a legacy client's session to one upstream and to that upstream's
+// own session.
+type Pin struct {
+	// Upstream is the URL of the upstream, exactly as configured.
+	Upstream string
+	// Session is the upstream's session id; empty for an upstream that does
+	// not use sessions (the pin then only keeps the client on that upstream).
+	Session UpstreamSessionID
+	// Issued is when the gateway pinned the session (second precision).
+	Issued time.Time
+}
+
+// purposePin separates session tokens from every other sealed token.
+const purposePin Purpose = "mcp-gateway/legacy-pin/v1"
+
+// maxPinField bounds each string field of a pin (a URL or a session id).
+const maxPinField = 4096
+
+// SealPin seals p into a gateway session id.
+func SealPin(kr *Keyring, p Pin) GatewaySessionID {
+	b := make([]byte, 0, 8+2*binary.MaxVarintLen64+len(p.Upstream)+len(p.Session))
+	b = binary.BigEndian.AppendUint64(b, uint64(p.Issued.Unix()))
+	b = binary.AppendUvarint(b, uint64(len(p.Upstream)))
+	b = append(b, p.Upstream...)
+	b = append(b, p.Session...)
+	return GatewaySessionID(kr.Seal(purposePin, b))
+}
+
+// OpenPin opens a gateway session id. Every failure wraps ErrUnsealable.
+func OpenPin(kr *Keyring, id GatewaySessionID) (Pin, error) {
+	if len(id) > 4*maxPinField {
+		return Pin{}, fmt.Errorf("%w: too long", ErrUnsealable)
+	}
+	b, err := kr.Open(purposePin, string(id))
+	if err != nil {
+		return Pin{}, err
+	}
+	if len(b) < 8 {
+		return Pin{}, fmt.Errorf("%w: %w", ErrUnsealable, errShortPin)
+	}
+	issued := int64(binary.BigEndian.Uint64(b[:8]))
+	n, w := binary.Uvarint(b[8:])
+	if w <= 0 || n > uint64(len(b)-8-w) {
+		return Pin{}, fmt.Errorf("%w: %w", ErrUnsealable, errShortPin)
+	}
+	rest := b[8+w:]
+	return Pin{
+		Upstream: string(rest[:n]),
+		Session:  UpstreamSessionID(rest[n:]),
+		Issued:   time.Unix(issued, 0),
+	}, nil
+}
+
+var errShortPin = errors.New("truncated pin")

@@ -1,0 +1,148 @@
+package legacy
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// KeySize is the size in bytes of every sealing key (AES-256).
+const KeySize = 32
+
+// tokenVersion is the first byte of every sealed token, so that the format can
+// change without old tokens being misread.
+const tokenVersion = 1
+
+// Purpose separates the kinds of sealed token: a token sealed for one purpose
+// never opens for another, because the purpose is bound as additional data.
+type Purpose string
+
+// ErrUnsealable is returned (wrapped) for every token that does not open:
+// malformed, truncated, tampered, sealed under an unknown key or for another
+// purpose. Callers must not tell these apart to clients.
+var ErrUnsealable = errors.New("token does not open")
+
+// Keyring seals and opens tokens with AES-256-GCM. The first key seals; every
+// key opens, so keys can be rotated by prepending a new one. A Keyring is
+// immutable and safe for concurrent use; the AEADs are built once, so sealing
+// costs no key derivation.
+type Keyring struct {
+	keys []ringKey
+}
+
+type ringKey struct {
+	id   uint32
+	aead cipher.AEAD
+}
+
+// NewKeyring returns a keyring over the given 32-byte keys (the first seals).
+func NewKeyring(keys ...[]byte) (*Keyring, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("no keys")
+	}
+	kr := &Keyring{}
+	seen := map[uint32]bool{}
+	for i, k := range keys {
+		if len(k) != KeySize {
+			return nil, fmt.Errorf("key %d: %d bytes, want %d", i, len(k), KeySize)
+		}
+		block, err := aes.NewCipher(k)
+		if err != nil {
+			return nil, fmt.Errorf("key %d: %w", i, err)
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, fmt.Errorf("key %d: %w", i, err)
+		}
+		id := KeyID(k)
+		if seen[id] {
+			return nil, fmt.Errorf("key %d: duplicate key", i)
+		}
+		seen[id] = true
+		kr.keys = append(kr.keys, ringKey{id: id, aead: aead})
+	}
+	return kr, nil
+}
+
+// KeyID is the public identifier of a key: the first four bytes of its
+// SHA-256. It is stable across key orderings and reveals nothing useful.
+func KeyID(key []byte) uint32 {
+	sum := sha256.Sum256(key)
+	return binary.BigEndian.Uint32(sum[:4])
+}
+
+// ParseKey decodes a base64 (standard or URL alphabet, padded or not) key and
+// checks its size.
+func ParseKey(s string) ([]byte, error) {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if k, err := enc.DecodeString(s); err == nil {
+			if len(k) != KeySize {
+				return nil, fmt.Errorf("key decodes to %d bytes, want %d", len(k), KeySize)
+			}
+			return k, nil
+		}
+	}
+	return nil, errors.New("key is not valid base64")
+}
+
+// NewRandomKey returns a fresh random 32-byte key.
+func NewRandomKey() []byte {
+	k := make([]byte, KeySize)
+	if _, err := rand.Read(k); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // never happens on supported platforms
+	}
+	return k
+}
+
+// header layout: version(1) | key id(4) | nonce(12)
+const headerSize = 1 + 4 + 12
+
+// Seal encrypts and authenticates plaintext for purpose and returns a
+// URL-safe token of visible ASCII characters.
+func (kr *Keyring) Seal(purpose Purpose, plaintext []byte) string {
+	k := kr.keys[0]
+	buf := make([]byte, headerSize, headerSize+len(plaintext)+k.aead.Overhead())
+	buf[0] = tokenVersion
+	binary.BigEndian.PutUint32(buf[1:5], k.id)
+	if _, err := rand.Read(buf[5:headerSize]); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err))
+	}
+	buf = k.aead.Seal(buf, buf[5:headerSize], plaintext, aad(purpose, buf[:5]))
+	return base64.RawURLEncoding.EncodeToString(buf)
+}
+
+// Open authenticates and decrypts a token sealed for purpose. Every failure
+// wraps ErrUnsealable.
+func (kr *Keyring) Open(purpose Purpose, token string) ([]byte, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return nil, fmt.Errorf("%w: not base64url", ErrUnsealable)
+	}
+	if len(raw) < headerSize || raw[0] != tokenVersion {
+		return nil, fmt.Errorf("%w: bad header", ErrUnsealable)
+	}
+	id := binary.BigEndian.Uint32(raw[1:5])
+	for _, k := range kr.keys {
+		if k.id != id {
+			continue
+		}
+		pt, err := k.aead.Open(nil, raw[5:headerSize], raw[headerSize:], aad(purpose, raw[:5]))
+		if err != nil {
+			return nil, fmt.Errorf("%w: authentication failed", ErrUnsealable)
+		}
+		return pt, nil
+	}
+	return nil, fmt.Errorf("%w: unknown key", ErrUnsealable)
+}
+
+func aad(purpose Purpose, header []byte) []byte {
+	b := make([]byte, 0, len(purpose)+1+len(header))
+	b = append(b, purpose...)
+	b = append(b, 0)
+	return append(b, header...)
+}

@@ -1,0 +1,144 @@
+// Command demoserver is a small legacy MCP server (protocol 2025-11-25, with
+// sessions) to put behind the gateway. It is the demo upstream of the
+// README's run command, and the tests use it as a real sessionful upstream.
+//
+//	go run ./tests/demoserver -addr 127.0.0.1:9101   # serves http://127.0.0.1:9101/mcp
+//
+// Its tools show the server-to-client requests that only the legacy protocol
+// can send in the middle of a tool call:
+//
+//   - greet {name}: plain text, no questions asked.
+//   - book_table {restaurant}: asks the user for party size and date
+//     (elicitation), then confirms the booking.
+//   - summarize {text}: asks the client's model for a summary (sampling) and
+//     returns its answer.
+//   - plan_trip {}: asks twice in a row, first for a destination, then for
+//     dates.
+//
+// The questions travel on the tools/call response stream, so a modern client
+// can only answer them through a gateway that turns them into input_required
+// results.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"maps"
+	"net/http"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type greetArgs struct {
+	Name string `json:"name" jsonschema:"who to greet"`
+}
+
+type bookTableArgs struct {
+	Restaurant string `json:"restaurant" jsonschema:"the restaurant to book"`
+}
+
+type summarizeArgs struct {
+	Text string `json:"text" jsonschema:"the text to summarize"`
+}
+
+type planTripArgs struct{}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:9101", "address to listen on")
+	flag.Parse()
+
+	server := mcp.NewServer(&mcp.Implementation{Name: "caddy-mcp-gateway-demo", Version: "1.0.0"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "greet", Description: "Say hello."}, greet)
+	mcp.AddTool(server, &mcp.Tool{Name: "book_table", Description: "Book a table; asks for party size and date."}, bookTable)
+	mcp.AddTool(server, &mcp.Tool{Name: "summarize", Description: "Summarize text with the client's model."}, summarize)
+	mcp.AddTool(server, &mcp.Tool{Name: "plan_trip", Description: "Plan a trip; asks for a destination, then dates."}, planTrip)
+
+	// Sessionful (not Stateless): this is the legacy protocol the gateway fronts.
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", handler)
+
+	log.Printf("demoserver: MCP endpoint http://%s/mcp", *addr)
+	log.Fatal(http.ListenAndServe(*addr, mux))
+}
+
+func greet(_ context.Context, _ *mcp.CallToolRequest, in greetArgs) (*mcp.CallToolResult, any, error) {
+	return text(fmt.Sprintf("Hello, %s!", in.Name)), nil, nil
+}
+
+func bookTable(ctx context.Context, req *mcp.CallToolRequest, in bookTableArgs) (*mcp.CallToolResult, any, error) {
+	// Elicit with the call's ctx, so the question goes out on this call's stream.
+	answer, err := ask(ctx, req, "How many people, and when?", map[string]any{
+		"partySize": map[string]any{"type": "integer", "title": "Party size", "minimum": 1, "maximum": 20},
+		"date":      map[string]any{"type": "string", "title": "Date", "format": "date"},
+	})
+	if err != nil || answer == nil {
+		return declined("Nothing booked", err)
+	}
+	return text(fmt.Sprintf("Booked %s for %v on %v.", in.Restaurant, answer["partySize"], answer["date"])), nil, nil
+}
+
+func summarize(ctx context.Context, req *mcp.CallToolRequest, in summarizeArgs) (*mcp.CallToolResult, any, error) {
+	res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{
+		MaxTokens:    200,
+		SystemPrompt: "Summarize the user's text in one sentence.",
+		Messages:     []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: in.Text}}},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("sampling: %w", err)
+	}
+	summary, ok := res.Content.(*mcp.TextContent)
+	if !ok {
+		return nil, nil, fmt.Errorf("sampling: expected text content, got %T", res.Content)
+	}
+	return text(fmt.Sprintf("Summary (%s): %s", res.Model, summary.Text)), nil, nil
+}
+
+func planTrip(ctx context.Context, req *mcp.CallToolRequest, _ planTripArgs) (*mcp.CallToolResult, any, error) {
+	where, err := ask(ctx, req, "Where do you want to go?", map[string]any{
+		"destination": map[string]any{"type": "string", "title": "Destination"},
+	})
+	if err != nil || where == nil {
+		return declined("No trip planned", err)
+	}
+	when, err := ask(ctx, req, fmt.Sprintf("When do you want to go to %v?", where["destination"]), map[string]any{
+		"startDate": map[string]any{"type": "string", "title": "First day", "format": "date"},
+		"endDate":   map[string]any{"type": "string", "title": "Last day", "format": "date"},
+	})
+	if err != nil || when == nil {
+		return declined("No trip planned", err)
+	}
+	return text(fmt.Sprintf("Trip to %v from %v to %v.", where["destination"], when["startDate"], when["endDate"])), nil, nil
+}
+
+// ask elicits a form whose fields are all required. It returns nil content
+// when the user declines or cancels.
+func ask(ctx context.Context, req *mcp.CallToolRequest, message string, fields map[string]any) (map[string]any, error) {
+	required := slices.Sorted(maps.Keys(fields))
+	res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
+		Message:         message,
+		RequestedSchema: map[string]any{"type": "object", "properties": fields, "required": required},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("elicitation: %w", err)
+	}
+	if res.Action != "accept" {
+		return nil, nil
+	}
+	return res.Content, nil
+}
+
+// declined turns a failed or refused elicitation into the tool's answer.
+func declined(what string, err error) (*mcp.CallToolResult, any, error) {
+	if err != nil {
+		return nil, nil, err
+	}
+	return text(what + ": the user declined."), nil, nil
+}
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}

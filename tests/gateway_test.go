@@ -1,0 +1,177 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// gateway is a real Caddy process, built from caddymodule/cmd/caddy, running
+// the mcp_gateway module on loopback ports.
+type gateway struct {
+	URL       string // the MCP endpoint, http://127.0.0.1:PORT/mcp
+	Port      int
+	AdminAddr string
+	config    string
+	cmd       *exec.Cmd
+	log       *bytes.Buffer
+	done      chan struct{}
+}
+
+var (
+	caddyOnce sync.Once
+	caddyPath string
+	caddyErr  error
+)
+
+// caddyBinary builds the custom Caddy once per test run.
+func caddyBinary(t *testing.T) string {
+	t.Helper()
+	caddyOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "mcp-gateway-caddy-")
+		if err != nil {
+			caddyErr = err
+			return
+		}
+		caddyPath = filepath.Join(dir, "caddy")
+		cmd := exec.Command("go", "build", "-o", caddyPath, "./caddymodule/cmd/caddy")
+		cmd.Dir = repoRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			caddyErr = fmt.Errorf("building caddy: %v\n%s", err, out)
+		}
+	})
+	if caddyErr != nil {
+		t.Fatal(caddyErr)
+	}
+	return caddyPath
+}
+
+// gatewayConfig renders a Caddyfile serving mcp_gateway at /mcp on port,
+// with body as the directive's block.
+func gatewayConfig(port int, admin, body string) string {
+	return fmt.Sprintf(`{
+	admin %s
+	grace_period 10s
+	persist_config off
+}
+
+:%d {
+	bind 127.0.0.1
+	mcp_gateway /mcp {
+%s
+	}
+}
+`, admin, port, body)
+}
+
+// startGateway runs Caddy with an mcp_gateway block (the lines inside
+// `mcp_gateway /mcp { ... }`) and waits until it serves.
+func startGateway(t *testing.T, block string) *gateway {
+	t.Helper()
+	bin := caddyBinary(t)
+	dir := t.TempDir()
+	g := &gateway{Port: freePort(t), AdminAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), log: new(bytes.Buffer), done: make(chan struct{})}
+	g.URL = fmt.Sprintf("http://127.0.0.1:%d/mcp", g.Port)
+	g.config = filepath.Join(dir, "Caddyfile")
+	g.writeConfig(t, block)
+	g.cmd = exec.Command(bin, "run", "--config", g.config, "--adapter", "caddyfile")
+	g.cmd.Dir = dir
+	g.cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	g.cmd.Stdout = &lockedWriter{w: g.log}
+	g.cmd.Stderr = g.cmd.Stdout
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = g.cmd.Wait(); close(g.done) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
+		<-g.done
+		if t.Failed() {
+			t.Logf("caddy log:\n%s", g.Log())
+		}
+	})
+	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/", g.Port), 20*time.Second)
+	return g
+}
+
+func (g *gateway) writeConfig(t *testing.T, block string) {
+	t.Helper()
+	if err := os.WriteFile(g.config, []byte(gatewayConfig(g.Port, g.AdminAddr, block)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Log returns what Caddy printed so far.
+func (g *gateway) Log() string {
+	w := g.cmd.Stdout.(*lockedWriter)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return g.log.String()
+}
+
+// reload writes a new block and runs `caddy reload` against the process.
+func (g *gateway) reload(t *testing.T, block string) {
+	t.Helper()
+	g.writeConfig(t, block)
+	out, err := exec.Command(caddyBinary(t), "reload", "--config", g.config, "--adapter", "caddyfile", "--address", g.AdminAddr, "--force").CombinedOutput()
+	if err != nil {
+		t.Fatalf("caddy reload: %v\n%s", err, out)
+	}
+}
+
+// stop runs `caddy stop` and returns how long the process took to exit.
+func (g *gateway) stop(t *testing.T) time.Duration {
+	t.Helper()
+	start := time.Now()
+	out, err := exec.Command(caddyBinary(t), "stop", "--address", g.AdminAddr).CombinedOutput()
+	if err != nil {
+		t.Fatalf("caddy stop: %v\n%s", err, out)
+	}
+	select {
+	case <-g.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("caddy did not exit within 30s of caddy stop")
+	}
+	return time.Since(start)
+}
+
+// post sends one JSON-RPC message with the given headers and returns the
+// response (body fully read for JSON, left open for SSE).
+func post(t *testing.T, url string, hdr map[string]string, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -1,0 +1,131 @@
+package translate
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"testing"
+)
+
+// peekSeeds are bodies of every shape Peek distinguishes.
+var peekSeeds = []string{
+	`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+	`{"jsonrpc":"2.0","id":"a\u0062","method":"tools/call","params":{"name":"t","arguments":{}}}`,
+	`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`,
+	`{"jsonrpc":"2.0","id":1,"result":{}}`,
+	`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`,
+	`[{"jsonrpc":"2.0","id":1,"method":"x"}]`,
+	`{"jsonrpc":"2.0","id":1,"method":"x","method":"y"}`,
+	`{"jsonrpc":"2.0","id":true,"method":"x"}`,
+	`{"jsonrpc":"2.0","id":1e400,"method":"x"}`,
+	`{"jsonrpc":"2.0","id":"\ud800","method":"\u0000"}`,
+	`{"a":`,
+	`"\`,
+	``,
+	`null`,
+}
+
+func FuzzPeek(f *testing.F) {
+	for _, s := range peekSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		msg, err := Peek(body)
+		if err != nil {
+			re := asRPCError(t, err)
+			if re.HTTPStatus != http.StatusBadRequest || (re.Code != ParseError && re.Code != InvalidRequest) {
+				t.Fatalf("unexpected error %d/%d", re.HTTPStatus, re.Code)
+			}
+			if msg.Kind != KindInvalid {
+				t.Fatalf("Kind %v with error", msg.Kind)
+			}
+		} else if msg.Kind == KindInvalid {
+			t.Fatal("KindInvalid without error")
+		}
+		if msg.ID != nil && !json.Valid(msg.ID) {
+			t.Fatalf("ID %q is not valid JSON", msg.ID)
+		}
+		if (msg.Kind == KindRequest || msg.Kind == KindNotification) && msg.Method == "" {
+			t.Fatal("request without method")
+		}
+		if msg.Kind == KindRequest && msg.ID == nil {
+			t.Fatal("request without id")
+		}
+		out := ErrorResponse(msg.ID, &RPCError{Code: InvalidRequest, Message: msg.Method})
+		if !json.Valid(out) {
+			t.Fatalf("ErrorResponse is not valid JSON: %q", out)
+		}
+	})
+}
+
+func FuzzValidateModern(f *testing.F) {
+	meta := `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	seeds := []struct{ body, version, method, name string }{
+		{reqJSON(`1`, "tools/list", `{"_meta":`+meta+`}`), ModernVersion, "tools/list", ""},
+		{reqJSON(`1`, "tools/call", `{"name":"Hello","_meta":`+meta+`}`), ModernVersion, "tools/call", "=?base64?SGVsbG8=?="},
+		{reqJSON(`1`, "tools/call", `{"name":"Hello","_meta":`+meta+`}`), ModernVersion, "tools/call", "=?base64?SGVsbG8?="},
+		{reqJSON(`"r"`, "resources/read", `{"uri":"test://x","_meta":`+meta+`}`), ModernVersion, "resources/read", "  test://x "},
+		{reqJSON(`301`, "server/discover", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"v999.0.0","io.modelcontextprotocol/clientCapabilities":{}}}`), "v999.0.0", "server/discover", ""},
+		{reqJSON(`101`, "server/discover", `{}`), ModernVersion, "server/discover", ""},
+		{reqJSON(``, "notifications/cancelled", `{"requestId":1}`), ModernVersion, "", ""},
+		{`{"jsonrpc":"2.0","id":1,"result":{}}`, ModernVersion, "", ""},
+		{`[1]`, "", "", ""},
+		{`{`, ModernVersion, "TOOLS/LIST", "\x00"},
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s.body), s.version, s.method, s.name, true)
+	}
+	f.Add([]byte(seeds[0].body), ModernVersion, "tools/list", "", false)
+	supported := []string{ModernVersion, "2025-11-25"}
+
+	f.Fuzz(func(t *testing.T, body []byte, version, method, name string, post bool) {
+		h := http.Header{}
+		if version != "" {
+			h.Set("MCP-Protocol-Version", version)
+		}
+		if method != "" {
+			h.Set("Mcp-Method", method)
+		}
+		if name != "" {
+			h.Set("Mcp-Name", name)
+		}
+		_ = ClassifyRequest(h, body) // must not panic
+		httpMethod := http.MethodPost
+		if !post {
+			httpMethod = http.MethodGet
+		}
+		req, err := ValidateModern(httpMethod, h, body, supported)
+		if err != nil {
+			if err.HTTPStatus < 400 || err.HTTPStatus > 499 {
+				t.Fatalf("status %d outside 4xx", err.HTTPStatus)
+			}
+			var id json.RawMessage
+			if req != nil {
+				id = req.ID
+			}
+			if out := ErrorResponse(id, err); !json.Valid(out) {
+				t.Fatalf("ErrorResponse is not valid JSON: %q", out)
+			}
+			return
+		}
+		if req == nil || (req.Kind != KindRequest && req.Kind != KindNotification) {
+			t.Fatalf("success with %+v", req)
+		}
+		if !slices.Contains(supported, req.ProtocolVersion) {
+			t.Fatalf("unsupported version %q accepted", req.ProtocolVersion)
+		}
+		if req.Kind == KindRequest {
+			if trimOWS(method) != req.Method {
+				t.Fatalf("Mcp-Method %q accepted for method %q", method, req.Method)
+			}
+			if !json.Valid(req.ClientCapabilities) {
+				t.Fatalf("ClientCapabilities %q", req.ClientCapabilities)
+			}
+			if nameSourceField(req.Method) != "" {
+				if d, e := DecodeHeaderValue(name); e != nil || d != req.Name {
+					t.Fatalf("Mcp-Name %q accepted for name %q", name, req.Name)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,322 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/tidwall/gjson"
+)
+
+// JSON-RPC 2.0 and MCP error codes used by the gateway.
+const (
+	// ParseError means the body is not valid JSON.
+	ParseError = -32700
+	// InvalidRequest means the body is JSON but not a valid JSON-RPC 2.0
+	// message (wrong shape, batch, bad id, missing jsonrpc or method, ...).
+	InvalidRequest = -32600
+	// MethodNotFound means the method is unknown or not offered. On modern
+	// Streamable HTTP it goes with HTTP 404.
+	MethodNotFound = -32601
+	// InvalidParams means the params are invalid, including a modern
+	// request whose params._meta lacks a required field.
+	InvalidParams = -32602
+	// InternalError is an unexpected failure inside the receiver.
+	InternalError = -32603
+	// HeaderMismatch (2026-07-28) means an MCP request header is missing,
+	// malformed, or does not match the body. It goes with HTTP 400.
+	HeaderMismatch = -32020
+	// MissingRequiredClientCapability (2026-07-28) means the request needs a
+	// client capability that its _meta did not declare. It goes with HTTP 400.
+	MissingRequiredClientCapability = -32021
+	// UnsupportedProtocolVersion (2026-07-28) means the requested protocol
+	// version is not served. It goes with HTTP 400 and data
+	// {"supported":[...],"requested":"..."}.
+	UnsupportedProtocolVersion = -32022
+)
+
+// RPCError is an error to report to an MCP client. It carries the HTTP
+// status of the reply and the JSON-RPC error object to put in its body.
+// A Code of 0 means the condition has no JSON-RPC error (for example 405 for
+// GET on a modern-only endpoint); the caller then answers with the status
+// alone.
+type RPCError struct {
+	// HTTPStatus is the status code of the HTTP reply, e.g. 400.
+	HTTPStatus int
+	// Code is the JSON-RPC error code, e.g. HeaderMismatch, or 0.
+	Code int
+	// Message is the short human-readable error message.
+	Message string
+	// Data is the optional error.data member; nil omits it.
+	Data any
+}
+
+// Error implements the error interface.
+func (e *RPCError) Error() string {
+	if e.Code == 0 {
+		return fmt.Sprintf("translate: %s (HTTP %d)", e.Message, e.HTTPStatus)
+	}
+	return fmt.Sprintf("translate: %s (JSON-RPC %d, HTTP %d)", e.Message, e.Code, e.HTTPStatus)
+}
+
+// UnsupportedVersionData is the error.data of an UnsupportedProtocolVersion
+// error: the versions the gateway serves and the one the client asked for.
+type UnsupportedVersionData struct {
+	// Supported lists the protocol versions that are served.
+	Supported []string `json:"supported"`
+	// Requested is the protocol version the request carried.
+	Requested string `json:"requested"`
+}
+
+// NewMethodNotFound returns the error a modern Streamable HTTP endpoint
+// answers for a method it does not implement: HTTP 404 with JSON-RPC -32601.
+func NewMethodNotFound(method string) *RPCError {
+	return &RPCError{
+		HTTPStatus: http.StatusNotFound,
+		Code:       MethodNotFound,
+		Message:    "Method not found: " + clip(method),
+	}
+}
+
+// errorf builds an *RPCError with a formatted message.
+func errorf(status, code int, format string, args ...any) *RPCError {
+	return &RPCError{HTTPStatus: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// defaultMessage is used when an RPCError has no Message.
+func defaultMessage(code int) string {
+	switch code {
+	case ParseError:
+		return "Parse error"
+	case InvalidRequest:
+		return "Invalid Request"
+	case MethodNotFound:
+		return "Method not found"
+	case InvalidParams:
+		return "Invalid params"
+	case HeaderMismatch:
+		return "Header mismatch"
+	case MissingRequiredClientCapability:
+		return "Missing required client capability"
+	case UnsupportedProtocolVersion:
+		return "Unsupported protocol version"
+	default:
+		return "Internal error"
+	}
+}
+
+// errorObject is the JSON-RPC error member.
+type errorObject struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+}
+
+// ErrorResponse returns a JSON-RPC 2.0 error response body for e. The id
+// is copied verbatim (surrounding whitespace removed); when it is absent or
+// not a single valid JSON value, the response carries "id":null. A nil e is
+// reported as an InternalError, and a Data value that cannot be marshalled is
+// dropped rather than failing.
+func ErrorResponse(id json.RawMessage, e *RPCError) []byte {
+	if e == nil {
+		e = &RPCError{HTTPStatus: http.StatusInternalServerError, Code: InternalError}
+	}
+	code := e.Code
+	if code == 0 {
+		code = InternalError
+	}
+	obj := errorObject{Code: code, Message: e.Message, Data: e.Data}
+	if obj.Message == "" {
+		obj.Message = defaultMessage(code)
+	}
+	errJSON, err := json.Marshal(obj)
+	if err != nil {
+		obj.Data = nil
+		errJSON, _ = json.Marshal(obj) // cannot fail: only an int and a string remain
+	}
+
+	id = bytes.TrimSpace(id)
+	if len(id) == 0 || !json.Valid(id) {
+		id = json.RawMessage("null")
+	}
+	out := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"error":}`)+len(id)+len(errJSON))
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	out = append(out, `,"error":`...)
+	out = append(out, errJSON...)
+	return append(out, '}')
+}
+
+// Kind says which kind of JSON-RPC message a body holds.
+type Kind int
+
+// Message kinds. The zero value is KindInvalid.
+const (
+	// KindInvalid is a body that is not a valid JSON-RPC 2.0 message.
+	KindInvalid Kind = iota
+	// KindRequest has a method and a string or number id.
+	KindRequest
+	// KindNotification has a method and no id.
+	KindNotification
+	// KindResponse has an id and exactly one of result or error.
+	KindResponse
+)
+
+// String returns the lowercase name of the kind.
+func (k Kind) String() string {
+	switch k {
+	case KindRequest:
+		return "request"
+	case KindNotification:
+		return "notification"
+	case KindResponse:
+		return "response"
+	default:
+		return "invalid"
+	}
+}
+
+// Message is the envelope of a JSON-RPC 2.0 message as seen by Peek.
+type Message struct {
+	// ID is the raw JSON of the id member (e.g. `7` or `"abc"`), copied
+	// verbatim so that error responses can echo it. It is nil for
+	// notifications and whenever the body has no usable id. An error
+	// response may carry `null`.
+	ID json.RawMessage
+	// Method is the method of a request or notification.
+	Method string
+	// Kind is the kind of message. Peek leaves it KindInvalid on error.
+	Kind Kind
+}
+
+// Peek checks that body is a single JSON-RPC 2.0 message and returns its
+// envelope without unmarshalling the rest. The rules are:
+//
+//   - the body must be valid JSON (else ParseError), a single object (a
+//     batch array or a scalar is InvalidRequest), with "jsonrpc":"2.0" and no
+//     duplicate member names;
+//   - a request has a non-empty string method and an id that is a string or
+//     a number (null, booleans, objects and arrays are rejected);
+//   - a notification has a method and no id member;
+//   - a response has no method and exactly one of result or error; a result
+//     response needs a string or number id, an error response may have a
+//     null or absent id (JSON-RPC 2.0 §5, MCP JSONRPCErrorResponse), and its
+//     error must be an object with a numeric code and a string message;
+//   - params, when present, must be an object or an array.
+//
+// Every error is an *RPCError with HTTPStatus 400. On error the returned
+// Message still carries the id (when it is a string or number) and the
+// method (when it is a string), so the caller can echo the id.
+func Peek(body []byte) (Message, error) {
+	var msg Message
+	if !gjson.ValidBytes(body) {
+		return msg, errorf(http.StatusBadRequest, ParseError, "Parse error: body is not valid JSON")
+	}
+	root := gjson.ParseBytes(body)
+	if root.IsArray() {
+		return msg, errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: JSON-RPC batches are not supported")
+	}
+	if !root.IsObject() {
+		return msg, errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: message must be a JSON object")
+	}
+	members, dup := objectMembers(root)
+
+	id, hasID := members["id"]
+	if isIDType(id) {
+		msg.ID = json.RawMessage(id.Raw)
+	}
+	method, hasMethod := members["method"]
+	if method.Type == gjson.String {
+		msg.Method = method.Str
+	}
+	if dup != "" {
+		return msg, errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: duplicate member %q", clip(dup))
+	}
+	if v := members["jsonrpc"]; v.Type != gjson.String || v.Str != "2.0" {
+		return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "jsonrpc" must be "2.0"`)
+	}
+	_, hasResult := members["result"]
+	errMember, hasError := members["error"]
+
+	if hasMethod {
+		if method.Type != gjson.String || method.Str == "" {
+			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "method" must be a non-empty string`)
+		}
+		if hasResult || hasError {
+			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: a request must not carry "result" or "error"`)
+		}
+		if p, ok := members["params"]; ok && !p.IsObject() && !p.IsArray() {
+			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "params" must be an object or an array`)
+		}
+		if !hasID {
+			msg.Kind = KindNotification
+			return msg, nil
+		}
+		if !isIDType(id) {
+			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "id" must be a string or a number`)
+		}
+		msg.Kind = KindRequest
+		return msg, nil
+	}
+
+	switch {
+	case !hasResult && !hasError:
+		return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: missing "method"`)
+	case hasResult && hasError:
+		return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: a response must not carry both "result" and "error"`)
+	case hasResult:
+		if !isIDType(id) {
+			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: a result response needs a string or number "id"`)
+		}
+	default:
+		if hasID && !isIDType(id) && id.Type != gjson.Null {
+			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "id" must be a string, a number or null`)
+		}
+		if !errMember.IsObject() {
+			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "error" must be an object`)
+		}
+		if errMember.Get("code").Type != gjson.Number || errMember.Get("message").Type != gjson.String {
+			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "error" needs a numeric "code" and a string "message"`)
+		}
+		if hasID && id.Type == gjson.Null {
+			msg.ID = json.RawMessage("null")
+		}
+	}
+	msg.Kind = KindResponse
+	return msg, nil
+}
+
+// isIDType reports whether r is a valid MCP RequestId: a string or a number.
+func isIDType(r gjson.Result) bool {
+	return r.Type == gjson.String || r.Type == gjson.Number
+}
+
+// objectMembers indexes the immediate members of the JSON object obj by
+// their unescaped names. It also returns the first name that occurs more
+// than once: parsers disagree on which duplicate wins (gjson keeps the first,
+// encoding/json and JSON.parse the last), so a gateway that validates one
+// value while the upstream acts on another must refuse such messages.
+func objectMembers(obj gjson.Result) (map[string]gjson.Result, string) {
+	members := make(map[string]gjson.Result, 8)
+	dup := ""
+	obj.ForEach(func(k, v gjson.Result) bool {
+		if _, seen := members[k.Str]; seen {
+			dup = k.Str
+			return false
+		}
+		members[k.Str] = v
+		return true
+	})
+	return members, dup
+}
+
+// clip shortens a client-supplied value before it is quoted in an error
+// message, so that error bodies stay small.
+func clip(s string) string {
+	const limit = 128
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit] + "..."
+}
