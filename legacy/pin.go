@@ -31,8 +31,9 @@ type Pin struct {
 // purposePin separates session tokens from every other sealed token.
 const purposePin Purpose = "mcp-gateway/legacy-pin/v1"
 
-// maxPinField bounds each string field of a pin (a URL or a session id).
-const maxPinField = 4096
+// maxPinToken bounds the length of a gateway session id the gateway will
+// try to open.
+const maxPinToken = 16 << 10
 
 // SealPin seals p into a gateway session id.
 func SealPin(kr *Keyring, p Pin) GatewaySessionID {
@@ -46,7 +47,7 @@ func SealPin(kr *Keyring, p Pin) GatewaySessionID {
 
 // OpenPin opens a gateway session id. Every failure wraps ErrUnsealable.
 func OpenPin(kr *Keyring, id GatewaySessionID) (Pin, error) {
-	if len(id) > 4*maxPinField {
+	if len(id) > maxPinToken {
 		return Pin{}, fmt.Errorf("%w: too long", ErrUnsealable)
 	}
 	b, err := kr.Open(purposePin, string(id))

@@ -56,8 +56,11 @@ func main() {
 	mcp.AddTool(server, &mcp.Tool{Name: "summarize", Description: "Summarize text with the client's model."}, summarize)
 	mcp.AddTool(server, &mcp.Tool{Name: "plan_trip", Description: "Plan a trip; asks for a destination, then dates."}, planTrip)
 
-	// Sessionful (not Stateless): this is the legacy protocol the gateway fronts.
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{})
+	// Sessionful (not Stateless): this is the legacy protocol the gateway
+	// fronts. The event store lets a client resume a broken stream with
+	// Last-Event-ID.
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", handler)
 

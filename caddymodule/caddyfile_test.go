@@ -1,0 +1,90 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+func TestUnmarshalCaddyfile(t *testing.T) {
+	input := `mcp_gateway {
+		upstream http://127.0.0.1:9101/mcp
+		upstream https://mcp.example.com/mcp {
+			era modern
+		}
+		lb_policy round_robin
+		state_key AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB=
+		allowed_origins https://app.example.com
+		allowed_hosts mcp.internal
+		keepalive_interval 20s
+		stream_close_delay 2s
+		fail_duration 30s
+		max_request_body 1MiB
+	}`
+	var h Handler
+	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"upstreams":[{"url":"http://127.0.0.1:9101/mcp"},{"url":"https://mcp.example.com/mcp","era":"modern"}],` +
+		`"selection_policy":{"policy":"round_robin"},` +
+		`"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="],` +
+		`"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],` +
+		`"keepalive_interval":20000000000,"stream_close_delay":2000000000,"fail_duration":30000000000,"max_request_body":1048576}`
+	if string(got) != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestUnmarshalCaddyfileErrors(t *testing.T) {
+	cases := map[string]struct{ input, want string }{
+		"unknown option":         {"mcp_gateway {\n upstream http://a/mcp\n nope 1\n}", `unrecognized mcp_gateway option "nope"`},
+		"unknown upstream opt":   {"mcp_gateway {\n upstream http://a/mcp {\n weight 3\n }\n}", `unrecognized upstream option "weight"`},
+		"bad scheme":             {"mcp_gateway {\n upstream ftp://a/mcp\n}", "scheme must be http or https"},
+		"no host":                {"mcp_gateway {\n upstream http:///mcp\n}", "no host"},
+		"unparsable url":         {"mcp_gateway {\n upstream http://a b/\n}", "upstream takes one URL"},
+		"bad url escape":         {"mcp_gateway {\n upstream http://a/%zz\n}", "invalid URL escape"},
+		"missing url":            {"mcp_gateway {\n upstream\n}", "upstream needs a URL"},
+		"bad era":                {"mcp_gateway {\n upstream http://a/mcp {\n era future\n }\n}", `unknown era "future"`},
+		"duplicate era":          {"mcp_gateway {\n upstream http://a/mcp {\n era legacy\n era modern\n }\n}", "era already specified"},
+		"inline argument":        {"mcp_gateway http://a/mcp", "unexpected argument"},
+		"bad duration":           {"mcp_gateway {\n upstream http://a/mcp\n keepalive_interval soon\n}", "invalid keepalive_interval"},
+		"duplicate duration":     {"mcp_gateway {\n fail_duration 1s\n fail_duration 2s\n}", "fail_duration already specified"},
+		"bad size":               {"mcp_gateway {\n max_request_body lots\n}", "invalid max_request_body"},
+		"unknown policy":         {"mcp_gateway {\n lb_policy smartest\n}", "smartest"},
+		"duplicate policy":       {"mcp_gateway {\n lb_policy random\n lb_policy first\n}", "lb_policy already specified"},
+		"state_key without args": {"mcp_gateway {\n state_key\n}", "wrong argument count"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			var h Handler
+			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(c.input))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	cases := map[string]struct {
+		h    Handler
+		want string
+	}{
+		"no upstream": {Handler{}, "at least one upstream"},
+		"duplicate":   {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}, {URL: "http://a/mcp"}}}, "listed twice"},
+		"negative":    {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, MaxRequestBody: -1}, "max_request_body"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			if err := c.h.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}

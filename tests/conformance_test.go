@@ -1,0 +1,172 @@
+package tests
+
+// The MCP conformance suite run against the go-sdk everything-server twice:
+// directly, and through the gateway in front of it. The gateway passes the
+// traffic of each era through, so it must not lose a scenario that the
+// server passes on its own.
+
+import (
+	"context"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConformanceLegacyThroughGateway(t *testing.T) {
+	conformanceThroughGateway(t, false, "2025-11-25")
+}
+
+func TestConformanceModernThroughGateway(t *testing.T) {
+	conformanceThroughGateway(t, true, "2026-07-28")
+}
+
+// conformanceThroughGateway runs the requirement set of revision against the
+// everything-server directly and through a gateway (upstream era auto), and
+// checks that the gateway has no scored failure and loses no scenario.
+func conformanceThroughGateway(t *testing.T, stateless bool, revision string) {
+	if testing.Short() {
+		t.Skip("needs Node and the conformance suite; skipped with -short")
+	}
+	nodeBin(t)
+	requireLocalhostIPv4(t)
+
+	upstream := startGoEverything(t, stateless)
+	g := startGateway(t, "\t\tupstream "+upstream)
+
+	// dns-rebinding-protection needs a localhost URL: use one for both runs,
+	// so that they differ only by the gateway.
+	directURL := localhostURL(t, upstream)
+	gatewayURL := localhostURL(t, g.URL)
+
+	direct := runConformance(t, directURL, revision)
+	t.Logf("direct  %s: %d scenarios in %v, %d failed (%d scored): %v",
+		directURL, len(direct.Scenarios), direct.Duration.Round(time.Millisecond),
+		len(direct.Failed()), len(direct.ScoredFailures()), direct.Failed())
+
+	through := runConformance(t, gatewayURL, revision)
+	t.Logf("gateway %s: %d scenarios in %v, %d failed (%d scored): %v",
+		gatewayURL, len(through.Scenarios), through.Duration.Round(time.Millisecond),
+		len(through.Failed()), len(through.ScoredFailures()), through.Failed())
+
+	if f := through.ScoredFailures(); len(f) > 0 {
+		t.Errorf("through the gateway, %d scored scenarios failed (exit %d):\n%s",
+			len(f), through.ExitCode, through.Describe(f...))
+	}
+
+	// Every scenario that passes directly must also run, and pass, through
+	// the gateway.
+	var lost, missing []string
+	for _, name := range slices.Sorted(maps.Keys(direct.Scenarios)) {
+		if !direct.Scenarios[name].Passed() {
+			continue
+		}
+		s, ok := through.Scenarios[name]
+		switch {
+		case !ok:
+			missing = append(missing, name)
+		case !s.Passed():
+			lost = append(lost, name)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("scenarios that pass directly did not run through the gateway: %v", missing)
+	}
+	if len(lost) > 0 {
+		t.Errorf("scenarios that pass directly fail through the gateway: %v\n%s", lost, through.Describe(lost...))
+	}
+	if len(through.Scenarios) < len(direct.Scenarios) {
+		t.Errorf("%d scenarios ran through the gateway, %d directly", len(through.Scenarios), len(direct.Scenarios))
+	}
+
+	// For the record: what the gateway fixes or what fails either way.
+	var gained []string
+	for _, name := range slices.Sorted(maps.Keys(through.Scenarios)) {
+		if d, ok := direct.Scenarios[name]; ok && !d.Passed() && through.Scenarios[name].Passed() {
+			gained = append(gained, name)
+		}
+	}
+	if len(gained) > 0 {
+		t.Logf("scenarios that fail directly but pass through the gateway: %v\n%s", gained, direct.Describe(gained...))
+	}
+	if both := slices.DeleteFunc(direct.Failed(), func(n string) bool { return slices.Contains(gained, n) }); len(both) > 0 {
+		t.Logf("scenarios that fail directly too: %v (not scored: %v)", both, notScored(direct, both))
+	}
+	// Checks that succeed directly but not through the gateway, in scenarios
+	// that still pass (a WARNING or SKIPPED does not fail a scenario). Only
+	// logged: some checks depend on timing.
+	for _, name := range slices.Sorted(maps.Keys(direct.Scenarios)) {
+		s, ok := through.Scenarios[name]
+		if !ok || !s.Passed() {
+			continue
+		}
+		got := map[string]string{}
+		for _, c := range s.Checks {
+			got[c.ID] = c.Status
+		}
+		for _, c := range direct.Scenarios[name].Checks {
+			if c.Status == "SUCCESS" && got[c.ID] != "SUCCESS" {
+				t.Logf("check %s / %s: SUCCESS directly, %q through the gateway", name, c.ID, got[c.ID])
+			}
+		}
+	}
+	if t.Failed() {
+		t.Logf("direct run output: %s\ngateway run output: %s", direct.Output, through.Output)
+	}
+}
+
+// notScored returns the names that do not count for rep's requirement set.
+func notScored(rep ConformanceReport, names []string) []string {
+	var out []string
+	for _, n := range names {
+		if !slices.Contains(rep.Scored, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// localhostURL replaces the 127.0.0.1 host of rawURL by localhost.
+func localhostURL(t *testing.T, rawURL string) string {
+	t.Helper()
+	const from = "http://127.0.0.1:"
+	if !strings.HasPrefix(rawURL, from) {
+		t.Fatalf("%s is not an http://127.0.0.1:PORT URL", rawURL)
+	}
+	return "http://localhost:" + strings.TrimPrefix(rawURL, from)
+}
+
+// requireLocalhostIPv4 checks that localhost resolves to 127.0.0.1, for Go
+// and for Node: the servers listen on 127.0.0.1 only, so a client that tried
+// ::1 first would fail to connect.
+func requireLocalhostIPv4(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupHost(ctx, "localhost")
+	if err != nil {
+		t.Fatalf("resolving localhost: %v", err)
+	}
+	if !slices.Contains(addrs, "127.0.0.1") {
+		t.Fatalf("localhost resolves to %v, not 127.0.0.1", addrs)
+	}
+	script := filepath.Join(t.TempDir(), "lookup-localhost.mjs")
+	js := "import { lookup } from 'node:dns/promises';\n" +
+		"const { address, family } = await lookup('localhost');\n" +
+		"console.log(address + ' ' + family);\n"
+	if err := os.WriteFile(script, []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runNodeScript(t, script)
+	if err != nil {
+		t.Fatalf("node dns lookup: %v", err)
+	}
+	if got := strings.TrimSpace(string(out)); got != "127.0.0.1 4" {
+		t.Fatalf("node resolves localhost first to %q, want 127.0.0.1 (IPv4): the servers listen on 127.0.0.1 only", got)
+	}
+	t.Logf("localhost resolves to %v (Go); Node picks %s", addrs, strings.TrimSpace(string(out)))
+}
