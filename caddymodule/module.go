@@ -102,16 +102,16 @@ type Handler struct {
 	// Default: 4 MiB.
 	MaxRequestBody int64 `json:"max_request_body,omitempty"`
 
-	selector reverseproxy.Selector
-	keyring  *legacy.Keyring
-	logger   *zap.Logger
-	ctx      caddy.Context
-	client   *http.Client
-	pool     reverseproxy.UpstreamPool // parallel to Upstreams, offered to selector
-	streams  *streamRegistry
+	selector      reverseproxy.Selector
+	keyring       *legacy.Keyring
+	logger        *zap.Logger
+	ctx           caddy.Context
+	client        *http.Client
+	pool          reverseproxy.UpstreamPool // parallel to Upstreams, offered to selector
+	streams       *streamRegistry
 	allowedOrigin map[string]bool
 	allowedHost   map[string]bool
-	stopOnce *sync.Once
+	stopOnce      *sync.Once
 }
 
 // CaddyModule returns the Caddy module information.

@@ -208,4 +208,3 @@ func (h *Handler) upstreamByURL(u string) *Upstream {
 	}
 	return nil
 }
-
