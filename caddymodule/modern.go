@@ -38,5 +38,8 @@ func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, body []byt
 			Message: "no upstream MCP server is available",
 		})
 	}
-	return h.forward(w, r, exchange{up: up, method: http.MethodPost, header: upstreamHeader(r), body: body})
+	return h.forward(w, r, exchange{
+		up: up, method: http.MethodPost, header: upstreamHeader(r), body: body,
+		reselect: func() *Upstream { return h.selectUpstream(r, w, speaksModern) },
+	})
 }

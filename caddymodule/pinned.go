@@ -63,7 +63,7 @@ func (h *Handler) serveLegacy(w http.ResponseWriter, r *http.Request, body []byt
 	}
 	return h.forward(w, r, exchange{
 		up: up, method: r.Method, header: hdr, body: body,
-		answerSession: func(string) string { return sid },
+		answerSession: func(*Upstream, string) string { return sid },
 	})
 }
 
@@ -80,7 +80,8 @@ func (h *Handler) initializeLegacy(w http.ResponseWriter, r *http.Request, body 
 	}
 	return h.forward(w, r, exchange{
 		up: up, method: http.MethodPost, header: upstreamHeader(r), body: body,
-		answerSession: func(upstreamSession string) string {
+		reselect: func() *Upstream { return h.selectUpstream(r, w, speaksLegacy) },
+		answerSession: func(up *Upstream, upstreamSession string) string {
 			return string(legacy.SealPin(h.keyring, legacy.Pin{
 				Upstream: up.URL,
 				Session:  legacy.UpstreamSessionID(upstreamSession),

@@ -36,7 +36,11 @@ type exchange struct {
 	// answerSession maps the upstream's Mcp-Session-Id answer header (""
 	// when absent) of a successful answer to the value the client gets; nil,
 	// or a "" result, drops the header.
-	answerSession func(upstreamValue string) string
+	answerSession func(up *Upstream, upstreamValue string) string
+	// reselect, if set, picks another upstream when up refused the
+	// connection: nothing was delivered, so a new session or a modern
+	// request is not lost to a dead upstream.
+	reselect func() *Upstream
 }
 
 // upstreamHeader builds the headers of an upstream request from the
@@ -74,21 +78,20 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex exchange) e
 	defer cancel(nil)
 	defer h.streams.add(cancel)()
 
-	var body io.Reader
-	if ex.body != nil {
-		body = bytes.NewReader(ex.body)
+	resp, err := h.send(ctx, ex)
+	for err != nil && ex.reselect != nil && refused(err) && ctx.Err() == nil {
+		ex.up.markDown(time.Duration(h.FailDuration))
+		h.logger.Warn("upstream refused the connection; trying another", zap.String("upstream", ex.up.URL))
+		if ex.up = ex.reselect(); ex.up == nil {
+			break
+		}
+		resp, err = h.send(ctx, ex)
 	}
-	req, err := http.NewRequestWithContext(ctx, ex.method, ex.up.URL, body)
-	if err != nil {
-		return caddyhttp.Error(http.StatusInternalServerError, err)
-	}
-	req.Header = ex.header
-	setPlaceholder(r, "upstream", ex.up.URL)
-	resp, err := h.client.Do(req)
 	if err != nil {
 		return h.upstreamFailed(w, r, ctx, ex, err)
 	}
 	defer resp.Body.Close()
+	setPlaceholder(r, "upstream", ex.up.URL)
 
 	out := w.Header()
 	for k, v := range resp.Header {
@@ -99,7 +102,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex exchange) e
 	}
 	out.Del("Mcp-Session-Id")
 	if ex.answerSession != nil && resp.StatusCode/100 == 2 {
-		if mapped := ex.answerSession(resp.Header.Get("Mcp-Session-Id")); mapped != "" {
+		if mapped := ex.answerSession(ex.up, resp.Header.Get("Mcp-Session-Id")); mapped != "" {
 			out.Set("Mcp-Session-Id", mapped)
 		}
 	}
@@ -115,6 +118,27 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex exchange) e
 	sse.SetHeaders(out)
 	w.WriteHeader(resp.StatusCode)
 	return h.relaySSE(w, r, ctx, resp.Body)
+}
+
+// send makes the upstream request of ex.
+func (h *Handler) send(ctx context.Context, ex exchange) (*http.Response, error) {
+	var body io.Reader
+	if ex.body != nil {
+		body = bytes.NewReader(ex.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, ex.method, ex.up.URL, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header = ex.header
+	return h.client.Do(req)
+}
+
+// refused reports whether err means the upstream could not be reached at
+// all (the request was not delivered).
+func refused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // relaySSE copies an upstream event stream to the client, event by event.
@@ -166,6 +190,12 @@ func (h *Handler) upstreamFailed(w http.ResponseWriter, r *http.Request, ctx con
 		return writeRPCError(w, requestID(ex.body), &translate.RPCError{
 			HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,
 			Message: "the gateway is shutting down; retry",
+		})
+	}
+	if ex.up == nil {
+		return writeRPCError(w, requestID(ex.body), &translate.RPCError{
+			HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,
+			Message: "no upstream MCP server is available",
 		})
 	}
 	ex.up.markDown(time.Duration(h.FailDuration))
