@@ -9,6 +9,13 @@ import (
 // supportedModern lists the modern protocol versions the gateway serves.
 var supportedModern = []string{translate.ModernVersion}
 
+// readOnly lists the modern methods that change nothing upstream, so that
+// sending one again after a dropped connection is safe.
+var readOnly = map[string]bool{
+	"server/discover": true, "tools/list": true, "prompts/list": true, "resources/list": true,
+	"resources/templates/list": true, "completion/complete": true,
+}
+
 // serveModern validates a modern (2026-07-28) request and forwards it,
 // statelessly, to a modern upstream.
 func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, body []byte) error {
@@ -40,6 +47,7 @@ func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, body []byt
 	}
 	return h.forward(w, r, exchange{
 		up: up, method: http.MethodPost, header: upstreamHeader(r), body: body,
-		reselect: func() *Upstream { return h.selectUpstream(r, w, speaksModern) },
+		reselect:   func() *Upstream { return h.selectUpstream(r, w, speaksModern) },
+		idempotent: readOnly[req.Method],
 	})
 }

@@ -80,7 +80,8 @@ func (h *Handler) initializeLegacy(w http.ResponseWriter, r *http.Request, body 
 	}
 	return h.forward(w, r, exchange{
 		up: up, method: http.MethodPost, header: upstreamHeader(r), body: body,
-		reselect: func() *Upstream { return h.selectUpstream(r, w, speaksLegacy) },
+		reselect:   func() *Upstream { return h.selectUpstream(r, w, speaksLegacy) },
+		idempotent: true, // at worst an unused upstream session is left to expire
 		answerSession: func(up *Upstream, upstreamSession string) string {
 			return string(legacy.SealPin(h.keyring, legacy.Pin{
 				Upstream: up.URL,

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -37,10 +38,14 @@ type exchange struct {
 	// when absent) of a successful answer to the value the client gets; nil,
 	// or a "" result, drops the header.
 	answerSession func(up *Upstream, upstreamValue string) string
-	// reselect, if set, picks another upstream when up refused the
-	// connection: nothing was delivered, so a new session or a modern
-	// request is not lost to a dead upstream.
+	// reselect, if set, picks another upstream when up could not take the
+	// request: it refused the connection (nothing was delivered), or, for an
+	// idempotent request, dropped it without an answer. A new session or a
+	// modern request is then not lost to a dead or restarting upstream.
 	reselect func() *Upstream
+	// idempotent requests may be sent again after a connection dropped
+	// without an answer.
+	idempotent bool
 }
 
 // upstreamHeader builds the headers of an upstream request from the
@@ -79,9 +84,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex exchange) e
 	defer h.streams.add(cancel)()
 
 	resp, err := h.send(ctx, ex)
-	for err != nil && ex.reselect != nil && refused(err) && ctx.Err() == nil {
+	for err != nil && ex.reselect != nil && ctx.Err() == nil && (refused(err) || ex.idempotent && dropped(err)) {
 		ex.up.markDown(time.Duration(h.FailDuration))
-		h.logger.Warn("upstream refused the connection; trying another", zap.String("upstream", ex.up.URL))
+		h.logger.Warn("upstream could not take the request; trying another", zap.String("upstream", ex.up.URL), zap.Error(err))
 		if ex.up = ex.reselect(); ex.up == nil {
 			break
 		}
@@ -139,6 +144,11 @@ func (h *Handler) send(ctx context.Context, ex exchange) (*http.Response, error)
 func refused(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// dropped reports whether the connection broke before any answer came.
+func dropped(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // relaySSE copies an upstream event stream to the client, event by event.

@@ -1,0 +1,130 @@
+package tests
+
+import (
+	"encoding/json"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestXcaddyManifest keeps xcaddy.json in step with go.mod and the
+// committed main package (no tool reads xcaddy.json for us: this test is
+// what keeps it honest).
+func TestXcaddyManifest(t *testing.T) {
+	root := repoRoot(t)
+	var m struct {
+		CaddyVersion string `json:"caddy_version"`
+		Plugins      []struct {
+			ModulePath string `json:"module_path"`
+		} `json:"plugins"`
+		Replacements []struct{ Old, New string } `json:"replacements"`
+		MainPackage  string                      `json:"main_package"`
+		Output       string                      `json:"output"`
+	}
+	data, err := os.ReadFile(filepath.Join(root, "xcaddy.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatalf("xcaddy.json: %v", err)
+	}
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	module := regexp.MustCompile(`(?m)^module (\S+)`).FindSubmatch(gomod)
+	caddy := regexp.MustCompile(`(?m)^\s*github\.com/caddyserver/caddy/v2 (\S+)`).FindSubmatch(gomod)
+	if module == nil || caddy == nil {
+		t.Fatal("go.mod: module line or caddy requirement not found")
+	}
+	if m.CaddyVersion != string(caddy[1]) {
+		t.Errorf("xcaddy.json caddy_version %s, go.mod requires %s", m.CaddyVersion, caddy[1])
+	}
+	if len(m.Replacements) != 1 || m.Replacements[0].Old != string(module[1]) || m.Replacements[0].New != "." {
+		t.Errorf("xcaddy.json replacements %+v, want %s => .", m.Replacements, module[1])
+	}
+
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, m.MainPackage, "main.go"), nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blank []string
+	for _, imp := range f.Imports {
+		if imp.Name != nil && imp.Name.Name == "_" {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if p != "time/tzdata" {
+				blank = append(blank, p)
+			}
+		}
+	}
+	want := []string{"github.com/caddyserver/caddy/v2/modules/standard"}
+	for _, p := range m.Plugins {
+		want = append(want, p.ModulePath)
+	}
+	slices.Sort(blank)
+	slices.Sort(want)
+	if !slices.Equal(blank, want) {
+		t.Errorf("%s imports %v, xcaddy.json lists %v", m.MainPackage, blank, want)
+	}
+}
+
+// caddyCmd runs the built Caddy with args in dir and returns its output.
+func caddyCmd(t *testing.T, dir string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(caddyBinary(t), args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func TestBinaryListsModule(t *testing.T) {
+	out, err := caddyCmd(t, t.TempDir(), "list-modules")
+	if err != nil {
+		t.Fatalf("list-modules: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "http.handlers.mcp_gateway") {
+		t.Fatalf("list-modules does not show http.handlers.mcp_gateway:\n%s", out)
+	}
+}
+
+// TestAdaptAndValidate: the example adapts and validates; bad configs are
+// refused at adapt or validate time with a message naming the problem.
+func TestAdaptAndValidate(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := caddyCmd(t, repoRoot(t), "adapt", "--config", "Caddyfile.example", "--validate"); err != nil {
+		t.Fatalf("adapt Caddyfile.example: %v\n%s", err, out)
+	}
+	cases := map[string]struct{ block, want string }{
+		"bad url":          {"upstream ftp://127.0.0.1/mcp", "scheme must be http or https"},
+		"unparsable url":   {"upstream http://127.0.0.1/%zz", "invalid URL escape"},
+		"unknown option":   {"upstream http://127.0.0.1/mcp\n\tbogus 1", "unrecognized mcp_gateway option"},
+		"unknown era":      {"upstream http://127.0.0.1/mcp {\n\t\tera future\n\t}", "unknown era"},
+		"missing upstream": {"keepalive_interval 5s", "at least one upstream is required"},
+		"bad state key":    {"upstream http://127.0.0.1/mcp\n\tstate_key c2hvcnQ=", "state_key 1: key decodes to 5 bytes, want 32"},
+		"duplicate":        {"upstream http://127.0.0.1/mcp\n\tupstream http://127.0.0.1/mcp", "listed twice"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
+			cfg := ":9999 {\n\tmcp_gateway {\n\t" + c.block + "\n\t}\n}\n"
+			if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := caddyCmd(t, dir, "validate", "--config", file, "--adapter", "caddyfile")
+			if err == nil {
+				t.Fatalf("caddy validate accepted:\n%s", cfg)
+			}
+			if !strings.Contains(out, c.want) {
+				t.Fatalf("caddy validate said:\n%s\nwant it to contain %q", out, c.want)
+			}
+		})
+	}
+}

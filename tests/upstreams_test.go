@@ -1,0 +1,117 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// inProcessLegacy is a go-sdk legacy (sessionful) MCP server in the test
+// process whose tool `whoami` names it. It can be stopped and started again
+// on the same address.
+type inProcessLegacy struct {
+	addr    string
+	handler http.Handler
+	srv     *http.Server
+}
+
+func newInProcessLegacy(t *testing.T, name string) *inProcessLegacy {
+	t.Helper()
+	server := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "whoami", Description: "Names the server."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name}}}, nil, nil
+		})
+	p := &inProcessLegacy{addr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	p.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	p.start(t)
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *inProcessLegacy) url() string { return "http://" + p.addr + "/mcp" }
+
+func (p *inProcessLegacy) start(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.srv = &http.Server{Handler: p.handler}
+	go func() { _ = p.srv.Serve(ln) }()
+}
+
+func (p *inProcessLegacy) stop() {
+	if p.srv != nil {
+		_ = p.srv.Close()
+	}
+}
+
+// connectGo opens a legacy go-sdk client session through url.
+func connectGo(t *testing.T, url string) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func whoami(t *testing.T, cs *mcp.ClientSession) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return toolText(res)
+}
+
+// TestSelectionAndPassiveHealth: new sessions are spread by the selection
+// policy and stay on their upstream; an upstream that refuses connections is
+// skipped (no client sees an error) until it is back.
+func TestSelectionAndPassiveHealth(t *testing.T) {
+	a, b := newInProcessLegacy(t, "a"), newInProcessLegacy(t, "b")
+	g := startGateway(t, fmt.Sprintf("\t\tupstream %s\n\t\tupstream %s\n\t\tlb_policy round_robin\n\t\tfail_duration 500ms", a.url(), b.url()))
+
+	seen := map[string]int{}
+	for range 4 {
+		cs := connectGo(t, g.URL)
+		name := whoami(t, cs)
+		seen[name]++
+		for range 3 { // pinned: the same upstream every time
+			if again := whoami(t, cs); again != name {
+				t.Fatalf("session moved from %s to %s", name, again)
+			}
+		}
+	}
+	if seen["a"] != 2 || seen["b"] != 2 {
+		t.Fatalf("round_robin spread sessions as %v, want 2 and 2", seen)
+	}
+
+	b.stop()
+	for i := range 4 {
+		if name := whoami(t, connectGo(t, g.URL)); name != "a" {
+			t.Fatalf("session %d went to %q while b is down", i, name)
+		}
+	}
+
+	b.start(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for whoami(t, connectGo(t, g.URL)) != "b" {
+		if time.Now().After(deadline) {
+			t.Fatal("b never received a session again after it came back")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
