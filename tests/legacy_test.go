@@ -189,7 +189,7 @@ func TestLegacySessionErrors(t *testing.T) {
 			return
 		}
 		var msg struct {
-			ID    json.RawMessage `json:"id"`
+			ID    json.RawMessage    `json:"id"`
 			Error struct{ Code int } `json:"error"`
 		}
 		if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {

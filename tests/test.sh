@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: installs what it needs (Go
+# modules, npm packages, Node 22), then runs formatting and vet checks, the
+# unit tests with the race detector, short fuzzing, and the end-to-end tests
+# through a real Caddy against real MCP peers and the conformance suite.
+#
+#   ./tests/test.sh          everything (CI runs exactly this)
+#   ./tests/test.sh -short   unit tests and the end-to-end tests that need no Node
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+short=()
+[[ "${1:-}" == "-short" ]] && short=(-short)
+
+step() { printf '\n== %s\n' "$*"; }
+
+step setup
+bash tests/setup.sh
+
+step "gofmt and go vet"
+unformatted="$(gofmt -l caddymodule legacy sse translate tests)"
+if [[ -n "$unformatted" ]]; then
+	echo "gofmt -l lists:"; echo "$unformatted"; exit 1
+fi
+go vet ./...
+
+step "unit tests (race detector)"
+go test -race -count=1 "${short[@]}" ./sse/ ./translate/ ./legacy/ ./caddymodule/
+
+if ((${#short[@]} == 0)); then
+	step "fuzzing, briefly"
+	for target in "FuzzReader ./sse/" "FuzzWriter ./sse/" "FuzzPeek ./translate/" "FuzzValidateModern ./translate/" "FuzzOpenPin ./legacy/"; do
+		set -- $target
+		go test -run='^$' -fuzz="^$1\$" -fuzztime=10s "$2" >/dev/null || { echo "fuzzing $1 failed"; go test -run='^$' -fuzz="^$1\$" -fuzztime=1s "$2"; exit 1; }
+		echo "$1: ok"
+	done
+fi
+
+step "end to end through a real Caddy"
+go test -count=1 -timeout 25m "${short[@]}" ./tests/
