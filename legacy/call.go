@@ -1,0 +1,219 @@
+package legacy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
+)
+
+// maxResumes bounds how often a broken call stream is resumed.
+const maxResumes = 3
+
+// Call is the answer to one upstream request: the messages of a JSON or SSE
+// response, ending with the response to the request. A broken SSE stream is
+// resumed with GET and Last-Event-ID when the upstream numbered its events.
+// One goroutine reads the answer into a small buffer, so a caller may stop
+// reading for a while (a parked call) without losing messages.
+type Call struct {
+	// ID is the JSON-RPC id the gateway gave the request.
+	ID []byte
+
+	session *Session
+	resp    *http.Response
+	bodyMu  sync.Mutex
+	body    io.ReadCloser // the live stream (resumption replaces it)
+	ctx     context.Context
+	cancel  context.CancelFunc
+	ch      chan Message
+	done    chan struct{}
+	err     error
+	once    sync.Once
+}
+
+// callBuffer is how many messages a call holds while nobody reads it.
+const callBuffer = 8
+
+func (c *Call) start() {
+	if c.ctx == nil {
+		c.ctx, c.cancel = context.WithCancel(context.Background())
+	}
+	c.body = c.resp.Body
+	c.ch = make(chan Message, callBuffer)
+	c.done = make(chan struct{})
+	go c.read()
+}
+
+// Messages delivers the messages of the answer; it is closed after the
+// response to the request, or when the answer ends early (then Err says
+// why).
+func (c *Call) Messages() <-chan Message { return c.ch }
+
+// Err reports why Messages closed before the response, once it is closed.
+func (c *Call) Err() error { return c.err }
+
+// Next returns the next message, or the error that ended the answer
+// (io.EOF after the response).
+func (c *Call) Next() (Message, error) {
+	m, ok := <-c.ch
+	if !ok {
+		if c.err != nil {
+			return Message{}, c.err
+		}
+		return Message{}, io.EOF
+	}
+	return m, nil
+}
+
+// Final skips to the response to the request.
+func (c *Call) Final() (Message, error) {
+	for {
+		m, err := c.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return Message{}, err
+		}
+		if c.isFinal(m) {
+			return m, nil
+		}
+	}
+}
+
+func (c *Call) isFinal(m Message) bool {
+	return c.ID != nil && m.Kind == KindResponse && bytes.Equal(m.ID, c.ID)
+}
+
+// Close stops reading the answer and releases its connection. It does not
+// tell the upstream anything.
+func (c *Call) Close() {
+	c.once.Do(func() {
+		close(c.done)
+		if c.cancel != nil {
+			c.cancel()
+		}
+		c.bodyMu.Lock()
+		c.body.Close()
+		c.bodyMu.Unlock()
+	})
+}
+
+func (c *Call) send(m Message) bool {
+	select {
+	case c.ch <- m:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+func (c *Call) read() {
+	defer close(c.ch)
+	mt, _, _ := mime.ParseMediaType(c.resp.Header.Get("Content-Type"))
+	if mt != "text/event-stream" {
+		defer c.resp.Body.Close()
+		b, err := io.ReadAll(io.LimitReader(c.resp.Body, maxResponse))
+		if err != nil {
+			c.err = fmt.Errorf("reading upstream answer: %w", err)
+			return
+		}
+		if m := ParseMessage(b); m.Kind != KindInvalid {
+			c.send(m)
+			return
+		}
+		c.err = fmt.Errorf("upstream answered %s with no JSON-RPC message", c.resp.Status)
+		return
+	}
+	body := c.resp.Body
+	rd := sse.NewReader(body, 0)
+	var lastID string
+	retry := 500 * time.Millisecond
+	for resumes := 0; ; {
+		ev, err := rd.Next()
+		if err == nil {
+			if ev.HasID {
+				lastID = ev.ID
+			}
+			if ev.HasRetry {
+				retry = time.Duration(ev.Retry) * time.Millisecond
+			}
+			if len(ev.Data) == 0 {
+				continue
+			}
+			m := ParseMessage(ev.Data)
+			if m.Kind == KindInvalid {
+				continue
+			}
+			if !c.send(m) || c.isFinal(m) {
+				return
+			}
+			continue
+		}
+		body.Close()
+		select {
+		case <-c.done:
+			return
+		default:
+		}
+		if lastID == "" || resumes >= maxResumes {
+			if errors.Is(err, io.EOF) && c.ID != nil {
+				err = io.ErrUnexpectedEOF
+			}
+			c.err = fmt.Errorf("upstream stream ended: %w", err)
+			return
+		}
+		resumes++
+		select {
+		case <-time.After(min(retry, 5*time.Second)):
+		case <-c.done:
+			return
+		}
+		if body, err = c.resume(lastID); err != nil {
+			c.err = fmt.Errorf("resuming upstream stream: %w", err)
+			return
+		}
+		rd = sse.NewReader(body, 0)
+	}
+}
+
+// resume reopens the stream after lastID with GET + Last-Event-ID.
+func (c *Call) resume(lastID string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, c.session.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	c.session.setHeaders(req.Header)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", lastID)
+	resp, err := c.session.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("upstream answered %s", resp.Status)
+	}
+	c.bodyMu.Lock()
+	defer c.bodyMu.Unlock()
+	select {
+	case <-c.done:
+		resp.Body.Close()
+		return nil, errors.New("call closed")
+	default:
+	}
+	c.body = resp.Body // so that Close closes the live stream
+	return resp.Body, nil
+}
+
+func isJSON(resp *http.Response) bool {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return mt == "application/json" || mt == "text/event-stream"
+}

@@ -1,0 +1,194 @@
+package legacy
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// PoolKey says which upstream sessions are interchangeable: same upstream,
+// same principal, same declared client capabilities. A legacy server fixes
+// a session's capabilities at initialize, so a stateless client is only ever
+// given a session initialized with exactly what it declared, and never one
+// of another principal.
+type PoolKey struct {
+	Upstream  string
+	Principal string // an opaque hash, never the credential itself
+	Caps      string // canonical JSON of the declared capabilities
+}
+
+// ErrPoolFull is returned when no session can be opened because the pool
+// holds its maximum and none is idle.
+var ErrPoolFull = errors.New("too many upstream sessions")
+
+// PoolOptions bound a Pool.
+type PoolOptions struct {
+	// MaxSessions bounds the sessions open at once (leased and idle).
+	MaxSessions int
+	// IdleTimeout closes sessions unused for this long.
+	IdleTimeout time.Duration
+	// Client makes the upstream requests.
+	Client *http.Client
+	// Header returns the headers to send upstream for a key's sessions
+	// (for example the client's Authorization). May be nil.
+	Header func(PoolKey) http.Header
+}
+
+// Pool holds upstream legacy sessions for stateless clients. A session is
+// leased exclusively: while a call holds it, every request the upstream
+// makes on it belongs to that call.
+type Pool struct {
+	opts PoolOptions
+
+	mu   sync.Mutex
+	idle map[PoolKey]*list.List // of *Session, most recently used at the back
+	lru  *list.List             // of *idleEntry across keys, oldest at the front
+	open int
+}
+
+type idleEntry struct {
+	key     PoolKey
+	sess    *Session
+	elem    *list.Element // in idle[key]
+	lruElem *list.Element // in lru
+}
+
+// NewPool returns an empty pool.
+func NewPool(opts PoolOptions) *Pool {
+	return &Pool{opts: opts, idle: make(map[PoolKey]*list.List), lru: list.New()}
+}
+
+// Lease returns an idle session for key, or opens one with caps and
+// clientInfo. The caller must Release it.
+func (p *Pool) Lease(ctx context.Context, key PoolKey, caps, clientInfo []byte) (*Session, error) {
+	p.mu.Lock()
+	if s := p.takeIdleLocked(key); s != nil {
+		p.mu.Unlock()
+		return s, nil
+	}
+	var evicted *Session
+	if p.open >= p.opts.MaxSessions {
+		// Make room by closing the least recently used idle session.
+		if front := p.lru.Front(); front != nil {
+			e := front.Value.(*idleEntry)
+			p.removeIdleLocked(e)
+			evicted = e.sess
+		} else {
+			p.mu.Unlock()
+			return nil, ErrPoolFull
+		}
+	} else {
+		p.open++
+	}
+	p.mu.Unlock()
+	if evicted != nil {
+		go evicted.Close(context.Background())
+	}
+	var hdr http.Header
+	if p.opts.Header != nil {
+		hdr = p.opts.Header(key)
+	}
+	s, err := Open(ctx, p.opts.Client, key.Upstream, hdr, caps, clientInfo)
+	if err != nil {
+		p.mu.Lock()
+		p.open--
+		p.mu.Unlock()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (p *Pool) takeIdleLocked(key PoolKey) *Session {
+	l := p.idle[key]
+	if l == nil || l.Len() == 0 {
+		return nil
+	}
+	e := l.Back().Value.(*idleEntry)
+	p.removeIdleLocked(e)
+	return e.sess
+}
+
+func (p *Pool) removeIdleLocked(e *idleEntry) {
+	p.lru.Remove(e.lruElem)
+	l := p.idle[e.key]
+	l.Remove(e.elem)
+	if l.Len() == 0 {
+		delete(p.idle, e.key)
+	}
+}
+
+// Release gives a leased session back. A session that failed (or whose
+// upstream forgot it) is closed instead of kept.
+func (p *Pool) Release(key PoolKey, s *Session, healthy bool) {
+	if !healthy {
+		p.mu.Lock()
+		p.open--
+		p.mu.Unlock()
+		go s.Close(context.Background())
+		return
+	}
+	s.touch()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.idle[key]
+	if l == nil {
+		l = list.New()
+		p.idle[key] = l
+	}
+	e := &idleEntry{key: key, sess: s}
+	e.elem = l.PushBack(e)
+	e.lruElem = p.lru.PushBack(e)
+}
+
+// Reap closes the sessions idle since before now - IdleTimeout.
+func (p *Pool) Reap(now time.Time) int {
+	cutoff := now.Add(-p.opts.IdleTimeout)
+	var stale []*Session
+	p.mu.Lock()
+	for front := p.lru.Front(); front != nil; front = p.lru.Front() {
+		e := front.Value.(*idleEntry)
+		if e.sess.LastUsed().After(cutoff) {
+			break
+		}
+		p.removeIdleLocked(e)
+		p.open--
+		stale = append(stale, e.sess)
+	}
+	p.mu.Unlock()
+	for _, s := range stale {
+		s.Close(context.Background())
+	}
+	return len(stale)
+}
+
+// Stats returns how many sessions are open and how many of them are idle.
+func (p *Pool) Stats() (open, idle int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.open, p.lru.Len()
+}
+
+// Close closes every idle session. Leased ones are closed by their
+// holders' Release.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	var all []*Session
+	for front := p.lru.Front(); front != nil; front = p.lru.Front() {
+		e := front.Value.(*idleEntry)
+		p.removeIdleLocked(e)
+		p.open--
+		all = append(all, e.sess)
+	}
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range all {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Close(ctx) }()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,258 @@
+package legacy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// ProtocolVersion is the legacy protocol version the gateway offers upstream
+// when it opens sessions of its own.
+const ProtocolVersion = "2025-11-25"
+
+// ErrSessionGone means the upstream no longer knows the session (404): it
+// must be initialized again.
+var ErrSessionGone = errors.New("upstream session not found")
+
+// maxResponse bounds a single JSON answer from an upstream.
+const maxResponse = 16 << 20
+
+// Session is a legacy MCP session the gateway opened upstream on behalf of
+// stateless clients. Its methods are safe for concurrent use.
+type Session struct {
+	// URL is the upstream endpoint.
+	URL string
+	// ID is the upstream's session id ("" if it keeps none).
+	ID UpstreamSessionID
+	// Version is the negotiated protocol version.
+	Version string
+	// InitResult is the raw InitializeResult.
+	InitResult []byte
+
+	client *http.Client
+	header http.Header // sent with every request (e.g. Authorization)
+	nextID atomic.Int64
+
+	// inbox receives the messages of the session's standalone GET stream.
+	inbox      chan Message
+	stopListen context.CancelFunc
+	closeOnce  sync.Once
+
+	lastUsed atomic.Int64 // unix nanoseconds
+}
+
+// Open initializes a new upstream session with the given client
+// capabilities (raw JSON object) and client info, and opens its standalone
+// GET stream (if the upstream has one). header is sent with every request.
+func Open(ctx context.Context, client *http.Client, url string, header http.Header, caps, clientInfo []byte) (*Session, error) {
+	s := &Session{URL: url, client: client, header: header.Clone(), inbox: make(chan Message, 16)}
+	if len(caps) == 0 {
+		caps = []byte("{}")
+	}
+	if len(clientInfo) == 0 {
+		clientInfo = []byte(`{"name":"caddy-mcp-gateway","version":"1"}`)
+	}
+	params := fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":%s,"clientInfo":%s}`, ProtocolVersion, caps, clientInfo)
+	c, err := s.call(ctx, "initialize", params)
+	if err != nil {
+		return nil, fmt.Errorf("initializing upstream session: %w", err)
+	}
+	defer c.Close()
+	s.ID = UpstreamSessionID(c.resp.Header.Get("Mcp-Session-Id"))
+	msg, err := c.Final()
+	if err != nil {
+		return nil, fmt.Errorf("initializing upstream session: %w", err)
+	}
+	result := gjson.GetBytes(msg.Raw, "result")
+	if !result.Exists() {
+		return nil, fmt.Errorf("initializing upstream session: %s", gjson.GetBytes(msg.Raw, "error").Raw)
+	}
+	s.InitResult = []byte(result.Raw)
+	s.Version = result.Get("protocolVersion").String()
+	if err := s.Notify(ctx, "notifications/initialized", nil); err != nil {
+		return nil, err
+	}
+	s.touch()
+	lctx, cancel := context.WithCancel(context.Background())
+	s.stopListen = cancel
+	go s.listen(lctx)
+	return s, nil
+}
+
+// Inbox delivers the requests and notifications the upstream sends on the
+// session's standalone GET stream. It is never closed.
+func (s *Session) Inbox() <-chan Message { return s.inbox }
+
+// listen reads the standalone GET stream into the inbox until the session
+// closes. An upstream without one (405) is fine.
+func (s *Session) listen(ctx context.Context) {
+	for backoff := 100 * time.Millisecond; ctx.Err() == nil; backoff = min(2*backoff, 5*time.Second) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
+		if err != nil {
+			return
+		}
+		s.setHeaders(req.Header)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := s.client.Do(req)
+		if err == nil {
+			if resp.StatusCode != http.StatusOK {
+				resp.Body.Close()
+				return // no standalone stream, or the session is gone
+			}
+			c := &Call{resp: resp, session: s}
+			c.start()
+			for {
+				m, err := c.Next()
+				if err != nil {
+					break
+				}
+				select {
+				case s.inbox <- m:
+				case <-ctx.Done():
+				}
+			}
+			c.Close()
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+		}
+	}
+}
+
+func (s *Session) touch() { s.lastUsed.Store(time.Now().UnixNano()) }
+
+// LastUsed is when the session last carried a request.
+func (s *Session) LastUsed() time.Time { return time.Unix(0, s.lastUsed.Load()) }
+
+func (s *Session) setHeaders(h http.Header) {
+	for k, v := range s.header {
+		h[k] = v
+	}
+	if s.ID != "" {
+		h.Set("Mcp-Session-Id", string(s.ID))
+	}
+	if s.Version != "" {
+		h.Set("MCP-Protocol-Version", s.Version)
+	}
+}
+
+// NewRequestID mints a JSON-RPC id for a request of the gateway's, unique
+// within the session.
+func (s *Session) NewRequestID() json.RawMessage {
+	return json.RawMessage(strconv.Quote("gw-" + strconv.FormatInt(s.nextID.Add(1), 10)))
+}
+
+// Call sends a request and returns its answer as a stream of messages.
+func (s *Session) Call(ctx context.Context, method string, params []byte) (*Call, error) {
+	return s.call(ctx, method, params)
+}
+
+func (s *Session) call(ctx context.Context, method string, params []byte) (*Call, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	id := s.NewRequestID()
+	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%q`, id, method)
+	if len(params) > 0 {
+		body = append(append(body, `,"params":`...), params...)
+	}
+	body = append(body, '}')
+	resp, err := s.post(ctx, body)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotFound && s.ID != "":
+		resp.Body.Close()
+		cancel()
+		return nil, ErrSessionGone
+	case resp.StatusCode/100 != 2 && !isJSON(resp):
+		resp.Body.Close()
+		cancel()
+		return nil, fmt.Errorf("upstream answered %s", resp.Status)
+	}
+	c := &Call{ID: id, resp: resp, session: s, ctx: ctx, cancel: cancel}
+	c.start()
+	return c, nil
+}
+
+// Respond POSTs the client's answer to a request the upstream made: result
+// or errObj (raw JSON) under the upstream's request id.
+func (s *Session) Respond(ctx context.Context, id json.RawMessage, result, errObj []byte) error {
+	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,`, id)
+	if errObj != nil {
+		body = append(append(body, `"error":`...), errObj...)
+	} else {
+		body = append(append(body, `"result":`...), result...)
+	}
+	body = append(body, '}')
+	return s.postAccepted(ctx, body)
+}
+
+// Notify POSTs a notification.
+func (s *Session) Notify(ctx context.Context, method string, params []byte) error {
+	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","method":%q`, method)
+	if len(params) > 0 {
+		body = append(append(body, `,"params":`...), params...)
+	}
+	body = append(body, '}')
+	return s.postAccepted(ctx, body)
+}
+
+func (s *Session) postAccepted(ctx context.Context, body []byte) error {
+	resp, err := s.post(ctx, body)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponse))
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound && s.ID != "":
+		return ErrSessionGone
+	case resp.StatusCode/100 != 2:
+		return fmt.Errorf("upstream answered %s", resp.Status)
+	}
+	return nil
+}
+
+func (s *Session) post(ctx context.Context, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	s.setHeaders(req.Header)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	s.touch()
+	return s.client.Do(req)
+}
+
+// Close ends the session upstream (DELETE) and stops its GET stream.
+func (s *Session) Close(ctx context.Context) {
+	s.closeOnce.Do(func() {
+		if s.stopListen != nil {
+			s.stopListen()
+		}
+		if s.ID == "" {
+			return
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, s.URL, nil)
+		if err != nil {
+			return
+		}
+		s.setHeaders(req.Header)
+		if resp, err := s.client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	})
+}
