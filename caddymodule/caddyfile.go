@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"strconv"
+
 	"github.com/dustin/go-humanize"
 
 	"github.com/caddyserver/caddy/v2"
@@ -38,6 +40,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    stream_close_delay <duration>
 //	    fail_duration      <duration>
 //	    max_request_body   <size>
+//	    park_ttl           <duration>
+//	    max_parked         <count>
+//	    gather_window      <duration>
+//	    principal          <placeholder expression>
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
@@ -71,6 +77,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = parseDuration(d, &h.FailDuration)
 		case "max_request_body":
 			err = parseSize(d, &h.MaxRequestBody)
+		case "park_ttl":
+			err = parseDuration(d, &h.ParkTTL)
+		case "gather_window":
+			err = parseDuration(d, &h.GatherWindow)
+		case "max_parked":
+			err = parseInt(d, &h.MaxParked)
+		case "principal":
+			err = parseString(d, &h.Principal)
 		default:
 			return d.Errf("unrecognized mcp_gateway option %q", opt)
 		}
@@ -179,6 +193,40 @@ func parseSize(d *caddyfile.Dispenser, to *int64) error {
 		return d.ArgErr()
 	}
 	*to = int64(n)
+	return nil
+}
+
+func parseInt(d *caddyfile.Dispenser, to *int) error {
+	opt := d.Val()
+	if *to != 0 {
+		return d.Errf("%s already specified", opt)
+	}
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	n, err := strconv.Atoi(d.Val())
+	if err != nil || n < 1 {
+		return d.Errf("invalid %s %q: want a positive whole number", opt, d.Val())
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	*to = n
+	return nil
+}
+
+func parseString(d *caddyfile.Dispenser, to *string) error {
+	opt := d.Val()
+	if *to != "" {
+		return d.Errf("%s already specified", opt)
+	}
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	*to = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
 	return nil
 }
 

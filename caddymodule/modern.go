@@ -28,17 +28,9 @@ func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, body []byt
 	}
 	up := h.selectUpstream(r, w, speaksModern)
 	if up == nil {
-		if len(h.candidates(r, speaksLegacy)) > 0 {
-			// Only legacy servers are reachable: tell the client which
-			// versions it can have, so that it falls back to initialize.
-			return writeRPCError(w, req.ID, &translate.RPCError{
-				HTTPStatus: http.StatusBadRequest, Code: translate.UnsupportedProtocolVersion,
-				Message: "Unsupported protocol version: only legacy MCP servers are available",
-				Data: map[string]any{
-					"supported": translate.LegacyVersions,
-					"requested": req.ProtocolVersion,
-				},
-			})
+		if legacyUp := h.selectUpstream(r, w, speaksLegacy); legacyUp != nil {
+			setPlaceholder(r, "cell", "modern-legacy")
+			return h.serveBridged(w, r, req, legacyUp)
 		}
 		return writeRPCError(w, req.ID, &translate.RPCError{
 			HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,

@@ -6,7 +6,6 @@ package caddymodule
 import (
 	"encoding/json"
 	"net/http"
-	"sync"
 
 	"go.uber.org/zap"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 func init() {
@@ -102,16 +102,38 @@ type Handler struct {
 	// Default: 4 MiB.
 	MaxRequestBody int64 `json:"max_request_body,omitempty"`
 
+	// How long a call parked at `input_required` (a modern client in front
+	// of a legacy server) waits for the client's retry. Then the upstream's
+	// questions are answered with a cancellation and the call is cancelled.
+	// Default: 5m.
+	ParkTTL caddy.Duration `json:"park_ttl,omitempty"`
+
+	// The most calls parked at once; when full, the oldest parked call is
+	// abandoned (cancelled upstream) to make room. Default: 10000.
+	MaxParked int `json:"max_parked,omitempty"`
+
+	// How long, after a legacy server's first in-line request for input,
+	// the gateway waits for sibling requests so that they are asked in the
+	// same round. Default: 20ms.
+	GatherWindow caddy.Duration `json:"gather_window,omitempty"`
+
+	// Who is calling, as a placeholder expression evaluated per request.
+	// Upstream sessions and parked calls are never shared across
+	// principals, and a requestState only opens for its principal. Only a
+	// hash of the value is kept. Set it to the user identity your
+	// authentication provides, e.g. `{http.auth.user.id}`. Default:
+	// `{http.request.header.Authorization}`.
+	Principal string `json:"principal,omitempty"`
+
 	selector      reverseproxy.Selector
 	keyring       *legacy.Keyring
 	logger        *zap.Logger
 	ctx           caddy.Context
 	client        *http.Client
-	pool          reverseproxy.UpstreamPool // parallel to Upstreams, offered to selector
 	streams       *streamRegistry
 	allowedOrigin map[string]bool
 	allowedHost   map[string]bool
-	stopOnce      *sync.Once
+	bridge        *translate.Bridge
 }
 
 // CaddyModule returns the Caddy module information.

@@ -23,6 +23,7 @@ const (
 	defaultKeepAlive      = 15 * time.Second
 	defaultFailDuration   = 10 * time.Second
 	defaultMaxRequestBody = 4 << 20
+	defaultPrincipal      = "{http.request.header.Authorization}"
 )
 
 // processKey is the sealing key made at start when no state_key is
@@ -43,6 +44,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	if h.MaxRequestBody == 0 {
 		h.MaxRequestBody = defaultMaxRequestBody
+	}
+	if h.Principal == "" {
+		h.Principal = defaultPrincipal
 	}
 
 	for i, u := range h.Upstreams {
@@ -68,6 +72,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.selector = sel
 
 	if err := h.provisionKeys(); err != nil {
+		return err
+	}
+	if err := h.provisionBridge(); err != nil {
 		return err
 	}
 
@@ -154,6 +161,9 @@ func (h *Handler) Validate() error {
 	if h.FailDuration < 0 {
 		return errors.New("fail_duration must not be negative")
 	}
+	if h.ParkTTL < 0 || h.GatherWindow < 0 || h.MaxParked < 0 {
+		return errors.New("park_ttl, gather_window and max_parked must not be negative")
+	}
 	return nil
 }
 
@@ -167,6 +177,9 @@ func (h *Handler) Cleanup() error {
 	}
 	if h.client != nil {
 		h.client.CloseIdleConnections()
+	}
+	if h.bridge != nil {
+		_, _ = bridges.Delete(bridgeKey)
 	}
 	return nil
 }

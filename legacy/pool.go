@@ -32,9 +32,6 @@ type PoolOptions struct {
 	IdleTimeout time.Duration
 	// Client makes the upstream requests.
 	Client *http.Client
-	// Header returns the headers to send upstream for a key's sessions
-	// (for example the client's Authorization). May be nil.
-	Header func(PoolKey) http.Header
 }
 
 // Pool holds upstream legacy sessions for stateless clients. A session is
@@ -62,8 +59,9 @@ func NewPool(opts PoolOptions) *Pool {
 }
 
 // Lease returns an idle session for key, or opens one with caps and
-// clientInfo. The caller must Release it.
-func (p *Pool) Lease(ctx context.Context, key PoolKey, caps, clientInfo []byte) (*Session, error) {
+// clientInfo, sending header (e.g. the client's Authorization) with its
+// requests. The caller must Release it.
+func (p *Pool) Lease(ctx context.Context, key PoolKey, header http.Header, caps, clientInfo []byte) (*Session, error) {
 	p.mu.Lock()
 	if s := p.takeIdleLocked(key); s != nil {
 		p.mu.Unlock()
@@ -87,11 +85,7 @@ func (p *Pool) Lease(ctx context.Context, key PoolKey, caps, clientInfo []byte) 
 	if evicted != nil {
 		go evicted.Close(context.Background())
 	}
-	var hdr http.Header
-	if p.opts.Header != nil {
-		hdr = p.opts.Header(key)
-	}
-	s, err := Open(ctx, p.opts.Client, key.Upstream, hdr, caps, clientInfo)
+	s, err := Open(ctx, p.opts.Client, key.Upstream, header, caps, clientInfo)
 	if err != nil {
 		p.mu.Lock()
 		p.open--

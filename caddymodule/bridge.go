@@ -1,0 +1,177 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// Pool limits of the upstream sessions the forward bridge opens.
+const (
+	maxUpstreamSessions = 1000
+	sessionIdleTimeout  = 2 * time.Minute
+	reapInterval        = 30 * time.Second
+)
+
+// bridges holds the forward bridge: its parked calls and upstream sessions
+// outlive a config reload, and end when the last config using them is
+// unloaded (at shutdown).
+var bridges = caddy.NewUsagePool()
+
+const bridgeKey = "forward"
+
+// bridgeState is the UsagePool value: the bridge and the goroutine that
+// reaps idle upstream sessions.
+type bridgeState struct {
+	bridge *translate.Bridge
+	pool   *legacy.Pool
+	stop   chan struct{}
+	once   sync.Once
+}
+
+func newBridgeState(logger *zap.Logger) *bridgeState {
+	client := &http.Client{
+		Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        512,
+			MaxIdleConnsPerHost: 128,
+			IdleConnTimeout:     90 * time.Second,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	pool := legacy.NewPool(legacy.PoolOptions{MaxSessions: maxUpstreamSessions, IdleTimeout: sessionIdleTimeout, Client: client})
+	s := &bridgeState{bridge: translate.NewBridge(pool, translate.BridgeOptions{}), pool: pool, stop: make(chan struct{})}
+	go s.reap(logger)
+	return s
+}
+
+func (s *bridgeState) reap(logger *zap.Logger) {
+	defer func() {
+		if err := recover(); err != nil {
+			logger.Error("upstream session reaper panicked", zap.Any("error", err), zap.ByteString("stack", debug.Stack()))
+		}
+	}()
+	ticker := time.NewTicker(reapInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case now := <-ticker.C:
+			s.pool.Reap(now)
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+// Destruct implements caddy.Destructor: parked calls are abandoned (their
+// upstream requests answered and cancelled) and idle sessions closed.
+func (s *bridgeState) Destruct() error {
+	s.once.Do(func() {
+		close(s.stop)
+		s.bridge.Close()
+		s.pool.Close()
+	})
+	return nil
+}
+
+// provisionBridge takes (or makes) the shared bridge and applies this
+// config's options to it.
+func (h *Handler) provisionBridge() error {
+	val, _, err := bridges.LoadOrNew(bridgeKey, func() (caddy.Destructor, error) {
+		return newBridgeState(h.logger.Named("bridge")), nil
+	})
+	if err != nil {
+		return err
+	}
+	h.bridge = val.(*bridgeState).bridge
+	h.bridge.Configure(translate.BridgeOptions{
+		Keyring:      h.keyring,
+		Instance:     processInstance(),
+		ParkTTL:      time.Duration(h.ParkTTL),
+		MaxParked:    h.MaxParked,
+		GatherWindow: time.Duration(h.GatherWindow),
+	})
+	return nil
+}
+
+// serveBridged serves a modern request from a legacy upstream.
+func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, req *translate.ModernRequest, up *Upstream) error {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer h.streams.add(cancel)()
+	setPlaceholder(r, "upstream", up.URL)
+
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	principal := h.Principal
+	if repl != nil {
+		principal = repl.ReplaceAll(h.Principal, "")
+	}
+	hdr := http.Header{}
+	for _, k := range []string{"Authorization", "Traceparent", "Tracestate", "Baggage"} {
+		if v := r.Header.Values(k); len(v) > 0 {
+			hdr[k] = v
+		}
+	}
+	sink := &httpSink{w: w, keepAlive: time.Duration(h.KeepAliveInterval)}
+	defer sink.close()
+	h.bridge.Serve(ctx, translate.Request{Upstream: up.URL, Principal: principal, Header: hdr, ModernRequest: req}, sink)
+	return nil
+}
+
+// httpSink writes the bridge's answer: one JSON message, or an SSE stream
+// once a notification (progress, log) has to go before the result.
+type httpSink struct {
+	w         http.ResponseWriter
+	keepAlive time.Duration
+	sw        *sse.Writer
+}
+
+func (s *httpSink) Notify(msg []byte) error {
+	if s.sw == nil {
+		sse.SetHeaders(s.w.Header())
+		s.w.WriteHeader(http.StatusOK)
+		s.sw = sse.NewWriter(s.w)
+		s.sw.KeepAlive(s.keepAlive)
+	}
+	return s.sw.WriteEvent(sse.Event{Data: msg, HasData: true})
+}
+
+func (s *httpSink) Respond(status int, msg []byte) error {
+	if s.sw != nil {
+		if msg == nil {
+			return nil
+		}
+		return s.sw.WriteEvent(sse.Event{Data: msg, HasData: true})
+	}
+	if msg == nil {
+		s.w.WriteHeader(status)
+		return nil
+	}
+	s.w.Header().Set("Content-Type", "application/json")
+	s.w.WriteHeader(status)
+	_, err := s.w.Write(msg)
+	return err
+}
+
+func (s *httpSink) close() {
+	if s.sw != nil {
+		s.sw.Close()
+	}
+}
+
+// processInstance names this process in the request state it seals.
+var processInstance = sync.OnceValue(func() string {
+	return hex.EncodeToString(legacy.NewRandomKey()[:8])
+})

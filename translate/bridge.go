@@ -1,0 +1,529 @@
+package translate
+
+import (
+	"container/list"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+)
+
+// Sink is where the bridge writes its answer to the client's request.
+type Sink interface {
+	// Notify sends a notification related to the request before its final
+	// answer (the answer then becomes an SSE stream).
+	Notify(msg []byte) error
+	// Respond ends the answer with the final JSON-RPC message (nil for
+	// none, e.g. 202 to a notification) and its HTTP status (ignored once
+	// the answer is a stream).
+	Respond(status int, msg []byte) error
+}
+
+// BridgeOptions configure the forward bridge. The zero value of each field
+// takes the documented default.
+type BridgeOptions struct {
+	// Keyring seals and opens requestState. Required.
+	Keyring *legacy.Keyring
+	// Instance names this gateway instance inside the requestState it seals.
+	Instance string
+	// ParkTTL is how long a parked call waits for the client's retry.
+	// Default 5m.
+	ParkTTL time.Duration
+	// MaxParked bounds the parked calls; when full the oldest is abandoned.
+	// Default 10000.
+	MaxParked int
+	// GatherWindow is how long the bridge waits, after the upstream's first
+	// request for input, for sibling requests to ask in the same round.
+	// Default 20ms.
+	GatherWindow time.Duration
+}
+
+func (o BridgeOptions) withDefaults() BridgeOptions {
+	if o.ParkTTL <= 0 {
+		o.ParkTTL = 5 * time.Minute
+	}
+	if o.MaxParked <= 0 {
+		o.MaxParked = 10000
+	}
+	if o.GatherWindow <= 0 {
+		o.GatherWindow = 20 * time.Millisecond
+	}
+	return o
+}
+
+// Bridge serves modern (2026-07-28) clients from legacy upstreams: it leases
+// upstream sessions initialized with the client's declared capabilities,
+// reshapes results, and parks calls that ask for input until the client
+// retries with inputResponses.
+type Bridge struct {
+	pool *legacy.Pool
+	opts atomic.Pointer[BridgeOptions]
+
+	mu     sync.Mutex
+	parked map[[16]byte]*call
+	order  *list.List // of *call, oldest parked first
+	closed bool
+
+	// ctx outlives every client request: upstream calls run in it, so a
+	// parked call survives its first request.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewBridge returns a bridge using pool for upstream sessions.
+func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
+	b := &Bridge{pool: pool, parked: make(map[[16]byte]*call), order: list.New()}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.Configure(opts)
+	return b
+}
+
+// Configure replaces the options (on a config reload); parked calls keep
+// their upstream state.
+func (b *Bridge) Configure(opts BridgeOptions) {
+	o := opts.withDefaults()
+	b.opts.Store(&o)
+}
+
+func (b *Bridge) options() *BridgeOptions { return b.opts.Load() }
+
+// Parked returns how many calls are parked.
+func (b *Bridge) Parked() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.parked)
+}
+
+// Close abandons every parked call (their upstream requests are answered
+// and cancelled) and refuses new ones.
+func (b *Bridge) Close() {
+	b.mu.Lock()
+	b.closed = true
+	var all []*call
+	for _, c := range b.parked {
+		c.timer.Stop()
+		all = append(all, c)
+	}
+	clear(b.parked)
+	b.order.Init()
+	b.mu.Unlock()
+	for _, c := range all {
+		b.abandon(c, "gateway shutting down")
+	}
+	b.wg.Wait()
+	b.cancel()
+}
+
+// Request is one validated modern request for the bridge.
+type Request struct {
+	// Upstream is the URL of the legacy upstream.
+	Upstream string
+	// Principal identifies who is calling (e.g. a hash of Authorization):
+	// sessions and parked calls are never shared across principals.
+	Principal string
+	// Header is sent upstream with the session's requests.
+	Header http.Header
+	*ModernRequest
+}
+
+// InputMethods may return input_required (MRTR): only these park.
+var inputCapable = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
+
+// Serve answers r through sink. It returns when the answer is complete
+// (possibly with the call parked).
+func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) {
+	if r.Kind == KindNotification {
+		// notifications/cancelled is stdio-only in 2026-07-28; nothing else
+		// is meaningful for a legacy upstream.
+		_ = sink.Respond(http.StatusAccepted, nil)
+		return
+	}
+	if r.Method == "subscriptions/listen" {
+		_ = sink.Respond(http.StatusNotFound, ErrorResponse(r.ID, NewMethodNotFound(r.Method)))
+		return
+	}
+	params := paramsOf(r.Body)
+	if inputCapable[r.Method] {
+		if state := stringField(params, "requestState"); state != "" {
+			b.resume(ctx, r, params, state, sink)
+			return
+		}
+	}
+	key := poolKey(r)
+	c, rerr := b.start(ctx, r, key, params)
+	if rerr != nil {
+		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
+		return
+	}
+	if r.Method == "server/discover" {
+		b.discover(c, r, sink)
+		return
+	}
+	var fresh map[string]json.RawMessage
+	if inputCapable[r.Method] {
+		fresh = inputResponses(params)
+	}
+	b.run(ctx, c, r, sink, fresh)
+}
+
+// call is one upstream request of the bridge's, from its first client
+// request to its result, across every parking.
+type call struct {
+	key     legacy.PoolKey
+	sess    *legacy.Session
+	up      *legacy.Call // nil for server/discover
+	method  string
+	handle  [16]byte
+	round   uint32
+	digest  [16]byte
+	princ   [16]byte
+	keys    KeyCounter
+	pending []pendingInput
+	timer   *time.Timer
+	elem    *list.Element
+}
+
+type pendingInput struct {
+	InputRequest
+	upstreamID json.RawMessage
+}
+
+// start leases a session and sends the request upstream (re-initializing
+// once if the upstream forgot the session).
+func (b *Bridge) start(ctx context.Context, r Request, key legacy.PoolKey, params []byte) (*call, *RPCError) {
+	caps := []byte(key.Caps)
+	info := metaField(params, MetaClientInfo)
+	c := &call{key: key, method: r.Method, princ: PrincipalHash(r.Principal), digest: RequestDigest(r.Method, params)}
+	if _, err := rand.Read(c.handle[:]); err != nil {
+		return nil, internalError("no randomness")
+	}
+	for attempt := 0; ; attempt++ {
+		sess, err := b.pool.Lease(ctx, key, r.Header, caps, info)
+		if err != nil {
+			return nil, upstreamError(err)
+		}
+		c.sess = sess
+		if r.Method == "server/discover" {
+			return c, nil
+		}
+		c.up, err = sess.Call(b.ctx, r.Method, upstreamParams(params))
+		if err == nil {
+			return c, nil
+		}
+		b.pool.Release(key, sess, false)
+		if !errors.Is(err, legacy.ErrSessionGone) || attempt > 0 {
+			return nil, upstreamError(err)
+		}
+	}
+}
+
+// discover answers server/discover from the session's InitializeResult.
+func (b *Bridge) discover(c *call, r Request, sink Sink) {
+	defer b.pool.Release(c.key, c.sess, true)
+	res, err := BuildDiscoverResult(c.sess.InitResult, b.reshapeOptions(c))
+	if err != nil {
+		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(err.Error())))
+		return
+	}
+	_ = sink.Respond(http.StatusOK, resultResponse(r.ID, res))
+}
+
+func (b *Bridge) reshapeOptions(c *call) ReshapeOptions {
+	return ReshapeOptions{ServerInfo: serverInfo(c.sess.InitResult)}
+}
+
+// run relays the upstream answer until the result, or until the upstream
+// asks for input and the call parks.
+func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh map[string]json.RawMessage) {
+	var gather <-chan time.Time
+	msgs := c.up.Messages()
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				b.finish(c, false)
+				msg := "the upstream ended the call without a result"
+				if err := c.up.Err(); err != nil {
+					msg += ": " + err.Error()
+				}
+				_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(msg)))
+				return
+			}
+			switch m.Kind {
+			case legacy.KindResponse:
+				if string(m.ID) == string(c.up.ID) {
+					b.finish(c, true)
+					b.respondFinal(c, r, m, sink)
+					return
+				}
+			case legacy.KindNotification:
+				relayNotification(m, r, sink)
+			case legacy.KindRequest:
+				if b.upstreamRequest(c, r, m, fresh) && gather == nil {
+					gather = time.After(b.options().GatherWindow)
+				}
+			}
+		case m := <-c.sess.Inbox():
+			if m.Kind == legacy.KindRequest && b.upstreamRequest(c, r, m, fresh) && gather == nil {
+				gather = time.After(b.options().GatherWindow)
+			}
+		case <-gather:
+			b.park(c, r, sink)
+			return
+		case <-ctx.Done():
+			b.abandon(c, "client disconnected")
+			return
+		}
+	}
+}
+
+// upstreamRequest handles a request the upstream made during the call. It
+// reports whether the request now waits for the client.
+func (b *Bridge) upstreamRequest(c *call, r Request, m legacy.Message, fresh map[string]json.RawMessage) bool {
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	params := m.Params()
+	switch {
+	case m.Method == "ping":
+		_ = c.sess.Respond(ctx, m.ID, []byte("{}"), nil)
+		return false
+	case !IsInputMethod(m.Method) || !inputCapable[c.method]:
+		_ = c.sess.Respond(ctx, m.ID, nil, []byte(`{"code":-32601,"message":"Method not found"}`))
+		return false
+	case !ClientSupports(r.ClientCapabilities, m.Method, params):
+		res, errObj := CancelAnswer(m.Method)
+		_ = c.sess.Respond(ctx, m.ID, res, errObj)
+		return false
+	}
+	ir, err := NewInputRequest(m.Method, params, &c.keys)
+	if err != nil {
+		res, errObj := CancelAnswer(m.Method)
+		_ = c.sess.Respond(ctx, m.ID, res, errObj)
+		return false
+	}
+	if resp, ok := fresh[ir.Key]; ok && ValidateInputResponse(ir.Method, resp) == nil {
+		// The client already answered this question (a fresh request
+		// carrying inputResponses): no round trip.
+		_ = c.sess.Respond(ctx, m.ID, resp, nil)
+		return false
+	}
+	c.pending = append(c.pending, pendingInput{InputRequest: ir, upstreamID: m.ID})
+	return true
+}
+
+// park ends the client's answer with input_required and keeps the upstream
+// call waiting for the retry.
+func (b *Bridge) park(c *call, r Request, sink Sink) {
+	o := b.options()
+	c.round++
+	token := SealState(o.Keyring, State{
+		Instance: o.Instance, Handle: c.handle, Round: c.round,
+		Principal: c.princ, Digest: c.digest, Expires: time.Now().Add(o.ParkTTL),
+	})
+	var evicted *call
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		b.abandon(c, "gateway shutting down")
+		_ = sink.Respond(http.StatusServiceUnavailable, ErrorResponse(r.ID, internalError("the gateway is shutting down")))
+		return
+	}
+	if len(b.parked) >= o.MaxParked {
+		if front := b.order.Front(); front != nil {
+			evicted = front.Value.(*call)
+			b.unparkLocked(evicted)
+		}
+	}
+	b.parked[c.handle] = c
+	c.elem = b.order.PushBack(c)
+	c.timer = time.AfterFunc(o.ParkTTL, func() {
+		if b.take(c.handle, c.round) != nil {
+			b.abandon(c, "input not provided in time")
+		}
+	})
+	b.mu.Unlock()
+	if evicted != nil {
+		b.abandon(evicted, "too many parked calls")
+	}
+	reqs := make([]InputRequest, len(c.pending))
+	for i, p := range c.pending {
+		reqs[i] = p.InputRequest
+	}
+	_ = sink.Respond(http.StatusOK, resultResponse(r.ID, InputRequiredResult(reqs, token)))
+}
+
+// take removes the parked call with handle at round, or returns nil.
+func (b *Bridge) take(handle [16]byte, round uint32) *call {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.parked[handle]
+	if c == nil || c.round != round {
+		return nil
+	}
+	b.unparkLocked(c)
+	return c
+}
+
+func (b *Bridge) unparkLocked(c *call) {
+	c.timer.Stop()
+	delete(b.parked, c.handle)
+	b.order.Remove(c.elem)
+}
+
+// resume serves a retry: it opens the state, finds the parked call, posts
+// the answers upstream and goes on with the call.
+func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token string, sink Sink) {
+	o := b.options()
+	reject := func(msg string) {
+		_ = sink.Respond(http.StatusBadRequest, ErrorResponse(r.ID, &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams, Message: msg}))
+	}
+	st, err := OpenState(o.Keyring, token, time.Now())
+	switch {
+	case errors.Is(err, ErrStateExpired):
+		reject("requestState expired: send the request again without it")
+		return
+	case err != nil:
+		reject("requestState is invalid")
+		return
+	case st.Principal != PrincipalHash(r.Principal):
+		reject("requestState belongs to another principal")
+		return
+	case st.Digest != RequestDigest(r.Method, params):
+		reject("requestState belongs to another request")
+		return
+	case st.Instance != o.Instance:
+		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError("the call is parked on another gateway instance")))
+		return
+	}
+	c := b.take(st.Handle, st.Round)
+	if c == nil {
+		reject("requestState was already used, or its call has ended: send the request again without it")
+		return
+	}
+	answers := inputResponses(params)
+	pctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	var still []pendingInput
+	for _, p := range c.pending {
+		resp, ok := answers[p.Key]
+		if !ok || ValidateInputResponse(p.Method, resp) != nil {
+			still = append(still, p)
+			continue
+		}
+		if err := c.sess.Respond(pctx, p.upstreamID, resp, nil); err != nil {
+			cancel()
+			b.abandon(c, "upstream refused the answer")
+			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, upstreamError(err)))
+			return
+		}
+	}
+	cancel()
+	c.pending = still
+	if len(still) > 0 {
+		b.park(c, r, sink) // ask again for what is missing or invalid
+		return
+	}
+	b.run(ctx, c, r, sink, nil)
+}
+
+// abandon ends a call nobody will finish: the upstream's pending requests
+// are answered (elicitation cancelled, others refused), the upstream call
+// is cancelled, and the session goes back to the pool.
+func (b *Bridge) abandon(c *call, reason string) {
+	b.wg.Add(1)
+	defer b.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, p := range c.pending {
+		res, errObj := CancelAnswer(p.Method)
+		_ = c.sess.Respond(ctx, p.upstreamID, res, errObj)
+	}
+	c.pending = nil
+	if c.up != nil {
+		params, _ := json.Marshal(map[string]any{"requestId": c.up.ID, "reason": reason})
+		_ = c.sess.Notify(ctx, "notifications/cancelled", params)
+	}
+	b.finish(c, true)
+}
+
+// finish closes the upstream call and releases the session.
+func (b *Bridge) finish(c *call, healthy bool) {
+	if c.up != nil {
+		c.up.Close()
+	}
+	b.pool.Release(c.key, c.sess, healthy)
+}
+
+// respondFinal reshapes the upstream's response for the modern client.
+func (b *Bridge) respondFinal(c *call, r Request, m legacy.Message, sink Sink) {
+	if res := resultOf(m.Raw); res != nil {
+		out, err := ReshapeResult(r.Method, res, b.reshapeOptions(c))
+		if err != nil {
+			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(err.Error())))
+			return
+		}
+		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, out))
+		return
+	}
+	errObj := errorOf(m.Raw)
+	if reqs, ok := URLElicitationFromError(errObj); ok && inputCapable[r.Method] {
+		// A legacy "URL elicitation required" error becomes an input round:
+		// the client retries once the user is done, and the call runs again.
+		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, InputRequiredResult(reqs, "")))
+		return
+	}
+	code, out := ReshapeError(errObj)
+	status := http.StatusOK
+	switch code {
+	case MissingRequiredClientCapability:
+		status = http.StatusBadRequest // the gateway's convention for legacy servers, see README
+	case MethodNotFound:
+		status = http.StatusNotFound
+	}
+	_ = sink.Respond(status, errorObjectResponse(r.ID, out))
+}
+
+// relayNotification passes on the notifications related to the request:
+// progress always, log messages only when the request asked with logLevel.
+func relayNotification(m legacy.Message, r Request, sink Sink) {
+	switch m.Method {
+	case "notifications/progress":
+		_ = sink.Notify(m.Raw)
+	case "notifications/message":
+		if r.LogLevel != "" && logLevelAtLeast(stringField(m.Params(), "level"), r.LogLevel) {
+			_ = sink.Notify(m.Raw)
+		}
+	}
+}
+
+// logLevelAtLeast reports whether level is at or above threshold in the
+// order of logLevels.
+func logLevelAtLeast(level, threshold string) bool {
+	l, t := slices.Index(logLevels, level), slices.Index(logLevels, threshold)
+	return l >= 0 && l >= t
+}
+
+// poolKey derives the session key of a request.
+func poolKey(r Request) legacy.PoolKey {
+	p := PrincipalHash(r.Principal)
+	return legacy.PoolKey{Upstream: r.Upstream, Principal: hex.EncodeToString(p[:]), Caps: legacyCapabilities(r.ClientCapabilities)}
+}
+
+func internalError(msg string) *RPCError {
+	return &RPCError{HTTPStatus: http.StatusBadGateway, Code: InternalError, Message: msg}
+}
+
+func upstreamError(err error) *RPCError {
+	if errors.Is(err, legacy.ErrPoolFull) {
+		return &RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: InternalError, Message: "too many upstream sessions; retry later"}
+	}
+	return internalError("upstream MCP server unavailable: " + err.Error())
+}

@@ -1,0 +1,156 @@
+package translate
+
+import (
+	"encoding/json"
+
+	"github.com/tidwall/gjson"
+)
+
+// paramsOf returns the raw params object of a JSON-RPC request.
+func paramsOf(body []byte) []byte {
+	p := gjson.GetBytes(body, "params")
+	if !p.IsObject() {
+		return nil
+	}
+	return []byte(p.Raw)
+}
+
+// stringField returns params[name] if it is a string.
+func stringField(params []byte, name string) string {
+	v := gjson.GetBytes(params, name)
+	if v.Type != gjson.String {
+		return ""
+	}
+	return v.String()
+}
+
+// metaField returns the raw params._meta[key].
+func metaField(params []byte, key string) []byte {
+	v := gjson.GetBytes(params, MetaPath("_meta", key))
+	if !v.Exists() {
+		return nil
+	}
+	return []byte(v.Raw)
+}
+
+// inputResponses returns params.inputResponses as raw values by key; nil
+// when absent, null or not an object.
+func inputResponses(params []byte) map[string]json.RawMessage {
+	v := gjson.GetBytes(params, "inputResponses")
+	if !v.IsObject() {
+		return nil
+	}
+	out := make(map[string]json.RawMessage)
+	v.ForEach(func(k, val gjson.Result) bool {
+		out[k.String()] = json.RawMessage(val.Raw)
+		return true
+	})
+	return out
+}
+
+// modernMeta are the per-request _meta keys a legacy server must not see
+// (it got them at initialize).
+var modernMeta = []string{MetaProtocolVersion, MetaClientCapabilities, MetaClientInfo, MetaLogLevel}
+
+// upstreamParams turns a modern request's params into legacy params: the
+// per-request protocol fields and the MRTR fields go; everything else
+// (arguments, progressToken, other _meta) stays.
+func upstreamParams(params []byte) []byte {
+	if len(params) == 0 {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(params, &m) != nil {
+		return params
+	}
+	delete(m, "inputResponses")
+	delete(m, "requestState")
+	if raw, ok := m["_meta"]; ok {
+		var meta map[string]json.RawMessage
+		if json.Unmarshal(raw, &meta) == nil {
+			for _, k := range modernMeta {
+				delete(meta, k)
+			}
+			if len(meta) == 0 {
+				delete(m, "_meta")
+			} else {
+				m["_meta"], _ = json.Marshal(meta)
+			}
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return params
+	}
+	return out
+}
+
+// legacyCapabilities maps modern client capabilities to the legacy ones a
+// session is initialized with, as canonical JSON (sorted keys), so that equal
+// capability sets share sessions.
+func legacyCapabilities(caps []byte) string {
+	var m map[string]any
+	if json.Unmarshal(caps, &m) != nil {
+		return "{}"
+	}
+	out := map[string]any{}
+	for _, k := range []string{"elicitation", "sampling", "roots", "experimental"} {
+		if v, ok := m[k].(map[string]any); ok {
+			if k == "roots" {
+				v = map[string]any{} // a stateless client never sends roots/list_changed
+			}
+			out[k] = v
+		}
+	}
+	b, _ := json.Marshal(out) // encoding/json sorts map keys
+	return string(b)
+}
+
+// serverInfo returns the raw serverInfo of an InitializeResult.
+func serverInfo(initResult []byte) []byte {
+	v := gjson.GetBytes(initResult, "serverInfo")
+	if !v.IsObject() {
+		return nil
+	}
+	return []byte(v.Raw)
+}
+
+func resultOf(raw []byte) []byte {
+	v := gjson.GetBytes(raw, "result")
+	if !v.Exists() {
+		return nil
+	}
+	return []byte(v.Raw)
+}
+
+func errorOf(raw []byte) []byte {
+	v := gjson.GetBytes(raw, "error")
+	if !v.IsObject() {
+		return []byte(`{"code":-32603,"message":"malformed upstream response"}`)
+	}
+	return []byte(v.Raw)
+}
+
+// resultResponse builds {"jsonrpc":"2.0","id":id,"result":result}.
+func resultResponse(id json.RawMessage, result []byte) []byte {
+	return rpcEnvelope(id, "result", result)
+}
+
+// errorObjectResponse builds {"jsonrpc":"2.0","id":id,"error":errObj}.
+func errorObjectResponse(id json.RawMessage, errObj []byte) []byte {
+	return rpcEnvelope(id, "error", errObj)
+}
+
+func rpcEnvelope(id json.RawMessage, field string, value []byte) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b := make([]byte, 0, len(id)+len(value)+40)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"`...)
+	b = append(b, field...)
+	b = append(b, `":`...)
+	b = append(b, value...)
+	return append(b, '}')
+}
