@@ -3,6 +3,7 @@ package legacy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,7 +25,7 @@ const maxResumes = 3
 // reading for a while (a parked call) without losing messages.
 type Call struct {
 	// ID is the JSON-RPC id the gateway gave the request.
-	ID []byte
+	ID json.RawMessage
 
 	session *Session
 	resp    *http.Response

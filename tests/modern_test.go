@@ -478,45 +478,6 @@ func TestModernClientThroughGateway(t *testing.T) {
 	}
 }
 
-// TestModernClientFallsBackToLegacy: through a gateway in front of a legacy
-// server, the same client is told (400/-32022) that only legacy versions are
-// available, falls back to initialize, and answers the tool's elicitation on
-// the legacy stream. This documents today's behaviour, until the gateway
-// bridges modern clients to legacy servers.
-func TestModernClientFallsBackToLegacy(t *testing.T) {
-	nodeBin(t)
-	g := startGateway(t, "\t\tupstream "+startDemoServer(t))
-
-	// What the client sees first: its server/discover probe.
-	id := 1
-	x := postRPC(t, g.URL, modernHeaders(modernVersion, "server/discover", ""),
-		rpcBody(t, id, "server/discover", map[string]any{"_meta": meta(modernVersion)}), id)
-	if r := checkRPCError(t, x, 400, -32022, id); r != nil {
-		var data struct {
-			Supported []string `json:"supported"`
-			Requested string   `json:"requested"`
-		}
-		if err := json.Unmarshal(r.Error.Data, &data); err != nil || !slices.Contains(data.Supported, "2025-11-25") ||
-			slices.Contains(data.Supported, modernVersion) || data.Requested != modernVersion {
-			t.Errorf("data %s: want supported = the legacy versions (with 2025-11-25, without %s), requested %s",
-				r.Error.Data, modernVersion, modernVersion)
-		}
-	}
-
-	got := runClient(t, "modern-client.mjs", g.URL, "book_table", `{"restaurant":"Chez Gateway"}`, "terminate")
-	if strOrNil(got.ProtocolVersion) != "2025-11-25" || strOrNil(got.Era) != "legacy" {
-		t.Errorf("negotiated %s (era %s), want 2025-11-25 (legacy)", strOrNil(got.ProtocolVersion), strOrNil(got.Era))
-	}
-	if got.SessionID == nil || *got.SessionID == "" {
-		t.Errorf("no gateway session id after the legacy fallback")
-	}
-	if got.Elicitations != 1 {
-		t.Errorf("%d elicitations, want 1", got.Elicitations)
-	}
-	if text := got.Result.text(); got.Result.IsError || !strings.HasPrefix(text, "Booked Chez Gateway for 2 on ") {
-		t.Errorf("book_table result %q (isError %t), want the booking for 2", text, got.Result.IsError)
-	}
-}
 
 // TestModernHostAndOrigin checks the DNS-rebinding and Origin defences on a
 // loopback listener.

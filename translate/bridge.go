@@ -448,7 +448,7 @@ func (b *Bridge) abandon(c *call, reason string) {
 	}
 	c.pending = nil
 	if c.up != nil {
-		params, _ := json.Marshal(map[string]any{"requestId": c.up.ID, "reason": reason})
+		params, _ := json.Marshal(map[string]any{"requestId": json.RawMessage(c.up.ID), "reason": reason})
 		_ = c.sess.Notify(ctx, "notifications/cancelled", params)
 	}
 	b.finish(c, true)
