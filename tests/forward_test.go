@@ -27,7 +27,7 @@ func TestForwardTSClient(t *testing.T) {
 	everything := startGateway(t, "\t\tupstream "+startServerEverything(t))
 	demo := startGateway(t, "\t\tupstream "+startDemoServer(t))
 	for _, c := range []struct {
-		name, url, tool, args string
+		name, url, tool, args   string
 		elicitations, samplings int
 		want                    string
 	}{

@@ -478,7 +478,6 @@ func TestModernClientThroughGateway(t *testing.T) {
 	}
 }
 
-
 // TestModernHostAndOrigin checks the DNS-rebinding and Origin defences on a
 // loopback listener.
 func TestModernHostAndOrigin(t *testing.T) {
