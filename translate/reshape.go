@@ -1,0 +1,510 @@
+package translate
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+)
+
+// This file turns legacy (2025-11-25) results and errors into modern
+// (2026-07-28) ones for the forward bridge.
+//
+// Results are edited in place rather than decoded and re-encoded: the
+// gateway reads members with gjson and splices new text into the original
+// bytes. Members the gateway adds go at the end of their object; every value
+// it does not edit, at any depth, is copied byte for byte (whitespace, key
+// order, number spelling and string escapes included). Only an object from
+// which a member is removed is re-written, compactly, at its own level; its
+// member values are still copied verbatim. encoding/json with
+// map[string]json.RawMessage was rejected because it reorders keys.
+
+// ErrUpstreamResult is wrapped by the errors of ReshapeResult and
+// BuildDiscoverResult when the upstream result cannot be turned into a
+// modern one: it is not a JSON object, it repeats a member name (parsers
+// disagree on which copy wins), or it is a 2025 task result. The caller
+// should answer the modern client with InternalError.
+var ErrUpstreamResult = errors.New("translate: unusable upstream result")
+
+// CacheScopePrivate and CacheScopePublic are the values of cacheScope.
+const (
+	CacheScopePrivate = "private"
+	CacheScopePublic  = "public"
+)
+
+// ResourceNotFoundLegacy is the 2025-11-25 (and earlier) error code for an
+// unknown resource; 2026-07-28 uses InvalidParams with data.uri instead.
+const ResourceNotFoundLegacy = -32002
+
+// URLElicitationRequired is the 2025-11-25 error code of
+// URLElicitationRequiredError, removed in 2026-07-28 (see
+// URLElicitationFromError).
+const URLElicitationRequired = -32042
+
+// CacheableMethod reports whether the 2026-07-28 result of method is a
+// CacheableResult, which must carry ttlMs and cacheScope: server/discover,
+// tools/list, prompts/list, resources/list, resources/templates/list and
+// resources/read.
+func CacheableMethod(method string) bool {
+	switch method {
+	case "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read":
+		return true
+	}
+	return false
+}
+
+// ReshapeOptions says what the gateway adds to reshaped results.
+type ReshapeOptions struct {
+	// ServerInfo is the raw JSON Implementation object of the upstream
+	// (its InitializeResult.serverInfo), put in result
+	// _meta["io.modelcontextprotocol/serverInfo"]; nil adds nothing. It must
+	// be a JSON object.
+	ServerInfo []byte
+	// TTLMs is the ttlMs put on cacheable results that lack a valid one.
+	// It must not be negative. Default 0 (immediately stale).
+	TTLMs int64
+	// CacheScope is the cacheScope put on cacheable results that lack a
+	// valid one: "private" or "public". Empty means "private".
+	CacheScope string
+}
+
+// check validates o and returns the trimmed ServerInfo and the cache scope.
+func (o ReshapeOptions) check() (serverInfo []byte, scope string, err error) {
+	scope = o.CacheScope
+	if scope == "" {
+		scope = CacheScopePrivate
+	}
+	if scope != CacheScopePrivate && scope != CacheScopePublic {
+		return nil, "", fmt.Errorf("translate: ReshapeOptions.CacheScope %q is not %q or %q", clip(o.CacheScope), CacheScopePrivate, CacheScopePublic)
+	}
+	if o.TTLMs < 0 {
+		return nil, "", fmt.Errorf("translate: ReshapeOptions.TTLMs %d is negative", o.TTLMs)
+	}
+	if o.ServerInfo != nil {
+		serverInfo = bytes.TrimSpace(o.ServerInfo)
+		if !gjson.ValidBytes(serverInfo) || len(serverInfo) == 0 || serverInfo[0] != '{' {
+			return nil, "", errors.New("translate: ReshapeOptions.ServerInfo is not a JSON object")
+		}
+	}
+	return serverInfo, scope, nil
+}
+
+// ReshapeResult turns the result object of a legacy JSON-RPC response to
+// method into the result of a modern one:
+//
+//   - "resultType":"complete" is added when absent; a string resultType is
+//     kept (a non-string one is replaced by "complete");
+//   - on the CacheableMethod results whose resultType is "complete", ttlMs
+//     (an integer >= 0) and cacheScope ("public" or "private") are added
+//     from o when absent or invalid, and kept when valid;
+//   - _meta["io.modelcontextprotocol/serverInfo"] is added from
+//     o.ServerInfo when the result has none, keeping the other _meta keys (a
+//     _meta that is not an object, which neither schema allows, is
+//     replaced);
+//   - on tools/list, each tool's "execution" member is removed: it is the
+//     2025-11-25 ToolExecution (taskSupport for task-augmented tools/call),
+//     absent from the 2026-07-28 Tool and from the Tasks extension
+//     (schema/2025-11-25/schema.ts Tool.execution, schema/2026-07-28/schema.ts
+//     Tool, ext-tasks schema/draft/schema.ts), and the gateway does not
+//     bridge 2025 tasks (PROTOCOL.md §8.1.7);
+//   - a tools/call result that is a 2025 CreateTaskResult (an object "task"
+//     member and no "content") is refused with ErrUpstreamResult: the
+//     gateway never asks a legacy upstream for a task, and the 2026 Tasks
+//     extension's CreateTaskResult has another shape (PROTOCOL.md §4).
+//
+// Everything else is preserved byte for byte (see the file comment). The
+// result must be a JSON object without repeated member names, else the
+// error wraps ErrUpstreamResult; an invalid o is also an error. The same
+// function can complete a result the gateway built itself, e.g.
+// InputRequiredResult (no cache hints are added to input_required).
+func ReshapeResult(method string, result []byte, o ReshapeOptions) ([]byte, error) {
+	serverInfo, scope, err := o.check()
+	if err != nil {
+		return nil, err
+	}
+	src, ms, err := parseObject(result)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		sp                            []splice
+		rtIndex, ttlIndex, scopeIndex = -1, -1, -1
+		hasMeta, hasTask, hasContent  bool
+		complete                      = true // resultType is (or will be) "complete"
+		serverInfoMember              string
+	)
+	if serverInfo != nil {
+		serverInfoMember = strconv.Quote(MetaServerInfo) + ":" + string(serverInfo)
+	}
+	for i, m := range ms {
+		switch m.name {
+		case "resultType":
+			rtIndex = i
+			if m.val.Type == gjson.String {
+				complete = m.val.Str == "complete"
+			} else {
+				sp = append(sp, splice{m.val.Index, m.end(), `"complete"`})
+			}
+		case "ttlMs":
+			ttlIndex = i
+		case "cacheScope":
+			scopeIndex = i
+		case "_meta":
+			hasMeta = true
+			if !m.val.IsObject() {
+				repl := "{}"
+				if serverInfo != nil {
+					repl = "{" + serverInfoMember + "}"
+				}
+				sp = append(sp, splice{m.val.Index, m.end(), repl})
+			} else if serverInfo != nil {
+				if at, text, ok := insertMember(m.val.Raw, MetaServerInfo, serverInfoMember); ok {
+					sp = append(sp, splice{m.val.Index + at, m.val.Index + at, text})
+				}
+			}
+		case "tools":
+			if method == "tools/list" && m.val.IsArray() {
+				if repl, changed := removeFromElements(m.val.Raw, "execution"); changed {
+					sp = append(sp, splice{m.val.Index, m.end(), repl})
+				}
+			}
+		case "task":
+			hasTask = method == "tools/call" && m.val.IsObject()
+		case "content":
+			hasContent = true
+		}
+	}
+	if hasTask && !hasContent {
+		return nil, fmt.Errorf("%w: tools/call returned a 2025-11-25 task result", ErrUpstreamResult)
+	}
+	var add []string
+	if rtIndex < 0 {
+		add = append(add, `"resultType":"complete"`)
+	}
+	if CacheableMethod(method) && complete {
+		ttlText := strconv.FormatInt(o.TTLMs, 10)
+		if ttlIndex < 0 {
+			add = append(add, `"ttlMs":`+ttlText)
+		} else if m := ms[ttlIndex]; !validTTL(m.val) {
+			sp = append(sp, splice{m.val.Index, m.end(), ttlText})
+		}
+		scopeText := strconv.Quote(scope)
+		if scopeIndex < 0 {
+			add = append(add, `"cacheScope":`+scopeText)
+		} else if m := ms[scopeIndex]; m.val.Type != gjson.String || (m.val.Str != CacheScopePrivate && m.val.Str != CacheScopePublic) {
+			sp = append(sp, splice{m.val.Index, m.end(), scopeText})
+		}
+	}
+	if serverInfo != nil && !hasMeta {
+		add = append(add, `"_meta":{`+serverInfoMember+`}`)
+	}
+	if len(add) > 0 {
+		sp = append(sp, appendMembers(src, ms, add))
+	}
+	sortSplices(sp)
+	return applySplices(src, sp), nil
+}
+
+// validTTL reports whether v is a valid ttlMs: an integer >= 0 that a
+// float64 holds exactly.
+func validTTL(v gjson.Result) bool {
+	return v.Type == gjson.Number && v.Num >= 0 && v.Num <= 1<<53 && v.Num == math.Trunc(v.Num)
+}
+
+// ReshapeError maps the error object of a legacy JSON-RPC error response to
+// the modern one and returns its code, so that the caller can choose the
+// HTTP status. -32002 (resource not found, 2025-11-25) becomes -32602 with
+// the same message and data, so data.uri is kept (2026-07-28
+// server/resources.mdx §Error Handling). Every other error is returned
+// unchanged, including -32042 (URLElicitationRequired), which the caller
+// should first try to turn into input requests with URLElicitationFromError.
+// An errObj that is not an object with an integer code and a string
+// message, without repeated members, is replaced by an InternalError.
+func ReshapeError(errObj []byte) (code int, out []byte) {
+	src, ms, err := parseObject(errObj)
+	if err != nil {
+		return malformedUpstreamError()
+	}
+	codeIndex, hasMessage := -1, false
+	for i, m := range ms {
+		switch m.name {
+		case "code":
+			codeIndex = i
+		case "message":
+			hasMessage = m.val.Type == gjson.String
+		}
+	}
+	if codeIndex < 0 || !hasMessage {
+		return malformedUpstreamError()
+	}
+	cv := ms[codeIndex].val
+	if cv.Type != gjson.Number || cv.Num != math.Trunc(cv.Num) || math.Abs(cv.Num) > 1<<53 {
+		return malformedUpstreamError()
+	}
+	code = int(cv.Num)
+	if code == ResourceNotFoundLegacy {
+		return InvalidParams, applySplices(src, []splice{{cv.Index, ms[codeIndex].end(), strconv.Itoa(InvalidParams)}})
+	}
+	return code, []byte(src)
+}
+
+func malformedUpstreamError() (int, []byte) {
+	return InternalError, []byte(`{"code":-32603,"message":"Internal error: malformed upstream error"}`)
+}
+
+// BuildDiscoverResult builds the result of a modern server/discover from the
+// result of a legacy initialize ({protocolVersion, capabilities, serverInfo,
+// instructions}), as described in PROTOCOL.md §1.3 and §2.3:
+// {"resultType":"complete","supportedVersions":[ModernVersion],
+// "capabilities":...,"_meta":{...serverInfo},"instructions":...,
+// "ttlMs":...,"cacheScope":...}.
+//
+// The capabilities are copied without the 2025-only "tasks" capability
+// (absent from the 2026-07-28 ServerCapabilities; the Tasks extension is
+// advertised under "extensions" instead). The serverInfo is o.ServerInfo
+// when set, else the initialize result's serverInfo object. Other _meta keys
+// of the initialize result are kept; its protocolVersion is dropped.
+// instructions is copied when it is a string. A missing capabilities member
+// becomes {}; a non-object one, a non-object result or repeated members are
+// errors wrapping ErrUpstreamResult.
+func BuildDiscoverResult(initResult []byte, o ReshapeOptions) ([]byte, error) {
+	serverInfo, scope, err := o.check()
+	if err != nil {
+		return nil, err
+	}
+	_, ms, err := parseObject(initResult)
+	if err != nil {
+		return nil, err
+	}
+	caps, meta, instructions := "{}", "", ""
+	for _, m := range ms {
+		switch m.name {
+		case "capabilities":
+			if !m.val.IsObject() {
+				return nil, fmt.Errorf("%w: initialize result capabilities is not an object", ErrUpstreamResult)
+			}
+			caps = m.val.Raw
+			if objectHas(caps, "tasks") {
+				caps = removeMembers(caps, "tasks")
+			}
+		case "serverInfo":
+			if serverInfo == nil && m.val.IsObject() {
+				serverInfo = []byte(m.val.Raw)
+			}
+		case "_meta":
+			if m.val.IsObject() {
+				meta = m.val.Raw
+			}
+		case "instructions":
+			if m.val.Type == gjson.String {
+				instructions = m.val.Raw
+			}
+		}
+	}
+	if serverInfo != nil {
+		member := strconv.Quote(MetaServerInfo) + ":" + string(serverInfo)
+		if meta == "" {
+			meta = "{" + member + "}"
+		} else if at, text, ok := insertMember(meta, MetaServerInfo, member); ok {
+			meta = meta[:at] + text + meta[at:]
+		}
+	}
+	b := make([]byte, 0, 128+len(caps)+len(meta)+len(instructions))
+	b = append(b, `{"resultType":"complete","supportedVersions":[`...)
+	b = strconv.AppendQuote(b, ModernVersion)
+	b = append(b, `],"capabilities":`...)
+	b = append(b, caps...)
+	if meta != "" {
+		b = append(b, `,"_meta":`...)
+		b = append(b, meta...)
+	}
+	if instructions != "" {
+		b = append(b, `,"instructions":`...)
+		b = append(b, instructions...)
+	}
+	b = append(b, `,"ttlMs":`...)
+	b = strconv.AppendInt(b, o.TTLMs, 10)
+	b = append(b, `,"cacheScope":`...)
+	b = strconv.AppendQuote(b, scope)
+	return append(b, '}'), nil
+}
+
+// --- JSON object splicing helpers, shared with inputs.go. ---
+
+// jsonMember is one member of a JSON object as listed by members. Offsets
+// are relative to the start of the object text.
+type jsonMember struct {
+	name string       // unescaped member name
+	key  string       // the name as written, quotes included
+	val  gjson.Result // the value; val.Index is its offset
+}
+
+// end returns the offset just past the member's value.
+func (m jsonMember) end() int { return m.val.Index + len(m.val.Raw) }
+
+// members lists the members of obj, which must be valid JSON starting with
+// '{', in order, and returns the first repeated name ("" if none).
+func members(obj string) ([]jsonMember, string) {
+	var ms []jsonMember
+	dup := ""
+	var seen map[string]struct{} // used once the object is large
+	gjson.Parse(obj).ForEach(func(k, v gjson.Result) bool {
+		if dup == "" {
+			if seen != nil {
+				if _, ok := seen[k.Str]; ok {
+					dup = k.Str
+				}
+				seen[k.Str] = struct{}{}
+			} else {
+				for _, m := range ms {
+					if m.name == k.Str {
+						dup = k.Str
+						break
+					}
+				}
+				if len(ms) == 16 {
+					seen = make(map[string]struct{}, 32)
+					for _, m := range ms {
+						seen[m.name] = struct{}{}
+					}
+					seen[k.Str] = struct{}{}
+				}
+			}
+		}
+		ms = append(ms, jsonMember{name: k.Str, key: k.Raw, val: v})
+		return true
+	})
+	return ms, dup
+}
+
+// parseObject trims b and checks that it is a JSON object without repeated
+// member names; errors wrap ErrUpstreamResult.
+func parseObject(b []byte) (string, []jsonMember, error) {
+	src := string(bytes.TrimSpace(b))
+	if len(src) == 0 || src[0] != '{' || !gjson.Valid(src) {
+		return "", nil, fmt.Errorf("%w: not a JSON object", ErrUpstreamResult)
+	}
+	ms, dup := members(src)
+	if dup != "" {
+		return "", nil, fmt.Errorf("%w: repeated member %q", ErrUpstreamResult, clip(dup))
+	}
+	return src, ms, nil
+}
+
+// objectHas reports whether the JSON object obj has a member called name.
+func objectHas(obj, name string) bool {
+	found := false
+	gjson.Parse(obj).ForEach(func(k, _ gjson.Result) bool {
+		found = k.Str == name
+		return !found
+	})
+	return found
+}
+
+// insertMember returns where and what to insert into the JSON object obj to
+// add member (a complete `"name":value` text) when obj has no member called
+// name; ok is false when it has one.
+func insertMember(obj, name, member string) (at int, text string, ok bool) {
+	ms, _ := members(obj)
+	for _, m := range ms {
+		if m.name == name {
+			return 0, "", false
+		}
+	}
+	sp := appendMembers(obj, ms, []string{member})
+	return sp.at, sp.text, true
+}
+
+// appendMembers returns the splice that adds the given member texts at the
+// end of the object obj, whose members are ms.
+func appendMembers(obj string, ms []jsonMember, add []string) splice {
+	var b []byte
+	at := 1 // just past '{'
+	if len(ms) > 0 {
+		at = ms[len(ms)-1].end()
+		b = append(b, ',')
+	}
+	for i, a := range add {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, a...)
+	}
+	return splice{at, at, string(b)}
+}
+
+// removeMembers re-writes the JSON object obj compactly without the members
+// called one of names (every copy). Member values are copied verbatim.
+func removeMembers(obj string, names ...string) string {
+	ms, _ := members(obj)
+	b := make([]byte, 0, len(obj))
+	b = append(b, '{')
+	n := 0
+outer:
+	for _, m := range ms {
+		for _, name := range names {
+			if m.name == name {
+				continue outer
+			}
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = append(b, m.key...)
+		b = append(b, ':')
+		b = append(b, m.val.Raw...)
+	}
+	return string(append(b, '}'))
+}
+
+// removeFromElements removes the member name from every object element of
+// the JSON array arr. It reports whether anything changed; untouched
+// elements are copied verbatim.
+func removeFromElements(arr, name string) (string, bool) {
+	var sp []splice
+	gjson.Parse(arr).ForEach(func(_, v gjson.Result) bool {
+		if v.IsObject() && objectHas(v.Raw, name) {
+			sp = append(sp, splice{v.Index, v.Index + len(v.Raw), removeMembers(v.Raw, name)})
+		}
+		return true
+	})
+	if len(sp) == 0 {
+		return arr, false
+	}
+	return string(applySplices(arr, sp)), true
+}
+
+// splice replaces src[at:end] with text (an insertion when at == end).
+type splice struct {
+	at, end int
+	text    string
+}
+
+// sortSplices orders splices by position (insertion sort: there are few).
+func sortSplices(sp []splice) {
+	for i := 1; i < len(sp); i++ {
+		for j := i; j > 0 && sp[j].at < sp[j-1].at; j-- {
+			sp[j], sp[j-1] = sp[j-1], sp[j]
+		}
+	}
+}
+
+// applySplices applies sorted, non-overlapping splices to src.
+func applySplices(src string, sp []splice) []byte {
+	n := len(src)
+	for _, s := range sp {
+		n += len(s.text) - (s.end - s.at)
+	}
+	b := make([]byte, 0, n)
+	last := 0
+	for _, s := range sp {
+		b = append(b, src[last:s.at]...)
+		b = append(b, s.text...)
+		last = s.end
+	}
+	return append(b, src[last:]...)
+}
