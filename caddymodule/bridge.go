@@ -18,9 +18,10 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
-// Pool limits of the upstream sessions the forward bridge opens.
+// Pool limits of the upstream sessions the forward bridge opens. Every
+// parked call holds one, so the bound is well above the default max_parked.
 const (
-	maxUpstreamSessions = 1000
+	maxUpstreamSessions = 20000
 	sessionIdleTimeout  = 2 * time.Minute
 	reapInterval        = 30 * time.Second
 )

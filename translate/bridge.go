@@ -436,7 +436,8 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 
 // abandon ends a call nobody will finish: the upstream's pending requests
 // are answered (elicitation cancelled, others refused), the upstream call
-// is cancelled, and the session goes back to the pool.
+// is cancelled, and the session is ended upstream (a cancelled call may have
+// left it in any state; a new one is cheap).
 func (b *Bridge) abandon(c *call, reason string) {
 	b.wg.Add(1)
 	defer b.wg.Done()
@@ -451,7 +452,7 @@ func (b *Bridge) abandon(c *call, reason string) {
 		params, _ := json.Marshal(map[string]any{"requestId": json.RawMessage(c.up.ID), "reason": reason})
 		_ = c.sess.Notify(ctx, "notifications/cancelled", params)
 	}
-	b.finish(c, true)
+	b.finish(c, false)
 }
 
 // finish closes the upstream call and releases the session.
