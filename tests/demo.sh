@@ -2,8 +2,8 @@
 # The README's run command: builds Caddy with the mcp_gateway module, starts
 # the bundled demo MCP server (a legacy, sessionful server on the go-sdk) on
 # 127.0.0.1:9101 and Caddy with Caddyfile.example on 127.0.0.1:9100, shows a
-# client calling a tool that asks the user a question through the gateway,
-# then keeps serving until Ctrl-C.
+# modern (2026-07-28) client and a legacy client calling tools that ask the
+# user questions through the gateway, then keeps serving until Ctrl-C.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -33,14 +33,20 @@ echo
 echo "gateway:  $url  (Caddy log: tests/.out/caddy.log)"
 echo "upstream: http://127.0.0.1:9101/mcp  (demo server: greet, book_table, summarize, plan_trip)"
 echo
-echo "A legacy MCP client (TypeScript SDK 1.x) books a table through the gateway;"
-echo "the server asks for party size and date in-line, the client answers:"
+echo "1. A modern MCP client (TypeScript SDK 2.x, protocol 2026-07-28, stateless) plans a trip."
+echo "   The legacy server asks twice in-line; the gateway parks its call and turns each"
+echo "   question into an input_required round that the client answers by retrying:"
+"$node" tests/node/modern-client.mjs "$url" plan_trip
+echo
+echo "2. A legacy MCP client (TypeScript SDK 1.x, protocol 2025-11-25) books a table,"
+echo "   pinned to its upstream session through a sealed session id:"
 "$node" tests/node/legacy-client.mjs "$url" book_table '{"restaurant":"Chez Caddy"}'
 echo
 cat <<EOT
 Try it yourself:
-  $node tests/node/legacy-client.mjs $url plan_trip
+  $node tests/node/modern-client.mjs $url book_table '{"restaurant":"Chez Caddy"}'
   $node tests/node/modern-client.mjs $url summarize '{"text":"Caddy is a web server."}'
+  $node tests/node/legacy-client.mjs $url plan_trip
   curl -si $url -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\
        -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}'
 Or point any MCP client at $url.
