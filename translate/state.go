@@ -33,7 +33,7 @@ const MaxInstanceLen = 255
 
 // maxStateToken bounds the length of a requestState OpenState will try to
 // open: the largest state (255-byte instance, 5-byte round, 10-byte
-// expiry) seals to 360 bytes, 480 in base64url.
+// expiry) is 320 bytes, sealed 353, 471 characters in base64url.
 const maxStateToken = 1024
 
 // Sentinel errors of OpenState.
