@@ -29,9 +29,14 @@ go test -race -count=1 "${short[@]}" ./sse/ ./translate/ ./legacy/ ./caddymodule
 
 if ((${#short[@]} == 0)); then
 	step "fuzzing, briefly"
-	for target in "FuzzReader ./sse/" "FuzzWriter ./sse/" "FuzzPeek ./translate/" "FuzzValidateModern ./translate/" "FuzzOpenPin ./legacy/"; do
+	# A count, not a duration: time-boxed fuzzing can end with a spurious
+	# "context deadline exceeded" on Go 1.26 (golang/go#75804).
+	for target in "FuzzReader ./sse/" "FuzzWriter ./sse/" "FuzzPeek ./translate/" "FuzzValidateModern ./translate/" \
+		"FuzzOpenState ./translate/" "FuzzReshapeResult ./translate/" "FuzzOpenPin ./legacy/"; do
 		set -- $target
-		go test -run='^$' -fuzz="^$1\$" -fuzztime=10s "$2" >/dev/null || { echo "fuzzing $1 failed"; go test -run='^$' -fuzz="^$1\$" -fuzztime=1s "$2"; exit 1; }
+		if ! out="$(go test -run='^$' -fuzz="^$1\$" -fuzztime=200000x "$2" 2>&1)"; then
+			echo "fuzzing $1 failed:"; echo "$out"; exit 1
+		fi
 		echo "$1: ok"
 	done
 fi
