@@ -7,9 +7,11 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -169,4 +171,37 @@ func requireLocalhostIPv4(t *testing.T) {
 		t.Fatalf("node resolves localhost first to %q, want 127.0.0.1 (IPv4): the servers listen on 127.0.0.1 only", got)
 	}
 	t.Logf("localhost resolves to %v (Go); Node picks %s", addrs, strings.TrimSpace(string(out)))
+}
+
+// TestConformanceForwardBridge runs the 2026-07-28 requirement set through
+// the gateway in front of a LEGACY server (tests/legacyfixture, the
+// conformance fixtures written in the in-line style): every scored scenario
+// must pass, the input-required ones through parked calls.
+func TestConformanceForwardBridge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Node and the conformance suite; skipped with -short")
+	}
+	nodeBin(t)
+	requireLocalhostIPv4(t)
+	bin := buildGoBinary(t, "./tests/legacyfixture")
+	port := freePort(t)
+	upstream := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	p := startPeer(t, "legacyfixture", exec.Command(bin, "-addr", fmt.Sprintf("127.0.0.1:%d", port)))
+	p.waitUp(t, upstream)
+	g := startGateway(t, "\t\tupstream "+upstream+" {\n\t\t\tera legacy\n\t\t}")
+
+	rep := runConformance(t, localhostURL(t, g.URL), "2026-07-28")
+	t.Logf("forward bridge: %d scenarios in %v, %d failed (%d scored): %v",
+		len(rep.Scenarios), rep.Duration.Round(time.Millisecond), len(rep.Failed()), len(rep.ScoredFailures()), rep.Failed())
+	if f := rep.ScoredFailures(); len(f) > 0 {
+		t.Errorf("%d scored scenarios failed through the forward bridge (exit %d):\n%s", len(f), rep.ExitCode, rep.Describe(f...))
+	}
+	// Checks that did not succeed in scenarios that still pass, for the record.
+	for _, name := range slices.Sorted(maps.Keys(rep.Scenarios)) {
+		for _, c := range rep.Scenarios[name].Checks {
+			if c.Status != "SUCCESS" && c.Status != "INFO" {
+				t.Logf("%s / %s: %s %s", name, c.ID, c.Status, c.ErrorMessage)
+			}
+		}
+	}
 }

@@ -230,6 +230,9 @@ func (b *Bridge) start(ctx context.Context, r Request, key legacy.PoolKey, param
 func (b *Bridge) discover(c *call, r Request, sink Sink) {
 	defer b.pool.Release(c.key, c.sess, true)
 	res, err := BuildDiscoverResult(c.sess.InitResult, b.reshapeOptions(c))
+	if err == nil {
+		res, err = withoutSubscriptions(res)
+	}
 	if err != nil {
 		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(err.Error())))
 		return
