@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,7 @@ type Session struct {
 
 	// inbox receives the messages of the session's standalone GET stream.
 	inbox      chan Message
+	listening  chan struct{} // closed once the GET stream's request is sent (or given up)
 	stopListen context.CancelFunc
 	closeOnce  sync.Once
 
@@ -55,7 +57,7 @@ type Session struct {
 // capabilities (raw JSON object) and client info, and opens its standalone
 // GET stream (if the upstream has one). header is sent with every request.
 func Open(ctx context.Context, client *http.Client, url string, header http.Header, caps, clientInfo []byte) (*Session, error) {
-	s := &Session{URL: url, client: client, header: header.Clone(), inbox: make(chan Message, 16)}
+	s := &Session{URL: url, client: client, header: header.Clone(), inbox: make(chan Message, 16), listening: make(chan struct{})}
 	if len(caps) == 0 {
 		caps = []byte("{}")
 	}
@@ -93,11 +95,20 @@ func Open(ctx context.Context, client *http.Client, url string, header http.Head
 // session's standalone GET stream. It is never closed.
 func (s *Session) Inbox() <-chan Message { return s.inbox }
 
+// Listening is closed once the session's GET stream has been requested
+// upstream (or the upstream has none): notifications the upstream sends
+// after that reach the Inbox.
+func (s *Session) Listening() <-chan struct{} { return s.listening }
+
 // listen reads the standalone GET stream into the inbox until the session
 // closes. An upstream without one (405) is fine.
 func (s *Session) listen(ctx context.Context) {
+	var once sync.Once
+	signal := func() { once.Do(func() { close(s.listening) }) }
+	defer signal()
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { signal() }}
 	for backoff := 100 * time.Millisecond; ctx.Err() == nil; backoff = min(2*backoff, 5*time.Second) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, s.URL, nil)
 		if err != nil {
 			return
 		}

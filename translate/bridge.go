@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
@@ -135,7 +137,15 @@ type Request struct {
 	*ModernRequest
 }
 
-// InputMethods may return input_required (MRTR): only these park.
+// bridgedMethods are the 2026-07-28 client requests a legacy server can
+// serve through the bridge.
+var bridgedMethods = map[string]bool{
+	"server/discover": true, "subscriptions/listen": true, "completion/complete": true,
+	"tools/list": true, "tools/call": true, "prompts/list": true, "prompts/get": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+}
+
+// inputCapable methods may return input_required (MRTR): only these park.
 var inputCapable = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
 
 // Serve answers r through sink. It returns when the answer is complete
@@ -147,7 +157,9 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) {
 		_ = sink.Respond(http.StatusAccepted, nil)
 		return
 	}
-	if r.Method == "subscriptions/listen" {
+	if !bridgedMethods[r.Method] {
+		// A legacy server cannot serve other modern methods (the Tasks
+		// extension's are not wire-compatible with 2025 tasks).
 		_ = sink.Respond(http.StatusNotFound, ErrorResponse(r.ID, NewMethodNotFound(r.Method)))
 		return
 	}
@@ -164,8 +176,12 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) {
 		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
 		return
 	}
-	if r.Method == "server/discover" {
+	switch r.Method {
+	case "server/discover":
 		b.discover(c, r, sink)
+		return
+	case "subscriptions/listen":
+		b.listen(ctx, c, r, params, sink)
 		return
 	}
 	var fresh map[string]json.RawMessage
@@ -212,8 +228,15 @@ func (b *Bridge) start(ctx context.Context, r Request, key legacy.PoolKey, param
 			return nil, upstreamError(err)
 		}
 		c.sess = sess
-		if r.Method == "server/discover" {
+		if r.Method == "server/discover" || r.Method == "subscriptions/listen" {
 			return c, nil
+		}
+		if r.LogLevel != "" && gjson.GetBytes(sess.InitResult, "capabilities.logging").Exists() {
+			// Legacy servers log per session: set the level this request asked for.
+			if err = setLogLevel(ctx, sess, r.LogLevel); err != nil {
+				b.pool.Release(key, sess, false)
+				return nil, upstreamError(err)
+			}
 		}
 		c.up, err = sess.Call(b.ctx, r.Method, upstreamParams(params))
 		if err == nil {
@@ -230,9 +253,6 @@ func (b *Bridge) start(ctx context.Context, r Request, key legacy.PoolKey, param
 func (b *Bridge) discover(c *call, r Request, sink Sink) {
 	defer b.pool.Release(c.key, c.sess, true)
 	res, err := BuildDiscoverResult(c.sess.InitResult, b.reshapeOptions(c))
-	if err == nil {
-		res, err = withoutSubscriptions(res)
-	}
 	if err != nil {
 		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(err.Error())))
 		return
@@ -493,6 +513,18 @@ func (b *Bridge) respondFinal(c *call, r Request, m legacy.Message, sink Sink) {
 		status = http.StatusNotFound
 	}
 	_ = sink.Respond(status, errorObjectResponse(r.ID, out))
+}
+
+// setLogLevel sets the session's logging level (logging/setLevel).
+func setLogLevel(ctx context.Context, sess *legacy.Session, level string) error {
+	p, _ := json.Marshal(map[string]string{"level": level})
+	call, err := sess.Call(ctx, "logging/setLevel", p)
+	if err != nil {
+		return err
+	}
+	defer call.Close()
+	_, err = call.Final()
+	return err
 }
 
 // relayNotification passes on the notifications related to the request:

@@ -154,28 +154,3 @@ func rpcEnvelope(id json.RawMessage, field string, value []byte) []byte {
 	b = append(b, value...)
 	return append(b, '}')
 }
-
-// withoutSubscriptions removes from a DiscoverResult the capabilities that
-// promise notifications (listChanged, resources.subscribe): the bridge does
-// not serve subscriptions/listen yet, and a client must not wait for them.
-func withoutSubscriptions(discover []byte) ([]byte, error) {
-	var res map[string]json.RawMessage
-	if err := json.Unmarshal(discover, &res); err != nil {
-		return nil, err
-	}
-	var caps map[string]json.RawMessage
-	if err := json.Unmarshal(res["capabilities"], &caps); err != nil {
-		return discover, nil
-	}
-	for name, raw := range caps {
-		var c map[string]json.RawMessage
-		if json.Unmarshal(raw, &c) != nil {
-			continue
-		}
-		delete(c, "listChanged")
-		delete(c, "subscribe")
-		caps[name], _ = json.Marshal(c)
-	}
-	res["capabilities"], _ = json.Marshal(caps)
-	return json.Marshal(res)
-}
