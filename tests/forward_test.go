@@ -33,6 +33,10 @@ func TestForwardTSClient(t *testing.T) {
 	}{
 		{"server-everything elicitation", everything.URL, "trigger-elicitation-request", "{}", 1, 0, "Test User"},
 		{"server-everything sampling", everything.URL, "trigger-sampling-request", `{"prompt":"Say hi"}`, 0, 1, "sampled by modern-client"},
+		{"url elicitation", everything.URL, "trigger-url-elicitation", `{"url":"https://example.com/authorize"}`, 1, 0, "User completed the URL elicitation flow"},
+		// -32042 becomes an input_required with a URL-mode elicitation; the
+		// retry runs the tool again, which then asks in-line.
+		{"url elicitation required error", everything.URL, "trigger-url-elicitation", `{"url":"https://example.com/authorize","errorPath":true}`, 2, 0, "User completed the URL elicitation flow"},
 		{"two rounds", demo.URL, "plan_trip", "{}", 2, 0, "Trip to Lisbon"},
 		{"demo sampling", demo.URL, "summarize", `{"text":"long"}`, 0, 1, "Summary (test-model): sampled by modern-client"},
 	} {

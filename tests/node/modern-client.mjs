@@ -33,7 +33,7 @@ const counts = { elicitations: 0, samplings: 0, rootsLists: 0 };
 const client = new Client(
   { name: SCRIPT, version: '1.0.0' },
   {
-    capabilities: { elicitation: {}, sampling: {}, roots: { listChanged: true } },
+    capabilities: { elicitation: { form: {}, url: {} }, sampling: {}, roots: { listChanged: true } },
     versionNegotiation: { mode: 'auto' },
   },
 );
