@@ -1,0 +1,167 @@
+package legacy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// goSDKServer is a real legacy MCP server (the go-sdk, sessionful) in the
+// test process.
+func goSDKServer(t *testing.T) (*mcp.Server, string) {
+	t.Helper()
+	server := mcp.NewServer(&mcp.Implementation{Name: "pool-test", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "caps", Description: "Reports the session's client capabilities."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			c := req.Session.InitializeParams().Capabilities
+			text := "none"
+			if c != nil && c.Elicitation != nil {
+				text = "elicitation"
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
+		})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	t.Cleanup(ts.Close)
+	return server, ts.URL
+}
+
+func countSessions(s *mcp.Server) int {
+	n := 0
+	for range s.Sessions() {
+		n++
+	}
+	return n
+}
+
+func waitSessions(t *testing.T, s *mcp.Server, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for countSessions(s) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("upstream has %d sessions, want %d", countSessions(s), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestPoolLeasesByKey(t *testing.T) {
+	server, url := goSDKServer(t)
+	ctx := context.Background()
+	p := NewPool(PoolOptions{MaxSessions: 10, IdleTimeout: time.Minute, Client: http.DefaultClient})
+	defer p.Close()
+	plain := PoolKey{Upstream: url, Principal: "a", Caps: "{}"}
+	asking := PoolKey{Upstream: url, Principal: "a", Caps: `{"elicitation":{}}`}
+
+	s1, err := p.Lease(ctx, plain, nil, []byte("{}"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := callText(t, s1, "caps"); got != "none" {
+		t.Fatalf("session initialized with %q capabilities, want none", got)
+	}
+	p.Release(plain, s1, true)
+	s2, err := p.Lease(ctx, plain, nil, []byte("{}"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2 != s1 {
+		t.Fatal("an idle session of the same key was not reused")
+	}
+	s3, err := p.Lease(ctx, asking, nil, []byte(`{"elicitation":{}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s3 == s2 {
+		t.Fatal("a session was shared across capability sets")
+	}
+	if got := callText(t, s3, "caps"); got != "elicitation" {
+		t.Fatalf("session initialized with %q, want elicitation", got)
+	}
+	if open, idle := p.Stats(); open != 2 || idle != 0 {
+		t.Fatalf("stats %d open %d idle, want 2 and 0", open, idle)
+	}
+	waitSessions(t, server, 2)
+	p.Release(asking, s3, false) // a broken session is ended upstream
+	waitSessions(t, server, 1)
+	p.Release(plain, s2, true)
+}
+
+func TestPoolBoundAndReap(t *testing.T) {
+	server, url := goSDKServer(t)
+	ctx := context.Background()
+	p := NewPool(PoolOptions{MaxSessions: 2, IdleTimeout: 50 * time.Millisecond, Client: http.DefaultClient})
+	defer p.Close()
+	key := func(i string) PoolKey { return PoolKey{Upstream: url, Principal: i, Caps: "{}"} }
+
+	a, err := p.Lease(ctx, key("a"), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Lease(ctx, key("b"), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Lease(ctx, key("c"), nil, nil, nil); !errors.Is(err, ErrPoolFull) {
+		t.Fatalf("third lease with two leased: %v, want ErrPoolFull", err)
+	}
+	p.Release(key("a"), a, true)
+	c, err := p.Lease(ctx, key("c"), nil, nil, nil) // evicts a's idle session
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSessions(t, server, 2)
+	p.Release(key("b"), b, true)
+	p.Release(key("c"), c, true)
+	time.Sleep(60 * time.Millisecond)
+	if n := p.Reap(time.Now()); n != 2 {
+		t.Fatalf("reaped %d idle sessions, want 2", n)
+	}
+	waitSessions(t, server, 0)
+	if open, idle := p.Stats(); open != 0 || idle != 0 {
+		t.Fatalf("stats %d open %d idle after reaping", open, idle)
+	}
+}
+
+func TestSessionGone(t *testing.T) {
+	server, url := goSDKServer(t)
+	ctx := context.Background()
+	s, err := Open(ctx, http.DefaultClient, url, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	for ss := range server.Sessions() {
+		_ = ss.Close() // the upstream forgets the session
+	}
+	if _, err := s.Call(ctx, "tools/list", nil); !errors.Is(err, ErrSessionGone) {
+		t.Fatalf("call on a forgotten session: %v, want ErrSessionGone", err)
+	}
+}
+
+func callText(t *testing.T, s *Session, tool string) string {
+	t.Helper()
+	c, err := s.Call(context.Background(), "tools/call", []byte(`{"name":"`+tool+`","arguments":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m, err := c.Final()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Result struct {
+			Content []struct{ Text string } `json:"content"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(m.Raw, &res); err != nil || len(res.Result.Content) == 0 {
+		t.Fatalf("tool answer %s: %v", m.Raw, err)
+	}
+	return res.Result.Content[0].Text
+}
