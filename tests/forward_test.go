@@ -351,3 +351,60 @@ func TestForwardAbandonment(t *testing.T) {
 		}
 	})
 }
+
+// TestForwardGoClientServerEverything: the go-sdk client, modern, completes
+// server-everything's in-line elicitation and sampling through the gateway.
+func TestForwardGoClientServerEverything(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs node")
+	}
+	g := startGateway(t, "\t\tupstream "+startServerEverything(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "go-modern-client", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Gopher"}}, nil
+		},
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "go-model", Content: &mcp.TextContent{Text: "hi from go"}}, nil
+		},
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != modernVersion {
+		t.Fatalf("negotiated %q, want %s", v, modernVersion)
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"trigger-elicitation-request", map[string]any{}, "Name: Gopher"},
+		{"trigger-sampling-request", map[string]any{"prompt": "hello"}, "hi from go"},
+	} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
+		if err != nil {
+			t.Fatalf("%s: %v", c.tool, err)
+		}
+		if got := toolText(res); res.IsError || !strings.Contains(got, c.want) {
+			t.Fatalf("%s: %q, want it to contain %q", c.tool, got, c.want)
+		}
+	}
+}
+
+// TestForwardPrincipalPlaceholder: with `principal` set to an identity
+// header, a requestState opens only for that identity, whatever the
+// Authorization.
+func TestForwardPrincipalPlaceholder(t *testing.T) {
+	rs := newRecordingServer(t)
+	g := startGateway(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tprincipal {http.request.header.X-User}")
+	ir := parseInputRequired(t, askCall(t, g.URL, 1, "tea", nil, map[string]string{"X-User": "alice", "Authorization": "Bearer one"}))
+	retry := map[string]any{"inputResponses": map[string]any{"elicitation-1": acceptAnswer}, "requestState": ir.RequestState}
+	checkRPCError(t, askCall(t, g.URL, 2, "tea", retry, map[string]string{"X-User": "bob", "Authorization": "Bearer one"}), http.StatusBadRequest, -32602, 2)
+	if text := checkToolResult(t, askCall(t, g.URL, 3, "tea", retry, map[string]string{"X-User": "alice", "Authorization": "Bearer two"}), 3); text != "answer: yes" {
+		t.Fatalf("alice's retry with a refreshed token: %q", text)
+	}
+}
