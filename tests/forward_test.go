@@ -62,7 +62,7 @@ func TestForwardGoClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var elicitations, samplings atomic.Int32
-	client := mcp.NewClient(&mcp.Implementation{Name: "go-modern-client", Version: "1"}, &mcp.ClientOptions{
+	cs := connectGo(t, g.URL, "", &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			elicitations.Add(1)
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{
@@ -74,14 +74,6 @@ func TestForwardGoClient(t *testing.T) {
 			return &mcp.CreateMessageResult{Role: "assistant", Model: "go-model", Content: &mcp.TextContent{Text: "brief"}}, nil
 		},
 	})
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	if v := cs.InitializeResult().ProtocolVersion; v != modernVersion {
-		t.Fatalf("negotiated %q, want %s", v, modernVersion)
-	}
 	if cs.ID() != "" {
 		t.Fatalf("a modern client got session id %q", cs.ID())
 	}
@@ -361,7 +353,7 @@ func TestForwardGoClientServerEverything(t *testing.T) {
 	g := startGateway(t, "\t\tupstream "+startServerEverything(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "go-modern-client", Version: "1"}, &mcp.ClientOptions{
+	cs := connectGo(t, g.URL, "", &mcp.ClientOptions{
 		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Gopher"}}, nil
 		},
@@ -369,14 +361,6 @@ func TestForwardGoClientServerEverything(t *testing.T) {
 			return &mcp.CreateMessageResult{Role: "assistant", Model: "go-model", Content: &mcp.TextContent{Text: "hi from go"}}, nil
 		},
 	})
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	if v := cs.InitializeResult().ProtocolVersion; v != modernVersion {
-		t.Fatalf("negotiated %q, want %s", v, modernVersion)
-	}
 	for _, c := range []struct {
 		tool string
 		args map[string]any

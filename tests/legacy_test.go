@@ -129,7 +129,7 @@ func TestLegacyGoClientThroughGateway(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var asked []string
-	client := mcp.NewClient(&mcp.Implementation{Name: "go-legacy-client", Version: "1"}, &mcp.ClientOptions{
+	cs := connectGo(t, g.URL, "2025-11-25", &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			asked = append(asked, req.Params.Message)
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{
@@ -140,14 +140,6 @@ func TestLegacyGoClientThroughGateway(t *testing.T) {
 			return &mcp.CreateMessageResult{Role: "assistant", Model: "test-model", Content: &mcp.TextContent{Text: "short"}}, nil
 		},
 	})
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.URL}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
-		t.Fatalf("negotiated %q", v)
-	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "plan_trip", Arguments: map[string]any{}})
 	if err != nil {
 		t.Fatal(err)

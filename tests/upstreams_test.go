@@ -52,17 +52,27 @@ func (p *inProcessLegacy) stop() {
 	}
 }
 
-// connectGo opens a legacy go-sdk client session through url.
-func connectGo(t *testing.T, url string) *mcp.ClientSession {
+// connectGo opens a go-sdk client session through url with opts. With
+// version "" the client negotiates (the modern era); otherwise it asks for
+// version. It fails the test unless the negotiated version is the expected
+// one.
+func connectGo(t *testing.T, url, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-test-client", Version: "1"}, opts).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
+	want := version
+	if want == "" {
+		want = modernVersion
+	}
+	if got := cs.InitializeResult().ProtocolVersion; got != want {
+		t.Fatalf("negotiated %q, want %q", got, want)
+	}
 	return cs
 }
 
@@ -86,7 +96,7 @@ func TestSelectionAndPassiveHealth(t *testing.T) {
 
 	seen := map[string]int{}
 	for range 4 {
-		cs := connectGo(t, g.URL)
+		cs := connectGo(t, g.URL, "2025-11-25", nil)
 		name := whoami(t, cs)
 		seen[name]++
 		for range 3 { // pinned: the same upstream every time
@@ -101,14 +111,14 @@ func TestSelectionAndPassiveHealth(t *testing.T) {
 
 	b.stop()
 	for i := range 4 {
-		if name := whoami(t, connectGo(t, g.URL)); name != "a" {
+		if name := whoami(t, connectGo(t, g.URL, "2025-11-25", nil)); name != "a" {
 			t.Fatalf("session %d went to %q while b is down", i, name)
 		}
 	}
 
 	b.start(t)
 	deadline := time.Now().Add(10 * time.Second)
-	for whoami(t, connectGo(t, g.URL)) != "b" {
+	for whoami(t, connectGo(t, g.URL, "2025-11-25", nil)) != "b" {
 		if time.Now().After(deadline) {
 			t.Fatal("b never received a session again after it came back")
 		}
