@@ -78,7 +78,6 @@ type Bridge struct {
 	// parked call survives its first request.
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 }
 
 // NewBridge returns a bridge using pool for upstream sessions.
@@ -121,7 +120,6 @@ func (b *Bridge) Close() {
 	for _, c := range all {
 		b.abandon(c, "gateway shutting down")
 	}
-	b.wg.Wait()
 	b.cancel()
 }
 
@@ -368,8 +366,9 @@ func (b *Bridge) park(c *call, r Request, sink Sink) {
 	}
 	b.parked[c.handle] = c
 	c.elem = b.order.PushBack(c)
+	round := c.round // the timer belongs to this round only
 	c.timer = time.AfterFunc(o.ParkTTL, func() {
-		if b.take(c.handle, c.round) != nil {
+		if b.take(c.handle, round) != nil {
 			b.abandon(c, "input not provided in time")
 		}
 	})
@@ -462,8 +461,6 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 // is cancelled, and the session is ended upstream (a cancelled call may have
 // left it in any state; a new one is cheap).
 func (b *Bridge) abandon(c *call, reason string) {
-	b.wg.Add(1)
-	defer b.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, p := range c.pending {
