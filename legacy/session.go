@@ -65,7 +65,7 @@ func Open(ctx context.Context, client *http.Client, url string, header http.Head
 		clientInfo = []byte(`{"name":"caddy-mcp-gateway","version":"1"}`)
 	}
 	params := fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":%s,"clientInfo":%s}`, ProtocolVersion, caps, clientInfo)
-	c, err := s.call(ctx, "initialize", params)
+	c, err := s.Call(ctx, "initialize", params)
 	if err != nil {
 		return nil, fmt.Errorf("initializing upstream session: %w", err)
 	}
@@ -164,14 +164,17 @@ func (s *Session) NewRequestID() json.RawMessage {
 	return json.RawMessage(strconv.Quote("gw-" + strconv.FormatInt(s.nextID.Add(1), 10)))
 }
 
-// Call sends a request and returns its answer as a stream of messages.
+// Call sends a request and returns its answer as a stream of messages. It
+// returns once the upstream has answered with its headers (some servers send
+// them only with their first message).
 func (s *Session) Call(ctx context.Context, method string, params []byte) (*Call, error) {
-	return s.call(ctx, method, params)
+	return s.CallWithID(ctx, s.NewRequestID(), method, params)
 }
 
-func (s *Session) call(ctx context.Context, method string, params []byte) (*Call, error) {
+// CallWithID is Call with an id from NewRequestID, so that the caller can
+// cancel the request (notifications/cancelled) before Call returns.
+func (s *Session) CallWithID(ctx context.Context, id json.RawMessage, method string, params []byte) (*Call, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	id := s.NewRequestID()
 	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%q`, id, method)
 	if len(params) > 0 {
 		body = append(append(body, `,"params":`...), params...)

@@ -133,6 +133,17 @@ func newRecordingServer(t *testing.T) *recordingServer {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint("answer: ", res.Content["answer"])}}}, nil, nil
 		})
+	mcp.AddTool(server, &mcp.Tool{Name: "slow", Description: "Works for 3s unless cancelled."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			select {
+			case <-ctx.Done():
+				rs.ended <- "cancelled"
+				return nil, nil, ctx.Err()
+			case <-time.After(3 * time.Second):
+				rs.ended <- "done"
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "slept"}}}, nil, nil
+			}
+		})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -321,6 +332,26 @@ func TestForwardAbandonment(t *testing.T) {
 		}
 		x := askCall(t, g.URL, 3, "first", map[string]any{"inputResponses": map[string]any{"elicitation-1": acceptAnswer}, "requestState": first.RequestState}, nil)
 		checkRPCError(t, x, http.StatusBadRequest, -32602, 3)
+	})
+	t.Run("client disconnects mid-call", func(t *testing.T) {
+		rs := newRecordingServer(t)
+		g := startGateway(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t}")
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		body := rpcBody(t, 1, "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{}, "_meta": meta(modernVersion)})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL, strings.NewReader(body))
+		for k, v := range modernHeaders(modernVersion, "tools/call", "slow") {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("the slow call answered %d within 300ms", resp.StatusCode)
+		}
+		if got := wait(t, rs.ended, 5*time.Second, "end of the tool call"); got != "cancelled" {
+			t.Fatalf("tool call %s, want cancelled when the client left", got)
+		}
 	})
 	t.Run("shutdown", func(t *testing.T) {
 		rs := newRecordingServer(t)

@@ -192,18 +192,19 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) {
 // call is one upstream request of the bridge's, from its first client
 // request to its result, across every parking.
 type call struct {
-	key     legacy.PoolKey
-	sess    *legacy.Session
-	up      *legacy.Call // nil for server/discover
-	method  string
-	handle  [16]byte
-	round   uint32
-	digest  [16]byte
-	princ   [16]byte
-	keys    KeyCounter
-	pending []pendingInput
-	timer   *time.Timer
-	elem    *list.Element
+	key      legacy.PoolKey
+	sess     *legacy.Session
+	up       *legacy.Call // nil for server/discover
+	cancelUp context.CancelFunc
+	method   string
+	handle   [16]byte
+	round    uint32
+	digest   [16]byte
+	princ    [16]byte
+	keys     KeyCounter
+	pending  []pendingInput
+	timer    *time.Timer
+	elem     *list.Element
 }
 
 type pendingInput struct {
@@ -236,10 +237,28 @@ func (b *Bridge) start(ctx context.Context, r Request, key legacy.PoolKey, param
 				return nil, upstreamError(err)
 			}
 		}
-		c.up, err = sess.Call(b.ctx, r.Method, upstreamParams(params))
+		// The call outlives the client's request (it may park), but until
+		// the upstream answers the headers, a client that leaves cancels it.
+		callCtx, cancelCall := context.WithCancel(b.ctx)
+		stop := context.AfterFunc(ctx, cancelCall)
+		id := sess.NewRequestID()
+		c.up, err = sess.CallWithID(callCtx, id, r.Method, upstreamParams(params))
+		if !stop() {
+			// The client left first. A legacy server does not take a
+			// dropped connection for a cancellation: tell it.
+			if err == nil {
+				c.up.Close()
+			}
+			cancelCall()
+			b.cancelUpstream(sess, id, "client disconnected")
+			b.pool.Release(key, sess, false)
+			return nil, &RPCError{HTTPStatus: 499, Code: InternalError, Message: "client disconnected"}
+		}
 		if err == nil {
+			c.cancelUp = cancelCall
 			return c, nil
 		}
+		cancelCall()
 		b.pool.Release(key, sess, false)
 		if !errors.Is(err, legacy.ErrSessionGone) || attempt > 0 {
 			return nil, upstreamError(err)
@@ -469,16 +488,24 @@ func (b *Bridge) abandon(c *call, reason string) {
 	}
 	c.pending = nil
 	if c.up != nil {
-		params, _ := json.Marshal(map[string]any{"requestId": json.RawMessage(c.up.ID), "reason": reason})
-		_ = c.sess.Notify(ctx, "notifications/cancelled", params)
+		b.cancelUpstream(c.sess, c.up.ID, reason)
 	}
 	b.finish(c, false)
+}
+
+// cancelUpstream sends notifications/cancelled for the request id.
+func (b *Bridge) cancelUpstream(sess *legacy.Session, id json.RawMessage, reason string) {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	params, _ := json.Marshal(map[string]any{"requestId": id, "reason": reason})
+	_ = sess.Notify(ctx, "notifications/cancelled", params)
 }
 
 // finish closes the upstream call and releases the session.
 func (b *Bridge) finish(c *call, healthy bool) {
 	if c.up != nil {
 		c.up.Close()
+		c.cancelUp()
 	}
 	b.pool.Release(c.key, c.sess, healthy)
 }
