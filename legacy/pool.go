@@ -40,10 +40,11 @@ type PoolOptions struct {
 type Pool struct {
 	opts PoolOptions
 
-	mu   sync.Mutex
-	idle map[PoolKey]*list.List // of *Session, most recently used at the back
-	lru  *list.List             // of *idleEntry across keys, oldest at the front
-	open int
+	mu     sync.Mutex
+	idle   map[PoolKey]*list.List // of *Session, most recently used at the back
+	lru    *list.List             // of *idleEntry across keys, oldest at the front
+	open   int
+	openBy map[string]int // open sessions per upstream URL
 }
 
 type idleEntry struct {
@@ -55,7 +56,7 @@ type idleEntry struct {
 
 // NewPool returns an empty pool.
 func NewPool(opts PoolOptions) *Pool {
-	return &Pool{opts: opts, idle: make(map[PoolKey]*list.List), lru: list.New()}
+	return &Pool{opts: opts, idle: make(map[PoolKey]*list.List), lru: list.New(), openBy: make(map[string]int)}
 }
 
 // Lease returns an idle session for key, or opens one with caps and
@@ -73,14 +74,14 @@ func (p *Pool) Lease(ctx context.Context, key PoolKey, header http.Header, caps,
 		if front := p.lru.Front(); front != nil {
 			e := front.Value.(*idleEntry)
 			p.removeIdleLocked(e)
+			p.countLocked(e.key.Upstream, -1)
 			evicted = e.sess
 		} else {
 			p.mu.Unlock()
 			return nil, ErrPoolFull
 		}
-	} else {
-		p.open++
 	}
+	p.countLocked(key.Upstream, 1)
 	p.mu.Unlock()
 	if evicted != nil {
 		go evicted.Close(context.Background())
@@ -88,11 +89,21 @@ func (p *Pool) Lease(ctx context.Context, key PoolKey, header http.Header, caps,
 	s, err := Open(ctx, p.opts.Client, key.Upstream, header, caps, clientInfo)
 	if err != nil {
 		p.mu.Lock()
-		p.open--
+		p.countLocked(key.Upstream, -1)
 		p.mu.Unlock()
 		return nil, err
 	}
 	return s, nil
+}
+
+// countLocked records delta sessions opened (or closed) on upstream.
+func (p *Pool) countLocked(upstream string, delta int) {
+	p.open += delta
+	if n := p.openBy[upstream] + delta; n > 0 {
+		p.openBy[upstream] = n
+	} else {
+		delete(p.openBy, upstream)
+	}
 }
 
 func (p *Pool) takeIdleLocked(key PoolKey) *Session {
@@ -119,7 +130,7 @@ func (p *Pool) removeIdleLocked(e *idleEntry) {
 func (p *Pool) Release(key PoolKey, s *Session, healthy bool) {
 	if !healthy {
 		p.mu.Lock()
-		p.open--
+		p.countLocked(key.Upstream, -1)
 		p.mu.Unlock()
 		go s.Close(context.Background())
 		return
@@ -148,7 +159,7 @@ func (p *Pool) Reap(now time.Time) int {
 			break
 		}
 		p.removeIdleLocked(e)
-		p.open--
+		p.countLocked(e.key.Upstream, -1)
 		stale = append(stale, e.sess)
 	}
 	p.mu.Unlock()
@@ -173,7 +184,7 @@ func (p *Pool) Close() {
 	for front := p.lru.Front(); front != nil; front = p.lru.Front() {
 		e := front.Value.(*idleEntry)
 		p.removeIdleLocked(e)
-		p.open--
+		p.countLocked(e.key.Upstream, -1)
 		all = append(all, e.sess)
 	}
 	p.mu.Unlock()
@@ -185,4 +196,29 @@ func (p *Pool) Close() {
 		go func() { defer wg.Done(); s.Close(ctx) }()
 	}
 	wg.Wait()
+}
+
+// UpstreamStats counts the sessions of one upstream.
+type UpstreamStats struct {
+	Open int `json:"open"`
+	Idle int `json:"idle"`
+}
+
+// StatsByUpstream counts the pool's sessions per upstream URL.
+func (p *Pool) StatsByUpstream() map[string]UpstreamStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]UpstreamStats)
+	for k, n := range p.openBy {
+		st := out[k]
+		st.Open = n
+		out[k] = st
+	}
+	for e := p.lru.Front(); e != nil; e = e.Next() {
+		k := e.Value.(*idleEntry).key.Upstream
+		st := out[k]
+		st.Idle++
+		out[k] = st
+	}
+	return out
 }

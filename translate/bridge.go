@@ -197,6 +197,9 @@ type call struct {
 	up       *legacy.Call // nil for server/discover
 	cancelUp context.CancelFunc
 	method   string
+	name     string    // tool or prompt name, or resource URI
+	started  time.Time // first request
+	expires  time.Time // while parked
 	handle   [16]byte
 	round    uint32
 	digest   [16]byte
@@ -217,7 +220,8 @@ type pendingInput struct {
 func (b *Bridge) start(ctx context.Context, r Request, key legacy.PoolKey, params []byte) (*call, *RPCError) {
 	caps := []byte(key.Caps)
 	info := metaField(params, MetaClientInfo)
-	c := &call{key: key, method: r.Method, princ: PrincipalHash(r.Principal), digest: RequestDigest(r.Method, params)}
+	c := &call{key: key, method: r.Method, name: r.Name, started: time.Now(),
+		princ: PrincipalHash(r.Principal), digest: RequestDigest(r.Method, params)}
 	if _, err := rand.Read(c.handle[:]); err != nil {
 		return nil, internalError("no randomness")
 	}
@@ -365,9 +369,10 @@ func (b *Bridge) upstreamRequest(c *call, r Request, m legacy.Message, fresh map
 func (b *Bridge) park(c *call, r Request, sink Sink) {
 	o := b.options()
 	c.round++
+	c.expires = time.Now().Add(o.ParkTTL)
 	token := SealState(o.Keyring, State{
 		Instance: o.Instance, Handle: c.handle, Round: c.round,
-		Principal: c.princ, Digest: c.digest, Expires: time.Now().Add(o.ParkTTL),
+		Principal: c.princ, Digest: c.digest, Expires: c.expires,
 	})
 	var evicted *call
 	b.mu.Lock()

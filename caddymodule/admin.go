@@ -1,0 +1,123 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+func init() {
+	caddy.RegisterModule(adminAPI{})
+}
+
+// adminAPI is a read-only admin endpoint for the MCP gateway:
+//
+//	GET /mcp_gateway/upstreams  the upstreams: probed era, passive health, sessions
+//	GET /mcp_gateway/sessions   the forward bridge's upstream sessions per upstream
+//	GET /mcp_gateway/parked     one entry per parked call (no principals, ids or payloads)
+//
+// It reads only process-wide state, never a handler instance: the admin
+// server is rebuilt before the apps on every config load.
+type adminAPI struct{}
+
+// CaddyModule returns the Caddy module information.
+func (adminAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.mcp_gateway",
+		New: func() caddy.Module { return new(adminAPI) },
+	}
+}
+
+// Routes returns the admin routes.
+func (a adminAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{
+		{Pattern: "/mcp_gateway/upstreams", Handler: caddy.AdminHandlerFunc(a.upstreams)},
+		{Pattern: "/mcp_gateway/sessions", Handler: caddy.AdminHandlerFunc(a.sessions)},
+		{Pattern: "/mcp_gateway/parked", Handler: caddy.AdminHandlerFunc(a.parked)},
+	}
+}
+
+// upstreamInfo is one entry of /mcp_gateway/upstreams.
+type upstreamInfo struct {
+	URL       string     `json:"url"`
+	Era       string     `json:"era"` // as probed: legacy, modern, dual, or unknown (not probed, or configured)
+	Healthy   bool       `json:"healthy"`
+	DownUntil *time.Time `json:"down_until,omitempty"`
+	Sessions  int        `json:"bridge_sessions"`
+}
+
+func (a adminAPI) upstreams(w http.ResponseWriter, r *http.Request) error {
+	if err := onlyGET(r); err != nil {
+		return err
+	}
+	stats := bridgeStats()
+	var out []upstreamInfo
+	upstreamStates.Range(func(_, v any) bool {
+		s := v.(*upstreamState)
+		info := upstreamInfo{URL: s.url, Era: eraSet(s.eras.Load()).String(), Healthy: true, Sessions: stats[s.url].Open}
+		if until := s.downUntil.Load(); until > time.Now().UnixNano() {
+			t := time.Unix(0, until)
+			info.Healthy, info.DownUntil = false, &t
+		}
+		out = append(out, info)
+		return true
+	})
+	slices.SortFunc(out, func(x, y upstreamInfo) int { return strings.Compare(x.URL, y.URL) })
+	return writeJSON(w, out)
+}
+
+func (a adminAPI) sessions(w http.ResponseWriter, r *http.Request) error {
+	if err := onlyGET(r); err != nil {
+		return err
+	}
+	return writeJSON(w, bridgeStats())
+}
+
+func (a adminAPI) parked(w http.ResponseWriter, r *http.Request) error {
+	if err := onlyGET(r); err != nil {
+		return err
+	}
+	out := []translate.ParkedCall{}
+	bridges.Range(func(_, v any) bool {
+		out = append(out, v.(*bridgeState).bridge.ParkedCalls()...)
+		return true
+	})
+	return writeJSON(w, out)
+}
+
+// bridgeStats counts the forward bridge's upstream sessions per upstream.
+func bridgeStats() map[string]legacy.UpstreamStats {
+	out := map[string]legacy.UpstreamStats{}
+	bridges.Range(func(_, v any) bool {
+		for k, st := range v.(*bridgeState).pool.StatsByUpstream() {
+			out[k] = st
+		}
+		return true
+	})
+	return out
+}
+
+func onlyGET(r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: errMethodNotAllowed}
+	}
+	return nil
+}
+
+var errMethodNotAllowed = errors.New("method not allowed: use GET")
+
+func writeJSON(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(v)
+}
+
+// Interface guards
+var _ caddy.AdminRouter = (*adminAPI)(nil)

@@ -1,0 +1,62 @@
+package tests
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// adminGET fetches an admin endpoint of the gateway into v.
+func adminGET(t *testing.T, g *gateway, path string, v any) {
+	t.Helper()
+	resp, err := http.Get("http://" + g.AdminAddr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: status %d", path, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+// TestAdminAPI: after one input round the admin endpoint lists the parked
+// call (without principal or payload); when the call ends it leaves.
+func TestAdminAPI(t *testing.T) {
+	rs := newRecordingServer(t)
+	g := startGateway(t, "\t\tupstream "+rs.url)
+	ir := parseInputRequired(t, askCall(t, g.URL, 1, "admin", nil, map[string]string{"Authorization": "Bearer secret-token"}))
+
+	var parked []map[string]any
+	adminGET(t, g, "/mcp_gateway/parked", &parked)
+	if len(parked) != 1 || parked[0]["method"] != "tools/call" || parked[0]["name"] != "ask" ||
+		parked[0]["upstream"] != rs.url || parked[0]["round"] != float64(1) || parked[0]["waiting_inputs"] != float64(1) {
+		t.Fatalf("parked = %v, want the one ask call in round 1", parked)
+	}
+	raw, _ := json.Marshal(parked)
+	for _, secret := range []string{"secret-token", ir.RequestState, "admin"} {
+		if strings.Contains(string(raw), secret) {
+			t.Fatalf("the parked list leaks %q: %s", secret, raw)
+		}
+	}
+	var ups []map[string]any
+	adminGET(t, g, "/mcp_gateway/upstreams", &ups)
+	if len(ups) != 1 || ups[0]["url"] != rs.url || ups[0]["era"] != "legacy" || ups[0]["healthy"] != true || ups[0]["bridge_sessions"] != float64(1) {
+		t.Fatalf("upstreams = %v", ups)
+	}
+
+	retry := map[string]any{"inputResponses": map[string]any{"elicitation-1": acceptAnswer}, "requestState": ir.RequestState}
+	checkToolResult(t, askCall(t, g.URL, 2, "admin", retry, map[string]string{"Authorization": "Bearer secret-token"}), 2)
+	adminGET(t, g, "/mcp_gateway/parked", &parked)
+	if len(parked) != 0 {
+		t.Fatalf("parked after completion = %v", parked)
+	}
+	var sessions map[string]map[string]int
+	adminGET(t, g, "/mcp_gateway/sessions", &sessions)
+	if st := sessions[rs.url]; st["open"] != 1 || st["idle"] != 1 {
+		t.Fatalf("sessions = %v, want one idle session on %s", sessions, rs.url)
+	}
+}
