@@ -43,6 +43,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    park_ttl           <duration>
 //	    max_parked         <count>
 //	    gather_window      <duration>
+//	    max_rounds         <count>
+//	    session_lifetime   <duration>
 //	    principal          <placeholder expression>
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -83,6 +85,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = parseDuration(d, &h.GatherWindow)
 		case "max_parked":
 			err = parseInt(d, &h.MaxParked)
+		case "max_rounds":
+			err = parseInt(d, &h.MaxRounds)
+		case "session_lifetime":
+			err = parseDuration(d, &h.SessionLifetime)
 		case "principal":
 			err = parseString(d, &h.Principal)
 		default:

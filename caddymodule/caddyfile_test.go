@@ -22,6 +22,8 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		stream_close_delay 2s
 		fail_duration 30s
 		max_request_body 1MiB
+		max_rounds 3
+		session_lifetime 1h
 	}`
 	var h Handler
 	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input)); err != nil {
@@ -35,7 +37,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		`"selection_policy":{"policy":"round_robin"},` +
 		`"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="],` +
 		`"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],` +
-		`"keepalive_interval":20000000000,"stream_close_delay":2000000000,"fail_duration":30000000000,"max_request_body":1048576}`
+		`"keepalive_interval":20000000000,"stream_close_delay":2000000000,"fail_duration":30000000000,"max_request_body":1048576,"max_rounds":3,"session_lifetime":3600000000000}`
 	if string(got) != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
@@ -59,6 +61,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		"unknown policy":         {"mcp_gateway {\n lb_policy smartest\n}", "smartest"},
 		"duplicate policy":       {"mcp_gateway {\n lb_policy random\n lb_policy first\n}", "lb_policy already specified"},
 		"state_key without args": {"mcp_gateway {\n state_key\n}", "wrong argument count"},
+		"zero max_rounds":        {"mcp_gateway {\n max_rounds 0\n}", "invalid max_rounds"},
+		"bad session_lifetime":   {"mcp_gateway {\n session_lifetime forever\n}", "invalid session_lifetime"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -117,6 +117,21 @@ type Handler struct {
 	// same round. Default: 20ms.
 	GatherWindow caddy.Duration `json:"gather_window,omitempty"`
 
+	// The most `input_required` rounds the gateway runs for one request of
+	// a legacy client in front of a modern server (the reverse bridge):
+	// each round asks the client in-line and retries upstream with its
+	// answers. A request that needs more ends with an error (an `isError`
+	// tool result for `tools/call`). How long a round waits for the
+	// client's answers is `park_ttl`. Default: 8.
+	MaxRounds int `json:"max_rounds,omitempty"`
+
+	// How long a session the gateway holds for a legacy client in front of
+	// a modern server stays valid after `initialize`; then its requests get
+	// 404 and the client initializes again. The session id is sealed and
+	// self-contained, so any instance sharing `state_key` serves it.
+	// Default: 24h.
+	SessionLifetime caddy.Duration `json:"session_lifetime,omitempty"`
+
 	// Who is calling, as a placeholder expression evaluated per request.
 	// Upstream sessions and parked calls are never shared across
 	// principals, and a requestState only opens for its principal. Only a
@@ -134,6 +149,7 @@ type Handler struct {
 	allowedOrigin map[string]bool
 	allowedHost   map[string]bool
 	bridge        *translate.Bridge
+	reverse       *translate.Reverse // the reverse bridge (reverse.go)
 }
 
 // CaddyModule returns the Caddy module information.

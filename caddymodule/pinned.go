@@ -42,6 +42,10 @@ func (h *Handler) serveLegacy(w http.ResponseWriter, r *http.Request, body []byt
 	var up *Upstream
 	if err == nil {
 		up = h.upstreamByURL(pin.Upstream)
+	} else if rs, rup := h.openReverse(r, sid); rs != nil {
+		// Not a pin: a session the gateway holds itself in front of a
+		// modern upstream (the reverse bridge, reverse.go).
+		return h.serveReverse(w, r, body, rs, rup)
 	}
 	if up == nil {
 		// Unknown, forged, sealed under a retired key, or pinned to an
@@ -73,6 +77,11 @@ func (h *Handler) serveLegacy(w http.ResponseWriter, r *http.Request, body []byt
 func (h *Handler) initializeLegacy(w http.ResponseWriter, r *http.Request, body []byte) error {
 	up := h.selectUpstream(r, w, speaksLegacy)
 	if up == nil {
+		if modernUp := h.selectUpstream(r, w, speaksModern); modernUp != nil {
+			// Only modern upstreams: the gateway holds the session itself
+			// (the reverse bridge, reverse.go).
+			return h.initializeReverse(w, r, body, modernUp)
+		}
 		return writeRPCError(w, requestID(body), &translate.RPCError{
 			HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,
 			Message: "no upstream speaking the legacy MCP protocol is available",

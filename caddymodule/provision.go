@@ -77,6 +77,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionBridge(); err != nil {
 		return err
 	}
+	if err := h.provisionReverse(); err != nil {
+		return err
+	}
 
 	h.allowedOrigin = make(map[string]bool, len(h.AllowedOrigins))
 	for _, o := range h.AllowedOrigins {
@@ -164,6 +167,9 @@ func (h *Handler) Validate() error {
 	if h.ParkTTL < 0 || h.GatherWindow < 0 || h.MaxParked < 0 {
 		return errors.New("park_ttl, gather_window and max_parked must not be negative")
 	}
+	if h.MaxRounds < 0 || h.SessionLifetime < 0 {
+		return errors.New("max_rounds and session_lifetime must not be negative")
+	}
 	return nil
 }
 
@@ -180,6 +186,9 @@ func (h *Handler) Cleanup() error {
 	}
 	if h.bridge != nil {
 		_, _ = bridges.Delete(bridgeKey)
+	}
+	if h.reverse != nil {
+		_, _ = reverses.Delete(reverseKey)
 	}
 	return nil
 }

@@ -1,0 +1,164 @@
+package caddymodule
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// The reverse bridge: legacy clients in front of modern-only upstreams. The
+// gateway terminates initialize, holds the session in a sealed id
+// (legacy.ClientSession), sends every request upstream statelessly and
+// turns input_required rounds into in-line requests (translate.Reverse).
+
+// reverses holds the reverse bridge: rounds waiting for a client's answer,
+// the per-instance session facts (log levels, deleted sessions) and the
+// server/discover cache outlive a config reload.
+var reverses = caddy.NewUsagePool()
+
+const reverseKey = "reverse"
+
+// reverseState is the UsagePool value.
+type reverseState struct {
+	rv     *translate.Reverse
+	client *http.Client
+}
+
+// Destruct implements caddy.Destructor.
+func (s *reverseState) Destruct() error {
+	s.client.CloseIdleConnections()
+	return nil
+}
+
+// provisionReverse takes (or makes) the shared reverse bridge and applies
+// this config's options to it.
+func (h *Handler) provisionReverse() error {
+	val, _, err := reverses.LoadOrNew(reverseKey, func() (caddy.Destructor, error) {
+		client := &http.Client{
+			Transport: &http.Transport{
+				Proxy:               nil, // an MCP upstream is reached directly
+				DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+				MaxIdleConns:        256,
+				MaxIdleConnsPerHost: 64,
+				IdleConnTimeout:     90 * time.Second,
+				TLSHandshakeTimeout: 10 * time.Second,
+			},
+			// MCP endpoints do not redirect; following one could leak tokens.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+		return &reverseState{rv: translate.NewReverse(client, translate.ReverseOptions{}), client: client}, nil
+	})
+	if err != nil {
+		return err
+	}
+	h.reverse = val.(*reverseState).rv
+	h.reverse.Configure(translate.ReverseOptions{
+		Keyring:         h.keyring,
+		Instance:        processInstance(),
+		MaxRounds:       h.MaxRounds,
+		RoundTimeout:    time.Duration(h.ParkTTL),
+		SessionLifetime: time.Duration(h.SessionLifetime),
+	})
+	return nil
+}
+
+// principal evaluates the principal expression for r.
+func (h *Handler) principal(r *http.Request) string {
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		return repl.ReplaceAll(h.Principal, "")
+	}
+	return h.Principal
+}
+
+// reverseHeader is what a legacy client's request passes to the modern
+// upstream: credentials and trace context, nothing of the session.
+func reverseHeader(r *http.Request) http.Header {
+	hdr := http.Header{}
+	for _, k := range []string{"Authorization", "Traceparent", "Tracestate", "Baggage"} {
+		if v := r.Header.Values(k); len(v) > 0 {
+			hdr[k] = v
+		}
+	}
+	return hdr
+}
+
+// initializeReverse answers a legacy initialize with a gateway-held session
+// in front of the modern upstream up.
+func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, body []byte, up *Upstream) error {
+	setPlaceholder(r, "cell", "legacy-modern")
+	setPlaceholder(r, "upstream", up.URL)
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer h.streams.add(cancel)()
+	msg, _ := translate.Peek(body) // serveLegacy checked it
+	resp, sid, rerr := h.reverse.Initialize(ctx, translate.InitRequest{
+		Upstream: up.URL, Principal: h.principal(r), Header: reverseHeader(r), ID: msg.ID, Body: body,
+	})
+	if rerr != nil {
+		if rerr.HTTPStatus == http.StatusBadGateway {
+			up.markDown(time.Duration(h.FailDuration))
+		}
+		return writeRPCError(w, msg.ID, rerr)
+	}
+	w.Header().Set("Mcp-Session-Id", string(sid))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(resp)
+	return nil
+}
+
+// openReverse opens sid as a gateway-held session of r's principal whose
+// upstream is still configured.
+func (h *Handler) openReverse(r *http.Request, sid string) (*translate.ReverseSession, *Upstream) {
+	s, err := h.reverse.Open(sid, h.principal(r), time.Now())
+	if err != nil {
+		return nil, nil
+	}
+	up := h.upstreamByURL(s.Upstream)
+	if up == nil {
+		return nil, nil
+	}
+	return s, up
+}
+
+// serveReverse serves a request, notification, client answer, GET or
+// DELETE of a gateway-held session. body is nil for GET and DELETE.
+func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, body []byte, s *translate.ReverseSession, up *Upstream) error {
+	setPlaceholder(r, "cell", "legacy-modern")
+	setPlaceholder(r, "upstream", up.URL)
+	switch r.Method {
+	case http.MethodDelete:
+		h.reverse.Delete(s)
+		w.WriteHeader(http.StatusOK)
+		return nil
+	case http.MethodGet:
+		// No standalone stream yet: notifications are not delivered (the
+		// capabilities that promise them are not advertised).
+		w.Header().Set("Allow", "POST, DELETE")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return nil
+	}
+	msg, err := translate.Peek(body)
+	if err != nil {
+		return writeRPCError(w, msg.ID, asRPCError(err))
+	}
+	if msg.Kind == translate.KindResponse {
+		if rerr := h.reverse.Answer(s, body); rerr != nil {
+			return writeRPCError(w, nil, rerr)
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return nil
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer h.streams.add(cancel)()
+	sink := &httpSink{w: w, keepAlive: time.Duration(h.KeepAliveInterval)}
+	defer sink.close()
+	h.reverse.Serve(ctx, s, translate.ReverseRequest{Message: msg, Body: body, Header: reverseHeader(r)}, sink)
+	return nil
+}

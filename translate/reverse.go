@@ -1,0 +1,769 @@
+package translate
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+)
+
+// This file is the reverse bridge: legacy (2025-11-25 and earlier) clients
+// in front of modern (2026-07-28) servers. The gateway holds the legacy
+// session itself, in a sealed session id; sends each legacy request upstream
+// statelessly with the full _meta; and turns every input_required round of
+// the upstream into in-line requests on the SSE answer to the legacy
+// client, whose POSTed answers it collects before retrying upstream
+// (PROTOCOL.md §8.2, §8.3).
+
+// ReverseOptions configure the reverse bridge. The zero value of each field
+// takes the documented default.
+type ReverseOptions struct {
+	// Keyring seals and opens the gateway-held session ids. Required.
+	Keyring *legacy.Keyring
+	// Instance names this gateway instance in the ids of the in-line
+	// requests it sends, so that an answer reaching another instance can be
+	// recognized (and, later, forwarded).
+	Instance string
+	// MaxRounds bounds the input_required rounds of one legacy request.
+	// Default 8.
+	MaxRounds int
+	// RoundTimeout bounds how long a round waits for the client's answers.
+	// Default 5m.
+	RoundTimeout time.Duration
+	// SessionLifetime is how long a gateway-held session id stays valid
+	// after initialize. Default 24h.
+	SessionLifetime time.Duration
+	// RetryPause is the wait before retrying a requestState-only
+	// input_required result (load shedding). Default 250ms.
+	RetryPause time.Duration
+}
+
+func (o ReverseOptions) withDefaults() ReverseOptions {
+	if o.MaxRounds <= 0 {
+		o.MaxRounds = 8
+	}
+	if o.RoundTimeout <= 0 {
+		o.RoundTimeout = 5 * time.Minute
+	}
+	if o.SessionLifetime <= 0 {
+		o.SessionLifetime = 24 * time.Hour
+	}
+	if o.RetryPause <= 0 {
+		o.RetryPause = 250 * time.Millisecond
+	}
+	return o
+}
+
+// Bounds of the reverse bridge's per-instance tables.
+const (
+	maxSessionFacts   = 100000 // log levels, deleted sessions
+	maxDiscoverCached = 1024
+	maxDiscoverTTL    = time.Hour
+)
+
+// ErrNoSession means a session id is not (or no longer) a session of this
+// principal: forged, tampered, sealed under a retired key, expired,
+// deleted, or opened by someone else. The client must initialize again.
+var ErrNoSession = errors.New("translate: no such session")
+
+// errCallCancelled is the cause of a call the client cancelled with
+// notifications/cancelled.
+var errCallCancelled = errors.New("cancelled by the client")
+
+// Reverse is the reverse bridge. It is safe for concurrent use.
+type Reverse struct {
+	client *http.Client
+	opts   atomic.Pointer[ReverseOptions]
+	nextID atomic.Uint64
+
+	levels   *expiringTable[[16]byte, string]   // logging/setLevel, per session
+	deleted  *expiringTable[[16]byte, struct{}] // DELETEd sessions
+	discover *expiringTable[string, []byte]     // server/discover results
+
+	mu      sync.Mutex
+	waiting map[string]*leg       // in-line request id -> the round waiting for it
+	calls   map[callKey]*liveCall // calls in progress, for notifications/cancelled
+}
+
+// leg is one in-line request of a round, waiting for the client's answer.
+type leg struct {
+	key     string
+	method  string
+	session [16]byte
+	answers chan<- legAnswer
+}
+
+type legAnswer struct {
+	key string
+	msg gjson.Result // the client's JSON-RPC response
+}
+
+type callKey struct {
+	session [16]byte
+	id      string // the raw JSON id of the client's request
+}
+
+type liveCall struct {
+	cancel context.CancelCauseFunc
+}
+
+// NewReverse returns a reverse bridge that reaches modern upstreams with
+// client.
+func NewReverse(client *http.Client, opts ReverseOptions) *Reverse {
+	rv := &Reverse{
+		client:   client,
+		levels:   newExpiringTable[[16]byte, string](maxSessionFacts),
+		deleted:  newExpiringTable[[16]byte, struct{}](maxSessionFacts),
+		discover: newExpiringTable[string, []byte](maxDiscoverCached),
+		waiting:  make(map[string]*leg),
+		calls:    make(map[callKey]*liveCall),
+	}
+	rv.Configure(opts)
+	return rv
+}
+
+// Configure replaces the options (on a config reload).
+func (rv *Reverse) Configure(opts ReverseOptions) {
+	o := opts.withDefaults()
+	rv.opts.Store(&o)
+}
+
+func (rv *Reverse) options() *ReverseOptions { return rv.opts.Load() }
+
+// Waiting returns how many in-line requests wait for a client's answer.
+func (rv *Reverse) Waiting() int {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	return len(rv.waiting)
+}
+
+// ReverseSession is an opened gateway-held session.
+type ReverseSession struct {
+	legacy.ClientSession
+}
+
+// InitRequest is a legacy initialize for the reverse bridge.
+type InitRequest struct {
+	// Upstream is the URL of the modern upstream chosen for the session.
+	Upstream string
+	// Principal identifies who is calling; the session opens only for it.
+	Principal string
+	// Header is sent upstream (Authorization, trace context).
+	Header http.Header
+	// ID is the raw JSON-RPC id of the initialize request.
+	ID json.RawMessage
+	// Body is the initialize request as received.
+	Body []byte
+}
+
+// Initialize terminates a legacy initialize: it negotiates the version,
+// builds the InitializeResult from the upstream's server/discover (cached
+// per upstream and principal for its ttlMs, at most an hour) and seals a
+// session id carrying what later requests need. It returns the JSON-RPC
+// response to send with the session id.
+func (rv *Reverse) Initialize(ctx context.Context, r InitRequest) (response []byte, sid legacy.GatewaySessionID, rerr *RPCError) {
+	o := rv.options()
+	p := gjson.GetBytes(r.Body, "params")
+	caps := []byte("{}")
+	if c := p.Get("capabilities"); c.IsObject() {
+		caps = compactJSON(c.Raw)
+		if len(caps) > legacy.MaxClientSessionCapabilities {
+			caps = compactJSON(removeMembers(c.Raw, "experimental"))
+		}
+		if len(caps) > legacy.MaxClientSessionCapabilities {
+			return nil, "", errorf(http.StatusBadRequest, InvalidParams, "Invalid params: capabilities too large (more than %d bytes)", legacy.MaxClientSessionCapabilities)
+		}
+	}
+	var info []byte
+	if ci := p.Get("clientInfo"); ci.IsObject() {
+		info = compactJSON(ci.Raw)
+		if len(info) > legacy.MaxClientSessionInfo {
+			// Keep the identity, drop icons and descriptions.
+			info, _ = json.Marshal(map[string]string{"name": clip(ci.Get("name").String()), "version": clip(ci.Get("version").String())})
+		}
+	}
+	version := NegotiateLegacyVersion(p.Get("protocolVersion").String())
+	princ := PrincipalHash(r.Principal)
+
+	disc, rerr := rv.discoverResult(ctx, r.Upstream, princ, r.Header)
+	if rerr != nil {
+		return nil, "", rerr
+	}
+	result, err := BuildInitializeResult(version, disc, false)
+	if err != nil {
+		return nil, "", internalError("the upstream's server/discover result is unusable: " + err.Error())
+	}
+	s := legacy.ClientSession{
+		Upstream: r.Upstream, Principal: princ, ProtocolVersion: version,
+		Capabilities: caps, ClientInfo: info, Issued: time.Now(),
+	}
+	if _, err := rand.Read(s.ID[:]); err != nil {
+		return nil, "", internalError("no randomness")
+	}
+	sid, err = legacy.SealClientSession(o.Keyring, s)
+	if err != nil {
+		return nil, "", internalError("sealing the session: " + err.Error())
+	}
+	return resultResponse(r.ID, result), sid, nil
+}
+
+// discoverResult returns the upstream's DiscoverResult, from the cache when
+// fresh.
+func (rv *Reverse) discoverResult(ctx context.Context, upstream string, princ [16]byte, header http.Header) ([]byte, *RPCError) {
+	now := time.Now()
+	key := upstream + "\x00" + string(princ[:])
+	if res, ok := rv.discover.get(key, now); ok {
+		return res, nil
+	}
+	id := rv.upstreamID()
+	body := `{"jsonrpc":"2.0","id":` + strconv.Quote(id) + `,"method":"server/discover","params":{"_meta":{` +
+		strconv.Quote(MetaProtocolVersion) + `:"` + ModernVersion + `",` +
+		strconv.Quote(MetaClientCapabilities) + `:{},` +
+		strconv.Quote(MetaClientInfo) + `:{"name":"caddy-mcp-gateway","version":"reverse-bridge"}}}}`
+	final, rerr := rv.exchange(ctx, upstream, modernHeader(header, "server/discover", "", false), []byte(body), id, nil, "")
+	if rerr != nil {
+		return nil, rerr
+	}
+	res := final.Get("result")
+	if !res.IsObject() {
+		msg := "the upstream refused server/discover"
+		if e := final.Get("error.message"); e.Exists() {
+			msg += ": " + clip(e.String())
+		}
+		return nil, internalError(msg)
+	}
+	if ttl := res.Get("ttlMs"); validTTL(ttl) && ttl.Num > 0 {
+		d := min(time.Duration(ttl.Num)*time.Millisecond, maxDiscoverTTL)
+		rv.discover.put(key, []byte(res.Raw), now.Add(d), now)
+	}
+	return []byte(res.Raw), nil
+}
+
+// Open opens a gateway-held session id for principal. Every failure is
+// ErrNoSession (wrapped).
+func (rv *Reverse) Open(token string, principal string, now time.Time) (*ReverseSession, error) {
+	o := rv.options()
+	s, err := legacy.OpenClientSession(o.Keyring, legacy.GatewaySessionID(token))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrNoSession, err)
+	case s.Principal != PrincipalHash(principal):
+		return nil, fmt.Errorf("%w: another principal's", ErrNoSession)
+	case !now.Before(s.Issued.Add(o.SessionLifetime)):
+		return nil, fmt.Errorf("%w: expired", ErrNoSession)
+	}
+	if _, gone := rv.deleted.get(s.ID, now); gone {
+		return nil, fmt.Errorf("%w: deleted", ErrNoSession)
+	}
+	return &ReverseSession{ClientSession: s}, nil
+}
+
+// Delete ends a session on this instance (DELETE). The id stays sealed and
+// valid elsewhere: another instance only refuses it once it expires.
+func (rv *Reverse) Delete(s *ReverseSession) {
+	now := time.Now()
+	rv.deleted.put(s.ID, struct{}{}, s.Issued.Add(rv.options().SessionLifetime), now)
+}
+
+// ReverseRequest is one legacy request or notification of a session.
+type ReverseRequest struct {
+	// Message is the envelope Peek returned for Body.
+	Message
+	// Body is the JSON-RPC message as received.
+	Body []byte
+	// Header is sent upstream (Authorization, trace context).
+	Header http.Header
+}
+
+// Serve answers a request or notification of session s through sink. It
+// returns when the answer is complete.
+func (rv *Reverse) Serve(ctx context.Context, s *ReverseSession, r ReverseRequest, sink Sink) {
+	if r.Kind == KindNotification {
+		if r.Method == "notifications/cancelled" {
+			rv.cancel(s, gjson.GetBytes(r.Body, "params.requestId"))
+		}
+		// notifications/initialized and roots/list_changed need nothing:
+		// the session is ready at once, and roots are asked per request.
+		_ = sink.Respond(http.StatusAccepted, nil)
+		return
+	}
+	switch r.Method {
+	case "initialize":
+		_ = sink.Respond(http.StatusBadRequest, ErrorResponse(r.ID, errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: the session is already initialized")))
+	case "ping":
+		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, []byte("{}")))
+	case "logging/setLevel":
+		level := gjson.GetBytes(r.Body, "params.level")
+		if level.Type != gjson.String || !slices.Contains(logLevels, level.Str) {
+			_ = sink.Respond(http.StatusOK, ErrorResponse(r.ID, errorf(http.StatusBadRequest, InvalidParams, "Invalid params: level must be one of %v", logLevels)))
+			return
+		}
+		now := time.Now()
+		rv.levels.put(s.ID, level.Str, s.Issued.Add(rv.options().SessionLifetime), now)
+		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, []byte("{}")))
+	case "resources/subscribe", "resources/unsubscribe":
+		// Accepted, but inert until the GET stream carries notifications
+		// (the capability is not advertised meanwhile; see README).
+		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, []byte("{}")))
+	default:
+		rv.call(ctx, s, r, sink)
+	}
+}
+
+// cancel ends the call of s whose request id is id.
+func (rv *Reverse) cancel(s *ReverseSession, id gjson.Result) {
+	if !id.Exists() {
+		return
+	}
+	rv.mu.Lock()
+	c := rv.calls[callKey{s.ID, id.Raw}]
+	rv.mu.Unlock()
+	if c != nil {
+		c.cancel(errCallCancelled)
+	}
+}
+
+// call sends a request upstream and answers it, running the input rounds
+// the upstream asks for.
+func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest, sink Sink) {
+	o := rv.options()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	key := callKey{s.ID, string(r.ID)}
+	lc := &liveCall{cancel: cancel}
+	rv.mu.Lock()
+	rv.calls[key] = lc
+	rv.mu.Unlock()
+	defer func() {
+		rv.mu.Lock()
+		if rv.calls[key] == lc {
+			delete(rv.calls, key)
+		}
+		rv.mu.Unlock()
+	}()
+
+	params := paramsOf(r.Body)
+	name, hasName := "", false
+	if f := nameSourceField(r.Method); f != "" {
+		if v := gjson.GetBytes(params, f); v.Type == gjson.String {
+			name, hasName = v.Str, true
+		}
+	}
+	level, _ := rv.levels.get(s.ID, time.Now())
+	hdr := modernHeader(r.Header, r.Method, name, hasName)
+	var responses map[string]json.RawMessage
+	var state string // the raw JSON string of the last requestState
+	for round := 0; ; round++ {
+		id := rv.upstreamID()
+		body, err := upstreamRequest(id, r.Method, params, s, level, responses, state)
+		if err != nil {
+			rv.respondError(r, sink, errorf(http.StatusBadRequest, InvalidParams, "Invalid params: %v", err))
+			return
+		}
+		final, rerr := rv.exchange(ctx, s.Upstream, hdr, body, id, sink, level)
+		if ctx.Err() != nil {
+			rv.abandoned(ctx, r, sink, nil)
+			return
+		}
+		if rerr != nil {
+			rv.abandoned(ctx, r, sink, rerr)
+			return
+		}
+		if e := final.Get("error"); e.Exists() {
+			_ = sink.Respond(http.StatusOK, errorObjectResponse(r.ID, LegacyError(r.Method, []byte(e.Raw))))
+			return
+		}
+		res := final.Get("result")
+		switch rt := res.Get("resultType"); {
+		case !res.IsObject():
+			rv.respondError(r, sink, internalError("the upstream answered without a result object"))
+			return
+		case !rt.Exists() || rt.Type == gjson.String && rt.Str == "complete":
+			out, err := LegacyResult(r.Method, []byte(res.Raw))
+			if err != nil {
+				rv.respondError(r, sink, internalError(err.Error()))
+				return
+			}
+			_ = sink.Respond(http.StatusOK, resultResponse(r.ID, out))
+			return
+		case rt.Str != "input_required":
+			rv.respondError(r, sink, internalError(fmt.Sprintf("the upstream answered with resultType %s, which legacy clients cannot receive", clip(rt.Raw))))
+			return
+		case !inputCapable[r.Method]:
+			rv.respondError(r, sink, internalError("the upstream asked for input on "+r.Method+", which cannot ask for input"))
+			return
+		case round >= o.MaxRounds:
+			rv.fail(r, sink, fmt.Sprintf("the server asked for input more than %d times; giving up", o.MaxRounds))
+			return
+		}
+		reqs, st := res.Get("inputRequests"), res.Get("requestState")
+		hasReqs := reqs.IsObject() && len(reqs.Map()) > 0
+		if !hasReqs && st.Type != gjson.String {
+			rv.respondError(r, sink, internalError("the upstream answered input_required with neither inputRequests nor requestState"))
+			return
+		}
+		state = ""
+		if st.Type == gjson.String {
+			state = st.Raw // byte-exact, escapes included
+		}
+		responses = nil
+		if !hasReqs {
+			// Load shedding: retry after a pause, with the state only.
+			select {
+			case <-time.After(o.RetryPause):
+				continue
+			case <-ctx.Done():
+				rv.abandoned(ctx, r, sink, nil)
+				return
+			}
+		}
+		var fail string
+		responses, fail = rv.ask(ctx, s, r, sink, reqs)
+		if ctx.Err() != nil {
+			rv.abandoned(ctx, r, sink, nil)
+			return
+		}
+		if fail != "" {
+			rv.fail(r, sink, fail)
+			return
+		}
+	}
+}
+
+// ask sends one round's input requests in-line to the client and collects
+// its answers. It returns the inputResponses, or why the round failed (""
+// when it did not); when ctx ends first it returns nothing.
+func (rv *Reverse) ask(ctx context.Context, s *ReverseSession, r ReverseRequest, sink Sink, reqs gjson.Result) (map[string]json.RawMessage, string) {
+	o := rv.options()
+	type inline struct {
+		id, key, method string
+		params          []byte
+	}
+	var legs []inline
+	fail := ""
+	reqs.ForEach(func(k, v gjson.Result) bool {
+		method, params := v.Get("method"), v.Get("params")
+		switch {
+		case !v.IsObject() || method.Type != gjson.String || !IsInputMethod(method.Str):
+			fail = fmt.Sprintf("the server asked for input %q of an unknown kind", clip(k.Str))
+		case method.Str != MethodListRoots && !params.IsObject():
+			fail = fmt.Sprintf("the server's input request %q (%s) has no params", clip(k.Str), method.Str)
+		case !ClientSupports(s.Capabilities, method.Str, []byte(params.Raw)):
+			fail = fmt.Sprintf("cannot ask for input %q (%s): this client did not declare the capability %s at initialize",
+				clip(k.Str), method.Str, RequiredCapability(method.Str, []byte(params.Raw)))
+		}
+		if fail != "" {
+			return false
+		}
+		p := []byte(nil)
+		if params.IsObject() {
+			p = []byte(params.Raw)
+		}
+		if method.Str == MethodElicit && elicitMode(p) == "url" && !gjson.GetBytes(p, "elicitationId").Exists() {
+			// 2025-11-25 URL mode requires an elicitationId; 2026 has none.
+			var rnd [16]byte
+			_, _ = rand.Read(rnd[:])
+			if at, text, ok := insertMember(string(p), "elicitationId", `"elicitationId":"`+hex.EncodeToString(rnd[:])+`"`); ok {
+				p = []byte(string(p[:at]) + text + string(p[at:]))
+			}
+		}
+		legs = append(legs, inline{id: rv.inlineID(o.Instance), key: k.Str, method: method.Str, params: p})
+		return true
+	})
+	if fail != "" {
+		return nil, fail
+	}
+
+	answers := make(chan legAnswer, len(legs))
+	rv.mu.Lock()
+	for _, l := range legs {
+		rv.waiting[l.id] = &leg{key: l.key, method: l.method, session: s.ID, answers: answers}
+	}
+	rv.mu.Unlock()
+	defer func() {
+		rv.mu.Lock()
+		for _, l := range legs {
+			delete(rv.waiting, l.id)
+		}
+		rv.mu.Unlock()
+	}()
+	for _, l := range legs {
+		msg := make([]byte, 0, 64+len(l.id)+len(l.method)+len(l.params))
+		msg = append(msg, `{"jsonrpc":"2.0","id":`...)
+		msg = strconv.AppendQuote(msg, l.id)
+		msg = append(msg, `,"method":`...)
+		msg = strconv.AppendQuote(msg, l.method)
+		if l.params != nil {
+			msg = append(msg, `,"params":`...)
+			msg = append(msg, l.params...)
+		}
+		msg = append(msg, '}')
+		if err := sink.Notify(msg); err != nil {
+			return nil, "the client's stream failed: " + err.Error()
+		}
+	}
+
+	timeout := time.NewTimer(o.RoundTimeout)
+	defer timeout.Stop()
+	responses := make(map[string]json.RawMessage, len(legs))
+	for len(responses) < len(legs) {
+		select {
+		case a := <-answers:
+			if e := a.msg.Get("error"); e.Exists() {
+				return nil, fmt.Sprintf("the client refused the server's request for input %q: %s (code %d)",
+					clip(a.key), clip(e.Get("message").String()), e.Get("code").Int())
+			}
+			responses[a.key] = json.RawMessage(a.msg.Get("result").Raw)
+		case <-timeout.C:
+			return nil, fmt.Sprintf("the client did not answer the server's request for input within %v", o.RoundTimeout)
+		case <-ctx.Done():
+			return nil, ""
+		}
+	}
+	return responses, ""
+}
+
+// Answer takes a client's JSON-RPC response (its answer to an in-line
+// request) for session s. nil means accepted (202).
+func (rv *Reverse) Answer(s *ReverseSession, body []byte) *RPCError {
+	id := gjson.GetBytes(body, "id")
+	if id.Type != gjson.String {
+		return errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: no pending request of this session has id %s", clip(id.Raw))
+	}
+	inst, ok := inlineOwner(id.Str)
+	if ok && inst != rv.options().Instance {
+		return errorf(http.StatusMisdirectedRequest, InvalidRequest,
+			"Invalid Request: request %s was sent by gateway instance %s; its answer must reach that instance (forwarding between instances is not implemented yet)",
+			clip(strconv.Quote(id.Str)), clip(inst))
+	}
+	rv.mu.Lock()
+	l := rv.waiting[id.Str]
+	if l != nil && l.session == s.ID {
+		delete(rv.waiting, id.Str)
+	} else {
+		l = nil
+	}
+	rv.mu.Unlock()
+	if l == nil {
+		return errorf(http.StatusBadRequest, InvalidRequest,
+			"Invalid Request: no pending request of this session has id %s (unknown, already answered, cancelled or timed out)", clip(strconv.Quote(id.Str)))
+	}
+	l.answers <- legAnswer{key: l.key, msg: gjson.ParseBytes(body)} // buffered for every leg
+	return nil
+}
+
+// inlineID mints the id of an in-line request: "gw:<instance>:<n>".
+func (rv *Reverse) inlineID(instance string) string {
+	return "gw:" + instance + ":" + strconv.FormatUint(rv.nextID.Add(1), 10)
+}
+
+// inlineOwner returns the instance an in-line request id names.
+func inlineOwner(id string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, "gw:")
+	if !ok {
+		return "", false
+	}
+	inst, n, ok := strings.Cut(rest, ":")
+	if !ok || inst == "" {
+		return "", false
+	}
+	if _, err := strconv.ParseUint(n, 10, 64); err != nil {
+		return "", false
+	}
+	return inst, true
+}
+
+// upstreamID mints the JSON-RPC id of an upstream request; every round
+// gets a new one.
+func (rv *Reverse) upstreamID() string {
+	return "gw-" + rv.options().Instance + "-" + strconv.FormatUint(rv.nextID.Add(1), 10)
+}
+
+// exchange sends one request upstream and returns its JSON-RPC response,
+// relaying the request's progress notifications (and log messages when
+// level is set) to sink, which may be nil. A JSON-RPC error response is a
+// response; rerr is for answers that are not one.
+func (rv *Reverse) exchange(ctx context.Context, upstream string, hdr http.Header, body []byte, id string, sink Sink, level string) (gjson.Result, *RPCError) {
+	a, err := postModern(ctx, rv.client, upstream, hdr, body)
+	if err != nil {
+		if ctx.Err() != nil {
+			return gjson.Result{}, nil
+		}
+		return gjson.Result{}, internalError("upstream MCP server unavailable: " + err.Error())
+	}
+	defer a.close()
+	for {
+		m, err := a.next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return gjson.Result{}, nil
+			}
+			if errors.Is(err, io.EOF) {
+				err = errNoResponse
+			}
+			return gjson.Result{}, internalError(err.Error())
+		}
+		switch m.Kind {
+		case legacy.KindResponse:
+			if v := gjson.ParseBytes(m.ID); v.Type == gjson.String && v.Str == id {
+				return gjson.ParseBytes(m.Raw), nil
+			}
+			if a.events == nil {
+				return gjson.Result{}, internalError(fmt.Sprintf("the upstream answered HTTP %d with a response to another request", a.status))
+			}
+		case legacy.KindNotification:
+			if sink == nil {
+				continue
+			}
+			if m.Method == "notifications/progress" || m.Method == "notifications/message" && level != "" {
+				if err := sink.Notify(m.Raw); err != nil {
+					return gjson.Result{}, internalError("the client's stream failed: " + err.Error())
+				}
+			}
+		default:
+			if a.events == nil {
+				return gjson.Result{}, internalError(fmt.Sprintf("the upstream answered HTTP %d without a JSON-RPC response", a.status))
+			}
+			// A request on a modern response stream is forbidden; ignore it.
+		}
+	}
+}
+
+// abandoned ends the answer of a call that stopped: nothing more is sent
+// for a call the client cancelled or left; a call the gateway ended gets
+// an error (the client may be listening still).
+func (rv *Reverse) abandoned(ctx context.Context, r ReverseRequest, sink Sink, rerr *RPCError) {
+	if rerr == nil {
+		cause := context.Cause(ctx)
+		if cause == nil || errors.Is(cause, errCallCancelled) || errors.Is(cause, context.Canceled) {
+			_ = sink.Respond(http.StatusAccepted, nil)
+			return
+		}
+		rerr = &RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: InternalError, Message: "the call was abandoned: " + cause.Error()}
+	}
+	rv.respondError(r, sink, rerr)
+}
+
+func (rv *Reverse) respondError(r ReverseRequest, sink Sink, e *RPCError) {
+	_ = sink.Respond(e.HTTPStatus, ErrorResponse(r.ID, e))
+}
+
+// fail ends a call with LegacyFailure.
+func (rv *Reverse) fail(r ReverseRequest, sink Sink, msg string) {
+	res, errObj := LegacyFailure(r.Method, msg)
+	if res != nil {
+		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, res))
+		return
+	}
+	_ = sink.Respond(http.StatusOK, errorObjectResponse(r.ID, errObj))
+}
+
+// modernHeader builds the headers of a modern upstream request (SEP-2243):
+// base (Authorization, trace context) plus the protocol headers.
+func modernHeader(base http.Header, method, name string, hasName bool) http.Header {
+	h := base.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	h.Set(HeaderProtocolVersion, ModernVersion)
+	h.Set(HeaderMethod, method)
+	if hasName {
+		h.Set(HeaderName, EncodeHeaderValue(name))
+	}
+	return h
+}
+
+// upstreamRequest builds the body of a modern request from a legacy one:
+// the client's params (arguments, progressToken and its other _meta kept),
+// the per-request _meta of the session, and the MRTR retry fields.
+func upstreamRequest(id, method string, params []byte, s *ReverseSession, level string, responses map[string]json.RawMessage, state string) ([]byte, error) {
+	p := map[string]json.RawMessage{}
+	if len(params) > 0 {
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, errors.New("params must be an object")
+		}
+	}
+	delete(p, "inputResponses")
+	delete(p, "requestState")
+	meta := map[string]json.RawMessage{}
+	if raw, ok := p["_meta"]; ok {
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return nil, errors.New("_meta must be an object")
+		}
+	}
+	meta[MetaProtocolVersion] = json.RawMessage(`"` + ModernVersion + `"`)
+	meta[MetaClientCapabilities] = ModernClientCapabilities(s.Capabilities)
+	if s.ClientInfo != nil {
+		meta[MetaClientInfo] = s.ClientInfo
+	} else {
+		delete(meta, MetaClientInfo)
+	}
+	if level != "" {
+		meta[MetaLogLevel] = json.RawMessage(strconv.Quote(level))
+	} else {
+		delete(meta, MetaLogLevel)
+	}
+	var err error
+	if p["_meta"], err = marshalVerbatim(meta); err != nil {
+		return nil, err
+	}
+	if responses != nil {
+		if p["inputResponses"], err = marshalVerbatim(responses); err != nil {
+			return nil, err
+		}
+	}
+	if state != "" {
+		p["requestState"] = json.RawMessage(state)
+	}
+	pb, err := marshalVerbatim(p)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(pb)+len(id)+len(method)+48)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = strconv.AppendQuote(b, id)
+	b = append(b, `,"method":`...)
+	b = strconv.AppendQuote(b, method)
+	b = append(b, `,"params":`...)
+	b = append(b, pb...)
+	return append(b, '}'), nil
+}
+
+// marshalVerbatim marshals a map of raw values without HTML-escaping
+// their strings, so that every string (a requestState above all) reaches
+// the upstream with the bytes the client or server wrote.
+func marshalVerbatim(m map[string]json.RawMessage) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// compactJSON returns raw without insignificant whitespace.
+func compactJSON(raw string) []byte {
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(raw)); err != nil {
+		return []byte(raw)
+	}
+	return b.Bytes()
+}
