@@ -1,0 +1,208 @@
+package translate
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+)
+
+func TestNegotiateLegacyVersion(t *testing.T) {
+	for in, want := range map[string]string{
+		"2025-11-25": "2025-11-25", "2025-06-18": "2025-06-18", "2025-03-26": "2025-03-26",
+		"2024-11-05": "2025-11-25", "": "2025-11-25", "2026-07-28": "2025-11-25",
+	} {
+		if got := NegotiateLegacyVersion(in); got != want {
+			t.Errorf("NegotiateLegacyVersion(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestModernClientCapabilities(t *testing.T) {
+	cases := map[string]string{
+		`{"roots":{"listChanged":true},"sampling":{"tools":{}},"elicitation":{"form":{},"url":{}},"tasks":{"list":{}},"experimental":{"x":{}}}`: `{"elicitation":{"form":{},"url":{}},"experimental":{"x":{}},"roots":{},"sampling":{"tools":{}}}`,
+		`{}`:                 `{}`,
+		`nope`:               `{}`,
+		`{"sampling":true}`:  `{}`,
+		`{"elicitation":{}}`: `{"elicitation":{}}`,
+	}
+	for in, want := range cases {
+		if got := string(ModernClientCapabilities([]byte(in))); got != want {
+			t.Errorf("ModernClientCapabilities(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestBuildInitializeResult(t *testing.T) {
+	disc := `{"resultType":"complete","supportedVersions":["2026-07-28"],` +
+		`"capabilities":{"tools":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"logging":{},"extensions":{"x":{}}},` +
+		`"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"2"}},"instructions":"be nice","ttlMs":5,"cacheScope":"public"}`
+	got, err := BuildInitializeResult("2025-06-18", []byte(disc), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"resources":{},"logging":{}},"serverInfo":{"name":"s","version":"2"},"instructions":"be nice"}`
+	if string(got) != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	got, _ = BuildInitializeResult("2025-11-25", []byte(disc), true)
+	if !strings.Contains(string(got), `"resources":{"subscribe":true,"listChanged":true}`) || strings.Contains(string(got), "extensions") {
+		t.Fatalf("with notifications: %s", got)
+	}
+	got, _ = BuildInitializeResult("2025-11-25", []byte(`{"capabilities":{}}`), false)
+	if !strings.Contains(string(got), `"serverInfo":{"name":"mcp-server","version":"unknown"}`) {
+		t.Fatalf("without serverInfo: %s", got)
+	}
+	if _, err := BuildInitializeResult("2025-11-25", []byte(`{"capabilities":1}`), false); err == nil {
+		t.Fatal("non-object capabilities accepted")
+	}
+}
+
+func TestLegacyResult(t *testing.T) {
+	cases := []struct{ method, in, want string }{
+		{"tools/call", `{"resultType":"complete","content":[],"structuredContent":[1,2]}`, `{"content":[],"structuredContent":{"result":[1,2]}}`},
+		{"tools/call", `{"content":[], "structuredContent": {"a":1}}`, `{"content":[],"structuredContent":{"a":1}}`},
+		{"tools/list", `{"resultType":"complete","tools":[{"name":"a","outputSchema":{"type":"array"}},{"name":"b","outputSchema":{"type":"object","properties":{}}},{"name":"c"}],"ttlMs":0}`,
+			`{"tools":[{"name":"a","outputSchema":{"type":"object","properties":{"result":{"type":"array"}},"required":["result"]}},{"name":"b","outputSchema":{"type":"object","properties":{}}},{"name":"c"}],"ttlMs":0}`},
+		{"prompts/get", `{"resultType":"complete","messages":[],"_meta":{"k":1}}`, `{"messages":[],"_meta":{"k":1}}`},
+	}
+	for _, c := range cases {
+		got, err := LegacyResult(c.method, []byte(c.in))
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.method, c.in, err)
+		}
+		if string(got) != c.want {
+			t.Errorf("%s %s\ngot  %s\nwant %s", c.method, c.in, got, c.want)
+		}
+	}
+	if _, err := LegacyResult("tools/call", []byte(`{"a":1,"a":2}`)); err == nil {
+		t.Error("repeated members accepted")
+	}
+}
+
+func TestLegacyError(t *testing.T) {
+	notFound := `{"code":-32602,"message":"Resource not found","data":{"uri":"test://x"}}`
+	if got := string(LegacyError("resources/read", []byte(notFound))); got != `{"code":-32002,"message":"Resource not found","data":{"uri":"test://x"}}` {
+		t.Errorf("resource not found: %s", got)
+	}
+	for _, c := range []struct{ method, in string }{
+		{"tools/call", notFound},
+		{"resources/read", `{"code":-32602,"message":"bad"}`},
+		{"resources/read", `{"code":-32603,"message":"x","data":{"uri":"u"}}`},
+	} {
+		if got := string(LegacyError(c.method, []byte(c.in))); got != c.in {
+			t.Errorf("%s %s changed to %s", c.method, c.in, got)
+		}
+	}
+}
+
+func TestLegacyFailure(t *testing.T) {
+	res, errObj := LegacyFailure("tools/call", `no "input"`)
+	if errObj != nil || string(res) != `{"content":[{"type":"text","text":"no \"input\""}],"isError":true}` {
+		t.Errorf("tools/call: %s %s", res, errObj)
+	}
+	res, errObj = LegacyFailure("prompts/get", "x")
+	if res != nil || string(errObj) != `{"code":-32603,"message":"x"}` {
+		t.Errorf("prompts/get: %s %s", res, errObj)
+	}
+}
+
+func TestEncodeHeaderValue(t *testing.T) {
+	for in, want := range map[string]string{
+		"test_simple_text": "test_simple_text",
+		"a b":              "a b",
+		"":                 "",
+		" lead":            "=?base64?IGxlYWQ=?=",
+		"trail ":           "=?base64?dHJhaWwg?=",
+		"日本":               "=?base64?5pel5pys?=",
+		"tab\there":        "=?base64?dGFiCWhlcmU=?=",
+		"=?base64?abc?=":   "=?base64?PT9iYXNlNjQ/YWJjPz0=?=",
+	} {
+		got := EncodeHeaderValue(in)
+		if got != want {
+			t.Errorf("EncodeHeaderValue(%q) = %q, want %q", in, got, want)
+		}
+		if back, err := DecodeHeaderValue(got); err != nil || back != in {
+			t.Errorf("DecodeHeaderValue(%q) = %q, %v; want %q", got, back, err, in)
+		}
+	}
+}
+
+func TestUpstreamRequest(t *testing.T) {
+	s := &ReverseSession{ClientSession: legacy.ClientSession{
+		Capabilities: []byte(`{"elicitation":{},"roots":{"listChanged":true}}`),
+		ClientInfo:   []byte(`{"name":"c","version":"1"}`),
+	}}
+	params := []byte(`{"name":"t","arguments":{"q":"<&>"},"_meta":{"progressToken":"p1"},"requestState":"forged","inputResponses":{"k":1}}`)
+	state := `"st\u0061te<&>"` // the raw JSON string, escapes and all
+	body, err := upstreamRequest("gw-1", "tools/call", params, s, "info", map[string]json.RawMessage{"k": json.RawMessage(`{"action":"accept"}`)}, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := gjson.ParseBytes(body)
+	checks := map[string]string{
+		"id":                                       `"gw-1"`,
+		"method":                                   `"tools/call"`,
+		"params.arguments":                         `{"q":"<&>"}`,
+		"params.requestState":                      state,
+		"params.inputResponses":                    `{"k":{"action":"accept"}}`,
+		MetaPath("params", "progressToken"):        `"p1"`,
+		MetaPath("params", MetaProtocolVersion):    `"2026-07-28"`,
+		MetaPath("params", MetaClientCapabilities): `{"elicitation":{},"roots":{}}`,
+		MetaPath("params", MetaClientInfo):         `{"name":"c","version":"1"}`,
+		MetaPath("params", MetaLogLevel):           `"info"`,
+	}
+	for path, want := range checks {
+		if got := b.Get(path).Raw; got != want {
+			t.Errorf("%s = %s, want %s (body %s)", path, got, want, body)
+		}
+	}
+	// Without state, answers or a level, none of them is sent.
+	body, _ = upstreamRequest("gw-2", "tools/call", params, s, "", nil, "")
+	for _, path := range []string{"params.requestState", "params.inputResponses", MetaPath("params", MetaLogLevel)} {
+		if gjson.GetBytes(body, path).Exists() {
+			t.Errorf("%s sent: %s", path, body)
+		}
+	}
+	if _, err := upstreamRequest("gw-3", "tools/call", []byte(`[1]`), s, "", nil, ""); err == nil {
+		t.Error("array params accepted")
+	}
+}
+
+func TestInlineOwner(t *testing.T) {
+	for id, want := range map[string]string{"gw:abc:1": "abc", "gw:0123456789abcdef:42": "0123456789abcdef"} {
+		if got, ok := inlineOwner(id); !ok || got != want {
+			t.Errorf("inlineOwner(%q) = %q, %t", id, got, ok)
+		}
+	}
+	for _, id := range []string{"gw::1", "gw:abc:", "gw:abc:x", "abc:1", "", "gw:abc"} {
+		if _, ok := inlineOwner(id); ok {
+			t.Errorf("inlineOwner(%q) accepted", id)
+		}
+	}
+}
+
+func TestExpiringTable(t *testing.T) {
+	tab := newExpiringTable[int, string](3)
+	now := time.Unix(1000, 0)
+	for i := range 5 {
+		tab.put(i, "v", now.Add(time.Hour), now)
+	}
+	if n := tab.len(); n != 3 {
+		t.Fatalf("len %d, want the bound 3", n)
+	}
+	if _, ok := tab.get(0, now); ok {
+		t.Error("the oldest entry survived eviction")
+	}
+	if v, ok := tab.get(4, now); !ok || v != "v" {
+		t.Error("the newest entry is gone")
+	}
+	tab.put(9, "short", now.Add(time.Second), now)
+	if _, ok := tab.get(9, now.Add(2*time.Second)); ok {
+		t.Error("an expired entry was returned")
+	}
+}
