@@ -2,12 +2,14 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
@@ -137,11 +139,7 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, body []by
 		w.WriteHeader(http.StatusOK)
 		return nil
 	case http.MethodGet:
-		// No standalone stream yet: notifications are not delivered (the
-		// capabilities that promise them are not advertised).
-		w.Header().Set("Allow", "POST, DELETE")
-		w.WriteHeader(http.StatusMethodNotAllowed)
-		return nil
+		return h.listenReverse(w, r, s)
 	}
 	msg, err := translate.Peek(body)
 	if err != nil {
@@ -160,5 +158,40 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, body []by
 	sink := &httpSink{w: w, keepAlive: time.Duration(h.KeepAliveInterval)}
 	defer sink.close()
 	h.reverse.Serve(ctx, s, translate.ReverseRequest{Message: msg, Body: body, Header: reverseHeader(r)}, sink)
+	return nil
+}
+
+// listenReverse serves the standalone GET stream of a gateway-held session:
+// list-changed and resource-updated notifications from an upstream
+// subscriptions/listen.
+func (h *Handler) listenReverse(w http.ResponseWriter, r *http.Request, s *translate.ReverseSession) error {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer h.streams.add(cancel)()
+	var sw *sse.Writer
+	err := h.reverse.Listen(ctx, s, reverseHeader(r), func() {
+		sse.SetHeaders(w.Header())
+		w.WriteHeader(http.StatusOK)
+		sw = sse.NewWriter(w)
+		_ = http.NewResponseController(w).Flush()
+		sw.KeepAlive(time.Duration(h.KeepAliveInterval))
+	}, func(msg []byte) error {
+		return sw.WriteEvent(sse.Event{Data: msg, HasData: true})
+	})
+	if sw != nil {
+		sw.Close()
+		return nil
+	}
+	var rerr *translate.RPCError
+	switch {
+	case errors.Is(err, translate.ErrSessionStreamOpen):
+		return writeRPCError(w, nil, &translate.RPCError{HTTPStatus: http.StatusConflict, Code: translate.InvalidRequest,
+			Message: "Conflict: only one GET stream is allowed per session"})
+	case errors.As(err, &rerr):
+		return writeRPCError(w, nil, rerr)
+	}
+	// The upstream offers no notifications: there is no stream.
+	w.Header().Set("Allow", "POST, DELETE")
+	w.WriteHeader(http.StatusMethodNotAllowed)
 	return nil
 }

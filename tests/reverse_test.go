@@ -130,7 +130,8 @@ func rpcErrorOf(t *testing.T, resp *http.Response) (code int, message string) {
 
 // TestReverseSessions: initialize is answered by the gateway from the
 // modern upstream's server/discover; the session id is sealed, bound to the
-// principal, refused once deleted; ping and logging/setLevel are local.
+// principal, refused once deleted; ping and logging/setLevel are local; the
+// GET stream carries notifications from an upstream subscriptions/listen.
 func TestReverseSessions(t *testing.T) {
 	g := reverseGateway(t, "")
 	alice := map[string]string{"Authorization": "Bearer alice"}
@@ -145,8 +146,8 @@ func TestReverseSessions(t *testing.T) {
 	if _, ok := caps["tools"]; !ok {
 		t.Errorf("capabilities %v lack the upstream's tools", caps)
 	}
-	if r, _ := caps["resources"].(map[string]any); r["subscribe"] != nil || r["listChanged"] != nil {
-		t.Errorf("resources capability %v promises notifications the gateway cannot deliver yet", r)
+	if r, _ := caps["resources"].(map[string]any); r["subscribe"] != true || r["listChanged"] != true {
+		t.Errorf("resources capability %v lacks the upstream's subscribe and listChanged", r)
 	}
 	if _, res := initReverse(t, g.URL, "2024-01-01", `{}`, nil); res["protocolVersion"] != "2025-11-25" {
 		t.Errorf("an unknown version negotiated %v, want 2025-11-25", res["protocolVersion"])
@@ -182,19 +183,65 @@ func TestReverseSessions(t *testing.T) {
 		x := postRPC(t, g.URL, h, `{"jsonrpc":"2.0","id":6,"method":"resources/read","params":{"uri":"test://no-such-resource"}}`, 6)
 		checkRPCError(t, x, http.StatusOK, -32002, 6)
 	})
-	t.Run("GET stream is 405", func(t *testing.T) {
-		req, _ := http.NewRequest(http.MethodGet, g.URL, nil)
-		req.Header.Set("Accept", "text/event-stream")
-		for k, v := range h {
-			req.Header.Set(k, v)
+	t.Run("GET stream", func(t *testing.T) {
+		get := func() *http.Response {
+			req, _ := http.NewRequest(http.MethodGet, g.URL, nil)
+			req.Header.Set("Accept", "text/event-stream")
+			for k, v := range h {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { resp.Body.Close() })
+			return resp
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		stream := get()
+		if stream.StatusCode != http.StatusOK || !strings.HasPrefix(stream.Header.Get("Content-Type"), "text/event-stream") {
+			t.Fatalf("GET: HTTP %d %s", stream.StatusCode, stream.Header.Get("Content-Type"))
 		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusMethodNotAllowed {
-			t.Fatalf("GET: status %d, want 405", resp.StatusCode)
+		if second := get(); second.StatusCode != http.StatusConflict {
+			t.Fatalf("a second GET stream: status %d, want 409", second.StatusCode)
+		}
+		events := readSSE(stream.Body)
+		if x := postRPC(t, g.URL, h, `{"jsonrpc":"2.0","id":8,"method":"resources/subscribe","params":{"uri":"test://watched-resource"}}`, 8); x.Resp == nil || string(x.Resp.Result) != "{}" {
+			t.Fatalf("resources/subscribe: %s", x)
+		}
+		// The server changes its tool list; the watched resource changes
+		// every few seconds by itself.
+		checkToolResult(t, postRPC(t, g.URL, h, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"test_trigger_tool_change","arguments":{}}}`, 9), 9)
+		want := map[string]bool{"notifications/tools/list_changed": false, "notifications/resources/updated": false}
+		deadline := time.After(15 * time.Second)
+		for !want["notifications/tools/list_changed"] || !want["notifications/resources/updated"] {
+			select {
+			case m, ok := <-events:
+				if !ok {
+					t.Fatalf("the GET stream ended; got %v", want)
+				}
+				if m.data == "" {
+					continue
+				}
+				var n struct {
+					Method string         `json:"method"`
+					Params map[string]any `json:"params"`
+				}
+				if err := json.Unmarshal([]byte(m.data), &n); err != nil {
+					t.Fatalf("GET stream event %s: %v", m.data, err)
+				}
+				if strings.Contains(m.data, "subscriptionId") {
+					t.Errorf("a legacy client got a subscriptionId: %s", m.data)
+				}
+				if n.Method == "notifications/resources/updated" && n.Params["uri"] != "test://watched-resource" {
+					t.Errorf("update of %v", n.Params["uri"])
+				}
+				if _, ok := want[n.Method]; !ok {
+					t.Fatalf("unexpected message on the GET stream: %s", m.data)
+				}
+				want[n.Method] = true
+			case <-deadline:
+				t.Fatalf("after 15s the GET stream delivered %v", want)
+			}
 		}
 	})
 

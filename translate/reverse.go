@@ -95,6 +95,9 @@ type Reverse struct {
 	deleted  *expiringTable[[16]byte, struct{}] // DELETEd sessions
 	discover *expiringTable[string, []byte]     // server/discover results
 
+	subsMu sync.Mutex                                      // serializes creating subscriptions
+	subs   *expiringTable[[16]byte, *reverseSubscriptions] // resources/subscribe and the GET stream
+
 	mu      sync.Mutex
 	waiting map[string]*leg       // in-line request id -> the round waiting for it
 	calls   map[callKey]*liveCall // calls in progress, for notifications/cancelled
@@ -130,6 +133,7 @@ func NewReverse(client *http.Client, opts ReverseOptions) *Reverse {
 		levels:   newExpiringTable[[16]byte, string](maxSessionFacts),
 		deleted:  newExpiringTable[[16]byte, struct{}](maxSessionFacts),
 		discover: newExpiringTable[string, []byte](maxDiscoverCached),
+		subs:     newExpiringTable[[16]byte, *reverseSubscriptions](maxSessionFacts),
 		waiting:  make(map[string]*leg),
 		calls:    make(map[callKey]*liveCall),
 	}
@@ -204,7 +208,7 @@ func (rv *Reverse) Initialize(ctx context.Context, r InitRequest) (response []by
 	if rerr != nil {
 		return nil, "", rerr
 	}
-	result, err := BuildInitializeResult(version, disc, false)
+	result, err := BuildInitializeResult(version, disc, true)
 	if err != nil {
 		return nil, "", internalError("the upstream's server/discover result is unusable: " + err.Error())
 	}
@@ -317,8 +321,17 @@ func (rv *Reverse) Serve(ctx context.Context, s *ReverseSession, r ReverseReques
 		rv.levels.put(s.ID, level.Str, s.Issued.Add(rv.options().SessionLifetime), now)
 		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, []byte("{}")))
 	case "resources/subscribe", "resources/unsubscribe":
-		// Accepted, but inert until the GET stream carries notifications
-		// (the capability is not advertised meanwhile; see README).
+		// Kept by this instance for the session's GET stream, which
+		// subscribes upstream (reverse_listen.go).
+		uri := gjson.GetBytes(r.Body, "params.uri")
+		if uri.Type != gjson.String {
+			_ = sink.Respond(http.StatusOK, ErrorResponse(r.ID, errorf(http.StatusBadRequest, InvalidParams, "Invalid params: uri must be a string")))
+			return
+		}
+		if rerr := rv.subscribe(s, uri.Str, r.Method == "resources/subscribe"); rerr != nil {
+			_ = sink.Respond(http.StatusOK, ErrorResponse(r.ID, rerr))
+			return
+		}
 		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, []byte("{}")))
 	default:
 		rv.call(ctx, s, r, sink)

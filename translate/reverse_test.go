@@ -206,3 +206,29 @@ func TestExpiringTable(t *testing.T) {
 		t.Error("an expired entry was returned")
 	}
 }
+
+func TestStripSubscriptionID(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":2},"uri":"test://w"}}`: `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"test://w"}}`,
+		`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"s","k":1}}}`:         `{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"k":1}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`:                                                                                 `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`,
+		`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{}}`:                                                                     `{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{}}`,
+	} {
+		if got := string(stripSubscriptionID([]byte(in))); got != want {
+			t.Errorf("stripSubscriptionID(%s)\n= %s\nwant %s", in, got, want)
+		}
+	}
+}
+
+func TestReverseListenFilter(t *testing.T) {
+	caps := gjson.Parse(`{"tools":{"listChanged":true},"prompts":{},"resources":{"subscribe":true}}`)
+	if f, ok := reverseListenFilter(caps, []string{"a://1"}); !ok || string(f) != `{"resourceSubscriptions":["a://1"],"toolsListChanged":true}` {
+		t.Errorf("filter %s %t", f, ok)
+	}
+	if f, ok := reverseListenFilter(caps, nil); !ok || string(f) != `{"toolsListChanged":true}` {
+		t.Errorf("filter without subscriptions %s %t", f, ok)
+	}
+	if _, ok := reverseListenFilter(gjson.Parse(`{"tools":{}}`), []string{"a://1"}); ok {
+		t.Error("a filter for an upstream that offers no notifications")
+	}
+}

@@ -89,7 +89,9 @@ func (a *modernAnswer) next() (legacy.Message, error) {
 	}
 }
 
+// close ends the answer. It does not drain the body: an event stream may
+// never end by itself (a subscription, or an upstream that keeps its
+// stream open after the response).
 func (a *modernAnswer) close() {
-	_, _ = io.Copy(io.Discard, io.LimitReader(a.body, 64<<10))
 	a.body.Close()
 }

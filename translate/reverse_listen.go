@@ -1,0 +1,270 @@
+package translate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+)
+
+// This file is the standalone GET stream of a gateway-held legacy session:
+// list-changed and resource-updated notifications, fed by an upstream
+// subscriptions/listen (PROTOCOL.md §1.7) whose filter follows the
+// session's resources/subscribe and resources/unsubscribe.
+
+// maxReverseSubscriptions bounds the resource URIs one session subscribes to.
+const maxReverseSubscriptions = 256
+
+// Reconnection of the upstream subscription: a stream the upstream ended is
+// opened again after reverseListenBackoff, at most reverseListenRetries times in a row.
+const (
+	reverseListenBackoff = time.Second
+	reverseListenRetries = 5
+)
+
+// ErrSessionStreamOpen means the session already has a GET stream on this
+// instance (the legacy transport allows one).
+var ErrSessionStreamOpen = errors.New("translate: the session already has a GET stream")
+
+// ErrNoNotifications means the upstream offers no notifications (no
+// listChanged, no resource subscriptions), so there is no GET stream.
+var ErrNoNotifications = errors.New("translate: the upstream offers no notifications")
+
+// reverseSubscriptions is what this instance knows of a session's
+// resources/subscribe calls, and its live GET stream.
+type reverseSubscriptions struct {
+	mu        sync.Mutex
+	uris      []string
+	wake      chan struct{} // a change for the live stream (buffered, 1)
+	listening atomic.Bool
+}
+
+// subscriptionsOf returns the subscriptions of s, creating them.
+func (rv *Reverse) subscriptionsOf(s *ReverseSession) *reverseSubscriptions {
+	now := time.Now()
+	rv.subsMu.Lock()
+	defer rv.subsMu.Unlock()
+	if st, ok := rv.subs.get(s.ID, now); ok {
+		return st
+	}
+	st := &reverseSubscriptions{wake: make(chan struct{}, 1)}
+	rv.subs.put(s.ID, st, s.Issued.Add(rv.options().SessionLifetime), now)
+	return st
+}
+
+// subscribe records resources/subscribe (add) or unsubscribe for s.
+func (rv *Reverse) subscribe(s *ReverseSession, uri string, add bool) *RPCError {
+	st := rv.subscriptionsOf(s)
+	st.mu.Lock()
+	i := slices.Index(st.uris, uri)
+	switch {
+	case add && i < 0 && len(st.uris) >= maxReverseSubscriptions:
+		st.mu.Unlock()
+		return errorf(http.StatusBadRequest, InvalidParams, "Invalid params: at most %d subscriptions per session", maxReverseSubscriptions)
+	case add && i < 0:
+		st.uris = append(st.uris, uri)
+	case !add && i >= 0:
+		st.uris = slices.Delete(st.uris, i, i+1)
+	default:
+		st.mu.Unlock()
+		return nil
+	}
+	st.mu.Unlock()
+	select {
+	case st.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// reverseListenFilter builds the notifications filter of a subscriptions/listen
+// from the upstream's capabilities and the session's subscriptions; ok is
+// false when the upstream offers nothing.
+func reverseListenFilter(caps gjson.Result, uris []string) (filter []byte, ok bool) {
+	f := map[string]any{}
+	for cap, field := range map[string]string{"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"} {
+		if caps.Get(cap+".listChanged").Type == gjson.True {
+			f[field] = true
+		}
+	}
+	subscribable := caps.Get("resources.subscribe").Type == gjson.True
+	if len(f) == 0 && !subscribable {
+		return nil, false
+	}
+	if subscribable && len(uris) > 0 {
+		f["resourceSubscriptions"] = uris
+	}
+	b, _ := json.Marshal(f) // strings and booleans always marshal
+	return b, true
+}
+
+// Listen serves the GET stream of s: notify receives each list-changed and
+// resource-updated notification until ctx ends, the client's stream fails,
+// or the upstream keeps refusing the subscription. It returns
+// ErrSessionStreamOpen, ErrNoNotifications or an *RPCError before sending
+// anything when there is no stream to serve; ready is called once the
+// stream is about to start.
+//
+// When the session's subscriptions change, a subscription with the new
+// filter is opened and the old one is closed only once the new one is
+// acknowledged, so that no notification falls between the two (one may
+// come twice).
+func (rv *Reverse) Listen(ctx context.Context, s *ReverseSession, header http.Header, ready func(), notify func([]byte) error) error {
+	st := rv.subscriptionsOf(s)
+	if !st.listening.CompareAndSwap(false, true) {
+		return ErrSessionStreamOpen
+	}
+	defer st.listening.Store(false)
+	disc, rerr := rv.discoverResult(ctx, s.Upstream, s.Principal, header)
+	if rerr != nil {
+		return rerr
+	}
+	caps := gjson.GetBytes(disc, "capabilities")
+	if _, ok := reverseListenFilter(caps, nil); !ok {
+		return ErrNoNotifications
+	}
+	ready()
+
+	ctx, cancelAll := context.WithCancel(ctx)
+	defer cancelAll()
+	hdr := modernHeader(header, "subscriptions/listen", "", false)
+	events := make(chan listenEvent)
+	gen := 0
+	open := func() context.CancelFunc {
+		st.mu.Lock()
+		filter, _ := reverseListenFilter(caps, st.uris)
+		st.mu.Unlock()
+		sctx, cancel := context.WithCancel(ctx)
+		go rv.subscribeUpstream(sctx, s, hdr, filter, gen, events)
+		return cancel
+	}
+	cur := open()
+	var prev context.CancelFunc // the subscription cur replaces, until cur is acknowledged
+	failures := 0
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-st.wake:
+			if prev != nil {
+				prev()
+			}
+			retry = nil
+			gen++
+			prev, cur = cur, open()
+		case <-retry:
+			retry = nil
+			cur() // already ended; release its context
+			gen++
+			cur = open()
+		case ev := <-events:
+			current := ev.gen == gen
+			if !current && !(prev != nil && ev.gen == gen-1) {
+				continue // a subscription already replaced
+			}
+			switch {
+			case ev.err != nil || ev.msg.Kind == legacy.KindResponse:
+				// That subscription ended (a result, an error, a broken stream).
+				if !current {
+					prev()
+					prev = nil
+					continue
+				}
+				if failures++; failures >= reverseListenRetries {
+					return nil
+				}
+				retry = time.After(reverseListenBackoff) // prev, if any, serves meanwhile
+			default:
+				if current && prev != nil {
+					// The new subscription is live (acknowledged, or
+					// already delivering): the old one can go.
+					prev()
+					prev = nil
+				}
+				if ev.msg.Method == "notifications/subscriptions/acknowledged" {
+					if current {
+						failures = 0
+					}
+					continue
+				}
+				if ev.msg.Kind == legacy.KindNotification && notify(stripSubscriptionID(ev.msg.Raw)) != nil {
+					return nil // the client is gone
+				}
+			}
+		}
+	}
+}
+
+// listenEvent is a message (or the end) of one upstream subscription.
+type listenEvent struct {
+	gen int
+	msg legacy.Message
+	err error
+}
+
+// subscribeUpstream holds one upstream subscriptions/listen with filter and
+// sends its messages, then its end, to events, until ctx ends.
+func (rv *Reverse) subscribeUpstream(ctx context.Context, s *ReverseSession, hdr http.Header, filter []byte, gen int, events chan<- listenEvent) {
+	send := func(ev listenEvent) bool {
+		select {
+		case events <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	id := rv.upstreamID()
+	meta, err := marshalVerbatim(map[string]json.RawMessage{
+		MetaProtocolVersion:    json.RawMessage(`"` + ModernVersion + `"`),
+		MetaClientCapabilities: ModernClientCapabilities(s.Capabilities),
+	})
+	if err != nil {
+		send(listenEvent{gen: gen, err: err})
+		return
+	}
+	body := `{"jsonrpc":"2.0","id":` + strconv.Quote(id) + `,"method":"subscriptions/listen","params":{"_meta":` +
+		string(meta) + `,"notifications":` + string(filter) + `}}`
+	a, err := postModern(ctx, rv.client, s.Upstream, hdr, []byte(body))
+	if err != nil {
+		send(listenEvent{gen: gen, err: err})
+		return
+	}
+	defer a.close()
+	for {
+		m, err := a.next()
+		if err != nil {
+			send(listenEvent{gen: gen, err: err})
+			return
+		}
+		if !send(listenEvent{gen: gen, msg: m}) {
+			return
+		}
+	}
+}
+
+// stripSubscriptionID removes params._meta[subscriptionId] (and a _meta
+// it leaves empty) from a listen-stream notification: a legacy client has
+// no subscriptions/listen.
+func stripSubscriptionID(raw []byte) []byte {
+	meta := gjson.GetBytes(raw, "params._meta")
+	if !meta.IsObject() || !meta.Get(gjson.Escape(MetaSubscriptionID)).Exists() {
+		return raw
+	}
+	params := gjson.GetBytes(raw, "params")
+	cleaned := removeMembers(meta.Raw, MetaSubscriptionID)
+	newParams := params.Raw[:meta.Index-params.Index] + cleaned + params.Raw[meta.Index-params.Index+len(meta.Raw):]
+	if cleaned == "{}" {
+		newParams = removeMembers(newParams, "_meta")
+	}
+	return []byte(string(raw[:params.Index]) + newParams + string(raw[params.Index+len(params.Raw):]))
+}
