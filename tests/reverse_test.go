@@ -581,3 +581,29 @@ func TestReverseConformance(t *testing.T) {
 		run(t, reverseGateway(t, ""), nil, inputScenarios)
 	})
 }
+
+// TestReverseStop: a round waiting for the client's answer does not hold up
+// `caddy stop`; the client's stream ends with an error for its request.
+func TestReverseStop(t *testing.T) {
+	g := reverseGateway(t, "")
+	sid, _ := initReverse(t, g.URL, "2025-11-25", `{"elicitation":{}}`, nil)
+	resp, events := startCall(t, g.URL, sid, 20, "test_input_required_result_elicitation")
+	defer resp.Body.Close()
+	readInline(t, events)
+	took := g.stop(t)
+	if took > 5*time.Second {
+		t.Fatalf("caddy stop took %v with a round open", took)
+	}
+	t.Logf("caddy stop took %v with a round open", took)
+	final := nextData(t, events)
+	var msg struct {
+		ID    int `json:"id"`
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(final.data), &msg); err != nil || msg.ID != 20 || msg.Error.Code != -32603 || !strings.Contains(msg.Error.Message, "abandoned") {
+		t.Fatalf("the stream ended with %s, want an error for request 20", final.data)
+	}
+}
