@@ -1,0 +1,146 @@
+package translate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+)
+
+// This file is the session side of the reverse bridge: initialize, the
+// sealed gateway-held session id, and its per-instance end (DELETE).
+
+// ReverseSession is an opened gateway-held session.
+type ReverseSession struct {
+	legacy.ClientSession
+}
+
+// InitRequest is a legacy initialize for the reverse bridge.
+type InitRequest struct {
+	// Upstream is the URL of the modern upstream chosen for the session.
+	Upstream string
+	// Principal identifies who is calling; the session opens only for it.
+	Principal string
+	// Header is sent upstream (Authorization, trace context).
+	Header http.Header
+	// ID is the raw JSON-RPC id of the initialize request.
+	ID json.RawMessage
+	// Body is the initialize request as received.
+	Body []byte
+}
+
+// Initialize terminates a legacy initialize: it negotiates the version,
+// builds the InitializeResult from the upstream's server/discover (cached
+// per upstream and principal for its ttlMs, at most an hour) and seals a
+// session id carrying what later requests need. It returns the JSON-RPC
+// response to send with the session id.
+func (rv *Reverse) Initialize(ctx context.Context, r InitRequest) (response []byte, sid legacy.GatewaySessionID, rerr *RPCError) {
+	o := rv.options()
+	p := gjson.GetBytes(r.Body, "params")
+	caps := []byte("{}")
+	if c := p.Get("capabilities"); c.IsObject() {
+		caps = compactJSON(c.Raw)
+		if len(caps) > legacy.MaxClientSessionCapabilities {
+			caps = compactJSON(removeMembers(c.Raw, "experimental"))
+		}
+		if len(caps) > legacy.MaxClientSessionCapabilities {
+			return nil, "", errorf(http.StatusBadRequest, InvalidParams, "Invalid params: capabilities too large (more than %d bytes)", legacy.MaxClientSessionCapabilities)
+		}
+	}
+	var info []byte
+	if ci := p.Get("clientInfo"); ci.IsObject() {
+		info = compactJSON(ci.Raw)
+		if len(info) > legacy.MaxClientSessionInfo {
+			// Keep the identity, drop icons and descriptions.
+			info, _ = json.Marshal(map[string]string{"name": clip(ci.Get("name").String()), "version": clip(ci.Get("version").String())})
+		}
+	}
+	version := NegotiateLegacyVersion(p.Get("protocolVersion").String())
+	princ := PrincipalHash(r.Principal)
+
+	disc, rerr := rv.discoverResult(ctx, r.Upstream, princ, r.Header)
+	if rerr != nil {
+		return nil, "", rerr
+	}
+	result, err := BuildInitializeResult(version, disc, true)
+	if err != nil {
+		return nil, "", internalError("the upstream's server/discover result is unusable: " + err.Error())
+	}
+	s := legacy.ClientSession{
+		Upstream: r.Upstream, Principal: princ, ProtocolVersion: version,
+		Capabilities: caps, ClientInfo: info, Issued: time.Now(),
+	}
+	if _, err := rand.Read(s.ID[:]); err != nil {
+		return nil, "", internalError("no randomness")
+	}
+	sid, err = legacy.SealClientSession(o.Keyring, s)
+	if err != nil {
+		return nil, "", internalError("sealing the session: " + err.Error())
+	}
+	return resultResponse(r.ID, result), sid, nil
+}
+
+// discoverResult returns the upstream's DiscoverResult, from the cache when
+// fresh.
+func (rv *Reverse) discoverResult(ctx context.Context, upstream string, princ [16]byte, header http.Header) ([]byte, *RPCError) {
+	now := time.Now()
+	key := upstream + "\x00" + string(princ[:])
+	if res, ok := rv.discover.get(key, now); ok {
+		return res, nil
+	}
+	id := rv.upstreamID()
+	body := `{"jsonrpc":"2.0","id":` + strconv.Quote(id) + `,"method":"server/discover","params":{"_meta":{` +
+		strconv.Quote(MetaProtocolVersion) + `:"` + ModernVersion + `",` +
+		strconv.Quote(MetaClientCapabilities) + `:{},` +
+		strconv.Quote(MetaClientInfo) + `:{"name":"caddy-mcp-gateway","version":"reverse-bridge"}}}}`
+	final, rerr := rv.exchange(ctx, upstream, modernHeader(header, "server/discover", "", false), []byte(body), id, nil, "")
+	if rerr != nil {
+		return nil, rerr
+	}
+	res := final.Get("result")
+	if !res.IsObject() {
+		msg := "the upstream refused server/discover"
+		if e := final.Get("error.message"); e.Exists() {
+			msg += ": " + clip(e.String())
+		}
+		return nil, internalError(msg)
+	}
+	if ttl := res.Get("ttlMs"); validTTL(ttl) && ttl.Num > 0 {
+		d := min(time.Duration(ttl.Num)*time.Millisecond, maxDiscoverTTL)
+		rv.discover.put(key, []byte(res.Raw), now.Add(d), now)
+	}
+	return []byte(res.Raw), nil
+}
+
+// Open opens a gateway-held session id for principal. Every failure is
+// ErrNoSession (wrapped).
+func (rv *Reverse) Open(token string, principal string, now time.Time) (*ReverseSession, error) {
+	o := rv.options()
+	s, err := legacy.OpenClientSession(o.Keyring, legacy.GatewaySessionID(token))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrNoSession, err)
+	case s.Principal != PrincipalHash(principal):
+		return nil, fmt.Errorf("%w: another principal's", ErrNoSession)
+	case !now.Before(s.Issued.Add(o.SessionLifetime)):
+		return nil, fmt.Errorf("%w: expired", ErrNoSession)
+	}
+	if _, gone := rv.deleted.get(s.ID, now); gone {
+		return nil, fmt.Errorf("%w: deleted", ErrNoSession)
+	}
+	return &ReverseSession{ClientSession: s}, nil
+}
+
+// Delete ends a session on this instance (DELETE). The id stays sealed and
+// valid elsewhere: another instance only refuses it once it expires.
+func (rv *Reverse) Delete(s *ReverseSession) {
+	now := time.Now()
+	rv.deleted.put(s.ID, struct{}{}, s.Issued.Add(rv.options().SessionLifetime), now)
+}
