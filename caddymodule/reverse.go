@@ -102,9 +102,6 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, body
 		Upstream: up.URL, Principal: h.principal(r), Header: reverseHeader(r), ID: msg.ID, Body: body,
 	})
 	if rerr != nil {
-		if rerr.HTTPStatus == http.StatusBadGateway {
-			up.markDown(time.Duration(h.FailDuration))
-		}
 		return writeRPCError(w, msg.ID, rerr)
 	}
 	w.Header().Set("Mcp-Session-Id", string(sid))
