@@ -179,6 +179,16 @@ func TestReverseSessions(t *testing.T) {
 			t.Errorf("a legacy client got a resultType: %s", x.Resp.Result)
 		}
 	})
+	t.Run("x-mcp-header arguments", func(t *testing.T) {
+		// The modern server rejects a call whose annotated argument is not
+		// mirrored in an Mcp-Param-* header; the gateway adds it.
+		for id, region := range map[int]string{11: "eu-west", 12: "日本 "} {
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"test_x_mcp_header","arguments":{"region":%q,"level":2}}}`, id, region)
+			if text := checkToolResult(t, postRPC(t, g.URL, h, body, id), id); text != "region="+region {
+				t.Fatalf("result %q, want region=%s", text, region)
+			}
+		}
+	})
 	t.Run("resource not found is -32002", func(t *testing.T) {
 		x := postRPC(t, g.URL, h, `{"jsonrpc":"2.0","id":6,"method":"resources/read","params":{"uri":"test://no-such-resource"}}`, 6)
 		checkRPCError(t, x, http.StatusOK, -32002, 6)

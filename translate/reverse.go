@@ -95,6 +95,8 @@ type Reverse struct {
 	deleted  *expiringTable[[16]byte, struct{}] // DELETEd sessions
 	discover *expiringTable[string, []byte]     // server/discover results
 
+	toolLists *expiringTable[string, toolHeaders] // x-mcp-header annotations (reverse_params.go)
+
 	subsMu sync.Mutex                                      // serializes creating subscriptions
 	subs   *expiringTable[[16]byte, *reverseSubscriptions] // resources/subscribe and the GET stream
 
@@ -129,13 +131,14 @@ type liveCall struct {
 // client.
 func NewReverse(client *http.Client, opts ReverseOptions) *Reverse {
 	rv := &Reverse{
-		client:   client,
-		levels:   newExpiringTable[[16]byte, string](maxSessionFacts),
-		deleted:  newExpiringTable[[16]byte, struct{}](maxSessionFacts),
-		discover: newExpiringTable[string, []byte](maxDiscoverCached),
-		subs:     newExpiringTable[[16]byte, *reverseSubscriptions](maxSessionFacts),
-		waiting:  make(map[string]*leg),
-		calls:    make(map[callKey]*liveCall),
+		client:    client,
+		levels:    newExpiringTable[[16]byte, string](maxSessionFacts),
+		deleted:   newExpiringTable[[16]byte, struct{}](maxSessionFacts),
+		discover:  newExpiringTable[string, []byte](maxDiscoverCached),
+		subs:      newExpiringTable[[16]byte, *reverseSubscriptions](maxSessionFacts),
+		toolLists: newExpiringTable[string, toolHeaders](maxToolListsCached),
+		waiting:   make(map[string]*leg),
+		calls:     make(map[callKey]*liveCall),
 	}
 	rv.Configure(opts)
 	return rv
@@ -251,6 +254,10 @@ func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest
 	}
 	level, _ := rv.levels.get(s.ID, time.Now())
 	hdr := modernHeader(r.Header, r.Method, name, hasName)
+	paramHeaders := r.Method == "tools/call" && hasName
+	if paramHeaders {
+		setParamHeaders(hdr, rv.toolHeadersOf(ctx, s, r.Header, false)[name], gjson.GetBytes(params, "arguments"))
+	}
 	var responses map[string]json.RawMessage
 	var state string // the raw JSON string of the last requestState
 	for round := 0; ; round++ {
@@ -270,6 +277,15 @@ func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest
 			return
 		}
 		if e := final.Get("error"); e.Exists() {
+			if paramHeaders && e.Get("code").Int() == HeaderMismatch {
+				// The tool's x-mcp-header annotations may have changed:
+				// read them again and send the same request once more.
+				paramHeaders = false
+				hdr = modernHeader(r.Header, r.Method, name, hasName)
+				setParamHeaders(hdr, rv.toolHeadersOf(ctx, s, r.Header, true)[name], gjson.GetBytes(params, "arguments"))
+				round--
+				continue
+			}
 			_ = sink.Respond(http.StatusOK, errorObjectResponse(r.ID, LegacyError(r.Method, []byte(e.Raw))))
 			return
 		}

@@ -2,6 +2,8 @@ package translate
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -230,5 +232,35 @@ func TestReverseListenFilter(t *testing.T) {
 	}
 	if _, ok := reverseListenFilter(gjson.Parse(`{"tools":{}}`), []string{"a://1"}); ok {
 		t.Error("a filter for an upstream that offers no notifications")
+	}
+}
+
+func TestParamHeaders(t *testing.T) {
+	schema := gjson.Parse(`{"type":"object","properties":{
+		"region":{"type":"string","x-mcp-header":"Region"},
+		"count":{"type":"integer","x-mcp-header":"Count"},
+		"dry":{"type":"boolean","x-mcp-header":"Dry-Run"},
+		"bad":{"type":"string","x-mcp-header":"Bad Name"},
+		"plain":{"type":"string"},
+		"nested":{"type":"object","properties":{"zone":{"type":"string","x-mcp-header":"Zone"}}},
+		"list":{"type":"array","items":{"type":"string","x-mcp-header":"Item"}}}}`)
+	hs := schemaHeaders(schema, nil, nil)
+	var names []string
+	for _, h := range hs {
+		names = append(names, h.name+"="+strings.Join(h.path, "/"))
+	}
+	if got := strings.Join(names, " "); got != "Region=region Count=count Dry-Run=dry Zone=nested/zone" {
+		t.Fatalf("annotations %s", got)
+	}
+	hdr := http.Header{}
+	setParamHeaders(hdr, hs, gjson.Parse(`{"region":"日本","count":42.0,"dry":false,"nested":{"zone":"a"},"plain":"x"}`))
+	want := http.Header{"Mcp-Param-Region": {"=?base64?5pel5pys?="}, "Mcp-Param-Count": {"42"}, "Mcp-Param-Dry-Run": {"false"}, "Mcp-Param-Zone": {"a"}}
+	if fmt.Sprint(hdr) != fmt.Sprint(want) {
+		t.Fatalf("headers %v, want %v", hdr, want)
+	}
+	hdr = http.Header{}
+	setParamHeaders(hdr, hs, gjson.Parse(`{"region":null,"count":1.5}`))
+	if len(hdr) != 0 {
+		t.Fatalf("null and non-integer values gave headers %v", hdr)
 	}
 }
