@@ -24,6 +24,10 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		max_request_body 1MiB
 		max_rounds 3
 		session_lifetime 1h
+		park_ttl 2m
+		max_parked 500
+		gather_window 50ms
+		principal {http.auth.user.id}
 	}`
 	var h Handler
 	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input)); err != nil {
@@ -37,7 +41,8 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		`"selection_policy":{"policy":"round_robin"},` +
 		`"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="],` +
 		`"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],` +
-		`"keepalive_interval":20000000000,"stream_close_delay":2000000000,"fail_duration":30000000000,"max_request_body":1048576,"max_rounds":3,"session_lifetime":3600000000000}`
+		`"keepalive_interval":20000000000,"stream_close_delay":2000000000,"fail_duration":30000000000,"max_request_body":1048576,` +
+		`"park_ttl":120000000000,"max_parked":500,"gather_window":50000000,"max_rounds":3,"session_lifetime":3600000000000,"principal":"{http.auth.user.id}"}`
 	if string(got) != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
@@ -61,6 +66,9 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		"unknown policy":         {"mcp_gateway {\n lb_policy smartest\n}", "smartest"},
 		"duplicate policy":       {"mcp_gateway {\n lb_policy random\n lb_policy first\n}", "lb_policy already specified"},
 		"state_key without args": {"mcp_gateway {\n state_key\n}", "wrong argument count"},
+		"bad max_parked":         {"mcp_gateway {\n max_parked -3\n}", "invalid max_parked"},
+		"duplicate park_ttl":     {"mcp_gateway {\n park_ttl 1m\n park_ttl 2m\n}", "park_ttl already specified"},
+		"principal two args":     {"mcp_gateway {\n principal a b\n}", "wrong argument count"},
 		"zero max_rounds":        {"mcp_gateway {\n max_rounds 0\n}", "invalid max_rounds"},
 		"bad session_lifetime":   {"mcp_gateway {\n session_lifetime forever\n}", "invalid session_lifetime"},
 	}
