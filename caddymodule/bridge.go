@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"context"
 	"encoding/hex"
-	"net"
 	"net/http"
 	"runtime/debug"
 	"sync"
@@ -43,15 +42,7 @@ type bridgeState struct {
 }
 
 func newBridgeState(logger *zap.Logger) *bridgeState {
-	client := &http.Client{
-		Transport: &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:        512,
-			MaxIdleConnsPerHost: 128,
-			IdleConnTimeout:     90 * time.Second,
-		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	client := newUpstreamClient(128)
 	pool := legacy.NewPool(legacy.PoolOptions{MaxSessions: maxUpstreamSessions, IdleTimeout: sessionIdleTimeout, Client: client})
 	s := &bridgeState{bridge: translate.NewBridge(pool, translate.BridgeOptions{}), pool: pool, stop: make(chan struct{})}
 	go s.reap(logger)

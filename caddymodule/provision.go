@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -90,19 +88,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.allowedHost[strings.ToLower(host)] = true
 	}
 
-	h.client = &http.Client{
-		Transport: &http.Transport{
-			Proxy:                 nil, // an MCP upstream is reached directly
-			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:          256,
-			MaxIdleConnsPerHost:   64,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-		},
-		// MCP endpoints do not redirect; following one could leak tokens.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	h.client = newUpstreamClient(64)
 
 	// End our own streams when this config is unloaded (reload) and, earlier,
 	// when the server begins to stop: Caddy's grace period never ends SSE

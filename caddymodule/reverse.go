@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"time"
 
@@ -41,18 +40,7 @@ func (s *reverseState) Destruct() error {
 // this config's options to it.
 func (h *Handler) provisionReverse() error {
 	val, _, err := reverses.LoadOrNew(reverseKey, func() (caddy.Destructor, error) {
-		client := &http.Client{
-			Transport: &http.Transport{
-				Proxy:               nil, // an MCP upstream is reached directly
-				DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-				MaxIdleConns:        256,
-				MaxIdleConnsPerHost: 64,
-				IdleConnTimeout:     90 * time.Second,
-				TLSHandshakeTimeout: 10 * time.Second,
-			},
-			// MCP endpoints do not redirect; following one could leak tokens.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+		client := newUpstreamClient(64)
 		return &reverseState{rv: translate.NewReverse(client, translate.ReverseOptions{}), client: client}, nil
 	})
 	if err != nil {

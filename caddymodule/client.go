@@ -1,0 +1,27 @@
+package caddymodule
+
+import (
+	"net"
+	"net/http"
+	"time"
+)
+
+// newUpstreamClient returns the HTTP client the gateway reaches upstreams
+// with: direct (no proxy from the environment), bounded dial and TLS
+// handshake, keep-alive pooling with up to idlePerHost idle connections per
+// upstream, and no redirects (an MCP endpoint does not redirect, and
+// following one could leak tokens).
+func newUpstreamClient(idlePerHost int) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:                 nil,
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:          4 * idlePerHost,
+			MaxIdleConnsPerHost:   idlePerHost,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
