@@ -121,16 +121,19 @@ func newRecordingServer(t *testing.T) *recordingServer {
 			} else {
 				rs.answers <- res.Action
 			}
-			select {
-			case <-ctx.Done():
-				rs.ended <- "cancelled"
-				return nil, nil, ctx.Err()
-			case <-time.After(50 * time.Millisecond):
-			}
-			rs.ended <- "done"
 			if err != nil || res.Action != "accept" {
+				// An abandoned call is answered, then cancelled: wait for
+				// the cancellation (bounded).
+				select {
+				case <-ctx.Done():
+					rs.ended <- "cancelled"
+					return nil, nil, ctx.Err()
+				case <-time.After(3 * time.Second):
+				}
+				rs.ended <- "done"
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "no answer"}}}, nil, nil
 			}
+			rs.ended <- "done"
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint("answer: ", res.Content["answer"])}}}, nil, nil
 		})
 	mcp.AddTool(server, &mcp.Tool{Name: "slow", Description: "Works for 3s unless cancelled."},
