@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -145,17 +146,32 @@ func (g *gateway) stop(t *testing.T) time.Duration {
 	return time.Since(start)
 }
 
-// post sends one JSON-RPC message with the given headers and returns the
-// response (body fully read for JSON, left open for SSE).
-func post(t *testing.T, url string, hdr map[string]string, body string) *http.Response {
+// send makes one request to the gateway with the usual MCP headers (an
+// "Accept" fitting the method, "Content-Type" for a body) and hdr; a "Host"
+// entry in hdr sets the Host header. The response body is closed when the
+// test ends.
+func send(t *testing.T, method, url string, hdr map[string]string, body string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	if method == http.MethodGet {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -164,6 +180,13 @@ func post(t *testing.T, url string, hdr map[string]string, body string) *http.Re
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
+}
+
+// post sends one JSON-RPC message with the given headers and returns the
+// response (to read, whether JSON or SSE).
+func post(t *testing.T, url string, hdr map[string]string, body string) *http.Response {
+	t.Helper()
+	return send(t, http.MethodPost, url, hdr, body)
 }
 
 type lockedWriter struct {

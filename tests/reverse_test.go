@@ -194,19 +194,7 @@ func TestReverseSessions(t *testing.T) {
 		checkRPCError(t, x, http.StatusOK, -32002, 6)
 	})
 	t.Run("GET stream", func(t *testing.T) {
-		get := func() *http.Response {
-			req, _ := http.NewRequest(http.MethodGet, g.URL, nil)
-			req.Header.Set("Accept", "text/event-stream")
-			for k, v := range h {
-				req.Header.Set(k, v)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { resp.Body.Close() })
-			return resp
-		}
+		get := func() *http.Response { return send(t, http.MethodGet, g.URL, h, "") }
 		stream := get()
 		if stream.StatusCode != http.StatusOK || !strings.HasPrefix(stream.Header.Get("Content-Type"), "text/event-stream") {
 			t.Fatalf("GET: HTTP %d %s", stream.StatusCode, stream.Header.Get("Content-Type"))
