@@ -143,7 +143,6 @@ type Handler struct {
 	selector      reverseproxy.Selector
 	keyring       *legacy.Keyring
 	logger        *zap.Logger
-	ctx           caddy.Context
 	client        *http.Client
 	streams       *streamRegistry
 	allowedOrigin map[string]bool

@@ -30,7 +30,6 @@ var processKey = sync.OnceValue(legacy.NewRandomKey)
 
 // Provision sets up the handler.
 func (h *Handler) Provision(ctx caddy.Context) error {
-	h.ctx = ctx
 	h.logger = ctx.Logger()
 	h.streams = newStreamRegistry()
 

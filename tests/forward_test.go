@@ -124,13 +124,9 @@ func newRecordingServer(t *testing.T) *recordingServer {
 			if err != nil || res.Action != "accept" {
 				// An abandoned call is answered, then cancelled: wait for
 				// the cancellation (bounded).
-				select {
-				case <-ctx.Done():
-					rs.ended <- "cancelled"
+				if rs.cancelledWithin(ctx, 3*time.Second) {
 					return nil, nil, ctx.Err()
-				case <-time.After(3 * time.Second):
 				}
-				rs.ended <- "done"
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "no answer"}}}, nil, nil
 			}
 			rs.ended <- "done"
@@ -138,14 +134,10 @@ func newRecordingServer(t *testing.T) *recordingServer {
 		})
 	mcp.AddTool(server, &mcp.Tool{Name: "slow", Description: "Works for 3s unless cancelled."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-			select {
-			case <-ctx.Done():
-				rs.ended <- "cancelled"
+			if rs.cancelledWithin(ctx, 3*time.Second) {
 				return nil, nil, ctx.Err()
-			case <-time.After(3 * time.Second):
-				rs.ended <- "done"
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "slept"}}}, nil, nil
 			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "slept"}}}, nil, nil
 		})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -160,6 +152,19 @@ func newRecordingServer(t *testing.T) *recordingServer {
 	t.Cleanup(func() { _ = srv.Close() })
 	rs.url = "http://" + ln.Addr().String() + "/mcp"
 	return rs
+}
+
+// cancelledWithin waits up to d for ctx to be cancelled and reports on
+// rs.ended how the tool call ended ("cancelled" or "done").
+func (rs *recordingServer) cancelledWithin(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		rs.ended <- "cancelled"
+		return true
+	case <-time.After(d):
+		rs.ended <- "done"
+		return false
+	}
 }
 
 // wait returns the next value on ch, failing after d.

@@ -175,12 +175,8 @@ func buildGoBinary(t *testing.T, pkg string) string {
 			return
 		}
 		out := filepath.Join(dir, fmt.Sprintf("%s-%d", path.Base(pkg), n))
-		var note string
-		note, b.err = goBuildMain(root, dir, out, pkg)
+		b.err = goBuildMain(root, out, pkg)
 		b.path = out
-		if note != "" {
-			t.Log(note)
-		}
 	})
 	if b.err != nil {
 		t.Fatal(b.err)
@@ -188,46 +184,14 @@ func buildGoBinary(t *testing.T, pkg string) string {
 	return b.path
 }
 
-// goBuildMain runs `go build -o out pkg` in root. When go.sum lacks entries
-// for the packages (go-sdk's own dependencies are not in it yet), it builds
-// against a scratch copy of go.mod/go.sum instead, leaving the repo untouched.
-func goBuildMain(root, scratch, out, pkg string) (note string, err error) {
-	build := func(extra ...string) ([]byte, error) {
-		args := append([]string{"build"}, extra...)
-		cmd := exec.Command("go", append(args, "-o", out, pkg)...)
-		cmd.Dir = root
-		return cmd.CombinedOutput()
+// goBuildMain runs `go build -o out pkg` in root.
+func goBuildMain(root, out, pkg string) error {
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
 	}
-	msg, err := build()
-	if err == nil {
-		return "", nil
-	}
-	if !bytes.Contains(msg, []byte("missing go.sum entry")) && !bytes.Contains(msg, []byte("updates to go.mod needed")) {
-		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
-	}
-	modDir := filepath.Join(scratch, "modfile")
-	if err := os.MkdirAll(modDir, 0o755); err != nil {
-		return "", err
-	}
-	for _, name := range []string{"go.mod", "go.sum"} {
-		data, err := os.ReadFile(filepath.Join(root, name))
-		if err != nil {
-			return "", err
-		}
-		if err := os.WriteFile(filepath.Join(modDir, name), data, 0o644); err != nil {
-			return "", err
-		}
-	}
-	if msg2, err := build("-mod=mod", "-modfile="+filepath.Join(modDir, "go.mod")); err != nil {
-		return "", fmt.Errorf("go build %s: %v\n%s\n(with a scratch go.mod: %s)", pkg, err, msg, msg2)
-	}
-	return fmt.Sprintf("built %s with a scratch copy of go.mod/go.sum: the repo's go.mod/go.sum is not tidy for it (%s)",
-		pkg, firstLine(string(msg))), nil
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return s
+	return nil
 }
 
 // peerLog collects a process's output.
