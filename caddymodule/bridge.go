@@ -87,14 +87,18 @@ func (h *Handler) provisionBridge() error {
 	if err != nil {
 		return err
 	}
-	h.bridge = val.(*bridgeState).bridge
+	st := val.(*bridgeState)
+	h.bridge = st.bridge
 	h.bridge.Configure(translate.BridgeOptions{
-		Keyring:      h.keyring,
-		Instance:     processInstance(),
-		ParkTTL:      time.Duration(h.ParkTTL),
-		MaxParked:    h.MaxParked,
-		GatherWindow: time.Duration(h.GatherWindow),
+		Keyring:           h.keyring,
+		Instance:          processInstance(),
+		ParkTTL:           time.Duration(h.ParkTTL),
+		MaxParked:         h.MaxParked,
+		GatherWindow:      time.Duration(h.GatherWindow),
+		MaxRounds:         h.MaxRounds,
+		MaxInputsPerRound: h.MaxInputsPerRound,
 	})
+	st.pool.SetLimits(h.MaxSessionsPerPrincipal, h.MaxBufferedNotifications)
 	return nil
 }
 
@@ -102,7 +106,11 @@ func (h *Handler) provisionBridge() error {
 func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, req *translate.ModernRequest, up *Upstream) error {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	defer h.streams.add(cancel)()
+	if req.Method == "subscriptions/listen" {
+		defer h.streams.add(cancel)() // the client listens again after a reload
+	} else {
+		defer h.calls.add(cancel)() // a call survives a reload
+	}
 	setPlaceholder(r, "upstream", up.URL)
 
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
@@ -116,18 +124,24 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, req *tran
 			hdr[k] = v
 		}
 	}
-	sink := &httpSink{w: w, keepAlive: time.Duration(h.KeepAliveInterval)}
+	sink := h.newSink(w)
 	defer sink.close()
 	h.bridge.Serve(ctx, translate.Request{Upstream: up.URL, Principal: principal, Header: hdr, ModernRequest: req}, sink)
 	return nil
 }
 
 // httpSink writes the bridge's answer: one JSON message, or an SSE stream
-// once a notification (progress, log) has to go before the result.
+// once a notification (progress, log) has to go before the result. A write
+// that blocks longer than writeTimeout fails.
 type httpSink struct {
-	w         http.ResponseWriter
-	keepAlive time.Duration
-	sw        *sse.Writer
+	w            http.ResponseWriter
+	keepAlive    time.Duration
+	writeTimeout time.Duration
+	sw           *sse.Writer
+}
+
+func (h *Handler) newSink(w http.ResponseWriter) *httpSink {
+	return &httpSink{w: w, keepAlive: time.Duration(h.KeepAliveInterval), writeTimeout: time.Duration(h.WriteTimeout)}
 }
 
 func (s *httpSink) Notify(msg []byte) error {
@@ -135,6 +149,7 @@ func (s *httpSink) Notify(msg []byte) error {
 		sse.SetHeaders(s.w.Header())
 		s.w.WriteHeader(http.StatusOK)
 		s.sw = sse.NewWriter(s.w)
+		s.sw.WriteTimeout(s.writeTimeout)
 		s.sw.KeepAlive(s.keepAlive)
 	}
 	return s.sw.WriteEvent(sse.Event{Data: msg, HasData: true})
@@ -153,6 +168,11 @@ func (s *httpSink) Respond(status int, msg []byte) error {
 	}
 	s.w.Header().Set("Content-Type", "application/json")
 	s.w.WriteHeader(status)
+	rc := http.NewResponseController(s.w)
+	if s.writeTimeout > 0 {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	}
 	_, err := s.w.Write(msg)
 	return err
 }

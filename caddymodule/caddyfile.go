@@ -44,6 +44,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    max_parked         <count>
 //	    gather_window      <duration>
 //	    max_rounds         <count>
+//	    max_inputs_per_round <count>
+//	    max_buffered_notifications <count>
+//	    max_sessions_per_principal <count>
+//	    write_timeout      <duration>
 //	    session_lifetime   <duration>
 //	    principal          <placeholder expression>
 //	}
@@ -87,6 +91,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = parseInt(d, &h.MaxParked)
 		case "max_rounds":
 			err = parseInt(d, &h.MaxRounds)
+		case "max_inputs_per_round":
+			err = parseInt(d, &h.MaxInputsPerRound)
+		case "max_buffered_notifications":
+			err = parseInt(d, &h.MaxBufferedNotifications)
+		case "max_sessions_per_principal":
+			err = parseInt(d, &h.MaxSessionsPerPrincipal)
+		case "write_timeout":
+			err = parseDuration(d, &h.WriteTimeout)
 		case "session_lifetime":
 			err = parseDuration(d, &h.SessionLifetime)
 		case "principal":

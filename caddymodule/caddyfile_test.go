@@ -23,6 +23,10 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		fail_duration 30s
 		max_request_body 1MiB
 		max_rounds 3
+		max_inputs_per_round 4
+		max_buffered_notifications 64
+		max_sessions_per_principal 50
+		write_timeout 10s
 		session_lifetime 1h
 		park_ttl 2m
 		max_parked 500
@@ -42,7 +46,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		`"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="],` +
 		`"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],` +
 		`"keepalive_interval":20000000000,"stream_close_delay":2000000000,"fail_duration":30000000000,"max_request_body":1048576,` +
-		`"park_ttl":120000000000,"max_parked":500,"gather_window":50000000,"max_rounds":3,"session_lifetime":3600000000000,"principal":"{http.auth.user.id}"}`
+		`"park_ttl":120000000000,"max_parked":500,"gather_window":50000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64,"max_sessions_per_principal":50,"write_timeout":10000000000,"session_lifetime":3600000000000,"principal":"{http.auth.user.id}"}`
 	if string(got) != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
@@ -70,6 +74,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		"duplicate park_ttl":     {"mcp_gateway {\n park_ttl 1m\n park_ttl 2m\n}", "park_ttl already specified"},
 		"principal two args":     {"mcp_gateway {\n principal a b\n}", "wrong argument count"},
 		"zero max_rounds":        {"mcp_gateway {\n max_rounds 0\n}", "invalid max_rounds"},
+		"zero inputs per round":  {"mcp_gateway {\n max_inputs_per_round 0\n}", "invalid max_inputs_per_round"},
+		"bad write_timeout":      {"mcp_gateway {\n write_timeout soon\n}", "invalid write_timeout"},
 		"bad session_lifetime":   {"mcp_gateway {\n session_lifetime forever\n}", "invalid session_lifetime"},
 	}
 	for name, c := range cases {

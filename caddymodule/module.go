@@ -117,13 +117,44 @@ type Handler struct {
 	// same round. Default: 20ms.
 	GatherWindow caddy.Duration `json:"gather_window,omitempty"`
 
-	// The most `input_required` rounds the gateway runs for one request of
-	// a legacy client in front of a modern server (the reverse bridge):
-	// each round asks the client in-line and retries upstream with its
-	// answers. A request that needs more ends with an error (an `isError`
-	// tool result for `tools/call`). How long a round waits for the
-	// client's answers is `park_ttl`. Default: 8.
+	// The most `input_required` rounds one request may go through, in both
+	// bridges. A modern client in front of a legacy server: asking again for
+	// missing or invalid answers counts as a round; beyond the limit the
+	// upstream call is cancelled and the client gets an error (`-32603`). A
+	// legacy client in front of a modern server: each round asks the client
+	// in-line and retries upstream with its answers; a request that needs
+	// more ends with an error (an `isError` tool result for `tools/call`).
+	// How long a round waits for the client's answers is `park_ttl`.
+	// Default: 8.
 	MaxRounds int `json:"max_rounds,omitempty"`
+
+	// The most requests for input (elicitation, sampling, roots) one round
+	// may carry, in both bridges. An upstream that asks for more in one
+	// round has its call ended with an error (in front of a legacy server
+	// the upstream call is cancelled). Default: 16.
+	MaxInputsPerRound int `json:"max_inputs_per_round,omitempty"`
+
+	// The most messages a call of a legacy upstream, in front of a modern
+	// client, holds unread: what the upstream sends while the call is
+	// parked waiting for the client's retry, or while the client is slow to
+	// read its stream. A notification (progress, log) that finds this many
+	// waiting ends the call: the upstream call is cancelled and the client
+	// gets an error (`-32603`). Default: 32.
+	MaxBufferedNotifications int `json:"max_buffered_notifications,omitempty"`
+
+	// The most upstream sessions the gateway opens for one principal, in
+	// front of legacy servers for modern clients (across upstreams and
+	// capability sets; each call in progress or parked holds one). When a
+	// principal is at the limit, its least recently used idle session is
+	// closed to make room; if none is idle, the request gets 429 (`-32603`).
+	// Default: 1000.
+	MaxSessionsPerPrincipal int `json:"max_sessions_per_principal,omitempty"`
+
+	// How long one write to a client may block (a client that stopped
+	// reading its stream, or whose network stalled). Then the stream is
+	// ended; a call of either bridge is abandoned (cancelled upstream).
+	// Default: 30s.
+	WriteTimeout caddy.Duration `json:"write_timeout,omitempty"`
 
 	// How long a session the gateway holds for a legacy client in front of
 	// a modern server stays valid after `initialize`; then its requests get
@@ -144,7 +175,8 @@ type Handler struct {
 	keyring       *legacy.Keyring
 	logger        *zap.Logger
 	client        *http.Client
-	streams       *streamRegistry
+	streams       *streamRegistry // resumable streams and single answers: closed on unload
+	calls         *streamRegistry // bridge calls, which cannot resume: bridgeCalls, closed when Caddy exits
 	allowedOrigin map[string]bool
 	allowedHost   map[string]bool
 	bridge        *translate.Bridge

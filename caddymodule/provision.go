@@ -22,7 +22,14 @@ const (
 	defaultFailDuration   = 10 * time.Second
 	defaultMaxRequestBody = 4 << 20
 	defaultPrincipal      = "{http.request.header.Authorization}"
+	defaultWriteTimeout   = 30 * time.Second
+	defaultPerPrincipal   = 1000
 )
+
+// bridgeCalls tracks the bridge calls of every configuration, so that the
+// current one ends them all when Caddy exits, including calls still running
+// on a configuration replaced by a reload.
+var bridgeCalls = newStreamRegistry()
 
 // processKey is the sealing key made at start when no state_key is
 // configured: one per process, so that sessions survive config reloads.
@@ -32,6 +39,7 @@ var processKey = sync.OnceValue(legacy.NewRandomKey)
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	h.streams = newStreamRegistry()
+	h.calls = bridgeCalls
 
 	if h.KeepAliveInterval == 0 {
 		h.KeepAliveInterval = caddy.Duration(defaultKeepAlive)
@@ -44,6 +52,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	if h.Principal == "" {
 		h.Principal = defaultPrincipal
+	}
+	if h.WriteTimeout == 0 {
+		h.WriteTimeout = caddy.Duration(defaultWriteTimeout)
+	}
+	if h.MaxSessionsPerPrincipal == 0 {
+		h.MaxSessionsPerPrincipal = defaultPerPrincipal
 	}
 
 	for i, u := range h.Upstreams {
@@ -91,12 +105,15 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 	// End our own streams when this config is unloaded (reload) and, earlier,
 	// when the server begins to stop: Caddy's grace period never ends SSE
-	// streams, and on exit it waits for them.
+	// streams, and on exit it waits for them. Bridge calls cannot be resumed
+	// by their clients, so a reload lets them finish on the old
+	// configuration (their state is shared with the new one); they are
+	// ended only when Caddy exits.
 	delay := time.Duration(h.StreamCloseDelay)
 	context.AfterFunc(ctx, func() { h.streams.closeAll(delay) })
 	if events, err := ctx.App("events"); err == nil {
 		if app, ok := events.(*caddyevents.App); ok {
-			_ = app.On("stopping", stoppingHandler{h.streams, delay})
+			_ = app.On("stopping", stoppingHandler{h.streams, h.calls, delay})
 		}
 	}
 	return nil
@@ -155,6 +172,9 @@ func (h *Handler) Validate() error {
 	if h.MaxRounds < 0 || h.SessionLifetime < 0 {
 		return errors.New("max_rounds and session_lifetime must not be negative")
 	}
+	if h.MaxInputsPerRound < 0 || h.MaxBufferedNotifications < 0 || h.MaxSessionsPerPrincipal < 0 || h.WriteTimeout < 0 {
+		return errors.New("max_inputs_per_round, max_buffered_notifications, max_sessions_per_principal and write_timeout must not be negative")
+	}
 	return nil
 }
 
@@ -179,15 +199,19 @@ func (h *Handler) Cleanup() error {
 }
 
 // stoppingHandler ends the streams when Caddy emits "stopping", which comes
-// before the HTTP servers wait for open connections.
+// before the HTTP servers wait for open connections; and the bridge calls
+// when the process is exiting (a reload emits "stopping" too).
 type stoppingHandler struct {
-	streams *streamRegistry
-	delay   time.Duration
+	streams, calls *streamRegistry
+	delay          time.Duration
 }
 
 // Handle implements caddyevents.Handler.
 func (s stoppingHandler) Handle(context.Context, caddy.Event) error {
 	s.streams.closeAll(s.delay)
+	if caddy.Exiting() {
+		s.calls.closeAll(s.delay)
+	}
 	return nil
 }
 

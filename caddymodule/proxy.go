@@ -154,6 +154,7 @@ func dropped(err error) bool {
 // relaySSE copies an upstream event stream to the client, event by event.
 func (h *Handler) relaySSE(w http.ResponseWriter, r *http.Request, ctx context.Context, upstream io.Reader) error {
 	sw := sse.NewWriter(w)
+	sw.WriteTimeout(time.Duration(h.WriteTimeout))
 	defer sw.Close()
 	if err := http.NewResponseController(w).Flush(); err != nil {
 		return nil // client gone

@@ -48,11 +48,12 @@ func (h *Handler) provisionReverse() error {
 	}
 	h.reverse = val.(*reverseState).rv
 	h.reverse.Configure(translate.ReverseOptions{
-		Keyring:         h.keyring,
-		Instance:        processInstance(),
-		MaxRounds:       h.MaxRounds,
-		RoundTimeout:    time.Duration(h.ParkTTL),
-		SessionLifetime: time.Duration(h.SessionLifetime),
+		Keyring:           h.keyring,
+		Instance:          processInstance(),
+		MaxRounds:         h.MaxRounds,
+		MaxInputsPerRound: h.MaxInputsPerRound,
+		RoundTimeout:      time.Duration(h.ParkTTL),
+		SessionLifetime:   time.Duration(h.SessionLifetime),
 	})
 	return nil
 }
@@ -139,8 +140,8 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, body []by
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	defer h.streams.add(cancel)()
-	sink := &httpSink{w: w, keepAlive: time.Duration(h.KeepAliveInterval)}
+	defer h.calls.add(cancel)() // a call survives a reload
+	sink := h.newSink(w)
 	defer sink.close()
 	h.reverse.Serve(ctx, s, translate.ReverseRequest{Message: msg, Body: body, Header: reverseHeader(r)}, sink)
 	return nil
@@ -158,6 +159,7 @@ func (h *Handler) listenReverse(w http.ResponseWriter, r *http.Request, s *trans
 		sse.SetHeaders(w.Header())
 		w.WriteHeader(http.StatusOK)
 		sw = sse.NewWriter(w)
+		sw.WriteTimeout(time.Duration(h.WriteTimeout))
 		_ = http.NewResponseController(w).Flush()
 		sw.KeepAlive(time.Duration(h.KeepAliveInterval))
 	}, func(msg []byte) error {

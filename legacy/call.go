@@ -39,15 +39,22 @@ type Call struct {
 	once    sync.Once
 }
 
-// callBuffer is how many messages a call holds while nobody reads it.
-const callBuffer = 8
+// DefaultCallBuffer is how many messages a call holds while nobody reads it,
+// unless the session says otherwise (Pool.SetLimits).
+const DefaultCallBuffer = 32
+
+// ErrBacklog ends a call whose reader fell so far behind that a
+// notification found the call's buffer full: the upstream sent more than
+// the buffer holds while nobody read (a call parked too long, or a client
+// that stopped reading).
+var ErrBacklog = errors.New("too many unread messages from the upstream")
 
 func (c *Call) start() {
 	if c.ctx == nil {
 		c.ctx, c.cancel = context.WithCancel(context.Background())
 	}
 	c.body = c.resp.Body
-	c.ch = make(chan Message, callBuffer)
+	c.ch = make(chan Message, c.session.callBuffer())
 	c.done = make(chan struct{})
 	go c.read()
 }
@@ -107,7 +114,21 @@ func (c *Call) Close() {
 	})
 }
 
+// send queues m for the reader. A notification that finds the buffer full
+// ends the call with ErrBacklog instead of waiting: requests and responses
+// wait for the reader, so the buffer bounds what an unread call holds.
 func (c *Call) send(m Message) bool {
+	if m.Kind == KindNotification {
+		select {
+		case c.ch <- m:
+			return true
+		case <-c.done:
+			return false
+		default:
+			c.err = fmt.Errorf("%w: %d messages waiting", ErrBacklog, cap(c.ch))
+			return false
+		}
+	}
 	select {
 	case c.ch <- m:
 		return true

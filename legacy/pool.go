@@ -24,10 +24,20 @@ type PoolKey struct {
 // holds its maximum and none is idle.
 var ErrPoolFull = errors.New("too many upstream sessions")
 
+// ErrPrincipalFull is returned when no session can be opened because the
+// principal holds MaxPerPrincipal sessions and none of them is idle.
+var ErrPrincipalFull = errors.New("too many upstream sessions for this principal")
+
 // PoolOptions bound a Pool.
 type PoolOptions struct {
 	// MaxSessions bounds the sessions open at once (leased and idle).
 	MaxSessions int
+	// MaxPerPrincipal bounds the sessions open at once for one principal,
+	// across upstreams and capability sets; 0 means no bound of its own.
+	MaxPerPrincipal int
+	// CallBuffer is how many messages a call of a pooled session holds
+	// while nobody reads it (see Call); 0 means DefaultCallBuffer.
+	CallBuffer int
 	// IdleTimeout closes sessions unused for this long.
 	IdleTimeout time.Duration
 	// Client makes the upstream requests.
@@ -45,6 +55,7 @@ type Pool struct {
 	lru    *list.List             // of *idleEntry across keys, oldest at the front
 	open   int
 	openBy map[string]int // open sessions per upstream URL
+	byPrin map[string]int // open sessions per principal
 }
 
 type idleEntry struct {
@@ -56,7 +67,15 @@ type idleEntry struct {
 
 // NewPool returns an empty pool.
 func NewPool(opts PoolOptions) *Pool {
-	return &Pool{opts: opts, idle: make(map[PoolKey]*list.List), lru: list.New(), openBy: make(map[string]int)}
+	return &Pool{opts: opts, idle: make(map[PoolKey]*list.List), lru: list.New(), openBy: make(map[string]int), byPrin: make(map[string]int)}
+}
+
+// SetLimits changes MaxPerPrincipal and CallBuffer (on a config reload).
+// Sessions already open keep their call buffer.
+func (p *Pool) SetLimits(maxPerPrincipal, callBuffer int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.opts.MaxPerPrincipal, p.opts.CallBuffer = maxPerPrincipal, callBuffer
 }
 
 // Lease returns an idle session for key, or opens one with caps and
@@ -68,41 +87,77 @@ func (p *Pool) Lease(ctx context.Context, key PoolKey, header http.Header, caps,
 		p.mu.Unlock()
 		return s, nil
 	}
-	var evicted *Session
+	var evicted []*Session
+	if max := p.opts.MaxPerPrincipal; max > 0 && p.byPrin[key.Principal] >= max {
+		// Make room by closing this principal's least recently used idle
+		// session; another principal's are not touched.
+		e := p.oldestIdleLocked(func(e *idleEntry) bool { return e.key.Principal == key.Principal })
+		if e == nil {
+			p.mu.Unlock()
+			return nil, ErrPrincipalFull
+		}
+		evicted = append(evicted, p.dropIdleLocked(e))
+	}
 	if p.open >= p.opts.MaxSessions {
 		// Make room by closing the least recently used idle session.
-		if front := p.lru.Front(); front != nil {
-			e := front.Value.(*idleEntry)
-			p.removeIdleLocked(e)
-			p.countLocked(e.key.Upstream, -1)
-			evicted = e.sess
-		} else {
+		e := p.oldestIdleLocked(func(*idleEntry) bool { return true })
+		if e == nil {
 			p.mu.Unlock()
+			for _, s := range evicted {
+				go s.Close(context.Background())
+			}
 			return nil, ErrPoolFull
 		}
+		evicted = append(evicted, p.dropIdleLocked(e))
 	}
-	p.countLocked(key.Upstream, 1)
+	p.countLocked(key, 1)
+	buffer := p.opts.CallBuffer
 	p.mu.Unlock()
-	if evicted != nil {
-		go evicted.Close(context.Background())
+	for _, s := range evicted {
+		go s.Close(context.Background())
 	}
 	s, err := Open(ctx, p.opts.Client, key.Upstream, header, caps, clientInfo)
 	if err != nil {
 		p.mu.Lock()
-		p.countLocked(key.Upstream, -1)
+		p.countLocked(key, -1)
 		p.mu.Unlock()
 		return nil, err
 	}
+	s.buffer.Store(int32(min(buffer, 1<<20)))
 	return s, nil
 }
 
-// countLocked records delta sessions opened (or closed) on upstream.
-func (p *Pool) countLocked(upstream string, delta int) {
+// oldestIdleLocked returns the least recently used idle entry that match
+// accepts, or nil.
+func (p *Pool) oldestIdleLocked(match func(*idleEntry) bool) *idleEntry {
+	for el := p.lru.Front(); el != nil; el = el.Next() {
+		if e := el.Value.(*idleEntry); match(e) {
+			return e
+		}
+	}
+	return nil
+}
+
+// dropIdleLocked removes an idle entry and uncounts its session, which the
+// caller closes.
+func (p *Pool) dropIdleLocked(e *idleEntry) *Session {
+	p.removeIdleLocked(e)
+	p.countLocked(e.key, -1)
+	return e.sess
+}
+
+// countLocked records delta sessions opened (or closed) for key.
+func (p *Pool) countLocked(key PoolKey, delta int) {
 	p.open += delta
-	if n := p.openBy[upstream] + delta; n > 0 {
-		p.openBy[upstream] = n
-	} else {
-		delete(p.openBy, upstream)
+	for _, c := range []struct {
+		m map[string]int
+		k string
+	}{{p.openBy, key.Upstream}, {p.byPrin, key.Principal}} {
+		if n := c.m[c.k] + delta; n > 0 {
+			c.m[c.k] = n
+		} else {
+			delete(c.m, c.k)
+		}
 	}
 }
 
@@ -130,7 +185,7 @@ func (p *Pool) removeIdleLocked(e *idleEntry) {
 func (p *Pool) Release(key PoolKey, s *Session, healthy bool) {
 	if !healthy {
 		p.mu.Lock()
-		p.countLocked(key.Upstream, -1)
+		p.countLocked(key, -1)
 		p.mu.Unlock()
 		go s.Close(context.Background())
 		return
@@ -158,9 +213,7 @@ func (p *Pool) Reap(now time.Time) int {
 		if e.sess.LastUsed().After(cutoff) {
 			break
 		}
-		p.removeIdleLocked(e)
-		p.countLocked(e.key.Upstream, -1)
-		stale = append(stale, e.sess)
+		stale = append(stale, p.dropIdleLocked(e))
 	}
 	p.mu.Unlock()
 	for _, s := range stale {
@@ -183,9 +236,7 @@ func (p *Pool) Close() {
 	var all []*Session
 	for front := p.lru.Front(); front != nil; front = p.lru.Front() {
 		e := front.Value.(*idleEntry)
-		p.removeIdleLocked(e)
-		p.countLocked(e.key.Upstream, -1)
-		all = append(all, e.sess)
+		all = append(all, p.dropIdleLocked(e))
 	}
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

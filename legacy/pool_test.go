@@ -165,3 +165,47 @@ func callText(t *testing.T, s *Session, tool string) string {
 	}
 	return res.Result.Content[0].Text
 }
+
+// TestPoolPerPrincipal: a principal at MaxPerPrincipal gets its own oldest
+// idle session closed to make room, or ErrPrincipalFull when none is idle;
+// other principals are not affected.
+func TestPoolPerPrincipal(t *testing.T) {
+	server, url := goSDKServer(t)
+	ctx := context.Background()
+	p := NewPool(PoolOptions{MaxSessions: 10, IdleTimeout: time.Minute, Client: http.DefaultClient})
+	defer p.Close()
+	p.SetLimits(2, 0)
+	key := func(principal, caps string) PoolKey { return PoolKey{Upstream: url, Principal: principal, Caps: caps} }
+
+	a1, err := p.Lease(ctx, key("a", "{}"), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := p.Lease(ctx, key("a", `{"elicitation":{}}`), nil, []byte(`{"elicitation":{}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Lease(ctx, key("a", `{"sampling":{}}`), nil, nil, nil); !errors.Is(err, ErrPrincipalFull) {
+		t.Fatalf("a's third session with two leased: %v, want ErrPrincipalFull", err)
+	}
+	b1, err := p.Lease(ctx, key("b", "{}"), nil, nil, nil)
+	if err != nil {
+		t.Fatalf("another principal: %v", err)
+	}
+	p.Release(key("a", "{}"), a1, true)
+	a3, err := p.Lease(ctx, key("a", `{"sampling":{}}`), nil, nil, nil) // closes a1
+	if err != nil {
+		t.Fatal(err)
+	}
+	if open, idle := p.Stats(); open != 3 || idle != 0 {
+		t.Fatalf("stats %d open %d idle, want 3 and 0", open, idle)
+	}
+	waitSessions(t, server, 3)
+	for _, r := range []struct {
+		k PoolKey
+		s *Session
+	}{{key("a", `{"elicitation":{}}`), a2}, {key("a", `{"sampling":{}}`), a3}, {key("b", "{}"), b1}} {
+		p.Release(r.k, r.s, false)
+	}
+	waitSessions(t, server, 0)
+}

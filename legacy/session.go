@@ -51,6 +51,17 @@ type Session struct {
 	closeOnce  sync.Once
 
 	lastUsed atomic.Int64 // unix nanoseconds
+
+	// buffer is how many messages each call of the session holds unread
+	// (0: DefaultCallBuffer); the pool sets it.
+	buffer atomic.Int32
+}
+
+func (s *Session) callBuffer() int {
+	if n := s.buffer.Load(); n > 0 {
+		return int(n)
+	}
+	return DefaultCallBuffer
 }
 
 // Open initializes a new upstream session with the given client

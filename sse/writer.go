@@ -34,6 +34,8 @@ type Writer struct {
 	cause     error // the write or flush failure that closed the Writer
 	lastWrite time.Time
 
+	writeTimeout time.Duration
+
 	interval time.Duration
 	timer    *time.Timer
 	gen      uint64 // identifies the current timer; stale callbacks do nothing
@@ -116,6 +118,17 @@ func (w *Writer) KeepAlive(interval time.Duration) {
 	w.timer = time.AfterFunc(interval, func() { w.tick(gen) })
 }
 
+// WriteTimeout bounds how long each write (with its flush) may block, for
+// example on a client that stopped reading: a write still blocked after d
+// fails, which closes the Writer. d <= 0 (the default) means no bound. The
+// deadline is set on the connection for the duration of each write only,
+// when the ResponseWriter supports it.
+func (w *Writer) WriteTimeout(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writeTimeout = d
+}
+
 // Close stops keep-alives and makes further writes fail with [ErrClosed]. It
 // waits for a write in progress, so once it returns the Writer no longer
 // touches the ResponseWriter and the handler may return. Close does not end
@@ -146,6 +159,9 @@ func (w *Writer) tick(gen uint64) {
 // write sends p and flushes it; any failure closes the Writer. The caller
 // holds w.mu.
 func (w *Writer) write(p []byte) error {
+	if w.writeTimeout > 0 && w.rc.SetWriteDeadline(time.Now().Add(w.writeTimeout)) == nil {
+		defer func() { _ = w.rc.SetWriteDeadline(time.Time{}) }()
+	}
 	if _, err := w.w.Write(p); err != nil {
 		return w.fail(fmt.Errorf("sse: write: %w", err))
 	}

@@ -441,3 +441,36 @@ func TestSetHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteTimeout: on a client that stops reading, a write fails once it
+// has blocked for the timeout, and the Writer is closed.
+func TestWriteTimeout(t *testing.T) {
+	failed := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		SetHeaders(rw.Header())
+		w := NewWriter(rw)
+		w.WriteTimeout(200 * time.Millisecond)
+		big := []byte(strings.Repeat("x", 64<<10))
+		for {
+			if err := w.WriteEvent(Event{Data: big}); err != nil {
+				// The Writer is closed from then on.
+				failed <- w.WriteComment("after")
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL) // never read
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	select {
+	case err := <-failed:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("write after the timeout: %v, want ErrClosed", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a write to a client that does not read still blocks after 20s")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync"
@@ -46,6 +47,12 @@ type BridgeOptions struct {
 	// request for input, for sibling requests to ask in the same round.
 	// Default 20ms.
 	GatherWindow time.Duration
+	// MaxRounds bounds the input_required rounds of one call (asking again
+	// for missing or invalid answers counts). Default 8.
+	MaxRounds int
+	// MaxInputsPerRound bounds the requests for input one round may hold.
+	// Default 16.
+	MaxInputsPerRound int
 }
 
 func (o BridgeOptions) withDefaults() BridgeOptions {
@@ -58,8 +65,20 @@ func (o BridgeOptions) withDefaults() BridgeOptions {
 	if o.GatherWindow <= 0 {
 		o.GatherWindow = 20 * time.Millisecond
 	}
+	if o.MaxRounds <= 0 {
+		o.MaxRounds = DefaultMaxRounds
+	}
+	if o.MaxInputsPerRound <= 0 {
+		o.MaxInputsPerRound = DefaultMaxInputsPerRound
+	}
 	return o
 }
+
+// Defaults of the limits both bridges share.
+const (
+	DefaultMaxRounds         = 8
+	DefaultMaxInputsPerRound = 16
+)
 
 // Bridge serves modern (2026-07-28) clients from legacy upstreams: it leases
 // upstream sessions initialized with the client's declared capabilities,
@@ -289,15 +308,22 @@ func (b *Bridge) reshapeOptions(c *call) ReshapeOptions {
 // asks for input and the call parks.
 func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh map[string]json.RawMessage) {
 	var gather <-chan time.Time
+	asked := false // the upstream just asked for input
 	msgs := c.up.Messages()
 	for {
 		select {
 		case m, ok := <-msgs:
 			if !ok {
-				b.finish(c, false)
 				msg := "the upstream ended the call without a result"
-				if err := c.up.Err(); err != nil {
+				err := c.up.Err()
+				if err != nil {
 					msg += ": " + err.Error()
+				}
+				if errors.Is(err, legacy.ErrBacklog) {
+					// The upstream is still working: tell it to stop.
+					b.abandon(c, "too many unread messages")
+				} else {
+					b.finish(c, false)
 				}
 				_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(msg)))
 				return
@@ -310,22 +336,37 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 					return
 				}
 			case legacy.KindNotification:
-				relayNotification(m, r, sink)
-			case legacy.KindRequest:
-				if b.upstreamRequest(c, r, m, fresh) && gather == nil {
-					gather = time.After(b.options().GatherWindow)
+				if err := relayNotification(m, r, sink); err != nil {
+					// The client stopped reading (or left): nobody will
+					// see the result.
+					b.abandon(c, "client stopped reading")
+					return
 				}
+			case legacy.KindRequest:
+				asked = b.upstreamRequest(c, r, m, fresh)
 			}
 		case m := <-c.sess.Inbox():
-			if m.Kind == legacy.KindRequest && b.upstreamRequest(c, r, m, fresh) && gather == nil {
-				gather = time.After(b.options().GatherWindow)
-			}
+			asked = m.Kind == legacy.KindRequest && b.upstreamRequest(c, r, m, fresh)
 		case <-gather:
 			b.park(c, r, sink)
 			return
 		case <-ctx.Done():
 			b.abandon(c, "client disconnected")
 			return
+		}
+		if !asked {
+			continue
+		}
+		asked = false
+		o := b.options()
+		if len(c.pending) > o.MaxInputsPerRound {
+			b.abandon(c, "too many requests for input")
+			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(
+				fmt.Sprintf("the upstream asked for more than %d inputs in one round (max_inputs_per_round); the call was cancelled", o.MaxInputsPerRound))))
+			return
+		}
+		if gather == nil {
+			gather = time.After(o.GatherWindow)
 		}
 	}
 }
@@ -369,6 +410,12 @@ func (b *Bridge) upstreamRequest(c *call, r Request, m legacy.Message, fresh map
 func (b *Bridge) park(c *call, r Request, sink Sink) {
 	o := b.options()
 	c.round++
+	if int(c.round) > o.MaxRounds {
+		b.abandon(c, "too many rounds of input")
+		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(
+			fmt.Sprintf("the upstream asked for input more than %d times (max_rounds); the call was cancelled", o.MaxRounds))))
+		return
+	}
 	c.expires = time.Now().Add(o.ParkTTL)
 	token := SealState(o.Keyring, State{
 		Instance: o.Instance, Handle: c.handle, Round: c.round,
@@ -558,15 +605,17 @@ func setLogLevel(ctx context.Context, sess *legacy.Session, level string) error 
 
 // relayNotification passes on the notifications related to the request:
 // progress always, log messages only when the request asked with logLevel.
-func relayNotification(m legacy.Message, r Request, sink Sink) {
+// It returns the sink's error: the client is not reading.
+func relayNotification(m legacy.Message, r Request, sink Sink) error {
 	switch m.Method {
 	case "notifications/progress":
-		_ = sink.Notify(m.Raw)
+		return sink.Notify(m.Raw)
 	case "notifications/message":
 		if r.LogLevel != "" && logLevelAtLeast(stringField(m.Params(), "level"), r.LogLevel) {
-			_ = sink.Notify(m.Raw)
+			return sink.Notify(m.Raw)
 		}
 	}
+	return nil
 }
 
 // logLevelAtLeast reports whether level is at or above threshold in the
@@ -587,8 +636,12 @@ func internalError(msg string) *RPCError {
 }
 
 func upstreamError(err error) *RPCError {
-	if errors.Is(err, legacy.ErrPoolFull) {
+	switch {
+	case errors.Is(err, legacy.ErrPoolFull):
 		return &RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: InternalError, Message: "too many upstream sessions; retry later"}
+	case errors.Is(err, legacy.ErrPrincipalFull):
+		return &RPCError{HTTPStatus: http.StatusTooManyRequests, Code: InternalError,
+			Message: "too many upstream sessions for this principal (max_sessions_per_principal); retry when a call ends"}
 	}
 	return internalError("upstream MCP server unavailable: " + err.Error())
 }

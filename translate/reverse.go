@@ -42,6 +42,9 @@ type ReverseOptions struct {
 	// MaxRounds bounds the input_required rounds of one legacy request.
 	// Default 8.
 	MaxRounds int
+	// MaxInputsPerRound bounds the input requests of one round; a round
+	// asking for more ends the call with an error. Default 16.
+	MaxInputsPerRound int
 	// RoundTimeout bounds how long a round waits for the client's answers.
 	// Default 5m.
 	RoundTimeout time.Duration
@@ -55,7 +58,10 @@ type ReverseOptions struct {
 
 func (o ReverseOptions) withDefaults() ReverseOptions {
 	if o.MaxRounds <= 0 {
-		o.MaxRounds = 8
+		o.MaxRounds = DefaultMaxRounds
+	}
+	if o.MaxInputsPerRound <= 0 {
+		o.MaxInputsPerRound = DefaultMaxInputsPerRound
 	}
 	if o.RoundTimeout <= 0 {
 		o.RoundTimeout = 5 * time.Minute
@@ -357,6 +363,11 @@ func (rv *Reverse) ask(ctx context.Context, s *ReverseSession, r ReverseRequest,
 	}
 	var legs []inline
 	fail := ""
+	n := 0
+	reqs.ForEach(func(_, _ gjson.Result) bool { n++; return true })
+	if n > o.MaxInputsPerRound {
+		return nil, fmt.Sprintf("the server asked for %d inputs in one round, more than %d (max_inputs_per_round); giving up", n, o.MaxInputsPerRound)
+	}
 	reqs.ForEach(func(k, v gjson.Result) bool {
 		method, params := v.Get("method"), v.Get("params")
 		switch {

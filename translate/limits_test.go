@@ -1,0 +1,220 @@
+package translate
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+)
+
+// limitedBridge is a bridge with the given options over a fresh pool.
+func limitedBridge(t *testing.T, opts BridgeOptions, pool legacy.PoolOptions) *Bridge {
+	t.Helper()
+	kr, err := legacy.NewKeyring(legacy.NewRandomKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.MaxSessions, pool.IdleTimeout, pool.Client = 100, time.Minute, http.DefaultClient
+	p := legacy.NewPool(pool)
+	opts.Keyring, opts.Instance = kr, "test"
+	b := NewBridge(p, opts)
+	t.Cleanup(func() { b.Close(); p.Close() })
+	return b
+}
+
+// waitNoSessions fails unless server holds no session within 5s.
+func waitNoSessions(t *testing.T, server *mcp.Server) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for sessionsOf(server) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d upstream sessions left", sessionsOf(server))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestBridgeMaxRounds: a call asking more rounds than MaxRounds ends with
+// an error and its upstream session is closed.
+func TestBridgeMaxRounds(t *testing.T) {
+	upstream, server := legacyUpstream(t)
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, MaxRounds: 2}, legacy.PoolOptions{})
+	a := serve(b, askRequest(t, upstream, 1, 3, ""))
+	for round := 1; round <= 2; round++ {
+		res := gjson.GetBytes(a.final, "result")
+		if res.Get("resultType").String() != "input_required" {
+			t.Fatalf("round %d: %s", round, a.final)
+		}
+		extra := fmt.Sprintf(`,"inputResponses":{"elicitation-%d":{"action":"accept","content":{"a":"x"}}},"requestState":%q`, round, res.Get("requestState").String())
+		a = serve(b, askRequest(t, upstream, 1+round, 3, extra))
+	}
+	if msg := gjson.GetBytes(a.final, "error.message").String(); a.status != http.StatusBadGateway || !strings.Contains(msg, "max_rounds") {
+		t.Fatalf("third round: HTTP %d %s, want 502 naming max_rounds", a.status, a.final)
+	}
+	if b.Parked() != 0 {
+		t.Fatalf("%d calls parked", b.Parked())
+	}
+	waitNoSessions(t, server)
+}
+
+// manyUpstream is a legacy server whose tool `many` asks n questions at
+// once (concurrently, so that they fall in one round) and whose tool
+// `chatty` sends n progress notifications before its result.
+func manyUpstream(t *testing.T) (string, *mcp.Server) {
+	t.Helper()
+	server := mcp.NewServer(&mcp.Implementation{Name: "many", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "many", Description: "Asks n questions at once."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+			N int `json:"n"`
+		}) (*mcp.CallToolResult, any, error) {
+			var wg sync.WaitGroup
+			for i := range in.N {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, _ = req.Session.Elicit(ctx, &mcp.ElicitParams{Message: fmt.Sprint("q", i),
+						RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}})
+				}()
+			}
+			wg.Wait()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "asked"}}}, nil, nil
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "chatty", Description: "Sends n progress notifications."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+			N int `json:"n"`
+		}) (*mcp.CallToolResult, any, error) {
+			for i := range in.N {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Message: "working",
+				}); err != nil {
+					return nil, nil, err
+				}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+		})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	t.Cleanup(ts.Close)
+	return ts.URL, server
+}
+
+func toolRequest(t *testing.T, upstream, tool string, id, n int) Request {
+	t.Helper()
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"n":%d},`+
+		`"_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`, id, tool, n)
+	h := http.Header{"Mcp-Protocol-Version": {ModernVersion}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {tool}}
+	req, rerr := ValidateModern(http.MethodPost, h, []byte(body), nil)
+	if rerr != nil {
+		t.Fatalf("invalid test request: %v", rerr)
+	}
+	return Request{Upstream: upstream, Principal: "p", ModernRequest: req}
+}
+
+// TestBridgeMaxInputsPerRound: a round asking more than MaxInputsPerRound
+// questions ends the call with an error; within the limit it parks.
+func TestBridgeMaxInputsPerRound(t *testing.T) {
+	upstream, server := manyUpstream(t)
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, MaxInputsPerRound: 2, GatherWindow: 200 * time.Millisecond}, legacy.PoolOptions{})
+	a := serve(b, toolRequest(t, upstream, "many", 1, 2))
+	if n := len(gjson.GetBytes(a.final, "result.inputRequests").Map()); n != 2 {
+		t.Fatalf("two questions: %s", a.final)
+	}
+	a = serve(b, toolRequest(t, upstream, "many", 2, 3))
+	if msg := gjson.GetBytes(a.final, "error.message").String(); a.status != http.StatusBadGateway || !strings.Contains(msg, "max_inputs_per_round") {
+		t.Fatalf("three questions: HTTP %d %s, want 502 naming max_inputs_per_round", a.status, a.final)
+	}
+	b.Close()
+	waitNoSessions(t, server)
+}
+
+// blockedSink is a client that stops reading: its writes fail.
+type blockedSink struct{ recordedAnswer }
+
+func (s *blockedSink) Notify([]byte) error { return fmt.Errorf("write timeout") }
+
+// TestBridgeClientStopsReading: a notification the client cannot take
+// abandons the call (the upstream session is closed).
+func TestBridgeClientStopsReading(t *testing.T) {
+	upstream, server := manyUpstream(t)
+	b := limitedBridge(t, BridgeOptions{}, legacy.PoolOptions{})
+	b.Serve(context.Background(), toolRequest(t, upstream, "chatty", 1, 3), &blockedSink{})
+	waitNoSessions(t, server)
+}
+
+// backlogSink holds the first notification for a while, as a client slow to
+// read would: the upstream's further notifications overflow the call's
+// buffer.
+type backlogSink struct {
+	recordedAnswer
+	once sync.Once
+}
+
+func (s *backlogSink) Notify(msg []byte) error {
+	s.once.Do(func() { time.Sleep(500 * time.Millisecond) })
+	return s.recordedAnswer.Notify(msg)
+}
+
+// TestBridgeBufferedNotifications: more notifications than the call buffer
+// holds, unread, end the call with an error and cancel it upstream; within
+// the buffer they all arrive.
+func TestBridgeBufferedNotifications(t *testing.T) {
+	upstream, server := manyUpstream(t)
+	b := limitedBridge(t, BridgeOptions{}, legacy.PoolOptions{CallBuffer: 4})
+	a := &backlogSink{}
+	b.Serve(context.Background(), toolRequest(t, upstream, "chatty", 1, 50), a)
+	if msg := gjson.GetBytes(a.final, "error.message").String(); a.status != http.StatusBadGateway || !strings.Contains(msg, "unread") {
+		t.Fatalf("50 notifications through a buffer of 4: HTTP %d %s, want 502 about unread messages", a.status, a.final)
+	}
+	waitNoSessions(t, server)
+
+	ok := &recordedAnswer{}
+	b.Serve(context.Background(), toolRequest(t, upstream, "chatty", 2, 3), ok)
+	if gjson.GetBytes(ok.final, "result.content.0.text").String() != "done" || len(ok.notifications) != 3 {
+		t.Fatalf("3 notifications: %d relayed, final %s", len(ok.notifications), ok.final)
+	}
+}
+
+// TestReverseMaxInputsPerRound: a modern server asking more inputs in one
+// round than MaxInputsPerRound gets the legacy client an isError result,
+// and nothing is asked in-line.
+func TestReverseMaxInputsPerRound(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "reverse-test", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "rounds", Description: "Asks three questions at once."},
+		func(context.Context, *mcp.CallToolRequest, struct {
+			N int `json:"n"`
+		}) (*mcp.CallToolResult, any, error) {
+			reqs := mcp.InputRequestMap{}
+			for i := range 3 {
+				reqs[fmt.Sprint("q", i)] = &mcp.ElicitParams{Message: "?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}}
+			}
+			return &mcp.CallToolResult{InputRequests: reqs}, nil, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(srv.Close)
+	kr, err := legacy.NewKeyring(legacy.NewRandomKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv := NewReverse(http.DefaultClient, ReverseOptions{Keyring: kr, Instance: "0123456789abcdef", MaxInputsPerRound: 2})
+	s := openSession(t, rv, srv.URL, "p", `{"elicitation":{}}`)
+	sink := newRecordingSink()
+	rv.Serve(context.Background(), s, callRequest(t, 1, 0), sink)
+	f := wantFinal(t, sink)
+	res := gjson.GetBytes(f.msg, "result")
+	if !res.Get("isError").Bool() || !strings.Contains(res.Get("content.0.text").String(), "max_inputs_per_round") {
+		t.Fatalf("final %s, want an isError result naming max_inputs_per_round", f.msg)
+	}
+	if len(sink.notes) != 0 || rv.Waiting() != 0 {
+		t.Fatalf("%d in-line requests sent, %d waiting", len(sink.notes), rv.Waiting())
+	}
+}
