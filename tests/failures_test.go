@@ -1,0 +1,431 @@
+package tests
+
+// Failure behaviour through a real Caddy: an upstream that dies mid-call, an
+// upstream stream that drops and is resumed, a reload in the middle of a
+// round, a client that stops reading, a restart with calls parked. Each
+// case must end with a clear error or a completed call within a generous
+// bound (never a hang), and leave no parked call, leased upstream session
+// or goroutine behind.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// notHang bounds every wait of these tests: reaching it means a hang.
+const notHang = 20 * time.Second
+
+// failingLegacy is a legacy go-sdk server (sessions, with an event store so
+// that its streams can be resumed) in the test process, so that a test can
+// kill it mid-call: Close ends its listener and every connection, which is
+// what the gateway sees of a killed process. Its tools:
+//
+//   - `ask` elicits once and reports the answer;
+//   - `hold` sends a progress notification, then waits for release (or its
+//     cancellation) and reports "held";
+//   - `drop` sends a progress notification, closes its SSE stream (the go-sdk
+//     server-initiated disconnect of 2025-11-25, which the client resumes
+//     with Last-Event-ID), sends another and reports "survived";
+//   - `flood` sends {n} progress notifications of 32 KiB (the go-sdk queues
+//     them: the tool may end before they are all read).
+//
+// Every tool call reports how it ended on ended.
+type failingLegacy struct {
+	url     string
+	srv     *http.Server
+	server  *mcp.Server
+	release chan struct{}
+	ended   chan string
+	resumes atomic.Int32 // GETs carrying Last-Event-ID
+}
+
+func newFailingLegacy(t *testing.T) *failingLegacy {
+	t.Helper()
+	f := &failingLegacy{release: make(chan struct{}, 16), ended: make(chan string, 64)}
+	f.server = mcp.NewServer(&mcp.Implementation{Name: "failing", Version: "1"}, nil)
+	progress := func(ctx context.Context, req *mcp.CallToolRequest, n int, msg string) error {
+		return req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(n), Message: msg})
+	}
+	text := func(s string) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+	}
+	mcp.AddTool(f.server, &mcp.Tool{Name: "ask", Description: "Asks once."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Sure?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}})
+			if err != nil {
+				f.ended <- "ask: " + err.Error()
+				return nil, nil, err
+			}
+			f.ended <- "ask: " + res.Action
+			return text(fmt.Sprint("answer: ", res.Content["answer"])), nil, nil
+		})
+	mcp.AddTool(f.server, &mcp.Tool{Name: "hold", Description: "Holds until released."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			if err := progress(ctx, req, 1, "holding"); err != nil {
+				f.ended <- "hold: " + err.Error()
+				return nil, nil, err
+			}
+			select {
+			case <-f.release:
+				f.ended <- "hold: released"
+				return text("held"), nil, nil
+			case <-ctx.Done():
+				f.ended <- "hold: cancelled"
+				return nil, nil, ctx.Err()
+			}
+		})
+	mcp.AddTool(f.server, &mcp.Tool{Name: "drop", Description: "Drops its stream once."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			_ = progress(ctx, req, 1, "before the drop")
+			req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: 50 * time.Millisecond})
+			time.Sleep(300 * time.Millisecond)
+			_ = progress(ctx, req, 2, "after the drop")
+			f.ended <- "drop: done"
+			return text("survived"), nil, nil
+		})
+	mcp.AddTool(f.server, &mcp.Tool{Name: "flood", Description: "Sends n large progress notifications."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+			N int `json:"n"`
+		}) (*mcp.CallToolResult, any, error) {
+			big := strings.Repeat("x", 32<<10)
+			for i := range in.N {
+				if err := progress(ctx, req, i, big); err != nil {
+					f.ended <- fmt.Sprintf("flood: stopped after %d", i)
+					return nil, nil, err
+				}
+			}
+			f.ended <- "flood: done"
+			return text("flooded"), nil, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
+		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+			f.resumes.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	})}
+	go func() { _ = f.srv.Serve(ln) }()
+	t.Cleanup(f.kill)
+	f.url = "http://" + ln.Addr().String() + "/mcp"
+	return f
+}
+
+// kill ends the server and every connection to it.
+func (f *failingLegacy) kill() { _ = f.srv.Close() }
+
+func countSessions(s *mcp.Server) int {
+	n := 0
+	for range s.Sessions() {
+		n++
+	}
+	return n
+}
+
+func (f *failingLegacy) block() string {
+	return "\t\tupstream " + f.url + " {\n\t\t\tera legacy\n\t\t}"
+}
+
+// modernCall POSTs a modern tools/call with a progress token.
+func modernCall(t *testing.T, url string, id int, tool string, args map[string]any, extra map[string]any) *http.Response {
+	t.Helper()
+	m := meta(modernVersion)
+	m["progressToken"] = fmt.Sprint("progress-", id)
+	m["io.modelcontextprotocol/clientCapabilities"] = map[string]any{"elicitation": map[string]any{}}
+	params := map[string]any{"name": tool, "arguments": args, "_meta": m}
+	for k, v := range extra {
+		params[k] = v
+	}
+	return post(t, url, modernHeaders(modernVersion, "tools/call", tool), rpcBody(t, id, "tools/call", params))
+}
+
+// awaitResponse reads events until the JSON-RPC response to id and returns
+// its data, or "" when the stream ends first. It fails after notHang.
+func awaitResponse(t *testing.T, events <-chan sseMsg, id int) string {
+	t.Helper()
+	deadline := time.After(notHang)
+	for {
+		select {
+		case m, ok := <-events:
+			if !ok {
+				return ""
+			}
+			if strings.Contains(m.data, fmt.Sprintf(`"id":%d`, id)) && (strings.Contains(m.data, `"result"`) || strings.Contains(m.data, `"error"`)) {
+				return m.data
+			}
+		case <-deadline:
+			t.Fatalf("no response to request %d within %v: a hang", id, notHang)
+		}
+	}
+}
+
+// settled waits until the gateway holds no parked call and no leased
+// upstream session, and its goroutines are back near base.
+func (g *gateway) settled(t *testing.T, base int) {
+	t.Helper()
+	deadline := time.Now().Add(notHang)
+	for {
+		var parked []map[string]any
+		adminGET(t, g, "/mcp_gateway/parked", &parked)
+		var sessions map[string]map[string]int
+		adminGET(t, g, "/mcp_gateway/sessions", &sessions)
+		leased := 0
+		for _, st := range sessions {
+			leased += st["open"] - st["idle"]
+		}
+		gr := g.goroutines(t)
+		// Idle pooled sessions (a GET stream each) and keep-alive
+		// connections may stay: a few goroutines each.
+		if len(parked) == 0 && leased == 0 && gr <= base+25 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %d parked calls, %d leased upstream sessions, %d goroutines (baseline %d)", notHang, len(parked), leased, gr, base)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestFailureUpstreamDies: an upstream killed mid-call gives the client a
+// clear error soon, in every cell that holds a call open, and the gateway
+// keeps nothing of the call.
+func TestFailureUpstreamDies(t *testing.T) {
+	t.Run("forward bridge, call parked", func(t *testing.T) {
+		up := newFailingLegacy(t)
+		g := startGateway(t, up.block())
+		base := g.goroutines(t)
+		resp := modernCall(t, g.URL, 1, "ask", map[string]any{}, nil)
+		ir := parseInputRequired(t, readRPC(t, resp, 1))
+		up.kill()
+		retry := map[string]any{"inputResponses": map[string]any{"elicitation-1": acceptAnswer}, "requestState": ir.RequestState}
+		x := readRPC(t, modernCall(t, g.URL, 2, "ask", map[string]any{}, retry), 2)
+		checkRPCError(t, x, http.StatusBadGateway, -32603, 2)
+		g.settled(t, base)
+	})
+	t.Run("forward bridge, result streaming", func(t *testing.T) {
+		up := newFailingLegacy(t)
+		g := startGateway(t, up.block())
+		base := g.goroutines(t)
+		resp := modernCall(t, g.URL, 1, "hold", map[string]any{}, nil)
+		events := readSSE(resp.Body)
+		if first := nextData(t, events); !strings.Contains(first.data, "notifications/progress") {
+			t.Fatalf("first event %s, want progress", first.data)
+		}
+		up.kill()
+		final := awaitResponse(t, events, 1)
+		if !strings.Contains(final, `"code":-32603`) || !strings.Contains(final, "upstream") {
+			t.Fatalf("the stream ended with %q, want a -32603 error about the upstream", final)
+		}
+		g.settled(t, base)
+	})
+	t.Run("pinned pass-through", func(t *testing.T) {
+		up := newFailingLegacy(t)
+		g := startGateway(t, up.block())
+		base := g.goroutines(t)
+		sid := openLegacySession(t, g.URL)
+		resp := post(t, g.URL, legacyHeaders(sid), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"hold","arguments":{},"_meta":{"progressToken":"p"}}}`)
+		events := readSSE(resp.Body)
+		first := nextData(t, events)
+		if !strings.Contains(first.data, "notifications/progress") || first.id == "" {
+			t.Fatalf("first event %+v, want progress with an event id", first)
+		}
+		up.kill()
+		// The stream breaks (the client may resume it); resuming gets 502.
+		if final := awaitResponse(t, events, 3); final != "" {
+			t.Fatalf("the stream carried %s, want it to end", final)
+		}
+		resumed := send(t, http.MethodGet, g.URL, map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25", "Last-Event-ID": first.id}, "")
+		if code, _ := rpcErrorOf(t, resumed); resumed.StatusCode != http.StatusBadGateway || code != -32603 {
+			t.Fatalf("resuming: HTTP %d code %d, want 502 and -32603", resumed.StatusCode, code)
+		}
+		g.settled(t, base)
+	})
+	t.Run("reverse bridge, round open", func(t *testing.T) {
+		up := newModernUpstream(t)
+		g := startGateway(t, up.block())
+		base := g.goroutines(t)
+		sid, _ := initReverse(t, g.URL, "2025-11-25", `{"elicitation":{}}`, nil)
+		_, events := startCall(t, g.URL, sid, 4, "confirm")
+		q := readInline(t, events)
+		up.kill()
+		if r := answerInline(t, g.URL, sid, q.ID, `{"action":"accept","content":{"answer":"yes"}}`); r.StatusCode != http.StatusAccepted {
+			t.Fatalf("answer: HTTP %d", r.StatusCode)
+		}
+		final := awaitResponse(t, events, 4)
+		if !strings.Contains(final, `"code":-32603`) || !strings.Contains(final, "upstream") {
+			t.Fatalf("the stream ended with %q, want a -32603 error about the upstream", final)
+		}
+		g.settled(t, base)
+	})
+}
+
+// modernUpstream is a modern-only go-sdk server (stateless) in the test
+// process whose tool `confirm` asks one elicitation through input_required
+// and reports the answer. Close kills it.
+type modernUpstream struct {
+	url string
+	srv *http.Server
+}
+
+func newModernUpstream(t *testing.T) *modernUpstream {
+	t.Helper()
+	server := mcp.NewServer(&mcp.Implementation{Name: "modern-failing", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "confirm", Description: "Asks once."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			if e, ok := req.Params.InputResponses["confirm"].(*mcp.ElicitResult); ok {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint("confirmed: ", e.Content["answer"])}}}, nil, nil
+			}
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{Message: "Sure?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}}}}, nil, nil
+		})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &modernUpstream{url: "http://" + ln.Addr().String() + "/mcp", srv: &http.Server{Handler: mcp.NewStreamableHTTPHandler(
+		func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})}}
+	go func() { _ = m.srv.Serve(ln) }()
+	t.Cleanup(m.kill)
+	return m
+}
+
+func (m *modernUpstream) kill() { _ = m.srv.Close() }
+
+func (m *modernUpstream) block() string {
+	return "\t\tupstream " + m.url + " {\n\t\t\tera modern\n\t\t}"
+}
+
+// TestFailureStreamResumed: an upstream that drops a call's stream (the
+// go-sdk's server-initiated disconnect, with an event store) is resumed by
+// the forward bridge with Last-Event-ID, and the call completes with every
+// notification.
+func TestFailureStreamResumed(t *testing.T) {
+	up := newFailingLegacy(t)
+	g := startGateway(t, up.block())
+	base := g.goroutines(t)
+	resp := modernCall(t, g.URL, 1, "drop", map[string]any{}, nil)
+	raw, res, err := readSSEResponse(resp.Body, 1)
+	if err != nil || res == nil || res.Error != nil || !strings.Contains(string(res.Result), "survived") {
+		t.Fatalf("the call ended with %v %s", err, raw)
+	}
+	if !strings.Contains(raw, "before the drop") || !strings.Contains(raw, "after the drop") {
+		t.Fatalf("a notification was lost across the resumption:\n%s", raw)
+	}
+	if up.resumes.Load() == 0 {
+		t.Fatal("the upstream saw no GET with Last-Event-ID: was the stream dropped?")
+	}
+	g.settled(t, base)
+}
+
+// TestFailureReloadMidRound: `caddy reload` while a call is in progress in
+// either bridge does not end it: the round completes on the stream it
+// started on.
+func TestFailureReloadMidRound(t *testing.T) {
+	t.Run("forward bridge", func(t *testing.T) {
+		up := newFailingLegacy(t)
+		g := startGateway(t, up.block())
+		resp := modernCall(t, g.URL, 1, "hold", map[string]any{}, nil)
+		events := readSSE(resp.Body)
+		nextData(t, events) // the upstream is working
+		g.reload(t, up.block()+"\n\t\tgather_window 30ms")
+		up.release <- struct{}{}
+		if final := awaitResponse(t, events, 1); !strings.Contains(final, "held") {
+			t.Fatalf("after the reload the call ended with %q", final)
+		}
+	})
+	t.Run("reverse bridge", func(t *testing.T) {
+		up := newModernUpstream(t)
+		g := startGateway(t, up.block())
+		sid, _ := initReverse(t, g.URL, "2025-11-25", `{"elicitation":{}}`, nil)
+		_, events := startCall(t, g.URL, sid, 2, "confirm")
+		q := readInline(t, events)
+		g.reload(t, up.block()+"\n\t\tkeepalive_interval 20s")
+		if r := answerInline(t, g.URL, sid, q.ID, `{"action":"accept","content":{"answer":"yes"}}`); r.StatusCode != http.StatusAccepted {
+			t.Fatalf("answer after the reload: HTTP %d", r.StatusCode)
+		}
+		if final := awaitResponse(t, events, 2); !strings.Contains(final, "confirmed: yes") {
+			t.Fatalf("after the reload the call ended with %q", final)
+		}
+	})
+}
+
+// TestFailureSlowClient: a client that stops reading its stream while the
+// upstream floods it with notifications loses the call after write_timeout;
+// the upstream call is cancelled and nothing is left.
+func TestFailureSlowClient(t *testing.T) {
+	up := newFailingLegacy(t)
+	g := startGateway(t, up.block()+"\n\t\twrite_timeout 1s")
+	base := g.goroutines(t)
+	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", g.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(4 << 10) // read nothing, and buffer little
+	}
+	m := meta(modernVersion)
+	m["progressToken"] = "flood"
+	body := rpcBody(t, 1, "tools/call", map[string]any{"name": "flood", "arguments": map[string]any{"n": 1000}, "_meta": m})
+	req, _ := http.NewRequest(http.MethodPost, g.URL, strings.NewReader(body))
+	for k, v := range modernHeaders(modernVersion, "tools/call", "flood") {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	w := bufio.NewWriter(conn)
+	if err := req.Write(w); err != nil || w.Flush() != nil {
+		t.Fatalf("writing the request: %v", err)
+	}
+	wait(t, up.ended, notHang, "end of the flooding tool")
+	// The gateway abandoned the call: it ended the upstream session (a
+	// completed call would have left it idle in the pool).
+	deadline := time.Now().Add(notHang)
+	for countSessions(up.server) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream still holds %d sessions after %v", countSessions(up.server), notHang)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	g.settled(t, base)
+}
+
+// TestFailureRestartWithParkedCalls: calls parked when Caddy stops are
+// cancelled upstream; their retries on a fresh process (same state_key) get
+// a clear error, and nothing of them reaches the upstream.
+func TestFailureRestartWithParkedCalls(t *testing.T) {
+	rs := newRecordingServer(t)
+	block := "\t\tupstream " + rs.url + " {\n\t\t\tera legacy\n\t\t}\n\t\tstate_key " + testKey(7)
+	g := startGateway(t, block)
+	ir := parseInputRequired(t, askCall(t, g.URL, 1, "restart", nil, nil))
+	g.stop(t)
+	if got := wait(t, rs.answers, notHang, "answer at shutdown"); got != "cancel" {
+		t.Fatalf("upstream got %q, want cancel", got)
+	}
+	if got := wait(t, rs.ended, notHang, "end of the tool call"); got != "cancelled" {
+		t.Fatalf("tool call %s, want cancelled", got)
+	}
+	fresh := startGateway(t, block)
+	before := rs.requests.Load()
+	x := askCall(t, fresh.URL, 2, "restart", map[string]any{"inputResponses": map[string]any{"elicitation-1": acceptAnswer}, "requestState": ir.RequestState}, nil)
+	if x.Status == http.StatusOK || x.Resp == nil || x.Resp.Error == nil {
+		t.Fatalf("retry on a fresh process: %s, want a JSON-RPC error", x)
+	}
+	if after := rs.requests.Load(); after != before {
+		t.Fatalf("the upstream received %d requests for the retry", after-before)
+	}
+}
