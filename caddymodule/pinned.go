@@ -41,15 +41,19 @@ func (h *Handler) serveLegacy(w http.ResponseWriter, r *http.Request, body []byt
 	pin, err := legacy.OpenPin(h.keyring, legacy.GatewaySessionID(sid))
 	var up *Upstream
 	if err == nil {
-		up = h.upstreamByURL(pin.Upstream)
+		if pin.Principal == translate.PrincipalHash(h.principal(r)) {
+			// Another principal's session id is as good as unknown.
+			up = h.upstreamByURL(pin.Upstream)
+		}
 	} else if rs, rup := h.openReverse(r, sid); rs != nil {
 		// Not a pin: a session the gateway holds itself in front of a
 		// modern upstream (the reverse bridge, reverse.go).
 		return h.serveReverse(w, r, body, rs, rup)
 	}
 	if up == nil {
-		// Unknown, forged, sealed under a retired key, or pinned to an
-		// upstream no longer configured: the client must initialize again.
+		// Unknown, forged, sealed under a retired key, another principal's,
+		// or pinned to an upstream no longer configured: the client must
+		// initialize again.
 		return writeRPCError(w, id, &translate.RPCError{
 			HTTPStatus: http.StatusNotFound, Code: codeSessionNotFound,
 			Message: "Session not found",
@@ -93,9 +97,10 @@ func (h *Handler) initializeLegacy(w http.ResponseWriter, r *http.Request, body 
 		idempotent: true, // at worst an unused upstream session is left to expire
 		answerSession: func(up *Upstream, upstreamSession string) string {
 			return string(legacy.SealPin(h.keyring, legacy.Pin{
-				Upstream: up.URL,
-				Session:  legacy.UpstreamSessionID(upstreamSession),
-				Issued:   time.Now(),
+				Upstream:  up.URL,
+				Session:   legacy.UpstreamSessionID(upstreamSession),
+				Principal: translate.PrincipalHash(h.principal(r)),
+				Issued:    time.Now(),
 			}))
 		},
 	})

@@ -126,14 +126,14 @@ func TestParseKey(t *testing.T) {
 func TestPinRoundTrip(t *testing.T) {
 	kr := mustKeyring(t, NewRandomKey())
 	for _, p := range []Pin{
-		{Upstream: "http://127.0.0.1:9101/mcp", Session: "abc-123", Issued: time.Unix(1795000000, 0)},
+		{Upstream: "http://127.0.0.1:9101/mcp", Session: "abc-123", Principal: [16]byte{1, 2, 3}, Issued: time.Unix(1795000000, 0)},
 		{Upstream: "https://mcp.example.com/v1/mcp", Session: "", Issued: time.Unix(0, 0)},
 	} {
 		got, err := OpenPin(kr, SealPin(kr, p))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Upstream != p.Upstream || got.Session != p.Session || !got.Issued.Equal(p.Issued) {
+		if got.Upstream != p.Upstream || got.Session != p.Session || got.Principal != p.Principal || !got.Issued.Equal(p.Issued) {
 			t.Fatalf("got %+v, want %+v", got, p)
 		}
 	}
@@ -165,7 +165,7 @@ func FuzzOpenPin(f *testing.F) {
 		}
 		// Anything that opens must re-seal to something that opens the same.
 		q, err := OpenPin(kr, SealPin(kr, p))
-		if err != nil || q.Upstream != p.Upstream || q.Session != p.Session {
+		if err != nil || q.Upstream != p.Upstream || q.Session != p.Session || q.Principal != p.Principal {
 			t.Fatalf("re-seal mismatch: %+v vs %+v (%v)", p, q, err)
 		}
 	})

@@ -40,12 +40,13 @@ const notHang = 20 * time.Second
 //
 // Every tool call reports how it ended on ended.
 type failingLegacy struct {
-	url     string
-	srv     *http.Server
-	server  *mcp.Server
-	release chan struct{}
-	ended   chan string
-	resumes atomic.Int32 // GETs carrying Last-Event-ID
+	url      string
+	srv      *http.Server
+	server   *mcp.Server
+	release  chan struct{}
+	ended    chan string
+	resumes  atomic.Int32 // GETs carrying Last-Event-ID
+	requests atomic.Int32 // every HTTP request
 }
 
 func newFailingLegacy(t *testing.T) *failingLegacy {
@@ -114,6 +115,7 @@ func newFailingLegacy(t *testing.T) *failingLegacy {
 		t.Fatal(err)
 	}
 	f.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.requests.Add(1)
 		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
 			f.resumes.Add(1)
 		}

@@ -23,6 +23,7 @@ type gateway struct {
 	Port      int
 	AdminAddr string
 	config    string
+	global    string // extra global options
 	cmd       *exec.Cmd
 	log       *bytes.Buffer
 	done      chan struct{}
@@ -57,12 +58,13 @@ func caddyBinary(t *testing.T) string {
 }
 
 // gatewayConfig renders a Caddyfile serving mcp_gateway at /mcp on port,
-// with body as the directive's block.
-func gatewayConfig(port int, admin, body string) string {
+// with body as the directive's block and global as extra global options.
+func gatewayConfig(port int, admin, global, body string) string {
 	return fmt.Sprintf(`{
 	admin %s
 	grace_period 10s
 	persist_config off
+%s
 }
 
 :%d {
@@ -71,16 +73,22 @@ func gatewayConfig(port int, admin, body string) string {
 %s
 	}
 }
-`, admin, port, body)
+`, admin, global, port, body)
 }
 
 // startGateway runs Caddy with an mcp_gateway block (the lines inside
 // `mcp_gateway /mcp { ... }`) and waits until it serves.
 func startGateway(t *testing.T, block string) *gateway {
 	t.Helper()
+	return startGatewayGlobal(t, "", block)
+}
+
+// startGatewayGlobal is startGateway with extra global options (e.g. debug).
+func startGatewayGlobal(t *testing.T, global, block string) *gateway {
+	t.Helper()
 	bin := caddyBinary(t)
 	dir := t.TempDir()
-	g := &gateway{Port: freePort(t), AdminAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), log: new(bytes.Buffer), done: make(chan struct{})}
+	g := &gateway{Port: freePort(t), AdminAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), global: global, log: new(bytes.Buffer), done: make(chan struct{})}
 	g.URL = fmt.Sprintf("http://127.0.0.1:%d/mcp", g.Port)
 	g.config = filepath.Join(dir, "Caddyfile")
 	g.writeConfig(t, block)
@@ -107,7 +115,7 @@ func startGateway(t *testing.T, block string) *gateway {
 
 func (g *gateway) writeConfig(t *testing.T, block string) {
 	t.Helper()
-	if err := os.WriteFile(g.config, []byte(gatewayConfig(g.Port, g.AdminAddr, block)), 0o600); err != nil {
+	if err := os.WriteFile(g.config, []byte(gatewayConfig(g.Port, g.AdminAddr, g.global, block)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
