@@ -32,7 +32,8 @@ if ((${#short[@]} == 0)); then
 	# A count, not a duration: time-boxed fuzzing can end with a spurious
 	# "context deadline exceeded" on Go 1.26 (golang/go#75804).
 	for target in "FuzzReader ./sse/" "FuzzWriter ./sse/" "FuzzPeek ./translate/" "FuzzValidateModern ./translate/" \
-		"FuzzOpenState ./translate/" "FuzzReshapeResult ./translate/" "FuzzOpenPin ./legacy/" "FuzzOpenClientSession ./legacy/"; do
+		"FuzzOpenState ./translate/" "FuzzReshapeResult ./translate/" "FuzzOpenPin ./legacy/" "FuzzOpenClientSession ./legacy/" \
+		"FuzzInputs ./translate/" "FuzzParseMessage ./legacy/"; do
 		set -- $target
 		if ! out="$(go test -run='^$' -fuzz="^$1\$" -fuzztime=200000x "$2" 2>&1)"; then
 			echo "fuzzing $1 failed:"; echo "$out"; exit 1

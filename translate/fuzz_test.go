@@ -129,3 +129,31 @@ func FuzzValidateModern(f *testing.F) {
 		}
 	})
 }
+
+// FuzzInputs feeds what a legacy server and a modern client control into
+// the input-round code: an in-line request (method and params) becomes an
+// input request, a client's answer is validated against it, an error
+// becomes URL elicitations; the input_required result built from them must
+// be valid JSON.
+func FuzzInputs(f *testing.F) {
+	f.Add("elicitation/create", []byte(`{"message":"?","requestedSchema":{"type":"object","properties":{}},"_meta":{"io.github.caddy-mcp-gateway/inputKey":"k"}}`),
+		[]byte(`{"action":"accept","content":{"a":"b"}}`), []byte(`{"code":-32042,"message":"x","data":{"elicitations":[{"mode":"url","url":"https://e.example","message":"m","elicitationId":"1"}]}}`))
+	f.Add("sampling/createMessage", []byte(`{"messages":[],"maxTokens":5}`), []byte(`{"role":"assistant","model":"m","content":{"type":"text","text":"t"}}`), []byte(`{}`))
+	f.Add("roots/list", []byte(nil), []byte(`{"roots":[{"uri":"file:///"}]}`), []byte(`null`))
+	f.Add("elicitation/create", []byte(`{"mode":"url","url":"javascript:x","message":""}`), []byte(`{"action":"maybe"}`), []byte(`{"code":"x"}`))
+	f.Fuzz(func(t *testing.T, method string, params, answer, errObj []byte) {
+		var kc KeyCounter
+		ir, err := NewInputRequest(method, params, &kc)
+		if err == nil {
+			_ = ValidateInputResponse(ir.Method, answer)
+			if out := InputRequiredResult([]InputRequest{ir}, "state"); !json.Valid(out) {
+				t.Fatalf("input_required result is not JSON: %s", out)
+			}
+		}
+		if reqs, ok := URLElicitationFromError(errObj); ok {
+			if out := InputRequiredResult(reqs, ""); !json.Valid(out) {
+				t.Fatalf("input_required result from an error is not JSON: %s", out)
+			}
+		}
+	})
+}
