@@ -35,6 +35,8 @@ const notHang = 20 * time.Second
 //   - `drop` sends a progress notification, closes its SSE stream (the go-sdk
 //     server-initiated disconnect of 2025-11-25, which the client resumes
 //     with Last-Event-ID), sends another and reports "survived";
+//   - `chatter` elicits once and, while the call is parked, sends 50
+//     progress notifications;
 //   - `flood` sends {n} progress notifications of 32 KiB (the go-sdk queues
 //     them: the tool may end before they are all read).
 //
@@ -93,6 +95,22 @@ func newFailingLegacy(t *testing.T) *failingLegacy {
 			_ = progress(ctx, req, 2, "after the drop")
 			f.ended <- "drop: done"
 			return text("survived"), nil, nil
+		})
+	mcp.AddTool(f.server, &mcp.Tool{Name: "chatter", Description: "Asks once, and sends 50 progress notifications while it waits."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			go func() {
+				time.Sleep(300 * time.Millisecond) // the call is parked by then
+				for i := range 50 {
+					_ = progress(ctx, req, i, "chatter")
+				}
+			}()
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Sure?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}})
+			if err != nil {
+				f.ended <- "chatter: " + err.Error()
+				return nil, nil, err
+			}
+			f.ended <- "chatter: " + res.Action
+			return text("chatted"), nil, nil
 		})
 	mcp.AddTool(f.server, &mcp.Tool{Name: "flood", Description: "Sends n large progress notifications."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {

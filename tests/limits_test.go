@@ -1,0 +1,68 @@
+package tests
+
+// The limits, through a real Caddy: configured in the Caddyfile, enforced
+// with a clear error, and leaving nothing behind.
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLimits: max_rounds, max_sessions_per_principal and
+// max_buffered_notifications in front of a legacy server.
+func TestLimits(t *testing.T) {
+	t.Run("max_rounds", func(t *testing.T) {
+		up := newFailingLegacy(t)
+		g := startGateway(t, up.block()+"\n\t\tmax_rounds 1")
+		base := g.goroutines(t)
+		ir := parseInputRequired(t, readRPC(t, modernCall(t, g.URL, 1, "ask", map[string]any{}, nil), 1))
+		// An invalid answer would be asked again, in a second round.
+		bad := map[string]any{"inputResponses": map[string]any{"elicitation-1": map[string]any{"action": "maybe"}}, "requestState": ir.RequestState}
+		x := readRPC(t, modernCall(t, g.URL, 2, "ask", map[string]any{}, bad), 2)
+		if r := checkRPCError(t, x, http.StatusBadGateway, -32603, 2); r != nil && !strings.Contains(r.Error.Message, "max_rounds") {
+			t.Fatalf("message %q, want it to name max_rounds", r.Error.Message)
+		}
+		if got := wait(t, up.ended, notHang, "end of the tool call"); got != "ask: cancel" {
+			t.Fatalf("the tool %s, want its question cancelled", got)
+		}
+		g.settled(t, base)
+	})
+	t.Run("max_sessions_per_principal", func(t *testing.T) {
+		up := newFailingLegacy(t)
+		g := startGateway(t, up.block()+"\n\t\tmax_sessions_per_principal 1")
+		as := func(id int, who string) rpcExchange {
+			hdr := modernHeaders(modernVersion, "tools/call", "ask")
+			hdr["Authorization"] = "Bearer " + who
+			m := meta(modernVersion)
+			m["io.modelcontextprotocol/clientCapabilities"] = map[string]any{"elicitation": map[string]any{}}
+			return postRPC(t, g.URL, hdr, rpcBody(t, id, "tools/call", map[string]any{"name": "ask", "arguments": map[string]any{}, "_meta": m}), id)
+		}
+		parseInputRequired(t, as(1, "alice")) // alice's one session is parked
+		if r := checkRPCError(t, as(2, "alice"), http.StatusTooManyRequests, -32603, 2); r != nil && !strings.Contains(r.Error.Message, "max_sessions_per_principal") {
+			t.Fatalf("message %q, want it to name max_sessions_per_principal", r.Error.Message)
+		}
+		parseInputRequired(t, as(3, "bob"))
+	})
+	t.Run("max_buffered_notifications", func(t *testing.T) {
+		up := newFailingLegacy(t)
+		g := startGateway(t, up.block()+"\n\t\tmax_buffered_notifications 8")
+		base := g.goroutines(t)
+		ir := parseInputRequired(t, readRPC(t, modernCall(t, g.URL, 1, "chatter", map[string]any{}, nil), 1))
+		time.Sleep(time.Second) // 50 notifications arrive while the call is parked
+		retry := map[string]any{"inputResponses": map[string]any{"elicitation-1": map[string]any{"action": "accept", "content": map[string]any{}}}, "requestState": ir.RequestState}
+		x := readRPC(t, modernCall(t, g.URL, 2, "chatter", map[string]any{}, retry), 2)
+		if x.Resp == nil || x.Resp.Error == nil || x.Resp.Error.Code != -32603 || !strings.Contains(x.Resp.Error.Message, "unread") {
+			t.Fatalf("retry after the buffer overflowed: %s, want -32603 about unread messages", x)
+		}
+		deadline := time.Now().Add(notHang)
+		for countSessions(up.server) != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the upstream still holds %d sessions", countSessions(up.server))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		g.settled(t, base)
+	})
+}
