@@ -49,6 +49,19 @@ type failingLegacy struct {
 	ended    chan string
 	resumes  atomic.Int32 // GETs carrying Last-Event-ID
 	requests atomic.Int32 // every HTTP request
+	inflight atomic.Int32 // POSTs being answered
+}
+
+// await waits until count() is 0, failing after notHang.
+func (f *failingLegacy) await(t *testing.T, what string, count func() int) {
+	t.Helper()
+	deadline := time.Now().Add(notHang)
+	for count() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d %s left after %v", count(), what, notHang)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func newFailingLegacy(t *testing.T) *failingLegacy {
@@ -134,6 +147,10 @@ func newFailingLegacy(t *testing.T) *failingLegacy {
 	}
 	f.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.requests.Add(1)
+		if r.Method == http.MethodPost {
+			f.inflight.Add(1)
+			defer f.inflight.Add(-1)
+		}
 		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
 			f.resumes.Add(1)
 		}
@@ -384,44 +401,57 @@ func TestFailureReloadMidRound(t *testing.T) {
 }
 
 // TestFailureSlowClient: a client that stops reading its stream while the
-// upstream floods it with notifications loses the call after write_timeout;
-// the upstream call is cancelled and nothing is left.
+// upstream floods it loses the stream after write_timeout, and nothing is
+// left: in the forward bridge the upstream call is cancelled (its session
+// ended); in pinned pass-through the upstream request is let go.
 func TestFailureSlowClient(t *testing.T) {
-	up := newFailingLegacy(t)
-	g := startGateway(t, up.block()+"\n\t\twrite_timeout 1s")
-	base := g.goroutines(t)
-	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", g.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if tc, ok := conn.(*net.TCPConn); ok {
-		_ = tc.SetReadBuffer(4 << 10) // read nothing, and buffer little
-	}
-	m := meta(modernVersion)
-	m["progressToken"] = "flood"
-	body := rpcBody(t, 1, "tools/call", map[string]any{"name": "flood", "arguments": map[string]any{"n": 1000}, "_meta": m})
-	req, _ := http.NewRequest(http.MethodPost, g.URL, strings.NewReader(body))
-	for k, v := range modernHeaders(modernVersion, "tools/call", "flood") {
-		req.Header.Set(k, v)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	w := bufio.NewWriter(conn)
-	if err := req.Write(w); err != nil || w.Flush() != nil {
-		t.Fatalf("writing the request: %v", err)
-	}
-	wait(t, up.ended, notHang, "end of the flooding tool")
-	// The gateway abandoned the call: it ended the upstream session (a
-	// completed call would have left it idle in the pool).
-	deadline := time.Now().Add(notHang)
-	for countSessions(up.server) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the upstream still holds %d sessions after %v", countSessions(up.server), notHang)
+	// stall sends a request on a raw connection that is never read.
+	stall := func(t *testing.T, g *gateway, hdr map[string]string, body string) {
+		t.Helper()
+		conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", g.Port))
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		t.Cleanup(func() { conn.Close() })
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.SetReadBuffer(4 << 10) // read nothing, and buffer little
+		}
+		req, _ := http.NewRequest(http.MethodPost, g.URL, strings.NewReader(body))
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		w := bufio.NewWriter(conn)
+		if err := req.Write(w); err != nil || w.Flush() != nil {
+			t.Fatalf("writing the request: %v", err)
+		}
 	}
-	g.settled(t, base)
+	t.Run("forward bridge", func(t *testing.T) {
+		up := newFailingLegacy(t)
+		g := startGateway(t, up.block()+"\n\t\twrite_timeout 1s")
+		base := g.goroutines(t)
+		m := meta(modernVersion)
+		m["progressToken"] = "flood"
+		stall(t, g, modernHeaders(modernVersion, "tools/call", "flood"),
+			rpcBody(t, 1, "tools/call", map[string]any{"name": "flood", "arguments": map[string]any{"n": 1000}, "_meta": m}))
+		wait(t, up.ended, notHang, "end of the flooding tool")
+		// The gateway abandoned the call: it ended the upstream session (a
+		// completed call would have left it idle in the pool).
+		up.await(t, "upstream sessions", func() int { return countSessions(up.server) })
+		g.settled(t, base)
+	})
+	t.Run("pinned pass-through", func(t *testing.T) {
+		up := newFailingLegacy(t)
+		g := startGateway(t, up.block()+"\n\t\twrite_timeout 1s")
+		base := g.goroutines(t)
+		sid := openLegacySession(t, g.URL)
+		stall(t, g, legacyHeaders(sid), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"flood","arguments":{"n":1000},"_meta":{"progressToken":"p"}}}`)
+		wait(t, up.ended, notHang, "end of the flooding tool")
+		// The relay gave up: the upstream's answer is no longer being sent.
+		up.await(t, "POSTs in flight upstream", func() int { return int(up.inflight.Load()) })
+		g.settled(t, base)
+	})
 }
 
 // TestFailureRestartWithParkedCalls: calls parked when Caddy stops are

@@ -56,13 +56,7 @@ func TestLimits(t *testing.T) {
 		if x.Resp == nil || x.Resp.Error == nil || x.Resp.Error.Code != -32603 || !strings.Contains(x.Resp.Error.Message, "unread") {
 			t.Fatalf("retry after the buffer overflowed: %s, want -32603 about unread messages", x)
 		}
-		deadline := time.Now().Add(notHang)
-		for countSessions(up.server) != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("the upstream still holds %d sessions", countSessions(up.server))
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		up.await(t, "upstream sessions", func() int { return countSessions(up.server) })
 		g.settled(t, base)
 	})
 }
