@@ -94,9 +94,11 @@ func TestValidate(t *testing.T) {
 		h    Handler
 		want string
 	}{
-		"no upstream": {Handler{}, "at least one upstream"},
-		"duplicate":   {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}, {URL: "http://a/mcp"}}}, "listed twice"},
-		"negative":    {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, MaxRequestBody: -1}, "max_request_body"},
+		"no upstream":            {Handler{}, "at least one upstream"},
+		"duplicate":              {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}, {URL: "http://a/mcp"}}}, "listed twice"},
+		"negative":               {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, MaxRequestBody: -1}, "max_request_body"},
+		"negative write_timeout": {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, WriteTimeout: -1}, "write_timeout"},
+		"huge buffer":            {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, MaxBufferedNotifications: 5000}, "at most 4096"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -139,7 +139,7 @@ type Handler struct {
 	// parked waiting for the client's retry, or while the client is slow to
 	// read its stream. A notification (progress, log) that finds this many
 	// waiting ends the call: the upstream call is cancelled and the client
-	// gets an error (`-32603`). Default: 32.
+	// gets an error (`-32603`). At most 4096. Default: 32.
 	MaxBufferedNotifications int `json:"max_buffered_notifications,omitempty"`
 
 	// The most upstream sessions the gateway opens for one principal, in
@@ -151,9 +151,9 @@ type Handler struct {
 	MaxSessionsPerPrincipal int `json:"max_sessions_per_principal,omitempty"`
 
 	// How long one write to a client may block (a client that stopped
-	// reading its stream, or whose network stalled). Then the stream is
-	// ended; a call of either bridge is abandoned (cancelled upstream).
-	// Default: 30s.
+	// reading its stream, or whose network stalled): each event of a
+	// stream, and a bridge's answer. Then the stream is ended; a call of
+	// either bridge is abandoned (cancelled upstream). Default: 30s.
 	WriteTimeout caddy.Duration `json:"write_timeout,omitempty"`
 
 	// How long a session the gateway holds for a legacy client in front of

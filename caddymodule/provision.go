@@ -24,6 +24,8 @@ const (
 	defaultPrincipal      = "{http.request.header.Authorization}"
 	defaultWriteTimeout   = 30 * time.Second
 	defaultPerPrincipal   = 1000
+
+	maxBufferedNotifications = 4096
 )
 
 // bridgeCalls tracks the bridge calls of every configuration, so that the
@@ -174,6 +176,9 @@ func (h *Handler) Validate() error {
 	}
 	if h.MaxInputsPerRound < 0 || h.MaxBufferedNotifications < 0 || h.MaxSessionsPerPrincipal < 0 || h.WriteTimeout < 0 {
 		return errors.New("max_inputs_per_round, max_buffered_notifications, max_sessions_per_principal and write_timeout must not be negative")
+	}
+	if h.MaxBufferedNotifications > maxBufferedNotifications {
+		return fmt.Errorf("max_buffered_notifications must be at most %d (each call holds a buffer this large)", maxBufferedNotifications)
 	}
 	return nil
 }

@@ -123,7 +123,7 @@ func (p *Pool) Lease(ctx context.Context, key PoolKey, header http.Header, caps,
 		p.mu.Unlock()
 		return nil, err
 	}
-	s.buffer.Store(int32(min(buffer, 1<<20)))
+	s.buffer.Store(int32(min(buffer, 1<<16)))
 	return s, nil
 }
 
