@@ -139,7 +139,8 @@ type Handler struct {
 	// parked waiting for the client's retry, or while the client is slow to
 	// read its stream. A notification (progress, log) that finds this many
 	// waiting ends the call: the upstream call is cancelled and the client
-	// gets an error (`-32603`). At most 4096. Default: 32.
+	// gets an error (`-32603` on its stream; a parked call ends at once and
+	// its retry gets `-32602`). At most 4096. Default: 32.
 	MaxBufferedNotifications int `json:"max_buffered_notifications,omitempty"`
 
 	// The most upstream sessions the gateway opens for one principal, in

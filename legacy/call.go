@@ -37,6 +37,10 @@ type Call struct {
 	done    chan struct{}
 	err     error
 	once    sync.Once
+
+	endMu sync.Mutex
+	ended bool   // the reader is done and ch closed
+	onEnd func() // see OnFailure
 }
 
 // DefaultCallBuffer is how many messages a call holds while nobody reads it,
@@ -137,8 +141,34 @@ func (c *Call) send(m Message) bool {
 	}
 }
 
+// OnFailure sets f to run once the answer has ended with an error (Err
+// is set): the upstream stream broke for good, or ErrBacklog. It runs on the
+// call's reader goroutine, or at once if the answer already failed. It lets
+// a holder that is not reading (a parked call) learn that the call is over.
+func (c *Call) OnFailure(f func()) {
+	c.endMu.Lock()
+	ended := c.ended
+	if !ended {
+		c.onEnd = f
+	}
+	c.endMu.Unlock()
+	if ended && c.err != nil {
+		f()
+	}
+}
+
 func (c *Call) read() {
-	defer close(c.ch)
+	defer func() {
+		close(c.ch)
+		c.endMu.Lock()
+		c.ended = true
+		f := c.onEnd
+		c.onEnd = nil
+		c.endMu.Unlock()
+		if f != nil && c.err != nil {
+			f()
+		}
+	}()
 	mt, _, _ := mime.ParseMediaType(c.resp.Header.Get("Content-Type"))
 	if mt != "text/event-stream" {
 		defer c.resp.Body.Close()

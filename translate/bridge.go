@@ -447,6 +447,13 @@ func (b *Bridge) park(c *call, r Request, sink Sink) {
 	if evicted != nil {
 		b.abandon(evicted, "too many parked calls")
 	}
+	// An upstream that dies, or sends more than the call can hold, while the
+	// call is parked ends it now rather than at the retry or the expiry.
+	c.up.OnFailure(func() {
+		if b.take(c.handle, round) != nil {
+			b.abandon(c, "the upstream call failed while parked")
+		}
+	})
 	reqs := make([]InputRequest, len(c.pending))
 	for i, p := range c.pending {
 		reqs[i] = p.InputRequest

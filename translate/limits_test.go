@@ -89,6 +89,19 @@ func manyUpstream(t *testing.T) (string, *mcp.Server) {
 			wg.Wait()
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "asked"}}}, nil, nil
 		})
+	mcp.AddTool(server, &mcp.Tool{Name: "parkchatty", Description: "Asks once, then sends n progress notifications while parked."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+			N int `json:"n"`
+		}) (*mcp.CallToolResult, any, error) {
+			go func() {
+				time.Sleep(300 * time.Millisecond) // parked by then
+				for i := range in.N {
+					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i)})
+				}
+			}()
+			_, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}})
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(err)}}}, nil, nil
+		})
 	mcp.AddTool(server, &mcp.Tool{Name: "chatty", Description: "Sends n progress notifications."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
 			N int `json:"n"`
@@ -216,5 +229,38 @@ func TestReverseMaxInputsPerRound(t *testing.T) {
 	}
 	if len(sink.notes) != 0 || rv.Waiting() != 0 {
 		t.Fatalf("%d in-line requests sent, %d waiting", len(sink.notes), rv.Waiting())
+	}
+}
+
+// TestBridgeParkedOverflow: a parked call whose upstream sends more than
+// the call buffer holds is abandoned at once (not at its retry or expiry):
+// it leaves the table, its upstream session is ended, and the retry is
+// refused.
+func TestBridgeParkedOverflow(t *testing.T) {
+	upstream, server := manyUpstream(t)
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute}, legacy.PoolOptions{CallBuffer: 4})
+	a := serve(b, toolRequest(t, upstream, "parkchatty", 1, 20))
+	state := gjson.GetBytes(a.final, "result.requestState").String()
+	if state == "" || b.Parked() != 1 {
+		t.Fatalf("not parked: %s", a.final)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.Parked() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the overflowing call is still parked after 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitNoSessions(t, server)
+	r := toolRequest(t, upstream, "parkchatty", 2, 20)
+	body := strings.Replace(string(r.Body), `"arguments"`, fmt.Sprintf(`"inputResponses":{"elicitation-1":{"action":"decline"}},"requestState":%q,"arguments"`, state), 1)
+	h := http.Header{"Mcp-Protocol-Version": {ModernVersion}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"parkchatty"}}
+	req, rerr := ValidateModern(http.MethodPost, h, []byte(body), nil)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	retry := serve(b, Request{Upstream: upstream, Principal: "p", ModernRequest: req})
+	if code := gjson.GetBytes(retry.final, "error.code").Int(); code != InvalidParams || retry.status != http.StatusBadRequest {
+		t.Fatalf("retry: HTTP %d %s, want 400 -32602", retry.status, retry.final)
 	}
 }
