@@ -315,10 +315,12 @@ func TestFailureUpstreamDies(t *testing.T) {
 
 // modernUpstream is a modern-only go-sdk server (stateless) in the test
 // process whose tool `confirm` asks one elicitation through input_required
-// and reports the answer. Close kills it.
+// and reports the answer, and whose tool `flood` sends {n} progress
+// notifications of 32 KiB, reporting on ended how it stopped. kill kills it.
 type modernUpstream struct {
-	url string
-	srv *http.Server
+	url   string
+	srv   *http.Server
+	ended chan string
 }
 
 func newModernUpstream(t *testing.T) *modernUpstream {
@@ -332,11 +334,26 @@ func newModernUpstream(t *testing.T) *modernUpstream {
 			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{Message: "Sure?",
 				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}}}}, nil, nil
 		})
+	ended := make(chan string, 16)
+	mcp.AddTool(server, &mcp.Tool{Name: "flood", Description: "Sends n large progress notifications."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+			N int `json:"n"`
+		}) (*mcp.CallToolResult, any, error) {
+			big := strings.Repeat("x", 32<<10)
+			for i := range in.N {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Message: big}); err != nil {
+					ended <- fmt.Sprintf("flood: stopped after %d", i)
+					return nil, nil, err
+				}
+			}
+			ended <- "flood: done"
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "flooded"}}}, nil, nil
+		})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &modernUpstream{url: "http://" + ln.Addr().String() + "/mcp", srv: &http.Server{Handler: mcp.NewStreamableHTTPHandler(
+	m := &modernUpstream{url: "http://" + ln.Addr().String() + "/mcp", ended: ended, srv: &http.Server{Handler: mcp.NewStreamableHTTPHandler(
 		func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})}}
 	go func() { _ = m.srv.Serve(ln) }()
 	t.Cleanup(m.kill)
@@ -453,6 +470,18 @@ func TestFailureSlowClient(t *testing.T) {
 		wait(t, up.ended, notHang, "end of the flooding tool")
 		// The relay gave up: the upstream's answer is no longer being sent.
 		up.await(t, "POSTs in flight upstream", func() int { return int(up.inflight.Load()) })
+		g.settled(t, base)
+	})
+	t.Run("reverse bridge", func(t *testing.T) {
+		up := newModernUpstream(t)
+		g := startGateway(t, up.block()+"\n\t\twrite_timeout 1s")
+		base := g.goroutines(t)
+		sid, _ := initReverse(t, g.URL, "2025-11-25", `{}`, nil)
+		stall(t, g, legacyHeaders(sid), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"flood","arguments":{"n":1000},"_meta":{"progressToken":"p"}}}`)
+		// The gateway gave up the upstream request, which stops the tool.
+		if got := wait(t, up.ended, notHang, "end of the flooding tool"); !strings.HasPrefix(got, "flood: stopped") {
+			t.Fatalf("the tool %s, want it stopped when the gateway let its request go", got)
+		}
 		g.settled(t, base)
 	})
 }
