@@ -227,7 +227,7 @@ func (g *gateway) settled(t *testing.T, base int) {
 		gr := g.goroutines(t)
 		// Idle pooled sessions (a GET stream each) and keep-alive
 		// connections may stay: a few goroutines each.
-		if len(parked) == 0 && leased == 0 && gr <= base+25 {
+		if len(parked) == 0 && leased == 0 && gr <= base+15 {
 			return
 		}
 		if time.Now().After(deadline) {
