@@ -68,14 +68,7 @@ func legacyUpstream(t *testing.T) (string, *mcp.Server) {
 
 func newTestBridge(t *testing.T, ttl time.Duration) *Bridge {
 	t.Helper()
-	kr, err := legacy.NewKeyring(legacy.NewRandomKey())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := legacy.NewPool(legacy.PoolOptions{MaxSessions: 100, IdleTimeout: time.Minute, Client: http.DefaultClient})
-	b := NewBridge(pool, BridgeOptions{Keyring: kr, Instance: "test", ParkTTL: ttl})
-	t.Cleanup(func() { b.Close(); pool.Close() })
-	return b
+	return limitedBridge(t, BridgeOptions{ParkTTL: ttl}, legacy.PoolOptions{})
 }
 
 // askRequest builds a validated tools/call ask request.
@@ -181,11 +174,5 @@ func TestBridgeCloseAbandons(t *testing.T) {
 	if b.Parked() != 0 {
 		t.Fatalf("%d parked after Close", b.Parked())
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for sessionsOf(server) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d upstream sessions left after Close", sessionsOf(server))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitNoSessions(t, server)
 }

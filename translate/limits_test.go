@@ -17,7 +17,8 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
-// limitedBridge is a bridge with the given options over a fresh pool.
+// limitedBridge is a bridge with the given options (and keyring and
+// instance of its own) over a fresh pool with the given limits.
 func limitedBridge(t *testing.T, opts BridgeOptions, pool legacy.PoolOptions) *Bridge {
 	t.Helper()
 	kr, err := legacy.NewKeyring(legacy.NewRandomKey())
