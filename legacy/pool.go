@@ -88,7 +88,7 @@ func (p *Pool) Lease(ctx context.Context, key PoolKey, header http.Header, caps,
 		return s, nil
 	}
 	var evicted []*Session
-	if max := p.opts.MaxPerPrincipal; max > 0 && p.byPrin[key.Principal] >= max {
+	if limit := p.opts.MaxPerPrincipal; limit > 0 && p.byPrin[key.Principal] >= limit {
 		// Make room by closing this principal's least recently used idle
 		// session; another principal's are not touched.
 		e := p.oldestIdleLocked(func(e *idleEntry) bool { return e.key.Principal == key.Principal })
