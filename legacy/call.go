@@ -47,18 +47,22 @@ type Call struct {
 // unless the session says otherwise (Pool.SetLimits).
 const DefaultCallBuffer = 32
 
+// listenBuffer is how many messages the standalone GET stream holds while
+// its inbox is full.
+const listenBuffer = 8
+
 // ErrBacklog ends a call whose reader fell so far behind that a
 // notification found the call's buffer full: the upstream sent more than
 // the buffer holds while nobody read (a call parked too long, or a client
 // that stopped reading).
 var ErrBacklog = errors.New("too many unread messages from the upstream")
 
-func (c *Call) start() {
+func (c *Call) start(buffer int) {
 	if c.ctx == nil {
 		c.ctx, c.cancel = context.WithCancel(context.Background())
 	}
 	c.body = c.resp.Body
-	c.ch = make(chan Message, c.session.callBuffer())
+	c.ch = make(chan Message, buffer)
 	c.done = make(chan struct{})
 	go c.read()
 }
@@ -118,11 +122,12 @@ func (c *Call) Close() {
 	})
 }
 
-// send queues m for the reader. A notification that finds the buffer full
-// ends the call with ErrBacklog instead of waiting: requests and responses
-// wait for the reader, so the buffer bounds what an unread call holds.
+// send queues m for the reader. On the answer to a request, a notification
+// that finds the buffer full ends the call with ErrBacklog instead of
+// waiting: requests and responses wait for the reader, so the buffer bounds
+// what an unread call holds. The standalone GET stream (no ID) just waits.
 func (c *Call) send(m Message) bool {
-	if m.Kind == KindNotification {
+	if m.Kind == KindNotification && c.ID != nil {
 		select {
 		case c.ch <- m:
 			return true

@@ -132,7 +132,7 @@ func (s *Session) listen(ctx context.Context) {
 				return // no standalone stream, or the session is gone
 			}
 			c := &Call{resp: resp, session: s}
-			c.start()
+			c.start(listenBuffer)
 			for {
 				m, err := c.Next()
 				if err != nil {
@@ -207,7 +207,7 @@ func (s *Session) CallWithID(ctx context.Context, id json.RawMessage, method str
 		return nil, fmt.Errorf("upstream answered %s", resp.Status)
 	}
 	c := &Call{ID: id, resp: resp, session: s, ctx: ctx, cancel: cancel}
-	c.start()
+	c.start(s.callBuffer())
 	return c, nil
 }
 
