@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,6 +36,7 @@ const notHang = 20 * time.Second
 //   - `drop` sends a progress notification, closes its SSE stream (the go-sdk
 //     server-initiated disconnect of 2025-11-25, which the client resumes
 //     with Last-Event-ID), sends another and reports "survived";
+//   - `many` asks {n} questions at once (one round);
 //   - `chatter` elicits once and, while the call is parked, sends 50
 //     progress notifications;
 //   - `flood` sends {n} progress notifications of 32 KiB (the go-sdk queues
@@ -124,6 +126,22 @@ func newFailingLegacy(t *testing.T) *failingLegacy {
 			}
 			f.ended <- "chatter: " + res.Action
 			return text("chatted"), nil, nil
+		})
+	mcp.AddTool(f.server, &mcp.Tool{Name: "many", Description: "Asks n questions at once."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+			N int `json:"n"`
+		}) (*mcp.CallToolResult, any, error) {
+			var wg sync.WaitGroup
+			for i := range in.N {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, _ = req.Session.Elicit(ctx, &mcp.ElicitParams{Message: fmt.Sprint("question ", i), RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}})
+				}()
+			}
+			wg.Wait()
+			f.ended <- "many: " + fmt.Sprint(ctx.Err())
+			return text("asked"), nil, nil
 		})
 	mcp.AddTool(f.server, &mcp.Tool{Name: "flood", Description: "Sends n large progress notifications."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
@@ -315,7 +333,8 @@ func TestFailureUpstreamDies(t *testing.T) {
 
 // modernUpstream is a modern-only go-sdk server (stateless) in the test
 // process whose tool `confirm` asks one elicitation through input_required
-// and reports the answer, and whose tool `flood` sends {n} progress
+// and reports the answer, whose tool `many` asks {n} at once, and whose
+// tool `flood` sends {n} progress
 // notifications of 32 KiB, reporting on ended how it stopped. kill kills it.
 type modernUpstream struct {
 	url   string
@@ -333,6 +352,16 @@ func newModernUpstream(t *testing.T) *modernUpstream {
 			}
 			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{Message: "Sure?",
 				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}}}}, nil, nil
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "many", Description: "Asks n questions at once."},
+		func(_ context.Context, req *mcp.CallToolRequest, in struct {
+			N int `json:"n"`
+		}) (*mcp.CallToolResult, any, error) {
+			reqs := mcp.InputRequestMap{}
+			for i := range in.N {
+				reqs[fmt.Sprint("q", i)] = &mcp.ElicitParams{Message: "?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}}
+			}
+			return &mcp.CallToolResult{InputRequests: reqs}, nil, nil
 		})
 	ended := make(chan string, 16)
 	mcp.AddTool(server, &mcp.Tool{Name: "flood", Description: "Sends n large progress notifications."},
