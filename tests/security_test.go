@@ -229,3 +229,65 @@ func TestSecurityLogs(t *testing.T) {
 		}
 	}
 }
+
+// TestSecurityKeyRotation: putting a new state_key first (reload) keeps
+// the sessions and parked calls sealed under the old one; dropping the old
+// key ends its sessions (404).
+func TestSecurityKeyRotation(t *testing.T) {
+	up := newFailingLegacy(t)
+	g := startGateway(t, up.block()+"\n\t\tstate_key "+testKey(1))
+	sid := openLegacySession(t, g.URL)
+	ir := parseInputRequired(t, readRPC(t, modernCall(t, g.URL, 1, "ask", map[string]any{}, nil), 1))
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+
+	g.reload(t, up.block()+"\n\t\tstate_key "+testKey(2)+" "+testKey(1))
+	if r := post(t, g.URL, legacyHeaders(sid), list); r.StatusCode != http.StatusOK {
+		t.Fatalf("a session sealed under the old key, after rotation: HTTP %d", r.StatusCode)
+	}
+	retry := map[string]any{"inputResponses": map[string]any{"elicitation-1": acceptAnswer}, "requestState": ir.RequestState}
+	if text := checkToolResult(t, readRPC(t, modernCall(t, g.URL, 3, "ask", map[string]any{}, retry), 3), 3); text != "answer: yes" {
+		t.Fatalf("a call parked under the old key, after rotation: %q", text)
+	}
+	fresh := openLegacySession(t, g.URL) // sealed under the new key
+
+	g.reload(t, up.block()+"\n\t\tstate_key "+testKey(2))
+	up.untouched(t, "a session sealed under a dropped key", func() {
+		if r := post(t, g.URL, legacyHeaders(sid), list); r.StatusCode != http.StatusNotFound {
+			t.Fatalf("a session sealed under a dropped key: HTTP %d, want 404", r.StatusCode)
+		}
+	})
+	if r := post(t, g.URL, legacyHeaders(fresh), list); r.StatusCode != http.StatusOK {
+		t.Fatalf("a session sealed under the new key: HTTP %d", r.StatusCode)
+	}
+}
+
+// TestSecurityRebindingEveryMethod: the Host and Origin checks come first
+// on GET and DELETE of a session too, before anything reaches the upstream.
+func TestSecurityRebindingEveryMethod(t *testing.T) {
+	up := newFailingLegacy(t)
+	g := startGateway(t, up.block())
+	sid := openLegacySession(t, g.URL)
+	for _, method := range []string{http.MethodGet, http.MethodDelete, http.MethodPost} {
+		for name, hdr := range map[string]map[string]string{
+			"Host":   {"Host": "evil.example.com"},
+			"Origin": {"Origin": "http://evil.example.com"},
+		} {
+			t.Run(method+" "+name, func(t *testing.T) {
+				h := legacyHeaders(sid)
+				for k, v := range hdr {
+					h[k] = v
+				}
+				body := ""
+				if method == http.MethodPost {
+					body = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+				}
+				up.untouched(t, method, func() {
+					r := send(t, method, g.URL, h, body)
+					if code, _ := rpcErrorOf(t, r); r.StatusCode != http.StatusForbidden || code != -32600 {
+						t.Fatalf("HTTP %d code %d, want 403 and -32600", r.StatusCode, code)
+					}
+				})
+			})
+		}
+	}
+}
