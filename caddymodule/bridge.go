@@ -168,12 +168,7 @@ func (s *httpSink) Respond(status int, msg []byte) error {
 	}
 	s.w.Header().Set("Content-Type", "application/json")
 	s.w.WriteHeader(status)
-	rc := http.NewResponseController(s.w)
-	if s.writeTimeout > 0 {
-		_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
-		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	}
-	_, err := s.w.Write(msg)
+	_, err := newDeadlineWriter(s.w, s.writeTimeout).Write(msg)
 	return err
 }
 

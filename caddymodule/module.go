@@ -152,9 +152,10 @@ type Handler struct {
 	MaxSessionsPerPrincipal int `json:"max_sessions_per_principal,omitempty"`
 
 	// How long one write to a client may block (a client that stopped
-	// reading its stream, or whose network stalled): each event of a
-	// stream, and a bridge's answer. Then the stream is ended; a call of
-	// either bridge is abandoned (cancelled upstream). Default: 30s.
+	// reading, or whose network stalled): each event of a stream, and each
+	// write of an answer relayed or made by the gateway. Then the answer
+	// is ended; a call of either bridge is abandoned (cancelled upstream).
+	// Default: 30s.
 	WriteTimeout caddy.Duration `json:"write_timeout,omitempty"`
 
 	// How long a session the gateway holds for a legacy client in front of

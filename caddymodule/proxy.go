@@ -114,7 +114,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex exchange) e
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt != "text/event-stream" {
 		w.WriteHeader(resp.StatusCode)
-		if _, err := io.Copy(w, resp.Body); err != nil {
+		if _, err := io.Copy(newDeadlineWriter(w, time.Duration(h.WriteTimeout)), resp.Body); err != nil {
 			h.endedEarly(r, ctx, "copying upstream answer", err)
 		}
 		return nil
