@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFailureUpstreamDies: an upstream killed mid-call gives the client a
@@ -210,6 +211,26 @@ func TestFailureSlowClient(t *testing.T) {
 		}
 		g.settled(t, base)
 	})
+}
+
+// TestFailureStopMidCall: `caddy stop` with a forward bridge call
+// streaming ends the client's stream with an error (the call is cancelled
+// upstream) and does not hold up the exit.
+func TestFailureStopMidCall(t *testing.T) {
+	up := newFailingLegacy(t)
+	g := startGateway(t, up.block())
+	resp := modernCall(t, g.URL, 1, "hold", map[string]any{}, nil)
+	events := readSSE(resp.Body)
+	nextData(t, events) // the upstream is working
+	if took := g.stop(t); took > 5*time.Second {
+		t.Fatalf("caddy stop took %v with a call open", took)
+	}
+	if final := awaitResponse(t, events, 1); !strings.Contains(final, `"code":-32603`) || !strings.Contains(final, "abandoned") {
+		t.Fatalf("the stream ended with %q, want a -32603 error", final)
+	}
+	if got := wait(t, up.ended, notHang, "end of the tool call"); got != "hold: cancelled" {
+		t.Fatalf("the tool %s, want it cancelled", got)
+	}
 }
 
 // TestFailureRestartWithParkedCalls: calls parked when Caddy stops are

@@ -351,7 +351,16 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 			b.park(c, r, sink)
 			return
 		case <-ctx.Done():
-			b.abandon(c, "client disconnected")
+			cause := context.Cause(ctx)
+			if errors.Is(cause, context.Canceled) {
+				b.abandon(c, "client disconnected")
+				return
+			}
+			// The gateway ended the call (it is stopping): the client
+			// may still be listening.
+			b.abandon(c, "gateway shutting down")
+			_ = sink.Respond(http.StatusServiceUnavailable, ErrorResponse(r.ID, &RPCError{
+				HTTPStatus: http.StatusServiceUnavailable, Code: InternalError, Message: "the call was abandoned: " + cause.Error()}))
 			return
 		}
 		if !asked {
