@@ -41,5 +41,6 @@ func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, body []byt
 		up: up, method: http.MethodPost, header: upstreamHeader(r), body: body,
 		reselect:   func() *Upstream { return h.selectUpstream(r, w, speaksModern) },
 		idempotent: readOnly[req.Method],
+		failID:     req.ID,
 	})
 }

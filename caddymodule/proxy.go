@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"mime"
@@ -46,6 +47,10 @@ type exchange struct {
 	// idempotent requests may be sent again after a connection dropped
 	// without an answer.
 	idempotent bool
+	// failID, if set, is the id of a modern request: when its upstream
+	// stream fails mid-answer, the client gets a JSON-RPC error for it on the
+	// stream (a 2026-07-28 stream cannot be resumed), not a broken stream.
+	failID json.RawMessage
 }
 
 // upstreamHeader builds the headers of an upstream request from the
@@ -122,7 +127,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex exchange) e
 	out.Del("Content-Length")
 	sse.SetHeaders(out)
 	w.WriteHeader(resp.StatusCode)
-	return h.relaySSE(w, r, ctx, resp.Body)
+	return h.relaySSE(w, r, ctx, resp.Body, ex.failID)
 }
 
 // send makes the upstream request of ex.
@@ -152,7 +157,9 @@ func dropped(err error) bool {
 }
 
 // relaySSE copies an upstream event stream to the client, event by event.
-func (h *Handler) relaySSE(w http.ResponseWriter, r *http.Request, ctx context.Context, upstream io.Reader) error {
+// If the upstream fails mid-stream and failID is set, the stream ends with
+// a JSON-RPC error for failID.
+func (h *Handler) relaySSE(w http.ResponseWriter, r *http.Request, ctx context.Context, upstream io.Reader, failID json.RawMessage) error {
 	sw := sse.NewWriter(w)
 	sw.WriteTimeout(time.Duration(h.WriteTimeout))
 	defer sw.Close()
@@ -165,6 +172,14 @@ func (h *Handler) relaySSE(w http.ResponseWriter, r *http.Request, ctx context.C
 		ev, err := rd.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if failID != nil && context.Cause(ctx) != errStreamsClosed && r.Context().Err() == nil {
+				h.logger.Warn("upstream event stream failed", zap.Error(err))
+				_ = sw.WriteEvent(sse.Event{Data: translate.ErrorResponse(failID, &translate.RPCError{
+					HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,
+					Message: "the upstream MCP server failed mid-answer",
+				}), HasData: true})
 				return nil
 			}
 			h.endedEarly(r, ctx, "reading upstream event stream", err)

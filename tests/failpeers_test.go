@@ -254,9 +254,10 @@ func (g *gateway) settled(t *testing.T, base int) {
 
 // modernUpstream is a modern-only go-sdk server (stateless) in the test
 // process whose tool `confirm` asks one elicitation through input_required
-// and reports the answer, whose tool `many` asks {n} at once, and whose
+// and reports the answer, whose tool `many` asks {n} at once, whose tool
+// `hold` sends a progress notification and holds until cancelled, and whose
 // tool `flood` sends {n} progress notifications of 32 KiB, reporting on
-// ended how it stopped. kill kills it.
+// ended how they stopped. kill kills it.
 type modernUpstream struct {
 	url   string
 	srv   *http.Server
@@ -285,6 +286,15 @@ func newModernUpstream(t *testing.T) *modernUpstream {
 			return &mcp.CallToolResult{InputRequests: reqs}, nil, nil
 		})
 	ended := make(chan string, 16)
+	mcp.AddTool(server, &mcp.Tool{Name: "hold", Description: "Sends progress, then holds until cancelled."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: 1, Message: "holding"}); err != nil {
+				return nil, nil, err
+			}
+			<-ctx.Done()
+			ended <- "hold: cancelled"
+			return nil, nil, ctx.Err()
+		})
 	mcp.AddTool(server, &mcp.Tool{Name: "flood", Description: "Sends n large progress notifications."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
 			N int `json:"n"`

@@ -74,6 +74,22 @@ func TestFailureUpstreamDies(t *testing.T) {
 		}
 		g.settled(t, base)
 	})
+	t.Run("modern pass-through", func(t *testing.T) {
+		up := newModernUpstream(t)
+		g := startGateway(t, up.block())
+		base := g.goroutines(t)
+		resp := modernCall(t, g.URL, 5, "hold", map[string]any{}, nil)
+		events := readSSE(resp.Body)
+		if first := nextData(t, events); !strings.Contains(first.data, "notifications/progress") {
+			t.Fatalf("first event %s, want progress", first.data)
+		}
+		up.kill()
+		// A 2026-07-28 stream cannot be resumed: the client gets an error.
+		if final := awaitResponse(t, events, 5); !strings.Contains(final, `"code":-32603`) {
+			t.Fatalf("the stream ended with %q, want a -32603 error", final)
+		}
+		g.settled(t, base)
+	})
 	t.Run("reverse bridge, round open", func(t *testing.T) {
 		up := newModernUpstream(t)
 		g := startGateway(t, up.block())
