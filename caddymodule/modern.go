@@ -42,5 +42,6 @@ func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, body []byt
 		reselect:   func() *Upstream { return h.selectUpstream(r, w, speaksModern) },
 		idempotent: readOnly[req.Method],
 		failID:     req.ID,
+		listen:     req.Method == "subscriptions/listen",
 	})
 }

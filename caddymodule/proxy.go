@@ -47,10 +47,14 @@ type exchange struct {
 	// idempotent requests may be sent again after a connection dropped
 	// without an answer.
 	idempotent bool
-	// failID, if set, is the id of a modern request: when its upstream
-	// stream fails mid-answer, the client gets a JSON-RPC error for it on the
-	// stream (a 2026-07-28 stream cannot be resumed), not a broken stream.
+	// failID, if set, is the id of a modern request: a 2026-07-28 stream
+	// cannot be resumed, so when its upstream stream fails mid-answer (or
+	// Caddy stops) the client gets a JSON-RPC error for it on the stream,
+	// not a broken stream; and a reload lets it finish.
 	failID json.RawMessage
+	// listen marks a long-lived stream the client opens again
+	// (subscriptions/listen): a reload closes it even when failID is set.
+	listen bool
 }
 
 // upstreamHeader builds the headers of an upstream request from the
@@ -86,7 +90,11 @@ func upstreamHeader(r *http.Request) http.Header {
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex exchange) error {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	defer h.streams.add(cancel)()
+	if ex.failID != nil && !ex.listen {
+		defer h.calls.add(cancel)() // it cannot be resumed: let a reload finish it
+	} else {
+		defer h.streams.add(cancel)()
+	}
 
 	resp, err := h.send(ctx, ex)
 	for err != nil && ex.reselect != nil && ctx.Err() == nil && (refused(err) || ex.idempotent && dropped(err)) {
@@ -174,11 +182,14 @@ func (h *Handler) relaySSE(w http.ResponseWriter, r *http.Request, ctx context.C
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
-			if failID != nil && context.Cause(ctx) != errStreamsClosed && r.Context().Err() == nil {
-				h.logger.Warn("upstream event stream failed", zap.Error(err))
+			if failID != nil && r.Context().Err() == nil {
+				msg := "the gateway is stopping: the call was abandoned"
+				if context.Cause(ctx) != errStreamsClosed {
+					msg = "the upstream MCP server failed mid-answer"
+					h.logger.Warn("upstream event stream failed", zap.Error(err))
+				}
 				_ = sw.WriteEvent(sse.Event{Data: translate.ErrorResponse(failID, &translate.RPCError{
-					HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,
-					Message: "the upstream MCP server failed mid-answer",
+					HTTPStatus: http.StatusBadGateway, Code: translate.InternalError, Message: msg,
 				}), HasData: true})
 				return nil
 			}

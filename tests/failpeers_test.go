@@ -255,17 +255,20 @@ func (g *gateway) settled(t *testing.T, base int) {
 // modernUpstream is a modern-only go-sdk server (stateless) in the test
 // process whose tool `confirm` asks one elicitation through input_required
 // and reports the answer, whose tool `many` asks {n} at once, whose tool
-// `hold` sends a progress notification and holds until cancelled, and whose
+// `hold` sends a progress notification and holds until released (or
+// cancelled), and whose
 // tool `flood` sends {n} progress notifications of 32 KiB, reporting on
 // ended how they stopped. kill kills it.
 type modernUpstream struct {
-	url   string
-	srv   *http.Server
-	ended chan string
+	url     string
+	srv     *http.Server
+	ended   chan string
+	release chan struct{}
 }
 
 func newModernUpstream(t *testing.T) *modernUpstream {
 	t.Helper()
+	m := &modernUpstream{ended: make(chan string, 16), release: make(chan struct{}, 16)}
 	server := mcp.NewServer(&mcp.Implementation{Name: "modern-failing", Version: "1"}, nil)
 	mcp.AddTool(server, &mcp.Tool{Name: "confirm", Description: "Asks once."},
 		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
@@ -285,15 +288,18 @@ func newModernUpstream(t *testing.T) *modernUpstream {
 			}
 			return &mcp.CallToolResult{InputRequests: reqs}, nil, nil
 		})
-	ended := make(chan string, 16)
-	mcp.AddTool(server, &mcp.Tool{Name: "hold", Description: "Sends progress, then holds until cancelled."},
+	mcp.AddTool(server, &mcp.Tool{Name: "hold", Description: "Sends progress, then holds until released."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: 1, Message: "holding"}); err != nil {
 				return nil, nil, err
 			}
-			<-ctx.Done()
-			ended <- "hold: cancelled"
-			return nil, nil, ctx.Err()
+			select {
+			case <-m.release:
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "held"}}}, nil, nil
+			case <-ctx.Done():
+				m.ended <- "hold: cancelled"
+				return nil, nil, ctx.Err()
+			}
 		})
 	mcp.AddTool(server, &mcp.Tool{Name: "flood", Description: "Sends n large progress notifications."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
@@ -302,19 +308,20 @@ func newModernUpstream(t *testing.T) *modernUpstream {
 			big := strings.Repeat("x", 32<<10)
 			for i := range in.N {
 				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Message: big}); err != nil {
-					ended <- fmt.Sprintf("flood: stopped after %d", i)
+					m.ended <- fmt.Sprintf("flood: stopped after %d", i)
 					return nil, nil, err
 				}
 			}
-			ended <- "flood: done"
+			m.ended <- "flood: done"
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "flooded"}}}, nil, nil
 		})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &modernUpstream{url: "http://" + ln.Addr().String() + "/mcp", ended: ended, srv: &http.Server{Handler: mcp.NewStreamableHTTPHandler(
-		func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})}}
+	m.url = "http://" + ln.Addr().String() + "/mcp"
+	m.srv = &http.Server{Handler: mcp.NewStreamableHTTPHandler(
+		func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})}
 	go func() { _ = m.srv.Serve(ln) }()
 	t.Cleanup(m.kill)
 	return m

@@ -147,6 +147,18 @@ func TestFailureReloadMidRound(t *testing.T) {
 			t.Fatalf("after the reload the call ended with %q", final)
 		}
 	})
+	t.Run("modern pass-through", func(t *testing.T) {
+		up := newModernUpstream(t)
+		g := startGateway(t, up.block())
+		resp := modernCall(t, g.URL, 3, "hold", map[string]any{}, nil)
+		events := readSSE(resp.Body)
+		nextData(t, events) // the upstream is working
+		g.reload(t, up.block()+"\n\t\tgather_window 30ms")
+		up.release <- struct{}{}
+		if final := awaitResponse(t, events, 3); !strings.Contains(final, "held") {
+			t.Fatalf("after the reload the call ended with %q", final)
+		}
+	})
 	t.Run("reverse bridge", func(t *testing.T) {
 		up := newModernUpstream(t)
 		g := startGateway(t, up.block())
@@ -229,24 +241,41 @@ func TestFailureSlowClient(t *testing.T) {
 	})
 }
 
-// TestFailureStopMidCall: `caddy stop` with a forward bridge call
-// streaming ends the client's stream with an error (the call is cancelled
-// upstream) and does not hold up the exit.
+// TestFailureStopMidCall: `caddy stop` with a call streaming, of a modern
+// client in front of either era, ends the client's stream with an error
+// (in front of a legacy server, the call is cancelled upstream) and does
+// not hold up the exit.
 func TestFailureStopMidCall(t *testing.T) {
-	up := newFailingLegacy(t)
-	g := startGateway(t, up.block())
-	resp := modernCall(t, g.URL, 1, "hold", map[string]any{}, nil)
-	events := readSSE(resp.Body)
-	nextData(t, events) // the upstream is working
-	if took := g.stop(t); took > 5*time.Second {
-		t.Fatalf("caddy stop took %v with a call open", took)
+	stop := func(t *testing.T, g *gateway, ended <-chan string) {
+		t.Helper()
+		resp := modernCall(t, g.URL, 1, "hold", map[string]any{}, nil)
+		events := readSSE(resp.Body)
+		nextData(t, events) // the upstream is working
+		if took := g.stop(t); took > 5*time.Second {
+			t.Fatalf("caddy stop took %v with a call open", took)
+		}
+		if final := awaitResponse(t, events, 1); !strings.Contains(final, `"code":-32603`) || !strings.Contains(final, "abandoned") {
+			t.Fatalf("the stream ended with %q, want a -32603 error", final)
+		}
+		if ended == nil {
+			return
+		}
+		if got := wait(t, ended, notHang, "end of the tool call"); got != "hold: cancelled" {
+			t.Fatalf("the tool %s, want it cancelled", got)
+		}
 	}
-	if final := awaitResponse(t, events, 1); !strings.Contains(final, `"code":-32603`) || !strings.Contains(final, "abandoned") {
-		t.Fatalf("the stream ended with %q, want a -32603 error", final)
-	}
-	if got := wait(t, up.ended, notHang, "end of the tool call"); got != "hold: cancelled" {
-		t.Fatalf("the tool %s, want it cancelled", got)
-	}
+	t.Run("forward bridge", func(t *testing.T) {
+		up := newFailingLegacy(t)
+		stop(t, startGateway(t, up.block()), up.ended)
+	})
+	t.Run("modern pass-through", func(t *testing.T) {
+		// The upstream request is ended by closing its connection (the only
+		// cancellation 2026-07-28 has over HTTP); the go-sdk's stateless
+		// server does not cancel a tool for it, so only the client's side
+		// is checked.
+		up := newModernUpstream(t)
+		stop(t, startGateway(t, up.block()), nil)
+	})
 }
 
 // TestFailureRestartWithParkedCalls: calls parked when Caddy stops are
