@@ -88,9 +88,11 @@ type Handler struct {
 	KeepAliveInterval caddy.Duration `json:"keepalive_interval,omitempty"`
 
 	// How long to let open streams run after the configuration is unloaded
-	// (reload) or the server stops, before the gateway closes them. Legacy
-	// clients resume a closed stream with `Last-Event-ID` on the new
-	// configuration. Default: 0 (close at once).
+	// (reload) or the server stops, before the gateway closes them. A
+	// reload closes only what clients pick up again: legacy streams (the
+	// client resumes them with `Last-Event-ID` on the new configuration),
+	// GET streams and subscriptions; calls in progress finish. Stopping
+	// closes everything. Default: 0 (close at once).
 	StreamCloseDelay caddy.Duration `json:"stream_close_delay,omitempty"`
 
 	// How long an upstream that refused a connection (or failed to answer
