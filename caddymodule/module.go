@@ -180,7 +180,7 @@ type Handler struct {
 	logger        *zap.Logger
 	client        *http.Client
 	streams       *streamRegistry // resumable streams and single answers: closed on unload
-	calls         *streamRegistry // bridge calls, which cannot resume: bridgeCalls, closed when Caddy exits
+	calls         *streamRegistry // calls no client can pick up again: openCalls, closed when Caddy exits
 	allowedOrigin map[string]bool
 	allowedHost   map[string]bool
 	bridge        *translate.Bridge

@@ -28,10 +28,11 @@ const (
 	maxBufferedNotifications = 4096
 )
 
-// bridgeCalls tracks the bridge calls of every configuration, so that the
-// current one ends them all when Caddy exits, including calls still running
-// on a configuration replaced by a reload.
-var bridgeCalls = newStreamRegistry()
+// openCalls tracks the calls no client can pick up again (both bridges'
+// calls and modern requests) of every configuration: a reload lets them
+// finish, and the current configuration ends them all when Caddy exits,
+// including those still running on a configuration a reload replaced.
+var openCalls = newStreamRegistry()
 
 // processKey is the sealing key made at start when no state_key is
 // configured: one per process, so that sessions survive config reloads.
@@ -41,7 +42,7 @@ var processKey = sync.OnceValue(legacy.NewRandomKey)
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	h.streams = newStreamRegistry()
-	h.calls = bridgeCalls
+	h.calls = openCalls
 
 	if h.KeepAliveInterval == 0 {
 		h.KeepAliveInterval = caddy.Duration(defaultKeepAlive)
@@ -107,9 +108,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 	// End our own streams when this config is unloaded (reload) and, earlier,
 	// when the server begins to stop: Caddy's grace period never ends SSE
-	// streams, and on exit it waits for them. Bridge calls cannot be resumed
-	// by their clients, so a reload lets them finish on the old
-	// configuration (their state is shared with the new one); they are
+	// streams, and on exit it waits for them. Calls their clients cannot
+	// pick up again (openCalls) finish on the old configuration after a
+	// reload (the bridges' state is shared with the new one); they are
 	// ended only when Caddy exits.
 	delay := time.Duration(h.StreamCloseDelay)
 	context.AfterFunc(ctx, func() { h.streams.closeAll(delay) })
@@ -204,8 +205,8 @@ func (h *Handler) Cleanup() error {
 }
 
 // stoppingHandler ends the streams when Caddy emits "stopping", which comes
-// before the HTTP servers wait for open connections; and the bridge calls
-// when the process is exiting (a reload emits "stopping" too).
+// before the HTTP servers wait for open connections; and the calls when the
+// process is exiting (a reload emits "stopping" too).
 type stoppingHandler struct {
 	streams, calls *streamRegistry
 	delay          time.Duration

@@ -183,7 +183,7 @@ func (h *Handler) relaySSE(w http.ResponseWriter, r *http.Request, ctx context.C
 				return nil
 			}
 			if failID != nil && r.Context().Err() == nil {
-				msg := "the gateway is stopping: the call was abandoned"
+				msg := "the call was abandoned: " + errStreamsClosed.Error()
 				if context.Cause(ctx) != errStreamsClosed {
 					msg = "the upstream MCP server failed mid-answer"
 					h.logger.Warn("upstream event stream failed", zap.Error(err))
