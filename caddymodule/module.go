@@ -136,13 +136,13 @@ type Handler struct {
 	// the upstream call is cancelled). Default: 16.
 	MaxInputsPerRound int `json:"max_inputs_per_round,omitempty"`
 
-	// The most messages a call of a legacy upstream, in front of a modern
-	// client, holds unread: what the upstream sends while the call is
-	// parked waiting for the client's retry, or while the client is slow to
-	// read its stream. A notification (progress, log) that finds this many
-	// waiting ends the call: the upstream call is cancelled and the client
-	// gets an error (`-32603` on its stream; a parked call ends at once and
-	// its retry gets `-32602`). At most 4096. Default: 32.
+	// The most messages a parked call holds: what a legacy upstream sends,
+	// in front of a modern client, while the call waits for the client's
+	// retry. A notification (progress, log) that finds this many waiting
+	// ends the call at once: the upstream call is cancelled and the
+	// client's retry gets `-32602`. While a client reads the call's stream,
+	// the upstream waits for room instead (a client that stops reading is
+	// ended by `write_timeout`). At most 4096. Default: 32.
 	MaxBufferedNotifications int `json:"max_buffered_notifications,omitempty"`
 
 	// The most upstream sessions the gateway opens for one principal, in

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
@@ -41,6 +42,9 @@ type Call struct {
 	endMu sync.Mutex
 	ended bool   // the reader is done and ch closed
 	onEnd func() // see OnFailure
+
+	unread    atomic.Bool   // see SetUnread
+	unreadSet chan struct{} // wakes a send waiting for room when unread is set
 }
 
 // DefaultCallBuffer is how many messages a call holds while nobody reads it,
@@ -51,10 +55,9 @@ const DefaultCallBuffer = 32
 // its inbox is full.
 const listenBuffer = 8
 
-// ErrBacklog ends a call whose reader fell so far behind that a
-// notification found the call's buffer full: the upstream sent more than
-// the buffer holds while nobody read (a call parked too long, or a client
-// that stopped reading).
+// ErrBacklog ends a call that nobody reads (SetUnread) when a notification
+// finds its buffer full: the upstream sent more than the buffer holds while
+// the call was parked.
 var ErrBacklog = errors.New("too many unread messages from the upstream")
 
 func (c *Call) start(buffer int) {
@@ -63,6 +66,7 @@ func (c *Call) start(buffer int) {
 	}
 	c.body = c.resp.Body
 	c.ch = make(chan Message, buffer)
+	c.unreadSet = make(chan struct{}, 1)
 	c.done = make(chan struct{})
 	go c.read()
 }
@@ -122,27 +126,46 @@ func (c *Call) Close() {
 	})
 }
 
-// send queues m for the reader. On the answer to a request, a notification
-// that finds the buffer full ends the call with ErrBacklog instead of
-// waiting: requests and responses wait for the reader, so the buffer bounds
-// what an unread call holds. The standalone GET stream (no ID) just waits.
+// send queues m for the reader. Requests and responses, and everything
+// while the holder reads, wait for room (backpressure on the upstream).
+// While nobody reads (SetUnread), a notification that finds the buffer full
+// ends the call with ErrBacklog instead: the buffer bounds what an unread
+// call holds.
 func (c *Call) send(m Message) bool {
-	if m.Kind == KindNotification && c.ID != nil {
+	for {
+		if m.Kind == KindNotification && c.unread.Load() {
+			select {
+			case c.ch <- m:
+				return true
+			case <-c.done:
+				return false
+			default:
+				c.err = fmt.Errorf("%w: %d messages waiting", ErrBacklog, cap(c.ch))
+				return false
+			}
+		}
 		select {
 		case c.ch <- m:
 			return true
 		case <-c.done:
 			return false
-		default:
-			c.err = fmt.Errorf("%w: %d messages waiting", ErrBacklog, cap(c.ch))
-			return false
+		case <-c.unreadSet:
+			// The holder stopped reading: look again.
 		}
 	}
-	select {
-	case c.ch <- m:
-		return true
-	case <-c.done:
-		return false
+}
+
+// SetUnread tells the call whether its holder has stopped reading it (a
+// parked call) or reads it again. While unread, a notification that finds
+// the buffer full ends the call (ErrBacklog, see send), even one already
+// waiting for room.
+func (c *Call) SetUnread(unread bool) {
+	c.unread.Store(unread)
+	if unread {
+		select {
+		case c.unreadSet <- struct{}{}:
+		default:
+		}
 	}
 }
 

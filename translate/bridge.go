@@ -456,8 +456,10 @@ func (b *Bridge) park(c *call, r Request, sink Sink) {
 	if evicted != nil {
 		b.abandon(evicted, "too many parked calls")
 	}
-	// An upstream that dies, or sends more than the call can hold, while the
-	// call is parked ends it now rather than at the retry or the expiry.
+	// Nobody reads the call while it is parked: an upstream that sends more
+	// than the call can hold (max_buffered_notifications), or that dies,
+	// ends it now rather than at the retry or the expiry.
+	c.up.SetUnread(true)
 	c.up.OnFailure(func() {
 		if b.take(c.handle, round) != nil {
 			b.abandon(c, "the upstream call failed while parked")
@@ -518,6 +520,7 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 		reject("requestState was already used, or its call has ended: send the request again without it")
 		return
 	}
+	c.up.SetUnread(false)
 	answers := inputResponses(params)
 	pctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	var still []pendingInput
