@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// target is one endpoint under measurement: a name for the table, the
+// client's era and the URL.
+type target struct {
+	name string
+	era  string // legacy | modern
+	url  string
+}
+
+// parseTarget reads name=era:url.
+func parseTarget(s string) (target, error) {
+	name, rest, ok := strings.Cut(s, "=")
+	era, url, ok2 := strings.Cut(rest, ":")
+	if !ok || !ok2 || (era != "legacy" && era != "modern") || !strings.HasPrefix(url, "http") {
+		return target{}, fmt.Errorf("target %q: want name=legacy:URL or name=modern:URL", s)
+	}
+	return target{name: name, era: era, url: url}, nil
+}
+
+// sample is what one run of a target measured.
+type sample struct {
+	calls    int
+	errors   int
+	firstErr error
+	elapsed  time.Duration
+	lat      []time.Duration
+}
+
+func (s *sample) add(o sample) {
+	s.calls += o.calls
+	s.errors += o.errors
+	if s.firstErr == nil {
+		s.firstErr = o.firstErr
+	}
+	s.elapsed += o.elapsed
+	s.lat = append(s.lat, o.lat...)
+}
+
+func (s *sample) rate() float64 { return float64(s.calls) / s.elapsed.Seconds() }
+
+// pct is the p-th percentile latency (s.lat sorted).
+func (s *sample) pct(p float64) time.Duration {
+	if len(s.lat) == 0 {
+		return 0
+	}
+	return s.lat[min(len(s.lat)-1, int(p/100*float64(len(s.lat))))]
+}
+
+// run drives t with conc clients, each making calls one after the other,
+// for warmup (not counted) and then d. A legacy client opens its own session
+// first.
+func run(t target, conc int, d, warmup time.Duration, tool, args string) (sample, error) {
+	c := newClient(t.url, conc)
+	defer c.close()
+	ctx, cancel := context.WithTimeout(context.Background(), warmup+d+time.Minute)
+	defer cancel()
+
+	callers := make([]caller, conc)
+	for i := range callers {
+		if t.era == "modern" {
+			callers[i] = newModern(c, tool, args)
+			continue
+		}
+		l, err := openLegacy(ctx, c, tool, args)
+		if err != nil {
+			return sample{}, fmt.Errorf("%s: %w", t.name, err)
+		}
+		callers[i] = l
+	}
+
+	start := time.Now()
+	measureFrom, stop := start.Add(warmup), start.Add(warmup+d)
+	var mu sync.Mutex
+	var total sample
+	var wg sync.WaitGroup
+	for _, cl := range callers {
+		wg.Go(func() {
+			var s sample
+			s.lat = make([]time.Duration, 0, 1024)
+			for {
+				t0 := time.Now()
+				if t0.After(stop) {
+					break
+				}
+				err := cl.call(ctx)
+				if t0.Before(measureFrom) {
+					continue
+				}
+				if err != nil {
+					s.errors++
+					if s.firstErr == nil {
+						s.firstErr = err
+					}
+					continue
+				}
+				s.calls++
+				s.lat = append(s.lat, time.Since(t0))
+			}
+			mu.Lock()
+			total.add(s)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	total.elapsed = time.Since(measureFrom)
+	slices.Sort(total.lat)
+	return total, nil
+}

@@ -1,0 +1,50 @@
+// Command bench measures an MCP endpoint — a server directly, Caddy's plain
+// reverse_proxy in front of it, or the gateway — with the same clients, so
+// that the figures compare.
+//
+//	bench serve   -era legacy|modern -addr 127.0.0.1:9201
+//	    the benchmarks' upstream: a go-sdk server with the tools echo {text}
+//	    and ask {rounds} (in-line elicitations in the legacy era,
+//	    input_required rounds in the modern era)
+//	bench compare -scenario NAME -c 32 -d 3s -reps 2 -tool echo -args '{"text":"hi"}' \
+//	        gateway=legacy:http://127.0.0.1:9300/mcp direct=legacy:http://127.0.0.1:9201/mcp
+//	    runs the targets in turn (A B A B …) with c concurrent clients making
+//	    calls back to back; prints calls per second, p50/p90/p99 latency and
+//	    the first target's ratios against the others
+//	bench park    -url URL -n 10000 -c 32
+//	    opens n modern calls that end in input_required and never retries them
+//
+// A legacy client opens a 2025-11-25 session (initialize, initialized) and
+// answers in-line elicitations by POSTing their responses; a modern client
+// sends stateless 2026-07-28 calls with _meta and the mirrored headers and
+// answers input_required by retrying with inputResponses and requestState.
+// A call's latency runs from its first request to its result, over every
+// round. tests/bench/run.sh runs every scenario of BENCHMARKS.md.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: bench serve|compare|park [flags]")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = serve(os.Args[2:])
+	case "compare":
+		err = compare(os.Args[2:])
+	case "park":
+		err = park(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q: serve, compare or park", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Every scenario of BENCHMARKS.md in one command: builds Caddy (with the
+# mcp_gateway module and the standard modules) and tests/bench, starts on
+# loopback a legacy and a modern go-sdk upstream, one Caddy serving the
+# gateway (in front of each) and a plain reverse_proxy (in front of the
+# legacy one), measures each scenario's targets in turn (A B A B …), then
+# parks calls in a fresh gateway and reads its memory. Prints Markdown tables
+# to paste into BENCHMARKS.md, and stops everything it started.
+#
+#   tests/bench/run.sh                      # about 5 minutes
+#   BENCH_D=5s BENCH_REPS=3 tests/bench/run.sh   # longer, steadier
+#   BENCH_PARKED=0 tests/bench/run.sh       # skip the memory scenario
+#   BENCH_THROUGHPUT=0 tests/bench/run.sh   # only the memory scenario
+#
+# Environment: BENCH_D (measured time per target and repetition, 3s),
+# BENCH_REPS (2), BENCH_PARKED (calls to park, 10000), BENCH_PARK_TTL (90s),
+# BENCH_PORT (first of the loopback ports used, 19200).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+D=${BENCH_D:-3s}
+REPS=${BENCH_REPS:-2}
+PARKED=${BENCH_PARKED:-10000}
+PARK_TTL=${BENCH_PARK_TTL:-90s}
+P=${BENCH_PORT:-19200}
+legacy_up=$((P + 1)) modern_up=$((P + 2)) gw_legacy=$((P + 11)) gw_modern=$((P + 12)) plain=$((P + 13)) admin=$((P + 19))
+park_gw=$((P + 21)) park_admin=$((P + 29))
+
+out=tests/.out/bench
+mkdir -p "$out"
+echo "building Caddy and the load tool..." >&2
+go build -o "$out/caddy" ./caddymodule/cmd/caddy
+go build -o "$out/bench" ./tests/bench
+
+pids=()
+cleanup() {
+	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+waitport() {
+	for _ in $(seq 200); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+	echo "nothing listens on 127.0.0.1:$1" >&2
+	exit 1
+}
+
+# A parked call holds two upstream connections (its call stream and its
+# session's GET stream), in the gateway and in the upstream: raise the
+# open-file limit, and park fewer calls if the hard limit is lower.
+ulimit -n "$((2 * PARKED + 1000))" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+if ((PARKED > ($(ulimit -n) - 1000) / 2)); then
+	PARKED=$((($(ulimit -n) - 1000) / 2))
+	echo "the open-file limit is $(ulimit -n): parking $PARKED calls" >&2
+fi
+
+"$out/bench" serve -era legacy -addr "127.0.0.1:$legacy_up" >"$out/legacy.log" 2>&1 &
+pids+=($!)
+"$out/bench" serve -era modern -addr "127.0.0.1:$modern_up" >"$out/modern.log" 2>&1 &
+pids+=($!)
+
+cat >"$out/Caddyfile" <<EOC
+{
+	admin 127.0.0.1:$admin
+	persist_config off
+	grace_period 2s
+}
+http://127.0.0.1:$gw_legacy {
+	bind 127.0.0.1
+	mcp_gateway /mcp {
+		upstream http://127.0.0.1:$legacy_up/mcp {
+			era legacy
+		}
+	}
+}
+http://127.0.0.1:$gw_modern {
+	bind 127.0.0.1
+	mcp_gateway /mcp {
+		upstream http://127.0.0.1:$modern_up/mcp {
+			era modern
+		}
+	}
+}
+http://127.0.0.1:$plain {
+	bind 127.0.0.1
+	reverse_proxy 127.0.0.1:$legacy_up
+}
+EOC
+"$out/caddy" run --config "$out/Caddyfile" --adapter caddyfile >"$out/caddy.log" 2>&1 &
+pids+=($!)
+for port in $legacy_up $modern_up $gw_legacy $gw_modern $plain; do waitport "$port"; done
+
+L="http://127.0.0.1:$legacy_up/mcp" M="http://127.0.0.1:$modern_up/mcp"
+GL="http://127.0.0.1:$gw_legacy/mcp" GM="http://127.0.0.1:$gw_modern/mcp" RP="http://127.0.0.1:$plain/mcp"
+
+results="$out/results.txt"
+: >"$results"
+cmp() { "$out/bench" compare -d "$D" -reps "$REPS" "$@" | tee -a "$results" >&2; }
+
+echo "measuring (each line: one scenario at one concurrency)..." >&2
+for c in 1 32; do
+	[[ "${BENCH_THROUGHPUT:-1}" == 0 ]] && break
+	cmp -scenario "legacy pass-through" -c "$c" gateway=legacy:"$GL" reverse_proxy=legacy:"$RP" direct=legacy:"$L"
+	cmp -scenario "modern pass-through" -c "$c" gateway=modern:"$GM" direct=modern:"$M"
+	cmp -scenario "forward bridge, no input" -c "$c" modern-via-gateway=modern:"$GL" legacy-direct=legacy:"$L"
+	cmp -scenario "forward bridge, 1 MRTR round" -c "$c" -tool ask -args '{"rounds":1}' modern-via-gateway=modern:"$GL" legacy-direct-inline=legacy:"$L"
+	cmp -scenario "forward bridge, 3 MRTR rounds" -c "$c" -tool ask -args '{"rounds":3}' modern-via-gateway=modern:"$GL" legacy-direct-inline=legacy:"$L"
+done
+
+memory=""
+if ((PARKED > 0)); then
+	cat >"$out/Caddyfile.park" <<EOC
+{
+	admin 127.0.0.1:$park_admin
+	persist_config off
+	grace_period 2s
+}
+http://127.0.0.1:$park_gw {
+	bind 127.0.0.1
+	mcp_gateway /mcp {
+		upstream http://127.0.0.1:$legacy_up/mcp {
+			era legacy
+		}
+		park_ttl $PARK_TTL
+		max_parked $((PARKED + 100))
+	}
+}
+EOC
+	"$out/caddy" run --config "$out/Caddyfile.park" --adapter caddyfile >"$out/caddy-park.log" 2>&1 &
+	park_pid=$!
+	pids+=($park_pid)
+	waitport "$park_gw"
+	rss() { awk '/^VmRSS:/ {print $2}' "/proc/$park_pid/status"; }
+	heap() {
+		curl -s "http://127.0.0.1:$park_admin/debug/pprof/heap?gc=1" >/dev/null
+		curl -s "http://127.0.0.1:$park_admin/debug/vars" | grep -o '"HeapInuse": *[0-9]*' | grep -o '[0-9]*$' | awk '{print int($1/1024)}' || true
+	}
+	goroutines() { curl -s "http://127.0.0.1:$park_admin/debug/pprof/goroutine?debug=1" | head -1 | grep -o '[0-9]*$' || true; }
+	parked() { curl -s "http://127.0.0.1:$park_admin/mcp_gateway/parked" | { grep -o '"upstream"' || true; } | wc -l; }
+	# Warm the gateway with one parked call, so the baseline holds what
+	# the first call allocates once (pools, TLS-free transports, tables).
+	"$out/bench" park -url "http://127.0.0.1:$park_gw/mcp" -n 1 -c 1 >/dev/null
+	base_rss=$(rss) base_heap=$(heap) base_g=$(goroutines)
+	echo "parking $PARKED calls..." >&2
+	park_line=$("$out/bench" park -url "http://127.0.0.1:$park_gw/mcp" -n "$PARKED" -c 32)
+	echo "$park_line" >&2
+	peak_rss=$(rss) peak_heap=$(heap) peak_g=$(goroutines) peak_parked=$(parked)
+	echo "waiting for the parked calls to expire (park_ttl $PARK_TTL)..." >&2
+	for _ in $(seq 600); do
+		[[ "$(parked)" -eq 0 ]] && break
+		sleep 1
+	done
+	sleep 5
+	after_rss=$(rss) after_heap=$(heap) after_g=$(goroutines) after_parked=$(parked)
+	per_call() { awk -v a="$1" -v b="$2" -v n="$PARKED" 'BEGIN {printf "%.1f", (a-b)/n}'; }
+	memory=$(
+		cat <<EOT
+| gateway | RSS | heap in use | goroutines | parked calls |
+|---|---|---|---|---|
+| baseline (after one call) | $base_rss KiB | $base_heap KiB | $base_g | 1 |
+| $PARKED parked | $peak_rss KiB | $peak_heap KiB | $peak_g | $peak_parked |
+| per parked call | **$(per_call "$peak_rss" "$base_rss") KiB** | $(per_call "$peak_heap" "$base_heap") KiB | $(per_call "$peak_g" "$base_g") | |
+| after expiry (+5 s) | $after_rss KiB | $after_heap KiB | $after_g | $after_parked |
+
+$park_line
+EOT
+	)
+fi
+
+echo
+echo "## Results ($(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); ${D} × ${REPS} per target, interleaved)"
+echo
+echo "Ratios (first target ÷ second, same run):"
+echo
+echo "| scenario | clients | A vs B | throughput A÷B | p50 A÷B | p99 A÷B |"
+echo "|---|---|---|---|---|---|"
+grep '^RATIO' "$results" | sed 's/^RATIO //'
+echo
+echo "Figures:"
+echo
+echo "| scenario | clients | target | calls/s | p50 | p90 | p99 | errors |"
+echo "|---|---|---|---|---|---|---|---|"
+grep '^FIG' "$results" | sed 's/^FIG //'
+if [[ -n "$memory" ]]; then
+	echo
+	echo "Memory, $PARKED calls parked at input_required and never retried (park_ttl $PARK_TTL):"
+	echo
+	echo "$memory"
+fi

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The upstream the benchmarks measure against: a plain go-sdk server, in one
+// of the two eras, with one tool that asks nothing and one that asks N times.
+// It is a real go-sdk server (the SDK's own HTTP transport and session
+// handling); only the two tools are ours, because no published server has an
+// elicitation tool with a chosen number of rounds in both eras.
+
+type echoArgs struct {
+	Text string `json:"text" jsonschema:"what to send back"`
+}
+
+type askArgs struct {
+	Rounds int `json:"rounds" jsonschema:"how many elicitations to make, one after the other"`
+}
+
+// answerSchema is the form every question asks for: one string.
+var answerSchema = map[string]any{
+	"type":       "object",
+	"properties": map[string]any{"answer": map[string]any{"type": "string"}},
+	"required":   []string{"answer"},
+}
+
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:9201", "address to listen on (the endpoint is /mcp)")
+	era := fs.String("era", "legacy", "legacy: 2025-11-25 sessions, questions in-line; modern: stateless 2026-07-28, questions as input_required")
+	_ = fs.Parse(args)
+
+	server := mcp.NewServer(&mcp.Implementation{Name: "mcp-bench", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "echo", Description: "Returns its text."}, echo)
+	opts := &mcp.StreamableHTTPOptions{}
+	switch *era {
+	case "legacy":
+		mcp.AddTool(server, &mcp.Tool{Name: "ask", Description: "Asks `rounds` questions in-line."}, askInline)
+	case "modern":
+		mcp.AddTool(server, &mcp.Tool{Name: "ask", Description: "Asks `rounds` questions, one input_required round each."}, askRounds)
+		opts.Stateless = true
+	default:
+		return fmt.Errorf("serve: -era must be legacy or modern, not %q", *era)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts))
+	log.Printf("bench server (%s): http://%s/mcp", *era, *addr)
+	return http.ListenAndServe(*addr, mux)
+}
+
+func echo(_ context.Context, _ *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
+	return text(in.Text), nil, nil
+}
+
+// askInline elicits in-line on the call's stream, rounds times.
+func askInline(ctx context.Context, req *mcp.CallToolRequest, in askArgs) (*mcp.CallToolResult, any, error) {
+	var last any
+	for i := range in.Rounds {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Question " + strconv.Itoa(i), RequestedSchema: answerSchema})
+		if err != nil {
+			return nil, nil, fmt.Errorf("elicitation %d: %w", i, err)
+		}
+		if res.Action != "accept" {
+			return text("declined"), nil, nil
+		}
+		last = res.Content["answer"]
+	}
+	return text(fmt.Sprintf("%d answers, last %v", in.Rounds, last)), nil, nil
+}
+
+// askRounds asks one question per input_required round; requestState counts
+// the answers so far.
+func askRounds(_ context.Context, req *mcp.CallToolRequest, in askArgs) (*mcp.CallToolResult, any, error) {
+	got, _ := strconv.Atoi(req.Params.RequestState)
+	key := "q" + strconv.Itoa(got)
+	var last any
+	if e, ok := req.Params.InputResponses[key].(*mcp.ElicitResult); ok && e.Action == "accept" {
+		got++
+		last = e.Content["answer"]
+	}
+	if got >= in.Rounds {
+		return text(fmt.Sprintf("%d answers, last %v", in.Rounds, last)), nil, nil
+	}
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{"q" + strconv.Itoa(got): &mcp.ElicitParams{Message: "Question " + strconv.Itoa(got), RequestedSchema: answerSchema}},
+		RequestState:  strconv.Itoa(got),
+	}, nil, nil
+}
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
