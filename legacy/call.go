@@ -51,10 +51,6 @@ type Call struct {
 // unless the session says otherwise (Pool.SetLimits).
 const DefaultCallBuffer = 32
 
-// listenBuffer is how many messages the standalone GET stream holds while
-// its inbox is full.
-const listenBuffer = 8
-
 // ErrBacklog ends a call that nobody reads (SetUnread) when a notification
 // finds its buffer full: the upstream sent more than the buffer holds while
 // the call was parked.

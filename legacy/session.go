@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 )
 
 // ProtocolVersion is the legacy protocol version the gateway offers upstream
@@ -131,23 +134,41 @@ func (s *Session) listen(ctx context.Context) {
 				resp.Body.Close()
 				return // no standalone stream, or the session is gone
 			}
-			c := &Call{resp: resp, session: s}
-			c.start(listenBuffer)
-			for {
-				m, err := c.Next()
-				if err != nil {
-					break
-				}
-				select {
-				case s.inbox <- m:
-				case <-ctx.Done():
-				}
-			}
-			c.Close()
+			s.readInbox(ctx, resp)
+			resp.Body.Close()
 		}
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
+		}
+	}
+}
+
+// readInbox reads the GET stream's messages into the inbox until the stream
+// ends. It reads on the listening goroutine itself: a session waiting
+// between calls (or under a parked call) costs one goroutine for this
+// stream, not two.
+func (s *Session) readInbox(ctx context.Context, resp *http.Response) {
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		return
+	}
+	rd := sse.NewReader(resp.Body, 0)
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			return
+		}
+		if len(ev.Data) == 0 {
+			continue
+		}
+		m := ParseMessage(ev.Data)
+		if m.Kind == KindInvalid {
+			continue
+		}
+		select {
+		case s.inbox <- m:
+		case <-ctx.Done():
+			return
 		}
 	}
 }

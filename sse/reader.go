@@ -13,7 +13,10 @@ import (
 const DefaultMaxEventBytes = 4 << 20
 
 // readBufSize is the initial (and resting) size of a Reader's read buffer.
-const readBufSize = 4096
+// Most MCP messages fit; a larger event grows the buffer by doubling, and it
+// shrinks back afterwards. It is small because a gateway holds a Reader on
+// every open stream, idle ones included.
+const readBufSize = 1024
 
 // keepDataCap is the largest data buffer a Reader keeps between events; a
 // larger one, left by a large event, is released after dispatch.

@@ -45,7 +45,8 @@ type BridgeOptions struct {
 	MaxParked int
 	// GatherWindow is how long the bridge waits, after the upstream's first
 	// request for input, for sibling requests to ask in the same round.
-	// Default 20ms.
+	// Default 2ms: requests a server sends at once arrive within it, and a
+	// round of a server that asks one question at a time pays it.
 	GatherWindow time.Duration
 	// MaxRounds bounds the input_required rounds of one call (asking again
 	// for missing or invalid answers counts). Default 8.
@@ -63,7 +64,7 @@ func (o BridgeOptions) withDefaults() BridgeOptions {
 		o.MaxParked = 10000
 	}
 	if o.GatherWindow <= 0 {
-		o.GatherWindow = 20 * time.Millisecond
+		o.GatherWindow = 2 * time.Millisecond
 	}
 	if o.MaxRounds <= 0 {
 		o.MaxRounds = DefaultMaxRounds

@@ -220,24 +220,24 @@ func Peek(body []byte) (Message, error) {
 	if !root.IsObject() {
 		return msg, errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: message must be a JSON object")
 	}
-	members, dup := objectMembers(root)
+	ms, dup := objectMembers(root)
 
-	id, hasID := members["id"]
+	id, hasID := ms.get("id")
 	if isIDType(id) {
 		msg.ID = json.RawMessage(id.Raw)
 	}
-	method, hasMethod := members["method"]
+	method, hasMethod := ms.get("method")
 	if method.Type == gjson.String {
 		msg.Method = method.Str
 	}
 	if dup != "" {
 		return msg, errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: duplicate member %q", clip(dup))
 	}
-	if v := members["jsonrpc"]; v.Type != gjson.String || v.Str != "2.0" {
+	if v := ms.val("jsonrpc"); v.Type != gjson.String || v.Str != "2.0" {
 		return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "jsonrpc" must be "2.0"`)
 	}
-	_, hasResult := members["result"]
-	errMember, hasError := members["error"]
+	_, hasResult := ms.get("result")
+	errMember, hasError := ms.get("error")
 
 	if hasMethod {
 		if method.Type != gjson.String || method.Str == "" {
@@ -246,7 +246,7 @@ func Peek(body []byte) (Message, error) {
 		if hasResult || hasError {
 			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: a request must not carry "result" or "error"`)
 		}
-		if p, ok := members["params"]; ok && !p.IsObject() && !p.IsArray() {
+		if p, ok := ms.get("params"); ok && !p.IsObject() && !p.IsArray() {
 			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "params" must be an object or an array`)
 		}
 		if !hasID {
@@ -297,18 +297,68 @@ func isIDType(r gjson.Result) bool {
 // than once: parsers disagree on which duplicate wins (gjson keeps the first,
 // encoding/json and JSON.parse the last), so a gateway that validates one
 // value while the upstream acts on another must refuse such messages.
-func objectMembers(obj gjson.Result) (map[string]gjson.Result, string) {
-	members := make(map[string]gjson.Result, 8)
+func objectMembers(obj gjson.Result) (objMembers, string) {
+	ms := objMembers{list: make([]member, 0, 8)}
 	dup := ""
 	obj.ForEach(func(k, v gjson.Result) bool {
-		if _, seen := members[k.Str]; seen {
+		if _, seen := ms.get(k.Str); seen {
 			dup = k.Str
 			return false
 		}
-		members[k.Str] = v
+		ms.add(k.Str, v)
 		return true
 	})
-	return members, dup
+	return ms, dup
+}
+
+// objMembers are the members of a JSON object, looked up by name. The objects
+// of a JSON-RPC envelope have a handful of members: a slice searched in order
+// costs less than a map, and an index is built only for large objects.
+type objMembers struct {
+	list  []member
+	index map[string]int // once list is longer than smallObject
+}
+
+type member struct {
+	name string
+	val  gjson.Result
+}
+
+const smallObject = 16
+
+func (ms *objMembers) add(name string, v gjson.Result) {
+	ms.list = append(ms.list, member{name, v})
+	switch n := len(ms.list); {
+	case n == smallObject+1:
+		ms.index = make(map[string]int, 2*n)
+		for i, m := range ms.list {
+			ms.index[m.name] = i
+		}
+	case n > smallObject+1:
+		ms.index[name] = n - 1
+	}
+}
+
+func (ms *objMembers) get(name string) (gjson.Result, bool) {
+	if ms.index != nil {
+		i, ok := ms.index[name]
+		if !ok {
+			return gjson.Result{}, false
+		}
+		return ms.list[i].val, true
+	}
+	for _, m := range ms.list {
+		if m.name == name {
+			return m.val, true
+		}
+	}
+	return gjson.Result{}, false
+}
+
+// val is the member's value, or the zero Result when absent.
+func (ms *objMembers) val(name string) gjson.Result {
+	v, _ := ms.get(name)
+	return v
 }
 
 // clip shortens a client-supplied value before it is quoted in an error

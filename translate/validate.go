@@ -154,7 +154,7 @@ func readEnvelope(body []byte, msg Message) (envelope, *RPCError) {
 	}
 
 	top, _ := objectMembers(gjson.ParseBytes(body)) // Peek rejected duplicates
-	params, ok := top["params"]
+	params, ok := top.get("params")
 	if !ok && !isRequest {
 		return env, nil
 	}
@@ -168,7 +168,7 @@ func readEnvelope(body []byte, msg Message) (envelope, *RPCError) {
 	if dup != "" {
 		return invalid("duplicate member %q in params", clip(dup))
 	}
-	meta, ok := pm["_meta"]
+	meta, ok := pm.get("_meta")
 	if !ok {
 		if isRequest {
 			return invalid("missing params._meta")
@@ -183,7 +183,7 @@ func readEnvelope(body []byte, msg Message) (envelope, *RPCError) {
 		return invalid("duplicate member %q in params._meta", clip(dup))
 	}
 
-	if v, ok := mm[MetaProtocolVersion]; ok {
+	if v, ok := mm.get(MetaProtocolVersion); ok {
 		if v.Type != gjson.String {
 			return invalid("_meta %s must be a string", MetaProtocolVersion)
 		}
@@ -191,7 +191,7 @@ func readEnvelope(body []byte, msg Message) (envelope, *RPCError) {
 	} else if isRequest {
 		return invalid("missing _meta %s", MetaProtocolVersion)
 	}
-	if v, ok := mm[MetaClientCapabilities]; ok {
+	if v, ok := mm.get(MetaClientCapabilities); ok {
 		if !v.IsObject() {
 			return invalid("_meta %s must be an object", MetaClientCapabilities)
 		}
@@ -199,7 +199,7 @@ func readEnvelope(body []byte, msg Message) (envelope, *RPCError) {
 	} else if isRequest {
 		return invalid("missing _meta %s", MetaClientCapabilities)
 	}
-	if v, ok := mm[MetaLogLevel]; ok {
+	if v, ok := mm.get(MetaLogLevel); ok {
 		env.hasLogLevel = true
 		if v.Type == gjson.String {
 			env.logLevel = v.Str
@@ -207,7 +207,7 @@ func readEnvelope(body []byte, msg Message) (envelope, *RPCError) {
 	}
 
 	if field := nameSourceField(msg.Method); field != "" && isRequest {
-		v, ok := pm[field]
+		v, ok := pm.get(field)
 		if !ok || v.Type != gjson.String {
 			return invalid("params.%s must be a string", field)
 		}

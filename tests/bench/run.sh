@@ -172,18 +172,20 @@ fi
 
 echo
 echo "## Results ($(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); ${D} × ${REPS} per target, interleaved)"
-echo
-echo "Ratios (first target ÷ second, same run):"
-echo
-echo "| scenario | clients | A vs B | throughput A÷B | p50 A÷B | p99 A÷B |"
-echo "|---|---|---|---|---|---|"
-grep '^RATIO' "$results" | sed 's/^RATIO //'
-echo
-echo "Figures:"
-echo
-echo "| scenario | clients | target | calls/s | p50 | p90 | p99 | errors |"
-echo "|---|---|---|---|---|---|---|---|"
-grep '^FIG' "$results" | sed 's/^FIG //'
+if [[ -s "$results" ]]; then
+	echo
+	echo "Ratios (first target ÷ second, same run):"
+	echo
+	echo "| scenario | clients | A vs B | throughput A÷B | p50 A÷B | p99 A÷B |"
+	echo "|---|---|---|---|---|---|"
+	sed -n 's/^RATIO //p' "$results"
+	echo
+	echo "Figures:"
+	echo
+	echo "| scenario | clients | target | calls/s | p50 | p90 | p99 | errors |"
+	echo "|---|---|---|---|---|---|---|---|"
+	sed -n 's/^FIG //p' "$results"
+fi
 if [[ -n "$memory" ]]; then
 	echo
 	echo "Memory, $PARKED calls parked at input_required and never retried (park_ttl $PARK_TTL):"

@@ -1,0 +1,67 @@
+package translate
+
+import (
+	"net/http"
+	"testing"
+)
+
+// The per-request work of the gateway's hot paths, without I/O: what every
+// modern request pays (classification and the validation ladder), what every
+// legacy request pays (peeking), and what a forward-bridge round adds (the
+// input_required result and the answer's validation).
+
+const benchModernCall = `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"search","arguments":{"query":"caddy","limit":10},` +
+	`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"sampling":{}},` +
+	`"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}`
+
+func benchModernHeader() http.Header {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	h.Set("MCP-Protocol-Version", "2026-07-28")
+	h.Set("Mcp-Method", "tools/call")
+	h.Set("Mcp-Name", "search")
+	return h
+}
+
+func BenchmarkModernRequest(b *testing.B) {
+	h, body := benchModernHeader(), []byte(benchModernCall)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if ClassifyRequest(h, body) != EraModern {
+			b.Fatal("not modern")
+		}
+		if _, rerr := ValidateModern(http.MethodPost, h, body, []string{"2026-07-28"}); rerr != nil {
+			b.Fatal(rerr.Message)
+		}
+	}
+}
+
+func BenchmarkPeekLegacy(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := Peek(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkInputRound(b *testing.B) {
+	params := []byte(`{"message":"How many people?","requestedSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}}`)
+	answer := []byte(`{"action":"accept","content":{"n":4}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		var kc KeyCounter
+		ir, err := NewInputRequest("elicitation/create", params, &kc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = InputRequiredResult([]InputRequest{ir}, "state")
+		if err := ValidateInputResponse(ir.Method, answer); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
