@@ -65,3 +65,28 @@ func BenchmarkInputRound(b *testing.B) {
 		}
 	}
 }
+
+func TestUpstreamParams(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"name":"t","arguments":{"b":1,"a":"<&>"},"inputResponses":{"k":{}},"requestState":"s",` +
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":7,"io.modelcontextprotocol/clientCapabilities":{}}}`,
+			`{"name":"t","arguments":{"b":1,"a":"<&>"},"_meta":{"progressToken":7}}`},
+		{`{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`, `{"name":"t"}`},
+		{`{}`, `{}`},
+		{`[1]`, `[1]`},
+	} {
+		if got := string(upstreamParams([]byte(tc.in))); got != tc.want {
+			t.Errorf("upstreamParams(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+func BenchmarkUpstreamParams(b *testing.B) {
+	params := []byte(`{"name":"search","arguments":{"query":"caddy","limit":10},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+		`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},"progressToken":"p1"}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = upstreamParams(params)
+		_ = legacyCapabilities([]byte(`{"elicitation":{"form":{}},"sampling":{}}`))
+	}
+}

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"encoding/json"
+	"sync"
 
 	"github.com/tidwall/gjson"
 )
@@ -54,41 +55,75 @@ var modernMeta = []string{MetaProtocolVersion, MetaClientCapabilities, MetaClien
 
 // upstreamParams turns a modern request's params into legacy params: the
 // per-request protocol fields and the MRTR fields go; everything else
-// (arguments, progressToken, other _meta) stays.
+// (arguments, progressToken, other _meta) stays, byte for byte and in order.
 func upstreamParams(params []byte) []byte {
 	if len(params) == 0 {
 		return nil
 	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(params, &m) != nil {
+	src := string(params)
+	if !gjson.Valid(src) || !gjson.Parse(src).IsObject() {
 		return params
 	}
-	delete(m, "inputResponses")
-	delete(m, "requestState")
-	if raw, ok := m["_meta"]; ok {
-		var meta map[string]json.RawMessage
-		if json.Unmarshal(raw, &meta) == nil {
-			for _, k := range modernMeta {
-				delete(meta, k)
-			}
-			if len(meta) == 0 {
-				delete(m, "_meta")
-			} else {
-				m["_meta"], _ = json.Marshal(meta)
+	ms, _ := members(src)
+	b := make([]byte, 0, len(src))
+	b = append(b, '{')
+	n := 0
+	for _, m := range ms {
+		val := m.val.Raw
+		switch {
+		case m.name == "inputResponses" || m.name == "requestState":
+			continue
+		case m.name == "_meta" && m.val.IsObject():
+			if val = removeMembers(val, modernMeta...); val == "{}" {
+				continue
 			}
 		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = append(append(append(b, m.key...), ':'), val...)
 	}
-	out, err := json.Marshal(m)
-	if err != nil {
-		return params
-	}
-	return out
+	return append(b, '}')
 }
 
 // legacyCapabilities maps modern client capabilities to the legacy ones a
 // session is initialized with, as canonical JSON (sorted keys), so that equal
 // capability sets share sessions.
 func legacyCapabilities(caps []byte) string {
+	if len(caps) > maxCachedCaps {
+		return mapLegacyCapabilities(caps)
+	}
+	capsCache.Lock()
+	v, ok := capsCache.m[string(caps)]
+	capsCache.Unlock()
+	if ok {
+		return v
+	}
+	v = mapLegacyCapabilities(caps)
+	capsCache.Lock()
+	if len(capsCache.m) >= capsCacheSize {
+		clear(capsCache.m)
+	}
+	capsCache.m[string(caps)] = v
+	capsCache.Unlock()
+	return v
+}
+
+// capsCache remembers the mapping of recent capability sets: clients send
+// the same few over and over, and the mapping decodes and re-encodes JSON.
+// It holds at most capsCacheSize sets of at most maxCachedCaps bytes each.
+var capsCache = struct {
+	sync.Mutex
+	m map[string]string
+}{m: make(map[string]string)}
+
+const (
+	capsCacheSize = 256
+	maxCachedCaps = 512
+)
+
+func mapLegacyCapabilities(caps []byte) string {
 	var m map[string]any
 	if json.Unmarshal(caps, &m) != nil {
 		return "{}"

@@ -141,11 +141,14 @@ func IsLegacyVersion(v string) bool {
 // hasModernMeta reports whether the body's params._meta carries one of the
 // required modern request keys.
 func hasModernMeta(body []byte) bool {
-	res := gjson.GetManyBytes(body,
-		MetaPath("params", MetaProtocolVersion),
-		MetaPath("params", MetaClientCapabilities))
-	return res[0].Exists() || res[1].Exists()
+	return gjson.GetBytes(body, paramsMetaVersion).Exists() || gjson.GetBytes(body, paramsMetaCapabilities).Exists()
 }
+
+// The gjson paths hasModernMeta reads, built once.
+var (
+	paramsMetaVersion      = MetaPath("params", MetaProtocolVersion)
+	paramsMetaCapabilities = MetaPath("params", MetaClientCapabilities)
+)
 
 // isDateVersion reports whether v has the YYYY-MM-DD shape of MCP protocol
 // versions, so that versions can be ordered by comparing strings.

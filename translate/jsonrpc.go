@@ -220,24 +220,22 @@ func Peek(body []byte) (Message, error) {
 	if !root.IsObject() {
 		return msg, errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: message must be a JSON object")
 	}
-	ms, dup := objectMembers(root)
-
-	id, hasID := ms.get("id")
+	var vals [6]gjson.Result
+	dup := scanMembers(root, peekMembers[:], vals[:])
+	id, method, jsonrpc, result, errMember, params := vals[0], vals[1], vals[2], vals[3], vals[4], vals[5]
+	hasID, hasMethod, hasResult, hasError := id.Exists(), method.Exists(), result.Exists(), errMember.Exists()
 	if isIDType(id) {
 		msg.ID = json.RawMessage(id.Raw)
 	}
-	method, hasMethod := ms.get("method")
 	if method.Type == gjson.String {
 		msg.Method = method.Str
 	}
 	if dup != "" {
 		return msg, errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: duplicate member %q", clip(dup))
 	}
-	if v := ms.val("jsonrpc"); v.Type != gjson.String || v.Str != "2.0" {
+	if v := jsonrpc; v.Type != gjson.String || v.Str != "2.0" {
 		return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "jsonrpc" must be "2.0"`)
 	}
-	_, hasResult := ms.get("result")
-	errMember, hasError := ms.get("error")
 
 	if hasMethod {
 		if method.Type != gjson.String || method.Str == "" {
@@ -246,7 +244,7 @@ func Peek(body []byte) (Message, error) {
 		if hasResult || hasError {
 			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: a request must not carry "result" or "error"`)
 		}
-		if p, ok := ms.get("params"); ok && !p.IsObject() && !p.IsArray() {
+		if p := params; p.Exists() && !p.IsObject() && !p.IsArray() {
 			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "params" must be an object or an array`)
 		}
 		if !hasID {
@@ -292,74 +290,54 @@ func isIDType(r gjson.Result) bool {
 	return r.Type == gjson.String || r.Type == gjson.Number
 }
 
-// objectMembers indexes the immediate members of the JSON object obj by
-// their unescaped names. It also returns the first name that occurs more
-// than once: parsers disagree on which duplicate wins (gjson keeps the first,
-// encoding/json and JSON.parse the last), so a gateway that validates one
-// value while the upstream acts on another must refuse such messages.
-func objectMembers(obj gjson.Result) (objMembers, string) {
-	ms := objMembers{list: make([]member, 0, 8)}
-	dup := ""
+// scanMembers walks the JSON object obj once. The value of each member
+// named in names goes to the same index of vals (absent members stay the
+// zero Result, whose Exists is false), and the first repeated member name is
+// returned ("" if none): parsers disagree on which duplicate wins (gjson
+// keeps the first, encoding/json and JSON.parse the last), so a gateway that
+// validates one value while the upstream acts on another must refuse such
+// messages. Small objects are checked for repeats without allocating.
+func scanMembers(obj gjson.Result, names []string, vals []gjson.Result) (dup string) {
+	var small [16]string
+	n := 0
+	var seen map[string]struct{} // once the object has more than len(small) members
 	obj.ForEach(func(k, v gjson.Result) bool {
-		if _, seen := ms.get(k.Str); seen {
-			dup = k.Str
-			return false
+		if seen == nil {
+			for _, name := range small[:n] {
+				if name == k.Str {
+					dup = k.Str
+					return false
+				}
+			}
+			if n < len(small) {
+				small[n] = k.Str
+				n++
+			} else {
+				seen = make(map[string]struct{}, 2*len(small))
+				for _, name := range small {
+					seen[name] = struct{}{}
+				}
+			}
 		}
-		ms.add(k.Str, v)
+		if seen != nil {
+			if _, ok := seen[k.Str]; ok {
+				dup = k.Str
+				return false
+			}
+			seen[k.Str] = struct{}{}
+		}
+		for i, name := range names {
+			if name == k.Str {
+				vals[i] = v
+			}
+		}
 		return true
 	})
-	return ms, dup
+	return dup
 }
 
-// objMembers are the members of a JSON object, looked up by name. The objects
-// of a JSON-RPC envelope have a handful of members: a slice searched in order
-// costs less than a map, and an index is built only for large objects.
-type objMembers struct {
-	list  []member
-	index map[string]int // once list is longer than smallObject
-}
-
-type member struct {
-	name string
-	val  gjson.Result
-}
-
-const smallObject = 16
-
-func (ms *objMembers) add(name string, v gjson.Result) {
-	ms.list = append(ms.list, member{name, v})
-	switch n := len(ms.list); {
-	case n == smallObject+1:
-		ms.index = make(map[string]int, 2*n)
-		for i, m := range ms.list {
-			ms.index[m.name] = i
-		}
-	case n > smallObject+1:
-		ms.index[name] = n - 1
-	}
-}
-
-func (ms *objMembers) get(name string) (gjson.Result, bool) {
-	if ms.index != nil {
-		i, ok := ms.index[name]
-		if !ok {
-			return gjson.Result{}, false
-		}
-		return ms.list[i].val, true
-	}
-	for _, m := range ms.list {
-		if m.name == name {
-			return m.val, true
-		}
-	}
-	return gjson.Result{}, false
-}
-
-// val is the member's value, or the zero Result when absent.
-func (ms *objMembers) val(name string) gjson.Result {
-	v, _ := ms.get(name)
-	return v
-}
+// peekMembers are the envelope members Peek reads, in the order of its vals.
+var peekMembers = [6]string{"id", "method", "jsonrpc", "result", "error", "params"}
 
 // clip shortens a client-supplied value before it is quoted in an error
 // message, so that error bodies stay small.

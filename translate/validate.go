@@ -153,9 +153,10 @@ func readEnvelope(body []byte, msg Message) (envelope, *RPCError) {
 		return env, errorf(http.StatusBadRequest, InvalidParams, "Invalid params: "+format, args...)
 	}
 
-	top, _ := objectMembers(gjson.ParseBytes(body)) // Peek rejected duplicates
-	params, ok := top.get("params")
-	if !ok && !isRequest {
+	var top [1]gjson.Result
+	scanMembers(gjson.ParseBytes(body), []string{"params"}, top[:]) // Peek rejected duplicates
+	params := top[0]
+	if !params.Exists() && !isRequest {
 		return env, nil
 	}
 	if !params.IsObject() {
@@ -164,12 +165,15 @@ func readEnvelope(body []byte, msg Message) (envelope, *RPCError) {
 		}
 		return invalid("params must be an object")
 	}
-	pm, dup := objectMembers(params)
-	if dup != "" {
+	// The member that names the request's target (tools/call's name, …),
+	// looked up in the same pass as _meta.
+	field := nameSourceField(msg.Method)
+	var pv [2]gjson.Result
+	if dup := scanMembers(params, []string{"_meta", field}, pv[:]); dup != "" {
 		return invalid("duplicate member %q in params", clip(dup))
 	}
-	meta, ok := pm.get("_meta")
-	if !ok {
+	meta := pv[0]
+	if !meta.Exists() {
 		if isRequest {
 			return invalid("missing params._meta")
 		}
@@ -178,12 +182,12 @@ func readEnvelope(body []byte, msg Message) (envelope, *RPCError) {
 	if !meta.IsObject() {
 		return invalid("params._meta must be an object")
 	}
-	mm, dup := objectMembers(meta)
-	if dup != "" {
+	var mv [3]gjson.Result
+	if dup := scanMembers(meta, []string{MetaProtocolVersion, MetaClientCapabilities, MetaLogLevel}, mv[:]); dup != "" {
 		return invalid("duplicate member %q in params._meta", clip(dup))
 	}
 
-	if v, ok := mm.get(MetaProtocolVersion); ok {
+	if v := mv[0]; v.Exists() {
 		if v.Type != gjson.String {
 			return invalid("_meta %s must be a string", MetaProtocolVersion)
 		}
@@ -191,7 +195,7 @@ func readEnvelope(body []byte, msg Message) (envelope, *RPCError) {
 	} else if isRequest {
 		return invalid("missing _meta %s", MetaProtocolVersion)
 	}
-	if v, ok := mm.get(MetaClientCapabilities); ok {
+	if v := mv[1]; v.Exists() {
 		if !v.IsObject() {
 			return invalid("_meta %s must be an object", MetaClientCapabilities)
 		}
@@ -199,16 +203,16 @@ func readEnvelope(body []byte, msg Message) (envelope, *RPCError) {
 	} else if isRequest {
 		return invalid("missing _meta %s", MetaClientCapabilities)
 	}
-	if v, ok := mm.get(MetaLogLevel); ok {
+	if v := mv[2]; v.Exists() {
 		env.hasLogLevel = true
 		if v.Type == gjson.String {
 			env.logLevel = v.Str
 		}
 	}
 
-	if field := nameSourceField(msg.Method); field != "" && isRequest {
-		v, ok := pm.get(field)
-		if !ok || v.Type != gjson.String {
+	if field != "" && isRequest {
+		v := pv[1]
+		if v.Type != gjson.String {
 			return invalid("params.%s must be a string", field)
 		}
 		env.name = v.Str
