@@ -105,8 +105,11 @@ func TestForwardManyParkedCalls(t *testing.T) {
 		if sessions == 0 && gr <= baseGoroutines+300 {
 			heap := g.heapKiB(t)
 			t.Logf("after expiry: gateway RSS %d KiB, heap in use %d KiB, goroutines %d, upstream sessions %d", g.rssKiB(t), heap, gr, sessions)
-			if heap > baseHeap+(peakHeap-baseHeap)/4 {
-				t.Errorf("heap in use %d KiB after expiry: more than a quarter of the parked calls' %d KiB is still held", heap, peakHeap-baseHeap)
+			// The runtime keeps the descriptors of exited goroutines for
+			// reuse (about 0.6 KiB each, never freed): allow 1 KiB per
+			// goroutine the peak had, on top of a quarter of the peak.
+			if allowed := baseHeap + (peakHeap-baseHeap)/4 + (peakGoroutines - baseGoroutines); heap > allowed {
+				t.Errorf("heap in use %d KiB after expiry (allowed %d KiB): more than a quarter of the parked calls' %d KiB is still held", heap, allowed, peakHeap-baseHeap)
 			}
 			break
 		}
