@@ -222,7 +222,7 @@ type call struct {
 	expires  time.Time // while parked
 	handle   [16]byte
 	round    uint32
-	digest   [16]byte
+	digest   [16]byte // of the request, computed when the call first parks
 	princ    [16]byte
 	keys     KeyCounter
 	pending  []pendingInput
@@ -240,8 +240,7 @@ type pendingInput struct {
 func (b *Bridge) start(ctx context.Context, r Request, key legacy.PoolKey, params []byte) (*call, *RPCError) {
 	caps := []byte(key.Caps)
 	info := metaField(params, MetaClientInfo)
-	c := &call{key: key, method: r.Method, name: r.Name, started: time.Now(),
-		princ: PrincipalHash(r.Principal), digest: RequestDigest(r.Method, params)}
+	c := &call{key: key, method: r.Method, name: r.Name, started: time.Now(), princ: PrincipalHash(r.Principal)}
 	if _, err := rand.Read(c.handle[:]); err != nil {
 		return nil, internalError("no randomness")
 	}
@@ -419,6 +418,10 @@ func (b *Bridge) upstreamRequest(c *call, r Request, m legacy.Message, fresh map
 // call waiting for the retry.
 func (b *Bridge) park(c *call, r Request, sink Sink) {
 	o := b.options()
+	if c.round == 0 {
+		// Calls that never ask for input (most) skip the digest.
+		c.digest = RequestDigest(r.Method, paramsOf(r.Body))
+	}
 	c.round++
 	if int(c.round) > o.MaxRounds {
 		b.abandon(c, "too many rounds of input")

@@ -23,7 +23,7 @@ REPS=${BENCH_REPS:-2}
 PARKED=${BENCH_PARKED:-10000}
 PARK_TTL=${BENCH_PARK_TTL:-90s}
 P=${BENCH_PORT:-19200}
-legacy_up=$((P + 1)) modern_up=$((P + 2)) gw_legacy=$((P + 11)) gw_modern=$((P + 12)) plain=$((P + 13)) admin=$((P + 19))
+legacy_up=$((P + 1)) modern_up=$((P + 2)) gw_legacy=$((P + 11)) gw_modern=$((P + 12)) plain=$((P + 13)) gw_quick=$((P + 14)) admin=$((P + 19))
 park_gw=$((P + 21)) park_admin=$((P + 29))
 
 out=tests/.out/bench
@@ -84,6 +84,15 @@ http://127.0.0.1:$gw_modern {
 		}
 	}
 }
+http://127.0.0.1:$gw_quick {
+	bind 127.0.0.1
+	mcp_gateway /mcp {
+		upstream http://127.0.0.1:$legacy_up/mcp {
+			era legacy
+		}
+		gather_window 200us
+	}
+}
 http://127.0.0.1:$plain {
 	bind 127.0.0.1
 	reverse_proxy 127.0.0.1:$legacy_up
@@ -91,10 +100,11 @@ http://127.0.0.1:$plain {
 EOC
 "$out/caddy" run --config "$out/Caddyfile" --adapter caddyfile >"$out/caddy.log" 2>&1 &
 pids+=($!)
-for port in $legacy_up $modern_up $gw_legacy $gw_modern $plain; do waitport "$port"; done
+for port in $legacy_up $modern_up $gw_legacy $gw_modern $gw_quick $plain; do waitport "$port"; done
 
 L="http://127.0.0.1:$legacy_up/mcp" M="http://127.0.0.1:$modern_up/mcp"
 GL="http://127.0.0.1:$gw_legacy/mcp" GM="http://127.0.0.1:$gw_modern/mcp" RP="http://127.0.0.1:$plain/mcp"
+GQ="http://127.0.0.1:$gw_quick/mcp" # the same gateway with gather_window 200us
 
 results="$out/results.txt"
 : >"$results"
@@ -107,6 +117,7 @@ for c in 1 32; do
 	cmp -scenario "modern pass-through" -c "$c" gateway=modern:"$GM" direct=modern:"$M"
 	cmp -scenario "forward bridge, no input" -c "$c" modern-via-gateway=modern:"$GL" legacy-direct=legacy:"$L"
 	cmp -scenario "forward bridge, 1 MRTR round" -c "$c" -tool ask -args '{"rounds":1}' modern-via-gateway=modern:"$GL" legacy-direct-inline=legacy:"$L"
+	cmp -scenario "forward bridge, 1 MRTR round, gather_window 200us" -c "$c" -tool ask -args '{"rounds":1}' modern-via-gateway=modern:"$GQ" legacy-direct-inline=legacy:"$L"
 	cmp -scenario "forward bridge, 3 MRTR rounds" -c "$c" -tool ask -args '{"rounds":3}' modern-via-gateway=modern:"$GL" legacy-direct-inline=legacy:"$L"
 done
 
