@@ -6,14 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"time"
 
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
@@ -125,29 +124,18 @@ func (h *Handler) endProbeSession(ctx context.Context, u *Upstream, sid string) 
 }
 
 // readResponseMessage reads the JSON-RPC response with the given string id
-// from a JSON or SSE answer.
+// from a JSON or SSE answer, reading at most maxProbeResponse bytes.
 func readResponseMessage(resp *http.Response, id string) (gjson.Result, error) {
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	body := io.LimitReader(resp.Body, maxProbeResponse)
-	if mt == "text/event-stream" {
-		rd := sse.NewReader(body, maxProbeResponse)
-		for {
-			ev, err := rd.Next()
-			if err != nil {
-				return gjson.Result{}, fmt.Errorf("reading event stream: %w", err)
-			}
-			msg := gjson.ParseBytes(ev.Data)
-			if msg.Get("id").String() == id && (msg.Get("result").Exists() || msg.Get("error").Exists()) {
-				return msg, nil
-			}
+	limited := *resp
+	limited.Body = io.NopCloser(io.LimitReader(resp.Body, maxProbeResponse))
+	rd := legacy.NewMessageReader(&limited, maxProbeResponse)
+	for {
+		m, err := rd.Next()
+		if err != nil {
+			return gjson.Result{}, err
+		}
+		if !rd.IsStream() || m.Kind == legacy.KindResponse && gjson.ParseBytes(m.ID).String() == id {
+			return gjson.ParseBytes(m.Raw), nil
 		}
 	}
-	b, err := io.ReadAll(body)
-	if err != nil {
-		return gjson.Result{}, err
-	}
-	if !gjson.ValidBytes(b) {
-		return gjson.Result{}, errors.New("not JSON")
-	}
-	return gjson.ParseBytes(b), nil
 }

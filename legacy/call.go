@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 )
 
 // maxResumes bounds how often a broken call stream is resumed.
@@ -193,41 +191,24 @@ func (c *Call) read() {
 			f()
 		}
 	}()
-	mt, _, _ := mime.ParseMediaType(c.resp.Header.Get("Content-Type"))
-	if mt != "text/event-stream" {
+	rd := NewMessageReader(c.resp, maxResponse)
+	if !rd.IsStream() {
 		defer c.resp.Body.Close()
-		b, err := io.ReadAll(io.LimitReader(c.resp.Body, maxResponse))
-		if err != nil {
-			c.err = fmt.Errorf("reading upstream answer: %w", err)
-			return
-		}
-		if m := ParseMessage(b); m.Kind != KindInvalid {
+		m, err := rd.Next()
+		switch {
+		case err != nil:
+			c.err = err
+		case m.Kind == KindInvalid:
+			c.err = fmt.Errorf("upstream answered %s with no JSON-RPC message", c.resp.Status)
+		default:
 			c.send(m)
-			return
 		}
-		c.err = fmt.Errorf("upstream answered %s with no JSON-RPC message", c.resp.Status)
 		return
 	}
 	body := c.resp.Body
-	rd := sse.NewReader(body, 0)
-	var lastID string
-	retry := 500 * time.Millisecond
 	for resumes := 0; ; {
-		ev, err := rd.Next()
+		m, err := rd.Next()
 		if err == nil {
-			if ev.HasID {
-				lastID = ev.ID
-			}
-			if ev.HasRetry {
-				retry = time.Duration(ev.Retry) * time.Millisecond
-			}
-			if len(ev.Data) == 0 {
-				continue
-			}
-			m := ParseMessage(ev.Data)
-			if m.Kind == KindInvalid {
-				continue
-			}
 			if !c.send(m) || c.isFinal(m) {
 				return
 			}
@@ -239,6 +220,7 @@ func (c *Call) read() {
 			return
 		default:
 		}
+		lastID := rd.LastEventID()
 		if lastID == "" || resumes >= maxResumes {
 			if errors.Is(err, io.EOF) && c.ID != nil {
 				err = io.ErrUnexpectedEOF
@@ -247,21 +229,29 @@ func (c *Call) read() {
 			return
 		}
 		resumes++
+		retry := 500 * time.Millisecond
+		if ms, ok := rd.Retry(); ok {
+			retry = time.Duration(ms) * time.Millisecond
+		}
 		select {
 		case <-time.After(min(retry, 5*time.Second)):
 		case <-c.done:
 			return
 		}
-		if body, err = c.resume(lastID); err != nil {
+		resp, err := c.resume(lastID)
+		if err != nil {
 			c.err = fmt.Errorf("resuming upstream stream: %w", err)
 			return
 		}
-		rd = sse.NewReader(body, 0)
+		body = resp.Body
+		next := NewMessageReader(resp, maxResponse)
+		next.lastID, next.retry, next.hasRetry = lastID, rd.retry, rd.hasRetry
+		rd = next
 	}
 }
 
 // resume reopens the stream after lastID with GET + Last-Event-ID.
-func (c *Call) resume(lastID string) (io.ReadCloser, error) {
+func (c *Call) resume(lastID string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, c.session.URL, nil)
 	if err != nil {
 		return nil, err
@@ -286,7 +276,7 @@ func (c *Call) resume(lastID string) (io.ReadCloser, error) {
 	default:
 	}
 	c.body = resp.Body // so that Close closes the live stream
-	return resp.Body, nil
+	return resp, nil
 }
 
 func isJSON(resp *http.Response) bool {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
@@ -16,8 +15,6 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 )
 
 // ProtocolVersion is the legacy protocol version the gateway offers upstream
@@ -149,21 +146,14 @@ func (s *Session) listen(ctx context.Context) {
 // between calls (or under a parked call) costs one goroutine for this
 // stream, not two.
 func (s *Session) readInbox(ctx context.Context, resp *http.Response) {
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+	rd := NewMessageReader(resp, maxResponse)
+	if !rd.IsStream() {
 		return
 	}
-	rd := sse.NewReader(resp.Body, 0)
 	for {
-		ev, err := rd.Next()
+		m, err := rd.Next()
 		if err != nil {
 			return
-		}
-		if len(ev.Data) == 0 {
-			continue
-		}
-		m := ParseMessage(ev.Data)
-		if m.Kind == KindInvalid {
-			continue
 		}
 		select {
 		case s.inbox <- m:

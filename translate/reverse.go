@@ -520,7 +520,7 @@ func (rv *Reverse) exchange(ctx context.Context, upstream string, hdr http.Heade
 	}
 	defer a.close()
 	for {
-		m, err := a.next()
+		m, err := a.Next()
 		if err != nil {
 			if ctx.Err() != nil {
 				return gjson.Result{}, nil
@@ -535,7 +535,7 @@ func (rv *Reverse) exchange(ctx context.Context, upstream string, hdr http.Heade
 			if v := gjson.ParseBytes(m.ID); v.Type == gjson.String && v.Str == id {
 				return gjson.ParseBytes(m.Raw), nil
 			}
-			if a.events == nil {
+			if !a.IsStream() {
 				return gjson.Result{}, internalError(fmt.Sprintf("the upstream answered HTTP %d with a response to another request", a.status))
 			}
 		case legacy.KindNotification:
@@ -548,7 +548,7 @@ func (rv *Reverse) exchange(ctx context.Context, upstream string, hdr http.Heade
 				}
 			}
 		default:
-			if a.events == nil {
+			if !a.IsStream() {
 				return gjson.Result{}, internalError(fmt.Sprintf("the upstream answered HTTP %d without a JSON-RPC response", a.status))
 			}
 			// A request on a modern response stream is forbidden; ignore it.

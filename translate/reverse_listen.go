@@ -241,7 +241,7 @@ func (rv *Reverse) subscribeUpstream(ctx context.Context, s *ReverseSession, hdr
 	}
 	defer a.close()
 	for {
-		m, err := a.next()
+		m, err := a.Next()
 		if err != nil {
 			send(listenEvent{gen: gen, err: err})
 			return

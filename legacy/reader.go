@@ -1,0 +1,91 @@
+package legacy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
+)
+
+// MessageReader reads the JSON-RPC messages of one HTTP answer of an MCP
+// server, whichever form it takes: a JSON body holding one message, or an
+// SSE stream of them. The forward bridge's calls, the sessions' GET streams,
+// the reverse bridge's upstream requests and the era probe all read their
+// answers with it.
+type MessageReader struct {
+	status int
+	body   io.Reader
+	max    int
+	events *sse.Reader // nil for a JSON answer
+	read   bool        // the JSON answer was returned
+
+	lastID   string
+	retry    int
+	hasRetry bool
+}
+
+// NewMessageReader reads resp's body. No JSON answer, and no single event,
+// may exceed maxBytes.
+func NewMessageReader(resp *http.Response, maxBytes int) *MessageReader {
+	r := &MessageReader{status: resp.StatusCode, body: resp.Body, max: maxBytes}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
+		r.events = sse.NewReader(resp.Body, maxBytes)
+	}
+	return r
+}
+
+// IsStream reports whether the answer is an SSE stream.
+func (r *MessageReader) IsStream() bool { return r.events != nil }
+
+// Next returns the next message, or io.EOF after the last. A JSON answer
+// that is not a JSON object is an error naming the HTTP status; in a stream,
+// events without a JSON-RPC message (priming events, anything unparsable)
+// are skipped. A stream that breaks returns the read error, wrapped.
+func (r *MessageReader) Next() (Message, error) {
+	if r.events == nil {
+		if r.read {
+			return Message{}, io.EOF
+		}
+		r.read = true
+		b, err := io.ReadAll(io.LimitReader(r.body, int64(r.max)+1))
+		if err != nil {
+			return Message{}, fmt.Errorf("reading the upstream answer: %w", err)
+		}
+		b = bytes.TrimSpace(b)
+		if len(b) > r.max || len(b) == 0 || b[0] != '{' || !gjson.ValidBytes(b) {
+			return Message{}, fmt.Errorf("the upstream answered HTTP %d without a JSON-RPC message", r.status)
+		}
+		return ParseMessage(b), nil
+	}
+	for {
+		ev, err := r.events.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return Message{}, io.EOF
+			}
+			return Message{}, fmt.Errorf("reading the upstream event stream: %w", err)
+		}
+		if ev.HasID {
+			r.lastID = ev.ID
+		}
+		if ev.HasRetry {
+			r.retry, r.hasRetry = ev.Retry, true
+		}
+		if m := ParseMessage(bytes.TrimSpace(ev.Data)); m.Kind != KindInvalid {
+			return m, nil
+		}
+	}
+}
+
+// LastEventID is the id of the stream's last event that had one ("" if
+// none): where a broken stream resumes.
+func (r *MessageReader) LastEventID() string { return r.lastID }
+
+// Retry is the stream's last retry hint in milliseconds, if it sent one.
+func (r *MessageReader) Retry() (int, bool) { return r.retry, r.hasRetry }

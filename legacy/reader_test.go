@@ -1,0 +1,62 @@
+package legacy
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func answer(contentType, body string) *http.Response {
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {contentType}}, Body: io.NopCloser(strings.NewReader(body))}
+}
+
+func TestMessageReaderJSON(t *testing.T) {
+	rd := NewMessageReader(answer("application/json", ` {"jsonrpc":"2.0","id":1,"result":{}} `), 1<<10)
+	m, err := rd.Next()
+	if err != nil || m.Kind != KindResponse || string(m.ID) != "1" || rd.IsStream() {
+		t.Fatalf("got %+v, %v", m, err)
+	}
+	if _, err := rd.Next(); err != io.EOF {
+		t.Fatalf("second Next: %v, want EOF", err)
+	}
+	for _, body := range []string{"", "<html>", "[1]", `{"a":`, strings.Repeat(" ", 2<<10) + "{}"} {
+		if _, err := NewMessageReader(answer("application/json", body), 1<<10).Next(); err == nil || err == io.EOF {
+			t.Errorf("body %.20q: %v, want an error", body, err)
+		}
+	}
+}
+
+func TestMessageReaderStream(t *testing.T) {
+	stream := "id: 0\ndata:\n\n" + // priming
+		"retry: 250\nid: a\ndata: not json\n\n" +
+		"id: b\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n" +
+		": keep-alive\n\n" +
+		"data: {\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":\"elicitation/create\"}\n\n" +
+		"id: c\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n"
+	rd := NewMessageReader(answer("text/event-stream", stream), 1<<10)
+	var kinds []MessageKind
+	for {
+		m, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, m.Kind)
+	}
+	if want := []MessageKind{KindNotification, KindRequest, KindResponse}; len(kinds) != 3 || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
+		t.Fatalf("kinds %v, want %v", kinds, want)
+	}
+	if rd.LastEventID() != "c" {
+		t.Errorf("last event id %q, want c", rd.LastEventID())
+	}
+	if ms, ok := rd.Retry(); !ok || ms != 250 {
+		t.Errorf("retry %d %v, want 250", ms, ok)
+	}
+	broken := NewMessageReader(answer("text/event-stream", "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}"), 1<<10)
+	if _, err := broken.Next(); err == nil || err == io.EOF {
+		t.Errorf("an event cut short: %v, want an error", err)
+	}
+}
