@@ -348,7 +348,7 @@ func (m jsonMember) end() int { return m.val.Index + len(m.val.Raw) }
 // members lists the members of obj, which must be valid JSON starting with
 // '{', in order, and returns the first repeated name ("" if none).
 func members(obj string) ([]jsonMember, string) {
-	ms := make([]jsonMember, 0, 8)
+	ms := make([]jsonMember, 0, 4)
 	dup := ""
 	var seen map[string]struct{} // used once the object is large
 	gjson.Parse(obj).ForEach(func(k, v gjson.Result) bool {
