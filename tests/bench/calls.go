@@ -20,12 +20,11 @@ const answer = `{"action":"accept","content":{"answer":"yes"}}`
 // legacyCaller holds one 2025-11-25 session and answers in-line requests by
 // POSTing their responses, as a legacy client does.
 type legacyCaller struct {
-	c         *client
-	tool      string
-	args      string
-	hdr       map[string]string
-	answerHdr map[string]string
-	id        int
+	c    *client
+	tool string
+	args string
+	hdr  map[string]string // the session's headers, on calls and answers alike
+	id   int
 }
 
 func openLegacy(ctx context.Context, c *client, tool, args string) (*legacyCaller, error) {
@@ -47,7 +46,7 @@ func openLegacy(ctx context.Context, c *client, tool, args string) (*legacyCalle
 	if _, err := c.post(ctx, hdr, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), nil); err != nil {
 		return nil, fmt.Errorf("notifications/initialized: %w", err)
 	}
-	return &legacyCaller{c: c, tool: tool, args: args, hdr: hdr, answerHdr: hdr}, nil
+	return &legacyCaller{c: c, tool: tool, args: args, hdr: hdr}, nil
 }
 
 func (l *legacyCaller) call(ctx context.Context) error {
@@ -65,7 +64,7 @@ func (l *legacyCaller) call(ctx context.Context) error {
 				res = answer
 			}
 			reply := `{"jsonrpc":"2.0","id":` + rid.Raw + `,"result":` + res + `}`
-			if _, err := l.c.post(ctx, l.answerHdr, []byte(reply), nil); err != nil {
+			if _, err := l.c.post(ctx, l.hdr, []byte(reply), nil); err != nil {
 				return true, fmt.Errorf("answering %s: %w", method.String(), err)
 			}
 			return false, nil

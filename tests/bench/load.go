@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,7 +47,7 @@ func (s *sample) add(o sample) {
 
 func (s *sample) rate() float64 { return float64(s.calls) / s.elapsed.Seconds() }
 
-// pct is the p-th percentile latency (s.lat sorted).
+// pct is the p-th percentile latency; s.lat must be sorted.
 func (s *sample) pct(p float64) time.Duration {
 	if len(s.lat) == 0 {
 		return 0
@@ -113,6 +112,5 @@ func run(t target, conc int, d, warmup time.Duration, tool, args string) (sample
 	}
 	wg.Wait()
 	total.elapsed = time.Since(measureFrom)
-	slices.Sort(total.lat)
 	return total, nil
 }

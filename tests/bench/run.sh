@@ -3,11 +3,12 @@
 # mcp_gateway module and the standard modules) and tests/bench, starts on
 # loopback a legacy and a modern go-sdk upstream, one Caddy serving the
 # gateway (in front of each) and a plain reverse_proxy (in front of the
-# legacy one), measures each scenario's targets in turn (A B A B …), then
-# parks calls in a fresh gateway and reads its memory. Prints Markdown tables
-# to paste into BENCHMARKS.md, and stops everything it started.
+# legacy one), another with a gateway whose gather_window is 200us, measures
+# each scenario's targets in turn (A B A B …), then parks calls in a fresh
+# gateway and reads its memory. Prints Markdown tables to paste into
+# BENCHMARKS.md, and stops everything it started.
 #
-#   tests/bench/run.sh                      # about 5 minutes
+#   tests/bench/run.sh                      # about 6 minutes
 #   BENCH_D=5s BENCH_REPS=3 tests/bench/run.sh   # longer, steadier
 #   BENCH_PARKED=0 tests/bench/run.sh       # skip the memory scenario
 #   BENCH_THROUGHPUT=0 tests/bench/run.sh   # only the memory scenario
@@ -23,7 +24,7 @@ REPS=${BENCH_REPS:-2}
 PARKED=${BENCH_PARKED:-10000}
 PARK_TTL=${BENCH_PARK_TTL:-90s}
 P=${BENCH_PORT:-19200}
-legacy_up=$((P + 1)) modern_up=$((P + 2)) gw_legacy=$((P + 11)) gw_modern=$((P + 12)) plain=$((P + 13)) gw_quick=$((P + 14)) admin=$((P + 19))
+legacy_up=$((P + 1)) modern_up=$((P + 2)) gw_legacy=$((P + 11)) gw_modern=$((P + 12)) plain=$((P + 13)) gw_quick=$((P + 14)) admin=$((P + 19)) quick_admin=$((P + 18))
 park_gw=$((P + 21)) park_admin=$((P + 29))
 
 out=tests/.out/bench
@@ -84,6 +85,21 @@ http://127.0.0.1:$gw_modern {
 		}
 	}
 }
+http://127.0.0.1:$plain {
+	bind 127.0.0.1
+	reverse_proxy 127.0.0.1:$legacy_up
+}
+EOC
+"$out/caddy" run --config "$out/Caddyfile" --adapter caddyfile >"$out/caddy.log" 2>&1 &
+pids+=($!)
+# The forward bridge is one per process, its options those of the last
+# handler provisioned: a gateway with another gather_window runs apart.
+cat >"$out/Caddyfile.quick" <<EOC
+{
+	admin 127.0.0.1:$quick_admin
+	persist_config off
+	grace_period 2s
+}
 http://127.0.0.1:$gw_quick {
 	bind 127.0.0.1
 	mcp_gateway /mcp {
@@ -93,12 +109,8 @@ http://127.0.0.1:$gw_quick {
 		gather_window 200us
 	}
 }
-http://127.0.0.1:$plain {
-	bind 127.0.0.1
-	reverse_proxy 127.0.0.1:$legacy_up
-}
 EOC
-"$out/caddy" run --config "$out/Caddyfile" --adapter caddyfile >"$out/caddy.log" 2>&1 &
+"$out/caddy" run --config "$out/Caddyfile.quick" --adapter caddyfile >"$out/caddy-quick.log" 2>&1 &
 pids+=($!)
 for port in $legacy_up $modern_up $gw_legacy $gw_modern $gw_quick $plain; do waitport "$port"; done
 
@@ -137,6 +149,7 @@ http://127.0.0.1:$park_gw {
 		}
 		park_ttl $PARK_TTL
 		max_parked $((PARKED + 100))
+		max_sessions_per_principal $((PARKED + 100))
 	}
 }
 EOC

@@ -35,7 +35,8 @@ func (c *client) close() { c.hc.CloseIdleConnections() }
 // post sends body with hdr and hands each JSON-RPC message of the answer (a
 // JSON body, or the data of each SSE event) to each, until each returns done
 // or the answer ends. The rest of an SSE stream is drained so that the
-// connection can be reused. It returns the response headers.
+// connection can be reused. With a nil each, only a 2xx status is checked.
+// It returns the response headers.
 func (c *client) post(ctx context.Context, hdr map[string]string, body []byte, each func(msg []byte) (done bool, err error)) (http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
@@ -51,8 +52,12 @@ func (c *client) post(ctx context.Context, hdr map[string]string, body []byte, e
 		return nil, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusAccepted {
+	if each == nil || resp.StatusCode == http.StatusAccepted {
+		// A notification or an answer: only the status matters.
 		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode/100 != 2 {
+			return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
 		return resp.Header, nil
 	}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
