@@ -60,3 +60,31 @@ func TestMessageReaderStream(t *testing.T) {
 		t.Errorf("an event cut short: %v, want an error", err)
 	}
 }
+
+// FuzzMessageReader: any answer, JSON or SSE, ends (EOF or an error)
+// without a panic, and a stream yields only JSON-RPC messages.
+func FuzzMessageReader(f *testing.F) {
+	f.Add(true, "id: 1\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n")
+	f.Add(true, "data:\r\ndata: {}\r\n\r\nretry: 9\n\n")
+	f.Add(false, `{"jsonrpc":"2.0","method":"m"}`)
+	f.Add(false, "[]")
+	f.Fuzz(func(t *testing.T, stream bool, body string) {
+		ct := "application/json"
+		if stream {
+			ct = "text/event-stream"
+		}
+		rd := NewMessageReader(answer(ct, body), 1<<12)
+		for i := 0; ; i++ {
+			m, err := rd.Next()
+			if err != nil {
+				return
+			}
+			if stream && m.Kind == KindInvalid {
+				t.Fatalf("invalid message from a stream: %q", m.Raw)
+			}
+			if i > len(body) {
+				t.Fatalf("more messages than bytes")
+			}
+		}
+	})
+}
