@@ -298,33 +298,11 @@ func isIDType(r gjson.Result) bool {
 // validates one value while the upstream acts on another must refuse such
 // messages. Small objects are checked for repeats without allocating.
 func scanMembers(obj gjson.Result, names []string, vals []gjson.Result) (dup string) {
-	var small [16]string
-	n := 0
-	var seen map[string]struct{} // once the object has more than len(small) members
+	var seen nameSet
 	obj.ForEach(func(k, v gjson.Result) bool {
-		if seen == nil {
-			for _, name := range small[:n] {
-				if name == k.Str {
-					dup = k.Str
-					return false
-				}
-			}
-			if n < len(small) {
-				small[n] = k.Str
-				n++
-			} else {
-				seen = make(map[string]struct{}, 2*len(small))
-				for _, name := range small {
-					seen[name] = struct{}{}
-				}
-			}
-		}
-		if seen != nil {
-			if _, ok := seen[k.Str]; ok {
-				dup = k.Str
-				return false
-			}
-			seen[k.Str] = struct{}{}
+		if !seen.add(k.Str) {
+			dup = k.Str
+			return false
 		}
 		for i, name := range names {
 			if name == k.Str {
@@ -334,6 +312,39 @@ func scanMembers(obj gjson.Result, names []string, vals []gjson.Result) (dup str
 		return true
 	})
 	return dup
+}
+
+// nameSet holds the member names of one JSON object seen so far, to find a
+// repeated one. The first 16 need no allocation.
+type nameSet struct {
+	small [16]string
+	n     int
+	large map[string]struct{} // once there are more than len(small)
+}
+
+// add adds name and reports whether it was new.
+func (s *nameSet) add(name string) bool {
+	if s.large == nil {
+		for _, seen := range s.small[:s.n] {
+			if seen == name {
+				return false
+			}
+		}
+		if s.n < len(s.small) {
+			s.small[s.n] = name
+			s.n++
+			return true
+		}
+		s.large = make(map[string]struct{}, 2*len(s.small))
+		for _, seen := range s.small {
+			s.large[seen] = struct{}{}
+		}
+	}
+	if _, ok := s.large[name]; ok {
+		return false
+	}
+	s.large[name] = struct{}{}
+	return true
 }
 
 // peekMembers are the envelope members Peek reads, in the order of its vals.

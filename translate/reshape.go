@@ -350,29 +350,10 @@ func (m jsonMember) end() int { return m.val.Index + len(m.val.Raw) }
 func members(obj string) ([]jsonMember, string) {
 	ms := make([]jsonMember, 0, 4)
 	dup := ""
-	var seen map[string]struct{} // used once the object is large
+	var seen nameSet
 	gjson.Parse(obj).ForEach(func(k, v gjson.Result) bool {
-		if dup == "" {
-			if seen != nil {
-				if _, ok := seen[k.Str]; ok {
-					dup = k.Str
-				}
-				seen[k.Str] = struct{}{}
-			} else {
-				for _, m := range ms {
-					if m.name == k.Str {
-						dup = k.Str
-						break
-					}
-				}
-				if len(ms) == 16 {
-					seen = make(map[string]struct{}, 32)
-					for _, m := range ms {
-						seen[m.name] = struct{}{}
-					}
-					seen[k.Str] = struct{}{}
-				}
-			}
+		if dup == "" && !seen.add(k.Str) {
+			dup = k.Str
 		}
 		ms = append(ms, jsonMember{name: k.Str, key: k.Raw, val: v})
 		return true
