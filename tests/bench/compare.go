@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -13,8 +14,11 @@ import (
 // figures row per target and one ratios row per pair (the first target
 // against each of the others), as Markdown table rows:
 //
-//	FIG | scenario | conc | target | calls/s | p50 | p90 | p99 | errors
-//	RATIO | scenario | conc | A vs B | throughput A÷B | p50 A÷B | p99 A÷B
+//	FIG | scenario | conc | target | calls/s | p50 | p90 | p99 | errors | CPU µs per call, per process
+//	RATIO | scenario | conc | A vs B | throughput A÷B | p50 A÷B | p99 A÷B | server CPU per call A÷B
+//
+// The server CPU of a call is the CPU time the -cpu processes (the proxies
+// and upstreams, not the load generator) spent per completed call.
 func compare(args []string) error {
 	fs := flag.NewFlagSet("compare", flag.ExitOnError)
 	scenario := fs.String("scenario", "", "the scenario's name in the table")
@@ -24,7 +28,12 @@ func compare(args []string) error {
 	reps := fs.Int("reps", 2, "repetitions of the A B C … sequence")
 	tool := fs.String("tool", "echo", "the tool to call")
 	toolArgs := fs.String("args", `{"text":"hello"}`, "the tool's arguments (JSON)")
+	cpuFlag := fs.String("cpu", "", "name=pid,… of server processes whose CPU time per call to report (Linux)")
 	_ = fs.Parse(args)
+	procs, err := parseProcs(*cpuFlag)
+	if err != nil {
+		return err
+	}
 
 	var targets []target
 	for _, a := range fs.Args() {
@@ -40,7 +49,7 @@ func compare(args []string) error {
 	totals := make([]sample, len(targets))
 	for range *reps {
 		for i, t := range targets {
-			s, err := run(t, *conc, *d, *warmup, *tool, *toolArgs)
+			s, err := run(t, *conc, *d, *warmup, *tool, *toolArgs, procs)
 			if err != nil {
 				return err
 			}
@@ -50,7 +59,11 @@ func compare(args []string) error {
 	for i, t := range targets {
 		s := &totals[i]
 		slices.Sort(s.lat)
-		fmt.Printf("FIG | %s | %d | %s | %.0f | %s | %s | %s | %d |\n", *scenario, *conc, t.name, s.rate(), ms(s.pct(50)), ms(s.pct(90)), ms(s.pct(99)), s.errors)
+		var cpu []string
+		for j, p := range procs {
+			cpu = append(cpu, fmt.Sprintf("%s %d", p.name, s.cpuPerCall(j).Microseconds()))
+		}
+		fmt.Printf("FIG | %s | %d | %s | %.0f | %s | %s | %s | %d | %s |\n", *scenario, *conc, t.name, s.rate(), ms(s.pct(50)), ms(s.pct(90)), ms(s.pct(99)), s.errors, strings.Join(cpu, ", "))
 		if s.errors > 0 {
 			fmt.Fprintf(os.Stderr, "%s, %s, c=%d: %d errors, first: %v\n", *scenario, t.name, *conc, s.errors, s.firstErr)
 		}
@@ -58,8 +71,8 @@ func compare(args []string) error {
 	a := &totals[0]
 	for i := 1; i < len(targets); i++ {
 		b := &totals[i]
-		fmt.Printf("RATIO | %s | %d | %s vs %s | %.2f | %.2f | %.2f |\n", *scenario, *conc, targets[0].name, targets[i].name,
-			a.rate()/b.rate(), ratio(a.pct(50), b.pct(50)), ratio(a.pct(99), b.pct(99)))
+		fmt.Printf("RATIO | %s | %d | %s vs %s | %.2f | %.2f | %.2f | %.2f |\n", *scenario, *conc, targets[0].name, targets[i].name,
+			a.rate()/b.rate(), ratio(a.pct(50), b.pct(50)), ratio(a.pct(99), b.pct(99)), ratio(a.serverCPUPerCall(), b.serverCPUPerCall()))
 	}
 	return nil
 }

@@ -33,6 +33,7 @@ type sample struct {
 	firstErr error
 	elapsed  time.Duration
 	lat      []time.Duration
+	cpu      []time.Duration // per process of -cpu, while measured
 }
 
 func (s *sample) add(o sample) {
@@ -43,6 +44,29 @@ func (s *sample) add(o sample) {
 	}
 	s.elapsed += o.elapsed
 	s.lat = append(s.lat, o.lat...)
+	if s.cpu == nil {
+		s.cpu = make([]time.Duration, len(o.cpu))
+	}
+	for i, c := range o.cpu {
+		s.cpu[i] += c
+	}
+}
+
+// cpuPerCall is the CPU time of process i per completed call.
+func (s *sample) cpuPerCall(i int) time.Duration {
+	if s.calls == 0 || i >= len(s.cpu) {
+		return 0
+	}
+	return s.cpu[i] / time.Duration(s.calls)
+}
+
+// serverCPUPerCall is the CPU time of all the -cpu processes per call.
+func (s *sample) serverCPUPerCall() time.Duration {
+	var sum time.Duration
+	for i := range s.cpu {
+		sum += s.cpuPerCall(i)
+	}
+	return sum
 }
 
 func (s *sample) rate() float64 { return float64(s.calls) / s.elapsed.Seconds() }
@@ -57,8 +81,9 @@ func (s *sample) pct(p float64) time.Duration {
 
 // run drives t with conc clients, each making calls one after the other,
 // for warmup (not counted) and then d. A legacy client opens its own session
-// first.
-func run(t target, conc int, d, warmup time.Duration, tool, args string) (sample, error) {
+// first. The CPU time of procs is read when the measurement starts and once
+// the last call has ended.
+func run(t target, conc int, d, warmup time.Duration, tool, args string, procs []proc) (sample, error) {
 	c := newClient(t.url, conc)
 	defer c.close()
 	ctx, cancel := context.WithTimeout(context.Background(), warmup+d+time.Minute)
@@ -110,7 +135,20 @@ func run(t target, conc int, d, warmup time.Duration, tool, args string) (sample
 			mu.Unlock()
 		})
 	}
+	time.Sleep(time.Until(measureFrom))
+	cpu0, err := cpuTimes(procs)
 	wg.Wait()
 	total.elapsed = time.Since(measureFrom)
+	if err != nil {
+		return total, err
+	}
+	cpu1, err := cpuTimes(procs)
+	if err != nil {
+		return total, err
+	}
+	total.cpu = make([]time.Duration, len(procs))
+	for i := range procs {
+		total.cpu[i] = cpu1[i] - cpu0[i]
+	}
 	return total, nil
 }

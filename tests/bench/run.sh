@@ -59,9 +59,11 @@ if ((PARKED > ($(ulimit -n) - 1000) / 2)); then
 fi
 
 "$out/bench" serve -era legacy -addr "127.0.0.1:$legacy_up" >"$out/legacy.log" 2>&1 &
-pids+=($!)
+legacy_pid=$!
+pids+=($legacy_pid)
 "$out/bench" serve -era modern -addr "127.0.0.1:$modern_up" >"$out/modern.log" 2>&1 &
-pids+=($!)
+modern_pid=$!
+pids+=($modern_pid)
 
 cat >"$out/Caddyfile" <<EOC
 {
@@ -91,7 +93,8 @@ http://127.0.0.1:$plain {
 }
 EOC
 "$out/caddy" run --config "$out/Caddyfile" --adapter caddyfile >"$out/caddy.log" 2>&1 &
-pids+=($!)
+caddy_pid=$!
+pids+=($caddy_pid)
 # The forward bridge is one per process, its options those of the last
 # handler provisioned: a gateway with another gather_window runs apart.
 cat >"$out/Caddyfile.quick" <<EOC
@@ -111,7 +114,8 @@ http://127.0.0.1:$gw_quick {
 }
 EOC
 "$out/caddy" run --config "$out/Caddyfile.quick" --adapter caddyfile >"$out/caddy-quick.log" 2>&1 &
-pids+=($!)
+quick_pid=$!
+pids+=($quick_pid)
 for port in $legacy_up $modern_up $gw_legacy $gw_modern $gw_quick $plain; do waitport "$port"; done
 
 L="http://127.0.0.1:$legacy_up/mcp" M="http://127.0.0.1:$modern_up/mcp"
@@ -120,7 +124,9 @@ GQ="http://127.0.0.1:$gw_quick/mcp" # the same gateway with gather_window 200us
 
 results="$out/results.txt"
 : >"$results"
-cmp() { "$out/bench" compare -d "$D" -reps "$REPS" "$@" | tee -a "$results" >&2; }
+# The CPU time per call of every server process is reported with the figures.
+cpu="caddy=$caddy_pid,caddy-200us=$quick_pid,legacy=$legacy_pid,modern=$modern_pid"
+cmp() { "$out/bench" compare -d "$D" -reps "$REPS" -cpu "$cpu" "$@" | tee -a "$results" >&2; }
 
 echo "measuring (each line: one scenario at one concurrency)..." >&2
 for c in 1 32; do
@@ -198,16 +204,16 @@ echo
 echo "## Results ($(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); ${D} × ${REPS} per target, interleaved)"
 if [[ -s "$results" ]]; then
 	echo
-	echo "Ratios (first target ÷ second, same run):"
+	echo "Ratios (first target ÷ second, same run; server CPU: the Caddy processes and the upstreams, per call):"
 	echo
-	echo "| scenario | clients | A vs B | throughput A÷B | p50 A÷B | p99 A÷B |"
-	echo "|---|---|---|---|---|---|"
+	echo "| scenario | clients | A vs B | throughput A÷B | p50 A÷B | p99 A÷B | server CPU per call A÷B |"
+	echo "|---|---|---|---|---|---|---|"
 	sed -n 's/^RATIO //p' "$results"
 	echo
 	echo "Figures:"
 	echo
-	echo "| scenario | clients | target | calls/s | p50 | p90 | p99 | errors |"
-	echo "|---|---|---|---|---|---|---|---|"
+	echo "| scenario | clients | target | calls/s | p50 | p90 | p99 | errors | CPU µs per call |"
+	echo "|---|---|---|---|---|---|---|---|---|"
 	sed -n 's/^FIG //p' "$results"
 fi
 if [[ -n "$memory" ]]; then
