@@ -3,6 +3,7 @@ package legacy
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -36,8 +37,9 @@ type Keyring struct {
 }
 
 type ringKey struct {
-	id   uint32
-	aead cipher.AEAD
+	id     uint32
+	aead   cipher.AEAD
+	secret []byte // for MACKeys
 }
 
 // NewKeyring returns a keyring over the given 32-byte keys (the first seals).
@@ -64,7 +66,7 @@ func NewKeyring(keys ...[]byte) (*Keyring, error) {
 			return nil, fmt.Errorf("key %d: duplicate key", i)
 		}
 		seen[id] = true
-		kr.keys = append(kr.keys, ringKey{id: id, aead: aead})
+		kr.keys = append(kr.keys, ringKey{id: id, aead: aead, secret: append([]byte(nil), k...)})
 	}
 	return kr, nil
 }
@@ -97,6 +99,32 @@ func NewRandomKey() []byte {
 		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // never happens on supported platforms
 	}
 	return k
+}
+
+// MACKey is a key for authenticating messages (HMAC), derived from one key
+// of a Keyring for one purpose.
+type MACKey struct {
+	// ID is the KeyID of the keyring key it was derived from.
+	ID uint32
+	// Key is 32 bytes, HKDF-SHA256 of the keyring key with the purpose as
+	// info: it reveals nothing of the keyring key nor of the keys of other
+	// purposes.
+	Key []byte
+}
+
+// MACKeys derives one MACKey per keyring key for purpose, in keyring order
+// (the first is for signing). Derive once and keep the result: this is the
+// only key derivation the keyring does.
+func (kr *Keyring) MACKeys(purpose Purpose) []MACKey {
+	out := make([]MACKey, len(kr.keys))
+	for i, k := range kr.keys {
+		key, err := hkdf.Key(sha256.New, k.secret, nil, string(purpose), KeySize)
+		if err != nil {
+			panic(fmt.Sprintf("hkdf: %v", err)) // only for lengths over 255*32 bytes
+		}
+		out[i] = MACKey{ID: k.id, Key: key}
+	}
+	return out
 }
 
 // header layout: version(1) | key id(4) | nonce(12)

@@ -170,3 +170,27 @@ func FuzzOpenPin(f *testing.F) {
 		}
 	})
 }
+
+func TestMACKeys(t *testing.T) {
+	k1, k2 := NewRandomKey(), NewRandomKey()
+	kr := mustKeyring(t, k1, k2)
+	a, b := kr.MACKeys("purpose-a"), kr.MACKeys("purpose-b")
+	if len(a) != 2 || a[0].ID != KeyID(k1) || a[1].ID != KeyID(k2) {
+		t.Fatalf("MACKeys = %+v: want one per key, in keyring order, with their key ids", a)
+	}
+	for i := range a {
+		if len(a[i].Key) != KeySize {
+			t.Fatalf("key %d: %d bytes", i, len(a[i].Key))
+		}
+		if bytes.Equal(a[i].Key, b[i].Key) || bytes.Equal(a[i].Key, [][]byte{k1, k2}[i]) {
+			t.Fatalf("key %d: not separated from the other purpose or from the keyring key", i)
+		}
+	}
+	if bytes.Equal(a[0].Key, a[1].Key) {
+		t.Fatal("two keyring keys derive the same MAC key")
+	}
+	again := mustKeyring(t, k2, k1).MACKeys("purpose-a")
+	if !bytes.Equal(again[1].Key, a[0].Key) {
+		t.Fatal("the derivation depends on something else than the key and the purpose")
+	}
+}

@@ -37,6 +37,10 @@ type BridgeOptions struct {
 	Keyring *legacy.Keyring
 	// Instance names this gateway instance inside the requestState it seals.
 	Instance string
+	// Address is this instance's advertised base URL, sealed into the
+	// requestState so that another instance can forward the retry here
+	// without a peer list ("" for none).
+	Address string
 	// ParkTTL is how long a parked call waits for the client's retry.
 	// Default 5m.
 	ParkTTL time.Duration
@@ -431,7 +435,7 @@ func (b *Bridge) park(c *call, r Request, sink Sink) {
 	}
 	c.expires = time.Now().Add(o.ParkTTL)
 	token := SealState(o.Keyring, State{
-		Instance: o.Instance, Handle: c.handle, Round: c.round,
+		Instance: o.Instance, Address: o.Address, Handle: c.handle, Round: c.round,
 		Principal: c.princ, Digest: c.digest, Expires: c.expires,
 	})
 	var evicted *call
@@ -494,34 +498,63 @@ func (b *Bridge) unparkLocked(c *call) {
 	b.order.Remove(c.elem)
 }
 
+// openState opens the requestState of a retry and checks that it belongs
+// to the retry's principal and request.
+func (b *Bridge) openState(r Request, params []byte, token string) (State, *RPCError) {
+	reject := func(msg string) *RPCError {
+		return &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams, Message: msg}
+	}
+	st, err := OpenState(b.options().Keyring, token, time.Now())
+	switch {
+	case errors.Is(err, ErrStateExpired):
+		return st, reject("requestState expired: send the request again without it")
+	case err != nil:
+		return st, reject("requestState is invalid")
+	case st.Principal != PrincipalHash(r.Principal):
+		return st, reject("requestState belongs to another principal")
+	case st.Digest != RequestDigest(r.Method, params):
+		return st, reject("requestState belongs to another request")
+	}
+	return st, nil
+}
+
+// ParkedElsewhere reports whether r is a retry for a call parked on another
+// gateway instance, and which: the caller forwards it there. A retry whose
+// state does not open, or is not r's, is not: Serve answers it here.
+func (b *Bridge) ParkedElsewhere(r Request) (Owner, bool) {
+	if r.Kind != KindRequest || !inputCapable[r.Method] {
+		return Owner{}, false
+	}
+	params := paramsOf(r.Body)
+	token := stringField(params, "requestState")
+	if token == "" {
+		return Owner{}, false
+	}
+	st, rerr := b.openState(r, params, token)
+	if rerr != nil || st.Instance == b.options().Instance {
+		return Owner{}, false
+	}
+	return Owner{Instance: st.Instance, Address: st.Address}, true
+}
+
 // resume serves a retry: it opens the state, finds the parked call, posts
 // the answers upstream and goes on with the call.
 func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token string, sink Sink) {
-	o := b.options()
-	reject := func(msg string) {
-		_ = sink.Respond(http.StatusBadRequest, ErrorResponse(r.ID, &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams, Message: msg}))
+	st, rerr := b.openState(r, params, token)
+	if rerr == nil && st.Instance != b.options().Instance {
+		// The caller forwards such retries (ParkedElsewhere); this one
+		// could not be.
+		rerr = &RPCError{HTTPStatus: http.StatusMisdirectedRequest, Code: InvalidParams,
+			Message: "the call is parked on gateway instance " + clip(st.Instance) + ", which this request cannot reach"}
 	}
-	st, err := OpenState(o.Keyring, token, time.Now())
-	switch {
-	case errors.Is(err, ErrStateExpired):
-		reject("requestState expired: send the request again without it")
-		return
-	case err != nil:
-		reject("requestState is invalid")
-		return
-	case st.Principal != PrincipalHash(r.Principal):
-		reject("requestState belongs to another principal")
-		return
-	case st.Digest != RequestDigest(r.Method, params):
-		reject("requestState belongs to another request")
-		return
-	case st.Instance != o.Instance:
-		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError("the call is parked on another gateway instance")))
+	if rerr != nil {
+		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
 		return
 	}
 	c := b.take(st.Handle, st.Round)
 	if c == nil {
-		reject("requestState was already used, or its call has ended: send the request again without it")
+		_ = sink.Respond(http.StatusBadRequest, ErrorResponse(r.ID, &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams,
+			Message: "requestState was already used, or its call has ended: send the request again without it"}))
 		return
 	}
 	c.up.SetUnread(false)

@@ -37,8 +37,12 @@ type ReverseOptions struct {
 	Keyring *legacy.Keyring
 	// Instance names this gateway instance in the ids of the in-line
 	// requests it sends, so that an answer reaching another instance can be
-	// recognized (and, later, forwarded).
+	// recognized and forwarded to this one.
 	Instance string
+	// Address is this instance's advertised base URL. When set, the ids of
+	// in-line requests also carry it, sealed, so that another instance can
+	// forward an answer here without a peer list.
+	Address string
 	// MaxRounds bounds the input_required rounds of one legacy request.
 	// Default 8.
 	MaxRounds int
@@ -54,9 +58,14 @@ type ReverseOptions struct {
 	// RetryPause is the wait before retrying a requestState-only
 	// input_required result (load shedding). Default 250ms.
 	RetryPause time.Duration
+
+	ownerTag string // Instance and Address sealed, for in-line ids
 }
 
 func (o ReverseOptions) withDefaults() ReverseOptions {
+	if o.Address != "" && o.Keyring != nil {
+		o.ownerTag = sealOwner(o.Keyring, Owner{Instance: o.Instance, Address: o.Address})
+	}
 	if o.MaxRounds <= 0 {
 		o.MaxRounds = DefaultMaxRounds
 	}
@@ -394,7 +403,7 @@ func (rv *Reverse) ask(ctx context.Context, s *ReverseSession, r ReverseRequest,
 				p = []byte(string(p[:at]) + text + string(p[at:]))
 			}
 		}
-		legs = append(legs, inline{id: rv.inlineID(o.Instance), key: k.Str, method: method.Str, params: p})
+		legs = append(legs, inline{id: rv.inlineID(o), key: k.Str, method: method.Str, params: p})
 		return true
 	})
 	if fail != "" {
@@ -457,10 +466,10 @@ func (rv *Reverse) Answer(s *ReverseSession, body []byte) *RPCError {
 	if id.Type != gjson.String {
 		return errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: no pending request of this session has id %s", clip(id.Raw))
 	}
-	inst, ok := inlineOwner(id.Str)
+	inst, _, ok := inlineOwner(id.Str)
 	if ok && inst != rv.options().Instance {
 		return errorf(http.StatusMisdirectedRequest, InvalidRequest,
-			"Invalid Request: request %s was sent by gateway instance %s; its answer must reach that instance (forwarding between instances is not implemented yet)",
+			"Invalid Request: request %s was sent by gateway instance %s; its answer must reach that instance",
 			clip(strconv.Quote(id.Str)), clip(inst))
 	}
 	rv.mu.Lock()
@@ -479,25 +488,53 @@ func (rv *Reverse) Answer(s *ReverseSession, body []byte) *RPCError {
 	return nil
 }
 
-// inlineID mints the id of an in-line request: "gw:<instance>:<n>".
-func (rv *Reverse) inlineID(instance string) string {
-	return "gw:" + instance + ":" + strconv.FormatUint(rv.nextID.Add(1), 10)
+// inlineID mints the id of an in-line request: "gw:<instance>:<n>", and
+// when the instance advertises an address, "gw:<instance>:<n>:<owner tag>".
+func (rv *Reverse) inlineID(o *ReverseOptions) string {
+	id := "gw:" + o.Instance + ":" + strconv.FormatUint(rv.nextID.Add(1), 10)
+	if o.ownerTag != "" {
+		id += ":" + o.ownerTag
+	}
+	return id
 }
 
-// inlineOwner returns the instance an in-line request id names.
-func inlineOwner(id string) (string, bool) {
+// inlineOwner returns the instance an in-line request id names, and its
+// owner tag ("" when none).
+func inlineOwner(id string) (inst, tag string, ok bool) {
 	rest, ok := strings.CutPrefix(id, "gw:")
 	if !ok {
-		return "", false
+		return "", "", false
 	}
-	inst, n, ok := strings.Cut(rest, ":")
+	inst, rest, ok = strings.Cut(rest, ":")
 	if !ok || inst == "" {
-		return "", false
+		return "", "", false
 	}
-	if _, err := strconv.ParseUint(n, 10, 64); err != nil {
-		return "", false
+	n, tag, hasTag := strings.Cut(rest, ":")
+	if _, err := strconv.ParseUint(n, 10, 64); err != nil || hasTag && tag == "" {
+		return "", "", false
 	}
-	return inst, true
+	return inst, tag, true
+}
+
+// AnswerOwner reports whether body, a legacy client's JSON-RPC response,
+// answers an in-line request another instance sent, and which. The owner's
+// address is set only from a sealed tag that opens and names the same
+// instance.
+func (rv *Reverse) AnswerOwner(body []byte) (Owner, bool) {
+	id := gjson.GetBytes(body, "id")
+	if id.Type != gjson.String {
+		return Owner{}, false
+	}
+	o := rv.options()
+	inst, tag, ok := inlineOwner(id.Str)
+	if !ok || inst == o.Instance {
+		return Owner{}, false
+	}
+	owner := Owner{Instance: inst}
+	if sealed, ok := openOwner(o.Keyring, tag); ok && sealed.Instance == inst {
+		owner.Address = sealed.Address
+	}
+	return owner, true
 }
 
 // upstreamID mints the JSON-RPC id of an upstream request; every round

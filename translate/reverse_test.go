@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -176,14 +177,63 @@ func TestUpstreamRequest(t *testing.T) {
 }
 
 func TestInlineOwner(t *testing.T) {
-	for id, want := range map[string]string{"gw:abc:1": "abc", "gw:0123456789abcdef:42": "0123456789abcdef"} {
-		if got, ok := inlineOwner(id); !ok || got != want {
-			t.Errorf("inlineOwner(%q) = %q, %t", id, got, ok)
+	for id, want := range map[string][2]string{
+		"gw:abc:1":                {"abc", ""},
+		"gw:0123456789abcdef:42":  {"0123456789abcdef", ""},
+		"gw:gw-1:7:SEALED_tag-01": {"gw-1", "SEALED_tag-01"},
+	} {
+		if inst, tag, ok := inlineOwner(id); !ok || inst != want[0] || tag != want[1] {
+			t.Errorf("inlineOwner(%q) = %q, %q, %t", id, inst, tag, ok)
 		}
 	}
-	for _, id := range []string{"gw::1", "gw:abc:", "gw:abc:x", "abc:1", "", "gw:abc"} {
-		if _, ok := inlineOwner(id); ok {
+	for _, id := range []string{"gw::1", "gw:abc:", "gw:abc:x", "abc:1", "", "gw:abc", "gw:abc:1:", "gw:abc:x:tag"} {
+		if _, _, ok := inlineOwner(id); ok {
 			t.Errorf("inlineOwner(%q) accepted", id)
+		}
+	}
+}
+
+// TestAnswerOwner: an answer to another instance's in-line request names
+// that instance, with the address only its sealed tag can give.
+func TestAnswerOwner(t *testing.T) {
+	kr := testKeyring(t)
+	a := NewReverse(http.DefaultClient, ReverseOptions{Keyring: kr, Instance: "gw-a", Address: "http://10.0.0.1:8080"})
+	b := NewReverse(http.DefaultClient, ReverseOptions{Keyring: kr, Instance: "gw-b"})
+	idA := a.inlineID(a.options())
+	if !strings.HasPrefix(idA, "gw:gw-a:") || strings.Count(idA, ":") != 3 {
+		t.Fatalf("an advertising instance minted %q, want gw:gw-a:<n>:<tag>", idA)
+	}
+	idB := b.inlineID(b.options())
+	if strings.Count(idB, ":") != 2 {
+		t.Fatalf("an instance without address minted %q, want gw:gw-b:<n>", idB)
+	}
+	answer := func(id string) []byte { return []byte(`{"jsonrpc":"2.0","id":"` + id + `","result":{}}`) }
+	if o, ok := b.AnswerOwner(answer(idA)); !ok || o != (Owner{Instance: "gw-a", Address: "http://10.0.0.1:8080"}) {
+		t.Errorf("b.AnswerOwner(a's id) = %+v, %t", o, ok)
+	}
+	if o, ok := a.AnswerOwner(answer(idB)); !ok || o != (Owner{Instance: "gw-b"}) {
+		t.Errorf("a.AnswerOwner(b's id) = %+v, %t", o, ok)
+	}
+	if _, ok := a.AnswerOwner(answer(idA)); ok {
+		t.Error("an instance's own id is elsewhere")
+	}
+	tag := idA[strings.LastIndex(idA, ":")+1:]
+	other := NewReverse(http.DefaultClient, ReverseOptions{Keyring: testKeyring(t, bytes.Repeat([]byte{9}, legacy.KeySize)), Instance: "gw-a", Address: "http://evil:1"})
+	otherID := other.inlineID(other.options())
+	for name, id := range map[string]string{
+		"tag moved to another instance": "gw:gw-c:1:" + tag,
+		"tag tampered":                  "gw:gw-a:1:" + tag[:len(tag)-2] + "AA",
+		"tag under another key":         otherID,
+		"tag not sealed":                "gw:gw-a:1:aHR0cDovL2V2aWw",
+	} {
+		o, ok := b.AnswerOwner(answer(id))
+		if !ok || o.Address != "" {
+			t.Errorf("%s: %+v, %t; want the instance without an address", name, o, ok)
+		}
+	}
+	for _, body := range []string{`{"jsonrpc":"2.0","id":7,"result":{}}`, `{"jsonrpc":"2.0","id":"client-1","result":{}}`} {
+		if _, ok := b.AnswerOwner([]byte(body)); ok {
+			t.Errorf("%s is elsewhere", body)
 		}
 	}
 }

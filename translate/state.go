@@ -25,15 +25,19 @@ import (
 // statePurpose separates requestState tokens from every other sealed token.
 const statePurpose legacy.Purpose = "mcp-gateway/request-state/v1"
 
-// stateVersion is the first byte of the sealed plaintext.
-const stateVersion = 1
+// stateVersion is the first byte of the sealed plaintext. Version 2 added
+// the owner's address; version 1 states no longer open.
+const stateVersion = 2
 
 // MaxInstanceLen is the longest State.Instance, in bytes.
 const MaxInstanceLen = 255
 
+// MaxAddressLen is the longest State.Address, in bytes.
+const MaxAddressLen = 255
+
 // maxStateToken bounds the length of a requestState OpenState will try to
-// open: the largest state (255-byte instance, 5-byte round, 10-byte
-// expiry) is 320 bytes, sealed 353, 471 characters in base64url.
+// open: the largest state (255-byte instance and address, 5-byte round,
+// 10-byte expiry) is 576 bytes, sealed 609, 812 characters in base64url.
 const maxStateToken = 1024
 
 // Sentinel errors of OpenState.
@@ -51,6 +55,10 @@ type State struct {
 	// Instance is the id of the gateway instance that owns the parked call
 	// (at most MaxInstanceLen bytes).
 	Instance string
+	// Address is the owner's advertised base URL, where another instance
+	// forwards the retry ("" when the owner advertises none; at most
+	// MaxAddressLen bytes).
+	Address string
 	// Handle is the parked call's handle in the owner's registry.
 	Handle [16]byte
 	// Round counts the input_required rounds of the call.
@@ -65,13 +73,15 @@ type State struct {
 
 // Plaintext layout (all bounded; varints are minimal):
 //
-//	version(1) | len(instance)(1) | instance | handle(16) |
+//	version(1) | len(instance)(1) | instance | len(address)(1) | address | handle(16) |
 //	uvarint(round) | principal(16) | digest(16) | varint(expires, Unix s)
 
 // encode appends the plaintext of s to b.
 func (s State) encode(b []byte) []byte {
 	b = append(b, stateVersion, byte(len(s.Instance)))
 	b = append(b, s.Instance...)
+	b = append(b, byte(len(s.Address)))
+	b = append(b, s.Address...)
 	b = append(b, s.Handle[:]...)
 	b = binary.AppendUvarint(b, uint64(s.Round))
 	b = append(b, s.Principal[:]...)
@@ -90,10 +100,17 @@ func decodeState(b []byte) (State, error) {
 	}
 	n := int(b[1])
 	b = b[2:]
-	if len(b) < n+16 {
+	if len(b) < n+1 {
 		return s, errMalformedState
 	}
 	s.Instance = string(b[:n])
+	b = b[n:]
+	n = int(b[0])
+	b = b[1:]
+	if len(b) < n+16 {
+		return s, errMalformedState
+	}
+	s.Address = string(b[:n])
 	b = b[n:]
 	copy(s.Handle[:], b)
 	b = b[16:]
@@ -128,14 +145,15 @@ func varintLen(v int64) int {
 }
 
 // SealState seals s into a requestState: a URL-safe string of about 120
-// characters plus 4/3 of len(s.Instance). Expires is kept to the second.
-// It panics if s.Instance is longer than MaxInstanceLen, which is a
-// configuration error the caller must reject earlier.
+// characters plus 4/3 of len(s.Instance)+len(s.Address). Expires is kept to
+// the second. It panics if s.Instance is longer than MaxInstanceLen or
+// s.Address longer than MaxAddressLen, which are configuration errors the
+// caller must reject earlier.
 func SealState(kr *legacy.Keyring, s State) string {
-	if len(s.Instance) > MaxInstanceLen {
-		panic("translate: State.Instance longer than " + strconv.Itoa(MaxInstanceLen) + " bytes")
+	if len(s.Instance) > MaxInstanceLen || len(s.Address) > MaxAddressLen {
+		panic("translate: State.Instance or State.Address longer than " + strconv.Itoa(MaxInstanceLen) + " bytes")
 	}
-	var buf [2 + MaxInstanceLen + 16 + binary.MaxVarintLen32 + 32 + binary.MaxVarintLen64]byte
+	var buf [3 + MaxInstanceLen + MaxAddressLen + 16 + binary.MaxVarintLen32 + 32 + binary.MaxVarintLen64]byte
 	return kr.Seal(statePurpose, s.encode(buf[:0]))
 }
 

@@ -1,0 +1,243 @@
+package translate
+
+import (
+	"container/list"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+)
+
+// This file authenticates requests one gateway instance forwards to another:
+// a retry for a call parked on another instance, or a legacy client's
+// answer to an in-line request another instance sent. The forwarding
+// instance signs the request with an HMAC-SHA256 under a key derived from
+// the shared state_key; the owner verifies it before anything reaches an
+// upstream. The signature binds the target instance, an expiry, a single-use
+// nonce, and what the owner acts on: the HTTP method and request target, a
+// digest of the body, and the Authorization and Mcp-Session-Id headers.
+
+// ForwardedHeader carries the authentication of a forwarded request.
+const ForwardedHeader = "Mcp-Gateway-Forwarded"
+
+// forwardPurpose derives the forwarding MAC keys from the keyring.
+const forwardPurpose legacy.Purpose = "mcp-gateway/forwarded/v1"
+
+// Validity of a forwarding header: it expires forwardTTL after signing, and
+// an expiry further ahead than forwardTTL+maxClockSkew is refused (it would
+// keep a nonce in the replay cache too long).
+const (
+	forwardTTL   = 30 * time.Second
+	maxClockSkew = 30 * time.Second
+)
+
+// Errors of ForwardAuth.Verify. A client must not tell the first apart from
+// a bad key; the others say what to fix.
+var (
+	// ErrForwardInvalid: malformed, signed under an unknown key, or the
+	// signature does not match the request.
+	ErrForwardInvalid = errors.New("invalid forwarding header")
+	// ErrForwardExpired: the header's expiry passed (or lies too far ahead).
+	ErrForwardExpired = errors.New("forwarding header expired")
+	// ErrForwardTarget: the header was signed for another instance.
+	ErrForwardTarget = errors.New("forwarding header is for another gateway instance")
+	// ErrForwardReplayed: the header's nonce was seen before.
+	ErrForwardReplayed = errors.New("forwarding header replayed")
+	// ErrForwardBusy: the replay cache is full of live nonces.
+	ErrForwardBusy = errors.New("too many forwarded requests")
+)
+
+// ForwardedRequest is what a forwarding header's signature covers.
+type ForwardedRequest struct {
+	Method        string // HTTP method
+	URI           string // request target: path and query
+	Body          []byte
+	Authorization string // the Authorization header
+	SessionID     string // the Mcp-Session-Id header
+}
+
+// ForwardAuth signs and verifies forwarding headers for one instance. It is
+// safe for concurrent use.
+type ForwardAuth struct {
+	self string
+	keys []legacy.MACKey
+	seen *NonceCache
+}
+
+// NewForwardAuth returns the forwarding authenticator of instance self,
+// with MAC keys derived once from kr; seen remembers the nonces of verified
+// headers (share it across config reloads).
+func NewForwardAuth(kr *legacy.Keyring, self string, seen *NonceCache) *ForwardAuth {
+	return &ForwardAuth{self: self, keys: kr.MACKeys(forwardPurpose), seen: seen}
+}
+
+// Header layout: v1;k=<key id, 8 hex>;t=<target instance>;e=<expiry, Unix
+// seconds>;n=<nonce, 16 bytes base64url>;s=<HMAC-SHA256, base64url>
+
+// Sign returns the header value authenticating r, sent to instance target.
+func (a *ForwardAuth) Sign(target string, r ForwardedRequest, now time.Time) string {
+	var nonce [16]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err))
+	}
+	k := a.keys[0]
+	exp := now.Add(forwardTTL).Unix()
+	var id [4]byte
+	binary.BigEndian.PutUint32(id[:], k.ID)
+	return "v1;k=" + hex.EncodeToString(id[:]) + ";t=" + target + ";e=" + strconv.FormatInt(exp, 10) +
+		";n=" + base64.RawURLEncoding.EncodeToString(nonce[:]) +
+		";s=" + base64.RawURLEncoding.EncodeToString(forwardMAC(k.Key, target, exp, nonce, r))
+}
+
+// Verify checks a header value for r, received by this instance at now, and
+// consumes its nonce. Every failure wraps one of the ErrForward* errors.
+func (a *ForwardAuth) Verify(value string, r ForwardedRequest, now time.Time) error {
+	h, err := parseForwarded(value)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrForwardInvalid, err)
+	}
+	var key []byte
+	for _, k := range a.keys {
+		if k.ID == h.keyID {
+			key = k.Key
+			break
+		}
+	}
+	if key == nil {
+		return fmt.Errorf("%w: unknown key", ErrForwardInvalid)
+	}
+	if !hmac.Equal(h.mac, forwardMAC(key, h.target, h.expires, h.nonce, r)) {
+		return fmt.Errorf("%w: signature mismatch", ErrForwardInvalid)
+	}
+	if h.target != a.self {
+		return fmt.Errorf("%w: signed for %q, this is %q", ErrForwardTarget, h.target, a.self)
+	}
+	exp := time.Unix(h.expires, 0)
+	if !now.Before(exp) || exp.After(now.Add(forwardTTL+maxClockSkew)) {
+		return fmt.Errorf("%w (expiry %s, now %s)", ErrForwardExpired, exp.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	return a.seen.add(h.nonce, exp, now)
+}
+
+type forwardedHeader struct {
+	keyID   uint32
+	target  string
+	expires int64
+	nonce   [16]byte
+	mac     []byte
+}
+
+// maxForwardedHeader bounds the header value: 255-byte target, 20-digit
+// expiry and fixed-size fields.
+const maxForwardedHeader = 400
+
+func parseForwarded(v string) (forwardedHeader, error) {
+	var h forwardedHeader
+	if len(v) > maxForwardedHeader {
+		return h, errors.New("too long")
+	}
+	parts := strings.Split(v, ";")
+	if len(parts) != 6 || parts[0] != "v1" {
+		return h, errors.New("not v1;k=;t=;e=;n=;s=")
+	}
+	var field [5]string
+	for i, name := range []string{"k=", "t=", "e=", "n=", "s="} {
+		f, ok := strings.CutPrefix(parts[i+1], name)
+		if !ok {
+			return h, fmt.Errorf("field %d is not %s", i+1, name)
+		}
+		field[i] = f
+	}
+	id, err := hex.DecodeString(field[0])
+	if err != nil || len(id) != 4 {
+		return h, errors.New("bad key id")
+	}
+	h.keyID = binary.BigEndian.Uint32(id)
+	if h.target = field[1]; h.target == "" {
+		return h, errors.New("no target")
+	}
+	if h.expires, err = strconv.ParseInt(field[2], 10, 64); err != nil {
+		return h, errors.New("bad expiry")
+	}
+	if n, err := base64.RawURLEncoding.DecodeString(field[3]); err != nil || len(n) != len(h.nonce) {
+		return h, errors.New("bad nonce")
+	} else {
+		copy(h.nonce[:], n)
+	}
+	if h.mac, err = base64.RawURLEncoding.DecodeString(field[4]); err != nil || len(h.mac) != sha256.Size {
+		return h, errors.New("bad signature encoding")
+	}
+	return h, nil
+}
+
+// forwardMAC is the HMAC-SHA256 of the signed fields, each length-prefixed.
+func forwardMAC(key []byte, target string, expires int64, nonce [16]byte, r ForwardedRequest) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(forwardPurpose))
+	m.Write([]byte{0})
+	writeField(m, []byte(target))
+	writeField(m, strconv.AppendInt(nil, expires, 10))
+	writeField(m, nonce[:])
+	writeField(m, []byte(r.Method))
+	writeField(m, []byte(r.URI))
+	body := sha256.Sum256(r.Body)
+	writeField(m, body[:])
+	writeField(m, []byte(r.Authorization))
+	writeField(m, []byte(r.SessionID))
+	return m.Sum(nil)
+}
+
+// NonceCache remembers the nonces of verified forwarding headers until they
+// expire, so that a header is accepted once. It is bounded: when full of
+// live nonces it refuses new ones (ErrForwardBusy) rather than forget one
+// that could then be replayed. It is safe for concurrent use.
+type NonceCache struct {
+	mu    sync.Mutex
+	max   int
+	seen  map[[16]byte]struct{}
+	order *list.List // of nonceEntry, oldest first
+}
+
+type nonceEntry struct {
+	nonce   [16]byte
+	expires time.Time
+}
+
+// NewNonceCache returns a cache of at most max live nonces.
+func NewNonceCache(max int) *NonceCache {
+	return &NonceCache{max: max, seen: make(map[[16]byte]struct{}), order: list.New()}
+}
+
+func (c *NonceCache) add(n [16]byte, expires, now time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Expiries lie within forwardTTL+maxClockSkew of their insertion, so
+	// the oldest entries are (nearly) the first to expire.
+	for front := c.order.Front(); front != nil; front = c.order.Front() {
+		e := front.Value.(nonceEntry)
+		if now.Before(e.expires) {
+			break
+		}
+		c.order.Remove(front)
+		delete(c.seen, e.nonce)
+	}
+	if _, ok := c.seen[n]; ok {
+		return ErrForwardReplayed
+	}
+	if len(c.seen) >= c.max {
+		return ErrForwardBusy
+	}
+	c.seen[n] = struct{}{}
+	c.order.PushBack(nonceEntry{nonce: n, expires: expires})
+	return nil
+}
