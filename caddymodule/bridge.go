@@ -91,7 +91,8 @@ func (h *Handler) provisionBridge() error {
 	h.bridge = st.bridge
 	h.bridge.Configure(translate.BridgeOptions{
 		Keyring:           h.keyring,
-		Instance:          processInstance(),
+		Instance:          h.fleet.instance,
+		Address:           h.fleet.address,
 		ParkTTL:           time.Duration(h.ParkTTL),
 		MaxParked:         h.MaxParked,
 		GatherWindow:      time.Duration(h.GatherWindow),

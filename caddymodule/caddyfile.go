@@ -34,6 +34,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    }
 //	    lb_policy          <name> [<options...>]   # a reverse_proxy selection policy
 //	    state_key          <base64 32 bytes> [<older keys...>]
+//	    instance_id        <id>
+//	    advertise          <base url>
+//	    peer               <id> <base url>   # repeatable
 //	    allowed_origins    <origins...>
 //	    allowed_hosts      <hosts...>
 //	    keepalive_interval <duration>
@@ -71,6 +74,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if len(h.StateKeys) == 0 {
 				return d.ArgErr()
 			}
+		case "instance_id":
+			err = parseString(d, &h.InstanceID)
+		case "advertise":
+			err = parseString(d, &h.Advertise)
+		case "peer":
+			err = h.unmarshalPeer(d)
 		case "allowed_origins":
 			h.AllowedOrigins, err = appendArgs(d, h.AllowedOrigins)
 		case "allowed_hosts":
@@ -145,6 +154,21 @@ func (h *Handler) unmarshalUpstream(d *caddyfile.Dispenser) error {
 		}
 	}
 	h.Upstreams = append(h.Upstreams, u)
+	return nil
+}
+
+func (h *Handler) unmarshalPeer(d *caddyfile.Dispenser) error {
+	var id, addr string
+	if !d.Args(&id, &addr) || d.NextArg() {
+		return d.Err("peer takes an instance id and a base URL: peer <id> <base url>")
+	}
+	if _, dup := h.Peers[id]; dup {
+		return d.Errf("peer %q listed twice", id)
+	}
+	if h.Peers == nil {
+		h.Peers = make(map[string]string)
+	}
+	h.Peers[id] = addr
 	return nil
 }
 

@@ -26,6 +26,10 @@ func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, body []byt
 	if translate.RemovedMethod(req.Method) {
 		return writeRPCError(w, req.ID, translate.NewMethodNotFound(req.Method))
 	}
+	if owner, ok := h.bridge.ParkedElsewhere(translate.Request{Principal: h.principal(r), ModernRequest: req}); ok {
+		// A retry for a call another instance parked.
+		return h.relay(w, r, body, req.ID, owner)
+	}
 	up := h.selectUpstream(r, w, speaksModern)
 	if up == nil {
 		if legacyUp := h.selectUpstream(r, w, speaksLegacy); legacyUp != nil {

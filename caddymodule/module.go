@@ -40,6 +40,7 @@ func init() {
 // `{http.mcp_gateway.era}` | The era of the client request: `legacy` or `modern`
 // `{http.mcp_gateway.method}` | The JSON-RPC method of the request, if any
 // `{http.mcp_gateway.upstream}` | The URL of the upstream that served the request
+// `{http.mcp_gateway.owner}` | The instance a request was forwarded to (the owner of its call)
 type Handler struct {
 	// The MCP servers behind the gateway. At least one is required. A new
 	// legacy session, and every modern request, goes to one of the upstreams
@@ -65,6 +66,38 @@ type Handler struct {
 	// restart of the process and cannot be served by another instance (they
 	// do survive a config reload).
 	StateKeys []string `json:"state_keys,omitempty"`
+
+	// The id of this gateway instance in a fleet of several behind a load
+	// balancer: letters, digits, `.`, `_` and `-`, at most 64. Parked calls
+	// (a modern client in front of a legacy server) and rounds waiting for a
+	// legacy client's answers (in front of a modern server) live on the
+	// instance that started them, and the tokens it hands out name it; a
+	// retry or an answer that lands on another instance is forwarded to it.
+	// Other instances find it by its `advertise` address, sealed into those
+	// tokens, or by this id in their `peer` list. Every mcp_gateway handler
+	// of one Caddy process must use the same id. Placeholders such as
+	// `{env.HOSTNAME}` are expanded. Default: a random id made at start,
+	// enough for a single instance, or for a fleet that uses `advertise`.
+	InstanceID string `json:"instance_id,omitempty"`
+
+	// Where the other instances of the fleet reach this one, as a base URL
+	// `http[s]://host[:port]` (no path: the client's request path is
+	// kept). It must lead to this instance directly, not through the load
+	// balancer, and to a route where this same mcp_gateway handler runs.
+	// It is sealed into the tokens this instance hands out, so that an
+	// autoscaled fleet needs no peer list. Requires a shared `state_keys`.
+	// Placeholders are expanded. Default: none (other instances need a
+	// `peer` entry naming this one).
+	Advertise string `json:"advertise,omitempty"`
+
+	// The other instances of a fixed fleet: instance id → base URL
+	// `http[s]://host[:port]`, with the same meaning as `advertise`. Used
+	// for tokens that carry no address (their instance does not
+	// advertise), and preferred over a sealed address when both exist. An
+	// entry for this instance's own id is ignored, so every instance can
+	// share one list. Requires a shared `state_keys`, and an `instance_id`
+	// (or `advertise`) on this instance. Default: none.
+	Peers map[string]string `json:"peers,omitempty"`
 
 	// Origins (scheme://host[:port]) that browsers may call the gateway
 	// from. A request carrying an `Origin` header is refused with 403 unless
@@ -188,6 +221,7 @@ type Handler struct {
 	allowedHost   map[string]bool
 	bridge        *translate.Bridge
 	reverse       *translate.Reverse // the reverse bridge (reverse.go)
+	fleet         fleet              // instance id, address, peers (fleet.go)
 }
 
 // CaddyModule returns the Caddy module information.

@@ -88,6 +88,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionKeys(); err != nil {
 		return err
 	}
+	if err := h.provisionFleet(); err != nil {
+		return err
+	}
 	if err := h.provisionBridge(); err != nil {
 		return err
 	}
@@ -194,6 +197,9 @@ func (h *Handler) Cleanup() error {
 	}
 	if h.client != nil {
 		h.client.CloseIdleConnections()
+	}
+	if h.fleet.client != nil {
+		h.fleet.client.CloseIdleConnections()
 	}
 	if h.bridge != nil {
 		_, _ = bridges.Delete(bridgeKey)

@@ -49,7 +49,8 @@ func (h *Handler) provisionReverse() error {
 	h.reverse = val.(*reverseState).rv
 	h.reverse.Configure(translate.ReverseOptions{
 		Keyring:           h.keyring,
-		Instance:          processInstance(),
+		Instance:          h.fleet.instance,
+		Address:           h.fleet.address,
 		MaxRounds:         h.MaxRounds,
 		MaxInputsPerRound: h.MaxInputsPerRound,
 		RoundTimeout:      time.Duration(h.ParkTTL),
@@ -132,6 +133,10 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, body []by
 		return writeRPCError(w, msg.ID, asRPCError(err))
 	}
 	if msg.Kind == translate.KindResponse {
+		if owner, ok := h.reverse.AnswerOwner(body); ok {
+			// An answer to an in-line request another instance sent.
+			return h.relay(w, r, body, nil, owner)
+		}
 		if rerr := h.reverse.Answer(s, body); rerr != nil {
 			return writeRPCError(w, nil, rerr)
 		}

@@ -26,6 +26,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		if rerr != nil {
 			return writeRPCError(w, nil, rerr)
 		}
+		if r, rerr = h.acceptForwarded(r, body); rerr != nil {
+			return writeRPCError(w, requestID(body), rerr)
+		}
 		setPlaceholder(r, "method", gjson.GetBytes(body, "method").String())
 		if translate.ClassifyRequest(r.Header, body) != translate.EraLegacy {
 			// Modern, or unrecognizable: the modern ladder says what is wrong.
@@ -42,6 +45,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 				HTTPStatus: http.StatusMethodNotAllowed, Code: translate.InvalidRequest,
 				Message: "Method Not Allowed: " + r.Method + " needs an Mcp-Session-Id",
 			})
+		}
+		r, rerr := h.acceptForwarded(r, nil)
+		if rerr != nil {
+			return writeRPCError(w, nil, rerr)
 		}
 		setPlaceholder(r, "era", eraLegacy)
 		return h.serveLegacy(w, r, nil)

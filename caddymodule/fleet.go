@@ -1,0 +1,137 @@
+package caddymodule
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// Several gateway instances behind a load balancer share state_key and
+// nothing else. A retry or an in-line answer for a call owned by another
+// instance is forwarded to that owner (relay.go); the owner is found by the
+// address sealed into its tokens (advertise) or by its id in the peer list.
+
+// fleet is this instance's identity in the fleet, resolved at provision.
+type fleet struct {
+	instance string            // this instance's id
+	address  string            // advertised base URL, or ""
+	peers    map[string]string // other instances' ids → base URLs
+	auth     *translate.ForwardAuth
+	client   *http.Client // to the other instances
+}
+
+// Bounds of forwarding between instances.
+const (
+	// forwardDialTimeout bounds connecting to an owner, so that a client
+	// whose owner is gone learns it promptly.
+	forwardDialTimeout = 3 * time.Second
+	// maxForwardNonces bounds the nonces of forwarded requests remembered
+	// against replay (for 30 s each): about 2000 forwarded requests a
+	// second.
+	maxForwardNonces = 1 << 16
+)
+
+// forwardNonces is process-wide, so that a config reload does not forget
+// which forwarding headers were already used.
+var forwardNonces = sync.OnceValue(func() *translate.NonceCache {
+	return translate.NewNonceCache(maxForwardNonces)
+})
+
+// instanceIDPattern is what an instance id may be: it appears in in-line
+// request ids (`gw:<id>:<n>`) and in the forwarding header.
+var instanceIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// provisionFleet resolves instance_id, advertise and peers (placeholders
+// expanded) and checks them. It needs the keyring.
+func (h *Handler) provisionFleet() error {
+	repl := caddy.NewReplacer()
+	f := fleet{instance: repl.ReplaceAll(h.InstanceID, ""), peers: make(map[string]string, len(h.Peers))}
+	if f.instance == "" {
+		if h.InstanceID != "" {
+			return fmt.Errorf("instance_id %q is empty once expanded", h.InstanceID)
+		}
+		f.instance = processInstance()
+	} else if !instanceIDPattern.MatchString(f.instance) {
+		return fmt.Errorf("instance_id %q: want 1 to 64 letters, digits, '.', '_' or '-'", f.instance)
+	}
+	if h.Advertise != "" {
+		addr, err := checkBaseURL(repl.ReplaceAll(h.Advertise, ""))
+		if err != nil {
+			return fmt.Errorf("advertise: %w", err)
+		}
+		f.address = addr
+	}
+	for id, u := range h.Peers {
+		if !instanceIDPattern.MatchString(id) {
+			return fmt.Errorf("peer %q: want an instance id of 1 to 64 letters, digits, '.', '_' or '-'", id)
+		}
+		addr, err := checkBaseURL(repl.ReplaceAll(u, ""))
+		if err != nil {
+			return fmt.Errorf("peer %s: %w", id, err)
+		}
+		if id != f.instance {
+			f.peers[id] = addr
+		}
+	}
+	if (h.Advertise != "" || len(h.Peers) > 0) && len(h.StateKeys) == 0 {
+		return errors.New("advertise and peer need state_key, shared by every instance: " +
+			"with a key made at start, no other instance can open this one's tokens")
+	}
+	if len(h.Peers) > 0 && h.InstanceID == "" && h.Advertise == "" {
+		return errors.New("peer needs instance_id (or advertise) on this instance: " +
+			"with a random id, the other instances cannot list this one")
+	}
+	f.auth = translate.NewForwardAuth(h.keyring, f.instance, forwardNonces())
+	f.client = &http.Client{
+		Transport: &http.Transport{
+			Proxy:                 nil,
+			DialContext:           (&net.Dialer{Timeout: forwardDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost:   32,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   forwardDialTimeout,
+			ExpectContinueTimeout: time.Second,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	h.fleet = f
+	return nil
+}
+
+// checkBaseURL checks an advertise or peer address and returns it without
+// a trailing slash.
+func checkBaseURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "", err
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("%q: scheme must be http or https", raw)
+	case u.Host == "" || u.Hostname() == "":
+		return "", fmt.Errorf("%q: no host", raw)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
+		return "", fmt.Errorf("%q: want only scheme://host[:port]", raw)
+	case u.Path != "" && u.Path != "/":
+		return "", fmt.Errorf("%q: no path, please: the client's request path is kept", raw)
+	case len(raw) > translate.MaxAddressLen:
+		return "", fmt.Errorf("%q: longer than %d bytes", raw, translate.MaxAddressLen)
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
+// ownerAddress returns where to reach owner: the peer list first, then the
+// address sealed in its token; "" when neither knows it.
+func (f *fleet) ownerAddress(owner translate.Owner) string {
+	if addr, ok := f.peers[owner.Instance]; ok {
+		return addr
+	}
+	return owner.Address
+}

@@ -1,0 +1,130 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+func TestUnmarshalCaddyfileFleet(t *testing.T) {
+	input := `mcp_gateway {
+		upstream http://127.0.0.1:9101/mcp
+		state_key AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=
+		instance_id gw-1
+		advertise http://10.0.0.1:8080
+		peer gw-2 http://10.0.0.2:8080
+		peer gw-3 https://gw-3.internal
+	}`
+	var h Handler
+	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"upstreams":[{"url":"http://127.0.0.1:9101/mcp"}],"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="],` +
+		`"instance_id":"gw-1","advertise":"http://10.0.0.1:8080","peers":{"gw-2":"http://10.0.0.2:8080","gw-3":"https://gw-3.internal"}}`
+	if string(got) != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestUnmarshalCaddyfileFleetErrors(t *testing.T) {
+	cases := map[string]struct{ input, want string }{
+		"peer without url":     {"mcp_gateway {\n peer gw-2\n}", "peer takes an instance id and a base URL"},
+		"peer three args":      {"mcp_gateway {\n peer gw-2 http://a http://b\n}", "peer takes an instance id and a base URL"},
+		"duplicate peer":       {"mcp_gateway {\n peer gw-2 http://a\n peer gw-2 http://b\n}", `peer "gw-2" listed twice`},
+		"duplicate instance":   {"mcp_gateway {\n instance_id a\n instance_id b\n}", "instance_id already specified"},
+		"advertise two args":   {"mcp_gateway {\n advertise http://a http://b\n}", "wrong argument count"},
+		"instance_id no value": {"mcp_gateway {\n instance_id\n}", "wrong argument count"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			var h Handler
+			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(c.input))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+// fleetHandler provisions the fleet part of a handler.
+func fleetHandler(t *testing.T, h Handler) (Handler, error) {
+	t.Helper()
+	h.logger = zap.NewNop()
+	kr, err := legacy.NewKeyring(legacy.NewRandomKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.keyring = kr
+	return h, h.provisionFleet()
+}
+
+func TestProvisionFleet(t *testing.T) {
+	key := []string{"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}
+	t.Setenv("MCP_TEST_INSTANCE", "gw-env")
+	h, err := fleetHandler(t, Handler{StateKeys: key, InstanceID: "{env.MCP_TEST_INSTANCE}", Advertise: "http://10.0.0.1:8080/",
+		Peers: map[string]string{"gw-env": "http://10.0.0.1:8080", "gw-2": "https://gw-2.internal:8443"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.fleet.instance != "gw-env" || h.fleet.address != "http://10.0.0.1:8080" {
+		t.Fatalf("instance %q, address %q", h.fleet.instance, h.fleet.address)
+	}
+	if len(h.fleet.peers) != 1 || h.fleet.peers["gw-2"] != "https://gw-2.internal:8443" {
+		t.Fatalf("peers %v: want gw-2 only (the own entry ignored)", h.fleet.peers)
+	}
+	if got := h.fleet.ownerAddress(translate.Owner{Instance: "gw-2", Address: "http://sealed:1"}); got != "https://gw-2.internal:8443" {
+		t.Fatalf("a listed peer is reached at %q, want its peer entry", got)
+	}
+	if got := h.fleet.ownerAddress(translate.Owner{Instance: "gw-9", Address: "http://sealed:1"}); got != "http://sealed:1" {
+		t.Fatalf("an unlisted owner is reached at %q, want its sealed address", got)
+	}
+
+	single, err := fleetHandler(t, Handler{})
+	if err != nil || single.fleet.instance != processInstance() || single.fleet.address != "" {
+		t.Fatalf("without options: %v, instance %q, address %q", err, single.fleet.instance, single.fleet.address)
+	}
+
+	for name, c := range map[string]struct {
+		h    Handler
+		want string
+	}{
+		"bad id":              {Handler{InstanceID: "gw:1"}, "instance_id \"gw:1\""},
+		"long id":             {Handler{InstanceID: strings.Repeat("a", 65)}, "1 to 64"},
+		"empty once expanded": {Handler{InstanceID: "{env.MCP_TEST_UNSET}"}, "empty once expanded"},
+		"advertise scheme":    {Handler{StateKeys: key, Advertise: "ftp://a"}, "scheme must be http or https"},
+		"advertise path":      {Handler{StateKeys: key, Advertise: "http://a/mcp"}, "no path"},
+		"advertise query":     {Handler{StateKeys: key, Advertise: "http://a?x=1"}, "only scheme://host[:port]"},
+		"advertise userinfo":  {Handler{StateKeys: key, Advertise: "http://u:p@a"}, "only scheme://host[:port]"},
+		"advertise no host":   {Handler{StateKeys: key, Advertise: "http://"}, "no host"},
+		"advertise too long":  {Handler{StateKeys: key, Advertise: "http://" + strings.Repeat("a", 250) + ".example"}, "longer than"},
+		"peer bad id":         {Handler{StateKeys: key, InstanceID: "a", Peers: map[string]string{"b c": "http://b"}}, `peer "b c"`},
+		"peer bad url":        {Handler{StateKeys: key, InstanceID: "a", Peers: map[string]string{"b": "b:8080"}}, "peer b:"},
+		"advertise no key":    {Handler{Advertise: "http://a"}, "need state_key"},
+		"peer no key":         {Handler{InstanceID: "a", Peers: map[string]string{"b": "http://b"}}, "need state_key"},
+		"peer no id":          {Handler{StateKeys: key, Peers: map[string]string{"b": "http://b"}}, "peer needs instance_id"},
+		"peer with advertise": {Handler{StateKeys: key, Advertise: "http://a", Peers: map[string]string{"b": "http://b"}}, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := fleetHandler(t, c.h)
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("error %v, want none", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}

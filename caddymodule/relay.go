@@ -1,0 +1,127 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// Forwarding between the instances of a fleet (fleet.go): the instance a
+// client reached sends the request on to the owner of its call, signed
+// (translate.ForwardAuth), and relays the owner's answer, JSON or SSE,
+// unchanged as it comes. The owner verifies the signature before anything
+// reaches an upstream, and never forwards a forwarded request again.
+
+// forwardedKey marks, in a request's context, a request another instance
+// forwarded here (its header verified).
+type forwardedKey struct{}
+
+// acceptForwarded verifies the forwarding header of r, if it has one: a
+// request carrying one that does not verify is refused, whatever else it
+// is. A verified request is returned marked (and without the header, so
+// that nothing passes it on).
+func (h *Handler) acceptForwarded(r *http.Request, body []byte) (*http.Request, *translate.RPCError) {
+	v := r.Header.Get(translate.ForwardedHeader)
+	if v == "" && len(r.Header.Values(translate.ForwardedHeader)) == 0 {
+		return r, nil
+	}
+	err := errors.New("more than one forwarding header")
+	if len(r.Header.Values(translate.ForwardedHeader)) == 1 {
+		err = h.fleet.auth.Verify(v, forwardedRequest(r, body), time.Now())
+	}
+	if err != nil {
+		h.logger.Warn("refused a forwarded request", zap.String("remote", r.RemoteAddr), zap.Error(err))
+		status := http.StatusForbidden
+		if errors.Is(err, translate.ErrForwardBusy) {
+			status = http.StatusServiceUnavailable
+		}
+		return r, &translate.RPCError{HTTPStatus: status, Code: translate.InvalidRequest,
+			Message: "Forbidden: forwarded request refused: " + err.Error()}
+	}
+	r.Header.Del(translate.ForwardedHeader)
+	return r.WithContext(context.WithValue(r.Context(), forwardedKey{}, true)), nil
+}
+
+// forwardedRequest is what the forwarding header of r signs.
+func forwardedRequest(r *http.Request, body []byte) translate.ForwardedRequest {
+	return translate.ForwardedRequest{
+		Method: r.Method, URI: originalURI(r), Body: body,
+		Authorization: r.Header.Get("Authorization"), SessionID: r.Header.Get("Mcp-Session-Id"),
+	}
+}
+
+// originalURI is the request target as the client sent it, before any
+// Caddy rewrite (handle_path, uri strip_prefix): the owner sees the same
+// request, and rewrites it the same way.
+func originalURI(r *http.Request) string {
+	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.URL != nil {
+		return orig.URL.RequestURI()
+	}
+	return r.URL.RequestURI()
+}
+
+// relay forwards r, whose body was read into body, to owner and relays its
+// answer. id is the JSON-RPC id for errors of the gateway's own.
+func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id json.RawMessage, owner translate.Owner) error {
+	setPlaceholder(r, "owner", owner.Instance)
+	if forwarded, _ := r.Context().Value(forwardedKey{}).(bool); forwarded {
+		// Never forward twice: the fleet disagrees on who is where.
+		return writeRPCError(w, id, &translate.RPCError{HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,
+			Message: "the call belongs to gateway instance " + owner.Instance + ", but " + h.fleet.instance +
+				" received it forwarded already: check advertise and peer across the fleet"})
+	}
+	base := h.fleet.ownerAddress(owner)
+	target, err := url.Parse(base + originalURI(r))
+	if base == "" || err != nil || (target.Scheme != "http" && target.Scheme != "https") {
+		return writeRPCError(w, id, &translate.RPCError{HTTPStatus: http.StatusMisdirectedRequest, Code: translate.InvalidRequest,
+			Message: "the call belongs to gateway instance " + owner.Instance + ", whose address this instance does not know: " +
+				"set advertise on every instance, or list it with peer"})
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer h.streams.add(cancel)()
+	sig := h.fleet.auth.Sign(owner.Instance, forwardedRequest(r, body), time.Now())
+	out := r.WithContext(ctx)
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.ContentLength = int64(len(body))
+	logger := h.logger.With(zap.String("owner", owner.Instance), zap.String("address", base))
+	logger.Debug("forwarding to the owner instance")
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL = target
+			pr.Out.Host = ""
+			pr.SetXForwarded()
+			pr.Out.Header.Del("Origin") // checked here; the owner's Host differs
+			pr.Out.Header.Set(translate.ForwardedHeader, sig)
+		},
+		Transport:     h.fleet.client.Transport,
+		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			resp.Header.Del("Server") // this instance's own is set already
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			if ctx.Err() != nil {
+				return // the client left, or the config was unloaded
+			}
+			logger.Warn("the owner instance is unreachable", zap.Error(err))
+			_ = writeRPCError(w, id, &translate.RPCError{HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,
+				Message: "the call belongs to gateway instance " + owner.Instance + ", which is unreachable: " + err.Error()})
+		},
+		ErrorLog: zap.NewStdLog(logger),
+	}
+	proxy.ServeHTTP(w, out)
+	return nil
+}
