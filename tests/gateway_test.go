@@ -80,15 +80,27 @@ func gatewayConfig(port int, admin, global, body string) string {
 // `mcp_gateway /mcp { ... }`) and waits until it serves.
 func startGateway(t *testing.T, block string) *gateway {
 	t.Helper()
-	return startGatewayGlobal(t, "", block)
+	return startGatewayWith(t, freePort(t), "", block)
 }
 
 // startGatewayGlobal is startGateway with extra global options (e.g. debug).
 func startGatewayGlobal(t *testing.T, global, block string) *gateway {
 	t.Helper()
+	return startGatewayWith(t, freePort(t), global, block)
+}
+
+// startGatewayOn is startGateway on a port chosen beforehand (so that
+// instances of a fleet can name each other).
+func startGatewayOn(t *testing.T, port int, block string) *gateway {
+	t.Helper()
+	return startGatewayWith(t, port, "", block)
+}
+
+func startGatewayWith(t *testing.T, port int, global, block string) *gateway {
+	t.Helper()
 	bin := caddyBinary(t)
 	dir := t.TempDir()
-	g := &gateway{Port: freePort(t), AdminAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), global: global, log: new(bytes.Buffer), done: make(chan struct{})}
+	g := &gateway{Port: port, AdminAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), global: global, log: new(bytes.Buffer), done: make(chan struct{})}
 	g.URL = fmt.Sprintf("http://127.0.0.1:%d/mcp", g.Port)
 	g.config = filepath.Join(dir, "Caddyfile")
 	g.writeConfig(t, block)

@@ -1,0 +1,341 @@
+package tests
+
+// Several gateway instances sharing state_key and nothing else: a retry or
+// an in-line answer that lands on another instance than the one owning the
+// call is forwarded to the owner, signed; forged, replayed and expired
+// forwarding headers are refused before anything reaches an upstream.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// fleetKeyByte makes the fleet's shared state_key (testKey).
+const fleetKeyByte = 0x5a
+
+// startFleet runs three gateway instances on loopback in front of the
+// upstream block, sharing a state_key. form says how they find each other:
+// "advertise" (each advertises its own address; ids are random) or "peer"
+// (fixed ids gw-0, gw-1, gw-2, every instance listing all three).
+func startFleet(t *testing.T, upstream, form string) []*gateway {
+	t.Helper()
+	ports := []int{freePort(t), freePort(t), freePort(t)}
+	fleet := make([]*gateway, len(ports))
+	for i, port := range ports {
+		block := upstream + "\n\t\tstate_key " + testKey(fleetKeyByte)
+		switch form {
+		case "advertise":
+			block += fmt.Sprintf("\n\t\tadvertise http://127.0.0.1:%d", port)
+		case "peer":
+			block += fmt.Sprintf("\n\t\tinstance_id gw-%d", i)
+			for j, p := range ports {
+				block += fmt.Sprintf("\n\t\tpeer gw-%d http://127.0.0.1:%d", j, p)
+			}
+		default:
+			t.Fatalf("unknown fleet form %q", form)
+		}
+		fleet[i] = startGatewayOn(t, port, block)
+	}
+	return fleet
+}
+
+// hop is one request a roundRobin transport sent: to which instance, and
+// what it was (the JSON-RPC method, "answer" for a client's response to an
+// in-line request, or the HTTP method of a GET or DELETE).
+type hop struct {
+	instance int
+	what     string
+}
+
+// roundRobin is an http.RoundTripper that sends each request of a client to
+// the next instance of a fleet, as a load balancer without affinity would,
+// except that a legacy client's answer never goes to the instance holding
+// the stream of its tools/call.
+type roundRobin struct {
+	hosts []string
+
+	mu     sync.Mutex
+	next   int
+	callAt int // the instance that got the last tools/call
+	hops   []hop
+}
+
+func newRoundRobin(fleet []*gateway) *roundRobin {
+	rr := &roundRobin{callAt: -1}
+	for _, g := range fleet {
+		u, _ := url.Parse(g.URL)
+		rr.hosts = append(rr.hosts, u.Host)
+	}
+	return rr
+}
+
+func (rr *roundRobin) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil {
+		var err error
+		if body, err = io.ReadAll(req.Body); err != nil {
+			return nil, err
+		}
+		req.Body.Close()
+	}
+	what := req.Method
+	var msg struct {
+		Method string          `json:"method"`
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &msg) == nil {
+		switch {
+		case msg.Method != "":
+			what = msg.Method
+		case msg.Result != nil || msg.Error != nil:
+			what = "answer"
+		}
+	}
+	rr.mu.Lock()
+	i := rr.next % len(rr.hosts)
+	if what == "answer" && i == rr.callAt {
+		i = (i + 1) % len(rr.hosts)
+	}
+	rr.next = i + 1
+	if what == "tools/call" {
+		rr.callAt = i
+	}
+	rr.hops = append(rr.hops, hop{i, what})
+	rr.mu.Unlock()
+	out := req.Clone(req.Context())
+	out.URL.Host = rr.hosts[i]
+	out.Host = ""
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.ContentLength = int64(len(body))
+	return http.DefaultTransport.RoundTrip(out)
+}
+
+// instancesOf returns the instances the hops of kind what went to, in order.
+func (rr *roundRobin) instancesOf(what string) []int {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	var out []int
+	for _, h := range rr.hops {
+		if h.what == what {
+			out = append(out, h.instance)
+		}
+	}
+	return out
+}
+
+// connectThrough connects a go-sdk client through rr (version "" for the
+// modern era).
+func connectThrough(t *testing.T, rr *roundRobin, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tr := &mcp.StreamableClientTransport{Endpoint: "http://" + rr.hosts[0] + "/mcp", HTTPClient: &http.Client{Transport: rr}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "fleet-test-client", Version: "1"}, opts).
+		Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// TestFleetForwardBridge: the go-sdk client, modern, runs the demo server's
+// two-round tool with every request of the call on a different instance;
+// the two retries are forwarded to the instance that parked the call.
+func TestFleetForwardBridge(t *testing.T) {
+	upstream := "\t\tupstream " + startDemoServer(t)
+	for _, form := range []string{"advertise", "peer"} {
+		t.Run(form, func(t *testing.T) {
+			rr := newRoundRobin(startFleet(t, upstream, form))
+			var elicitations atomic.Int32
+			cs := connectThrough(t, rr, "", &mcp.ClientOptions{
+				ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					elicitations.Add(1)
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{
+						"destination": "Porto", "startDate": "2027-05-01", "endDate": "2027-05-08",
+					}}, nil
+				},
+			})
+			if got := cs.InitializeResult().ProtocolVersion; got != modernVersion {
+				t.Fatalf("negotiated %q, want %q", got, modernVersion)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "plan_trip", Arguments: map[string]any{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := toolText(res); got != "Trip to Porto from 2027-05-01 to 2027-05-08." || elicitations.Load() != 2 {
+				t.Fatalf("plan_trip: %q after %d elicitations", got, elicitations.Load())
+			}
+			calls := rr.instancesOf("tools/call")
+			if len(calls) != 3 || calls[0] == calls[1] || calls[1] == calls[2] || calls[0] == calls[2] {
+				t.Fatalf("the call and its two retries went to instances %v, want three different ones", calls)
+			}
+		})
+	}
+}
+
+// TestFleetReverseBridge: the go-sdk client in 2025-11-25 mode runs the
+// modern fixture's three-round tool (elicitation, sampling, elicitation)
+// with every answer POSTed to another instance than the one holding the
+// call's stream, in both fleet forms.
+func TestFleetReverseBridge(t *testing.T) {
+	upstream := "\t\tupstream " + startModernFixture(t)
+	for _, form := range []string{"advertise", "peer"} {
+		t.Run(form, func(t *testing.T) {
+			rr := newRoundRobin(startFleet(t, upstream, form))
+			var elicitations, samplings atomic.Int32
+			cs := connectThrough(t, rr, "2025-11-25", goLegacyHandlers(&elicitations, &samplings))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "plan_party", Arguments: map[string]any{"occasion": "launch"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := `Party (launch) hosted by Ada; toast: "Cheers!"; invitations sent: true`
+			if got := toolText(res); res.IsError || got != want || elicitations.Load() != 2 || samplings.Load() != 1 {
+				t.Fatalf("%q (isError %t) after %d elicitations and %d samplings; want %q after 2 and 1",
+					got, res.IsError, elicitations.Load(), samplings.Load(), want)
+			}
+			call, answers := rr.instancesOf("tools/call"), rr.instancesOf("answer")
+			if len(call) != 1 || len(answers) != 3 {
+				t.Fatalf("%d tools/call and %d answers, want 1 and 3", len(call), len(answers))
+			}
+			others := map[int]bool{}
+			for _, a := range answers {
+				if a == call[0] {
+					t.Fatalf("an answer went to instance %d, which holds the stream (answers went to %v)", a, answers)
+				}
+				others[a] = true
+			}
+			if len(others) != 2 {
+				t.Fatalf("answers went to instances %v, want both instances other than %d", answers, call[0])
+			}
+		})
+	}
+}
+
+// fleetAuth signs forwarding headers as a member of the test fleet would:
+// the test knows the shared key.
+func fleetAuth(t *testing.T, keyByte byte) *translate.ForwardAuth {
+	t.Helper()
+	kr, err := legacy.NewKeyring(bytes.Repeat([]byte{keyByte}, legacy.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return translate.NewForwardAuth(kr, "test-member", translate.NewNonceCache(16))
+}
+
+// retryRequest is a retry of the recording server's ask tool, as sent to
+// the gateway: its headers and body.
+func retryRequest(t *testing.T, id int, topic string, ir inputRequired) (map[string]string, string) {
+	t.Helper()
+	m := meta(modernVersion)
+	m["io.modelcontextprotocol/clientCapabilities"] = map[string]any{"elicitation": map[string]any{}}
+	hdr := modernHeaders(modernVersion, "tools/call", "ask")
+	hdr["Authorization"] = "Bearer alice"
+	return hdr, rpcBody(t, id, "tools/call", map[string]any{
+		"name": "ask", "arguments": map[string]any{"topic": topic}, "_meta": m,
+		"inputResponses": map[string]any{"elicitation-1": acceptAnswer}, "requestState": ir.RequestState,
+	})
+}
+
+// TestFleetForwardingHeader: a forwarding header sent straight to an
+// instance is refused with 403 unless a fleet member signed it for this
+// instance, for this very request, recently, and never presented it before;
+// the upstream sees nothing of a refused one. Then the owner stops, and a
+// retry on another instance gets a clear error promptly.
+func TestFleetForwardingHeader(t *testing.T) {
+	rs := newRecordingServer(t)
+	fleet := startFleet(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t}", "peer")
+	owner := fleet[0]
+	alice := map[string]string{"Authorization": "Bearer alice"}
+	ir := parseInputRequired(t, askCall(t, owner.URL, 1, "tea", nil, alice))
+	hdr, body := retryRequest(t, 2, "tea", ir)
+	member := fleetAuth(t, fleetKeyByte)
+	sign := func(target, body string, at time.Time) string {
+		return member.Sign(target, translate.ForwardedRequest{Method: "POST", URI: "/mcp", Body: []byte(body), Authorization: "Bearer alice"}, at)
+	}
+	with := func(forwarded string) map[string]string {
+		h := map[string]string{translate.ForwardedHeader: forwarded}
+		for k, v := range hdr {
+			h[k] = v
+		}
+		return h
+	}
+	refused := func(t *testing.T, g *gateway, h map[string]string, body string, id any, wantMsg string) {
+		t.Helper()
+		before := rs.requests.Load()
+		x := postRPC(t, g.URL, h, body, id)
+		if r := checkRPCError(t, x, http.StatusForbidden, -32600, id); r != nil && !strings.Contains(r.Error.Message, wantMsg) {
+			t.Errorf("message %q, want it to mention %q", r.Error.Message, wantMsg)
+		}
+		if after := rs.requests.Load(); after != before {
+			t.Errorf("the upstream received %d requests for a refused forwarded request", after-before)
+		}
+	}
+
+	now := time.Now()
+	t.Run("forged", func(t *testing.T) {
+		good := strings.Split(sign("gw-0", body, now), ";")
+		good[5] = "s=" + strings.Repeat("A", 43)
+		refused(t, owner, with(strings.Join(good, ";")), body, 2, "invalid forwarding header")
+		refused(t, owner, with("v1;garbage"), body, 2, "invalid forwarding header")
+		other := fleetAuth(t, fleetKeyByte+1).Sign("gw-0", translate.ForwardedRequest{Method: "POST", URI: "/mcp", Body: []byte(body), Authorization: "Bearer alice"}, now)
+		refused(t, owner, with(other), body, 2, "unknown key")
+	})
+	t.Run("another request", func(t *testing.T) {
+		_, otherBody := retryRequest(t, 3, "tea", ir)
+		refused(t, owner, with(sign("gw-0", otherBody, now)), body, 2, "signature mismatch")
+		h := with(sign("gw-0", body, now))
+		h["Authorization"] = "Bearer mallory"
+		refused(t, owner, h, body, 2, "signature mismatch")
+	})
+	t.Run("another instance", func(t *testing.T) {
+		refused(t, owner, with(sign("gw-1", body, now)), body, 2, "for another gateway instance")
+	})
+	t.Run("expired", func(t *testing.T) {
+		refused(t, owner, with(sign("gw-0", body, now.Add(-time.Minute))), body, 2, "expired")
+	})
+	t.Run("on a request with nothing to forward", func(t *testing.T) {
+		list := rpcBody(t, 9, "tools/list", map[string]any{"_meta": meta(modernVersion)})
+		h := modernHeaders(modernVersion, "tools/list", "")
+		h[translate.ForwardedHeader] = "v1;k=00000000;t=gw-1;e=1;n=x;s=y"
+		refused(t, fleet[1], h, list, 9, "invalid forwarding header")
+	})
+	t.Run("genuine, then replayed", func(t *testing.T) {
+		genuine := with(sign("gw-0", body, time.Now()))
+		if text := checkToolResult(t, postRPC(t, owner.URL, genuine, body, 2), 2); text != "answer: yes" {
+			t.Fatalf("a genuine forwarded retry: %q", text)
+		}
+		refused(t, owner, genuine, body, 2, "replayed")
+	})
+
+	t.Run("owner stopped", func(t *testing.T) {
+		ir := parseInputRequired(t, askCall(t, owner.URL, 20, "coffee", nil, alice))
+		owner.stop(t)
+		hdr, body := retryRequest(t, 21, "coffee", ir)
+		x := postRPC(t, fleet[1].URL, hdr, body, 21)
+		if r := checkRPCError(t, x, http.StatusBadGateway, -32603, 21); r != nil &&
+			(!strings.Contains(r.Error.Message, "gw-0") || !strings.Contains(r.Error.Message, "unreachable")) {
+			t.Errorf("message %q, want it to name gw-0 as unreachable", r.Error.Message)
+		}
+	})
+}
