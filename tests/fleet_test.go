@@ -339,3 +339,36 @@ func TestFleetForwardingHeader(t *testing.T) {
 		}
 	})
 }
+
+// TestFleetNoLoop: an instance whose peer list points the owner's id at
+// itself forwards the retry once, to itself, which refuses it: the header
+// names gw-0 as its target. The client gets an error naming the problem,
+// nothing goes round, and the parked call is untouched.
+func TestFleetNoLoop(t *testing.T) {
+	rs := newRecordingServer(t)
+	upstream := "\t\tupstream " + rs.url + " {\n\t\t\tera legacy\n\t\t}\n\t\tstate_key " + testKey(fleetKeyByte)
+	owner := startGateway(t, upstream+"\n\t\tinstance_id gw-0")
+	port := freePort(t)
+	confused := startGatewayOn(t, port, upstream+fmt.Sprintf("\n\t\tinstance_id gw-1\n\t\tpeer gw-0 http://127.0.0.1:%d", port))
+	ir := parseInputRequired(t, askCall(t, owner.URL, 1, "tea", nil, map[string]string{"Authorization": "Bearer alice"}))
+	hdr, body := retryRequest(t, 2, "tea", ir)
+	before := rs.requests.Load()
+	x := postRPC(t, confused.URL, hdr, body, 2)
+	if r := checkRPCError(t, x, http.StatusForbidden, -32600, 2); r != nil && !strings.Contains(r.Error.Message, `signed for "gw-0", this is "gw-1"`) {
+		t.Errorf("message %q, want it to name both instances", r.Error.Message)
+	}
+	// The log reaches the test through a pipe: give it a moment.
+	refusals := func() int { return strings.Count(confused.Log(), "refused a forwarded request") }
+	for deadline := time.Now().Add(5 * time.Second); refusals() == 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := refusals(); n != 1 {
+		t.Errorf("the confused instance refused %d forwarded requests, want exactly 1", n)
+	}
+	if after := rs.requests.Load(); after != before {
+		t.Errorf("the upstream received %d requests", after-before)
+	}
+	if text := checkToolResult(t, postRPC(t, owner.URL, hdr, body, 2), 2); text != "answer: yes" {
+		t.Fatalf("the retry at the owner afterwards: %q", text)
+	}
+}
