@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -371,4 +372,92 @@ func TestFleetNoLoop(t *testing.T) {
 	if text := checkToolResult(t, postRPC(t, owner.URL, hdr, body, 2), 2); text != "answer: yes" {
 		t.Fatalf("the retry at the owner afterwards: %q", text)
 	}
+}
+
+// newWorkingServer is a legacy go-sdk server in the test process whose tool
+// `ask_then_work` elicits once, then reports progress every 100ms for 10s
+// unless cancelled; how it ended goes to the returned channel.
+func newWorkingServer(t *testing.T) (string, <-chan string) {
+	t.Helper()
+	ended := make(chan string, 4)
+	server := mcp.NewServer(&mcp.Implementation{Name: "working", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "ask_then_work", Description: "Asks once, then works for 10s."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			if _, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Start?", RequestedSchema: map[string]any{"type": "object"}}); err != nil {
+				return nil, nil, err
+			}
+			for i := 1; i <= 100; i++ {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Total: 100})
+				select {
+				case <-ctx.Done():
+					ended <- "cancelled"
+					return nil, nil, ctx.Err()
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			ended <- "done"
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "worked"}}}, nil, nil
+		})
+	return serveInProcess(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)), ended
+}
+
+// TestFleetRelayStreams: the answer to a forwarded retry is relayed as it
+// comes (progress events reach the client while the tool still works), and
+// a client that leaves mid-stream cancels the call upstream, through both
+// instances.
+func TestFleetRelayStreams(t *testing.T) {
+	up, ended := newWorkingServer(t)
+	fleet := startFleet(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}", "peer")
+	m := meta(modernVersion)
+	m["io.modelcontextprotocol/clientCapabilities"] = map[string]any{"elicitation": map[string]any{}}
+	m["progressToken"] = "p1"
+	params := map[string]any{"name": "ask_then_work", "arguments": map[string]any{}, "_meta": m}
+	hdr := modernHeaders(modernVersion, "tools/call", "ask_then_work")
+	ir := parseInputRequired(t, postRPC(t, fleet[0].URL, hdr, rpcBody(t, 1, "tools/call", params), 1))
+
+	params["inputResponses"] = map[string]any{"elicitation-1": map[string]any{"action": "accept", "content": map[string]any{}}}
+	params["requestState"] = ir.RequestState
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fleet[1].URL, strings.NewReader(rpcBody(t, 2, "tools/call", params)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("the forwarded retry: HTTP %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	events := readSSE(resp.Body)
+	for range 2 {
+		if ev := nextData(t, events); !strings.Contains(ev.data, "notifications/progress") {
+			t.Fatalf("want progress while the tool works, got %s", ev.data)
+		}
+	}
+	cancel()
+	if got := wait(t, ended, 5*time.Second, "end of the tool call"); got != "cancelled" {
+		t.Fatalf("tool call %s, want cancelled when the client left the instance relaying it", got)
+	}
+}
+
+// serveInProcess serves h on a loopback port until the test ends and
+// returns its MCP URL.
+func serveInProcess(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String() + "/mcp"
 }
