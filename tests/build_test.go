@@ -110,6 +110,9 @@ func TestAdaptAndValidate(t *testing.T) {
 		"missing upstream": {"keepalive_interval 5s", "at least one upstream is required"},
 		"bad state key":    {"upstream http://127.0.0.1/mcp\n\tstate_key c2hvcnQ=", "state_key 1: key decodes to 5 bytes, want 32"},
 		"duplicate":        {"upstream http://127.0.0.1/mcp\n\tupstream http://127.0.0.1/mcp", "listed twice"},
+		"advertise no key": {"upstream http://127.0.0.1/mcp\n\tadvertise http://10.0.0.1:8080", "advertise and peer need state_key"},
+		"advertise path":   {"upstream http://127.0.0.1/mcp\n\tstate_key " + testKey(1) + "\n\tadvertise http://10.0.0.1:8080/mcp", "no path"},
+		"peer no id":       {"upstream http://127.0.0.1/mcp\n\tstate_key " + testKey(1) + "\n\tpeer gw-2 http://10.0.0.2:8080", "peer needs instance_id"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
