@@ -3,12 +3,15 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"net/url"
 	"regexp"
 	"sync"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -27,6 +30,7 @@ type fleet struct {
 	peers    map[string]string // other instances' ids → base URLs
 	auth     *translate.ForwardAuth
 	client   *http.Client // to the other instances
+	errorLog *log.Logger  // httputil.ReverseProxy's, into the handler's logger
 }
 
 // Bounds of forwarding between instances.
@@ -102,6 +106,7 @@ func (h *Handler) provisionFleet() error {
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+	f.errorLog = zap.NewStdLog(h.logger.Named("relay"))
 	h.fleet = f
 	return nil
 }

@@ -120,7 +120,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			_ = writeRPCError(w, id, &translate.RPCError{HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,
 				Message: "the call belongs to gateway instance " + owner.Instance + ", which is unreachable: " + err.Error()})
 		},
-		ErrorLog: zap.NewStdLog(logger),
+		ErrorLog: h.fleet.errorLog,
 	}
 	proxy.ServeHTTP(w, out)
 	return nil
