@@ -13,7 +13,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,6 +63,7 @@ func startFleet(t *testing.T, upstream, form string) []*gateway {
 type hop struct {
 	instance int
 	what     string
+	status   string // the answer's HTTP status, or the error (balancer only)
 }
 
 // roundRobin is an http.RoundTripper that sends each request of a client to
@@ -117,7 +120,7 @@ func (rr *roundRobin) RoundTrip(req *http.Request) (*http.Response, error) {
 	if what == "tools/call" {
 		rr.callAt = i
 	}
-	rr.hops = append(rr.hops, hop{i, what})
+	rr.hops = append(rr.hops, hop{instance: i, what: what})
 	rr.mu.Unlock()
 	out := req.Clone(req.Context())
 	out.URL.Host = rr.hosts[i]
@@ -460,4 +463,139 @@ func serveInProcess(t *testing.T, h http.Handler) string {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+// balancer is a round-robin load balancer without affinity in front of a
+// fleet (the standard library's reverse proxy, flushing as it goes). It
+// records, per request, the instance it chose and what the request was.
+type balancer struct {
+	URL string
+
+	mu   sync.Mutex
+	next int
+	hops []hop
+}
+
+func startBalancer(t *testing.T, fleet []*gateway) *balancer {
+	t.Helper()
+	b := &balancer{}
+	targets := make([]*url.URL, len(fleet))
+	for i, g := range fleet {
+		targets[i], _ = url.Parse(g.URL)
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			what := pr.In.Method
+			if pr.Out.Body == nil {
+				// GET, DELETE
+			} else if body, err := io.ReadAll(pr.Out.Body); err == nil {
+				pr.Out.Body = io.NopCloser(bytes.NewReader(body))
+				var msg struct {
+					Method string `json:"method"`
+					Params struct {
+						RequestState string `json:"requestState"`
+					} `json:"params"`
+					Result json.RawMessage `json:"result"`
+				}
+				if json.Unmarshal(body, &msg) == nil {
+					switch {
+					case msg.Params.RequestState != "":
+						what = msg.Method + " retry"
+					case msg.Method != "":
+						what = msg.Method
+					case msg.Result != nil:
+						what = "answer"
+					}
+				}
+			}
+			b.mu.Lock()
+			i := b.next % len(targets)
+			b.next++
+			b.hops = append(b.hops, hop{instance: i, what: what})
+			pr.Out.Header.Set("X-Test-Hop", strconv.Itoa(len(b.hops)-1))
+			b.mu.Unlock()
+			pr.SetURL(&url.URL{Scheme: targets[i].Scheme, Host: targets[i].Host})
+		},
+		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			b.setStatus(resp.Request, resp.Status)
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			b.setStatus(r, err.Error())
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+	b.URL = serveInProcess(t, proxy)
+	t.Cleanup(func() {
+		if t.Failed() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			t.Logf("balancer hops (instance, request, answer): %+v", b.hops)
+		}
+	})
+	return b
+}
+
+func (b *balancer) setStatus(r *http.Request, status string) {
+	i, err := strconv.Atoi(r.Header.Get("X-Test-Hop"))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err == nil && i < len(b.hops) {
+		b.hops[i].status = status
+	}
+}
+
+// instancesOf returns the instances the hops of kind what went to.
+func (b *balancer) instancesOf(what string) []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []int
+	for _, h := range b.hops {
+		if h.what == what {
+			out = append(out, h.instance)
+		}
+	}
+	return out
+}
+
+// TestFleetBehindLoadBalancer: unmodified TypeScript SDK clients, the 2.x
+// client in auto mode (modern) and the 1.x client (legacy), complete
+// multi-round tools through a round-robin load balancer in front of three
+// instances, the retries and answers landing wherever the balancer sends
+// them.
+func TestFleetBehindLoadBalancer(t *testing.T) {
+	nodeBin(t)
+	t.Run("modern client, legacy server", func(t *testing.T) {
+		lb := startBalancer(t, startFleet(t, "\t\tupstream "+startDemoServer(t), "advertise"))
+		got := runClient(t, "modern-client.mjs", lb.URL, "plan_trip", "{}")
+		if strOrNil(got.ProtocolVersion) != modernVersion || got.Elicitations != 2 {
+			t.Fatalf("negotiated %s after %d elicitations, want %s after 2", strOrNil(got.ProtocolVersion), got.Elicitations, modernVersion)
+		}
+		if text := got.Result.text(); got.Result.IsError || !strings.Contains(text, "Trip to Lisbon") {
+			t.Fatalf("result %q (isError %t)", text, got.Result.IsError)
+		}
+		call, retries := lb.instancesOf("tools/call"), lb.instancesOf("tools/call retry")
+		if len(call) != 1 || len(retries) != 2 || retries[0] == call[0] || retries[1] == retries[0] {
+			t.Fatalf("the call went to %v and its retries to %v: want each on another instance", call, retries)
+		}
+	})
+	t.Run("legacy client, modern server", func(t *testing.T) {
+		lb := startBalancer(t, startFleet(t, "\t\tupstream "+startModernFixture(t), "peer"))
+		got := runClient(t, "legacy-client.mjs", lb.URL, "plan_party", `{"occasion":"birthday"}`, "terminate")
+		want := `Party (birthday) hosted by Test User; toast: "sampled by legacy-client"; invitations sent: true`
+		if text := got.Result.text(); got.Result.IsError || text != want || got.Elicitations != 2 || got.Samplings != 1 {
+			t.Fatalf("result %q (isError %t) after %d elicitations and %d samplings", text, got.Result.IsError, got.Elicitations, got.Samplings)
+		}
+		call, answers := lb.instancesOf("tools/call"), lb.instancesOf("answer")
+		forwarded := 0
+		for _, a := range answers {
+			if len(call) == 1 && a != call[0] {
+				forwarded++
+			}
+		}
+		if len(call) != 1 || len(answers) != 3 || forwarded == 0 {
+			t.Fatalf("the call went to %v and its answers to %v: want some answers on other instances", call, answers)
+		}
+	})
 }
