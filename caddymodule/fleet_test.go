@@ -1,9 +1,13 @@
 package caddymodule
 
 import (
+	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap"
@@ -126,5 +130,56 @@ func TestProvisionFleet(t *testing.T) {
 				t.Fatalf("error = %v, want it to contain %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestAcceptForwarded: a request with no forwarding header passes as it
+// is; one whose header verifies passes marked, without the header; any
+// other is refused with 403.
+func TestAcceptForwarded(t *testing.T) {
+	h, err := fleetHandler(t, Handler{InstanceID: "gw-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	newReq := func() *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/mcp?x=1", bytes.NewReader(body))
+		r.Header.Set("Authorization", "Bearer alice")
+		return r
+	}
+	marked := func(r *http.Request) bool { v, _ := r.Context().Value(forwardedKey{}).(bool); return v }
+
+	plain := newReq()
+	if got, rerr := h.acceptForwarded(plain, body); rerr != nil || got != plain || marked(got) {
+		t.Fatalf("a plain request: %v, marked %t", rerr, marked(got))
+	}
+
+	member := translate.NewForwardAuth(h.keyring, "gw-b", nil)
+	signed := newReq()
+	signed.Header.Set(translate.ForwardedHeader, member.Sign("gw-a", forwardedRequest(signed, body), time.Now()))
+	got, rerr := h.acceptForwarded(signed, body)
+	if rerr != nil || !marked(got) || got.Header.Get(translate.ForwardedHeader) != "" {
+		t.Fatalf("a signed request: %v, marked %t, header %q", rerr, marked(got), got.Header.Get(translate.ForwardedHeader))
+	}
+
+	for name, set := range map[string]func(*http.Request){
+		"replayed": func(r *http.Request) {
+			r.Header.Set(translate.ForwardedHeader, signed.Header.Get(translate.ForwardedHeader))
+		},
+		"empty": func(r *http.Request) { r.Header[translate.ForwardedHeader] = []string{""} },
+		"twice": func(r *http.Request) {
+			v := member.Sign("gw-a", forwardedRequest(r, body), time.Now())
+			r.Header[translate.ForwardedHeader] = []string{v, v}
+		},
+		"other query": func(r *http.Request) {
+			r.Header.Set(translate.ForwardedHeader, member.Sign("gw-a", forwardedRequest(r, body), time.Now()))
+			r.URL.RawQuery = "x=2"
+		},
+	} {
+		r := newReq()
+		set(r)
+		if _, rerr := h.acceptForwarded(r, body); rerr == nil || rerr.HTTPStatus != http.StatusForbidden || rerr.Code != translate.InvalidRequest {
+			t.Errorf("%s: %+v, want 403 -32600", name, rerr)
+		}
 	}
 }
