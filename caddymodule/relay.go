@@ -110,6 +110,11 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Header.Del("Server") // this instance's own is set already
+			if resp.StatusCode == http.StatusForbidden {
+				// Different keys, a Host or Origin check on the owner, or a
+				// clock far off: the client sees the owner's reason.
+				logger.Warn("the owner instance refused a forwarded request (HTTP 403)")
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
