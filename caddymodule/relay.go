@@ -43,12 +43,16 @@ func (h *Handler) acceptForwarded(r *http.Request, body []byte) (*http.Request, 
 	}
 	if err != nil {
 		h.logger.Warn("refused a forwarded request", zap.String("remote", r.RemoteAddr), zap.Error(err))
-		status := http.StatusForbidden
-		if errors.Is(err, translate.ErrForwardBusy) {
+		status, msg := http.StatusForbidden, "Forbidden: forwarded request refused: "+err.Error()
+		switch {
+		case errors.Is(err, translate.ErrForwardBusy):
 			status = http.StatusServiceUnavailable
+		case errors.Is(err, translate.ErrForwardTarget):
+			// Behind an advertised address, a restarted instance has a
+			// new id: the call the client wants is gone with the old one.
+			msg += " (that instance may have restarted: start the call again)"
 		}
-		return r, &translate.RPCError{HTTPStatus: status, Code: translate.InvalidRequest,
-			Message: "Forbidden: forwarded request refused: " + err.Error()}
+		return r, &translate.RPCError{HTTPStatus: status, Code: translate.InvalidRequest, Message: msg}
 	}
 	r.Header.Del(translate.ForwardedHeader)
 	return r.WithContext(context.WithValue(r.Context(), forwardedKey{}, true)), nil
