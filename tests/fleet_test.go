@@ -362,7 +362,7 @@ func TestFleetNoLoop(t *testing.T) {
 		t.Errorf("message %q, want it to name both instances", r.Error.Message)
 	}
 	// The log reaches the test through a pipe: give it a moment.
-	refusals := func() int { return strings.Count(confused.Log(), "refused a forwarded request") }
+	refusals := func() int { return strings.Count(confused.Log(), `"msg":"refused a forwarded request"`) }
 	for deadline := time.Now().Add(5 * time.Second); refusals() == 0 && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
