@@ -131,6 +131,17 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 		},
 		ErrorLog: h.fleet.errorLog,
 	}
-	proxy.ServeHTTP(w, out)
+	proxy.ServeHTTP(relayWriter{w, newDeadlineWriter(w, time.Duration(h.WriteTimeout))}, out)
 	return nil
 }
+
+// relayWriter bounds each write of a relayed answer by write_timeout, so
+// that a client that stops reading ends the relay (and so the call on the
+// owner) instead of blocking it; Unwrap lets the proxy flush.
+type relayWriter struct {
+	http.ResponseWriter
+	d deadlineWriter
+}
+
+func (r relayWriter) Write(p []byte) (int, error) { return r.d.Write(p) }
+func (r relayWriter) Unwrap() http.ResponseWriter { return r.ResponseWriter }
