@@ -125,9 +125,10 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			if ctx.Err() != nil {
 				return // the client left, or the config was unloaded
 			}
+			// The error names the owner's address: logged, not told.
 			logger.Warn("the owner instance is unreachable", zap.Error(err))
 			_ = writeRPCError(w, id, &translate.RPCError{HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,
-				Message: "the call belongs to gateway instance " + owner.Instance + ", which is unreachable: " + err.Error()})
+				Message: "the call belongs to gateway instance " + owner.Instance + ", which is unreachable: start the call again"})
 		},
 		ErrorLog: h.fleet.errorLog,
 	}
