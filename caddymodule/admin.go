@@ -48,7 +48,7 @@ func (a adminAPI) Routes() []caddy.AdminRoute {
 // upstreamInfo is one entry of /mcp_gateway/upstreams.
 type upstreamInfo struct {
 	URL       string     `json:"url"`
-	Era       string     `json:"era"` // as probed: legacy, modern, dual, or unknown (not probed, or configured)
+	Era       string     `json:"era"` // as configured, else as probed: legacy, modern, dual, or unknown (not probed yet)
 	Healthy   bool       `json:"healthy"`
 	DownUntil *time.Time `json:"down_until,omitempty"`
 	Sessions  int        `json:"bridge_sessions"`
@@ -62,7 +62,11 @@ func (a adminAPI) upstreams(w http.ResponseWriter, r *http.Request) error {
 	var out []upstreamInfo
 	upstreamStates.Range(func(_, v any) bool {
 		s := v.(*upstreamState)
-		info := upstreamInfo{URL: s.url, Era: eraSet(s.eras.Load()).String(), Healthy: true, Sessions: stats[s.url].Open}
+		era := eraSet(s.configured.Load())
+		if era == 0 {
+			era = eraSet(s.eras.Load())
+		}
+		info := upstreamInfo{URL: s.url, Era: era.String(), Healthy: true, Sessions: stats[s.url].Open}
 		if until := s.downUntil.Load(); until > time.Now().UnixNano() {
 			t := time.Unix(0, until)
 			info.Healthy, info.DownUntil = false, &t

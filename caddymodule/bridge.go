@@ -98,6 +98,7 @@ func (h *Handler) provisionBridge() error {
 		GatherWindow:      time.Duration(h.GatherWindow),
 		MaxRounds:         h.MaxRounds,
 		MaxInputsPerRound: h.MaxInputsPerRound,
+		Observer:          callObserver{metrics: h.metrics, logger: h.logger},
 	})
 	st.pool.SetLimits(h.MaxSessionsPerPrincipal, h.MaxBufferedNotifications)
 	return nil
@@ -127,7 +128,7 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, req *tran
 	}
 	sink := h.newSink(w)
 	defer sink.close()
-	h.bridge.Serve(ctx, translate.Request{Upstream: up.URL, Principal: principal, Header: hdr, ModernRequest: req}, sink)
+	served(r, h.bridge.Serve(ctx, translate.Request{Upstream: up.URL, Principal: principal, Header: hdr, ModernRequest: req}, sink))
 	return nil
 }
 

@@ -53,6 +53,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    write_timeout      <duration>
 //	    session_lifetime   <duration>
 //	    principal          <placeholder expression>
+//	    health_interval    <duration>              # active health checks; default off
+//	    health_timeout     <duration>
+//	    log_unsafe_details                         # UNSAFE: secrets in debug logs
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
@@ -112,6 +115,18 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = parseDuration(d, &h.SessionLifetime)
 		case "principal":
 			err = parseString(d, &h.Principal)
+		case "health_interval":
+			err = parseDuration(d, &h.HealthInterval)
+		case "health_timeout":
+			err = parseDuration(d, &h.HealthTimeout)
+		case "log_unsafe_details":
+			if h.LogUnsafeDetails {
+				return d.Err("log_unsafe_details already specified")
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.LogUnsafeDetails = true
 		default:
 			return d.Errf("unrecognized mcp_gateway option %q", opt)
 		}

@@ -32,6 +32,9 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		max_parked 500
 		gather_window 50ms
 		principal {http.auth.user.id}
+		health_interval 30s
+		health_timeout 2s
+		log_unsafe_details
 	}`
 	var h Handler
 	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input)); err != nil {
@@ -46,7 +49,8 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		`"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="],` +
 		`"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],` +
 		`"keepalive_interval":20000000000,"stream_close_delay":2000000000,"fail_duration":30000000000,"max_request_body":1048576,` +
-		`"park_ttl":120000000000,"max_parked":500,"gather_window":50000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64,"max_sessions_per_principal":50,"write_timeout":10000000000,"session_lifetime":3600000000000,"principal":"{http.auth.user.id}"}`
+		`"park_ttl":120000000000,"max_parked":500,"gather_window":50000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64,"max_sessions_per_principal":50,"write_timeout":10000000000,"session_lifetime":3600000000000,"principal":"{http.auth.user.id}",` +
+		`"health_interval":30000000000,"health_timeout":2000000000,"log_unsafe_details":true}`
 	if string(got) != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
@@ -77,6 +81,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		"zero inputs per round":  {"mcp_gateway {\n max_inputs_per_round 0\n}", "invalid max_inputs_per_round"},
 		"bad write_timeout":      {"mcp_gateway {\n write_timeout soon\n}", "invalid write_timeout"},
 		"bad session_lifetime":   {"mcp_gateway {\n session_lifetime forever\n}", "invalid session_lifetime"},
+		"unsafe with argument":   {"mcp_gateway {\n log_unsafe_details yes\n}", "wrong argument count"},
+		"bad health_interval":    {"mcp_gateway {\n health_interval often\n}", "invalid health_interval"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -33,7 +33,7 @@ func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, body []byt
 	up := h.selectUpstream(r, w, speaksModern)
 	if up == nil {
 		if legacyUp := h.selectUpstream(r, w, speaksLegacy); legacyUp != nil {
-			setPlaceholder(r, "cell", "modern-legacy")
+			setPlaceholder(r, "cell", cellForward)
 			return h.serveBridged(w, r, req, legacyUp)
 		}
 		return writeRPCError(w, req.ID, &translate.RPCError{
@@ -41,6 +41,7 @@ func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, body []byt
 			Message: "no upstream MCP server is available",
 		})
 	}
+	setPlaceholder(r, "cell", cellModern)
 	return h.forward(w, r, exchange{
 		up: up, method: http.MethodPost, header: upstreamHeader(r), body: body,
 		reselect:   func() *Upstream { return h.selectUpstream(r, w, speaksModern) },

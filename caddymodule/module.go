@@ -41,6 +41,14 @@ func init() {
 // `{http.mcp_gateway.method}` | The JSON-RPC method of the request, if any
 // `{http.mcp_gateway.upstream}` | The URL of the upstream that served the request
 // `{http.mcp_gateway.owner}` | The instance a request was forwarded to (the owner of its call)
+// `{http.mcp_gateway.cell}` | Client era and upstream era: `modern-legacy` (forward bridge), `legacy-modern` (reverse bridge), `legacy-legacy` or `modern-modern` (pass-through), `none` (refused before an upstream was chosen)
+// `{http.mcp_gateway.round}` | Bridged requests only: the input round of the request (forward bridge: the round of the `requestState` it carries, 0 for a first request; reverse bridge: the in-line rounds it went through)
+// `{http.mcp_gateway.outcome}` | `complete`, `input_required`, `error`, `cancelled` or `expired` for bridged requests; `ok`, `error` or `cancelled` (from the HTTP status) for pass-through ones
+//
+// Metrics (`caddy_mcp_gateway_*`) are registered on Caddy's metrics
+// registry, served at the admin endpoint's `/metrics`. Every bridged call
+// is logged at info level (method, cell, rounds, outcome, duration), every
+// request at debug level.
 type Handler struct {
 	// The MCP servers behind the gateway. At least one is required. A new
 	// legacy session, and every modern request, goes to one of the upstreams
@@ -211,6 +219,25 @@ type Handler struct {
 	// `{http.request.header.Authorization}`.
 	Principal string `json:"principal,omitempty"`
 
+	// How often to check every upstream actively: a legacy upstream with
+	// `initialize` and `ping` (then the probe session is deleted), a modern
+	// one with `server/discover`. An upstream that fails is skipped for new
+	// sessions and modern requests until a check passes; one that passes
+	// is taken back at once. Zero disables active checks (the passive ones,
+	// `fail_duration`, still apply). Default: 0 (off).
+	HealthInterval caddy.Duration `json:"health_interval,omitempty"`
+
+	// How long one active health check may take before the upstream counts
+	// as down. Default: 5s.
+	HealthTimeout caddy.Duration `json:"health_timeout,omitempty"`
+
+	// UNSAFE, for debugging only: add to the debug-level log line of every
+	// request its `Mcp-Session-Id`, the evaluated principal (often a
+	// bearer token) and the first 4 KiB of its body (params,
+	// `requestState`, answers). Without it, logs never carry tokens,
+	// params, `requestState` or session ids. Default: false.
+	LogUnsafeDetails bool `json:"log_unsafe_details,omitempty"`
+
 	selector      reverseproxy.Selector
 	keyring       *legacy.Keyring
 	logger        *zap.Logger
@@ -222,6 +249,7 @@ type Handler struct {
 	bridge        *translate.Bridge
 	reverse       *translate.Reverse // the reverse bridge (reverse.go)
 	fleet         fleet              // instance id, address, peers (fleet.go)
+	metrics       *gatewayMetrics
 }
 
 // CaddyModule returns the Caddy module information.

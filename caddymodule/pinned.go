@@ -65,6 +65,7 @@ func (h *Handler) serveLegacy(w http.ResponseWriter, r *http.Request, body []byt
 		w.WriteHeader(http.StatusMethodNotAllowed)
 		return nil
 	}
+	setPlaceholder(r, "cell", cellPinned)
 	hdr := upstreamHeader(r)
 	if pin.Session != "" {
 		hdr.Set("Mcp-Session-Id", string(pin.Session))
@@ -91,6 +92,7 @@ func (h *Handler) initializeLegacy(w http.ResponseWriter, r *http.Request, body 
 			Message: "no upstream speaking the legacy MCP protocol is available",
 		})
 	}
+	setPlaceholder(r, "cell", cellPinned)
 	return h.forward(w, r, exchange{
 		up: up, method: http.MethodPost, header: upstreamHeader(r), body: body,
 		reselect:   func() *Upstream { return h.selectUpstream(r, w, speaksLegacy) },

@@ -46,18 +46,35 @@ func (h *Handler) erasOf(ctx context.Context, u *Upstream) (eraSet, error) {
 	return e, nil
 }
 
+// probeLegacyVersion is the version a probe's initialize asks for (the
+// newest of translate.LegacyVersions).
+const probeLegacyVersion = "2025-11-25"
+
+// The requests the gateway asks upstreams with (era probes, health checks).
+const (
+	discoverProbe = `{"jsonrpc":"2.0","id":"gateway-probe","method":"server/discover","params":{"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"` + translate.ModernVersion + `",` +
+		`"io.modelcontextprotocol/clientCapabilities":{},` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"caddy-mcp-gateway","version":"probe"}}}}`
+	initializeProbe = `{"jsonrpc":"2.0","id":"gateway-probe","method":"initialize","params":{` +
+		`"protocolVersion":"` + probeLegacyVersion + `","capabilities":{},` +
+		`"clientInfo":{"name":"caddy-mcp-gateway","version":"probe"}}}`
+	pingProbe = `{"jsonrpc":"2.0","id":"gateway-probe","method":"ping"}`
+)
+
+// discoverHeader is the header of a server/discover probe.
+func discoverHeader() http.Header {
+	hdr := http.Header{}
+	hdr.Set("MCP-Protocol-Version", translate.ModernVersion)
+	hdr.Set("Mcp-Method", "server/discover")
+	return hdr
+}
+
 // probe asks u with `server/discover` (modern) and with `initialize`
 // (legacy); a dual-era server answers both.
 func (h *Handler) probe(ctx context.Context, u *Upstream) (eraSet, error) {
 	var eras eraSet
-	discover := `{"jsonrpc":"2.0","id":"gateway-probe","method":"server/discover","params":{"_meta":{` +
-		`"io.modelcontextprotocol/protocolVersion":"` + translate.ModernVersion + `",` +
-		`"io.modelcontextprotocol/clientCapabilities":{},` +
-		`"io.modelcontextprotocol/clientInfo":{"name":"caddy-mcp-gateway","version":"probe"}}}}`
-	hdr := http.Header{}
-	hdr.Set("MCP-Protocol-Version", translate.ModernVersion)
-	hdr.Set("Mcp-Method", "server/discover")
-	res, _, err := h.probeCall(ctx, u, hdr, discover)
+	res, _, err := h.probeCall(ctx, u, discoverHeader(), discoverProbe)
 	if err != nil {
 		return 0, err
 	}
@@ -67,10 +84,7 @@ func (h *Handler) probe(ctx context.Context, u *Upstream) (eraSet, error) {
 		}
 	}
 
-	initialize := `{"jsonrpc":"2.0","id":"gateway-probe","method":"initialize","params":{` +
-		`"protocolVersion":"` + translate.LegacyVersions[0] + `","capabilities":{},` +
-		`"clientInfo":{"name":"caddy-mcp-gateway","version":"probe"}}}`
-	res, sid, err := h.probeCall(ctx, u, http.Header{}, initialize)
+	res, sid, err := h.probeCall(ctx, u, http.Header{}, initializeProbe)
 	if err != nil {
 		return 0, err
 	}

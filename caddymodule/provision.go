@@ -85,6 +85,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.selector = sel
 
+	h.metrics = newGatewayMetrics(ctx.GetMetricsRegistry())
+	if h.LogUnsafeDetails {
+		h.logger.Warn("log_unsafe_details is on: debug logs will carry session ids, principals (tokens) and request bodies")
+	}
 	if err := h.provisionKeys(); err != nil {
 		return err
 	}
@@ -122,6 +126,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			_ = app.On("stopping", stoppingHandler{h.streams, h.calls, delay})
 		}
 	}
+	h.startHealthChecks(ctx)
 	return nil
 }
 
@@ -183,6 +188,9 @@ func (h *Handler) Validate() error {
 	}
 	if h.MaxBufferedNotifications > maxBufferedNotifications {
 		return fmt.Errorf("max_buffered_notifications must be at most %d (each call holds a buffer this large)", maxBufferedNotifications)
+	}
+	if h.HealthInterval < 0 || h.HealthTimeout < 0 {
+		return errors.New("health_interval and health_timeout must not be negative")
 	}
 	return nil
 }

@@ -52,8 +52,10 @@ func (h *Handler) acceptForwarded(r *http.Request, body []byte) (*http.Request, 
 			// new id: the call the client wants is gone with the old one.
 			msg += " (that instance may have restarted: start the call again)"
 		}
+		h.metrics.Forwarded("received", "error")
 		return r, &translate.RPCError{HTTPStatus: status, Code: translate.InvalidRequest, Message: msg}
 	}
+	h.metrics.Forwarded("received", "ok")
 	r.Header.Del(translate.ForwardedHeader)
 	return r.WithContext(context.WithValue(r.Context(), forwardedKey{}, true)), nil
 }
@@ -114,6 +116,11 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Header.Del("Server") // this instance's own is set already
+			outcome := "ok"
+			if resp.StatusCode == http.StatusForbidden || resp.StatusCode >= 500 {
+				outcome = "error"
+			}
+			h.metrics.Forwarded("sent", outcome)
 			if resp.StatusCode == http.StatusForbidden {
 				// Different keys, a Host or Origin check on the owner, or a
 				// clock far off: the client sees the owner's reason.
@@ -122,6 +129,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			h.metrics.Forwarded("sent", "error")
 			if ctx.Err() != nil {
 				return // the client left, or the config was unloaded
 			}

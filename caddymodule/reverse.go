@@ -55,6 +55,7 @@ func (h *Handler) provisionReverse() error {
 		MaxInputsPerRound: h.MaxInputsPerRound,
 		RoundTimeout:      time.Duration(h.ParkTTL),
 		SessionLifetime:   time.Duration(h.SessionLifetime),
+		Observer:          callObserver{metrics: h.metrics, logger: h.logger},
 	})
 	return nil
 }
@@ -82,7 +83,7 @@ func reverseHeader(r *http.Request) http.Header {
 // initializeReverse answers a legacy initialize with a gateway-held session
 // in front of the modern upstream up.
 func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, body []byte, up *Upstream) error {
-	setPlaceholder(r, "cell", "legacy-modern")
+	setPlaceholder(r, "cell", cellReverse)
 	setPlaceholder(r, "upstream", up.URL)
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
@@ -92,8 +93,10 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, body
 		Upstream: up.URL, Principal: h.principal(r), Header: reverseHeader(r), ID: msg.ID, Body: body,
 	})
 	if rerr != nil {
+		served(r, translate.Served{Outcome: translate.OutcomeError})
 		return writeRPCError(w, msg.ID, rerr)
 	}
+	served(r, translate.Served{Outcome: translate.OutcomeComplete})
 	w.Header().Set("Mcp-Session-Id", string(sid))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
@@ -118,7 +121,7 @@ func (h *Handler) openReverse(r *http.Request, sid string) (*translate.ReverseSe
 // serveReverse serves a request, notification, client answer, GET or
 // DELETE of a gateway-held session. body is nil for GET and DELETE.
 func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, body []byte, s *translate.ReverseSession, up *Upstream) error {
-	setPlaceholder(r, "cell", "legacy-modern")
+	setPlaceholder(r, "cell", cellReverse)
 	setPlaceholder(r, "upstream", up.URL)
 	switch r.Method {
 	case http.MethodDelete:
@@ -148,7 +151,7 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, body []by
 	defer h.calls.add(cancel)() // a call survives a reload
 	sink := h.newSink(w)
 	defer sink.close()
-	h.reverse.Serve(ctx, s, translate.ReverseRequest{Message: msg, Body: body, Header: reverseHeader(r)}, sink)
+	served(r, h.reverse.Serve(ctx, s, translate.ReverseRequest{Message: msg, Body: body, Header: reverseHeader(r)}, sink))
 	return nil
 }
 

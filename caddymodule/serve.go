@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -17,6 +18,29 @@ import (
 // ServeHTTP implements caddyhttp.MiddlewareHandler. The handler is terminal:
 // next is never called.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	var body []byte
+	defer func() {
+		if p := recover(); p != nil {
+			// A stream aborted midway (http.ErrAbortHandler): count it as
+			// failed, and let net/http end the connection.
+			setPlaceholder(r, "outcome", outcomeError)
+			h.observeRequest(r, sw.status, body, start)
+			panic(p)
+		}
+	}()
+	err := h.dispatch(sw, r, &body)
+	status := sw.status
+	if herr := (caddyhttp.HandlerError{}); errors.As(err, &herr) && status == 0 {
+		status = herr.StatusCode // Caddy's error handling writes it
+	}
+	h.observeRequest(r, status, body, start)
+	return err
+}
+
+// dispatch serves r in its cell; *body is set to the request body once read.
+func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]byte) error {
 	if rerr := h.checkOrigin(r); rerr != nil {
 		return writeRPCError(w, nil, rerr)
 	}
@@ -26,6 +50,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		if rerr != nil {
 			return writeRPCError(w, nil, rerr)
 		}
+		*bodyOut = body
 		if r, rerr = h.acceptForwarded(r, body); rerr != nil {
 			return writeRPCError(w, requestID(body), rerr)
 		}

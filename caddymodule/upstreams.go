@@ -67,8 +67,9 @@ type upstreamState struct {
 	url       string
 	downUntil atomic.Int64 // unix nanoseconds; 0 = up
 
-	probeMu sync.Mutex // serializes probes
-	eras    atomic.Uint32
+	probeMu    sync.Mutex // serializes probes
+	eras       atomic.Uint32
+	configured atomic.Uint32 // the eras the last provisioned config names; 0 for auto
 }
 
 // Destruct implements caddy.Destructor.
@@ -124,6 +125,7 @@ func (u *Upstream) provision() error {
 		return err
 	}
 	u.state = val.(*upstreamState)
+	u.state.configured.Store(uint32(u.configuredEras()))
 	u.proxy = &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: u.URL}
 	return nil
 }

@@ -54,8 +54,9 @@ type Pool struct {
 	idle   map[PoolKey]*list.List // of *Session, most recently used at the back
 	lru    *list.List             // of *idleEntry across keys, oldest at the front
 	open   int
-	openBy map[string]int // open sessions per upstream URL
-	byPrin map[string]int // open sessions per principal
+	openBy map[string]int    // open sessions per upstream URL
+	byPrin map[string]int    // open sessions per principal
+	inits  map[string]uint64 // sessions ever initialized per upstream URL
 }
 
 type idleEntry struct {
@@ -67,7 +68,8 @@ type idleEntry struct {
 
 // NewPool returns an empty pool.
 func NewPool(opts PoolOptions) *Pool {
-	return &Pool{opts: opts, idle: make(map[PoolKey]*list.List), lru: list.New(), openBy: make(map[string]int), byPrin: make(map[string]int)}
+	return &Pool{opts: opts, idle: make(map[PoolKey]*list.List), lru: list.New(), openBy: make(map[string]int), byPrin: make(map[string]int),
+		inits: make(map[string]uint64)}
 }
 
 // SetLimits changes MaxPerPrincipal and CallBuffer (on a config reload).
@@ -124,6 +126,9 @@ func (p *Pool) Lease(ctx context.Context, key PoolKey, header http.Header, caps,
 		return nil, err
 	}
 	s.buffer.Store(int32(min(buffer, 1<<16)))
+	p.mu.Lock()
+	p.inits[key.Upstream]++
+	p.mu.Unlock()
 	return s, nil
 }
 
@@ -253,6 +258,8 @@ func (p *Pool) Close() {
 type UpstreamStats struct {
 	Open int `json:"open"`
 	Idle int `json:"idle"`
+	// Initialized counts the sessions ever opened (initialize) on it.
+	Initialized uint64 `json:"initialized"`
 }
 
 // StatsByUpstream counts the pool's sessions per upstream URL.
@@ -260,6 +267,9 @@ func (p *Pool) StatsByUpstream() map[string]UpstreamStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make(map[string]UpstreamStats)
+	for k, n := range p.inits {
+		out[k] = UpstreamStats{Initialized: n}
+	}
 	for k, n := range p.openBy {
 		st := out[k]
 		st.Open = n

@@ -90,6 +90,9 @@ func TestPoolLeasesByKey(t *testing.T) {
 	p.Release(asking, s3, false) // a broken session is ended upstream
 	waitSessions(t, server, 1)
 	p.Release(plain, s2, true)
+	if st := p.StatsByUpstream()[url]; st != (UpstreamStats{Open: 1, Idle: 1, Initialized: 2}) {
+		t.Fatalf("stats of %s = %+v, want 1 open, 1 idle, 2 initialized", url, st)
+	}
 }
 
 func TestPoolBoundAndReap(t *testing.T) {

@@ -22,8 +22,9 @@ type gateway struct {
 	URL       string // the MCP endpoint, http://127.0.0.1:PORT/mcp
 	Port      int
 	AdminAddr string
+	globals   string // extra global options
+	site      string // extra site directives
 	config    string
-	global    string // extra global options
 	cmd       *exec.Cmd
 	log       *bytes.Buffer
 	done      chan struct{}
@@ -58,8 +59,9 @@ func caddyBinary(t *testing.T) string {
 }
 
 // gatewayConfig renders a Caddyfile serving mcp_gateway at /mcp on port,
-// with body as the directive's block and global as extra global options.
-func gatewayConfig(port int, admin, global, body string) string {
+// with body as the directive's block, globals among the global options and
+// site among the site's directives.
+func gatewayConfig(port int, admin, globals, site, body string) string {
 	return fmt.Sprintf(`{
 	admin %s
 	grace_period 10s
@@ -69,38 +71,41 @@ func gatewayConfig(port int, admin, global, body string) string {
 
 :%d {
 	bind 127.0.0.1
+%s
 	mcp_gateway /mcp {
 %s
 	}
 }
-`, admin, global, port, body)
+`, admin, globals, port, site, body)
 }
 
 // startGateway runs Caddy with an mcp_gateway block (the lines inside
 // `mcp_gateway /mcp { ... }`) and waits until it serves.
 func startGateway(t *testing.T, block string) *gateway {
 	t.Helper()
-	return startGatewayWith(t, freePort(t), "", block)
+	return launchGateway(t, freePort(t), "", "", block)
 }
 
-// startGatewayGlobal is startGateway with extra global options (e.g. debug).
-func startGatewayGlobal(t *testing.T, global, block string) *gateway {
+// startGatewayWith is startGateway with extra global options and site
+// directives.
+func startGatewayWith(t *testing.T, globals, site, block string) *gateway {
 	t.Helper()
-	return startGatewayWith(t, freePort(t), global, block)
+	return launchGateway(t, freePort(t), globals, site, block)
 }
 
 // startGatewayOn is startGateway on a port chosen beforehand (so that
 // instances of a fleet can name each other).
 func startGatewayOn(t *testing.T, port int, block string) *gateway {
 	t.Helper()
-	return startGatewayWith(t, port, "", block)
+	return launchGateway(t, port, "", "", block)
 }
 
-func startGatewayWith(t *testing.T, port int, global, block string) *gateway {
+func launchGateway(t *testing.T, port int, globals, site, block string) *gateway {
 	t.Helper()
 	bin := caddyBinary(t)
 	dir := t.TempDir()
-	g := &gateway{Port: port, AdminAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), global: global, log: new(bytes.Buffer), done: make(chan struct{})}
+	g := &gateway{Port: port, AdminAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), globals: globals, site: site,
+		log: new(bytes.Buffer), done: make(chan struct{})}
 	g.URL = fmt.Sprintf("http://127.0.0.1:%d/mcp", g.Port)
 	g.config = filepath.Join(dir, "Caddyfile")
 	g.writeConfig(t, block)
@@ -127,7 +132,7 @@ func startGatewayWith(t *testing.T, port int, global, block string) *gateway {
 
 func (g *gateway) writeConfig(t *testing.T, block string) {
 	t.Helper()
-	if err := os.WriteFile(g.config, []byte(gatewayConfig(g.Port, g.AdminAddr, g.global, block)), 0o600); err != nil {
+	if err := os.WriteFile(g.config, []byte(gatewayConfig(g.Port, g.AdminAddr, g.globals, g.site, block)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

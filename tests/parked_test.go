@@ -95,10 +95,7 @@ func TestForwardManyParkedCalls(t *testing.T) {
 
 	deadline := time.Now().Add(ttl + 60*time.Second)
 	for {
-		sessions := 0
-		for range server.Sessions() {
-			sessions++
-		}
+		sessions := sessionsOf(server)
 		gr := g.goroutines(t)
 		// Idle keep-alive connections to the upstream (at most 128, two
 		// goroutines each) may stay.

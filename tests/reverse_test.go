@@ -311,6 +311,7 @@ func TestReverseInputRounds(t *testing.T) {
 		if q1.Method != "elicitation/create" || !strings.Contains(string(q1.Params), "Step 1") {
 			t.Fatalf("round 1 asked %s %s", q1.Method, q1.Params)
 		}
+		waitMetrics(t, g, map[string]float64{"caddy_mcp_gateway_inline_requests_waiting": 1})
 		if r := answerInline(t, g.URL, sid, q1.ID, `{"action":"accept","content":{"name":"Ada"}}`); r.StatusCode != http.StatusAccepted {
 			t.Fatalf("answer 1: status %d", r.StatusCode)
 		}
@@ -325,6 +326,11 @@ func TestReverseInputRounds(t *testing.T) {
 		if !strings.Contains(final.data, `"id":10`) || !strings.Contains(final.data, "Multi-round complete: Ada likes teal") {
 			t.Fatalf("final message %s", final.data)
 		}
+		waitMetrics(t, g, map[string]float64{
+			"caddy_mcp_gateway_inline_requests_waiting":                                                     0,
+			`caddy_mcp_gateway_requests_total{cell="legacy-modern",method="response",outcome="ok"}`:         2,
+			`caddy_mcp_gateway_requests_total{cell="legacy-modern",method="tools/call",outcome="complete"}`: 1,
+		})
 		// The answer was consumed: sending it again is refused.
 		r := answerInline(t, g.URL, sid, q2.ID, `{"action":"accept","content":{"color":"teal"}}`)
 		if code, msg := rpcErrorOf(t, r); r.StatusCode != http.StatusBadRequest || code != -32600 || !strings.Contains(msg, "no pending request") {
@@ -520,6 +526,21 @@ func TestReverseThreeRounds(t *testing.T) {
 				got, res.IsError, elicitations.Load(), samplings.Load(), want)
 		}
 	})
+
+	// Each call is one bridged call of three rounds in the metrics and the log.
+	waitMetrics(t, g, map[string]float64{
+		`caddy_mcp_gateway_bridged_calls_total{cell="legacy-modern",method="tools/call",outcome="complete"}`: 2,
+		`caddy_mcp_gateway_call_rounds_sum{cell="legacy-modern"}`:                                            6,
+	})
+	n := 0
+	for _, l := range waitLogLines(t, g, "bridged call", 2) {
+		if l["cell"] == "legacy-modern" && l["method"] == "tools/call" && l["rounds"] == float64(3) && l["outcome"] == "complete" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d log lines of three-round tools/call calls, want 2", n)
+	}
 }
 
 // inputScenarios are the 2025-11-25 scenarios whose tools ask the client

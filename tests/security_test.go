@@ -172,8 +172,8 @@ func TestSecurityBodyLimit(t *testing.T) {
 func TestSecurityLogs(t *testing.T) {
 	up := newFailingLegacy(t)
 	modern := newModernUpstream(t)
-	g := startGatewayGlobal(t, "\tdebug", up.block())
-	gm := startGatewayGlobal(t, "\tdebug", modern.block())
+	g := startGatewayWith(t, "\tdebug", "", up.block())
+	gm := startGatewayWith(t, "\tdebug", "", modern.block())
 	const token, secretArg = "Bearer tok-3f9a1c", "arg-77c2e0"
 	auth := map[string]string{"Authorization": token}
 	var secrets []string

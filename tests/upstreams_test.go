@@ -16,19 +16,27 @@ import (
 // on the same address.
 type inProcessLegacy struct {
 	addr    string
+	server  *mcp.Server
 	handler http.Handler
 	srv     *http.Server
 }
 
 func newInProcessLegacy(t *testing.T, name string) *inProcessLegacy {
 	t.Helper()
+	return newInProcess(t, name, nil)
+}
+
+// newInProcess is newInProcessLegacy with handler options (Stateless: true
+// makes a modern-only server).
+func newInProcess(t *testing.T, name string, opts *mcp.StreamableHTTPOptions) *inProcessLegacy {
+	t.Helper()
 	server := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, nil)
 	mcp.AddTool(server, &mcp.Tool{Name: "whoami", Description: "Names the server."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name}}}, nil, nil
 		})
-	p := &inProcessLegacy{addr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-	p.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	p := &inProcessLegacy{addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), server: server}
+	p.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
 	p.start(t)
 	t.Cleanup(p.stop)
 	return p

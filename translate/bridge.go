@@ -58,6 +58,9 @@ type BridgeOptions struct {
 	// MaxInputsPerRound bounds the requests for input one round may hold.
 	// Default 16.
 	MaxInputsPerRound int
+	// Observer learns how calls end and parked calls leave (metrics,
+	// logs). Optional.
+	Observer Observer
 }
 
 func (o BridgeOptions) withDefaults() BridgeOptions {
@@ -142,7 +145,8 @@ func (b *Bridge) Close() {
 	b.order.Init()
 	b.mu.Unlock()
 	for _, c := range all {
-		b.abandon(c, "gateway shutting down")
+		b.unparked(ParkCancelled)
+		b.abandon(c, OutcomeCancelled, "gateway shutting down")
 	}
 	b.cancel()
 }
@@ -172,45 +176,52 @@ var inputCapable = map[string]bool{"tools/call": true, "prompts/get": true, "res
 
 // Serve answers r through sink. It returns when the answer is complete
 // (possibly with the call parked).
-func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) {
+func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 	if r.Kind == KindNotification {
 		// notifications/cancelled is stdio-only in 2026-07-28; nothing else
 		// is meaningful for a legacy upstream.
 		_ = sink.Respond(http.StatusAccepted, nil)
-		return
+		return Served{}
 	}
 	if !bridgedMethods[r.Method] {
 		// A legacy server cannot serve other modern methods (the Tasks
 		// extension's are not wire-compatible with 2025 tasks).
 		_ = sink.Respond(http.StatusNotFound, ErrorResponse(r.ID, NewMethodNotFound(r.Method)))
-		return
+		return Served{Outcome: OutcomeError}
 	}
 	params := paramsOf(r.Body)
 	if inputCapable[r.Method] {
 		if state := stringField(params, "requestState"); state != "" {
-			b.resume(ctx, r, params, state, sink)
-			return
+			return b.resume(ctx, r, params, state, sink)
 		}
 	}
 	key := poolKey(r)
+	started := time.Now()
 	c, rerr := b.start(ctx, r, key, params)
 	if rerr != nil {
 		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
-		return
+		outcome := OutcomeError
+		if rerr.HTTPStatus == 499 {
+			outcome = OutcomeCancelled
+		}
+		if r.Method != "server/discover" && r.Method != "subscriptions/listen" {
+			// A call that never reached the upstream still ended.
+			b.report(&call{key: key, method: r.Method, name: r.Name, started: started}, outcome, rerr.Message)
+		}
+		return Served{Outcome: outcome}
 	}
 	switch r.Method {
 	case "server/discover":
-		b.discover(c, r, sink)
-		return
+		return Served{Outcome: b.discover(c, r, sink)}
 	case "subscriptions/listen":
 		b.listen(ctx, c, r, params, sink)
-		return
+		return Served{}
 	}
 	var fresh map[string]json.RawMessage
 	if inputCapable[r.Method] {
 		fresh = inputResponses(params)
 	}
-	b.run(ctx, c, r, sink, fresh)
+	return Served{Outcome: b.run(ctx, c, r, sink, fresh)}
 }
 
 // call is one upstream request of the bridge's, from its first client
@@ -232,6 +243,7 @@ type call struct {
 	pending  []pendingInput
 	timer    *time.Timer
 	elem     *list.Element
+	overhead time.Duration // spent translating (CallReport.Overhead)
 }
 
 type pendingInput struct {
@@ -294,14 +306,15 @@ func (b *Bridge) start(ctx context.Context, r Request, key legacy.PoolKey, param
 }
 
 // discover answers server/discover from the session's InitializeResult.
-func (b *Bridge) discover(c *call, r Request, sink Sink) {
+func (b *Bridge) discover(c *call, r Request, sink Sink) string {
 	defer b.pool.Release(c.key, c.sess, true)
 	res, err := BuildDiscoverResult(c.sess.InitResult, b.reshapeOptions(c))
 	if err != nil {
 		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(err.Error())))
-		return
+		return OutcomeError
 	}
 	_ = sink.Respond(http.StatusOK, resultResponse(r.ID, res))
+	return OutcomeComplete
 }
 
 func (b *Bridge) reshapeOptions(c *call) ReshapeOptions {
@@ -309,8 +322,8 @@ func (b *Bridge) reshapeOptions(c *call) ReshapeOptions {
 }
 
 // run relays the upstream answer until the result, or until the upstream
-// asks for input and the call parks.
-func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh map[string]json.RawMessage) {
+// asks for input and the call parks. It returns the request's outcome.
+func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh map[string]json.RawMessage) string {
 	var gather <-chan time.Time
 	asked := false // the upstream just asked for input
 	msgs := c.up.Messages()
@@ -325,26 +338,28 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 				}
 				if errors.Is(err, legacy.ErrBacklog) {
 					// The upstream is still working: tell it to stop.
-					b.abandon(c, "too many unread messages")
+					b.abandon(c, OutcomeError, "too many unread messages")
 				} else {
 					b.finish(c, false)
+					b.report(c, OutcomeError, msg)
 				}
 				_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(msg)))
-				return
+				return OutcomeError
 			}
 			switch m.Kind {
 			case legacy.KindResponse:
 				if string(m.ID) == string(c.up.ID) {
 					b.finish(c, true)
-					b.respondFinal(c, r, m, sink)
-					return
+					outcome := b.respondFinal(c, r, m, sink)
+					b.report(c, outcome, "")
+					return outcome
 				}
 			case legacy.KindNotification:
 				if err := relayNotification(m, r, sink); err != nil {
 					// The client stopped reading (or left): nobody will
 					// see the result.
-					b.abandon(c, "client stopped reading")
-					return
+					b.abandon(c, OutcomeCancelled, "client stopped reading")
+					return OutcomeCancelled
 				}
 			case legacy.KindRequest:
 				asked = b.upstreamRequest(c, r, m, fresh)
@@ -352,20 +367,19 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 		case m := <-c.sess.Inbox():
 			asked = m.Kind == legacy.KindRequest && b.upstreamRequest(c, r, m, fresh)
 		case <-gather:
-			b.park(c, r, sink)
-			return
+			return b.park(c, r, sink)
 		case <-ctx.Done():
 			cause := context.Cause(ctx)
 			if errors.Is(cause, context.Canceled) {
-				b.abandon(c, "client disconnected")
-				return
+				b.abandon(c, OutcomeCancelled, "client disconnected")
+				return OutcomeCancelled
 			}
 			// The gateway ended the call (it is stopping): the client
 			// may still be listening.
-			b.abandon(c, "gateway shutting down")
+			b.abandon(c, OutcomeCancelled, "gateway shutting down")
 			_ = sink.Respond(http.StatusServiceUnavailable, ErrorResponse(r.ID, &RPCError{
 				HTTPStatus: http.StatusServiceUnavailable, Code: InternalError, Message: "the call was abandoned: " + cause.Error()}))
-			return
+			return OutcomeCancelled
 		}
 		if !asked {
 			continue
@@ -373,10 +387,10 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 		asked = false
 		o := b.options()
 		if len(c.pending) > o.MaxInputsPerRound {
-			b.abandon(c, "too many requests for input")
+			b.abandon(c, OutcomeError, "too many requests for input")
 			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(
 				fmt.Sprintf("the upstream asked for more than %d inputs in one round (max_inputs_per_round); the call was cancelled", o.MaxInputsPerRound))))
-			return
+			return OutcomeError
 		}
 		if gather == nil {
 			gather = time.After(o.GatherWindow)
@@ -402,7 +416,9 @@ func (b *Bridge) upstreamRequest(c *call, r Request, m legacy.Message, fresh map
 		_ = c.sess.Respond(ctx, m.ID, res, errObj)
 		return false
 	}
+	w := startWatch(&c.overhead)
 	ir, err := NewInputRequest(m.Method, params, &c.keys)
+	w.stop()
 	if err != nil {
 		res, errObj := CancelAnswer(m.Method)
 		_ = c.sess.Respond(ctx, m.ID, res, errObj)
@@ -420,31 +436,38 @@ func (b *Bridge) upstreamRequest(c *call, r Request, m legacy.Message, fresh map
 
 // park ends the client's answer with input_required and keeps the upstream
 // call waiting for the retry.
-func (b *Bridge) park(c *call, r Request, sink Sink) {
+func (b *Bridge) park(c *call, r Request, sink Sink) string {
 	o := b.options()
+	if int(c.round) >= o.MaxRounds {
+		b.abandon(c, OutcomeError, "too many rounds of input")
+		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(
+			fmt.Sprintf("the upstream asked for input more than %d times (max_rounds); the call was cancelled", o.MaxRounds))))
+		return OutcomeError
+	}
+	w := startWatch(&c.overhead)
 	if c.round == 0 {
 		// Calls that never ask for input (most) skip the digest.
 		c.digest = RequestDigest(r.Method, paramsOf(r.Body))
 	}
 	c.round++
-	if int(c.round) > o.MaxRounds {
-		b.abandon(c, "too many rounds of input")
-		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(
-			fmt.Sprintf("the upstream asked for input more than %d times (max_rounds); the call was cancelled", o.MaxRounds))))
-		return
-	}
 	c.expires = time.Now().Add(o.ParkTTL)
 	token := SealState(o.Keyring, State{
 		Instance: o.Instance, Address: o.Address, Handle: c.handle, Round: c.round,
 		Principal: c.princ, Digest: c.digest, Expires: c.expires,
 	})
+	reqs := make([]InputRequest, len(c.pending))
+	for i, p := range c.pending {
+		reqs[i] = p.InputRequest
+	}
+	answer := resultResponse(r.ID, InputRequiredResult(reqs, token))
+	w.stop()
 	var evicted *call
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		b.abandon(c, "gateway shutting down")
+		b.abandon(c, OutcomeCancelled, "gateway shutting down")
 		_ = sink.Respond(http.StatusServiceUnavailable, ErrorResponse(r.ID, internalError("the gateway is shutting down")))
-		return
+		return OutcomeCancelled
 	}
 	if len(b.parked) >= o.MaxParked {
 		if front := b.order.Front(); front != nil {
@@ -457,12 +480,14 @@ func (b *Bridge) park(c *call, r Request, sink Sink) {
 	round := c.round // the timer belongs to this round only
 	c.timer = time.AfterFunc(o.ParkTTL, func() {
 		if b.take(c.handle, round) != nil {
-			b.abandon(c, "input not provided in time")
+			b.unparked(ParkExpired)
+			b.abandon(c, OutcomeExpired, "input not provided in time")
 		}
 	})
 	b.mu.Unlock()
 	if evicted != nil {
-		b.abandon(evicted, "too many parked calls")
+		b.unparked(ParkEvicted)
+		b.abandon(evicted, OutcomeEvicted, "too many parked calls")
 	}
 	// Nobody reads the call while it is parked: an upstream that sends more
 	// than the call can hold (max_buffered_notifications), or that dies,
@@ -470,14 +495,19 @@ func (b *Bridge) park(c *call, r Request, sink Sink) {
 	c.up.SetUnread(true)
 	c.up.OnFailure(func() {
 		if b.take(c.handle, round) != nil {
-			b.abandon(c, "the upstream call failed while parked")
+			b.unparked(ParkFailed)
+			b.abandon(c, OutcomeError, "the upstream call failed while parked")
 		}
 	})
-	reqs := make([]InputRequest, len(c.pending))
-	for i, p := range c.pending {
-		reqs[i] = p.InputRequest
+	_ = sink.Respond(http.StatusOK, answer)
+	return OutcomeInputRequired
+}
+
+// unparked tells the observer a parked call left the list.
+func (b *Bridge) unparked(why string) {
+	if obs := b.options().Observer; obs != nil {
+		obs.Unparked(why)
 	}
-	_ = sink.Respond(http.StatusOK, resultResponse(r.ID, InputRequiredResult(reqs, token)))
 }
 
 // take removes the parked call with handle at round, or returns nil.
@@ -539,7 +569,8 @@ func (b *Bridge) ParkedElsewhere(r Request) (Owner, bool) {
 
 // resume serves a retry: it opens the state, finds the parked call, posts
 // the answers upstream and goes on with the call.
-func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token string, sink Sink) {
+func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token string, sink Sink) Served {
+	opened := time.Now()
 	st, rerr := b.openState(r, params, token)
 	if rerr == nil && st.Instance != b.options().Instance {
 		// The caller forwards such retries (ParkedElsewhere); this one
@@ -549,45 +580,53 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 	}
 	if rerr != nil {
 		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
-		return
+		return Served{Round: int(st.Round), Outcome: OutcomeError}
 	}
 	c := b.take(st.Handle, st.Round)
 	if c == nil {
 		_ = sink.Respond(http.StatusBadRequest, ErrorResponse(r.ID, &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams,
 			Message: "requestState was already used, or its call has ended: send the request again without it"}))
-		return
+		return Served{Round: int(st.Round), Outcome: OutcomeError}
 	}
 	c.up.SetUnread(false)
+	b.unparked(ParkAnswered)
+	served := Served{Round: int(st.Round)}
+	c.overhead += time.Since(opened)
 	answers := inputResponses(params)
 	pctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	var still []pendingInput
 	for _, p := range c.pending {
 		resp, ok := answers[p.Key]
-		if !ok || ValidateInputResponse(p.Method, resp) != nil {
+		w := startWatch(&c.overhead)
+		valid := ok && ValidateInputResponse(p.Method, resp) == nil
+		w.stop()
+		if !valid {
 			still = append(still, p)
 			continue
 		}
 		if err := c.sess.Respond(pctx, p.upstreamID, resp, nil); err != nil {
 			cancel()
-			b.abandon(c, "upstream refused the answer")
+			b.abandon(c, OutcomeError, "upstream refused the answer")
 			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, upstreamError(err)))
-			return
+			served.Outcome = OutcomeError
+			return served
 		}
 	}
 	cancel()
 	c.pending = still
 	if len(still) > 0 {
-		b.park(c, r, sink) // ask again for what is missing or invalid
-		return
+		served.Outcome = b.park(c, r, sink) // ask again for what is missing or invalid
+		return served
 	}
-	b.run(ctx, c, r, sink, nil)
+	served.Outcome = b.run(ctx, c, r, sink, nil)
+	return served
 }
 
 // abandon ends a call nobody will finish: the upstream's pending requests
 // are answered (elicitation cancelled, others refused), the upstream call
 // is cancelled, and the session is ended upstream (a cancelled call may have
 // left it in any state; a new one is cheap).
-func (b *Bridge) abandon(c *call, reason string) {
+func (b *Bridge) abandon(c *call, outcome, reason string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, p := range c.pending {
@@ -599,6 +638,7 @@ func (b *Bridge) abandon(c *call, reason string) {
 		b.cancelUpstream(c.sess, c.up.ID, reason)
 	}
 	b.finish(c, false)
+	b.report(c, outcome, reason)
 }
 
 // cancelUpstream sends notifications/cancelled for the request id.
@@ -618,25 +658,42 @@ func (b *Bridge) finish(c *call, healthy bool) {
 	b.pool.Release(c.key, c.sess, healthy)
 }
 
-// respondFinal reshapes the upstream's response for the modern client.
-func (b *Bridge) respondFinal(c *call, r Request, m legacy.Message, sink Sink) {
+// report tells the observer the call ended.
+func (b *Bridge) report(c *call, outcome, reason string) {
+	if obs := b.options().Observer; obs != nil {
+		obs.CallEnded(CallReport{
+			Bridge: "forward", Upstream: c.key.Upstream, Method: c.method, Name: c.name,
+			Rounds: int(c.round), Outcome: outcome, Reason: reason,
+			Duration: time.Since(c.started), Overhead: c.overhead,
+		})
+	}
+}
+
+// respondFinal reshapes the upstream's response for the modern client and
+// returns the outcome.
+func (b *Bridge) respondFinal(c *call, r Request, m legacy.Message, sink Sink) string {
+	w := startWatch(&c.overhead)
 	if res := resultOf(m.Raw); res != nil {
 		out, err := ReshapeResult(r.Method, res, b.reshapeOptions(c))
+		w.stop()
 		if err != nil {
 			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(err.Error())))
-			return
+			return OutcomeError
 		}
 		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, out))
-		return
+		return OutcomeComplete
 	}
 	errObj := errorOf(m.Raw)
 	if reqs, ok := URLElicitationFromError(errObj); ok && inputCapable[r.Method] {
 		// A legacy "URL elicitation required" error becomes an input round:
 		// the client retries once the user is done, and the call runs again.
-		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, InputRequiredResult(reqs, "")))
-		return
+		answer := resultResponse(r.ID, InputRequiredResult(reqs, ""))
+		w.stop()
+		_ = sink.Respond(http.StatusOK, answer)
+		return OutcomeInputRequired
 	}
 	code, out := ReshapeError(errObj)
+	w.stop()
 	status := http.StatusOK
 	switch code {
 	case MissingRequiredClientCapability:
@@ -645,6 +702,7 @@ func (b *Bridge) respondFinal(c *call, r Request, m legacy.Message, sink Sink) {
 		status = http.StatusNotFound
 	}
 	_ = sink.Respond(status, errorObjectResponse(r.ID, out))
+	return OutcomeError
 }
 
 // setLogLevel sets the session's logging level (logging/setLevel).

@@ -58,6 +58,8 @@ type ReverseOptions struct {
 	// RetryPause is the wait before retrying a requestState-only
 	// input_required result (load shedding). Default 250ms.
 	RetryPause time.Duration
+	// Observer learns how calls end (metrics, logs). Optional.
+	Observer Observer
 
 	ownerTag string // Instance and Address sealed, for in-line ids
 }
@@ -186,7 +188,7 @@ type ReverseRequest struct {
 
 // Serve answers a request or notification of session s through sink. It
 // returns when the answer is complete.
-func (rv *Reverse) Serve(ctx context.Context, s *ReverseSession, r ReverseRequest, sink Sink) {
+func (rv *Reverse) Serve(ctx context.Context, s *ReverseSession, r ReverseRequest, sink Sink) Served {
 	if r.Kind == KindNotification {
 		if r.Method == "notifications/cancelled" {
 			rv.cancel(s, gjson.GetBytes(r.Body, "params.requestId"))
@@ -194,7 +196,7 @@ func (rv *Reverse) Serve(ctx context.Context, s *ReverseSession, r ReverseReques
 		// notifications/initialized and roots/list_changed need nothing:
 		// the session is ready at once, and roots are asked per request.
 		_ = sink.Respond(http.StatusAccepted, nil)
-		return
+		return Served{}
 	}
 	switch r.Method {
 	case "initialize":
@@ -205,7 +207,7 @@ func (rv *Reverse) Serve(ctx context.Context, s *ReverseSession, r ReverseReques
 		level := gjson.GetBytes(r.Body, "params.level")
 		if level.Type != gjson.String || !slices.Contains(logLevels, level.Str) {
 			_ = sink.Respond(http.StatusOK, ErrorResponse(r.ID, errorf(http.StatusBadRequest, InvalidParams, "Invalid params: level must be one of %v", logLevels)))
-			return
+			return Served{}
 		}
 		now := time.Now()
 		rv.levels.put(s.ID, level.Str, s.Issued.Add(rv.options().SessionLifetime), now)
@@ -216,16 +218,17 @@ func (rv *Reverse) Serve(ctx context.Context, s *ReverseSession, r ReverseReques
 		uri := gjson.GetBytes(r.Body, "params.uri")
 		if uri.Type != gjson.String {
 			_ = sink.Respond(http.StatusOK, ErrorResponse(r.ID, errorf(http.StatusBadRequest, InvalidParams, "Invalid params: uri must be a string")))
-			return
+			return Served{}
 		}
 		if rerr := rv.subscribe(s, uri.Str, r.Method == "resources/subscribe"); rerr != nil {
 			_ = sink.Respond(http.StatusOK, ErrorResponse(r.ID, rerr))
-			return
+			return Served{}
 		}
 		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, []byte("{}")))
 	default:
-		rv.call(ctx, s, r, sink)
+		return rv.call(ctx, s, r, sink)
 	}
+	return Served{}
 }
 
 // cancel ends the call of s whose request id is id.
@@ -243,8 +246,11 @@ func (rv *Reverse) cancel(s *ReverseSession, id gjson.Result) {
 
 // call sends a request upstream and answers it, running the input rounds
 // the upstream asks for.
-func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest, sink Sink) {
+func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest, sink Sink) (served Served) {
 	o := rv.options()
+	started := time.Now()
+	var overhead time.Duration
+	reason := ""
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	key := callKey{s.ID, string(r.ID)}
@@ -267,6 +273,15 @@ func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest
 			name, hasName = v.Str, true
 		}
 	}
+	defer func() {
+		if obs := rv.options().Observer; obs != nil {
+			obs.CallEnded(CallReport{
+				Bridge: "reverse", Upstream: s.Upstream, Method: r.Method, Name: name,
+				Rounds: served.Round, Outcome: served.Outcome, Reason: reason,
+				Duration: time.Since(started), Overhead: overhead,
+			})
+		}
+	}()
 	level, _ := rv.levels.get(s.ID, time.Now())
 	hdr := modernHeader(r.Header, r.Method, name, hasName)
 	paramHeaders := r.Method == "tools/call" && hasName
@@ -274,22 +289,27 @@ func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest
 		setParamHeaders(hdr, rv.toolHeadersOf(ctx, s, r.Header, false)[name], gjson.GetBytes(params, "arguments"))
 	}
 	var responses map[string]json.RawMessage
-	var state string // the raw JSON string of the last requestState
+	var state string              // the raw JSON string of the last requestState
+	served.Outcome = OutcomeError // unless the call completes or is cancelled
 	for round := 0; ; round++ {
+		served.Round = round
 		id := rv.upstreamID()
+		w := startWatch(&overhead)
 		body, err := upstreamRequest(id, r.Method, params, s, level, responses, state)
+		w.stop()
 		if err != nil {
+			reason = err.Error()
 			rv.respondError(r, sink, errorf(http.StatusBadRequest, InvalidParams, "Invalid params: %v", err))
-			return
+			return served
 		}
 		final, rerr := rv.exchange(ctx, s.Upstream, hdr, body, id, sink, level)
 		if ctx.Err() != nil {
-			rv.abandoned(ctx, r, sink, nil)
-			return
+			served.Outcome, reason = rv.abandoned(ctx, r, sink, nil)
+			return served
 		}
 		if rerr != nil {
-			rv.abandoned(ctx, r, sink, rerr)
-			return
+			served.Outcome, reason = rv.abandoned(ctx, r, sink, rerr)
+			return served
 		}
 		if e := final.Get("error"); e.Exists() {
 			if paramHeaders && e.Get("code").Int() == HeaderMismatch {
@@ -301,37 +321,49 @@ func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest
 				round--
 				continue
 			}
-			_ = sink.Respond(http.StatusOK, errorObjectResponse(r.ID, LegacyError(r.Method, []byte(e.Raw))))
-			return
+			w := startWatch(&overhead)
+			answer := errorObjectResponse(r.ID, LegacyError(r.Method, []byte(e.Raw)))
+			w.stop()
+			_ = sink.Respond(http.StatusOK, answer)
+			return served
 		}
 		res := final.Get("result")
 		switch rt := res.Get("resultType"); {
 		case !res.IsObject():
-			rv.respondError(r, sink, internalError("the upstream answered without a result object"))
-			return
+			reason = "the upstream answered without a result object"
+			rv.respondError(r, sink, internalError(reason))
+			return served
 		case !rt.Exists() || rt.Type == gjson.String && rt.Str == "complete":
+			w := startWatch(&overhead)
 			out, err := LegacyResult(r.Method, []byte(res.Raw))
+			w.stop()
 			if err != nil {
-				rv.respondError(r, sink, internalError(err.Error()))
-				return
+				reason = err.Error()
+				rv.respondError(r, sink, internalError(reason))
+				return served
 			}
 			_ = sink.Respond(http.StatusOK, resultResponse(r.ID, out))
-			return
+			served.Outcome = OutcomeComplete
+			return served
 		case rt.Str != "input_required":
-			rv.respondError(r, sink, internalError(fmt.Sprintf("the upstream answered with resultType %s, which legacy clients cannot receive", clip(rt.Raw))))
-			return
+			reason = fmt.Sprintf("the upstream answered with resultType %s, which legacy clients cannot receive", clip(rt.Raw))
+			rv.respondError(r, sink, internalError(reason))
+			return served
 		case !inputCapable[r.Method]:
-			rv.respondError(r, sink, internalError("the upstream asked for input on "+r.Method+", which cannot ask for input"))
-			return
+			reason = "the upstream asked for input on " + r.Method + ", which cannot ask for input"
+			rv.respondError(r, sink, internalError(reason))
+			return served
 		case round >= o.MaxRounds:
-			rv.fail(r, sink, fmt.Sprintf("the server asked for input more than %d times; giving up", o.MaxRounds))
-			return
+			reason = fmt.Sprintf("the server asked for input more than %d times; giving up", o.MaxRounds)
+			rv.fail(r, sink, reason)
+			return served
 		}
 		reqs, st := res.Get("inputRequests"), res.Get("requestState")
 		hasReqs := reqs.IsObject() && len(reqs.Map()) > 0
 		if !hasReqs && st.Type != gjson.String {
-			rv.respondError(r, sink, internalError("the upstream answered input_required with neither inputRequests nor requestState"))
-			return
+			reason = "the upstream answered input_required with neither inputRequests nor requestState"
+			rv.respondError(r, sink, internalError(reason))
+			return served
 		}
 		state = ""
 		if st.Type == gjson.String {
@@ -344,27 +376,38 @@ func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest
 			case <-time.After(o.RetryPause):
 				continue
 			case <-ctx.Done():
-				rv.abandoned(ctx, r, sink, nil)
-				return
+				served.Outcome, reason = rv.abandoned(ctx, r, sink, nil)
+				return served
 			}
 		}
 		var fail string
-		responses, fail = rv.ask(ctx, s, r, sink, reqs)
+		responses, fail = rv.ask(ctx, s, r, sink, reqs, startWatch(&overhead))
 		if ctx.Err() != nil {
-			rv.abandoned(ctx, r, sink, nil)
-			return
+			served.Outcome, reason = rv.abandoned(ctx, r, sink, nil)
+			return served
 		}
 		if fail != "" {
+			reason = fail
+			if strings.HasPrefix(fail, noAnswer) {
+				served.Outcome = OutcomeExpired
+			}
 			rv.fail(r, sink, fail)
-			return
+			return served
 		}
+		served.Round = round + 1
 	}
 }
+
+// noAnswer starts the failure of a round whose answers did not come in time.
+const noAnswer = "the client did not answer"
 
 // ask sends one round's input requests in-line to the client and collects
 // its answers. It returns the inputResponses, or why the round failed (""
 // when it did not); when ctx ends first it returns nothing.
-func (rv *Reverse) ask(ctx context.Context, s *ReverseSession, r ReverseRequest, sink Sink, reqs gjson.Result) (map[string]json.RawMessage, string) {
+//
+// w, started by the caller, measures the time spent building the in-line
+// requests; it is stopped before they are sent.
+func (rv *Reverse) ask(ctx context.Context, s *ReverseSession, r ReverseRequest, sink Sink, reqs gjson.Result, w stopwatch) (map[string]json.RawMessage, string) {
 	o := rv.options()
 	type inline struct {
 		id, key, method string
@@ -406,6 +449,7 @@ func (rv *Reverse) ask(ctx context.Context, s *ReverseSession, r ReverseRequest,
 		legs = append(legs, inline{id: rv.inlineID(o), key: k.Str, method: method.Str, params: p})
 		return true
 	})
+	w.stop()
 	if fail != "" {
 		return nil, fail
 	}
@@ -451,7 +495,7 @@ func (rv *Reverse) ask(ctx context.Context, s *ReverseSession, r ReverseRequest,
 			}
 			responses[a.key] = json.RawMessage(a.msg.Get("result").Raw)
 		case <-timeout.C:
-			return nil, fmt.Sprintf("the client did not answer the server's request for input within %v", o.RoundTimeout)
+			return nil, fmt.Sprintf(noAnswer+" the server's request for input within %v", o.RoundTimeout)
 		case <-ctx.Done():
 			return nil, ""
 		}
@@ -596,16 +640,21 @@ func (rv *Reverse) exchange(ctx context.Context, upstream string, hdr http.Heade
 // abandoned ends the answer of a call that stopped: nothing more is sent
 // for a call the client cancelled or left; a call the gateway ended gets
 // an error (the client may be listening still).
-func (rv *Reverse) abandoned(ctx context.Context, r ReverseRequest, sink Sink, rerr *RPCError) {
+// It returns the call's outcome and why.
+func (rv *Reverse) abandoned(ctx context.Context, r ReverseRequest, sink Sink, rerr *RPCError) (outcome, reason string) {
 	if rerr == nil {
 		cause := context.Cause(ctx)
 		if cause == nil || errors.Is(cause, errCallCancelled) || errors.Is(cause, context.Canceled) {
 			_ = sink.Respond(http.StatusAccepted, nil)
-			return
+			if cause == nil {
+				cause = context.Canceled
+			}
+			return OutcomeCancelled, cause.Error()
 		}
 		rerr = &RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: InternalError, Message: "the call was abandoned: " + cause.Error()}
 	}
 	rv.respondError(r, sink, rerr)
+	return OutcomeError, rerr.Message
 }
 
 func (rv *Reverse) respondError(r ReverseRequest, sink Sink, e *RPCError) {

@@ -1,0 +1,227 @@
+package caddymodule
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// The gateway's Prometheus series, registered on the registry of each
+// loaded configuration (Caddy serves it at the admin endpoint's /metrics).
+// Labels are bounded: cells, outcomes and reasons are fixed sets, methods
+// are the known MCP methods (others count as "other"), and upstreams are
+// the configured URLs. Counters start again at zero when a configuration
+// is loaded; gauges read the process-wide state.
+const metricsNamespace, metricsSubsystem = "caddy", "mcp_gateway"
+
+// gatewayMetrics holds the collectors of one configuration. A nil
+// *gatewayMetrics records nothing.
+type gatewayMetrics struct {
+	requests    *prometheus.CounterVec   // cell, method, outcome
+	calls       *prometheus.CounterVec   // cell, method, outcome
+	rounds      *prometheus.HistogramVec // cell
+	overhead    *prometheus.HistogramVec // cell
+	parkedEnded *prometheus.CounterVec   // reason
+	forwards    *prometheus.CounterVec   // direction, outcome
+	checks      *prometheus.CounterVec   // upstream, result
+}
+
+// newGatewayMetrics registers the collectors on reg, or takes those another
+// handler of the same configuration registered.
+func newGatewayMetrics(reg *prometheus.Registry) *gatewayMetrics {
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: name, Help: help}
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return registerOrExisting(reg, prometheus.NewCounterVec(prometheus.CounterOpts(opts(name, help)), labels))
+	}
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		o := opts(name, help)
+		return registerOrExisting(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: o.Namespace, Subsystem: o.Subsystem, Name: o.Name, Help: o.Help, Buckets: buckets,
+		}, labels))
+	}
+	m := &gatewayMetrics{
+		requests: counter("requests_total",
+			"Client requests served, by cell (client era-upstream era), JSON-RPC method and outcome.", "cell", "method", "outcome"),
+		calls: counter("bridged_calls_total",
+			"Bridged calls that ended, by cell, method and outcome; a forward-bridged call spans all its rounds.", "cell", "method", "outcome"),
+		rounds: histogram("call_rounds",
+			"Input rounds per bridged call.", []float64{0, 1, 2, 3, 4, 6, 8, 12, 16}, "cell"),
+		overhead: histogram("translation_overhead_seconds",
+			"Time per bridged call the gateway spent translating messages (state sealing, input requests, result reshaping), not waiting.",
+			prometheus.ExponentialBuckets(0.00001, 2.5, 12), "cell"),
+		parkedEnded: counter("parked_calls_ended_total",
+			"Parked calls that left the parked list, by reason: answered, expired, evicted, cancelled, failed.", "reason"),
+		forwards: counter("instance_forwards_total",
+			"Requests forwarded between gateway instances, by direction (sent, received) and outcome (ok, error).", "direction", "outcome"),
+		checks: counter("health_checks_total",
+			"Active health checks of upstreams, by upstream and result (healthy, unhealthy).", "upstream", "result"),
+	}
+	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("parked_calls",
+		"Calls parked at input_required, waiting for the client's retry.")), parkedCount))
+	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("inline_requests_waiting",
+		"Reverse bridge: in-line requests sent to legacy clients and waiting for their answer.")), waitingCount))
+	registerOrExisting[prometheus.Collector](reg, upstreamCollector{})
+	return m
+}
+
+// registerOrExisting registers c on reg, or returns the collector already
+// registered under the same descriptors (another handler of the same
+// configuration). Any other failure leaves c unregistered: recording into it
+// is harmless.
+func registerOrExisting[C prometheus.Collector](reg *prometheus.Registry, c C) C {
+	if reg == nil {
+		return c
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}
+
+// request counts one client request.
+func (m *gatewayMetrics) request(cell, method, outcome string) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(cell, methodLabel(method), outcome).Inc()
+}
+
+// callEnded records a bridged call that ended.
+func (m *gatewayMetrics) callEnded(cell string, rep translate.CallReport) {
+	if m == nil {
+		return
+	}
+	m.calls.WithLabelValues(cell, methodLabel(rep.Method), rep.Outcome).Inc()
+	m.rounds.WithLabelValues(cell).Observe(float64(rep.Rounds))
+	m.overhead.WithLabelValues(cell).Observe(rep.Overhead.Seconds())
+}
+
+// unparked counts a parked call leaving the parked list.
+func (m *gatewayMetrics) unparked(why string) {
+	if m == nil {
+		return
+	}
+	m.parkedEnded.WithLabelValues(why).Inc()
+}
+
+// Forwarded counts a request forwarded between gateway instances: direction
+// is "sent" (this instance forwarded a retry or an answer to the instance
+// owning the call) or "received" (another instance forwarded it here);
+// outcome is "ok" or "error". It is the hook for instance-to-instance
+// forwarding (caddy_mcp_gateway_instance_forwards_total).
+func (m *gatewayMetrics) Forwarded(direction, outcome string) {
+	if m == nil {
+		return
+	}
+	m.forwards.WithLabelValues(direction, outcome).Inc()
+}
+
+// healthCheck counts one active health check of upstream.
+func (m *gatewayMetrics) healthCheck(upstream string, healthy bool) {
+	if m == nil {
+		return
+	}
+	result := "healthy"
+	if !healthy {
+		result = "unhealthy"
+	}
+	m.checks.WithLabelValues(upstream, result).Inc()
+}
+
+// parkedCount reads the forward bridge's parked calls.
+func parkedCount() float64 {
+	n := 0
+	bridges.Range(func(_, v any) bool {
+		n += v.(*bridgeState).bridge.Parked()
+		return true
+	})
+	return float64(n)
+}
+
+// waitingCount reads the reverse bridge's in-line requests waiting for an
+// answer.
+func waitingCount() float64 {
+	n := 0
+	reverses.Range(func(_, v any) bool {
+		n += v.(*reverseState).rv.Waiting()
+		return true
+	})
+	return float64(n)
+}
+
+// upstreamCollector reports, per upstream of the loaded configurations, its
+// health and the forward bridge's sessions on it, read at scrape time.
+type upstreamCollector struct{}
+
+var (
+	descUpstreamHealthy = prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, metricsSubsystem, "upstream_healthy"),
+		"Whether the upstream takes new work (1) or is marked down by a failed connection or health check (0).", []string{"upstream"}, nil)
+	descSessions = prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, metricsSubsystem, "upstream_sessions"),
+		"Upstream legacy sessions the forward bridge holds open (leased or idle).", []string{"upstream"}, nil)
+	descInits = prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, metricsSubsystem, "upstream_session_initializations_total"),
+		"Upstream legacy sessions the forward bridge has opened with initialize since the process started.", []string{"upstream"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (upstreamCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descUpstreamHealthy
+	ch <- descSessions
+	ch <- descInits
+}
+
+// Collect implements prometheus.Collector.
+func (upstreamCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	stats := bridgeStats()
+	upstreamStates.Range(func(_, v any) bool {
+		s := v.(*upstreamState)
+		healthy := 0.0
+		if now.UnixNano() >= s.downUntil.Load() {
+			healthy = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descUpstreamHealthy, prometheus.GaugeValue, healthy, s.url)
+		st := stats[s.url]
+		ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(st.Open), s.url)
+		ch <- prometheus.MustNewConstMetric(descInits, prometheus.CounterValue, float64(st.Initialized), s.url)
+		return true
+	})
+}
+
+// knownMethods are the MCP methods counted under their own name; any other
+// method is "other", so that clients cannot grow the label set.
+var knownMethods = map[string]bool{
+	"initialize": true, "ping": true, "server/discover": true, "subscriptions/listen": true,
+	"tools/list": true, "tools/call": true, "prompts/list": true, "prompts/get": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+	"completion/complete": true, "logging/setLevel": true,
+	"notifications/initialized": true, "notifications/cancelled": true,
+	"notifications/roots/list_changed": true, "notifications/progress": true,
+	// not JSON-RPC methods: a client's answer to a server's request, and
+	// the requests without a body
+	"response": true, "GET": true, "DELETE": true,
+}
+
+// methodLabel bounds a JSON-RPC method for a metric label.
+func methodLabel(method string) string {
+	switch {
+	case method == "":
+		return "none"
+	case knownMethods[method]:
+		return method
+	}
+	return "other"
+}
+
+// Interface guards
+var _ prometheus.Collector = upstreamCollector{}

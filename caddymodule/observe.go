@@ -1,0 +1,167 @@
+package caddymodule
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// The cells: the era of the client, then the era of the upstream
+// ({http.mcp_gateway.cell}, the `cell` label and log field).
+const (
+	cellForward = "modern-legacy" // the forward bridge
+	cellReverse = "legacy-modern" // the reverse bridge
+	cellPinned  = "legacy-legacy" // legacy pass-through, pinned sessions
+	cellModern  = "modern-modern" // modern pass-through
+	cellNone    = "none"          // refused before an upstream was chosen
+)
+
+// Outcomes of a pass-through request, from its HTTP status (the bridges
+// report theirs: translate.Outcome*).
+const (
+	outcomeOK        = "ok"
+	outcomeError     = "error"
+	outcomeCancelled = translate.OutcomeCancelled
+)
+
+// maxUnsafeBody bounds the request body logged with log_unsafe_details.
+const maxUnsafeBody = 4096
+
+// callObserver is the bridges' translate.Observer for one configuration:
+// the call metrics and one log line per bridged call.
+type callObserver struct {
+	metrics *gatewayMetrics
+	logger  *zap.Logger
+}
+
+// CallEnded implements translate.Observer.
+func (o callObserver) CallEnded(rep translate.CallReport) {
+	cell := cellForward
+	if rep.Bridge == "reverse" {
+		cell = cellReverse
+	}
+	o.metrics.callEnded(cell, rep)
+	c := o.logger.Check(zapcore.InfoLevel, "bridged call")
+	if c == nil {
+		return
+	}
+	fields := []zap.Field{
+		zap.String("cell", cell), zap.String("method", rep.Method), zap.String("upstream", rep.Upstream),
+		zap.Int("rounds", rep.Rounds), zap.String("outcome", rep.Outcome),
+		zap.Duration("duration", rep.Duration), zap.Duration("overhead", rep.Overhead),
+	}
+	if rep.Reason != "" {
+		fields = append(fields, zap.String("reason", rep.Reason))
+	}
+	if o.logger.Core().Enabled(zapcore.DebugLevel) && rep.Name != "" {
+		fields = append(fields, zap.String("name", rep.Name))
+	}
+	c.Write(fields...)
+}
+
+// Unparked implements translate.Observer.
+func (o callObserver) Unparked(why string) { o.metrics.unparked(why) }
+
+// statusWriter remembers the status of the answer.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the flusher.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// served records how a bridge answered the request in the round and
+// outcome placeholders.
+func served(r *http.Request, s translate.Served) {
+	setPlaceholder(r, "round", strconv.Itoa(s.Round))
+	if s.Outcome != "" {
+		setPlaceholder(r, "outcome", s.Outcome)
+	}
+}
+
+// observeRequest completes the placeholders of a served request, counts it
+// and logs it at debug level (with the request's secrets only when
+// log_unsafe_details is on).
+func (h *Handler) observeRequest(r *http.Request, status int, body []byte, start time.Time) {
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	get := func(name string) string {
+		if repl == nil {
+			return ""
+		}
+		v, _ := repl.GetString("http.mcp_gateway." + name)
+		return v
+	}
+	cell, method, outcome := get("cell"), get("method"), get("outcome")
+	if cell == "" {
+		cell = cellNone
+		setPlaceholder(r, "cell", cell)
+	}
+	switch {
+	case method != "":
+	case r.Method != http.MethodPost:
+		method = r.Method
+	case gjson.GetBytes(body, "result").Exists() || gjson.GetBytes(body, "error").Exists():
+		method = "response" // a client's answer to a server's request
+	}
+	if outcome == "" {
+		switch {
+		case status == 499 || r.Context().Err() != nil:
+			outcome = outcomeCancelled
+		case status >= 400:
+			outcome = outcomeError
+		default:
+			outcome = outcomeOK
+		}
+		setPlaceholder(r, "outcome", outcome)
+	}
+	h.metrics.request(cell, method, outcome)
+
+	c := h.logger.Check(zapcore.DebugLevel, "mcp request")
+	if c == nil {
+		return
+	}
+	fields := []zap.Field{
+		zap.String("cell", cell), zap.String("method", method), zap.Int("status", status),
+		zap.String("outcome", outcome), zap.String("round", get("round")), zap.String("upstream", get("upstream")),
+		zap.Duration("duration", time.Since(start)),
+	}
+	if h.LogUnsafeDetails {
+		if len(body) > maxUnsafeBody {
+			body = body[:maxUnsafeBody]
+		}
+		fields = append(fields,
+			zap.String("unsafe_session_id", r.Header.Get("Mcp-Session-Id")),
+			zap.String("unsafe_principal", h.principal(r)),
+			zap.ByteString("unsafe_body", body))
+	}
+	c.Write(fields...)
+}
+
+// Interface guards
+var (
+	_ translate.Observer  = callObserver{}
+	_ http.ResponseWriter = (*statusWriter)(nil)
+)

@@ -1,0 +1,127 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of tests/testdata/adapt from the README")
+
+// readmeExample is a code block of README.md tagged for the tests:
+//
+//	<!-- adapt: NAME -->   a Caddyfile adapted and validated
+//	<!-- json: NAME -->    the JSON the example NAME adapts to
+type readmeExample struct {
+	kind, name, code string
+}
+
+var readmeTag = regexp.MustCompile("(?m)^<!-- (adapt|json): ([a-z0-9-]+) -->\\n```[a-z]*\\n((?s:.*?))```")
+
+func readmeExamples(t *testing.T) []readmeExample {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []readmeExample
+	for _, m := range readmeTag.FindAllStringSubmatch(string(b), -1) {
+		out = append(out, readmeExample{kind: m[1], name: m[2], code: m[3]})
+	}
+	if len(out) == 0 {
+		t.Fatal("no tagged examples in README.md")
+	}
+	return out
+}
+
+// readmeEnv is the environment the examples' placeholders read when they
+// are validated.
+var readmeEnv = []string{
+	"MCP_GATEWAY_KEY=" + testKey(1), "MCP_GATEWAY_OLD_KEY=" + testKey(2), "MCP_GATEWAY_ID=gw-a",
+}
+
+// TestReadmeExamples: every Caddyfile example of the README adapts to its
+// golden JSON (tests/testdata/adapt/NAME.json; `go test -run
+// TestReadmeExamples -update` rewrites them) and validates, and every JSON
+// example is what its Caddyfile adapts to.
+func TestReadmeExamples(t *testing.T) {
+	adapted := map[string][]byte{}
+	examples := readmeExamples(t)
+	for _, ex := range examples {
+		if ex.kind != "adapt" {
+			continue
+		}
+		t.Run(ex.name, func(t *testing.T) {
+			dir := t.TempDir()
+			file := filepath.Join(dir, "Caddyfile")
+			if err := os.WriteFile(file, []byte(ex.code), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, errOut, err := runCaddy(t, dir, "adapt", "--config", file, "--pretty")
+			if err != nil {
+				t.Fatalf("caddy adapt: %v\n%s", err, errOut)
+			}
+			adapted[ex.name] = out
+			golden := filepath.Join(repoRoot(t), "tests", "testdata", "adapt", ex.name+".json")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(golden, out, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(out, want) {
+				t.Fatalf("caddy adapt of the README's %q example differs from %s (run with -update if intended):\n%s", ex.name, golden, out)
+			}
+			if _, errOut, err := runCaddy(t, dir, "validate", "--config", file, "--adapter", "caddyfile"); err != nil {
+				t.Fatalf("caddy validate: %v\n%s", err, errOut)
+			}
+		})
+	}
+	for _, ex := range examples {
+		if ex.kind != "json" {
+			continue
+		}
+		t.Run("json-"+ex.name, func(t *testing.T) {
+			caddyJSON, ok := adapted[ex.name]
+			if !ok {
+				t.Fatalf("no adapted example %q for the JSON example", ex.name)
+			}
+			var doc, want any
+			if err := json.Unmarshal([]byte(ex.code), &doc); err != nil {
+				t.Fatalf("the README's JSON for %q: %v", ex.name, err)
+			}
+			if err := json.Unmarshal(caddyJSON, &want); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(doc, want) {
+				t.Fatalf("the README's JSON for %q is not what caddy adapt makes:\n%s", ex.name, caddyJSON)
+			}
+		})
+	}
+}
+
+// runCaddy runs the built Caddy with args in dir (with readmeEnv) and
+// returns its standard output and error apart.
+func runCaddy(t *testing.T, dir string, args ...string) (stdout []byte, stderr string, err error) {
+	t.Helper()
+	cmd := exec.Command(caddyBinary(t), args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	cmd.Env = append(cmd.Env, readmeEnv...)
+	var out, errBuf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errBuf
+	err = cmd.Run()
+	return out.Bytes(), errBuf.String(), err
+}
