@@ -166,7 +166,8 @@ func TestFleetForwardBridge(t *testing.T) {
 	upstream := "\t\tupstream " + startDemoServer(t)
 	for _, form := range []string{"advertise", "peer"} {
 		t.Run(form, func(t *testing.T) {
-			rr := newRoundRobin(startFleet(t, upstream, form))
+			fleet := startFleet(t, upstream, form)
+			rr := newRoundRobin(fleet)
 			var elicitations atomic.Int32
 			cs := connectThrough(t, rr, "", &mcp.ClientOptions{
 				ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -192,7 +193,34 @@ func TestFleetForwardBridge(t *testing.T) {
 			if len(calls) != 3 || calls[0] == calls[1] || calls[1] == calls[2] || calls[0] == calls[2] {
 				t.Fatalf("the call and its two retries went to instances %v, want three different ones", calls)
 			}
+			// Both retries were forwarded to the owner: the fleet counts two
+			// sent and two received.
+			for _, dir := range []string{"sent", "received"} {
+				series := `caddy_mcp_gateway_instance_forwards_total{direction="` + dir + `",outcome="ok"}`
+				if got := fleetMetric(t, fleet, series, 2); got != 2 {
+					t.Errorf("%s summed over the fleet = %v, want 2", series, got)
+				}
+			}
 		})
+	}
+}
+
+// fleetMetric sums series over the fleet's instances until it reaches want
+// (a request is counted when its handler returns), for at most 10s.
+func fleetMetric(t *testing.T, fleet []*gateway, series string, want float64) float64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sum := 0.0
+		for _, g := range fleet {
+			if v := metricValue(scrape(t, g), series); v > 0 {
+				sum += v
+			}
+		}
+		if sum == want || time.Now().After(deadline) {
+			return sum
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
