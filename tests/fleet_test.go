@@ -359,6 +359,13 @@ func TestFleetForwardingHeader(t *testing.T) {
 		}
 		refused(t, owner, genuine, body, 2, "replayed")
 	})
+	t.Run("counted", func(t *testing.T) {
+		// One genuine forwarded request; eight refused above, the replay included.
+		waitMetrics(t, owner, map[string]float64{
+			`caddy_mcp_gateway_instance_forwards_total{direction="received",outcome="ok"}`:    1,
+			`caddy_mcp_gateway_instance_forwards_total{direction="received",outcome="error"}`: 8,
+		})
+	})
 
 	t.Run("owner stopped", func(t *testing.T) {
 		ir := parseInputRequired(t, askCall(t, owner.URL, 20, "coffee", nil, alice))
@@ -369,6 +376,10 @@ func TestFleetForwardingHeader(t *testing.T) {
 			(!strings.Contains(r.Error.Message, "gw-0") || !strings.Contains(r.Error.Message, "unreachable")) {
 			t.Errorf("message %q, want it to name gw-0 as unreachable", r.Error.Message)
 		}
+		waitMetrics(t, fleet[1], map[string]float64{
+			`caddy_mcp_gateway_instance_forwards_total{direction="sent",outcome="error"}`: 1,
+			`caddy_mcp_gateway_instance_forwards_total{direction="sent",outcome="ok"}`:    -1, // never sent one that arrived
+		})
 	})
 }
 
