@@ -33,6 +33,12 @@ func init() {
 //
 // The handler is terminal: it answers every request it receives.
 //
+// The bridges are process-wide, and so are the options they read (park_ttl,
+// max_parked, gather_window, max_rounds, max_inputs_per_round,
+// max_buffered_notifications, max_sessions_per_principal, session_lifetime,
+// instance_id, advertise, and the state_key they seal with): with several mcp_gateway handlers in one
+// configuration, the last one provisioned sets them for all.
+//
 // It sets these placeholders:
 //
 // Placeholder | Description
