@@ -201,7 +201,6 @@ func NewInputRequest(method string, params []byte, kc *KeyCounter) (InputRequest
 	if len(drop) > 0 || metaRepl != "" {
 		b := make([]byte, 0, len(src))
 		b = append(b, '{')
-		n := 0
 		for _, m := range ms {
 			val := m.val.Raw
 			if m.name == "_meta" && metaRepl != "" {
@@ -212,13 +211,7 @@ func NewInputRequest(method string, params []byte, kc *KeyCounter) (InputRequest
 			} else if contains(drop, m.name) {
 				continue
 			}
-			if n > 0 {
-				b = append(b, ',')
-			}
-			n++
-			b = append(b, m.key...)
-			b = append(b, ':')
-			b = append(b, val...)
+			b = appendMember(b, m.key, val)
 		}
 		out = string(append(b, '}'))
 	}

@@ -423,7 +423,6 @@ func removeMembers(obj string, names ...string) string {
 	ms, _ := members(obj)
 	b := make([]byte, 0, len(obj))
 	b = append(b, '{')
-	n := 0
 outer:
 	for _, m := range ms {
 		for _, name := range names {
@@ -431,15 +430,20 @@ outer:
 				continue outer
 			}
 		}
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
-		b = append(b, m.key...)
-		b = append(b, ':')
-		b = append(b, m.val.Raw...)
+		b = appendMember(b, m.key, m.val.Raw)
 	}
 	return string(append(b, '}'))
+}
+
+// appendMember appends key:val to the JSON object being written at the end
+// of b (opened with '{'), after a comma unless it is the first member.
+func appendMember(b []byte, key, val string) []byte {
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, key...)
+	b = append(b, ':')
+	return append(b, val...)
 }
 
 // removeFromElements removes the member name from every object element of

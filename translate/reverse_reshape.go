@@ -168,7 +168,6 @@ func LegacyResult(method string, result []byte) ([]byte, error) {
 	}
 	b := make([]byte, 0, len(src)+64)
 	b = append(b, '{')
-	n := 0
 	for _, m := range ms {
 		val := m.val.Raw
 		switch {
@@ -179,13 +178,7 @@ func LegacyResult(method string, result []byte) ([]byte, error) {
 		case method == "tools/list" && m.name == "tools" && m.val.IsArray():
 			val = wrapOutputSchemas(val)
 		}
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
-		b = append(b, m.key...)
-		b = append(b, ':')
-		b = append(b, val...)
+		b = appendMember(b, m.key, val)
 	}
 	return append(b, '}'), nil
 }
