@@ -115,20 +115,9 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, req *tran
 	}
 	setPlaceholder(r, "upstream", up.URL)
 
-	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	principal := h.Principal
-	if repl != nil {
-		principal = repl.ReplaceAll(h.Principal, "")
-	}
-	hdr := http.Header{}
-	for _, k := range []string{"Authorization", "Traceparent", "Tracestate", "Baggage"} {
-		if v := r.Header.Values(k); len(v) > 0 {
-			hdr[k] = v
-		}
-	}
 	sink := h.newSink(w)
 	defer sink.close()
-	served(r, h.bridge.Serve(ctx, translate.Request{Upstream: up.URL, Principal: principal, Header: hdr, ModernRequest: req}, sink))
+	served(r, h.bridge.Serve(ctx, translate.Request{Upstream: up.URL, Principal: h.principal(r), Header: bridgedHeader(r), ModernRequest: req}, sink))
 	return nil
 }
 
@@ -184,3 +173,16 @@ func (s *httpSink) close() {
 var processInstance = sync.OnceValue(func() string {
 	return hex.EncodeToString(legacy.NewRandomKey()[:8])
 })
+
+// bridgedHeader is what a client's request passes to an upstream of the
+// other era (both bridges): credentials and trace context, nothing of the
+// client's session.
+func bridgedHeader(r *http.Request) http.Header {
+	hdr := http.Header{}
+	for _, k := range []string{"Authorization", "Traceparent", "Tracestate", "Baggage"} {
+		if v := r.Header.Values(k); len(v) > 0 {
+			hdr[k] = v
+		}
+	}
+	return hdr
+}

@@ -68,18 +68,6 @@ func (h *Handler) principal(r *http.Request) string {
 	return h.Principal
 }
 
-// reverseHeader is what a legacy client's request passes to the modern
-// upstream: credentials and trace context, nothing of the session.
-func reverseHeader(r *http.Request) http.Header {
-	hdr := http.Header{}
-	for _, k := range []string{"Authorization", "Traceparent", "Tracestate", "Baggage"} {
-		if v := r.Header.Values(k); len(v) > 0 {
-			hdr[k] = v
-		}
-	}
-	return hdr
-}
-
 // initializeReverse answers a legacy initialize with a gateway-held session
 // in front of the modern upstream up.
 func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, body []byte, up *Upstream) error {
@@ -90,7 +78,7 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, body
 	defer h.streams.add(cancel)()
 	msg, _ := translate.Peek(body) // serveLegacy checked it
 	resp, sid, rerr := h.reverse.Initialize(ctx, translate.InitRequest{
-		Upstream: up.URL, Principal: h.principal(r), Header: reverseHeader(r), ID: msg.ID, Body: body,
+		Upstream: up.URL, Principal: h.principal(r), Header: bridgedHeader(r), ID: msg.ID, Body: body,
 	})
 	if rerr != nil {
 		served(r, translate.Served{Outcome: translate.OutcomeError})
@@ -151,7 +139,7 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, body []by
 	defer h.calls.add(cancel)() // a call survives a reload
 	sink := h.newSink(w)
 	defer sink.close()
-	served(r, h.reverse.Serve(ctx, s, translate.ReverseRequest{Message: msg, Body: body, Header: reverseHeader(r)}, sink))
+	served(r, h.reverse.Serve(ctx, s, translate.ReverseRequest{Message: msg, Body: body, Header: bridgedHeader(r)}, sink))
 	return nil
 }
 
@@ -163,7 +151,7 @@ func (h *Handler) listenReverse(w http.ResponseWriter, r *http.Request, s *trans
 	defer cancel(nil)
 	defer h.streams.add(cancel)()
 	var sw *sse.Writer
-	err := h.reverse.Listen(ctx, s, reverseHeader(r), func() {
+	err := h.reverse.Listen(ctx, s, bridgedHeader(r), func() {
 		sse.SetHeaders(w.Header())
 		w.WriteHeader(http.StatusOK)
 		sw = sse.NewWriter(w)
