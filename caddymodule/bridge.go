@@ -104,11 +104,12 @@ func (h *Handler) provisionBridge() error {
 	return nil
 }
 
-// serveBridged serves a modern request from a legacy upstream.
-func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, req *translate.ModernRequest, up *Upstream) error {
+// serveBridged serves a modern request from a legacy upstream; breq has
+// the request and its principal.
+func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq translate.Request, up *Upstream) error {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	if req.Method == "subscriptions/listen" {
+	if breq.Method == "subscriptions/listen" {
 		defer h.streams.add(cancel)() // the client listens again after a reload
 	} else {
 		defer h.calls.add(cancel)() // a call survives a reload
@@ -117,7 +118,8 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, req *tran
 
 	sink := h.newSink(w)
 	defer sink.close()
-	served(r, h.bridge.Serve(ctx, translate.Request{Upstream: up.URL, Principal: h.principal(r), Header: bridgedHeader(r), ModernRequest: req}, sink))
+	breq.Upstream, breq.Header = up.URL, bridgedHeader(r)
+	served(r, h.bridge.Serve(ctx, breq, sink))
 	return nil
 }
 

@@ -26,7 +26,8 @@ func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, body []byt
 	if translate.RemovedMethod(req.Method) {
 		return writeRPCError(w, req.ID, translate.NewMethodNotFound(req.Method))
 	}
-	if owner, ok := h.bridge.ParkedElsewhere(translate.Request{Principal: h.principal(r), ModernRequest: req}); ok {
+	breq := translate.Request{Principal: h.principal(r), ModernRequest: req}
+	if owner, ok := h.bridge.ParkedElsewhere(&breq); ok {
 		// A retry for a call another instance parked.
 		return h.relay(w, r, body, req.ID, owner)
 	}
@@ -34,7 +35,7 @@ func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, body []byt
 	if up == nil {
 		if legacyUp := h.selectUpstream(r, w, speaksLegacy); legacyUp != nil {
 			setPlaceholder(r, "cell", cellForward)
-			return h.serveBridged(w, r, req, legacyUp)
+			return h.serveBridged(w, r, breq, legacyUp)
 		}
 		return writeRPCError(w, req.ID, &translate.RPCError{
 			HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,

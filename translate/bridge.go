@@ -161,6 +161,14 @@ type Request struct {
 	// Header is sent upstream with the session's requests.
 	Header http.Header
 	*ModernRequest
+
+	retry *openedState // the requestState as ParkedElsewhere opened it
+}
+
+// openedState is a retry's requestState, opened and checked once.
+type openedState struct {
+	st   State
+	rerr *RPCError
 }
 
 // bridgedMethods are the 2026-07-28 client requests a legacy server can
@@ -550,8 +558,9 @@ func (b *Bridge) openState(r Request, params []byte, token string) (State, *RPCE
 
 // ParkedElsewhere reports whether r is a retry for a call parked on another
 // gateway instance, and which: the caller forwards it there. A retry whose
-// state does not open, or is not r's, is not: Serve answers it here.
-func (b *Bridge) ParkedElsewhere(r Request) (Owner, bool) {
+// state does not open, or is not r's, is not: Serve answers it here, without
+// opening the state again (ParkedElsewhere keeps it in r).
+func (b *Bridge) ParkedElsewhere(r *Request) (Owner, bool) {
 	if r.Kind != KindRequest || !inputCapable[r.Method] {
 		return Owner{}, false
 	}
@@ -560,7 +569,8 @@ func (b *Bridge) ParkedElsewhere(r Request) (Owner, bool) {
 	if token == "" {
 		return Owner{}, false
 	}
-	st, rerr := b.openState(r, params, token)
+	st, rerr := b.openState(*r, params, token)
+	r.retry = &openedState{st: st, rerr: rerr}
 	if rerr != nil || st.Instance == b.options().Instance {
 		return Owner{}, false
 	}
@@ -571,7 +581,13 @@ func (b *Bridge) ParkedElsewhere(r Request) (Owner, bool) {
 // the answers upstream and goes on with the call.
 func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token string, sink Sink) Served {
 	opened := time.Now()
-	st, rerr := b.openState(r, params, token)
+	var st State
+	var rerr *RPCError
+	if r.retry != nil {
+		st, rerr = r.retry.st, r.retry.rerr
+	} else {
+		st, rerr = b.openState(r, params, token)
+	}
 	if rerr == nil && st.Instance != b.options().Instance {
 		// The caller forwards such retries (ParkedElsewhere); this one
 		// could not be.

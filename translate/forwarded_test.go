@@ -242,7 +242,8 @@ func TestParkedElsewhere(t *testing.T) {
 			Body:    []byte(`{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":` + string(body) + `}`),
 		}}
 	}
-	if o, ok := b.ParkedElsewhere(req("tools/call", "alice", params(state("gw-a", "http://10.0.0.1:8080", "alice")))); !ok ||
+	elsewhere := req("tools/call", "alice", params(state("gw-a", "http://10.0.0.1:8080", "alice")))
+	if o, ok := b.ParkedElsewhere(&elsewhere); !ok ||
 		o != (Owner{Instance: "gw-a", Address: "http://10.0.0.1:8080"}) {
 		t.Fatalf("a retry parked on gw-a: %+v, %t", o, ok)
 	}
@@ -254,7 +255,7 @@ func TestParkedElsewhere(t *testing.T) {
 		"no state":          req("tools/call", "alice", []byte(`{"name":"t","arguments":{"a":1}}`)),
 		"not input-capable": req("tools/list", "alice", params(state("gw-a", "", "alice"))),
 	} {
-		if o, ok := b.ParkedElsewhere(r); ok {
+		if o, ok := b.ParkedElsewhere(&r); ok {
 			t.Errorf("%s: forwarded to %+v", name, o)
 		}
 	}
