@@ -37,14 +37,17 @@ const bridgeKey = "forward"
 type bridgeState struct {
 	bridge *translate.Bridge
 	pool   *legacy.Pool
+	client *legacy.ConnClient
 	stop   chan struct{}
 	once   sync.Once
 }
 
 func newBridgeState(logger *zap.Logger) *bridgeState {
-	client := newUpstreamClient(128)
+	// The upstream sessions' own HTTP/1.1 client: a parked call's two open
+	// streams cost a goroutine each, not three (see legacy.ConnClient).
+	client := legacy.NewConnClient(legacy.ConnOptions{MaxIdlePerHost: 128})
 	pool := legacy.NewPool(legacy.PoolOptions{MaxSessions: maxUpstreamSessions, IdleTimeout: sessionIdleTimeout, Client: client})
-	s := &bridgeState{bridge: translate.NewBridge(pool, translate.BridgeOptions{}), pool: pool, stop: make(chan struct{})}
+	s := &bridgeState{bridge: translate.NewBridge(pool, translate.BridgeOptions{}), pool: pool, client: client, stop: make(chan struct{})}
 	go s.reap(logger)
 	return s
 }
@@ -74,6 +77,7 @@ func (s *bridgeState) Destruct() error {
 		close(s.stop)
 		s.bridge.Close()
 		s.pool.Close()
+		s.client.CloseIdleConnections()
 	})
 	return nil
 }

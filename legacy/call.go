@@ -180,73 +180,118 @@ func (c *Call) OnFailure(f func()) {
 }
 
 func (c *Call) read() {
-	defer func() {
-		close(c.ch)
-		c.endMu.Lock()
-		c.ended = true
-		f := c.onEnd
-		c.onEnd = nil
-		c.endMu.Unlock()
-		if f != nil && c.err != nil {
-			f()
-		}
-	}()
+	defer c.finished()
 	rd := NewMessageReader(c.resp, maxResponse)
 	if !rd.IsStream() {
-		defer c.resp.Body.Close()
-		m, err := rd.Next()
-		switch {
-		case err != nil:
-			c.err = err
-		case m.Kind == KindInvalid:
-			c.err = fmt.Errorf("upstream answered %s with no JSON-RPC message", c.resp.Status)
-		default:
-			c.send(m)
-		}
+		c.readJSON(rd)
 		return
 	}
-	body := c.resp.Body
-	for resumes := 0; ; {
-		m, err := rd.Next()
-		if err == nil {
-			if !c.send(m) || c.isFinal(m) {
+	c.readStream(rd, c.resp.Body)
+}
+
+// finished closes the messages and tells OnFailure's function.
+func (c *Call) finished() {
+	close(c.ch)
+	c.endMu.Lock()
+	c.ended = true
+	f := c.onEnd
+	c.onEnd = nil
+	c.endMu.Unlock()
+	if f != nil && c.err != nil {
+		f()
+	}
+}
+
+func (c *Call) readJSON(rd *MessageReader) {
+	defer c.resp.Body.Close()
+	m, err := rd.Next()
+	switch {
+	case err != nil:
+		c.err = err
+	case m.Kind == KindInvalid:
+		c.err = fmt.Errorf("upstream answered %s with no JSON-RPC message", c.resp.Status)
+	default:
+		c.send(m)
+	}
+}
+
+// readStream reads an SSE answer, resuming it when it breaks. Its frame is
+// kept small (the rest is in resumeStream): a parked call's reader waits
+// in it, and the smaller its stack, the cheaper the parked call.
+func (c *Call) readStream(rd *MessageReader, body io.ReadCloser) {
+	for resumes := 0; ; resumes++ {
+		for {
+			m, err := rd.Next()
+			if err != nil {
+				body.Close()
+				if rd, body = c.resumeStream(rd, err, resumes); rd == nil {
+					return
+				}
+				break
+			}
+			if c.isFinal(m) {
+				c.sendFinal(m, body)
 				return
 			}
-			continue
-		}
-		body.Close()
-		select {
-		case <-c.done:
-			return
-		default:
-		}
-		lastID := rd.LastEventID()
-		if lastID == "" || resumes >= maxResumes {
-			if errors.Is(err, io.EOF) && c.ID != nil {
-				err = io.ErrUnexpectedEOF
+			if !c.send(m) {
+				return
 			}
-			c.err = fmt.Errorf("upstream stream ended: %w", err)
-			return
 		}
-		resumes++
-		retry := 500 * time.Millisecond
-		if ms, ok := rd.Retry(); ok {
-			retry = time.Duration(ms) * time.Millisecond
+	}
+}
+
+// resumeStream reopens a stream that broke with err, after the upstream's
+// retry delay, or sets Err and returns nil.
+func (c *Call) resumeStream(rd *MessageReader, err error, resumes int) (*MessageReader, io.ReadCloser) {
+	select {
+	case <-c.done:
+		return nil, nil
+	default:
+	}
+	lastID := rd.LastEventID()
+	if lastID == "" || resumes >= maxResumes {
+		if errors.Is(err, io.EOF) && c.ID != nil {
+			err = io.ErrUnexpectedEOF
 		}
-		select {
-		case <-time.After(min(retry, 5*time.Second)):
-		case <-c.done:
-			return
-		}
-		resp, err := c.resume(lastID)
-		if err != nil {
-			c.err = fmt.Errorf("resuming upstream stream: %w", err)
-			return
-		}
-		body = resp.Body
-		next := NewMessageReader(resp, maxResponse)
-		next.lastID, next.retry, next.hasRetry = lastID, rd.retry, rd.hasRetry
-		rd = next
+		c.err = fmt.Errorf("upstream stream ended: %w", err)
+		return nil, nil
+	}
+	retry := 500 * time.Millisecond
+	if ms, ok := rd.Retry(); ok {
+		retry = time.Duration(ms) * time.Millisecond
+	}
+	select {
+	case <-time.After(min(retry, 5*time.Second)):
+	case <-c.done:
+		return nil, nil
+	}
+	resp, err := c.resume(lastID)
+	if err != nil {
+		c.err = fmt.Errorf("resuming upstream stream: %w", err)
+		return nil, nil
+	}
+	next := NewMessageReader(resp, maxResponse)
+	next.lastID, next.retry, next.hasRetry = lastID, rd.retry, rd.hasRetry
+	return next, resp.Body
+}
+
+// drainer is a body that can end early without losing its connection
+// (ConnClient's).
+type drainer interface {
+	Detach() bool
+	DrainWithin(time.Duration)
+}
+
+// sendFinal queues the response to the request. The upstream ends the
+// stream right after it: the rest is read here (the reader goroutine has
+// nothing else to do) so that the connection serves the next request,
+// instead of being closed by Close.
+func (c *Call) sendFinal(m Message, body io.ReadCloser) {
+	d, ok := body.(drainer)
+	ok = ok && d.Detach()
+	c.send(m)
+	if ok {
+		d.DrainWithin(time.Second)
 	}
 }
 

@@ -41,7 +41,7 @@ type PoolOptions struct {
 	// IdleTimeout closes sessions unused for this long.
 	IdleTimeout time.Duration
 	// Client makes the upstream requests.
-	Client *http.Client
+	Client Doer
 }
 
 // Pool holds upstream legacy sessions for stateless clients. A session is

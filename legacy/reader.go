@@ -49,27 +49,12 @@ func (r *MessageReader) IsStream() bool { return r.events != nil }
 // are skipped. A stream that breaks returns the read error, wrapped.
 func (r *MessageReader) Next() (Message, error) {
 	if r.events == nil {
-		if r.read {
-			return Message{}, io.EOF
-		}
-		r.read = true
-		b, err := io.ReadAll(io.LimitReader(r.body, int64(r.max)+1))
-		if err != nil {
-			return Message{}, fmt.Errorf("reading the upstream answer: %w", err)
-		}
-		b = bytes.TrimSpace(b)
-		if len(b) > r.max || len(b) == 0 || b[0] != '{' || !gjson.ValidBytes(b) {
-			return Message{}, fmt.Errorf("the upstream answered HTTP %d without a JSON-RPC message", r.status)
-		}
-		return ParseMessage(b), nil
+		return r.nextJSON()
 	}
 	for {
 		ev, err := r.events.Next()
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return Message{}, io.EOF
-			}
-			return Message{}, fmt.Errorf("reading the upstream event stream: %w", err)
+			return Message{}, streamError(err)
 		}
 		if ev.HasID {
 			r.lastID = ev.ID
@@ -81,6 +66,34 @@ func (r *MessageReader) Next() (Message, error) {
 			return m, nil
 		}
 	}
+}
+
+// streamError is the error that ended an event stream. A function of its
+// own, like nextJSON, so that Next's frame stays small: a goroutine
+// waiting in it for the next event then fits a small stack (a parked call
+// has two waiting).
+func streamError(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.EOF
+	}
+	return fmt.Errorf("reading the upstream event stream: %w", err)
+}
+
+// nextJSON returns the message of a JSON answer.
+func (r *MessageReader) nextJSON() (Message, error) {
+	if r.read {
+		return Message{}, io.EOF
+	}
+	r.read = true
+	b, err := io.ReadAll(io.LimitReader(r.body, int64(r.max)+1))
+	if err != nil {
+		return Message{}, fmt.Errorf("reading the upstream answer: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) > r.max || len(b) == 0 || b[0] != '{' || !gjson.ValidBytes(b) {
+		return Message{}, fmt.Errorf("the upstream answered HTTP %d without a JSON-RPC message", r.status)
+	}
+	return ParseMessage(b), nil
 }
 
 // LastEventID is the id of the stream's last event that had one ("" if

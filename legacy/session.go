@@ -25,6 +25,11 @@ const ProtocolVersion = "2025-11-25"
 // must be initialized again.
 var ErrSessionGone = errors.New("upstream session not found")
 
+// inboxSize is how many messages of a session's GET stream wait for the
+// call holding the session before the stream is read no further (the
+// upstream then waits). Servers send little there; every session holds it.
+const inboxSize = 4
+
 // maxResponse bounds a single JSON answer from an upstream.
 const maxResponse = 16 << 20
 
@@ -40,7 +45,7 @@ type Session struct {
 	// InitResult is the raw InitializeResult.
 	InitResult []byte
 
-	client *http.Client
+	client Doer
 	header http.Header // sent with every request (e.g. Authorization)
 	nextID atomic.Int64
 
@@ -67,8 +72,8 @@ func (s *Session) callBuffer() int {
 // Open initializes a new upstream session with the given client
 // capabilities (raw JSON object) and client info, and opens its standalone
 // GET stream (if the upstream has one). header is sent with every request.
-func Open(ctx context.Context, client *http.Client, url string, header http.Header, caps, clientInfo []byte) (*Session, error) {
-	s := &Session{URL: url, client: client, header: header.Clone(), inbox: make(chan Message, 16), listening: make(chan struct{})}
+func Open(ctx context.Context, client Doer, url string, header http.Header, caps, clientInfo []byte) (*Session, error) {
+	s := &Session{URL: url, client: client, header: header.Clone(), inbox: make(chan Message, inboxSize), listening: make(chan struct{})}
 	if len(caps) == 0 {
 		caps = []byte("{}")
 	}

@@ -16,7 +16,7 @@ const DefaultMaxEventBytes = 4 << 20
 // Most MCP messages fit; a larger event grows the buffer by doubling, and it
 // shrinks back afterwards. It is small because a gateway holds a Reader on
 // every open stream, idle ones included.
-const readBufSize = 1024
+const readBufSize = 512
 
 // keepDataCap is the largest data buffer a Reader keeps between events; a
 // larger one, left by a large event, is released after dispatch.

@@ -1,0 +1,496 @@
+package legacy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Doer sends an HTTP request and returns its response: an *http.Client,
+// or a ConnClient.
+type Doer interface {
+	Do(*http.Request) (*http.Response, error)
+}
+
+// ConnOptions configure a ConnClient. The zero value of each field takes
+// the documented default.
+type ConnOptions struct {
+	// DialTimeout bounds connecting to an upstream. Default 5s.
+	DialTimeout time.Duration
+	// TLSHandshakeTimeout bounds the TLS handshake with an https upstream.
+	// Default 10s.
+	TLSHandshakeTimeout time.Duration
+	// TLSConfig is the base TLS configuration for https upstreams (nil:
+	// the system's roots). ServerName is set per upstream.
+	TLSConfig *tls.Config
+	// MaxIdlePerHost bounds the idle connections kept per upstream.
+	// Default 128.
+	MaxIdlePerHost int
+	// IdleTimeout closes connections idle for longer. Default 90s.
+	IdleTimeout time.Duration
+	// BufferSize is each connection's read buffer. Default 512 bytes: it
+	// holds response headers and chunk sizes, while the bodies' readers
+	// (an SSE reader, a JSON decoder) read past it into their own buffers.
+	BufferSize int
+	// MaxHeaderBytes bounds a response's status line and headers.
+	// Default 1 MiB.
+	MaxHeaderBytes int
+}
+
+func (o ConnOptions) withDefaults() ConnOptions {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.TLSHandshakeTimeout <= 0 {
+		o.TLSHandshakeTimeout = 10 * time.Second
+	}
+	if o.MaxIdlePerHost <= 0 {
+		o.MaxIdlePerHost = 128
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 90 * time.Second
+	}
+	if o.BufferSize <= 0 {
+		o.BufferSize = 512
+	}
+	if o.MaxHeaderBytes <= 0 {
+		o.MaxHeaderBytes = 1 << 20
+	}
+	return o
+}
+
+// ConnClient is an HTTP/1.1 client for the upstream sessions of the forward
+// bridge. It writes each request and reads its answer on the calling
+// goroutine, with keep-alive connections it pools per upstream.
+//
+// net/http's Transport keeps two goroutines of its own per connection (a
+// reader and a writer), for as long as an answer is open. A parked call
+// keeps two answers open for minutes — its call stream and its session's
+// GET stream — so through the Transport it costs six goroutines, through a
+// ConnClient two: the ones reading the streams. Requests also skip the
+// hand-offs between those goroutines.
+//
+// It does not follow redirects, use proxies from the environment, negotiate
+// HTTP/2 or ask for compression: an MCP upstream needs none of them.
+type ConnClient struct {
+	opts ConnOptions
+
+	mu   sync.Mutex
+	idle map[string][]*conn // by scheme and address, most recently used last
+}
+
+// NewConnClient returns a client with no connections yet.
+func NewConnClient(opts ConnOptions) *ConnClient {
+	return &ConnClient{opts: opts.withDefaults(), idle: make(map[string][]*conn)}
+}
+
+// CloseIdleConnections closes the pooled idle connections; answers still
+// being read keep theirs.
+func (c *ConnClient) CloseIdleConnections() {
+	c.mu.Lock()
+	all := c.idle
+	c.idle = make(map[string][]*conn)
+	c.mu.Unlock()
+	for _, list := range all {
+		for _, pc := range list {
+			pc.nc.Close()
+		}
+	}
+}
+
+// Do sends req and returns the response once its headers have arrived. The
+// caller must close the body; a body read to its end returns the
+// connection to the pool. Cancelling req's context closes the connection,
+// which ends a body being read.
+func (c *ConnClient) Do(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+		return nil, fmt.Errorf("unsupported protocol scheme %q", req.URL.Scheme)
+	}
+	addr := hostPort(req)
+	key := req.URL.Scheme + "://" + addr
+	for attempt := 0; ; attempt++ {
+		pc, err := c.get(req.Context(), key, req.URL.Scheme, addr, req.URL.Hostname())
+		if err != nil {
+			return nil, err
+		}
+		resp, err := pc.roundTrip(req)
+		if err == nil {
+			return resp, nil
+		}
+		// An idle connection the upstream closed just as it was taken: the
+		// upstream read nothing of the request (it answered nothing, not a
+		// byte). Send it once more, on a new connection.
+		var stale staleError
+		if attempt == 0 && pc.reused && errors.As(err, &stale) && req.GetBody != nil && req.Context().Err() == nil {
+			if req.Body, err = req.GetBody(); err == nil {
+				continue
+			}
+		}
+		return nil, err
+	}
+}
+
+// get returns an idle connection to key that still looks open, or dials a
+// new one.
+func (c *ConnClient) get(ctx context.Context, key, scheme, addr, host string) (*conn, error) {
+	now := time.Now()
+	for {
+		c.mu.Lock()
+		list := c.idle[key]
+		if len(list) == 0 {
+			c.mu.Unlock()
+			break
+		}
+		pc := list[len(list)-1]
+		list[len(list)-1] = nil
+		c.idle[key] = list[:len(list)-1]
+		c.mu.Unlock()
+		if now.Sub(pc.idleSince) < c.opts.IdleTimeout && pc.reusable() {
+			pc.reused = true
+			return pc, nil
+		}
+		pc.nc.Close()
+	}
+	return c.dial(ctx, key, scheme, addr, host)
+}
+
+func (c *ConnClient) dial(ctx context.Context, key, scheme, addr, host string) (*conn, error) {
+	d := net.Dialer{Timeout: c.opts.DialTimeout, KeepAlive: 30 * time.Second}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	raw := nc
+	if scheme == "https" {
+		cfg := &tls.Config{}
+		if c.opts.TLSConfig != nil {
+			cfg = c.opts.TLSConfig.Clone()
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = host
+		}
+		cfg.NextProtos = []string{"http/1.1"}
+		tc := tls.Client(nc, cfg)
+		hctx, cancel := context.WithTimeout(ctx, c.opts.TLSHandshakeTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		nc = tc
+	}
+	pc := &conn{client: c, key: key, nc: nc, raw: raw, tls: scheme == "https"}
+	pc.lim = limitedConn{Conn: nc, n: -1}
+	pc.br = bufio.NewReaderSize(&pc.lim, c.opts.BufferSize)
+	return pc, nil
+}
+
+// put returns a connection whose answer was read to its end to the pool,
+// and closes the pool's connections of that upstream idle for too long.
+func (c *ConnClient) put(pc *conn) {
+	now := time.Now()
+	pc.idleSince, pc.reused = now, false
+	var expired []*conn
+	key := pc.key
+	c.mu.Lock()
+	list := c.idle[key]
+	for len(list) > 0 && now.Sub(list[0].idleSince) >= c.opts.IdleTimeout {
+		expired = append(expired, list[0])
+		list[0] = nil
+		list = list[1:]
+	}
+	if len(list) < c.opts.MaxIdlePerHost {
+		list, pc = append(list, pc), nil
+	}
+	c.idle[key] = list
+	c.mu.Unlock()
+	if pc != nil {
+		pc.nc.Close()
+	}
+	for _, e := range expired {
+		e.nc.Close()
+	}
+}
+
+// conn is one upstream connection, used by one request at a time.
+type conn struct {
+	client    *ConnClient
+	key       string
+	nc        net.Conn // what requests are written to (TLS, or raw)
+	raw       net.Conn // the TCP connection
+	tls       bool
+	lim       limitedConn
+	br        *bufio.Reader
+	reused    bool // taken from the pool for this request
+	idleSince time.Time
+}
+
+// staleError is a failure on a reused connection before the upstream sent
+// a byte of its answer.
+type staleError struct{ err error }
+
+func (e staleError) Error() string { return e.err.Error() }
+func (e staleError) Unwrap() error { return e.err }
+
+var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 1<<10) }}
+
+// roundTrip writes req and reads the response's headers. On failure the
+// connection is closed.
+func (pc *conn) roundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	stop := context.AfterFunc(ctx, func() { pc.nc.Close() })
+	fail := func(err error, read bool) (*http.Response, error) {
+		stop()
+		pc.nc.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !read && pc.reused {
+			return nil, staleError{err}
+		}
+		return nil, err
+	}
+	bw := writerPool.Get().(*bufio.Writer)
+	bw.Reset(pc.nc)
+	err := req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	bw.Reset(nil)
+	writerPool.Put(bw)
+	if err != nil {
+		return fail(err, false)
+	}
+	if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.WroteRequest != nil {
+		trace.WroteRequest(httptrace.WroteRequestInfo{})
+	}
+	pc.lim.n, pc.lim.read = int64(pc.client.opts.MaxHeaderBytes), 0
+	resp, err := http.ReadResponse(pc.br, req)
+	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+		resp, err = http.ReadResponse(pc.br, req) // skip informational answers
+	}
+	read := pc.lim.read > 0
+	pc.lim.n = -1
+	if err != nil {
+		if errors.Is(err, errHeaderTooLarge) {
+			err = fmt.Errorf("upstream response headers exceed %d bytes", pc.client.opts.MaxHeaderBytes)
+		}
+		return fail(err, read)
+	}
+	reuse := !resp.Close && resp.ProtoAtLeast(1, 1)
+	if resp.Body == http.NoBody {
+		// Nothing more to read (a 202, a 204): the connection is free now.
+		if reuse && stop() {
+			pc.client.put(pc)
+		} else {
+			stop()
+			pc.nc.Close()
+		}
+		return resp, nil
+	}
+	resp.Body = &body{rc: resp.Body, pc: pc, ctx: ctx, stop: stop, reuse: reuse}
+	return resp, nil
+}
+
+// reusable reports whether an idle connection still looks open: nothing
+// left unread, and (over plain TCP) no end of stream from the upstream.
+func (pc *conn) reusable() bool {
+	if pc.br.Buffered() > 0 {
+		return false
+	}
+	if pc.tls {
+		// TLS records (session tickets) may be waiting: only a request
+		// tells. A failure before any answer is retried (staleError).
+		return true
+	}
+	return peerOpen(pc.raw)
+}
+
+// body is a response body being read on a ConnClient connection.
+type body struct {
+	rc    io.ReadCloser
+	pc    *conn
+	ctx   context.Context
+	stop  func() bool // detaches the connection from ctx
+	reuse bool        // the connection may carry another request after the end
+
+	mu      sync.Mutex
+	reading bool
+	done    bool // the end was read, or Close or DrainWithin called: the connection is no longer the body's
+}
+
+var errBodyClosed = errors.New("body closed")
+
+func (b *body) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.done {
+		b.mu.Unlock()
+		return 0, errBodyClosed
+	}
+	b.reading = true
+	b.mu.Unlock()
+	n, err := b.rc.Read(p)
+	b.mu.Lock()
+	b.reading = false
+	closed := b.done
+	if err != nil {
+		b.done = true
+	}
+	b.mu.Unlock()
+	switch {
+	case err == nil || closed:
+		// Close ran meanwhile, and released the connection.
+	case errors.Is(err, io.EOF):
+		b.release(b.reuse)
+	default:
+		b.release(false)
+		if cerr := b.ctx.Err(); cerr != nil {
+			err = cerr
+		}
+	}
+	return n, err
+}
+
+// Close releases the connection: back to the pool when the rest of the
+// answer has already been received, closed otherwise. A Read blocked in
+// another goroutine returns at once.
+func (b *body) Close() error {
+	b.mu.Lock()
+	if b.done {
+		b.mu.Unlock()
+		return nil
+	}
+	b.done = true
+	reading := b.reading
+	b.mu.Unlock()
+	b.release(!reading && b.reuse && b.drain(time.Now()))
+	return nil
+}
+
+// Detach prepares ending the answer early, once the caller has what it
+// needs (the final message of an SSE stream, which the upstream ends right
+// after): from now on neither the request's context nor Close touches the
+// connection, and the caller must call DrainWithin. It reports false when
+// the connection cannot serve another request anyway (it is then closed).
+func (b *body) Detach() bool {
+	b.mu.Lock()
+	if b.done || b.reading {
+		b.mu.Unlock()
+		return false
+	}
+	b.done = true
+	b.mu.Unlock()
+	if !b.reuse || !b.stop() {
+		b.stop()
+		b.pc.nc.Close()
+		return false
+	}
+	return true
+}
+
+// DrainWithin reads the rest of a detached answer for up to d, then
+// returns the connection to the pool if the end came, or closes it.
+func (b *body) DrainWithin(d time.Duration) {
+	if b.drain(time.Now().Add(d)) {
+		b.pc.client.put(b.pc)
+		return
+	}
+	b.pc.nc.Close()
+}
+
+// drain reads the rest of the answer until deadline and reports whether
+// its end came; a deadline already past reads only what is buffered.
+func (b *body) drain(deadline time.Time) bool {
+	if err := b.pc.nc.SetReadDeadline(deadline); err != nil {
+		return false
+	}
+	var buf [512]byte
+	for total := 0; total < 64<<10; {
+		n, err := b.rc.Read(buf[:])
+		total += n
+		if errors.Is(err, io.EOF) {
+			return b.pc.nc.SetReadDeadline(time.Time{}) == nil
+		}
+		if err != nil {
+			return false
+		}
+	}
+	return false
+}
+
+func (b *body) release(reuse bool) {
+	if reuse && b.stop() {
+		b.pc.client.put(b.pc)
+		return
+	}
+	b.stop()
+	b.pc.nc.Close()
+}
+
+// limitedConn bounds the bytes read while n ≥ 0 (the response headers), and
+// counts them.
+type limitedConn struct {
+	net.Conn
+	n    int64 // < 0: no bound
+	read int64
+}
+
+var errHeaderTooLarge = errors.New("response headers too large")
+
+func (l *limitedConn) Read(p []byte) (int, error) {
+	if l.n == 0 {
+		return 0, errHeaderTooLarge
+	}
+	if l.n > 0 && int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.Conn.Read(p)
+	l.read += int64(n)
+	if l.n > 0 {
+		l.n -= int64(n)
+	}
+	return n, err
+}
+
+// hostPort is req's upstream address with its port.
+func hostPort(req *http.Request) string {
+	host, port := req.URL.Hostname(), req.URL.Port()
+	if port == "" {
+		port = "80"
+		if req.URL.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// peerOpen reports whether a TCP connection has received neither data nor
+// the peer's end of stream, without blocking.
+func peerOpen(nc net.Conn) bool {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	open := true
+	if err := rc.Read(func(fd uintptr) bool {
+		open = peekOpen(fd)
+		return true
+	}); err != nil {
+		return false
+	}
+	return open
+}
