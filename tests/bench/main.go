@@ -2,10 +2,11 @@
 // reverse_proxy in front of it, or the gateway — with the same clients, so
 // that the figures compare.
 //
-//	bench serve   -era legacy|modern -addr 127.0.0.1:9201
+//	bench serve   -era legacy|modern -addr 127.0.0.1:9201 [-busy 300us]
 //	    the benchmarks' upstream: a go-sdk server with the tools echo {text}
 //	    and ask {rounds} (in-line elicitations in the legacy era,
-//	    input_required rounds in the modern era)
+//	    input_required rounds in the modern era); -busy makes each echo
+//	    call spin that long first, to model a costlier server
 //	bench compare -scenario NAME -c 32 -d 3s -reps 2 -tool echo -args '{"text":"hi"}' \
 //	        gateway=legacy:http://127.0.0.1:9300/mcp direct=legacy:http://127.0.0.1:9201/mcp
 //	    runs the targets in turn (A B A B …) with c concurrent clients making

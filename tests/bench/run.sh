@@ -2,11 +2,11 @@
 # Every scenario of BENCHMARKS.md in one command: builds Caddy (with the
 # mcp_gateway module and the standard modules) and tests/bench, starts on
 # loopback a legacy and a modern go-sdk upstream, one Caddy serving the
-# gateway (in front of each) and a plain reverse_proxy (in front of the
-# legacy one), another with a gateway whose gather_window is 200us, measures
-# each scenario's targets in turn (A B A B …), then parks calls in a fresh
-# gateway and reads its memory. Prints Markdown tables to paste into
-# BENCHMARKS.md, and stops everything it started.
+# gateway and a plain reverse_proxy (in front of each), another with a
+# gateway whose gather_window is 200us, measures each scenario's targets
+# in turn (A B A B …), then parks calls in a fresh gateway and reads its
+# memory. Prints Markdown tables to paste into BENCHMARKS.md, and stops
+# everything it started.
 #
 #   tests/bench/run.sh                      # about 6 minutes
 #   BENCH_D=5s BENCH_REPS=3 tests/bench/run.sh   # longer, steadier
@@ -24,7 +24,7 @@ REPS=${BENCH_REPS:-2}
 PARKED=${BENCH_PARKED:-10000}
 PARK_TTL=${BENCH_PARK_TTL:-90s}
 P=${BENCH_PORT:-19200}
-legacy_up=$((P + 1)) modern_up=$((P + 2)) gw_legacy=$((P + 11)) gw_modern=$((P + 12)) plain=$((P + 13)) gw_quick=$((P + 14)) admin=$((P + 19)) quick_admin=$((P + 18))
+legacy_up=$((P + 1)) modern_up=$((P + 2)) gw_legacy=$((P + 11)) gw_modern=$((P + 12)) plain=$((P + 13)) gw_quick=$((P + 14)) plain_modern=$((P + 15)) admin=$((P + 19)) quick_admin=$((P + 18))
 park_gw=$((P + 21)) park_admin=$((P + 29))
 
 out=tests/.out/bench
@@ -91,6 +91,10 @@ http://127.0.0.1:$plain {
 	bind 127.0.0.1
 	reverse_proxy 127.0.0.1:$legacy_up
 }
+http://127.0.0.1:$plain_modern {
+	bind 127.0.0.1
+	reverse_proxy 127.0.0.1:$modern_up
+}
 EOC
 "$out/caddy" run --config "$out/Caddyfile" --adapter caddyfile >"$out/caddy.log" 2>&1 &
 caddy_pid=$!
@@ -116,10 +120,11 @@ EOC
 "$out/caddy" run --config "$out/Caddyfile.quick" --adapter caddyfile >"$out/caddy-quick.log" 2>&1 &
 quick_pid=$!
 pids+=($quick_pid)
-for port in $legacy_up $modern_up $gw_legacy $gw_modern $gw_quick $plain; do waitport "$port"; done
+for port in $legacy_up $modern_up $gw_legacy $gw_modern $gw_quick $plain $plain_modern; do waitport "$port"; done
 
 L="http://127.0.0.1:$legacy_up/mcp" M="http://127.0.0.1:$modern_up/mcp"
 GL="http://127.0.0.1:$gw_legacy/mcp" GM="http://127.0.0.1:$gw_modern/mcp" RP="http://127.0.0.1:$plain/mcp"
+RPM="http://127.0.0.1:$plain_modern/mcp"
 GQ="http://127.0.0.1:$gw_quick/mcp" # the same gateway with gather_window 200us
 
 results="$out/results.txt"
@@ -132,7 +137,7 @@ echo "measuring (each line: one scenario at one concurrency)..." >&2
 for c in 1 32; do
 	[[ "${BENCH_THROUGHPUT:-1}" == 0 ]] && break
 	cmp -scenario "legacy pass-through" -c "$c" gateway=legacy:"$GL" reverse_proxy=legacy:"$RP" direct=legacy:"$L"
-	cmp -scenario "modern pass-through" -c "$c" gateway=modern:"$GM" direct=modern:"$M"
+	cmp -scenario "modern pass-through" -c "$c" gateway=modern:"$GM" reverse_proxy=modern:"$RPM" direct=modern:"$M"
 	cmp -scenario "forward bridge, no input" -c "$c" modern-via-gateway=modern:"$GL" legacy-direct=legacy:"$L"
 	cmp -scenario "forward bridge, 1 MRTR round" -c "$c" -tool ask -args '{"rounds":1}' modern-via-gateway=modern:"$GL" legacy-direct-inline=legacy:"$L"
 	cmp -scenario "forward bridge, 1 MRTR round, gather_window 200us" -c "$c" -tool ask -args '{"rounds":1}' modern-via-gateway=modern:"$GQ" legacy-direct-inline=legacy:"$L"

@@ -7,6 +7,7 @@ import (
 	"log"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -36,10 +37,11 @@ func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:9201", "address to listen on (the endpoint is /mcp)")
 	era := fs.String("era", "legacy", "legacy: 2025-11-25 sessions, questions in-line; modern: stateless 2026-07-28, questions as input_required")
+	busy := fs.Duration("busy", 0, "how long each echo call keeps the CPU busy before answering, to model a server that costs more per call")
 	_ = fs.Parse(args)
 
 	server := mcp.NewServer(&mcp.Implementation{Name: "mcp-bench", Version: "1"}, nil)
-	mcp.AddTool(server, &mcp.Tool{Name: "echo", Description: "Returns its text."}, echo)
+	mcp.AddTool(server, &mcp.Tool{Name: "echo", Description: "Returns its text."}, echo(*busy))
 	opts := &mcp.StreamableHTTPOptions{}
 	switch *era {
 	case "legacy":
@@ -56,8 +58,13 @@ func serve(args []string) error {
 	return http.ListenAndServe(*addr, mux)
 }
 
-func echo(_ context.Context, _ *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
-	return text(in.Text), nil, nil
+// echo returns the echo tool, which spins for busy before answering.
+func echo(busy time.Duration) mcp.ToolHandlerFor[echoArgs, any] {
+	return func(_ context.Context, _ *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
+		for start := time.Now(); time.Since(start) < busy; {
+		}
+		return text(in.Text), nil, nil
+	}
 }
 
 // askInline elicits in-line on the call's stream, rounds times.
