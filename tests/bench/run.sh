@@ -3,7 +3,9 @@
 # mcp_gateway module and the standard modules) and tests/bench, starts on
 # loopback a legacy and a modern go-sdk upstream, one Caddy serving the
 # gateway (in front of each) and a plain reverse_proxy (in front of the
-# legacy one), another with a gateway whose gather_window is 200us, measures
+# legacy one), another with a gateway whose every round waits a
+# gather_window of 200us (gather always; by default a tool that asks one
+# question at a time waits no window), measures
 # each scenario's targets in turn (A B A B …), then parks calls in a fresh
 # gateway and reads its memory. Prints Markdown tables to paste into
 # BENCHMARKS.md, and stops everything it started.
@@ -108,6 +110,7 @@ http://127.0.0.1:$gw_quick {
 	mcp_gateway /mcp {
 		upstream http://127.0.0.1:$legacy_up/mcp {
 			era legacy
+			gather always
 		}
 		gather_window 200us
 	}
@@ -120,7 +123,7 @@ for port in $legacy_up $modern_up $gw_legacy $gw_modern $gw_quick $plain; do wai
 
 L="http://127.0.0.1:$legacy_up/mcp" M="http://127.0.0.1:$modern_up/mcp"
 GL="http://127.0.0.1:$gw_legacy/mcp" GM="http://127.0.0.1:$gw_modern/mcp" RP="http://127.0.0.1:$plain/mcp"
-GQ="http://127.0.0.1:$gw_quick/mcp" # the same gateway with gather_window 200us
+GQ="http://127.0.0.1:$gw_quick/mcp" # the same gateway, every round waiting 200us
 
 results="$out/results.txt"
 : >"$results"
@@ -135,7 +138,7 @@ for c in 1 32; do
 	cmp -scenario "modern pass-through" -c "$c" gateway=modern:"$GM" direct=modern:"$M"
 	cmp -scenario "forward bridge, no input" -c "$c" modern-via-gateway=modern:"$GL" legacy-direct=legacy:"$L"
 	cmp -scenario "forward bridge, 1 MRTR round" -c "$c" -tool ask -args '{"rounds":1}' modern-via-gateway=modern:"$GL" legacy-direct-inline=legacy:"$L"
-	cmp -scenario "forward bridge, 1 MRTR round, gather_window 200us" -c "$c" -tool ask -args '{"rounds":1}' modern-via-gateway=modern:"$GQ" legacy-direct-inline=legacy:"$L"
+	cmp -scenario "forward bridge, 1 MRTR round, gather always, gather_window 200us" -c "$c" -tool ask -args '{"rounds":1}' modern-via-gateway=modern:"$GQ" legacy-direct-inline=legacy:"$L"
 	cmp -scenario "forward bridge, 3 MRTR rounds" -c "$c" -tool ask -args '{"rounds":3}' modern-via-gateway=modern:"$GL" legacy-direct-inline=legacy:"$L"
 done
 
