@@ -236,7 +236,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 	if inputCapable[r.Method] {
 		fresh = inputResponses(params)
 	}
-	return Served{Outcome: b.run(ctx, c, r, sink, fresh)}
+	return Served{Outcome: b.run(ctx, c, r, sink, fresh, false)}
 }
 
 // call is one upstream request of the bridge's, from its first client
@@ -342,11 +342,12 @@ func (b *Bridge) reshapeOptions(c *call) ReshapeOptions {
 //
 // Once the upstream has asked, the round takes the questions already there
 // and parks; for a target known to ask several at once (gatherPolicy) it
-// waits GatherWindow for siblings first.
-func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh map[string]json.RawMessage) string {
+// waits GatherWindow for siblings first. A round that asks again for
+// answers missing from the retry (reask) takes what is there and parks.
+func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh map[string]json.RawMessage, reask bool) string {
 	var gather <-chan time.Time
-	asked := 0          // questions this round
-	collecting := false // the round takes what is already there, then parks
+	asked := 0          // new questions this round
+	collecting := reask // the round takes what is already there, then parks
 	taken := 0          // messages taken while collecting
 	msgs := c.up.Messages()
 	for {
@@ -438,7 +439,7 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 				fmt.Sprintf("the upstream asked for more than %d inputs in one round (max_inputs_per_round); the call was cancelled", o.MaxInputsPerRound))))
 			return OutcomeError
 		}
-		if asked == 1 {
+		if asked == 1 && !collecting {
 			if b.gather.waits(c) {
 				gather = time.After(o.GatherWindow)
 			} else {
@@ -711,11 +712,9 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 	}
 	cancel()
 	c.pending = still
-	if len(still) > 0 {
-		served.Outcome = b.park(c, r, sink) // ask again for what is missing or invalid
-		return served
-	}
-	served.Outcome = b.run(ctx, c, r, sink, nil)
+	// Ask again for what is missing or invalid, with what arrived meanwhile;
+	// or go on with the call.
+	served.Outcome = b.run(ctx, c, r, sink, nil, len(still) > 0)
 	return served
 }
 
@@ -730,7 +729,13 @@ func (b *Bridge) abandon(c *call, outcome, reason string) {
 		res, errObj := CancelAnswer(p.Method)
 		_ = c.sess.Respond(ctx, p.upstreamID, res, errObj)
 	}
-	c.pending = nil
+	for _, m := range c.held {
+		if m.Kind == legacy.KindRequest {
+			res, errObj := CancelAnswer(m.Method)
+			_ = c.sess.Respond(ctx, m.ID, res, errObj)
+		}
+	}
+	c.pending, c.held = nil, nil
 	if c.up != nil {
 		b.cancelUpstream(c.sess, c.up.ID, reason)
 	}

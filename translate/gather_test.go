@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -64,7 +64,7 @@ func inputKeys(t *testing.T, a *recordedAnswer) []string {
 	}
 	var keys []string
 	res.Get("inputRequests").ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.String()); return true })
-	sort.Strings(keys)
+	slices.Sort(keys)
 	return keys
 }
 
@@ -225,5 +225,37 @@ func TestGatherPolicyBound(t *testing.T) {
 	}
 	if n := g.learned.Len(); n != maxGatherTargets {
 		t.Fatalf("%d targets remembered, want %d", n, maxGatherTargets)
+	}
+}
+
+// TestGatherReaskTakesArrived: a retry whose answer is invalid is asked
+// again together with the sibling question that arrived while the call was
+// parked, in one round.
+func TestGatherReaskTakesArrived(t *testing.T) {
+	upstream, late := staggeredUpstream(t)
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute}, legacy.PoolOptions{})
+	a := serve(b, toolRequest(t, upstream, "pair", 1, 100))
+	first := inputKeys(t, a)
+	if len(first) != 1 {
+		t.Fatalf("first round asked %v", first)
+	}
+	<-late
+	parkedHolds(t, b)
+	r := toolRequest(t, upstream, "pair", 2, 100)
+	body := strings.TrimSuffix(string(r.Body), "}}") + fmt.Sprintf(`,"inputResponses":{%q:{"action":"maybe"}},"requestState":%q}}`,
+		first[0], gjson.GetBytes(a.final, "result.requestState").String())
+	h := http.Header{"Mcp-Protocol-Version": {ModernVersion}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"pair"}}
+	req, rerr := ValidateModern(http.MethodPost, h, []byte(body), nil)
+	if rerr != nil {
+		t.Fatalf("invalid retry: %v", rerr)
+	}
+	a = serve(b, Request{Upstream: upstream, Principal: "p", ModernRequest: req})
+	both := inputKeys(t, a)
+	if len(both) != 2 || !slices.Contains(both, first[0]) {
+		t.Fatalf("the round asking again asked %v, want %s again and the sibling", both, first[0])
+	}
+	a = serve(b, answerAll(t, upstream, "pair", 3, 100, a, both))
+	if got := gjson.GetBytes(a.final, "result.content.0.text").String(); got != "accept:x,accept:x" {
+		t.Fatalf("result: %s", a.final)
 	}
 }
