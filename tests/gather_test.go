@@ -146,7 +146,7 @@ func TestGatherPolicy(t *testing.T) {
 		case <-time.After(notHang):
 			t.Fatal("the second question was never sent")
 		}
-		time.Sleep(200 * time.Millisecond) // it reaches the parked call
+		time.Sleep(500 * time.Millisecond) // it reaches the parked call
 		second := parseInputRequired(t, call(4, "pair", args, answersTo(first)))
 		if keys := questionKeys(second); len(keys) != 1 || keys[0] == questionKeys(first)[0] {
 			t.Fatalf("round 2 asked %v after %v, want the sibling", keys, questionKeys(first))

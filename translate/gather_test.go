@@ -234,14 +234,14 @@ func TestGatherPolicyBound(t *testing.T) {
 func TestGatherReaskTakesArrived(t *testing.T) {
 	upstream, late := staggeredUpstream(t)
 	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute}, legacy.PoolOptions{})
-	a := serve(b, toolRequest(t, upstream, "pair", 1, 100))
+	a := serve(b, toolRequest(t, upstream, "pair", 1, 300))
 	first := inputKeys(t, a)
 	if len(first) != 1 {
 		t.Fatalf("first round asked %v", first)
 	}
 	<-late
 	parkedHolds(t, b)
-	r := toolRequest(t, upstream, "pair", 2, 100)
+	r := toolRequest(t, upstream, "pair", 2, 300)
 	body := strings.TrimSuffix(string(r.Body), "}}") + fmt.Sprintf(`,"inputResponses":{%q:{"action":"maybe"}},"requestState":%q}}`,
 		first[0], gjson.GetBytes(a.final, "result.requestState").String())
 	h := http.Header{"Mcp-Protocol-Version": {ModernVersion}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"pair"}}
@@ -254,7 +254,7 @@ func TestGatherReaskTakesArrived(t *testing.T) {
 	if len(both) != 2 || !slices.Contains(both, first[0]) {
 		t.Fatalf("the round asking again asked %v, want %s again and the sibling", both, first[0])
 	}
-	a = serve(b, answerAll(t, upstream, "pair", 3, 100, a, both))
+	a = serve(b, answerAll(t, upstream, "pair", 3, 300, a, both))
 	if got := gjson.GetBytes(a.final, "result.content.0.text").String(); got != "accept:x,accept:x" {
 		t.Fatalf("result: %s", a.final)
 	}
