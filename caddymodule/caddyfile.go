@@ -31,6 +31,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	mcp_gateway [<matcher>] {
 //	    upstream <url> {            # repeatable; at least one
 //	        era auto|legacy|modern  # default auto
+//	        gather learn|always     # default learn
 //	    }
 //	    lb_policy          <name> [<options...>]   # a reverse_proxy selection policy
 //	    state_key          <base64 32 bytes> [<older keys...>]
@@ -163,6 +164,16 @@ func (h *Handler) unmarshalUpstream(d *caddyfile.Dispenser) error {
 			}
 			if d.NextArg() {
 				return d.ArgErr()
+			}
+		case "gather":
+			if u.Gather != "" {
+				return d.Err("gather already specified")
+			}
+			if !d.Args(&u.Gather) || d.NextArg() {
+				return d.ArgErr()
+			}
+			if err := checkGather(u.Gather); err != nil {
+				return d.Err(err.Error())
 			}
 		default:
 			return d.Errf("unrecognized upstream option %q", opt)

@@ -14,6 +14,10 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		upstream https://mcp.example.com/mcp {
 			era modern
 		}
+		upstream http://127.0.0.1:9102/mcp {
+			era legacy
+			gather always
+		}
 		lb_policy round_robin
 		state_key AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB=
 		allowed_origins https://app.example.com
@@ -44,7 +48,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"upstreams":[{"url":"http://127.0.0.1:9101/mcp"},{"url":"https://mcp.example.com/mcp","era":"modern"}],` +
+	want := `{"upstreams":[{"url":"http://127.0.0.1:9101/mcp"},{"url":"https://mcp.example.com/mcp","era":"modern"},{"url":"http://127.0.0.1:9102/mcp","era":"legacy","gather":"always"}],` +
 		`"selection_policy":{"policy":"round_robin"},` +
 		`"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="],` +
 		`"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],` +
@@ -67,6 +71,9 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		"missing url":            {"mcp_gateway {\n upstream\n}", "upstream needs a URL"},
 		"bad era":                {"mcp_gateway {\n upstream http://a/mcp {\n era future\n }\n}", `unknown era "future"`},
 		"duplicate era":          {"mcp_gateway {\n upstream http://a/mcp {\n era legacy\n era modern\n }\n}", "era already specified"},
+		"bad gather":             {"mcp_gateway {\n upstream http://a/mcp {\n gather sometimes\n }\n}", `unknown gather "sometimes"`},
+		"duplicate gather":       {"mcp_gateway {\n upstream http://a/mcp {\n gather always\n gather learn\n }\n}", "gather already specified"},
+		"gather without value":   {"mcp_gateway {\n upstream http://a/mcp {\n gather\n }\n}", "wrong argument count"},
 		"inline argument":        {"mcp_gateway http://a/mcp", "unexpected argument"},
 		"bad duration":           {"mcp_gateway {\n upstream http://a/mcp\n keepalive_interval soon\n}", "invalid keepalive_interval"},
 		"duplicate duration":     {"mcp_gateway {\n fail_duration 1s\n fail_duration 2s\n}", "fail_duration already specified"},

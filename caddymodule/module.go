@@ -163,10 +163,13 @@ type Handler struct {
 
 	// How long, after a legacy server's first in-line request for input,
 	// the gateway waits for sibling requests so that they are asked in the
-	// same round. Every round waits this long before the client gets its
-	// `input_required`, so keep it short; raise it for a server whose
-	// simultaneous questions arrive further apart (a sibling that misses the
-	// window is asked in a round of its own). Default: 2ms.
+	// same round, for the tools, prompts and resources known to ask several
+	// questions at once (see the upstream's `gather`). Other rounds do not
+	// wait: they take the questions already there. A round that waits pays
+	// this before the client gets its `input_required`, so keep it short;
+	// raise it for a server whose simultaneous questions arrive further
+	// apart (a sibling that misses the window is asked in a round of its
+	// own). Default: 2ms.
 	GatherWindow caddy.Duration `json:"gather_window,omitempty"`
 
 	// The most `input_required` rounds one request may go through, in both

@@ -27,6 +27,19 @@ type Upstream struct {
 	// client in the client's own era. Default: `auto`.
 	Era string `json:"era,omitempty"`
 
+	// How the gateway, in front of this server when it speaks legacy,
+	// gathers the questions (elicitation, sampling, roots) the server asks
+	// in-line in one call, before it answers the modern client
+	// `input_required`. `learn`: a round takes the questions already
+	// there, without waiting; a tool, prompt or resource that showed it
+	// asks several questions at once (it asked two or more in a round, or
+	// one arrived while its call waited for the client) then waits
+	// `gather_window` for them on its later calls. `always`: every round
+	// waits `gather_window`, so that a server known to ask several
+	// questions at once asks them in one round from its first call on.
+	// Default: `learn`.
+	Gather string `json:"gather,omitempty"`
+
 	state *upstreamState
 	proxy *reverseproxy.Upstream // what the selection policy sees
 }
@@ -99,6 +112,21 @@ func (u *Upstream) checkURL() error {
 	return nil
 }
 
+// gather values of Upstream.Gather.
+const (
+	gatherLearn  = "learn"
+	gatherAlways = "always"
+)
+
+// checkGather reports whether g is a valid value of Upstream.Gather.
+func checkGather(g string) error {
+	switch g {
+	case "", gatherLearn, gatherAlways:
+		return nil
+	}
+	return fmt.Errorf("unknown gather %q (want learn or always)", g)
+}
+
 // checkEra reports whether era is a valid value of Upstream.Era.
 func checkEra(era string) error {
 	switch era {
@@ -117,6 +145,9 @@ func (u *Upstream) provision() error {
 	}
 	if u.Era == "" {
 		u.Era = eraAuto
+	}
+	if err := checkGather(u.Gather); err != nil {
+		return fmt.Errorf("upstream %q: %w", u.URL, err)
 	}
 	val, _, err := upstreamStates.LoadOrNew(u.URL, func() (caddy.Destructor, error) {
 		return &upstreamState{url: u.URL}, nil
@@ -209,4 +240,16 @@ func (h *Handler) upstreamByURL(u string) *Upstream {
 		}
 	}
 	return nil
+}
+
+// gatherAlways lists the URLs of the upstreams whose every forward-bridge
+// round waits gather_window (gather always).
+func (h *Handler) gatherAlways() []string {
+	var urls []string
+	for _, u := range h.Upstreams {
+		if u.Gather == gatherAlways {
+			urls = append(urls, u.URL)
+		}
+	}
+	return urls
 }

@@ -37,7 +37,9 @@ func TestLimits(t *testing.T) {
 	})
 	t.Run("max_inputs_per_round", func(t *testing.T) {
 		up := newFailingLegacy(t)
-		g := startGateway(t, up.block()+"\n\t\tmax_inputs_per_round 2\n\t\tgather_window 300ms")
+		// gather always: the three questions are asked in the first round.
+		block := strings.Replace(up.block(), "era legacy", "era legacy\n\t\t\tgather always", 1)
+		g := startGateway(t, block+"\n\t\tmax_inputs_per_round 2\n\t\tgather_window 300ms")
 		base := g.goroutines(t)
 		x := readRPC(t, modernCall(t, g.URL, 1, "many", map[string]any{"n": 3}, nil), 1)
 		if r := checkRPCError(t, x, http.StatusBadGateway, -32603, 1); r != nil && !strings.Contains(r.Error.Message, "max_inputs_per_round") {

@@ -47,10 +47,10 @@ type BridgeOptions struct {
 	// MaxParked bounds the parked calls; when full the oldest is abandoned.
 	// Default 10000.
 	MaxParked int
-	// GatherWindow is how long the bridge waits, after the upstream's first
-	// request for input, for sibling requests to ask in the same round.
-	// Default 2ms: requests a server sends at once arrive within it, and a
-	// round of a server that asks one question at a time pays it.
+	// GatherWindow is how long a round waits, after the upstream's first
+	// request for input, for sibling requests to ask in the same round, for
+	// the targets known to ask several at once (see gather.go; others take
+	// the requests already there and park at once). Default 2ms.
 	GatherWindow time.Duration
 	// MaxRounds bounds the input_required rounds of one call (asking again
 	// for missing or invalid answers counts). Default 8.
@@ -93,8 +93,9 @@ const (
 // reshapes results, and parks calls that ask for input until the client
 // retries with inputResponses.
 type Bridge struct {
-	pool *legacy.Pool
-	opts atomic.Pointer[BridgeOptions]
+	pool   *legacy.Pool
+	opts   atomic.Pointer[BridgeOptions]
+	gather *gatherPolicy
 
 	mu     sync.Mutex
 	parked map[[16]byte]*call
@@ -109,7 +110,7 @@ type Bridge struct {
 
 // NewBridge returns a bridge using pool for upstream sessions.
 func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
-	b := &Bridge{pool: pool, parked: make(map[[16]byte]*call), order: list.New()}
+	b := &Bridge{pool: pool, parked: make(map[[16]byte]*call), order: list.New(), gather: newGatherPolicy()}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.Configure(opts)
 	return b
@@ -123,6 +124,12 @@ func (b *Bridge) Configure(opts BridgeOptions) {
 }
 
 func (b *Bridge) options() *BridgeOptions { return b.opts.Load() }
+
+// GatherAlways names the upstreams (URLs) whose every round waits
+// GatherWindow for sibling questions, first call included, replacing the
+// previous list. Other upstreams' rounds wait it only for the targets that
+// showed they ask several questions at once.
+func (b *Bridge) GatherAlways(upstreams []string) { b.gather.setAlways(upstreams) }
 
 // Parked returns how many calls are parked.
 func (b *Bridge) Parked() int {
@@ -229,7 +236,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 	if inputCapable[r.Method] {
 		fresh = inputResponses(params)
 	}
-	return Served{Outcome: b.run(ctx, c, r, sink, fresh)}
+	return Served{Outcome: b.run(ctx, c, r, sink, fresh, false)}
 }
 
 // call is one upstream request of the bridge's, from its first client
@@ -249,6 +256,7 @@ type call struct {
 	princ    [16]byte
 	keys     KeyCounter
 	pending  []pendingInput
+	held     []legacy.Message // arrived while parked, for run
 	timer    *time.Timer
 	elem     *list.Element
 	overhead time.Duration // spent translating (CallReport.Overhead)
@@ -331,77 +339,150 @@ func (b *Bridge) reshapeOptions(c *call) ReshapeOptions {
 
 // run relays the upstream answer until the result, or until the upstream
 // asks for input and the call parks. It returns the request's outcome.
-func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh map[string]json.RawMessage) string {
+//
+// Once the upstream has asked, the round takes the questions already there
+// and parks; for a target known to ask several at once (gatherPolicy) it
+// waits GatherWindow for siblings first. A round that asks again for
+// answers missing from the retry (reask) takes what is there and parks.
+func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh map[string]json.RawMessage, reask bool) string {
 	var gather <-chan time.Time
-	asked := false // the upstream just asked for input
+	asked := 0          // new questions this round
+	collecting := reask // the round takes what is already there, then parks
+	taken := 0          // messages taken while collecting
 	msgs := c.up.Messages()
 	for {
-		select {
-		case m, ok := <-msgs:
-			if !ok {
-				msg := "the upstream ended the call without a result"
-				err := c.up.Err()
-				if err != nil {
-					msg += ": " + err.Error()
-				}
-				if errors.Is(err, legacy.ErrBacklog) {
-					// The upstream is still working: tell it to stop.
-					b.abandon(c, OutcomeError, "too many unread messages")
-				} else {
-					b.finish(c, false)
-					b.report(c, OutcomeError, msg)
-				}
-				_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(msg)))
-				return OutcomeError
+		var m legacy.Message
+		ok, inbox := true, false
+		switch {
+		case len(c.held) > 0:
+			m, c.held = c.held[0], c.held[1:]
+		case collecting:
+			if taken++; taken > maxCollected {
+				return b.parkRound(c, r, sink, asked) // a chatty upstream
 			}
-			switch m.Kind {
-			case legacy.KindResponse:
-				if string(m.ID) == string(c.up.ID) {
-					b.finish(c, true)
-					outcome := b.respondFinal(c, r, m, sink)
-					b.report(c, outcome, "")
-					return outcome
-				}
-			case legacy.KindNotification:
-				if err := relayNotification(m, r, sink); err != nil {
-					// The client stopped reading (or left): nobody will
-					// see the result.
-					b.abandon(c, OutcomeCancelled, "client stopped reading")
+			yieldToReaders()
+			select {
+			case m, ok = <-msgs:
+			case m = <-c.sess.Inbox():
+				inbox = true
+			default:
+				return b.parkRound(c, r, sink, asked)
+			}
+		default:
+			select {
+			case m, ok = <-msgs:
+			case m = <-c.sess.Inbox():
+				inbox = true
+			case <-gather:
+				return b.parkRound(c, r, sink, asked)
+			case <-ctx.Done():
+				cause := context.Cause(ctx)
+				if errors.Is(cause, context.Canceled) {
+					b.abandon(c, OutcomeCancelled, "client disconnected")
 					return OutcomeCancelled
 				}
-			case legacy.KindRequest:
-				asked = b.upstreamRequest(c, r, m, fresh)
-			}
-		case m := <-c.sess.Inbox():
-			asked = m.Kind == legacy.KindRequest && b.upstreamRequest(c, r, m, fresh)
-		case <-gather:
-			return b.park(c, r, sink)
-		case <-ctx.Done():
-			cause := context.Cause(ctx)
-			if errors.Is(cause, context.Canceled) {
-				b.abandon(c, OutcomeCancelled, "client disconnected")
+				// The gateway ended the call (it is stopping): the client
+				// may still be listening.
+				b.abandon(c, OutcomeCancelled, "gateway shutting down")
+				_ = sink.Respond(http.StatusServiceUnavailable, ErrorResponse(r.ID, &RPCError{
+					HTTPStatus: http.StatusServiceUnavailable, Code: InternalError, Message: "the call was abandoned: " + cause.Error()}))
 				return OutcomeCancelled
 			}
-			// The gateway ended the call (it is stopping): the client
-			// may still be listening.
-			b.abandon(c, OutcomeCancelled, "gateway shutting down")
-			_ = sink.Respond(http.StatusServiceUnavailable, ErrorResponse(r.ID, &RPCError{
-				HTTPStatus: http.StatusServiceUnavailable, Code: InternalError, Message: "the call was abandoned: " + cause.Error()}))
-			return OutcomeCancelled
 		}
-		if !asked {
+		if !ok {
+			msg := "the upstream ended the call without a result"
+			err := c.up.Err()
+			if err != nil {
+				msg += ": " + err.Error()
+			}
+			if errors.Is(err, legacy.ErrBacklog) {
+				// The upstream is still working: tell it to stop.
+				b.abandon(c, OutcomeError, "too many unread messages")
+			} else {
+				b.finish(c, false)
+				b.report(c, OutcomeError, msg)
+			}
+			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(msg)))
+			return OutcomeError
+		}
+		switch {
+		case m.Kind == legacy.KindRequest:
+			if !b.upstreamRequest(c, r, m, fresh) {
+				continue
+			}
+		case inbox:
+			continue // the session's other messages are not the call's
+		case m.Kind == legacy.KindResponse && string(m.ID) == string(c.up.ID):
+			b.finish(c, true)
+			outcome := b.respondFinal(c, r, m, sink)
+			b.report(c, outcome, "")
+			return outcome
+		case m.Kind == legacy.KindNotification:
+			if err := relayNotification(m, r, sink); err != nil {
+				// The client stopped reading (or left): nobody will
+				// see the result.
+				b.abandon(c, OutcomeCancelled, "client stopped reading")
+				return OutcomeCancelled
+			}
+			continue
+		default:
 			continue
 		}
-		asked = false
+		asked++
 		o := b.options()
 		if len(c.pending) > o.MaxInputsPerRound {
+			if asked > 1 {
+				b.gather.learn(c)
+			}
 			b.abandon(c, OutcomeError, "too many requests for input")
 			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(
 				fmt.Sprintf("the upstream asked for more than %d inputs in one round (max_inputs_per_round); the call was cancelled", o.MaxInputsPerRound))))
 			return OutcomeError
 		}
-		if gather == nil {
-			gather = time.After(o.GatherWindow)
+		if asked == 1 && !collecting {
+			if b.gather.waits(c) {
+				gather = time.After(o.GatherWindow)
+			} else {
+				collecting = true
+			}
+		}
+	}
+}
+
+// parkRound parks c with the round's questions, remembering a target that
+// asked several at once.
+func (b *Bridge) parkRound(c *call, r Request, sink Sink, asked int) string {
+	if asked > 1 {
+		b.gather.learn(c)
+	}
+	return b.park(c, r, sink)
+}
+
+// holdArrived takes the messages that reached a parked call before its
+// answers are posted; run handles them first. A question among them missed
+// its round: the call's target asks several at once.
+func (b *Bridge) holdArrived(c *call) {
+	take := func(m legacy.Message) {
+		c.held = append(c.held, m)
+		if m.Kind == legacy.KindRequest && IsInputMethod(m.Method) {
+			b.gather.learn(c)
+		}
+	}
+	// Only what is queued now: both channels are bounded.
+	for range len(c.up.Messages()) {
+		m, ok := <-c.up.Messages()
+		if !ok {
+			break // run finds the channel closed
+		}
+		take(m)
+	}
+	for range len(c.sess.Inbox()) {
+		select {
+		case m := <-c.sess.Inbox():
+			if m.Kind == legacy.KindRequest {
+				take(m)
+			}
+		default:
 		}
 	}
 }
@@ -605,6 +686,7 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 		return Served{Round: int(st.Round), Outcome: OutcomeError}
 	}
 	c.up.SetUnread(false)
+	b.holdArrived(c)
 	b.unparked(ParkAnswered)
 	served := Served{Round: int(st.Round)}
 	c.overhead += time.Since(opened)
@@ -630,11 +712,9 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 	}
 	cancel()
 	c.pending = still
-	if len(still) > 0 {
-		served.Outcome = b.park(c, r, sink) // ask again for what is missing or invalid
-		return served
-	}
-	served.Outcome = b.run(ctx, c, r, sink, nil)
+	// Ask again for what is missing or invalid, with what arrived meanwhile;
+	// or go on with the call.
+	served.Outcome = b.run(ctx, c, r, sink, nil, len(still) > 0)
 	return served
 }
 
@@ -649,7 +729,13 @@ func (b *Bridge) abandon(c *call, outcome, reason string) {
 		res, errObj := CancelAnswer(p.Method)
 		_ = c.sess.Respond(ctx, p.upstreamID, res, errObj)
 	}
-	c.pending = nil
+	for _, m := range c.held {
+		if m.Kind == legacy.KindRequest {
+			res, errObj := CancelAnswer(m.Method)
+			_ = c.sess.Respond(ctx, m.ID, res, errObj)
+		}
+	}
+	c.pending, c.held = nil, nil
 	if c.up != nil {
 		b.cancelUpstream(c.sess, c.up.ID, reason)
 	}

@@ -138,6 +138,7 @@ func toolRequest(t *testing.T, upstream, tool string, id, n int) Request {
 func TestBridgeMaxInputsPerRound(t *testing.T) {
 	upstream, server := manyUpstream(t)
 	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, MaxInputsPerRound: 2, GatherWindow: 200 * time.Millisecond}, legacy.PoolOptions{})
+	b.GatherAlways([]string{upstream}) // every round waits for the siblings
 	a := serve(b, toolRequest(t, upstream, "many", 1, 2))
 	if n := len(gjson.GetBytes(a.final, "result.inputRequests").Map()); n != 2 {
 		t.Fatalf("two questions: %s", a.final)

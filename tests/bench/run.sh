@@ -2,11 +2,12 @@
 # Every scenario of BENCHMARKS.md in one command: builds Caddy (with the
 # mcp_gateway module and the standard modules) and tests/bench, starts on
 # loopback a legacy and a modern go-sdk upstream, one Caddy serving the
-# gateway and a plain reverse_proxy (in front of each), another with a
-# gateway whose gather_window is 200us, measures each scenario's targets
-# in turn (A B A B …), then parks calls in a fresh gateway and reads its
-# memory. Prints Markdown tables to paste into BENCHMARKS.md, and stops
-# everything it started.
+# gateway and a plain reverse_proxy (in front of each), another with a gateway whose every round waits a
+# gather_window of 200us (gather always; by default a tool that asks one
+# question at a time waits no window), measures
+# each scenario's targets in turn (A B A B …), then parks calls in a fresh
+# gateway and reads its memory. Prints Markdown tables to paste into
+# BENCHMARKS.md, and stops everything it started.
 #
 #   tests/bench/run.sh                      # about 6 minutes
 #   BENCH_D=5s BENCH_REPS=3 tests/bench/run.sh   # longer, steadier
@@ -112,6 +113,7 @@ http://127.0.0.1:$gw_quick {
 	mcp_gateway /mcp {
 		upstream http://127.0.0.1:$legacy_up/mcp {
 			era legacy
+			gather always
 		}
 		gather_window 200us
 	}
@@ -125,7 +127,7 @@ for port in $legacy_up $modern_up $gw_legacy $gw_modern $gw_quick $plain $plain_
 L="http://127.0.0.1:$legacy_up/mcp" M="http://127.0.0.1:$modern_up/mcp"
 GL="http://127.0.0.1:$gw_legacy/mcp" GM="http://127.0.0.1:$gw_modern/mcp" RP="http://127.0.0.1:$plain/mcp"
 RPM="http://127.0.0.1:$plain_modern/mcp"
-GQ="http://127.0.0.1:$gw_quick/mcp" # the same gateway with gather_window 200us
+GQ="http://127.0.0.1:$gw_quick/mcp" # the same gateway, every round waiting 200us
 
 results="$out/results.txt"
 : >"$results"
@@ -140,7 +142,7 @@ for c in 1 32; do
 	cmp -scenario "modern pass-through" -c "$c" gateway=modern:"$GM" reverse_proxy=modern:"$RPM" direct=modern:"$M"
 	cmp -scenario "forward bridge, no input" -c "$c" modern-via-gateway=modern:"$GL" legacy-direct=legacy:"$L"
 	cmp -scenario "forward bridge, 1 MRTR round" -c "$c" -tool ask -args '{"rounds":1}' modern-via-gateway=modern:"$GL" legacy-direct-inline=legacy:"$L"
-	cmp -scenario "forward bridge, 1 MRTR round, gather_window 200us" -c "$c" -tool ask -args '{"rounds":1}' modern-via-gateway=modern:"$GQ" legacy-direct-inline=legacy:"$L"
+	cmp -scenario "forward bridge, 1 MRTR round, gather always, gather_window 200us" -c "$c" -tool ask -args '{"rounds":1}' modern-via-gateway=modern:"$GQ" legacy-direct-inline=legacy:"$L"
 	cmp -scenario "forward bridge, 3 MRTR rounds" -c "$c" -tool ask -args '{"rounds":3}' modern-via-gateway=modern:"$GL" legacy-direct-inline=legacy:"$L"
 done
 

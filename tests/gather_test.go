@@ -1,0 +1,167 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// staggeredLegacy is a legacy go-sdk server (sessions) in the test process
+// whose tool `pair` asks two questions concurrently, the second {gap} ms
+// after the first, and reports both answers; its tool `one` asks one
+// question. Written for these tests: no packaged server asks concurrently
+// with a delay between its questions. late gets a value just before each
+// delayed question is sent.
+type staggeredLegacy struct {
+	url  string
+	late chan struct{}
+}
+
+func newStaggeredLegacy(t *testing.T) *staggeredLegacy {
+	t.Helper()
+	s := &staggeredLegacy{late: make(chan struct{}, 16)}
+	server := mcp.NewServer(&mcp.Implementation{Name: "staggered", Version: "1"}, nil)
+	form := map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}
+	answer := func(res *mcp.ElicitResult, err error) string {
+		if err != nil {
+			return "error"
+		}
+		return fmt.Sprint(res.Action, ":", res.Content["answer"])
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "pair", Description: "Asks two questions at once, the second gap ms later."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+			Gap int `json:"gap"`
+		}) (*mcp.CallToolResult, any, error) {
+			var wg sync.WaitGroup
+			answers := make([]string, 2)
+			for i := range 2 {
+				wg.Go(func() {
+					if i == 1 {
+						time.Sleep(time.Duration(in.Gap) * time.Millisecond)
+						s.late <- struct{}{}
+					}
+					answers[i] = answer(req.Session.Elicit(ctx, &mcp.ElicitParams{Message: fmt.Sprint("question ", i), RequestedSchema: form}))
+				})
+			}
+			wg.Wait()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(answers, ",")}}}, nil, nil
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "one", Description: "Asks one question."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			text := answer(req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "the question", RequestedSchema: form}))
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
+		})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	s.url = "http://" + ln.Addr().String() + "/mcp"
+	return s
+}
+
+func (s *staggeredLegacy) block() string {
+	return "\t\tupstream " + s.url + " {\n\t\t\tera legacy\n\t\t}"
+}
+
+// answersTo answers every question of ir with "yes", for a retry's params.
+func answersTo(ir inputRequired) map[string]any {
+	responses := map[string]any{}
+	for k := range ir.InputRequests {
+		responses[k] = acceptAnswer
+	}
+	return map[string]any{"inputResponses": responses, "requestState": ir.RequestState}
+}
+
+func questionKeys(ir inputRequired) []string {
+	var keys []string
+	for k := range ir.InputRequests {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// TestGatherPolicy: through real Caddy, the forward bridge's rounds do not
+// wait gather_window for a tool that asks one question at a time; a sibling
+// question that misses its round (it arrives while the call is parked) is
+// asked in the next round, and the tool's next call then waits the window
+// and asks both questions in one round.
+func TestGatherPolicy(t *testing.T) {
+	up := newStaggeredLegacy(t)
+	// A round that waited this window would outlast the client's timeout.
+	g := startGateway(t, up.block()+"\n\t\tgather_window 10m")
+	client := &http.Client{Timeout: notHang}
+	call := func(id int, tool string, args, extra map[string]any) rpcExchange {
+		t.Helper()
+		m := meta(modernVersion)
+		m["io.modelcontextprotocol/clientCapabilities"] = map[string]any{"elicitation": map[string]any{}}
+		params := map[string]any{"name": tool, "arguments": args, "_meta": m}
+		for k, v := range extra {
+			params[k] = v
+		}
+		req, err := http.NewRequest(http.MethodPost, g.URL, strings.NewReader(rpcBody(t, id, "tools/call", params)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range modernHeaders(modernVersion, "tools/call", tool) {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("call %d (%s): %v (a round waited gather_window?)", id, tool, err)
+		}
+		return readRPC(t, resp, id)
+	}
+
+	t.Run("one question at a time waits nothing", func(t *testing.T) {
+		ir := parseInputRequired(t, call(1, "one", map[string]any{}, nil))
+		if text := checkToolResult(t, call(2, "one", map[string]any{}, answersTo(ir)), 2); text != "accept:yes" {
+			t.Fatalf("one: %q", text)
+		}
+	})
+
+	g.reload(t, up.block()+"\n\t\tgather_window 3s") // learned rounds wait this (the learned set survives)
+	const gap = 300                                  // ms between the two questions, within the window
+	args := map[string]any{"gap": gap}
+	t.Run("a late sibling is asked in the next round", func(t *testing.T) {
+		first := parseInputRequired(t, call(3, "pair", args, nil))
+		if len(first.InputRequests) != 1 {
+			t.Fatalf("the first round of an unknown tool asked %v, want the one question there", questionKeys(first))
+		}
+		select {
+		case <-up.late:
+		case <-time.After(notHang):
+			t.Fatal("the second question was never sent")
+		}
+		time.Sleep(500 * time.Millisecond) // it reaches the parked call
+		second := parseInputRequired(t, call(4, "pair", args, answersTo(first)))
+		if keys := questionKeys(second); len(keys) != 1 || keys[0] == questionKeys(first)[0] {
+			t.Fatalf("round 2 asked %v after %v, want the sibling", keys, questionKeys(first))
+		}
+		if text := checkToolResult(t, call(5, "pair", args, answersTo(second)), 5); text != "accept:yes,accept:yes" {
+			t.Fatalf("pair: %q", text)
+		}
+	})
+	t.Run("the learned tool asks both in one round", func(t *testing.T) {
+		both := parseInputRequired(t, call(6, "pair", args, nil))
+		if len(both.InputRequests) != 2 {
+			t.Fatalf("the learned tool's first round asked %v, want both questions", questionKeys(both))
+		}
+		if text := checkToolResult(t, call(7, "pair", args, answersTo(both)), 7); text != "accept:yes,accept:yes" {
+			t.Fatalf("pair: %q", text)
+		}
+	})
+}

@@ -1,0 +1,261 @@
+package translate
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+)
+
+// staggeredUpstream is a legacy go-sdk server whose tool `pair` asks two
+// questions concurrently, the second {n} ms after the first (a sibling that
+// misses the first question's round), and reports both answers. Each
+// second question is announced on late just before it is sent.
+func staggeredUpstream(t *testing.T) (string, <-chan struct{}) {
+	t.Helper()
+	late := make(chan struct{}, 16)
+	server := mcp.NewServer(&mcp.Implementation{Name: "staggered", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "pair", Description: "Asks two questions, the second n ms later."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+			N int `json:"n"`
+		}) (*mcp.CallToolResult, any, error) {
+			var wg sync.WaitGroup
+			answers := make([]string, 2)
+			for i := range 2 {
+				wg.Go(func() {
+					if i == 1 {
+						time.Sleep(time.Duration(in.N) * time.Millisecond)
+						late <- struct{}{}
+					}
+					res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: fmt.Sprint("q", i),
+						RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "string"}}}})
+					if err != nil {
+						answers[i] = "error"
+						return
+					}
+					answers[i] = res.Action + ":" + fmt.Sprint(res.Content["a"])
+				})
+			}
+			wg.Wait()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(answers, ",")}}}, nil, nil
+		})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	t.Cleanup(ts.Close)
+	return ts.URL, late
+}
+
+// inputKeys returns the sorted inputRequests keys of an input_required
+// answer, failing on anything else.
+func inputKeys(t *testing.T, a *recordedAnswer) []string {
+	t.Helper()
+	res := gjson.GetBytes(a.final, "result")
+	if res.Get("resultType").String() != "input_required" {
+		t.Fatalf("want input_required, got HTTP %d %s", a.status, a.final)
+	}
+	var keys []string
+	res.Get("inputRequests").ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.String()); return true })
+	slices.Sort(keys)
+	return keys
+}
+
+// answerAll builds the retry of a tools/call that answers every question
+// of the input_required answer a.
+func answerAll(t *testing.T, upstream, tool string, id, n int, a *recordedAnswer, keys []string) Request {
+	t.Helper()
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf(`%q:{"action":"accept","content":{"a":"x"}}`, k))
+	}
+	r := toolRequest(t, upstream, tool, id, n)
+	state := gjson.GetBytes(a.final, "result.requestState").String()
+	body := strings.TrimSuffix(string(r.Body), "}}")
+	body += fmt.Sprintf(`,"inputResponses":{%s},"requestState":%q}}`, strings.Join(parts, ","), state)
+	h := http.Header{"Mcp-Protocol-Version": {ModernVersion}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {tool}}
+	req, rerr := ValidateModern(http.MethodPost, h, []byte(body), nil)
+	if rerr != nil {
+		t.Fatalf("invalid retry: %v", rerr)
+	}
+	return Request{Upstream: upstream, Principal: "p", ModernRequest: req}
+}
+
+// parkedHolds waits until the one parked call has an unread message (a
+// question that arrived while it was parked).
+func parkedHolds(t *testing.T, b *Bridge) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.mu.Lock()
+		n := 0
+		for _, c := range b.parked {
+			n += len(c.up.Messages())
+		}
+		b.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no message reached the parked call")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func target(upstream, tool string) *call {
+	return &call{key: legacy.PoolKey{Upstream: upstream}, method: "tools/call", name: tool}
+}
+
+// TestGatherNoWindowForOneQuestion: a target that asks one question at a
+// time never waits the gather window (here ten minutes: a round that
+// waited it would time the test out), and is not learned.
+func TestGatherNoWindowForOneQuestion(t *testing.T) {
+	upstream, _ := legacyUpstream(t)
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, GatherWindow: 10 * time.Minute}, legacy.PoolOptions{})
+	a := serve(b, askRequest(t, upstream, 1, 3, ""))
+	for round := 1; round <= 3; round++ {
+		keys := inputKeys(t, a)
+		if len(keys) != 1 {
+			t.Fatalf("round %d asked %v", round, keys)
+		}
+		extra := fmt.Sprintf(`,"inputResponses":{%q:{"action":"accept","content":{"a":"x%d"}}},"requestState":%q`,
+			keys[0], round, gjson.GetBytes(a.final, "result.requestState").String())
+		a = serve(b, askRequest(t, upstream, 1+round, 3, extra))
+	}
+	if got := gjson.GetBytes(a.final, "result.content.0.text").String(); got != "accept:x1,accept:x2,accept:x3" {
+		t.Fatalf("final: %s", a.final)
+	}
+	if b.gather.waits(target(upstream, "ask")) {
+		t.Fatal("a target asking one question at a time was learned as asking several")
+	}
+}
+
+// TestGatherLearnsLateSibling: a question that arrives while its call is
+// parked is not lost (it is asked in the next round) and teaches the bridge
+// that the tool asks several questions at once: the tool's next call waits
+// the window and asks both questions in one round.
+func TestGatherLearnsLateSibling(t *testing.T) {
+	upstream, late := staggeredUpstream(t)
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, GatherWindow: 2 * time.Second}, legacy.PoolOptions{})
+	const gap = 300 // ms, well within the window
+
+	a := serve(b, toolRequest(t, upstream, "pair", 1, gap))
+	first := inputKeys(t, a)
+	if len(first) != 1 {
+		t.Fatalf("the first round of an unknown tool asked %v, want the one question already there", first)
+	}
+	if b.gather.waits(target(upstream, "pair")) {
+		t.Fatal("learned before the sibling arrived")
+	}
+	<-late
+	parkedHolds(t, b)
+	a = serve(b, answerAll(t, upstream, "pair", 2, gap, a, first))
+	second := inputKeys(t, a)
+	if len(second) != 1 || second[0] == first[0] {
+		t.Fatalf("the late sibling: round 2 asked %v after %v", second, first)
+	}
+	if !b.gather.waits(target(upstream, "pair")) {
+		t.Fatal("a sibling that arrived while parked did not teach the bridge")
+	}
+	a = serve(b, answerAll(t, upstream, "pair", 3, gap, a, second))
+	if got := gjson.GetBytes(a.final, "result.content.0.text").String(); got != "accept:x,accept:x" {
+		t.Fatalf("first call's result: %s", a.final)
+	}
+
+	a = serve(b, toolRequest(t, upstream, "pair", 4, gap))
+	both := inputKeys(t, a)
+	if len(both) != 2 {
+		t.Fatalf("the learned tool's round asked %v, want both questions", both)
+	}
+	a = serve(b, answerAll(t, upstream, "pair", 5, gap, a, both))
+	if got := gjson.GetBytes(a.final, "result.content.0.text").String(); got != "accept:x,accept:x" {
+		t.Fatalf("second call's result: %s", a.final)
+	}
+	if b.Parked() != 0 {
+		t.Fatalf("%d calls parked", b.Parked())
+	}
+}
+
+// TestGatherAlways: an upstream listed in GatherAlways waits the window on
+// the first call of a tool already.
+func TestGatherAlways(t *testing.T) {
+	upstream, _ := staggeredUpstream(t)
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, GatherWindow: 2 * time.Second}, legacy.PoolOptions{})
+	b.GatherAlways([]string{upstream})
+	a := serve(b, toolRequest(t, upstream, "pair", 1, 100))
+	if keys := inputKeys(t, a); len(keys) != 2 {
+		t.Fatalf("asked %v, want both questions in the first round", keys)
+	}
+	b.GatherAlways(nil)
+	if b.gather.waits(target(upstream, "other")) {
+		t.Fatal("GatherAlways(nil) kept the upstream")
+	}
+}
+
+// TestGatherPolicyBound: the learned targets are bounded, the least
+// recently used forgotten first; concurrent use is safe (-race).
+func TestGatherPolicyBound(t *testing.T) {
+	g := newGatherPolicy()
+	first := target("http://u", "t0")
+	g.learn(first)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range maxGatherTargets / 4 {
+				c := target("http://u", fmt.Sprintf("t%d-%d", w, i))
+				g.learn(c)
+				if !g.waits(c) {
+					t.Errorf("%s forgotten at once", c.name)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if g.waits(first) {
+		t.Fatal("the least recently used target was kept beyond the bound")
+	}
+	if n := g.learned.Len(); n != maxGatherTargets {
+		t.Fatalf("%d targets remembered, want %d", n, maxGatherTargets)
+	}
+}
+
+// TestGatherReaskTakesArrived: a retry whose answer is invalid is asked
+// again together with the sibling question that arrived while the call was
+// parked, in one round.
+func TestGatherReaskTakesArrived(t *testing.T) {
+	upstream, late := staggeredUpstream(t)
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute}, legacy.PoolOptions{})
+	a := serve(b, toolRequest(t, upstream, "pair", 1, 300))
+	first := inputKeys(t, a)
+	if len(first) != 1 {
+		t.Fatalf("first round asked %v", first)
+	}
+	<-late
+	parkedHolds(t, b)
+	r := toolRequest(t, upstream, "pair", 2, 300)
+	body := strings.TrimSuffix(string(r.Body), "}}") + fmt.Sprintf(`,"inputResponses":{%q:{"action":"maybe"}},"requestState":%q}}`,
+		first[0], gjson.GetBytes(a.final, "result.requestState").String())
+	h := http.Header{"Mcp-Protocol-Version": {ModernVersion}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"pair"}}
+	req, rerr := ValidateModern(http.MethodPost, h, []byte(body), nil)
+	if rerr != nil {
+		t.Fatalf("invalid retry: %v", rerr)
+	}
+	a = serve(b, Request{Upstream: upstream, Principal: "p", ModernRequest: req})
+	both := inputKeys(t, a)
+	if len(both) != 2 || !slices.Contains(both, first[0]) {
+		t.Fatalf("the round asking again asked %v, want %s again and the sibling", both, first[0])
+	}
+	a = serve(b, answerAll(t, upstream, "pair", 3, 300, a, both))
+	if got := gjson.GetBytes(a.final, "result.content.0.text").String(); got != "accept:x,accept:x" {
+		t.Fatalf("result: %s", a.final)
+	}
+}
