@@ -163,9 +163,10 @@ type Handler struct {
 
 	// How long, after a legacy server's first in-line request for input,
 	// the gateway waits for sibling requests so that they are asked in the
-	// same round, for the tools, prompts and resources known to ask several
-	// questions at once (see the upstream's `gather`). Other rounds do not
-	// wait: they take the questions already there. A round that waits pays
+	// same round: on the first round of each tool, prompt or resource, and
+	// on every round of those that asked several questions at once (see the
+	// upstream's `gather`). Other rounds do not wait: they take the
+	// questions already there. A round that waits pays
 	// this before the client gets its `input_required`, so keep it short;
 	// raise it for a server whose simultaneous questions arrive further
 	// apart (a sibling that misses the window is asked in a round of its

@@ -30,14 +30,14 @@ type Upstream struct {
 	// How the gateway, in front of this server when it speaks legacy,
 	// gathers the questions (elicitation, sampling, roots) the server asks
 	// in-line in one call, before it answers the modern client
-	// `input_required`. `learn`: a round takes the questions already
-	// there, without waiting; a tool, prompt or resource that showed it
-	// asks several questions at once (it asked two or more in a round, or
-	// one arrived while its call waited for the client) then waits
-	// `gather_window` for them on its later calls. `always`: every round
-	// waits `gather_window`, so that a server known to ask several
-	// questions at once asks them in one round from its first call on.
-	// Default: `learn`.
+	// `input_required`. `learn`: the first round of a tool, prompt or
+	// resource waits `gather_window` for sibling questions; one that asked
+	// a single question then takes the questions already there, without
+	// waiting, on its later rounds, while one that showed it asks several at
+	// once (two or more in a round, or one arriving while its call waited
+	// for the client) keeps waiting `gather_window`. `always`: every round
+	// waits `gather_window`, for a server whose tools ask one question at
+	// a time on some calls and several at once on others. Default: `learn`.
 	Gather string `json:"gather,omitempty"`
 
 	state *upstreamState

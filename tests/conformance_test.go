@@ -188,12 +188,11 @@ func TestConformanceForwardBridge(t *testing.T) {
 	upstream := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
 	p := startPeer(t, "legacyfixture", exec.Command(bin, "-addr", fmt.Sprintf("127.0.0.1:%d", port)))
 	p.waitUp(t, upstream)
-	// gather always: the multiple-inputs scenario wants its three questions,
-	// which the fixture asks concurrently, in the first round of the tool's
-	// first call. By default (gather learn) that round takes the questions
-	// already there, which a loaded machine may split over two rounds, and
-	// only later calls wait for the siblings (TestGatherPolicy).
-	g := startGateway(t, "\t\tupstream "+upstream+" {\n\t\t\tera legacy\n\t\t\tgather always\n\t\t}")
+	// The multiple-inputs scenario wants its three questions, which the
+	// fixture asks concurrently, in the first round of the tool's first
+	// call: the default gather policy waits gather_window on a tool's first
+	// round (TestGatherPolicy).
+	g := startGateway(t, "\t\tupstream "+upstream+" {\n\t\t\tera legacy\n\t\t}")
 
 	rep := runConformance(t, localhostURL(t, g.URL), "2026-07-28")
 	t.Logf("forward bridge: %d scenarios in %v, %d failed (%d scored): %v",

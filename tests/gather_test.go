@@ -92,15 +92,14 @@ func questionKeys(ir inputRequired) []string {
 	return keys
 }
 
-// TestGatherPolicy: through real Caddy, the forward bridge's rounds do not
-// wait gather_window for a tool that asks one question at a time; a sibling
-// question that misses its round (it arrives while the call is parked) is
-// asked in the next round, and the tool's next call then waits the window
-// and asks both questions in one round.
+// TestGatherPolicy: through real Caddy, once a tool has asked one question
+// at a time, the forward bridge's rounds no longer wait gather_window for
+// it; a sibling question that misses its round (it arrives while the call
+// is parked) is asked in the next round, and the tool's next call then
+// waits the window and asks both questions in one round.
 func TestGatherPolicy(t *testing.T) {
 	up := newStaggeredLegacy(t)
-	// A round that waited this window would outlast the client's timeout.
-	g := startGateway(t, up.block()+"\n\t\tgather_window 10m")
+	g := startGateway(t, up.block()+"\n\t\tgather_window 100ms")
 	client := &http.Client{Timeout: notHang}
 	call := func(id int, tool string, args, extra map[string]any) rpcExchange {
 		t.Helper()
@@ -127,15 +126,22 @@ func TestGatherPolicy(t *testing.T) {
 	}
 
 	t.Run("one question at a time waits nothing", func(t *testing.T) {
+		// The first round of a tool not seen yet waits the window.
 		ir := parseInputRequired(t, call(1, "one", map[string]any{}, nil))
 		if text := checkToolResult(t, call(2, "one", map[string]any{}, answersTo(ir)), 2); text != "accept:yes" {
 			t.Fatalf("one: %q", text)
 		}
+		// A round that waited this window would outlast the client's
+		// timeout (the learned set survives the reload).
+		g.reload(t, up.block()+"\n\t\tgather_window 10m")
+		ir = parseInputRequired(t, call(3, "one", map[string]any{}, nil))
+		if text := checkToolResult(t, call(4, "one", map[string]any{}, answersTo(ir)), 4); text != "accept:yes" {
+			t.Fatalf("one: %q", text)
+		}
 	})
 
-	g.reload(t, up.block()+"\n\t\tgather_window 3s") // learned rounds wait this (the learned set survives)
-	const gap = 300                                  // ms between the two questions, within the window
-	args := map[string]any{"gap": gap}
+	g.reload(t, up.block()+"\n\t\tgather_window 1s")
+	args := map[string]any{"gap": 2000} // ms between the two questions, beyond the window
 	t.Run("a late sibling is asked in the next round", func(t *testing.T) {
 		first := parseInputRequired(t, call(3, "pair", args, nil))
 		if len(first.InputRequests) != 1 {
@@ -155,6 +161,7 @@ func TestGatherPolicy(t *testing.T) {
 			t.Fatalf("pair: %q", text)
 		}
 	})
+	args = map[string]any{"gap": 300} // within the window
 	t.Run("the learned tool asks both in one round", func(t *testing.T) {
 		both := parseInputRequired(t, call(6, "pair", args, nil))
 		if len(both.InputRequests) != 2 {

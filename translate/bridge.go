@@ -48,9 +48,11 @@ type BridgeOptions struct {
 	// Default 10000.
 	MaxParked int
 	// GatherWindow is how long a round waits, after the upstream's first
-	// request for input, for sibling requests to ask in the same round, for
-	// the targets known to ask several at once (see gather.go; others take
-	// the requests already there and park at once). Default 2ms.
+	// request for input, for sibling requests to ask in the same round:
+	// on the first round of a target (tool, prompt, resource), and on every
+	// round of the targets that asked several at once (see gather.go;
+	// others take the requests already there and park at once). Default
+	// 2ms.
 	GatherWindow time.Duration
 	// MaxRounds bounds the input_required rounds of one call (asking again
 	// for missing or invalid answers counts). Default 8.
@@ -341,8 +343,8 @@ func (b *Bridge) reshapeOptions(c *call) ReshapeOptions {
 // asks for input and the call parks. It returns the request's outcome.
 //
 // Once the upstream has asked, the round takes the questions already there
-// and parks; for a target known to ask several at once (gatherPolicy) it
-// waits GatherWindow for siblings first. A round that asks again for
+// and parks; for a target known to ask several at once, or not known yet
+// (gatherPolicy), it waits GatherWindow for siblings first. A round that asks again for
 // answers missing from the retry (reask) takes what is there and parks.
 func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh map[string]json.RawMessage, reask bool) string {
 	var gather <-chan time.Time
@@ -431,9 +433,7 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 		asked++
 		o := b.options()
 		if len(c.pending) > o.MaxInputsPerRound {
-			if asked > 1 {
-				b.gather.learn(c)
-			}
+			b.gather.learn(c, asked > 1)
 			b.abandon(c, OutcomeError, "too many requests for input")
 			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(
 				fmt.Sprintf("the upstream asked for more than %d inputs in one round (max_inputs_per_round); the call was cancelled", o.MaxInputsPerRound))))
@@ -449,12 +449,10 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 	}
 }
 
-// parkRound parks c with the round's questions, remembering a target that
-// asked several at once.
+// parkRound parks c with the round's questions, remembering whether its
+// target asked one or several at once.
 func (b *Bridge) parkRound(c *call, r Request, sink Sink, asked int) string {
-	if asked > 1 {
-		b.gather.learn(c)
-	}
+	b.gather.learn(c, asked > 1)
 	return b.park(c, r, sink)
 }
 
@@ -465,7 +463,7 @@ func (b *Bridge) holdArrived(c *call) {
 	take := func(m legacy.Message) {
 		c.held = append(c.held, m)
 		if m.Kind == legacy.KindRequest && IsInputMethod(m.Method) {
-			b.gather.learn(c)
+			b.gather.learn(c, true)
 		}
 	}
 	// Only what is queued now: both channels are bounded.

@@ -14,18 +14,24 @@ import (
 //
 // A round always takes the questions that are already there: what the
 // call's reader has delivered, after yielding a few times so that a sibling
-// written back to back and being parsed right now is caught. No timer: a
-// server that asks one question at a time (most) pays nothing. Only targets
-// (upstream, method, tool or prompt name or resource URI) known to ask
-// several questions at once also wait GatherWindow: those that gathered two
-// or more in a round, or whose question arrived while the call was parked
-// (a sibling that missed its round, asked in the next one). Upstreams
-// listed in GatherAlways wait the window on every round, first call
-// included.
+// written back to back and being parsed right now is caught. Whether it
+// also waits GatherWindow for more depends on what the bridge has learned
+// of the target (upstream, method, tool or prompt name or resource URI):
+//
+//   - a target not seen yet waits the window on its first round, which
+//     teaches the bridge whether it asks one question or several at once;
+//   - a target that asked one question per round parks at once, without a
+//     timer: a server that asks one question at a time (most) pays the
+//     window once, not on every round;
+//   - a target that asked several at once — a round that gathered two or
+//     more, or a question that arrived while its call was parked (a sibling
+//     that missed its round, asked in the next one) — waits the window on
+//     every round from then on.
+//
+// Upstreams listed in GatherAlways wait the window on every round.
 
-// maxGatherTargets bounds the targets the bridge remembers as asking
-// several questions at once; the least recently used is forgotten (it
-// then pays one split round to be learned again).
+// maxGatherTargets bounds the targets the bridge remembers; the least
+// recently used is forgotten (its next round waits the window again).
 const maxGatherTargets = 4096
 
 // gatherYields is how often a round yields to the call's reader before it
@@ -36,16 +42,16 @@ const gatherYields = 3
 // it parks, so that an upstream streaming notifications cannot hold it.
 const maxCollected = 64
 
-// gatherPolicy remembers the targets that ask several questions at once.
-// Safe for concurrent use.
+// gatherPolicy remembers, per target, whether it asks several questions at
+// once. Safe for concurrent use.
 type gatherPolicy struct {
 	seed    maphash.Seed
-	learned *lru.Cache[uint64, struct{}] // target hashes
+	learned *lru.Cache[uint64, bool] // target hash → asks several at once
 	always  atomic.Pointer[map[string]bool]
 }
 
 func newGatherPolicy() *gatherPolicy {
-	learned, err := lru.New[uint64, struct{}](maxGatherTargets)
+	learned, err := lru.New[uint64, bool](maxGatherTargets)
 	if err != nil {
 		panic(err) // only for a size <= 0
 	}
@@ -65,17 +71,25 @@ func (g *gatherPolicy) target(c *call) uint64 {
 	return h.Sum64()
 }
 
-// waits reports whether c's rounds wait the gather window.
+// waits reports whether c's rounds wait the gather window: c's target
+// asks several questions at once, or is not known yet.
 func (g *gatherPolicy) waits(c *call) bool {
 	if m := g.always.Load(); m != nil && (*m)[c.key.Upstream] {
 		return true
 	}
-	_, ok := g.learned.Get(g.target(c))
-	return ok
+	several, known := g.learned.Get(g.target(c))
+	return several || !known
 }
 
-// learn remembers that c's target asks several questions at once.
-func (g *gatherPolicy) learn(c *call) { g.learned.Add(g.target(c), struct{}{}) }
+// learn records what a round of c's target showed: several questions at
+// once (for good), or one (unless it asked several before).
+func (g *gatherPolicy) learn(c *call, several bool) {
+	if several {
+		g.learned.Add(g.target(c), true)
+		return
+	}
+	g.learned.ContainsOrAdd(g.target(c), false)
+}
 
 // setAlways replaces the upstreams whose every round waits the window.
 func (g *gatherPolicy) setAlways(upstreams []string) {

@@ -114,13 +114,21 @@ func target(upstream, tool string) *call {
 	return &call{key: legacy.PoolKey{Upstream: upstream}, method: "tools/call", name: tool}
 }
 
-// TestGatherNoWindowForOneQuestion: a target that asks one question at a
-// time never waits the gather window (here ten minutes: a round that
-// waited it would time the test out), and is not learned.
+// TestGatherNoWindowForOneQuestion: a target that asked one question on
+// its first round (which waits the window: the target is not known yet)
+// never waits the gather window again (here ten minutes from round 2 on: a
+// round that waited it would time the test out), and is not learned as
+// asking several.
 func TestGatherNoWindowForOneQuestion(t *testing.T) {
 	upstream, _ := legacyUpstream(t)
-	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, GatherWindow: 10 * time.Minute}, legacy.PoolOptions{})
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, GatherWindow: 20 * time.Millisecond}, legacy.PoolOptions{})
 	a := serve(b, askRequest(t, upstream, 1, 3, ""))
+	if !b.gather.waits(target(upstream, "other")) {
+		t.Fatal("a target not seen yet does not wait the window")
+	}
+	o := *b.options()
+	o.GatherWindow = 10 * time.Minute
+	b.Configure(o)
 	for round := 1; round <= 3; round++ {
 		keys := inputKeys(t, a)
 		if len(keys) != 1 {
@@ -144,16 +152,16 @@ func TestGatherNoWindowForOneQuestion(t *testing.T) {
 // the window and asks both questions in one round.
 func TestGatherLearnsLateSibling(t *testing.T) {
 	upstream, late := staggeredUpstream(t)
-	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, GatherWindow: 2 * time.Second}, legacy.PoolOptions{})
-	const gap = 300 // ms, well within the window
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, GatherWindow: 500 * time.Millisecond}, legacy.PoolOptions{})
+	const gap = 1500 // ms, beyond the window: the sibling misses the first round
 
 	a := serve(b, toolRequest(t, upstream, "pair", 1, gap))
 	first := inputKeys(t, a)
 	if len(first) != 1 {
-		t.Fatalf("the first round of an unknown tool asked %v, want the one question already there", first)
+		t.Fatalf("the first round asked %v, want the one question there within the window", first)
 	}
 	if b.gather.waits(target(upstream, "pair")) {
-		t.Fatal("learned before the sibling arrived")
+		t.Fatal("learned as asking several before the sibling arrived")
 	}
 	<-late
 	parkedHolds(t, b)
@@ -170,12 +178,13 @@ func TestGatherLearnsLateSibling(t *testing.T) {
 		t.Fatalf("first call's result: %s", a.final)
 	}
 
-	a = serve(b, toolRequest(t, upstream, "pair", 4, gap))
+	const near = 50 // ms, within the window
+	a = serve(b, toolRequest(t, upstream, "pair", 4, near))
 	both := inputKeys(t, a)
 	if len(both) != 2 {
 		t.Fatalf("the learned tool's round asked %v, want both questions", both)
 	}
-	a = serve(b, answerAll(t, upstream, "pair", 5, gap, a, both))
+	a = serve(b, answerAll(t, upstream, "pair", 5, near, a, both))
 	if got := gjson.GetBytes(a.final, "result.content.0.text").String(); got != "accept:x,accept:x" {
 		t.Fatalf("second call's result: %s", a.final)
 	}
@@ -185,10 +194,12 @@ func TestGatherLearnsLateSibling(t *testing.T) {
 }
 
 // TestGatherAlways: an upstream listed in GatherAlways waits the window on
-// the first call of a tool already.
+// every round, also for a tool learned to ask one question at a time.
 func TestGatherAlways(t *testing.T) {
 	upstream, _ := staggeredUpstream(t)
 	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, GatherWindow: 2 * time.Second}, legacy.PoolOptions{})
+	b.gather.learn(target(upstream, "pair"), false)
+	b.gather.learn(target(upstream, "other"), false)
 	b.GatherAlways([]string{upstream})
 	a := serve(b, toolRequest(t, upstream, "pair", 1, 100))
 	if keys := inputKeys(t, a); len(keys) != 2 {
@@ -205,13 +216,13 @@ func TestGatherAlways(t *testing.T) {
 func TestGatherPolicyBound(t *testing.T) {
 	g := newGatherPolicy()
 	first := target("http://u", "t0")
-	g.learn(first)
+	g.learn(first, true)
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {
 			for i := range maxGatherTargets / 4 {
 				c := target("http://u", fmt.Sprintf("t%d-%d", w, i))
-				g.learn(c)
+				g.learn(c, true)
 				if !g.waits(c) {
 					t.Errorf("%s forgotten at once", c.name)
 					return
@@ -220,8 +231,17 @@ func TestGatherPolicyBound(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if g.waits(first) {
+	if g.learned.Contains(g.target(first)) {
 		t.Fatal("the least recently used target was kept beyond the bound")
+	}
+	g.learn(first, false)
+	if g.waits(first) {
+		t.Fatal("a target that asked one question waits the window")
+	}
+	g.learn(first, true)
+	g.learn(first, false)
+	if !g.waits(first) {
+		t.Fatal("a target that asked several at once was forgotten by a round that asked one")
 	}
 	if n := g.learned.Len(); n != maxGatherTargets {
 		t.Fatalf("%d targets remembered, want %d", n, maxGatherTargets)
