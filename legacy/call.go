@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -41,15 +40,23 @@ type Call struct {
 	ended bool   // the reader is done and ch closed
 	onEnd func() // see OnFailure
 
-	unread    atomic.Bool   // see SetUnread
-	unreadSet chan struct{} // wakes a send waiting for room when unread is set
+	// While the holder does not read (Park), messages are kept aside
+	// rather than in ch: a parked call costs only what it receives.
+	limit  int // the call buffer: messages held while parked
+	mu     sync.Mutex
+	parked bool
+	aside  []Message
+	wake   chan struct{} // the holder parked or unparked: a waiting send looks again
 }
+
+// readAhead is how many messages wait in Messages() for a holder that reads.
+const readAhead = 4
 
 // DefaultCallBuffer is how many messages a call holds while nobody reads it,
 // unless the session says otherwise (Pool.SetLimits).
 const DefaultCallBuffer = 32
 
-// ErrBacklog ends a call that nobody reads (SetUnread) when a notification
+// ErrBacklog ends a call that nobody reads (Park) when a notification
 // finds its buffer full: the upstream sent more than the buffer holds while
 // the call was parked.
 var ErrBacklog = errors.New("too many unread messages from the upstream")
@@ -59,8 +66,9 @@ func (c *Call) start(buffer int) {
 		c.ctx, c.cancel = context.WithCancel(context.Background())
 	}
 	c.body = c.resp.Body
-	c.ch = make(chan Message, buffer)
-	c.unreadSet = make(chan struct{}, 1)
+	c.limit = buffer
+	c.ch = make(chan Message, min(buffer, readAhead))
+	c.wake = make(chan struct{}, 1)
 	c.done = make(chan struct{})
 	go c.read()
 }
@@ -120,46 +128,86 @@ func (c *Call) Close() {
 	})
 }
 
-// send queues m for the reader. Requests and responses, and everything
-// while the holder reads, wait for room (backpressure on the upstream).
-// While nobody reads (SetUnread), a notification that finds the buffer full
-// ends the call with ErrBacklog instead: the buffer bounds what an unread
-// call holds.
+// send queues m for the holder. While the holder reads, it waits for room
+// (backpressure on the upstream). While the call is parked, m is kept aside,
+// up to the call buffer (counting what already waits in Messages()); beyond
+// it a notification ends the call with ErrBacklog, and a request or a
+// response waits for the holder to read again.
 func (c *Call) send(m Message) bool {
 	for {
-		if m.Kind == KindNotification && c.unread.Load() {
-			select {
-			case c.ch <- m:
+		c.mu.Lock()
+		if c.parked {
+			if len(c.aside)+len(c.ch) < c.limit {
+				c.aside = append(c.aside, m)
+				c.mu.Unlock()
 				return true
-			case <-c.done:
+			}
+			if m.Kind == KindNotification {
+				c.err = fmt.Errorf("%w: %d messages waiting", ErrBacklog, c.limit)
+				c.mu.Unlock()
 				return false
-			default:
-				c.err = fmt.Errorf("%w: %d messages waiting", ErrBacklog, cap(c.ch))
+			}
+			c.mu.Unlock()
+			select {
+			case <-c.wake:
+				continue
+			case <-c.done:
 				return false
 			}
 		}
+		c.mu.Unlock()
 		select {
 		case c.ch <- m:
 			return true
 		case <-c.done:
 			return false
-		case <-c.unreadSet:
-			// The holder stopped reading: look again.
+		case <-c.wake:
+			// The holder parked: look again.
 		}
 	}
 }
 
-// SetUnread tells the call whether its holder has stopped reading it (a
-// parked call) or reads it again. While unread, a notification that finds
-// the buffer full ends the call (ErrBacklog, see send), even one already
-// waiting for room.
-func (c *Call) SetUnread(unread bool) {
-	c.unread.Store(unread)
-	if unread {
-		select {
-		case c.unreadSet <- struct{}{}:
-		default:
+// Park tells the call that its holder stops reading it (a parked call):
+// what the upstream sends meanwhile is kept aside, bounded (see send).
+func (c *Call) Park() {
+	c.mu.Lock()
+	c.parked = true
+	c.mu.Unlock()
+	c.signal()
+}
+
+// Unpark tells the call that its holder reads it again, and returns the
+// messages that arrived before, oldest first: the holder handles them
+// before those of Messages(). After the answer ended, Messages() is closed.
+func (c *Call) Unpark() []Message {
+	c.mu.Lock()
+	var held []Message
+	for range len(c.ch) {
+		m, ok := <-c.ch // never blocks: only send fills ch, and not while parked
+		if !ok {
+			break
 		}
+		held = append(held, m)
+	}
+	held = append(held, c.aside...)
+	c.parked, c.aside = false, nil
+	c.mu.Unlock()
+	c.signal()
+	return held
+}
+
+// Held is how many messages wait for the holder: kept aside while parked,
+// or in Messages().
+func (c *Call) Held() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.aside) + len(c.ch)
+}
+
+func (c *Call) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 }
 

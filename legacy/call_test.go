@@ -60,7 +60,7 @@ func TestCallBackpressure(t *testing.T) {
 }
 
 // TestCallUnreadBacklog: a call nobody reads ends with ErrBacklog when the
-// buffer overflows, whether the notifications come after SetUnread or were
+// buffer overflows, whether the notifications come after Park or were
 // already waiting for room; OnFailure runs once, even when set afterwards.
 func TestCallUnreadBacklog(t *testing.T) {
 	for _, waiting := range []bool{false, true} {
@@ -76,9 +76,9 @@ func TestCallUnreadBacklog(t *testing.T) {
 				close(release)
 				time.Sleep(100 * time.Millisecond) // the reader waits for room
 				c.OnFailure(func() { failures.Add(1) })
-				c.SetUnread(true)
+				c.Park()
 			} else {
-				c.SetUnread(true)
+				c.Park()
 				c.OnFailure(func() { failures.Add(1) })
 				close(release)
 			}
@@ -89,7 +89,7 @@ func TestCallUnreadBacklog(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			n := 0
+			n := len(c.Unpark())
 			for range c.Messages() {
 				n++
 			}

@@ -466,14 +466,10 @@ func (b *Bridge) holdArrived(c *call) {
 			b.gather.learn(c, true)
 		}
 	}
-	// Only what is queued now: both channels are bounded.
-	for range len(c.up.Messages()) {
-		m, ok := <-c.up.Messages()
-		if !ok {
-			break // run finds the channel closed
-		}
+	for _, m := range c.up.Unpark() {
 		take(m)
 	}
+	// Only what is queued now: the inbox is bounded.
 	for range len(c.sess.Inbox()) {
 		select {
 		case m := <-c.sess.Inbox():
@@ -579,7 +575,7 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 	// Nobody reads the call while it is parked: an upstream that sends more
 	// than the call can hold (max_buffered_notifications), or that dies,
 	// ends it now rather than at the retry or the expiry.
-	c.up.SetUnread(true)
+	c.up.Park()
 	c.up.OnFailure(func() {
 		if b.take(c.handle, round) != nil {
 			b.unparked(ParkFailed)
@@ -683,7 +679,6 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 			Message: "requestState was already used, or its call has ended: send the request again without it"}))
 		return Served{Round: int(st.Round), Outcome: OutcomeError}
 	}
-	c.up.SetUnread(false)
 	b.holdArrived(c)
 	b.unparked(ParkAnswered)
 	served := Served{Round: int(st.Round)}

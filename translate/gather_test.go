@@ -97,7 +97,7 @@ func parkedHolds(t *testing.T, b *Bridge) {
 		b.mu.Lock()
 		n := 0
 		for _, c := range b.parked {
-			n += len(c.up.Messages())
+			n += c.up.Held()
 		}
 		b.mu.Unlock()
 		if n > 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -72,14 +73,31 @@ func keyBase(method string) string {
 // never repeat within the call, across all of its rounds. The zero value is
 // ready to use. It is not safe for concurrent use.
 type KeyCounter struct {
-	used   map[string]struct{}
-	counts map[string]int // per method: requests keyed so far
+	// Slices, not maps: a call asks a few questions (at most
+	// max_rounds × max_inputs_per_round), and a parked call keeps its
+	// counter.
+	used   []string
+	counts []methodCount
+}
+
+type methodCount struct {
+	method string
+	n      int
 }
 
 // Used reports whether key was already handed out.
-func (kc *KeyCounter) Used(key string) bool {
-	_, ok := kc.used[key]
-	return ok
+func (kc *KeyCounter) Used(key string) bool { return slices.Contains(kc.used, key) }
+
+// next counts one more request of method and returns how many so far.
+func (kc *KeyCounter) next(method string) int {
+	for i := range kc.counts {
+		if kc.counts[i].method == method {
+			kc.counts[i].n++
+			return kc.counts[i].n
+		}
+	}
+	kc.counts = append(kc.counts, methodCount{method, 1})
+	return 1
 }
 
 // assign picks the key of the next request of method: hint when it is a
@@ -87,22 +105,18 @@ func (kc *KeyCounter) Used(key string) bool {
 // than the number of requests of method keyed so far (skipping ordinals
 // whose key a hint already took).
 func (kc *KeyCounter) assign(method, hint string) string {
-	if kc.used == nil {
-		kc.used = make(map[string]struct{})
-		kc.counts = make(map[string]int)
-	}
-	kc.counts[method]++
+	count := kc.next(method)
 	key := hint
 	if !validInputKey(hint) || kc.Used(hint) {
 		base := keyBase(method)
-		for n := kc.counts[method]; ; n++ {
+		for n := count; ; n++ {
 			key = base + "-" + strconv.Itoa(n)
 			if !kc.Used(key) {
 				break
 			}
 		}
 	}
-	kc.used[key] = struct{}{}
+	kc.used = append(kc.used, key)
 	return key
 }
 
