@@ -2,12 +2,12 @@
 # Every scenario of BENCHMARKS.md in one command: builds Caddy (with the
 # mcp_gateway module and the standard modules) and tests/bench, starts on
 # loopback a legacy and a modern go-sdk upstream, one Caddy serving the
-# gateway and a plain reverse_proxy (in front of each), another with a gateway whose every round waits a
-# gather_window of 200us (gather always; by default a tool that asks one
-# question at a time waits no window), measures
-# each scenario's targets in turn (A B A B …), then parks calls in a fresh
-# gateway and reads its memory. Prints Markdown tables to paste into
-# BENCHMARKS.md, and stops everything it started.
+# gateway and a plain reverse_proxy (in front of each), another with a
+# gateway whose every round waits a gather_window of 200us (gather always;
+# by default a tool that asks one question at a time waits no window after
+# its first round), measures each scenario's targets in turn (A B A B …),
+# then parks calls in a fresh gateway and reads its memory. Prints Markdown
+# tables to paste into BENCHMARKS.md, and stops everything it started.
 #
 #   tests/bench/run.sh                      # about 6 minutes
 #   BENCH_D=5s BENCH_REPS=3 tests/bench/run.sh   # longer, steadier
