@@ -18,6 +18,8 @@ type PoolKey struct {
 	Upstream  string
 	Principal string // an opaque hash, never the credential itself
 	Caps      string // canonical JSON of the declared capabilities
+	// NoGetStream: the session opens no standalone GET stream (see Open).
+	NoGetStream bool
 }
 
 // ErrPoolFull is returned when no session can be opened because the pool
@@ -118,7 +120,7 @@ func (p *Pool) Lease(ctx context.Context, key PoolKey, header http.Header, caps,
 	for _, s := range evicted {
 		go s.Close(context.Background())
 	}
-	s, err := Open(ctx, p.opts.Client, key.Upstream, header, caps, clientInfo)
+	s, err := Open(ctx, p.opts.Client, key.Upstream, header, caps, clientInfo, !key.NoGetStream)
 	if err != nil {
 		p.mu.Lock()
 		p.countLocked(key, -1)

@@ -134,7 +134,7 @@ func TestPoolBoundAndReap(t *testing.T) {
 func TestSessionGone(t *testing.T) {
 	server, url := goSDKServer(t)
 	ctx := context.Background()
-	s, err := Open(ctx, http.DefaultClient, url, nil, nil, nil)
+	s, err := Open(ctx, http.DefaultClient, url, nil, nil, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

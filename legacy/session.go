@@ -70,9 +70,10 @@ func (s *Session) callBuffer() int {
 }
 
 // Open initializes a new upstream session with the given client
-// capabilities (raw JSON object) and client info, and opens its standalone
-// GET stream (if the upstream has one). header is sent with every request.
-func Open(ctx context.Context, client Doer, url string, header http.Header, caps, clientInfo []byte) (*Session, error) {
+// capabilities (raw JSON object) and client info, and, with listen, opens
+// its standalone GET stream (if the upstream has one). header is sent with
+// every request.
+func Open(ctx context.Context, client Doer, url string, header http.Header, caps, clientInfo []byte, listen bool) (*Session, error) {
 	s := &Session{URL: url, client: client, header: header.Clone(), inbox: make(chan Message, inboxSize), listening: make(chan struct{})}
 	if len(caps) == 0 {
 		caps = []byte("{}")
@@ -101,6 +102,10 @@ func Open(ctx context.Context, client Doer, url string, header http.Header, caps
 		return nil, err
 	}
 	s.touch()
+	if !listen {
+		close(s.listening) // nothing will reach the inbox
+		return s, nil
+	}
 	lctx, cancel := context.WithCancel(context.Background())
 	s.stopListen = cancel
 	go s.listen(lctx)

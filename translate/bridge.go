@@ -169,6 +169,10 @@ type Request struct {
 	Principal string
 	// Header is sent upstream with the session's requests.
 	Header http.Header
+	// NoGetStream: the upstream sends everything a call needs on the
+	// call's own stream, so the sessions leased for calls open no
+	// standalone GET stream (subscriptions/listen still does).
+	NoGetStream bool
 	*ModernRequest
 
 	retry *openedState // the requestState as ParkedElsewhere opened it
@@ -837,7 +841,8 @@ func logLevelAtLeast(level, threshold string) bool {
 // poolKey derives the session key of a request.
 func poolKey(r Request) legacy.PoolKey {
 	p := PrincipalHash(r.Principal)
-	return legacy.PoolKey{Upstream: r.Upstream, Principal: hex.EncodeToString(p[:]), Caps: legacyCapabilities(r.ClientCapabilities)}
+	return legacy.PoolKey{Upstream: r.Upstream, Principal: hex.EncodeToString(p[:]), Caps: legacyCapabilities(r.ClientCapabilities),
+		NoGetStream: r.NoGetStream && r.Method != "subscriptions/listen"}
 }
 
 func internalError(msg string) *RPCError {
