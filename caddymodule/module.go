@@ -33,11 +33,10 @@ func init() {
 //
 // The handler is terminal: it answers every request it receives.
 //
-// The bridges are process-wide, and so are the options they read (park_ttl,
-// max_parked, gather_window, max_rounds, max_inputs_per_round,
-// max_buffered_notifications, max_sessions_per_principal, session_lifetime,
-// instance_id, advertise, and the state_key they seal with): with several mcp_gateway handlers in one
-// configuration, the last one provisioned sets them for all.
+// The bridges' parked calls and rounds are process-wide (they survive a
+// config reload), but each handler's options (limits, timeouts, state_key,
+// instance_id, metrics and logs) apply to the calls it serves: several
+// mcp_gateway handlers in one configuration keep their own.
 //
 // It sets these placeholders:
 //
@@ -257,8 +256,10 @@ type Handler struct {
 	allowedOrigin map[string]bool
 	allowedHost   map[string]bool
 	bridge        *translate.Bridge
-	reverse       *translate.Reverse // the reverse bridge (reverse.go)
-	fleet         fleet              // instance id, address, peers (fleet.go)
+	bridgeOpts    *translate.BridgeOptions  // this handler's, carried by its requests
+	reverse       *translate.Reverse        // the reverse bridge (reverse.go)
+	reverseOpts   *translate.ReverseOptions // this handler's, sealing and serving its sessions
+	fleet         fleet                     // instance id, address, peers (fleet.go)
 	metrics       *gatewayMetrics
 }
 

@@ -98,7 +98,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionBridge(); err != nil {
 		return err
 	}
-	h.bridge.GatherAlways(h.gatherAlways())
 	if err := h.provisionReverse(); err != nil {
 		return err
 	}
