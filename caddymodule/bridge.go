@@ -104,7 +104,7 @@ func (h *Handler) provisionBridge() error {
 		MaxRounds:         h.MaxRounds,
 		MaxInputsPerRound: h.MaxInputsPerRound,
 		Lease:             legacy.LeaseLimits{MaxPerPrincipal: h.MaxSessionsPerPrincipal, CallBuffer: h.MaxBufferedNotifications},
-		Observer:          callObserver{metrics: h.metrics, logger: h.logger},
+		Observer:          h.observer,
 	}.WithDefaults()
 	return nil
 }

@@ -261,6 +261,7 @@ type Handler struct {
 	reverseOpts   *translate.ReverseOptions // this handler's, sealing and serving its sessions
 	fleet         fleet                     // instance id, address, peers (fleet.go)
 	metrics       *gatewayMetrics
+	observer      callObserver // of both bridges' calls
 }
 
 // CaddyModule returns the Caddy module information.

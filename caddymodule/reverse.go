@@ -55,7 +55,7 @@ func (h *Handler) provisionReverse() error {
 		MaxInputsPerRound: h.MaxInputsPerRound,
 		RoundTimeout:      time.Duration(h.ParkTTL),
 		SessionLifetime:   time.Duration(h.SessionLifetime),
-		Observer:          callObserver{metrics: h.metrics, logger: h.logger},
+		Observer:          h.observer,
 	}.WithDefaults()
 	return nil
 }

@@ -123,3 +123,35 @@ func TestOptionsPerBlock(t *testing.T) {
 		}
 	})
 }
+
+// TestOptionsAcrossReload: a call parked before a reload keeps the options
+// it started with (max_rounds 1 ends it at its second round although the
+// new configuration allows 3), its retry is opened with the new
+// configuration's key list, and it is counted in the new configuration's
+// metrics, the ones /metrics serves; a call started after the reload has
+// the new options.
+func TestOptionsAcrossReload(t *testing.T) {
+	up := newFailingLegacy(t)
+	keys := "\n\t\tstate_key " + testKey(0xc3)
+	g := startGateway(t, up.block()+keys+"\n\t\tmax_rounds 1")
+	maybe := func(ir inputRequired) map[string]any {
+		return map[string]any{"inputResponses": map[string]any{"elicitation-1": map[string]any{"action": "maybe"}}, "requestState": ir.RequestState}
+	}
+	ir := parseInputRequired(t, readRPC(t, modernCall(t, g.URL, 1, "ask", map[string]any{}, nil), 1))
+
+	g.reload(t, up.block()+"\n\t\tstate_key "+testKey(0xd4)+" "+testKey(0xc3)+"\n\t\tmax_rounds 3")
+	x := readRPC(t, modernCall(t, g.URL, 2, "ask", map[string]any{}, maybe(ir)), 2)
+	if r := checkRPCError(t, x, http.StatusBadGateway, -32603, 2); r != nil && !strings.Contains(r.Error.Message, "max_rounds") {
+		t.Fatalf("message %q, want it to name max_rounds", r.Error.Message)
+	}
+	if got := wait(t, up.ended, notHang, "end of the tool call"); !cancelled(got) {
+		t.Fatalf("the tool %s, want its question cancelled", got)
+	}
+	waitMetrics(t, g, map[string]float64{
+		`caddy_mcp_gateway_bridged_calls_total{cell="modern-legacy",method="tools/call",outcome="error"}`: 1,
+		`caddy_mcp_gateway_parked_calls_ended_total{reason="answered"}`:                                  1,
+	})
+
+	ir = parseInputRequired(t, readRPC(t, modernCall(t, g.URL, 3, "ask", map[string]any{}, nil), 3))
+	parseInputRequired(t, readRPC(t, modernCall(t, g.URL, 4, "ask", map[string]any{}, maybe(ir)), 4))
+}
