@@ -156,8 +156,10 @@ type Handler struct {
 	// Default: 5m.
 	ParkTTL caddy.Duration `json:"park_ttl,omitempty"`
 
-	// The most calls parked at once; when full, the oldest parked call is
-	// abandoned (cancelled upstream) to make room. Default: 10000.
+	// The most calls this handler keeps parked at once; when full, its
+	// oldest parked call is abandoned (cancelled upstream) to make room.
+	// Calls parked by other mcp_gateway handlers neither count nor are
+	// evicted. Default: 10000.
 	MaxParked int `json:"max_parked,omitempty"`
 
 	// How long, after a legacy server's first in-line request for input,
@@ -203,6 +205,8 @@ type Handler struct {
 	// capability sets; each call in progress or parked holds one). When a
 	// principal is at the limit, its least recently used idle session is
 	// closed to make room; if none is idle, the request gets 429 (`-32603`).
+	// The principal's sessions are counted across every mcp_gateway handler
+	// of the process; this handler's limit applies to those it opens.
 	// Default: 1000.
 	MaxSessionsPerPrincipal int `json:"max_sessions_per_principal,omitempty"`
 
