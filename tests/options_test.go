@@ -149,7 +149,7 @@ func TestOptionsAcrossReload(t *testing.T) {
 	}
 	waitMetrics(t, g, map[string]float64{
 		`caddy_mcp_gateway_bridged_calls_total{cell="modern-legacy",method="tools/call",outcome="error"}`: 1,
-		`caddy_mcp_gateway_parked_calls_ended_total{reason="answered"}`:                                  1,
+		`caddy_mcp_gateway_parked_calls_ended_total{reason="answered"}`:                                   1,
 	})
 
 	ir = parseInputRequired(t, readRPC(t, modernCall(t, g.URL, 3, "ask", map[string]any{}, nil), 3))
