@@ -70,10 +70,11 @@ func NewPool(opts PoolOptions) *Pool {
 // configuration serving the call): two leases of one pool may carry
 // different limits.
 type LeaseLimits struct {
-	// MaxPerPrincipal refuses the lease (ErrPrincipalFull) when the
-	// principal already holds this many open sessions in the pool, across
-	// upstreams and capability sets, and none of them is idle; 0 means no
-	// bound of its own.
+	// MaxPerPrincipal bounds the open sessions of the key's principal in
+	// the pool, across upstreams and capability sets: at the bound, the
+	// principal's least recently used idle session is closed to make room,
+	// or the lease is refused (ErrPrincipalFull) when none is idle. 0 means
+	// no bound of its own.
 	MaxPerPrincipal int
 	// CallBuffer is how many messages a call of the leased session holds
 	// while nobody reads it (see Call); 0 means DefaultCallBuffer.
