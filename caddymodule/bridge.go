@@ -82,8 +82,9 @@ func (s *bridgeState) Destruct() error {
 	return nil
 }
 
-// provisionBridge takes (or makes) the shared bridge and applies this
-// config's options to it.
+// provisionBridge takes (or makes) the shared bridge and builds this
+// handler's options, which its requests carry: each mcp_gateway block's
+// options apply to the calls it serves.
 func (h *Handler) provisionBridge() error {
 	val, _, err := bridges.LoadOrNew(bridgeKey, func() (caddy.Destructor, error) {
 		return newBridgeState(h.logger.Named("bridge")), nil
@@ -93,7 +94,7 @@ func (h *Handler) provisionBridge() error {
 	}
 	st := val.(*bridgeState)
 	h.bridge = st.bridge
-	h.bridge.Configure(translate.BridgeOptions{
+	h.bridgeOpts = translate.BridgeOptions{
 		Keyring:           h.keyring,
 		Instance:          h.fleet.instance,
 		Address:           h.fleet.address,
@@ -102,9 +103,9 @@ func (h *Handler) provisionBridge() error {
 		GatherWindow:      time.Duration(h.GatherWindow),
 		MaxRounds:         h.MaxRounds,
 		MaxInputsPerRound: h.MaxInputsPerRound,
-		Observer:          callObserver{metrics: h.metrics, logger: h.logger},
-	})
-	st.pool.SetLimits(h.MaxSessionsPerPrincipal, h.MaxBufferedNotifications)
+		Lease:             legacy.LeaseLimits{MaxPerPrincipal: h.MaxSessionsPerPrincipal, CallBuffer: h.MaxBufferedNotifications},
+		Observer:          h.observer,
+	}.WithDefaults()
 	return nil
 }
 
@@ -122,7 +123,7 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq tran
 
 	sink := h.newSink(w)
 	defer sink.close()
-	breq.Upstream, breq.Header = up.URL, bridgedHeader(r)
+	breq.Upstream, breq.Header, breq.GatherAlways = up.URL, bridgedHeader(r), up.Gather == gatherAlways
 	served(r, h.bridge.Serve(ctx, breq, sink))
 	return nil
 }

@@ -26,7 +26,7 @@ func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, body []byt
 	if translate.RemovedMethod(req.Method) {
 		return writeRPCError(w, req.ID, translate.NewMethodNotFound(req.Method))
 	}
-	breq := translate.Request{Principal: h.principal(r), ModernRequest: req}
+	breq := translate.Request{Principal: h.principal(r), ModernRequest: req, Options: h.bridgeOpts}
 	if owner, ok := h.bridge.ParkedElsewhere(&breq); ok {
 		// A retry for a call another instance parked.
 		return h.relay(w, r, body, req.ID, owner)

@@ -33,11 +33,10 @@ func init() {
 //
 // The handler is terminal: it answers every request it receives.
 //
-// The bridges are process-wide, and so are the options they read (park_ttl,
-// max_parked, gather_window, max_rounds, max_inputs_per_round,
-// max_buffered_notifications, max_sessions_per_principal, session_lifetime,
-// instance_id, advertise, and the state_key they seal with): with several mcp_gateway handlers in one
-// configuration, the last one provisioned sets them for all.
+// The bridges' parked calls and rounds are process-wide (they survive a
+// config reload), but each handler's options (limits, timeouts, state_key,
+// instance_id, metrics and logs) apply to the calls it serves: several
+// mcp_gateway handlers in one configuration keep their own.
 //
 // It sets these placeholders:
 //
@@ -157,8 +156,10 @@ type Handler struct {
 	// Default: 5m.
 	ParkTTL caddy.Duration `json:"park_ttl,omitempty"`
 
-	// The most calls parked at once; when full, the oldest parked call is
-	// abandoned (cancelled upstream) to make room. Default: 10000.
+	// The most calls this handler keeps parked at once; when full, its
+	// oldest parked call is abandoned (cancelled upstream) to make room.
+	// Calls parked by other mcp_gateway handlers neither count nor are
+	// evicted. Default: 10000.
 	MaxParked int `json:"max_parked,omitempty"`
 
 	// How long, after a legacy server's first in-line request for input,
@@ -204,6 +205,8 @@ type Handler struct {
 	// capability sets; each call in progress or parked holds one). When a
 	// principal is at the limit, its least recently used idle session is
 	// closed to make room; if none is idle, the request gets 429 (`-32603`).
+	// The principal's sessions are counted across every mcp_gateway handler
+	// of the process; this handler's limit applies to those it opens.
 	// Default: 1000.
 	MaxSessionsPerPrincipal int `json:"max_sessions_per_principal,omitempty"`
 
@@ -257,9 +260,12 @@ type Handler struct {
 	allowedOrigin map[string]bool
 	allowedHost   map[string]bool
 	bridge        *translate.Bridge
-	reverse       *translate.Reverse // the reverse bridge (reverse.go)
-	fleet         fleet              // instance id, address, peers (fleet.go)
+	bridgeOpts    *translate.BridgeOptions  // this handler's, carried by its requests
+	reverse       *translate.Reverse        // the reverse bridge (reverse.go)
+	reverseOpts   *translate.ReverseOptions // this handler's, sealing and serving its sessions
+	fleet         fleet                     // instance id, address, peers (fleet.go)
 	metrics       *gatewayMetrics
+	observer      callObserver // of both bridges' calls
 }
 
 // CaddyModule returns the Caddy module information.

@@ -35,11 +35,12 @@ const (
 // maxUnsafeBody bounds the request body logged with log_unsafe_details.
 const maxUnsafeBody = 4096
 
-// callObserver is the bridges' translate.Observer for one configuration:
-// the call metrics and one log line per bridged call.
+// callObserver is the bridges' translate.Observer for one handler: the
+// call metrics and one log line per bridged call.
 type callObserver struct {
 	metrics *gatewayMetrics
 	logger  *zap.Logger
+	done    <-chan struct{} // the configuration's context (see metricsFor)
 }
 
 // CallEnded implements translate.Observer.
@@ -48,7 +49,7 @@ func (o callObserver) CallEnded(rep translate.CallReport) {
 	if rep.Bridge == "reverse" {
 		cell = cellReverse
 	}
-	o.metrics.callEnded(cell, rep)
+	metricsFor(o.done, o.metrics).callEnded(cell, rep)
 	c := o.logger.Check(zapcore.InfoLevel, "bridged call")
 	if c == nil {
 		return
@@ -68,7 +69,7 @@ func (o callObserver) CallEnded(rep translate.CallReport) {
 }
 
 // Unparked implements translate.Observer.
-func (o callObserver) Unparked(why string) { o.metrics.unparked(why) }
+func (o callObserver) Unparked(why string) { metricsFor(o.done, o.metrics).unparked(why) }
 
 // statusWriter remembers the status of the answer.
 type statusWriter struct {

@@ -86,6 +86,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.selector = sel
 
 	h.metrics = newGatewayMetrics(ctx.GetMetricsRegistry())
+	loadMetrics(ctx.Done(), h.metrics)
+	h.observer = callObserver{metrics: h.metrics, logger: h.logger, done: ctx.Done()}
 	if h.LogUnsafeDetails {
 		h.logger.Warn("log_unsafe_details is on: debug logs will carry session ids, principals (tokens) and request bodies")
 	}
@@ -98,7 +100,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionBridge(); err != nil {
 		return err
 	}
-	h.bridge.GatherAlways(h.gatherAlways())
 	if err := h.provisionReverse(); err != nil {
 		return err
 	}

@@ -36,8 +36,8 @@ func (s *reverseState) Destruct() error {
 	return nil
 }
 
-// provisionReverse takes (or makes) the shared reverse bridge and applies
-// this config's options to it.
+// provisionReverse takes (or makes) the shared reverse bridge and builds
+// this handler's options, which seal and serve the sessions it opens.
 func (h *Handler) provisionReverse() error {
 	val, _, err := reverses.LoadOrNew(reverseKey, func() (caddy.Destructor, error) {
 		client := newUpstreamClient(64)
@@ -47,7 +47,7 @@ func (h *Handler) provisionReverse() error {
 		return err
 	}
 	h.reverse = val.(*reverseState).rv
-	h.reverse.Configure(translate.ReverseOptions{
+	h.reverseOpts = translate.ReverseOptions{
 		Keyring:           h.keyring,
 		Instance:          h.fleet.instance,
 		Address:           h.fleet.address,
@@ -55,8 +55,8 @@ func (h *Handler) provisionReverse() error {
 		MaxInputsPerRound: h.MaxInputsPerRound,
 		RoundTimeout:      time.Duration(h.ParkTTL),
 		SessionLifetime:   time.Duration(h.SessionLifetime),
-		Observer:          callObserver{metrics: h.metrics, logger: h.logger},
-	})
+		Observer:          h.observer,
+	}.WithDefaults()
 	return nil
 }
 
@@ -78,7 +78,7 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, body
 	defer h.streams.add(cancel)()
 	msg, _ := translate.Peek(body) // serveLegacy checked it
 	resp, sid, rerr := h.reverse.Initialize(ctx, translate.InitRequest{
-		Upstream: up.URL, Principal: h.principal(r), Header: bridgedHeader(r), ID: msg.ID, Body: body,
+		Upstream: up.URL, Principal: h.principal(r), Header: bridgedHeader(r), ID: msg.ID, Body: body, Options: h.reverseOpts,
 	})
 	if rerr != nil {
 		served(r, translate.Served{Outcome: translate.OutcomeError})
@@ -95,7 +95,7 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, body
 // openReverse opens sid as a gateway-held session of r's principal whose
 // upstream is still configured.
 func (h *Handler) openReverse(r *http.Request, sid string) (*translate.ReverseSession, *Upstream) {
-	s, err := h.reverse.Open(sid, h.principal(r), time.Now())
+	s, err := h.reverse.Open(h.reverseOpts, sid, h.principal(r), time.Now())
 	if err != nil {
 		return nil, nil
 	}
@@ -124,7 +124,7 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, body []by
 		return writeRPCError(w, msg.ID, asRPCError(err))
 	}
 	if msg.Kind == translate.KindResponse {
-		if owner, ok := h.reverse.AnswerOwner(body); ok {
+		if owner, ok := h.reverse.AnswerOwner(s, body); ok {
 			// An answer to an in-line request another instance sent.
 			return h.relay(w, r, body, nil, owner)
 		}

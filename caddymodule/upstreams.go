@@ -241,15 +241,3 @@ func (h *Handler) upstreamByURL(u string) *Upstream {
 	}
 	return nil
 }
-
-// gatherAlways lists the URLs of the upstreams whose every forward-bridge
-// round waits gather_window (gather always).
-func (h *Handler) gatherAlways() []string {
-	var urls []string
-	for _, u := range h.Upstreams {
-		if u.Gather == gatherAlways {
-			urls = append(urls, u.URL)
-		}
-	}
-	return urls
-}

@@ -53,7 +53,7 @@ type Call struct {
 const readAhead = 4
 
 // DefaultCallBuffer is how many messages a call holds while nobody reads it,
-// unless the session says otherwise (Pool.SetLimits).
+// unless the lease says otherwise (LeaseLimits.CallBuffer).
 const DefaultCallBuffer = 32
 
 // ErrBacklog ends a call that nobody reads (Park) when a notification

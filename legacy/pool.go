@@ -34,12 +34,6 @@ var ErrPrincipalFull = errors.New("too many upstream sessions for this principal
 type PoolOptions struct {
 	// MaxSessions bounds the sessions open at once (leased and idle).
 	MaxSessions int
-	// MaxPerPrincipal bounds the sessions open at once for one principal,
-	// across upstreams and capability sets; 0 means no bound of its own.
-	MaxPerPrincipal int
-	// CallBuffer is how many messages a call of a pooled session holds
-	// while nobody reads it (see Call); 0 means DefaultCallBuffer.
-	CallBuffer int
 	// IdleTimeout closes sessions unused for this long.
 	IdleTimeout time.Duration
 	// Client makes the upstream requests.
@@ -74,25 +68,34 @@ func NewPool(opts PoolOptions) *Pool {
 		inits: make(map[string]uint64)}
 }
 
-// SetLimits changes MaxPerPrincipal and CallBuffer (on a config reload).
-// Sessions already open keep their call buffer.
-func (p *Pool) SetLimits(maxPerPrincipal, callBuffer int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.opts.MaxPerPrincipal, p.opts.CallBuffer = maxPerPrincipal, callBuffer
+// LeaseLimits are the limits of one lease, set by whoever asks for it (the
+// configuration serving the call): two leases of one pool may carry
+// different limits.
+type LeaseLimits struct {
+	// MaxPerPrincipal bounds the open sessions of the key's principal in
+	// the pool, across upstreams and capability sets: at the bound, the
+	// principal's least recently used idle session is closed to make room,
+	// or the lease is refused (ErrPrincipalFull) when none is idle. 0 means
+	// no bound of its own.
+	MaxPerPrincipal int
+	// CallBuffer is how many messages a call of the leased session holds
+	// while nobody reads it (see Call); 0 means DefaultCallBuffer.
+	CallBuffer int
 }
 
 // Lease returns an idle session for key, or opens one with caps and
 // clientInfo, sending header (e.g. the client's Authorization) with its
-// requests. The caller must Release it.
-func (p *Pool) Lease(ctx context.Context, key PoolKey, header http.Header, caps, clientInfo []byte) (*Session, error) {
+// requests, within limits. The caller must Release it.
+func (p *Pool) Lease(ctx context.Context, key PoolKey, header http.Header, caps, clientInfo []byte, limits LeaseLimits) (*Session, error) {
+	buffer := int32(min(max(limits.CallBuffer, 0), 1<<16))
 	p.mu.Lock()
 	if s := p.takeIdleLocked(key); s != nil {
 		p.mu.Unlock()
+		s.buffer.Store(buffer) // the calls of this lease
 		return s, nil
 	}
 	var evicted []*Session
-	if limit := p.opts.MaxPerPrincipal; limit > 0 && p.byPrin[key.Principal] >= limit {
+	if limit := limits.MaxPerPrincipal; limit > 0 && p.byPrin[key.Principal] >= limit {
 		// Make room by closing this principal's least recently used idle
 		// session; another principal's are not touched.
 		e := p.oldestIdleLocked(func(e *idleEntry) bool { return e.key.Principal == key.Principal })
@@ -115,7 +118,6 @@ func (p *Pool) Lease(ctx context.Context, key PoolKey, header http.Header, caps,
 		evicted = append(evicted, p.dropIdleLocked(e))
 	}
 	p.countLocked(key, 1)
-	buffer := p.opts.CallBuffer
 	p.mu.Unlock()
 	for _, s := range evicted {
 		go s.Close(context.Background())
@@ -127,7 +129,7 @@ func (p *Pool) Lease(ctx context.Context, key PoolKey, header http.Header, caps,
 		p.mu.Unlock()
 		return nil, err
 	}
-	s.buffer.Store(int32(min(buffer, 1<<16)))
+	s.buffer.Store(buffer)
 	p.mu.Lock()
 	p.inits[key.Upstream]++
 	p.mu.Unlock()

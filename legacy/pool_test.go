@@ -58,7 +58,7 @@ func TestPoolLeasesByKey(t *testing.T) {
 	plain := PoolKey{Upstream: url, Principal: "a", Caps: "{}"}
 	asking := PoolKey{Upstream: url, Principal: "a", Caps: `{"elicitation":{}}`}
 
-	s1, err := p.Lease(ctx, plain, nil, []byte("{}"), nil)
+	s1, err := p.Lease(ctx, plain, nil, []byte("{}"), nil, LeaseLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,14 +66,14 @@ func TestPoolLeasesByKey(t *testing.T) {
 		t.Fatalf("session initialized with %q capabilities, want none", got)
 	}
 	p.Release(plain, s1, true)
-	s2, err := p.Lease(ctx, plain, nil, []byte("{}"), nil)
+	s2, err := p.Lease(ctx, plain, nil, []byte("{}"), nil, LeaseLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s2 != s1 {
 		t.Fatal("an idle session of the same key was not reused")
 	}
-	s3, err := p.Lease(ctx, asking, nil, []byte(`{"elicitation":{}}`), nil)
+	s3, err := p.Lease(ctx, asking, nil, []byte(`{"elicitation":{}}`), nil, LeaseLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,19 +102,19 @@ func TestPoolBoundAndReap(t *testing.T) {
 	defer p.Close()
 	key := func(i string) PoolKey { return PoolKey{Upstream: url, Principal: i, Caps: "{}"} }
 
-	a, err := p.Lease(ctx, key("a"), nil, nil, nil)
+	a, err := p.Lease(ctx, key("a"), nil, nil, nil, LeaseLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := p.Lease(ctx, key("b"), nil, nil, nil)
+	b, err := p.Lease(ctx, key("b"), nil, nil, nil, LeaseLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Lease(ctx, key("c"), nil, nil, nil); !errors.Is(err, ErrPoolFull) {
+	if _, err := p.Lease(ctx, key("c"), nil, nil, nil, LeaseLimits{}); !errors.Is(err, ErrPoolFull) {
 		t.Fatalf("third lease with two leased: %v, want ErrPoolFull", err)
 	}
 	p.Release(key("a"), a, true)
-	c, err := p.Lease(ctx, key("c"), nil, nil, nil) // evicts a's idle session
+	c, err := p.Lease(ctx, key("c"), nil, nil, nil, LeaseLimits{}) // evicts a's idle session
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,26 +177,26 @@ func TestPoolPerPrincipal(t *testing.T) {
 	ctx := context.Background()
 	p := NewPool(PoolOptions{MaxSessions: 10, IdleTimeout: time.Minute, Client: http.DefaultClient})
 	defer p.Close()
-	p.SetLimits(2, 0)
+	lim := LeaseLimits{MaxPerPrincipal: 2}
 	key := func(principal, caps string) PoolKey { return PoolKey{Upstream: url, Principal: principal, Caps: caps} }
 
-	a1, err := p.Lease(ctx, key("a", "{}"), nil, nil, nil)
+	a1, err := p.Lease(ctx, key("a", "{}"), nil, nil, nil, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a2, err := p.Lease(ctx, key("a", `{"elicitation":{}}`), nil, []byte(`{"elicitation":{}}`), nil)
+	a2, err := p.Lease(ctx, key("a", `{"elicitation":{}}`), nil, []byte(`{"elicitation":{}}`), nil, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Lease(ctx, key("a", `{"sampling":{}}`), nil, nil, nil); !errors.Is(err, ErrPrincipalFull) {
+	if _, err := p.Lease(ctx, key("a", `{"sampling":{}}`), nil, nil, nil, lim); !errors.Is(err, ErrPrincipalFull) {
 		t.Fatalf("a's third session with two leased: %v, want ErrPrincipalFull", err)
 	}
-	b1, err := p.Lease(ctx, key("b", "{}"), nil, nil, nil)
+	b1, err := p.Lease(ctx, key("b", "{}"), nil, nil, nil, lim)
 	if err != nil {
 		t.Fatalf("another principal: %v", err)
 	}
 	p.Release(key("a", "{}"), a1, true)
-	a3, err := p.Lease(ctx, key("a", `{"sampling":{}}`), nil, nil, nil) // closes a1
+	a3, err := p.Lease(ctx, key("a", `{"sampling":{}}`), nil, nil, nil, lim) // closes a1
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,4 +211,54 @@ func TestPoolPerPrincipal(t *testing.T) {
 		p.Release(r.k, r.s, false)
 	}
 	waitSessions(t, server, 0)
+}
+
+// TestPoolLeaseLimits: the limits come with each lease, so two
+// configurations sharing the pool keep their own: a lease allowing three
+// sessions per principal opens one where a lease allowing two is refused,
+// and a session's call buffer is the one of the lease holding it.
+func TestPoolLeaseLimits(t *testing.T) {
+	_, url := goSDKServer(t)
+	ctx := context.Background()
+	p := NewPool(PoolOptions{MaxSessions: 10, IdleTimeout: time.Minute, Client: http.DefaultClient})
+	defer p.Close()
+	key := func(caps string) PoolKey { return PoolKey{Upstream: url, Principal: "a", Caps: caps} }
+	two := LeaseLimits{MaxPerPrincipal: 2, CallBuffer: 5}
+	three := LeaseLimits{MaxPerPrincipal: 3}
+
+	s1, err := p.Lease(ctx, key("1"), nil, nil, nil, two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s1.callBuffer(); got != 5 {
+		t.Fatalf("call buffer %d, want the lease's 5", got)
+	}
+	s2, err := p.Lease(ctx, key("2"), nil, nil, nil, two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Lease(ctx, key("3"), nil, nil, nil, two); !errors.Is(err, ErrPrincipalFull) {
+		t.Fatalf("third session under a limit of 2: %v, want ErrPrincipalFull", err)
+	}
+	s3, err := p.Lease(ctx, key("3"), nil, nil, nil, three)
+	if err != nil {
+		t.Fatalf("third session under a limit of 3: %v", err)
+	}
+	p.Release(key("1"), s1, true)
+	again, err := p.Lease(ctx, key("1"), nil, nil, nil, three) // the idle s1
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != s1 {
+		t.Fatal("the idle session was not reused")
+	}
+	if got := again.callBuffer(); got != DefaultCallBuffer {
+		t.Fatalf("call buffer %d after a lease without one, want %d", got, DefaultCallBuffer)
+	}
+	for _, r := range []struct {
+		k PoolKey
+		s *Session
+	}{{key("1"), again}, {key("2"), s2}, {key("3"), s3}} {
+		p.Release(r.k, r.s, false)
+	}
 }

@@ -58,7 +58,7 @@ type Session struct {
 	lastUsed atomic.Int64 // unix nanoseconds
 
 	// buffer is how many messages each call of the session holds unread
-	// (0: DefaultCallBuffer); the pool sets it.
+	// (0: DefaultCallBuffer); the pool sets it on every lease (LeaseLimits).
 	buffer atomic.Int32
 }
 

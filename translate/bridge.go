@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -30,8 +29,10 @@ type Sink interface {
 	Respond(status int, msg []byte) error
 }
 
-// BridgeOptions configure the forward bridge. The zero value of each field
-// takes the documented default.
+// BridgeOptions configure the forward bridge's calls: those of one
+// configuration (one mcp_gateway handler), which passes them with each
+// Request, or the bridge's own for requests without. The zero value of each
+// field takes the documented default (WithDefaults).
 type BridgeOptions struct {
 	// Keyring seals and opens requestState. Required.
 	Keyring *legacy.Keyring
@@ -44,8 +45,10 @@ type BridgeOptions struct {
 	// ParkTTL is how long a parked call waits for the client's retry.
 	// Default 5m.
 	ParkTTL time.Duration
-	// MaxParked bounds the parked calls; when full the oldest is abandoned.
-	// Default 10000.
+	// MaxParked bounds the calls parked with these options (the same
+	// *BridgeOptions); when full, the oldest of them is abandoned. Calls
+	// parked with other options neither count nor are evicted. Default
+	// 10000.
 	MaxParked int
 	// GatherWindow is how long a round waits, after the upstream's first
 	// request for input, for sibling requests to ask in the same round:
@@ -60,9 +63,23 @@ type BridgeOptions struct {
 	// MaxInputsPerRound bounds the requests for input one round may hold.
 	// Default 16.
 	MaxInputsPerRound int
+	// Lease bounds the upstream sessions a principal holds when a call
+	// leases one, and how many messages a parked call holds unread.
+	Lease legacy.LeaseLimits
 	// Observer learns how calls end and parked calls leave (metrics,
 	// logs). Optional.
 	Observer Observer
+
+	defaulted bool // made by WithDefaults
+}
+
+// WithDefaults returns o with the defaults applied, to be passed with every
+// request of a configuration: make it once, since the calls parked with one
+// *BridgeOptions share its MaxParked.
+func (o BridgeOptions) WithDefaults() *BridgeOptions {
+	o = o.withDefaults()
+	o.defaulted = true
+	return &o
 }
 
 func (o BridgeOptions) withDefaults() BridgeOptions {
@@ -95,13 +112,13 @@ const (
 // reshapes results, and parks calls that ask for input until the client
 // retries with inputResponses.
 type Bridge struct {
-	pool   *legacy.Pool
-	opts   atomic.Pointer[BridgeOptions]
-	gather *gatherPolicy
+	pool     *legacy.Pool
+	defaults *BridgeOptions // of the requests that carry none
+	gather   *gatherPolicy
 
 	mu     sync.Mutex
 	parked map[[16]byte]*call
-	order  *list.List // of *call, oldest parked first
+	sets   map[*BridgeOptions]*list.List // of *call per options, oldest parked first
 	closed bool
 
 	// ctx outlives every client request: upstream calls run in it, so a
@@ -110,28 +127,25 @@ type Bridge struct {
 	cancel context.CancelFunc
 }
 
-// NewBridge returns a bridge using pool for upstream sessions.
+// NewBridge returns a bridge using pool for upstream sessions, with opts
+// for the requests that carry no options of their own.
 func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
-	b := &Bridge{pool: pool, parked: make(map[[16]byte]*call), order: list.New(), gather: newGatherPolicy()}
+	b := &Bridge{pool: pool, defaults: opts.WithDefaults(), parked: make(map[[16]byte]*call),
+		sets: make(map[*BridgeOptions]*list.List), gather: newGatherPolicy()}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
-	b.Configure(opts)
 	return b
 }
 
-// Configure replaces the options (on a config reload); parked calls keep
-// their upstream state.
-func (b *Bridge) Configure(opts BridgeOptions) {
-	o := opts.withDefaults()
-	b.opts.Store(&o)
+// optionsOf returns the options r carries, or the bridge's own.
+func (b *Bridge) optionsOf(r *Request) *BridgeOptions {
+	switch {
+	case r.Options == nil:
+		return b.defaults
+	case !r.Options.defaulted:
+		return r.Options.WithDefaults()
+	}
+	return r.Options
 }
-
-func (b *Bridge) options() *BridgeOptions { return b.opts.Load() }
-
-// GatherAlways names the upstreams (URLs) whose every round waits
-// GatherWindow for sibling questions, first call included, replacing the
-// previous list. Other upstreams' rounds wait it only for the targets that
-// showed they ask several questions at once.
-func (b *Bridge) GatherAlways(upstreams []string) { b.gather.setAlways(upstreams) }
 
 // Parked returns how many calls are parked.
 func (b *Bridge) Parked() int {
@@ -151,10 +165,10 @@ func (b *Bridge) Close() {
 		all = append(all, c)
 	}
 	clear(b.parked)
-	b.order.Init()
+	clear(b.sets)
 	b.mu.Unlock()
 	for _, c := range all {
-		b.unparked(ParkCancelled)
+		b.unparked(c, ParkCancelled)
 		b.abandon(c, OutcomeCancelled, "gateway shutting down")
 	}
 	b.cancel()
@@ -173,6 +187,15 @@ type Request struct {
 	// call's own stream, so the sessions leased for calls open no
 	// standalone GET stream (subscriptions/listen still does).
 	NoGetStream bool
+	// Options are those of the configuration that received the request,
+	// made by WithDefaults (nil: the bridge's own). A call keeps the
+	// options of its first request for its whole life (limits, park TTL,
+	// observer); a retry's requestState is opened, and the next round's
+	// sealed, with the options of the request carrying it.
+	Options *BridgeOptions
+	// GatherAlways makes every round of the call wait GatherWindow for
+	// sibling questions (the upstream is configured with gather always).
+	GatherAlways bool
 	*ModernRequest
 
 	retry *openedState // the requestState as ParkedElsewhere opened it
@@ -210,6 +233,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 		_ = sink.Respond(http.StatusNotFound, ErrorResponse(r.ID, NewMethodNotFound(r.Method)))
 		return Served{Outcome: OutcomeError}
 	}
+	r.Options = b.optionsOf(&r)
 	params := paramsOf(r.Body)
 	if inputCapable[r.Method] {
 		if state := stringField(params, "requestState"); state != "" {
@@ -227,7 +251,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 		}
 		if r.Method != "server/discover" && r.Method != "subscriptions/listen" {
 			// A call that never reached the upstream still ended.
-			b.report(&call{key: key, method: r.Method, name: r.Name, started: started}, outcome, rerr.Message)
+			b.report(&call{key: key, method: r.Method, name: r.Name, started: started, opts: r.Options}, outcome, rerr.Message)
 		}
 		return Served{Outcome: outcome}
 	}
@@ -249,6 +273,8 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 // request to its result, across every parking.
 type call struct {
 	key      legacy.PoolKey
+	opts     *BridgeOptions // of the call's first request
+	always   bool           // Request.GatherAlways
 	sess     *legacy.Session
 	up       *legacy.Call // nil for server/discover
 	cancelUp context.CancelFunc
@@ -264,7 +290,7 @@ type call struct {
 	pending  []pendingInput
 	held     []legacy.Message // arrived while parked, for run
 	timer    *time.Timer
-	elem     *list.Element
+	elem     *list.Element // in Bridge.sets[opts] while parked
 	overhead time.Duration // spent translating (CallReport.Overhead)
 }
 
@@ -278,12 +304,12 @@ type pendingInput struct {
 func (b *Bridge) start(ctx context.Context, r Request, key legacy.PoolKey, params []byte) (*call, *RPCError) {
 	caps := []byte(key.Caps)
 	info := metaField(params, MetaClientInfo)
-	c := &call{key: key, method: r.Method, name: r.Name, started: time.Now(), princ: PrincipalHash(r.Principal)}
+	c := &call{key: key, opts: r.Options, always: r.GatherAlways, method: r.Method, name: r.Name, started: time.Now(), princ: PrincipalHash(r.Principal)}
 	if _, err := rand.Read(c.handle[:]); err != nil {
 		return nil, internalError("no randomness")
 	}
 	for attempt := 0; ; attempt++ {
-		sess, err := b.pool.Lease(ctx, key, r.Header, caps, info)
+		sess, err := b.pool.Lease(ctx, key, r.Header, caps, info, r.Options.Lease)
 		if err != nil {
 			return nil, upstreamError(err)
 		}
@@ -435,7 +461,7 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 			continue
 		}
 		asked++
-		o := b.options()
+		o := c.opts
 		if len(c.pending) > o.MaxInputsPerRound {
 			b.gather.learn(c, asked > 1)
 			b.abandon(c, OutcomeError, "too many requests for input")
@@ -522,9 +548,11 @@ func (b *Bridge) upstreamRequest(c *call, r Request, m legacy.Message, fresh map
 }
 
 // park ends the client's answer with input_required and keeps the upstream
-// call waiting for the retry.
+// call waiting for the retry. The call's options bound it (max_rounds,
+// park_ttl, max_parked); the requestState is sealed with those of the
+// request being answered, whose configuration the client retries through.
 func (b *Bridge) park(c *call, r Request, sink Sink) string {
-	o := b.options()
+	o, seal := c.opts, r.Options
 	if int(c.round) >= o.MaxRounds {
 		b.abandon(c, OutcomeError, "too many rounds of input")
 		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(
@@ -538,8 +566,8 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 	}
 	c.round++
 	c.expires = time.Now().Add(o.ParkTTL)
-	token := SealState(o.Keyring, State{
-		Instance: o.Instance, Address: o.Address, Handle: c.handle, Round: c.round,
+	token := SealState(seal.Keyring, State{
+		Instance: seal.Instance, Address: seal.Address, Handle: c.handle, Round: c.round,
 		Principal: c.princ, Digest: c.digest, Expires: c.expires,
 	})
 	reqs := make([]InputRequest, len(c.pending))
@@ -556,24 +584,27 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 		_ = sink.Respond(http.StatusServiceUnavailable, ErrorResponse(r.ID, internalError("the gateway is shutting down")))
 		return OutcomeCancelled
 	}
-	if len(b.parked) >= o.MaxParked {
-		if front := b.order.Front(); front != nil {
-			evicted = front.Value.(*call)
-			b.unparkLocked(evicted)
-		}
+	set := b.sets[o]
+	if set == nil {
+		set = list.New()
+		b.sets[o] = set
+	}
+	if set.Len() >= o.MaxParked {
+		evicted = set.Front().Value.(*call)
+		b.unparkLocked(evicted)
 	}
 	b.parked[c.handle] = c
-	c.elem = b.order.PushBack(c)
+	c.elem = set.PushBack(c)
 	round := c.round // the timer belongs to this round only
 	c.timer = time.AfterFunc(o.ParkTTL, func() {
 		if b.take(c.handle, round) != nil {
-			b.unparked(ParkExpired)
+			b.unparked(c, ParkExpired)
 			b.abandon(c, OutcomeExpired, "input not provided in time")
 		}
 	})
 	b.mu.Unlock()
 	if evicted != nil {
-		b.unparked(ParkEvicted)
+		b.unparked(evicted, ParkEvicted)
 		b.abandon(evicted, OutcomeEvicted, "too many parked calls")
 	}
 	// Nobody reads the call while it is parked: an upstream that sends more
@@ -582,7 +613,7 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 	c.up.Park()
 	c.up.OnFailure(func() {
 		if b.take(c.handle, round) != nil {
-			b.unparked(ParkFailed)
+			b.unparked(c, ParkFailed)
 			b.abandon(c, OutcomeError, "the upstream call failed while parked")
 		}
 	})
@@ -590,9 +621,9 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 	return OutcomeInputRequired
 }
 
-// unparked tells the observer a parked call left the list.
-func (b *Bridge) unparked(why string) {
-	if obs := b.options().Observer; obs != nil {
+// unparked tells c's observer it left the parked calls.
+func (b *Bridge) unparked(c *call, why string) {
+	if obs := c.opts.Observer; obs != nil {
 		obs.Unparked(why)
 	}
 }
@@ -612,16 +643,20 @@ func (b *Bridge) take(handle [16]byte, round uint32) *call {
 func (b *Bridge) unparkLocked(c *call) {
 	c.timer.Stop()
 	delete(b.parked, c.handle)
-	b.order.Remove(c.elem)
+	set := b.sets[c.opts]
+	set.Remove(c.elem)
+	if set.Len() == 0 {
+		delete(b.sets, c.opts)
+	}
 }
 
-// openState opens the requestState of a retry and checks that it belongs
-// to the retry's principal and request.
+// openState opens the requestState of a retry with the keyring of r's
+// options, and checks that it belongs to the retry's principal and request.
 func (b *Bridge) openState(r Request, params []byte, token string) (State, *RPCError) {
 	reject := func(msg string) *RPCError {
 		return &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams, Message: msg}
 	}
-	st, err := OpenState(b.options().Keyring, token, time.Now())
+	st, err := OpenState(r.Options.Keyring, token, time.Now())
 	switch {
 	case errors.Is(err, ErrStateExpired):
 		return st, reject("requestState expired: send the request again without it")
@@ -636,13 +671,15 @@ func (b *Bridge) openState(r Request, params []byte, token string) (State, *RPCE
 }
 
 // ParkedElsewhere reports whether r is a retry for a call parked on another
-// gateway instance, and which: the caller forwards it there. A retry whose
-// state does not open, or is not r's, is not: Serve answers it here, without
-// opening the state again (ParkedElsewhere keeps it in r).
+// gateway instance than r's options name, and which: the caller forwards it
+// there. A retry whose state does not open, or is not r's, is not: Serve
+// answers it here, without opening the state again (ParkedElsewhere keeps
+// it in r).
 func (b *Bridge) ParkedElsewhere(r *Request) (Owner, bool) {
 	if r.Kind != KindRequest || !inputCapable[r.Method] {
 		return Owner{}, false
 	}
+	r.Options = b.optionsOf(r)
 	params := paramsOf(r.Body)
 	token := stringField(params, "requestState")
 	if token == "" {
@@ -650,7 +687,7 @@ func (b *Bridge) ParkedElsewhere(r *Request) (Owner, bool) {
 	}
 	st, rerr := b.openState(*r, params, token)
 	r.retry = &openedState{st: st, rerr: rerr}
-	if rerr != nil || st.Instance == b.options().Instance {
+	if rerr != nil || st.Instance == r.Options.Instance {
 		return Owner{}, false
 	}
 	return Owner{Instance: st.Instance, Address: st.Address}, true
@@ -667,7 +704,7 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 	} else {
 		st, rerr = b.openState(r, params, token)
 	}
-	if rerr == nil && st.Instance != b.options().Instance {
+	if rerr == nil && st.Instance != r.Options.Instance {
 		// The caller forwards such retries (ParkedElsewhere); this one
 		// could not be.
 		rerr = &RPCError{HTTPStatus: http.StatusMisdirectedRequest, Code: InvalidParams,
@@ -684,7 +721,7 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 		return Served{Round: int(st.Round), Outcome: OutcomeError}
 	}
 	b.holdArrived(c)
-	b.unparked(ParkAnswered)
+	b.unparked(c, ParkAnswered)
 	served := Served{Round: int(st.Round)}
 	c.overhead += time.Since(opened)
 	answers := inputResponses(params)
@@ -757,9 +794,9 @@ func (b *Bridge) finish(c *call, healthy bool) {
 	b.pool.Release(c.key, c.sess, healthy)
 }
 
-// report tells the observer the call ended.
+// report tells c's observer the call ended.
 func (b *Bridge) report(c *call, outcome, reason string) {
-	if obs := b.options().Observer; obs != nil {
+	if obs := c.opts.Observer; obs != nil {
 		obs.CallEnded(CallReport{
 			Bridge: "forward", Upstream: c.key.Upstream, Method: c.method, Name: c.name,
 			Rounds: int(c.round), Outcome: outcome, Reason: reason,

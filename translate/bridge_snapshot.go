@@ -1,6 +1,9 @@
 package translate
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // ParkedCall describes one parked call for operators. It carries no
 // principal, handle or payload.
@@ -15,19 +18,27 @@ type ParkedCall struct {
 	AgeMillis int64     `json:"age_ms"`
 }
 
-// ParkedCalls lists the parked calls, oldest first.
+// ParkedCalls lists the parked calls, oldest parked first.
 func (b *Bridge) ParkedCalls() []ParkedCall {
 	now := time.Now()
+	type parkedAt struct {
+		ParkedCall
+		at time.Time
+	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]ParkedCall, 0, b.order.Len())
-	for e := b.order.Front(); e != nil; e = e.Next() {
-		c := e.Value.(*call)
-		out = append(out, ParkedCall{
+	all := make([]parkedAt, 0, len(b.parked))
+	for _, c := range b.parked {
+		all = append(all, parkedAt{ParkedCall{
 			Upstream: c.key.Upstream, Method: c.method, Name: c.name, Round: c.round,
 			Waiting: len(c.pending), Started: c.started, Expires: c.expires,
 			AgeMillis: now.Sub(c.started).Milliseconds(),
-		})
+		}, c.expires.Add(-c.opts.ParkTTL)})
+	}
+	b.mu.Unlock()
+	slices.SortFunc(all, func(x, y parkedAt) int { return x.at.Compare(y.at) })
+	out := make([]ParkedCall, len(all))
+	for i, p := range all {
+		out[i] = p.ParkedCall
 	}
 	return out
 }

@@ -13,8 +13,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // recordedAnswer is what the bridge wrote for one request.
@@ -68,7 +66,7 @@ func legacyUpstream(t *testing.T) (string, *mcp.Server) {
 
 func newTestBridge(t *testing.T, ttl time.Duration) *Bridge {
 	t.Helper()
-	return limitedBridge(t, BridgeOptions{ParkTTL: ttl}, legacy.PoolOptions{})
+	return limitedBridge(t, BridgeOptions{ParkTTL: ttl})
 }
 
 // askRequest builds a validated tools/call ask request.

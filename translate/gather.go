@@ -3,7 +3,6 @@ package translate
 import (
 	"hash/maphash"
 	"runtime"
-	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 )
@@ -28,7 +27,7 @@ import (
 //     that missed its round, asked in the next one) — waits the window on
 //     every round from then on.
 //
-// Upstreams listed in GatherAlways wait the window on every round.
+// The calls of a Request with GatherAlways wait the window on every round.
 
 // maxGatherTargets bounds the targets the bridge remembers; the least
 // recently used is forgotten (its next round waits the window again).
@@ -47,7 +46,6 @@ const maxCollected = 64
 type gatherPolicy struct {
 	seed    maphash.Seed
 	learned *lru.Cache[uint64, bool] // target hash → asks several at once
-	always  atomic.Pointer[map[string]bool]
 }
 
 func newGatherPolicy() *gatherPolicy {
@@ -71,10 +69,11 @@ func (g *gatherPolicy) target(c *call) uint64 {
 	return h.Sum64()
 }
 
-// waits reports whether c's rounds wait the gather window: c's target
-// asks several questions at once, or is not known yet.
+// waits reports whether c's rounds wait the gather window: c always
+// gathers, or its target asks several questions at once, or is not known
+// yet.
 func (g *gatherPolicy) waits(c *call) bool {
-	if m := g.always.Load(); m != nil && (*m)[c.key.Upstream] {
+	if c.always {
 		return true
 	}
 	several, known := g.learned.Get(g.target(c))
@@ -89,15 +88,6 @@ func (g *gatherPolicy) learn(c *call, several bool) {
 		return
 	}
 	g.learned.ContainsOrAdd(g.target(c), false)
-}
-
-// setAlways replaces the upstreams whose every round waits the window.
-func (g *gatherPolicy) setAlways(upstreams []string) {
-	m := make(map[string]bool, len(upstreams))
-	for _, u := range upstreams {
-		m[u] = true
-	}
-	g.always.Store(&m)
 }
 
 // yieldToReaders lets the goroutines that read the upstream run before a

@@ -121,14 +121,12 @@ func target(upstream, tool string) *call {
 // asking several.
 func TestGatherNoWindowForOneQuestion(t *testing.T) {
 	upstream, _ := legacyUpstream(t)
-	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, GatherWindow: 20 * time.Millisecond}, legacy.PoolOptions{})
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, GatherWindow: 20 * time.Millisecond})
 	a := serve(b, askRequest(t, upstream, 1, 3, ""))
 	if !b.gather.waits(target(upstream, "other")) {
 		t.Fatal("a target not seen yet does not wait the window")
 	}
-	o := *b.options()
-	o.GatherWindow = 10 * time.Minute
-	b.Configure(o)
+	b.defaults.GatherWindow = 10 * time.Minute // the parked call's options
 	for round := 1; round <= 3; round++ {
 		keys := inputKeys(t, a)
 		if len(keys) != 1 {
@@ -152,7 +150,7 @@ func TestGatherNoWindowForOneQuestion(t *testing.T) {
 // the window and asks both questions in one round.
 func TestGatherLearnsLateSibling(t *testing.T) {
 	upstream, late := staggeredUpstream(t)
-	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, GatherWindow: 500 * time.Millisecond}, legacy.PoolOptions{})
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, GatherWindow: 500 * time.Millisecond})
 	const gap = 1500 // ms, beyond the window: the sibling misses the first round
 
 	a := serve(b, toolRequest(t, upstream, "pair", 1, gap))
@@ -193,21 +191,23 @@ func TestGatherLearnsLateSibling(t *testing.T) {
 	}
 }
 
-// TestGatherAlways: an upstream listed in GatherAlways waits the window on
-// every round, also for a tool learned to ask one question at a time.
+// TestGatherAlways: a request with GatherAlways waits the window on every
+// round, also for a tool learned to ask one question at a time; one
+// without does not.
 func TestGatherAlways(t *testing.T) {
 	upstream, _ := staggeredUpstream(t)
-	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, GatherWindow: 2 * time.Second}, legacy.PoolOptions{})
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, GatherWindow: 2 * time.Second})
 	b.gather.learn(target(upstream, "pair"), false)
-	b.gather.learn(target(upstream, "other"), false)
-	b.GatherAlways([]string{upstream})
-	a := serve(b, toolRequest(t, upstream, "pair", 1, 100))
+	r := toolRequest(t, upstream, "pair", 1, 100)
+	r.GatherAlways = true
+	a := serve(b, r)
 	if keys := inputKeys(t, a); len(keys) != 2 {
 		t.Fatalf("asked %v, want both questions in the first round", keys)
 	}
-	b.GatherAlways(nil)
-	if b.gather.waits(target(upstream, "other")) {
-		t.Fatal("GatherAlways(nil) kept the upstream")
+	b.gather.learned.Add(b.gather.target(target(upstream, "pair")), false) // it just asked two
+	a = serve(b, toolRequest(t, upstream, "pair", 2, 100))
+	if keys := inputKeys(t, a); len(keys) != 1 {
+		t.Fatalf("without GatherAlways asked %v, want the first question alone", keys)
 	}
 }
 
@@ -253,7 +253,7 @@ func TestGatherPolicyBound(t *testing.T) {
 // parked, in one round.
 func TestGatherReaskTakesArrived(t *testing.T) {
 	upstream, late := staggeredUpstream(t)
-	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute}, legacy.PoolOptions{})
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute})
 	a := serve(b, toolRequest(t, upstream, "pair", 1, 300))
 	first := inputKeys(t, a)
 	if len(first) != 1 {

@@ -18,15 +18,14 @@ import (
 )
 
 // limitedBridge is a bridge with the given options (and keyring and
-// instance of its own) over a fresh pool with the given limits.
-func limitedBridge(t *testing.T, opts BridgeOptions, pool legacy.PoolOptions) *Bridge {
+// instance of its own) over a fresh pool.
+func limitedBridge(t *testing.T, opts BridgeOptions) *Bridge {
 	t.Helper()
 	kr, err := legacy.NewKeyring(legacy.NewRandomKey())
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool.MaxSessions, pool.IdleTimeout, pool.Client = 100, time.Minute, http.DefaultClient
-	p := legacy.NewPool(pool)
+	p := legacy.NewPool(legacy.PoolOptions{MaxSessions: 100, IdleTimeout: time.Minute, Client: http.DefaultClient})
 	opts.Keyring, opts.Instance = kr, "test"
 	b := NewBridge(p, opts)
 	t.Cleanup(func() { b.Close(); p.Close() })
@@ -49,7 +48,7 @@ func waitNoSessions(t *testing.T, server *mcp.Server) {
 // an error and its upstream session is closed.
 func TestBridgeMaxRounds(t *testing.T) {
 	upstream, server := legacyUpstream(t)
-	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, MaxRounds: 2}, legacy.PoolOptions{})
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, MaxRounds: 2})
 	a := serve(b, askRequest(t, upstream, 1, 3, ""))
 	for round := 1; round <= 2; round++ {
 		res := gjson.GetBytes(a.final, "result")
@@ -137,13 +136,13 @@ func toolRequest(t *testing.T, upstream, tool string, id, n int) Request {
 // questions ends the call with an error; within the limit it parks.
 func TestBridgeMaxInputsPerRound(t *testing.T) {
 	upstream, server := manyUpstream(t)
-	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, MaxInputsPerRound: 2, GatherWindow: 200 * time.Millisecond}, legacy.PoolOptions{})
-	b.GatherAlways([]string{upstream}) // every round waits for the siblings
-	a := serve(b, toolRequest(t, upstream, "many", 1, 2))
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, MaxInputsPerRound: 2, GatherWindow: 200 * time.Millisecond})
+	always := func(r Request) Request { r.GatherAlways = true; return r } // every round waits for the siblings
+	a := serve(b, always(toolRequest(t, upstream, "many", 1, 2)))
 	if n := len(gjson.GetBytes(a.final, "result.inputRequests").Map()); n != 2 {
 		t.Fatalf("two questions: %s", a.final)
 	}
-	a = serve(b, toolRequest(t, upstream, "many", 2, 3))
+	a = serve(b, always(toolRequest(t, upstream, "many", 2, 3)))
 	if msg := gjson.GetBytes(a.final, "error.message").String(); a.status != http.StatusBadGateway || !strings.Contains(msg, "max_inputs_per_round") {
 		t.Fatalf("three questions: HTTP %d %s, want 502 naming max_inputs_per_round", a.status, a.final)
 	}
@@ -160,7 +159,7 @@ func (s *blockedSink) Notify([]byte) error { return fmt.Errorf("write timeout") 
 // abandons the call (the upstream session is closed).
 func TestBridgeClientStopsReading(t *testing.T) {
 	upstream, server := manyUpstream(t)
-	b := limitedBridge(t, BridgeOptions{}, legacy.PoolOptions{})
+	b := limitedBridge(t, BridgeOptions{})
 	b.Serve(context.Background(), toolRequest(t, upstream, "chatty", 1, 3), &blockedSink{})
 	waitNoSessions(t, server)
 }
@@ -182,7 +181,7 @@ func (s *slowSink) Notify(msg []byte) error {
 // is relayed and the call completes.
 func TestBridgeBurstWhileStreaming(t *testing.T) {
 	upstream, _ := manyUpstream(t)
-	b := limitedBridge(t, BridgeOptions{}, legacy.PoolOptions{CallBuffer: 4})
+	b := limitedBridge(t, BridgeOptions{Lease: legacy.LeaseLimits{CallBuffer: 4}})
 	a := &slowSink{}
 	b.Serve(context.Background(), toolRequest(t, upstream, "chatty", 1, 50), a)
 	if gjson.GetBytes(a.final, "result.content.0.text").String() != "done" || len(a.notifications) != 50 {
@@ -232,7 +231,7 @@ func TestReverseMaxInputsPerRound(t *testing.T) {
 // refused.
 func TestBridgeParkedOverflow(t *testing.T) {
 	upstream, server := manyUpstream(t)
-	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute}, legacy.PoolOptions{CallBuffer: 4})
+	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, Lease: legacy.LeaseLimits{CallBuffer: 4}})
 	a := serve(b, toolRequest(t, upstream, "parkchatty", 1, 20))
 	state := gjson.GetBytes(a.final, "result.requestState").String()
 	if state == "" || b.Parked() != 1 {

@@ -52,9 +52,9 @@ func observedBridge(t *testing.T, ttl time.Duration, maxParked int) (*Bridge, *r
 	t.Helper()
 	b := newTestBridge(t, ttl)
 	obs := &recordingObserver{}
-	o := *b.options()
+	o := *b.defaults
 	o.Observer, o.MaxParked = obs, maxParked
-	b.Configure(o)
+	b.defaults = o.WithDefaults()
 	return b, obs
 }
 
@@ -134,9 +134,9 @@ func TestReverseObserver(t *testing.T) {
 	up := modernUpstream(t)
 	rv := newTestReverse(t)
 	obs := &recordingObserver{}
-	o := *rv.options()
+	o := *rv.defaults
 	o.Observer = obs
-	rv.Configure(o)
+	rv.defaults = o.WithDefaults()
 	s := openSession(t, rv, up, "p", `{"elicitation":{}}`)
 
 	sink := newRecordingSink()
@@ -161,7 +161,7 @@ func TestReverseObserver(t *testing.T) {
 	}
 
 	o.RoundTimeout = 50 * time.Millisecond
-	rv.Configure(o)
+	s.opts = o.WithDefaults() // as if opened by a configuration with a short round_timeout
 	sink = newRecordingSink()
 	go func() { done <- rv.Serve(t.Context(), s, callRequest(t, 2, 1), sink) }()
 	wantNote(t, sink)

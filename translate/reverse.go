@@ -30,8 +30,10 @@ import (
 // client, whose POSTed answers it collects before retrying upstream
 // (PROTOCOL.md §8.2, §8.3).
 
-// ReverseOptions configure the reverse bridge. The zero value of each field
-// takes the documented default.
+// ReverseOptions configure the reverse bridge's sessions: those of one
+// configuration (one mcp_gateway handler), which opens them with its own
+// options (InitRequest.Options, Open); the bridge's own serve the rest. The
+// zero value of each field takes the documented default (WithDefaults).
 type ReverseOptions struct {
 	// Keyring seals and opens the gateway-held session ids. Required.
 	Keyring *legacy.Keyring
@@ -61,7 +63,16 @@ type ReverseOptions struct {
 	// Observer learns how calls end (metrics, logs). Optional.
 	Observer Observer
 
-	ownerTag string // Instance and Address sealed, for in-line ids
+	ownerTag  string // Instance and Address sealed, for in-line ids
+	defaulted bool   // made by WithDefaults
+}
+
+// WithDefaults returns o with the defaults applied, made once per
+// configuration and passed to Initialize and Open.
+func (o ReverseOptions) WithDefaults() *ReverseOptions {
+	o = o.withDefaults()
+	o.defaulted = true
+	return &o
 }
 
 func (o ReverseOptions) withDefaults() ReverseOptions {
@@ -104,9 +115,9 @@ var errCallCancelled = errors.New("cancelled by the client")
 
 // Reverse is the reverse bridge. It is safe for concurrent use.
 type Reverse struct {
-	client *http.Client
-	opts   atomic.Pointer[ReverseOptions]
-	nextID atomic.Uint64
+	client   *http.Client
+	defaults *ReverseOptions // of the sessions opened without options
+	nextID   atomic.Uint64
 
 	levels   *expiringTable[[16]byte, string]   // logging/setLevel, per session
 	deleted  *expiringTable[[16]byte, struct{}] // DELETEd sessions
@@ -145,10 +156,11 @@ type liveCall struct {
 }
 
 // NewReverse returns a reverse bridge that reaches modern upstreams with
-// client.
+// client, with opts for the sessions opened without options of their own.
 func NewReverse(client *http.Client, opts ReverseOptions) *Reverse {
 	rv := &Reverse{
 		client:    client,
+		defaults:  opts.WithDefaults(),
 		levels:    newExpiringTable[[16]byte, string](maxSessionFacts),
 		deleted:   newExpiringTable[[16]byte, struct{}](maxSessionFacts),
 		discover:  newExpiringTable[string, []byte](maxDiscoverCached),
@@ -157,17 +169,22 @@ func NewReverse(client *http.Client, opts ReverseOptions) *Reverse {
 		waiting:   make(map[string]*leg),
 		calls:     make(map[callKey]*liveCall),
 	}
-	rv.Configure(opts)
 	return rv
 }
 
-// Configure replaces the options (on a config reload).
-func (rv *Reverse) Configure(opts ReverseOptions) {
-	o := opts.withDefaults()
-	rv.opts.Store(&o)
+// optionsOf returns o with its defaults, or the bridge's own when nil.
+func (rv *Reverse) optionsOf(o *ReverseOptions) *ReverseOptions {
+	switch {
+	case o == nil:
+		return rv.defaults
+	case !o.defaulted:
+		return o.WithDefaults()
+	}
+	return o
 }
 
-func (rv *Reverse) options() *ReverseOptions { return rv.opts.Load() }
+// options returns the options s was opened with.
+func (rv *Reverse) options(s *ReverseSession) *ReverseOptions { return rv.optionsOf(s.opts) }
 
 // Waiting returns how many in-line requests wait for a client's answer.
 func (rv *Reverse) Waiting() int {
@@ -210,7 +227,7 @@ func (rv *Reverse) Serve(ctx context.Context, s *ReverseSession, r ReverseReques
 			return Served{}
 		}
 		now := time.Now()
-		rv.levels.put(s.ID, level.Str, s.Issued.Add(rv.options().SessionLifetime), now)
+		rv.levels.put(s.ID, level.Str, s.Issued.Add(rv.options(s).SessionLifetime), now)
 		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, []byte("{}")))
 	case "resources/subscribe", "resources/unsubscribe":
 		// Kept by this instance for the session's GET stream, which
@@ -247,7 +264,7 @@ func (rv *Reverse) cancel(s *ReverseSession, id gjson.Result) {
 // call sends a request upstream and answers it, running the input rounds
 // the upstream asks for.
 func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest, sink Sink) (served Served) {
-	o := rv.options()
+	o := rv.options(s)
 	started := time.Now()
 	var overhead time.Duration
 	reason := ""
@@ -274,7 +291,7 @@ func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest
 		}
 	}
 	defer func() {
-		if obs := rv.options().Observer; obs != nil {
+		if obs := o.Observer; obs != nil {
 			obs.CallEnded(CallReport{
 				Bridge: "reverse", Upstream: s.Upstream, Method: r.Method, Name: name,
 				Rounds: served.Round, Outcome: served.Outcome, Reason: reason,
@@ -293,7 +310,7 @@ func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest
 	served.Outcome = OutcomeError // unless the call completes or is cancelled
 	for round := 0; ; round++ {
 		served.Round = round
-		id := rv.upstreamID()
+		id := rv.upstreamID(o)
 		w := startWatch(&overhead)
 		body, err := upstreamRequest(id, r.Method, params, s, level, responses, state)
 		w.stop()
@@ -408,7 +425,7 @@ const noAnswer = "the client did not answer"
 // w, started by the caller, measures the time spent building the in-line
 // requests; it is stopped before they are sent.
 func (rv *Reverse) ask(ctx context.Context, s *ReverseSession, r ReverseRequest, sink Sink, reqs gjson.Result, w stopwatch) (map[string]json.RawMessage, string) {
-	o := rv.options()
+	o := rv.options(s)
 	type inline struct {
 		id, key, method string
 		params          []byte
@@ -511,7 +528,7 @@ func (rv *Reverse) Answer(s *ReverseSession, body []byte) *RPCError {
 		return errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: no pending request of this session has id %s", clip(id.Raw))
 	}
 	inst, _, ok := inlineOwner(id.Str)
-	if ok && inst != rv.options().Instance {
+	if ok && inst != rv.options(s).Instance {
 		return errorf(http.StatusMisdirectedRequest, InvalidRequest,
 			"Invalid Request: request %s was sent by gateway instance %s; its answer must reach that instance",
 			clip(strconv.Quote(id.Str)), clip(inst))
@@ -560,16 +577,16 @@ func inlineOwner(id string) (inst, tag string, ok bool) {
 	return inst, tag, true
 }
 
-// AnswerOwner reports whether body, a legacy client's JSON-RPC response,
-// answers an in-line request another instance sent, and which. The owner's
-// address is set only from a sealed tag that opens and names the same
-// instance.
-func (rv *Reverse) AnswerOwner(body []byte) (Owner, bool) {
+// AnswerOwner reports whether body, a legacy client's JSON-RPC response
+// to session s, answers an in-line request another instance than s's
+// options name sent, and which. The owner's address is set only from a tag
+// sealed with s's keyring that opens and names the same instance.
+func (rv *Reverse) AnswerOwner(s *ReverseSession, body []byte) (Owner, bool) {
 	id := gjson.GetBytes(body, "id")
 	if id.Type != gjson.String {
 		return Owner{}, false
 	}
-	o := rv.options()
+	o := rv.options(s)
 	inst, tag, ok := inlineOwner(id.Str)
 	if !ok || inst == o.Instance {
 		return Owner{}, false
@@ -583,8 +600,8 @@ func (rv *Reverse) AnswerOwner(body []byte) (Owner, bool) {
 
 // upstreamID mints the JSON-RPC id of an upstream request; every round
 // gets a new one.
-func (rv *Reverse) upstreamID() string {
-	return "gw-" + rv.options().Instance + "-" + strconv.FormatUint(rv.nextID.Add(1), 10)
+func (rv *Reverse) upstreamID(o *ReverseOptions) string {
+	return "gw-" + o.Instance + "-" + strconv.FormatUint(rv.nextID.Add(1), 10)
 }
 
 // exchange sends one request upstream and returns its JSON-RPC response,

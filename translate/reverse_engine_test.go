@@ -97,7 +97,7 @@ func openSession(t *testing.T, rv *Reverse, upstream, principal, caps string) *R
 	if v := gjson.GetBytes(resp, "result.serverInfo.name").String(); v != "reverse-test" {
 		t.Fatalf("initialize response %s", resp)
 	}
-	s, err := rv.Open(string(sid), principal, time.Now())
+	s, err := rv.Open(nil, string(sid), principal, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,23 +251,23 @@ func TestReverseEngineOpen(t *testing.T) {
 	up := modernUpstream(t)
 	rv := newTestReverse(t)
 	s := openSession(t, rv, up, "alice", `{}`)
-	kr := rv.options().Keyring
+	kr := rv.defaults.Keyring
 	sid, err := legacy.SealClientSession(kr, s.ClientSession)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := rv.Open(string(sid), "mallory", now); !errors.Is(err, ErrNoSession) {
+	if _, err := rv.Open(nil, string(sid), "mallory", now); !errors.Is(err, ErrNoSession) {
 		t.Errorf("another principal: %v", err)
 	}
-	if _, err := rv.Open(string(sid), "alice", now.Add(25*time.Hour)); !errors.Is(err, ErrNoSession) {
+	if _, err := rv.Open(nil, string(sid), "alice", now.Add(25*time.Hour)); !errors.Is(err, ErrNoSession) {
 		t.Errorf("after the lifetime: %v", err)
 	}
-	if _, err := rv.Open("garbage", "alice", now); !errors.Is(err, ErrNoSession) {
+	if _, err := rv.Open(nil, "garbage", "alice", now); !errors.Is(err, ErrNoSession) {
 		t.Errorf("garbage: %v", err)
 	}
 	rv.Delete(s)
-	if _, err := rv.Open(string(sid), "alice", now); !errors.Is(err, ErrNoSession) {
+	if _, err := rv.Open(nil, string(sid), "alice", now); !errors.Is(err, ErrNoSession) {
 		t.Errorf("deleted: %v", err)
 	}
 }

@@ -57,7 +57,7 @@ func (rv *Reverse) subscriptionsOf(s *ReverseSession) *reverseSubscriptions {
 		return st
 	}
 	st := &reverseSubscriptions{wake: make(chan struct{}, 1)}
-	rv.subs.put(s.ID, st, s.Issued.Add(rv.options().SessionLifetime), now)
+	rv.subs.put(s.ID, st, s.Issued.Add(rv.options(s).SessionLifetime), now)
 	return st
 }
 
@@ -124,7 +124,7 @@ func (rv *Reverse) Listen(ctx context.Context, s *ReverseSession, header http.He
 		return ErrSessionStreamOpen
 	}
 	defer st.listening.Store(false)
-	disc, rerr := rv.discoverResult(ctx, s.Upstream, s.Principal, header)
+	disc, rerr := rv.discoverResult(ctx, rv.options(s), s.Upstream, s.Principal, header)
 	if rerr != nil {
 		return rerr
 	}
@@ -223,7 +223,7 @@ func (rv *Reverse) subscribeUpstream(ctx context.Context, s *ReverseSession, hdr
 			return false
 		}
 	}
-	id := rv.upstreamID()
+	id := rv.upstreamID(rv.options(s))
 	meta, err := marshalVerbatim(map[string]json.RawMessage{
 		MetaProtocolVersion:    json.RawMessage(`"` + ModernVersion + `"`),
 		MetaClientCapabilities: ModernClientCapabilities(s.Capabilities),

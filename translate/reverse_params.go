@@ -120,7 +120,7 @@ func (rv *Reverse) toolHeadersOf(ctx context.Context, s *ReverseSession, header 
 		if cursor != "" {
 			params, _ = json.Marshal(map[string]string{"cursor": cursor})
 		}
-		id := rv.upstreamID()
+		id := rv.upstreamID(rv.options(s))
 		body, err := upstreamRequest(id, "tools/list", params, s, "", nil, "")
 		if err != nil {
 			break

@@ -20,6 +20,7 @@ import (
 // ReverseSession is an opened gateway-held session.
 type ReverseSession struct {
 	legacy.ClientSession
+	opts *ReverseOptions // it was opened with (nil: the bridge's own)
 }
 
 // InitRequest is a legacy initialize for the reverse bridge.
@@ -34,6 +35,9 @@ type InitRequest struct {
 	ID json.RawMessage
 	// Body is the initialize request as received.
 	Body []byte
+	// Options are those of the configuration that received the request,
+	// made by WithDefaults (nil: the bridge's own); they seal the session.
+	Options *ReverseOptions
 }
 
 // Initialize terminates a legacy initialize: it negotiates the version,
@@ -42,7 +46,7 @@ type InitRequest struct {
 // session id carrying what later requests need. It returns the JSON-RPC
 // response to send with the session id.
 func (rv *Reverse) Initialize(ctx context.Context, r InitRequest) (response []byte, sid legacy.GatewaySessionID, rerr *RPCError) {
-	o := rv.options()
+	o := rv.optionsOf(r.Options)
 	p := gjson.GetBytes(r.Body, "params")
 	caps := []byte("{}")
 	if c := p.Get("capabilities"); c.IsObject() {
@@ -65,7 +69,7 @@ func (rv *Reverse) Initialize(ctx context.Context, r InitRequest) (response []by
 	version := NegotiateLegacyVersion(p.Get("protocolVersion").String())
 	princ := PrincipalHash(r.Principal)
 
-	disc, rerr := rv.discoverResult(ctx, r.Upstream, princ, r.Header)
+	disc, rerr := rv.discoverResult(ctx, o, r.Upstream, princ, r.Header)
 	if rerr != nil {
 		return nil, "", rerr
 	}
@@ -89,13 +93,13 @@ func (rv *Reverse) Initialize(ctx context.Context, r InitRequest) (response []by
 
 // discoverResult returns the upstream's DiscoverResult, from the cache when
 // fresh.
-func (rv *Reverse) discoverResult(ctx context.Context, upstream string, princ [16]byte, header http.Header) ([]byte, *RPCError) {
+func (rv *Reverse) discoverResult(ctx context.Context, o *ReverseOptions, upstream string, princ [16]byte, header http.Header) ([]byte, *RPCError) {
 	now := time.Now()
 	key := upstream + "\x00" + string(princ[:])
 	if res, ok := rv.discover.get(key, now); ok {
 		return res, nil
 	}
-	id := rv.upstreamID()
+	id := rv.upstreamID(o)
 	body := `{"jsonrpc":"2.0","id":` + strconv.Quote(id) + `,"method":"server/discover","params":{"_meta":{` +
 		strconv.Quote(MetaProtocolVersion) + `:"` + ModernVersion + `",` +
 		strconv.Quote(MetaClientCapabilities) + `:{},` +
@@ -119,10 +123,12 @@ func (rv *Reverse) discoverResult(ctx context.Context, upstream string, princ [1
 	return []byte(res.Raw), nil
 }
 
-// Open opens a gateway-held session id for principal. Every failure is
-// ErrNoSession (wrapped).
-func (rv *Reverse) Open(token string, principal string, now time.Time) (*ReverseSession, error) {
-	o := rv.options()
+// Open opens a gateway-held session id for principal with the keyring and
+// session lifetime of opts (made by WithDefaults; nil: the bridge's own),
+// which then serve the session's requests. Every failure is ErrNoSession
+// (wrapped).
+func (rv *Reverse) Open(opts *ReverseOptions, token string, principal string, now time.Time) (*ReverseSession, error) {
+	o := rv.optionsOf(opts)
 	s, err := legacy.OpenClientSession(o.Keyring, legacy.GatewaySessionID(token))
 	switch {
 	case err != nil:
@@ -135,12 +141,12 @@ func (rv *Reverse) Open(token string, principal string, now time.Time) (*Reverse
 	if _, gone := rv.deleted.get(s.ID, now); gone {
 		return nil, fmt.Errorf("%w: deleted", ErrNoSession)
 	}
-	return &ReverseSession{ClientSession: s}, nil
+	return &ReverseSession{ClientSession: s, opts: o}, nil
 }
 
 // Delete ends a session on this instance (DELETE). The id stays sealed and
 // valid elsewhere: another instance only refuses it once it expires.
 func (rv *Reverse) Delete(s *ReverseSession) {
 	now := time.Now()
-	rv.deleted.put(s.ID, struct{}{}, s.Issued.Add(rv.options().SessionLifetime), now)
+	rv.deleted.put(s.ID, struct{}{}, s.Issued.Add(rv.options(s).SessionLifetime), now)
 }

@@ -199,40 +199,40 @@ func TestAnswerOwner(t *testing.T) {
 	kr := testKeyring(t)
 	a := NewReverse(http.DefaultClient, ReverseOptions{Keyring: kr, Instance: "gw-a", Address: "http://10.0.0.1:8080"})
 	b := NewReverse(http.DefaultClient, ReverseOptions{Keyring: kr, Instance: "gw-b"})
-	idA := a.inlineID(a.options())
+	idA := a.inlineID(a.defaults)
 	if !strings.HasPrefix(idA, "gw:gw-a:") || strings.Count(idA, ":") != 3 {
 		t.Fatalf("an advertising instance minted %q, want gw:gw-a:<n>:<tag>", idA)
 	}
-	idB := b.inlineID(b.options())
+	idB := b.inlineID(b.defaults)
 	if strings.Count(idB, ":") != 2 {
 		t.Fatalf("an instance without address minted %q, want gw:gw-b:<n>", idB)
 	}
 	answer := func(id string) []byte { return []byte(`{"jsonrpc":"2.0","id":"` + id + `","result":{}}`) }
-	if o, ok := b.AnswerOwner(answer(idA)); !ok || o != (Owner{Instance: "gw-a", Address: "http://10.0.0.1:8080"}) {
-		t.Errorf("b.AnswerOwner(a's id) = %+v, %t", o, ok)
+	if o, ok := b.AnswerOwner(&ReverseSession{}, answer(idA)); !ok || o != (Owner{Instance: "gw-a", Address: "http://10.0.0.1:8080"}) {
+		t.Errorf("b.AnswerOwner(&ReverseSession{}, a's id) = %+v, %t", o, ok)
 	}
-	if o, ok := a.AnswerOwner(answer(idB)); !ok || o != (Owner{Instance: "gw-b"}) {
-		t.Errorf("a.AnswerOwner(b's id) = %+v, %t", o, ok)
+	if o, ok := a.AnswerOwner(&ReverseSession{}, answer(idB)); !ok || o != (Owner{Instance: "gw-b"}) {
+		t.Errorf("a.AnswerOwner(&ReverseSession{}, b's id) = %+v, %t", o, ok)
 	}
-	if _, ok := a.AnswerOwner(answer(idA)); ok {
+	if _, ok := a.AnswerOwner(&ReverseSession{}, answer(idA)); ok {
 		t.Error("an instance's own id is elsewhere")
 	}
 	tag := idA[strings.LastIndex(idA, ":")+1:]
 	other := NewReverse(http.DefaultClient, ReverseOptions{Keyring: testKeyring(t, bytes.Repeat([]byte{9}, legacy.KeySize)), Instance: "gw-a", Address: "http://evil:1"})
-	otherID := other.inlineID(other.options())
+	otherID := other.inlineID(other.defaults)
 	for name, id := range map[string]string{
 		"tag moved to another instance": "gw:gw-c:1:" + tag,
 		"tag tampered":                  "gw:gw-a:1:" + tag[:len(tag)-2] + "AA",
 		"tag under another key":         otherID,
 		"tag not sealed":                "gw:gw-a:1:aHR0cDovL2V2aWw",
 	} {
-		o, ok := b.AnswerOwner(answer(id))
+		o, ok := b.AnswerOwner(&ReverseSession{}, answer(id))
 		if !ok || o.Address != "" {
 			t.Errorf("%s: %+v, %t; want the instance without an address", name, o, ok)
 		}
 	}
 	for _, body := range []string{`{"jsonrpc":"2.0","id":7,"result":{}}`, `{"jsonrpc":"2.0","id":"client-1","result":{}}`} {
-		if _, ok := b.AnswerOwner([]byte(body)); ok {
+		if _, ok := b.AnswerOwner(&ReverseSession{}, []byte(body)); ok {
 			t.Errorf("%s is elsewhere", body)
 		}
 	}
