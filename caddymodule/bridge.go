@@ -124,6 +124,7 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq tran
 	sink := h.newSink(w)
 	defer sink.close()
 	breq.Upstream, breq.Header, breq.GatherAlways = up.URL, bridgedHeader(r), up.Gather == gatherAlways
+	breq.NoGetStream = up.GetStream == "off"
 	served(r, h.bridge.Serve(ctx, breq, sink))
 	return nil
 }

@@ -32,6 +32,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    upstream <url> {            # repeatable; at least one
 //	        era auto|legacy|modern  # default auto
 //	        gather learn|always     # default learn
+//	        get_stream on|off       # default on
 //	    }
 //	    lb_policy          <name> [<options...>]   # a reverse_proxy selection policy
 //	    state_key          <base64 32 bytes> [<older keys...>]
@@ -173,6 +174,16 @@ func (h *Handler) unmarshalUpstream(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			if err := checkGather(u.Gather); err != nil {
+				return d.Err(err.Error())
+			}
+		case "get_stream":
+			if u.GetStream != "" {
+				return d.Err("get_stream already specified")
+			}
+			if !d.Args(&u.GetStream) || d.NextArg() {
+				return d.ArgErr()
+			}
+			if err := checkOnOff("get_stream", u.GetStream); err != nil {
 				return d.Err(err.Error())
 			}
 		default:

@@ -17,6 +17,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		upstream http://127.0.0.1:9102/mcp {
 			era legacy
 			gather always
+			get_stream off
 		}
 		lb_policy round_robin
 		state_key AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB=
@@ -48,7 +49,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"upstreams":[{"url":"http://127.0.0.1:9101/mcp"},{"url":"https://mcp.example.com/mcp","era":"modern"},{"url":"http://127.0.0.1:9102/mcp","era":"legacy","gather":"always"}],` +
+	want := `{"upstreams":[{"url":"http://127.0.0.1:9101/mcp"},{"url":"https://mcp.example.com/mcp","era":"modern"},{"url":"http://127.0.0.1:9102/mcp","era":"legacy","gather":"always","get_stream":"off"}],` +
 		`"selection_policy":{"policy":"round_robin"},` +
 		`"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="],` +
 		`"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],` +
@@ -74,6 +75,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		"bad gather":             {"mcp_gateway {\n upstream http://a/mcp {\n gather sometimes\n }\n}", `unknown gather "sometimes"`},
 		"duplicate gather":       {"mcp_gateway {\n upstream http://a/mcp {\n gather always\n gather learn\n }\n}", "gather already specified"},
 		"gather without value":   {"mcp_gateway {\n upstream http://a/mcp {\n gather\n }\n}", "wrong argument count"},
+		"bad get_stream":         {"mcp_gateway {\n upstream http://a/mcp {\n get_stream maybe\n }\n}", `unknown get_stream "maybe"`},
+		"duplicate get_stream":   {"mcp_gateway {\n upstream http://a/mcp {\n get_stream on\n get_stream off\n }\n}", "get_stream already specified"},
 		"inline argument":        {"mcp_gateway http://a/mcp", "unexpected argument"},
 		"bad duration":           {"mcp_gateway {\n upstream http://a/mcp\n keepalive_interval soon\n}", "invalid keepalive_interval"},
 		"duplicate duration":     {"mcp_gateway {\n fail_duration 1s\n fail_duration 2s\n}", "fail_duration already specified"},

@@ -40,6 +40,20 @@ type Upstream struct {
 	// a time on some calls and several at once on others. Default: `learn`.
 	Gather string `json:"gather,omitempty"`
 
+	// Whether each session the gateway opens on this server for modern
+	// clients' calls (when the server speaks legacy) also opens the
+	// session's standalone GET stream, where a legacy server may send
+	// requests and notifications outside any call. `on` keeps it open, as
+	// a legacy client would: questions a server sends there during a call
+	// (a server that does not tie them to the call) still reach the
+	// client. `off` saves one upstream connection and one goroutine per
+	// session — half of what a parked call holds — for a server that asks
+	// its questions on the call's own stream (servers built on the go-sdk's
+	// `req.Session` or the TypeScript SDK's `extra.sendRequest` do); in
+	// front of one that does not, a call waiting for such a question never
+	// gets it. `subscriptions/listen` always opens one. Default: `on`.
+	GetStream string `json:"get_stream,omitempty"`
+
 	state *upstreamState
 	proxy *reverseproxy.Upstream // what the selection policy sees
 }
@@ -127,6 +141,15 @@ func checkGather(g string) error {
 	return fmt.Errorf("unknown gather %q (want learn or always)", g)
 }
 
+// checkOnOff reports whether v is "", "on" or "off".
+func checkOnOff(name, v string) error {
+	switch v {
+	case "", "on", "off":
+		return nil
+	}
+	return fmt.Errorf("unknown %s %q (want on or off)", name, v)
+}
+
 // checkEra reports whether era is a valid value of Upstream.Era.
 func checkEra(era string) error {
 	switch era {
@@ -147,6 +170,9 @@ func (u *Upstream) provision() error {
 		u.Era = eraAuto
 	}
 	if err := checkGather(u.Gather); err != nil {
+		return fmt.Errorf("upstream %q: %w", u.URL, err)
+	}
+	if err := checkOnOff("get_stream", u.GetStream); err != nil {
 		return fmt.Errorf("upstream %q: %w", u.URL, err)
 	}
 	val, _, err := upstreamStates.LoadOrNew(u.URL, func() (caddy.Destructor, error) {

@@ -100,6 +100,7 @@ func TestForwardGoClient(t *testing.T) {
 type recordingServer struct {
 	url      string
 	requests atomic.Int32
+	gets     atomic.Int32 // GET requests (standalone streams)
 	answers  chan string // the elicitation action, or "error: ..."
 	ended    chan string // "done" or "cancelled" per tool call
 }
@@ -146,6 +147,9 @@ func newRecordingServer(t *testing.T) *recordingServer {
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rs.requests.Add(1)
+		if r.Method == http.MethodGet {
+			rs.gets.Add(1)
+		}
 		h.ServeHTTP(w, r)
 	})}
 	go func() { _ = srv.Serve(ln) }()
@@ -429,5 +433,27 @@ func TestForwardPrincipalPlaceholder(t *testing.T) {
 	checkRPCError(t, askCall(t, g.URL, 2, "tea", retry, map[string]string{"X-User": "bob", "Authorization": "Bearer one"}), http.StatusBadRequest, -32602, 2)
 	if text := checkToolResult(t, askCall(t, g.URL, 3, "tea", retry, map[string]string{"X-User": "alice", "Authorization": "Bearer two"}), 3); text != "answer: yes" {
 		t.Fatalf("alice's retry with a refreshed token: %q", text)
+	}
+}
+
+// TestForwardNoGetStream: with `get_stream off`, the sessions the gateway
+// opens for modern clients' calls open no standalone GET stream upstream,
+// and a call that asks in-line on its own stream (the go-sdk server does)
+// completes its round; with the default, each session opens one.
+func TestForwardNoGetStream(t *testing.T) {
+	for _, opt := range []string{"on", "off"} {
+		t.Run("get_stream "+opt, func(t *testing.T) {
+			rs := newRecordingServer(t)
+			g := startGateway(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t\tget_stream "+opt+"\n\t\t}")
+			ir := parseInputRequired(t, askCall(t, g.URL, 1, "x", nil, nil))
+			x := askCall(t, g.URL, 2, "x", map[string]any{"inputResponses": map[string]any{"elicitation-1": acceptAnswer}, "requestState": ir.RequestState}, nil)
+			if text := checkToolResult(t, x, 2); text != "answer: yes" {
+				t.Fatalf("result %q", text)
+			}
+			time.Sleep(100 * time.Millisecond) // a GET stream would have been requested by now
+			if n := rs.gets.Load(); (n == 0) != (opt == "off") {
+				t.Fatalf("%d GET requests upstream with get_stream %s", n, opt)
+			}
+		})
 	}
 }
