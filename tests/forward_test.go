@@ -101,8 +101,8 @@ type recordingServer struct {
 	url      string
 	requests atomic.Int32
 	gets     atomic.Int32 // GET requests (standalone streams)
-	answers  chan string // the elicitation action, or "error: ..."
-	ended    chan string // "done" or "cancelled" per tool call
+	answers  chan string  // the elicitation action, or "error: ..."
+	ended    chan string  // "done" or "cancelled" per tool call
 }
 
 func newRecordingServer(t *testing.T) *recordingServer {
