@@ -146,8 +146,11 @@ for c in 1 32; do
 	cmp -scenario "forward bridge, 3 MRTR rounds" -c "$c" -tool ask -args '{"rounds":3}' modern-via-gateway=modern:"$GL" legacy-direct-inline=legacy:"$L"
 done
 
-memory=""
-if ((PARKED > 0)); then
+# park_run LABEL UPSTREAM_OPTION: parks $PARKED calls in a fresh gateway
+# whose upstream block adds UPSTREAM_OPTION, reads its memory before, at
+# the peak and after the calls expired, stops it, and appends table rows.
+park_run() {
+	local label=$1 option=$2
 	cat >"$out/Caddyfile.park" <<EOC
 {
 	admin 127.0.0.1:$park_admin
@@ -159,6 +162,7 @@ http://127.0.0.1:$park_gw {
 	mcp_gateway /mcp {
 		upstream http://127.0.0.1:$legacy_up/mcp {
 			era legacy
+			$option
 		}
 		park_ttl $PARK_TTL
 		max_parked $((PARKED + 100))
@@ -167,7 +171,7 @@ http://127.0.0.1:$park_gw {
 }
 EOC
 	"$out/caddy" run --config "$out/Caddyfile.park" --adapter caddyfile >"$out/caddy-park.log" 2>&1 &
-	park_pid=$!
+	local park_pid=$!
 	pids+=($park_pid)
 	waitport "$park_gw"
 	rss() { awk '/^VmRSS:/ {print $2}' "/proc/$park_pid/status"; }
@@ -180,8 +184,9 @@ EOC
 	# Warm the gateway with one parked call, so the baseline holds what
 	# the first call allocates once (pools, TLS-free transports, tables).
 	"$out/bench" park -url "http://127.0.0.1:$park_gw/mcp" -n 1 -c 1 >/dev/null
+	local base_rss base_heap base_g peak_rss peak_heap peak_g peak_parked after_rss after_heap after_g after_parked park_line
 	base_rss=$(rss) base_heap=$(heap) base_g=$(goroutines)
-	echo "parking $PARKED calls..." >&2
+	echo "parking $PARKED calls ($label)..." >&2
 	park_line=$("$out/bench" park -url "http://127.0.0.1:$park_gw/mcp" -n "$PARKED" -c 32)
 	echo "$park_line" >&2
 	peak_rss=$(rss) peak_heap=$(heap) peak_g=$(goroutines) peak_parked=$(parked)
@@ -192,19 +197,22 @@ EOC
 	done
 	sleep 5
 	after_rss=$(rss) after_heap=$(heap) after_g=$(goroutines) after_parked=$(parked)
+	kill "$park_pid" 2>/dev/null || true
+	wait "$park_pid" 2>/dev/null || true
 	per_call() { awk -v a="$1" -v b="$2" -v n="$PARKED" 'BEGIN {printf "%.1f", (a-b)/n}'; }
-	memory=$(
-		cat <<EOT
-| gateway | RSS | heap in use | goroutines | parked calls |
-|---|---|---|---|---|
-| baseline (after one call) | $base_rss KiB | $base_heap KiB | $base_g | 1 |
-| $PARKED parked | $peak_rss KiB | $peak_heap KiB | $peak_g | $peak_parked |
-| per parked call | **$(per_call "$peak_rss" "$base_rss") KiB** | $(per_call "$peak_heap" "$base_heap") KiB | $(per_call "$peak_g" "$base_g") | |
-| after expiry (+5 s) | $after_rss KiB | $after_heap KiB | $after_g | $after_parked |
+	memory+="| $label | baseline (after one call) | $base_rss KiB | $base_heap KiB | $base_g | 1 |
+| $label | $PARKED parked | $peak_rss KiB | $peak_heap KiB | $peak_g | $peak_parked |
+| $label | per parked call | **$(per_call "$peak_rss" "$base_rss") KiB** | $(per_call "$peak_heap" "$base_heap") KiB | $(per_call "$peak_g" "$base_g") | |
+| $label | after expiry (+5 s) | $after_rss KiB | $after_heap KiB | $after_g | $after_parked |
+"
+	park_lines+="$label: $park_line
+"
+}
 
-$park_line
-EOT
-	)
+memory="" park_lines=""
+if ((PARKED > 0)); then
+	park_run "default" ""
+	park_run "get_stream off" "get_stream off"
 fi
 
 echo
@@ -225,7 +233,11 @@ if [[ -s "$results" ]]; then
 fi
 if [[ -n "$memory" ]]; then
 	echo
-	echo "Memory, $PARKED calls parked at input_required and never retried (park_ttl $PARK_TTL):"
+	echo "Memory, $PARKED calls parked at input_required and never retried (park_ttl $PARK_TTL), in a fresh gateway each:"
 	echo
-	echo "$memory"
+	echo "| upstream | gateway | RSS | heap in use | goroutines | parked calls |"
+	echo "|---|---|---|---|---|---|"
+	echo -n "$memory"
+	echo
+	echo -n "$park_lines"
 fi
