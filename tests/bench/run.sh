@@ -9,7 +9,7 @@
 # then parks calls in a fresh gateway and reads its memory. Prints Markdown
 # tables to paste into BENCHMARKS.md, and stops everything it started.
 #
-#   tests/bench/run.sh                      # about 6 minutes
+#   tests/bench/run.sh                      # about 10 minutes (12 with BENCH_REPS=3)
 #   BENCH_D=5s BENCH_REPS=3 tests/bench/run.sh   # longer, steadier
 #   BENCH_PARKED=0 tests/bench/run.sh       # skip the memory scenario
 #   BENCH_THROUGHPUT=0 tests/bench/run.sh   # only the memory scenario
