@@ -290,12 +290,7 @@ func (pc *conn) roundTrip(req *http.Request) (*http.Response, error) {
 	reuse := !resp.Close && resp.ProtoAtLeast(1, 1)
 	if resp.Body == http.NoBody {
 		// Nothing more to read (a 202, a 204): the connection is free now.
-		if reuse && stop() {
-			pc.client.put(pc)
-		} else {
-			stop()
-			pc.nc.Close()
-		}
+		pc.release(stop, reuse)
 		return resp, nil
 	}
 	resp.Body = &body{rc: resp.Body, pc: pc, ctx: ctx, stop: stop, reuse: reuse}
@@ -326,7 +321,7 @@ type body struct {
 
 	mu      sync.Mutex
 	reading bool
-	done    bool // the end was read, or Close or DrainWithin called: the connection is no longer the body's
+	done    bool // the end was read, or Close or Detach called: the connection is no longer the body's
 }
 
 var errBodyClosed = errors.New("body closed")
@@ -391,8 +386,7 @@ func (b *body) Detach() bool {
 	b.done = true
 	b.mu.Unlock()
 	if !b.reuse || !b.stop() {
-		b.stop()
-		b.pc.nc.Close()
+		b.release(false)
 		return false
 	}
 	return true
@@ -428,13 +422,18 @@ func (b *body) drain(deadline time.Time) bool {
 	return false
 }
 
-func (b *body) release(reuse bool) {
-	if reuse && b.stop() {
-		b.pc.client.put(b.pc)
+func (b *body) release(reuse bool) { b.pc.release(b.stop, reuse) }
+
+// release ends the connection's use by a request: back to the pool if it
+// may carry another and the request's context has not closed it (stop
+// detaches it from the context), closed otherwise.
+func (pc *conn) release(stop func() bool, reuse bool) {
+	if reuse && stop() {
+		pc.client.put(pc)
 		return
 	}
-	b.stop()
-	b.pc.nc.Close()
+	stop()
+	pc.nc.Close()
 }
 
 // limitedConn bounds the bytes read while n ≥ 0 (the response headers), and
