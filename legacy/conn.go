@@ -126,17 +126,41 @@ func (c *ConnClient) Do(req *http.Request) (*http.Response, error) {
 		if err == nil {
 			return resp, nil
 		}
-		// An idle connection the upstream closed just as it was taken: the
-		// upstream read nothing of the request (it answered nothing, not a
-		// byte). Send it once more, on a new connection.
+		// A reused connection that failed before the upstream answered a
+		// byte: most likely closed by the upstream just as it was taken.
+		// A request that may be sent twice is sent once more, on a new
+		// connection; others (a tool call the upstream may have started)
+		// fail, as with net/http.
 		var stale staleError
-		if attempt == 0 && pc.reused && errors.As(err, &stale) && req.GetBody != nil && req.Context().Err() == nil {
-			if req.Body, err = req.GetBody(); err == nil {
-				continue
+		if attempt > 0 || !pc.reused || !errors.As(err, &stale) || !replayable(req) || req.Context().Err() != nil {
+			return nil, err
+		}
+		if req.GetBody != nil {
+			if req.Body, err = req.GetBody(); err != nil {
+				return nil, err
 			}
 		}
-		return nil, err
 	}
+}
+
+type replayableKey struct{}
+
+// Replayable marks a request made with the returned context as safe to send
+// twice (a JSON-RPC response or notification): ConnClient sends it once more
+// when a reused connection fails before any answer.
+func Replayable(ctx context.Context) context.Context {
+	return context.WithValue(ctx, replayableKey{}, true)
+}
+
+// replayable reports whether req may be sent again: an idempotent method,
+// or a body marked Replayable, which can be read again.
+func replayable(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodDelete:
+		return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	}
+	marked, _ := req.Context().Value(replayableKey{}).(bool)
+	return marked && req.GetBody != nil
 }
 
 // get returns an idle connection to key that still looks open, or dials a

@@ -186,13 +186,52 @@ func TestConnClientSkipsClosedIdleConnection(t *testing.T) {
 
 // A request that meets a reused connection closed before any answer (the
 // upstream closed it as the request went out) is sent again, body and all,
-// on a new connection.
+// on a new connection — when it may be sent twice (Replayable); a request
+// the upstream may have started fails instead.
 func TestConnClientResendsOnStaleConnection(t *testing.T) {
+	for _, marked := range []bool{true, false} {
+		t.Run(fmt.Sprint("replayable ", marked), func(t *testing.T) {
+			url, bodies := closeSecondRequest(t)
+			c := NewConnClient(ConnOptions{})
+			readAll(t, post(t, c, context.Background(), url, "first"))
+			ctx := context.Background()
+			if marked {
+				ctx = Replayable(ctx)
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader("second"))
+			resp, err := c.Do(req)
+			if !marked {
+				if err == nil {
+					t.Fatal("a request that may not be sent twice was sent again")
+				}
+				if a, b := <-bodies, len(bodies); a != "first" || b != 0 {
+					t.Fatalf("upstream got %q and %d more", a, b)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := readAll(t, resp); got != "ok" {
+				t.Fatalf("answer %q", got)
+			}
+			if a, b := <-bodies, <-bodies; a != "first" || b != "second" {
+				t.Fatalf("upstream got %q then %q", a, b)
+			}
+		})
+	}
+}
+
+// closeSecondRequest is a raw HTTP/1.1 server whose first connection
+// answers one request, then reads the second and closes without answering;
+// later connections answer everything. It reports the bodies it answered.
+func closeSecondRequest(t *testing.T) (string, <-chan string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	bodies := make(chan string, 4)
 	go func() {
 		for n := 0; ; n++ {
@@ -218,15 +257,7 @@ func TestConnClientResendsOnStaleConnection(t *testing.T) {
 			}(n == 0)
 		}
 	}()
-	c := NewConnClient(ConnOptions{})
-	url := "http://" + ln.Addr().String() + "/"
-	readAll(t, post(t, c, context.Background(), url, "first"))
-	if got := readAll(t, post(t, c, context.Background(), url, "second")); got != "ok" {
-		t.Fatalf("answer %q", got)
-	}
-	if a, b := <-bodies, <-bodies; a != "first" || b != "second" {
-		t.Fatalf("upstream got %q then %q", a, b)
-	}
+	return "http://" + ln.Addr().String() + "/", bodies
 }
 
 func TestConnClientBoundsHeaders(t *testing.T) {

@@ -256,7 +256,10 @@ func (s *Session) Notify(ctx context.Context, method string, params []byte) erro
 }
 
 func (s *Session) postAccepted(ctx context.Context, body []byte) error {
-	resp, err := s.post(ctx, body)
+	// A response or a notification may reach the upstream twice (an
+	// answer to an id already answered, or a second notification, is
+	// ignored); a request may not.
+	resp, err := s.post(Replayable(ctx), body)
 	if err != nil {
 		return err
 	}
