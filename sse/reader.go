@@ -13,9 +13,10 @@ import (
 const DefaultMaxEventBytes = 4 << 20
 
 // readBufSize is the initial (and resting) size of a Reader's read buffer.
-// Most MCP messages fit; a larger event grows the buffer by doubling, and it
-// shrinks back afterwards. It is small because a gateway holds a Reader on
-// every open stream, idle ones included.
+// Small MCP messages (a question, a short result) fit; a larger event grows
+// the buffer by doubling, and it shrinks back afterwards. It is small
+// because a gateway holds a Reader on every open stream, idle and parked
+// ones included.
 const readBufSize = 512
 
 // keepDataCap is the largest data buffer a Reader keeps between events; a
