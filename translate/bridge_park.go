@@ -1,0 +1,253 @@
+package translate
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+)
+
+// Parking and resuming: a call that asked for input waits in the bridge's
+// table (bounded per options set, expiring after ParkTTL) for the client's
+// retry, whose requestState leads back to it.
+
+// parkRound parks c with the round's questions, remembering whether its
+// target asked one or several at once.
+func (b *Bridge) parkRound(c *call, r Request, sink Sink, asked int) string {
+	b.gather.learn(c, asked > 1)
+	return b.park(c, r, sink)
+}
+
+// holdArrived takes the messages that reached a parked call before its
+// answers are posted; run handles them first. A question among them missed
+// its round: the call's target asks several at once.
+func (b *Bridge) holdArrived(c *call) {
+	take := func(m legacy.Message) {
+		c.held = append(c.held, m)
+		if m.Kind == legacy.KindRequest && IsInputMethod(m.Method) {
+			b.gather.learn(c, true)
+		}
+	}
+	for _, m := range c.up.Unpark() {
+		take(m)
+	}
+	// Only what is queued now: the inbox is bounded.
+	for range len(c.sess.Inbox()) {
+		select {
+		case m := <-c.sess.Inbox():
+			if m.Kind == legacy.KindRequest {
+				take(m)
+			}
+		default:
+		}
+	}
+}
+
+// park ends the client's answer with input_required and keeps the upstream
+// call waiting for the retry. The call's options bound it (max_rounds,
+// park_ttl, max_parked); the requestState is sealed with those of the
+// request being answered, whose configuration the client retries through.
+func (b *Bridge) park(c *call, r Request, sink Sink) string {
+	o, seal := c.opts, r.Options
+	if int(c.round) >= o.MaxRounds {
+		b.abandon(c, OutcomeError, "too many rounds of input")
+		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(
+			fmt.Sprintf("the upstream asked for input more than %d times (max_rounds); the call was cancelled", o.MaxRounds))))
+		return OutcomeError
+	}
+	w := startWatch(&c.overhead)
+	if c.round == 0 {
+		// Calls that never ask for input (most) skip the digest.
+		c.digest = RequestDigest(r.Method, paramsOf(r.Body))
+	}
+	c.round++
+	c.expires = time.Now().Add(o.ParkTTL)
+	token := SealState(seal.Keyring, State{
+		Instance: seal.Instance, Address: seal.Address, Handle: c.handle, Round: c.round,
+		Principal: c.princ, Digest: c.digest, Expires: c.expires,
+	})
+	reqs := make([]InputRequest, len(c.pending))
+	for i, p := range c.pending {
+		reqs[i] = p.InputRequest
+	}
+	answer := resultResponse(r.ID, InputRequiredResult(reqs, token))
+	w.stop()
+	var evicted *call
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		b.abandon(c, OutcomeCancelled, "gateway shutting down")
+		_ = sink.Respond(http.StatusServiceUnavailable, ErrorResponse(r.ID, internalError("the gateway is shutting down")))
+		return OutcomeCancelled
+	}
+	set := b.sets[o]
+	if set == nil {
+		set = list.New()
+		b.sets[o] = set
+	}
+	if set.Len() >= o.MaxParked {
+		evicted = set.Front().Value.(*call)
+		b.unparkLocked(evicted)
+	}
+	b.parked[c.handle] = c
+	c.elem = set.PushBack(c)
+	round := c.round // the timer belongs to this round only
+	c.timer = time.AfterFunc(o.ParkTTL, func() {
+		if b.take(c.handle, round) != nil {
+			b.unparked(c, ParkExpired)
+			b.abandon(c, OutcomeExpired, "input not provided in time")
+		}
+	})
+	b.mu.Unlock()
+	if evicted != nil {
+		b.unparked(evicted, ParkEvicted)
+		b.abandon(evicted, OutcomeEvicted, "too many parked calls")
+	}
+	// Nobody reads the call while it is parked: an upstream that sends more
+	// than the call can hold (max_buffered_notifications), or that dies,
+	// ends it now rather than at the retry or the expiry.
+	c.up.Park()
+	c.up.OnFailure(func() {
+		if b.take(c.handle, round) != nil {
+			b.unparked(c, ParkFailed)
+			b.abandon(c, OutcomeError, "the upstream call failed while parked")
+		}
+	})
+	_ = sink.Respond(http.StatusOK, answer)
+	return OutcomeInputRequired
+}
+
+// unparked tells c's observer it left the parked calls.
+func (b *Bridge) unparked(c *call, why string) {
+	if obs := c.opts.Observer; obs != nil {
+		obs.Unparked(why)
+	}
+}
+
+// take removes the parked call with handle at round, or returns nil.
+func (b *Bridge) take(handle [16]byte, round uint32) *call {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.parked[handle]
+	if c == nil || c.round != round {
+		return nil
+	}
+	b.unparkLocked(c)
+	return c
+}
+
+func (b *Bridge) unparkLocked(c *call) {
+	c.timer.Stop()
+	delete(b.parked, c.handle)
+	set := b.sets[c.opts]
+	set.Remove(c.elem)
+	if set.Len() == 0 {
+		delete(b.sets, c.opts)
+	}
+}
+
+// openState opens the requestState of a retry with the keyring of r's
+// options, and checks that it belongs to the retry's principal and request.
+func (b *Bridge) openState(r Request, params []byte, token string) (State, *RPCError) {
+	reject := func(msg string) *RPCError {
+		return &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams, Message: msg}
+	}
+	st, err := OpenState(r.Options.Keyring, token, time.Now())
+	switch {
+	case errors.Is(err, ErrStateExpired):
+		return st, reject("requestState expired: send the request again without it")
+	case err != nil:
+		return st, reject("requestState is invalid")
+	case st.Principal != PrincipalHash(r.Principal):
+		return st, reject("requestState belongs to another principal")
+	case st.Digest != RequestDigest(r.Method, params):
+		return st, reject("requestState belongs to another request")
+	}
+	return st, nil
+}
+
+// ParkedElsewhere reports whether r is a retry for a call parked on another
+// gateway instance than r's options name, and which: the caller forwards it
+// there. A retry whose state does not open, or is not r's, is not: Serve
+// answers it here, without opening the state again (ParkedElsewhere keeps
+// it in r).
+func (b *Bridge) ParkedElsewhere(r *Request) (Owner, bool) {
+	if r.Kind != KindRequest || !inputCapable[r.Method] {
+		return Owner{}, false
+	}
+	r.Options = b.optionsOf(r)
+	params := paramsOf(r.Body)
+	token := stringField(params, "requestState")
+	if token == "" {
+		return Owner{}, false
+	}
+	st, rerr := b.openState(*r, params, token)
+	r.retry = &openedState{st: st, rerr: rerr}
+	if rerr != nil || st.Instance == r.Options.Instance {
+		return Owner{}, false
+	}
+	return Owner{Instance: st.Instance, Address: st.Address}, true
+}
+
+// resume serves a retry: it opens the state, finds the parked call, posts
+// the answers upstream and goes on with the call.
+func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token string, sink Sink) Served {
+	opened := time.Now()
+	var st State
+	var rerr *RPCError
+	if r.retry != nil {
+		st, rerr = r.retry.st, r.retry.rerr
+	} else {
+		st, rerr = b.openState(r, params, token)
+	}
+	if rerr == nil && st.Instance != r.Options.Instance {
+		// The caller forwards such retries (ParkedElsewhere); this one
+		// could not be.
+		rerr = &RPCError{HTTPStatus: http.StatusMisdirectedRequest, Code: InvalidParams,
+			Message: "the call is parked on gateway instance " + clip(st.Instance) + ", which this request cannot reach"}
+	}
+	if rerr != nil {
+		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
+		return Served{Round: int(st.Round), Outcome: OutcomeError}
+	}
+	c := b.take(st.Handle, st.Round)
+	if c == nil {
+		_ = sink.Respond(http.StatusBadRequest, ErrorResponse(r.ID, &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams,
+			Message: "requestState was already used, or its call has ended: send the request again without it"}))
+		return Served{Round: int(st.Round), Outcome: OutcomeError}
+	}
+	b.holdArrived(c)
+	b.unparked(c, ParkAnswered)
+	served := Served{Round: int(st.Round)}
+	c.overhead += time.Since(opened)
+	answers := inputResponses(params)
+	pctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	var still []pendingInput
+	for _, p := range c.pending {
+		resp, ok := answers[p.Key]
+		w := startWatch(&c.overhead)
+		valid := ok && ValidateInputResponse(p.Method, resp) == nil
+		w.stop()
+		if !valid {
+			still = append(still, p)
+			continue
+		}
+		if err := c.sess.Respond(pctx, p.upstreamID, resp, nil); err != nil {
+			cancel()
+			b.abandon(c, OutcomeError, "upstream refused the answer")
+			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, upstreamError(err)))
+			served.Outcome = OutcomeError
+			return served
+		}
+	}
+	cancel()
+	c.pending = still
+	// Ask again for what is missing or invalid, with what arrived meanwhile;
+	// or go on with the call.
+	served.Outcome = b.run(ctx, c, r, sink, nil, len(still) > 0)
+	return served
+}
