@@ -408,34 +408,11 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 			case <-gather:
 				return b.parkRound(c, r, sink, asked)
 			case <-ctx.Done():
-				cause := context.Cause(ctx)
-				if errors.Is(cause, context.Canceled) {
-					b.abandon(c, OutcomeCancelled, "client disconnected")
-					return OutcomeCancelled
-				}
-				// The gateway ended the call (it is stopping): the client
-				// may still be listening.
-				b.abandon(c, OutcomeCancelled, "gateway shutting down")
-				_ = sink.Respond(http.StatusServiceUnavailable, ErrorResponse(r.ID, &RPCError{
-					HTTPStatus: http.StatusServiceUnavailable, Code: InternalError, Message: "the call was abandoned: " + cause.Error()}))
-				return OutcomeCancelled
+				return b.requestEnded(ctx, c, r, sink)
 			}
 		}
 		if !ok {
-			msg := "the upstream ended the call without a result"
-			err := c.up.Err()
-			if err != nil {
-				msg += ": " + err.Error()
-			}
-			if errors.Is(err, legacy.ErrBacklog) {
-				// The upstream is still working: tell it to stop.
-				b.abandon(c, OutcomeError, "too many unread messages")
-			} else {
-				b.finish(c, false)
-				b.report(c, OutcomeError, msg)
-			}
-			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(msg)))
-			return OutcomeError
+			return b.upstreamEnded(c, r, sink)
 		}
 		switch {
 		case m.Kind == legacy.KindRequest:
@@ -477,6 +454,40 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 			}
 		}
 	}
+}
+
+// requestEnded abandons c when the client's request ended before the call:
+// the client left, or the gateway is stopping (the client may still be
+// listening: it is told).
+func (b *Bridge) requestEnded(ctx context.Context, c *call, r Request, sink Sink) string {
+	cause := context.Cause(ctx)
+	if errors.Is(cause, context.Canceled) {
+		b.abandon(c, OutcomeCancelled, "client disconnected")
+		return OutcomeCancelled
+	}
+	b.abandon(c, OutcomeCancelled, "gateway shutting down")
+	_ = sink.Respond(http.StatusServiceUnavailable, ErrorResponse(r.ID, &RPCError{
+		HTTPStatus: http.StatusServiceUnavailable, Code: InternalError, Message: "the call was abandoned: " + cause.Error()}))
+	return OutcomeCancelled
+}
+
+// upstreamEnded answers the client when the upstream's answer ended without
+// the call's result.
+func (b *Bridge) upstreamEnded(c *call, r Request, sink Sink) string {
+	msg := "the upstream ended the call without a result"
+	err := c.up.Err()
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	if errors.Is(err, legacy.ErrBacklog) {
+		// The upstream is still working: tell it to stop.
+		b.abandon(c, OutcomeError, "too many unread messages")
+	} else {
+		b.finish(c, false)
+		b.report(c, OutcomeError, msg)
+	}
+	_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(msg)))
+	return OutcomeError
 }
 
 // upstreamRequest handles a request the upstream made during the call. It

@@ -57,7 +57,8 @@ func newGatherPolicy() *gatherPolicy {
 }
 
 // target identifies what c called. A hash: names and URIs can be long, and
-// a collision only makes a round wait the window.
+// a collision (64 bits, seeded per process) would only give one target the
+// other's verdict.
 func (g *gatherPolicy) target(c *call) uint64 {
 	var h maphash.Hash
 	h.SetSeed(g.seed)
