@@ -100,8 +100,8 @@ EOC
 "$out/caddy" run --config "$out/Caddyfile" --adapter caddyfile >"$out/caddy.log" 2>&1 &
 caddy_pid=$!
 pids+=($caddy_pid)
-# The forward bridge is one per process, its options those of the last
-# handler provisioned: a gateway with another gather_window runs apart.
+# The gateway whose every round waits runs in a process of its own, so that
+# -cpu reports its CPU apart.
 cat >"$out/Caddyfile.quick" <<EOC
 {
 	admin 127.0.0.1:$quick_admin
