@@ -169,6 +169,7 @@ func TestHardeningAllowedHosts(t *testing.T) {
 	withHosts := up.block() + "\n\t\tallowed_hosts mcp.internal *.mcp.example"
 	g := startGatewayWith(t, "\tservers {\n\t\tlistener_wrappers {\n\t\t\tproxy_protocol {\n\t\t\t\tallow 127.0.0.1/32\n\t\t\t}\n\t\t}\n\t}", "", withHosts)
 	lan, direct := proxyClient("192.0.2.10"), http.DefaultClient
+	t.Cleanup(lan.CloseIdleConnections)
 
 	// initialize sends a legacy initialize with this Host and returns the
 	// HTTP status and JSON-RPC error code (0 when it succeeded).
