@@ -119,12 +119,21 @@ type Handler struct {
 	// Default: none beyond same-host.
 	AllowedOrigins []string `json:"allowed_origins,omitempty"`
 
-	// Host names (without port) accepted in the `Host` header of requests
-	// that arrive on a loopback address. Requests reaching a loopback
-	// listener with another Host are refused with 403, which defeats DNS
-	// rebinding against a gateway bound to localhost. `localhost`,
-	// `127.0.0.1` and `::1` are always accepted. Requests arriving on
-	// non-loopback addresses are left to Caddy's own host matching.
+	// Host names or IP addresses (without port, case-insensitive) accepted
+	// in the `Host` header, which defeats DNS rebinding: a web page whose
+	// name an attacker points at the gateway's address sends its own name.
+	// `*.example.com` accepts any one label in place of `*`; an entry with
+	// a scheme, port or path is a configuration error. When set, a
+	// request on any listener whose Host is not listed is refused with 403
+	// (`-32600`), except that a loopback listener also accepts `localhost`
+	// and loopback addresses. Unset, a loopback listener accepts only
+	// those, and a listener on any other address accepts every Host: a
+	// site address naming a host (`mcp.example.com { … }`) makes Caddy match
+	// the Host already, but a site such as `:8080` on a LAN address is open
+	// to DNS rebinding from browsers on that network. The hosts of this
+	// instance's own `advertise` address and `peer` entry, which the other
+	// instances name when they forward a request here, are always accepted.
+	// Default: none.
 	AllowedHosts []string `json:"allowed_hosts,omitempty"`
 
 	// How long an SSE stream may stay silent before the gateway sends a
@@ -258,7 +267,7 @@ type Handler struct {
 	streams       *streamRegistry // resumable streams and single answers: closed on unload
 	calls         *streamRegistry // calls no client can pick up again: openCalls, closed when Caddy exits
 	allowedOrigin map[string]bool
-	allowedHost   map[string]bool
+	hosts         hostGuard // allowed_hosts (guard.go)
 	bridge        *translate.Bridge
 	bridgeOpts    *translate.BridgeOptions  // this handler's, carried by its requests
 	reverse       *translate.Reverse        // the reverse bridge (reverse.go)

@@ -108,9 +108,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	for _, o := range h.AllowedOrigins {
 		h.allowedOrigin[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
 	}
-	h.allowedHost = make(map[string]bool, len(h.AllowedHosts))
-	for _, host := range h.AllowedHosts {
-		h.allowedHost[strings.ToLower(host)] = true
+	if err := h.provisionHosts(); err != nil {
+		return err
 	}
 
 	h.client = newUpstreamClient(64)

@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"strings"
 	"syscall"
 	"time"
 
@@ -60,7 +59,8 @@ type exchange struct {
 // upstreamHeader builds the headers of an upstream request from the
 // client's: end-to-end headers pass (Authorization, Accept,
 // MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Param-*, Last-Event-ID,
-// trace context), the gateway's own concerns do not.
+// trace context), the gateway's own concerns do not. X-Forwarded-For,
+// -Proto and -Host are the gateway's (setForwarded).
 func upstreamHeader(r *http.Request) http.Header {
 	hdr := r.Header.Clone()
 	for _, k := range hopHeaders {
@@ -69,18 +69,7 @@ func upstreamHeader(r *http.Request) http.Header {
 	for _, k := range []string{"Origin", "Mcp-Session-Id", "Content-Length", "Accept-Encoding", "Host"} {
 		hdr.Del(k)
 	}
-	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		if prior := hdr.Values("X-Forwarded-For"); len(prior) > 0 {
-			ip = strings.Join(prior, ", ") + ", " + ip
-		}
-		hdr.Set("X-Forwarded-For", ip)
-	}
-	proto := "http"
-	if r.TLS != nil {
-		proto = "https"
-	}
-	hdr.Set("X-Forwarded-Proto", proto)
-	hdr.Set("X-Forwarded-Host", r.Host)
+	setForwarded(hdr, r)
 	return hdr
 }
 
