@@ -82,6 +82,7 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, body
 	})
 	if rerr != nil {
 		served(r, translate.Served{Outcome: translate.OutcomeError})
+		h.logUpstreamCause(up.URL, rerr.Cause)
 		return writeRPCError(w, msg.ID, rerr)
 	}
 	served(r, translate.Served{Outcome: translate.OutcomeComplete})
@@ -139,7 +140,9 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, body []by
 	defer h.calls.add(cancel)() // a call survives a reload
 	sink := h.newSink(w)
 	defer sink.close()
-	served(r, h.reverse.Serve(ctx, s, translate.ReverseRequest{Message: msg, Body: body, Header: bridgedHeader(r)}, sink))
+	res := h.reverse.Serve(ctx, s, translate.ReverseRequest{Message: msg, Body: body, Header: bridgedHeader(r)}, sink)
+	served(r, res)
+	h.logUpstreamCause(up.URL, res.Cause)
 	return nil
 }
 
@@ -171,6 +174,7 @@ func (h *Handler) listenReverse(w http.ResponseWriter, r *http.Request, s *trans
 		return writeRPCError(w, nil, &translate.RPCError{HTTPStatus: http.StatusConflict, Code: translate.InvalidRequest,
 			Message: "Conflict: only one GET stream is allowed per session"})
 	case errors.As(err, &rerr):
+		h.logUpstreamCause(s.Upstream, rerr.Cause)
 		return writeRPCError(w, nil, rerr)
 	}
 	// The upstream offers no notifications: there is no stream.
