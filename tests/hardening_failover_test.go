@@ -219,3 +219,29 @@ func TestHardeningForwardFailover(t *testing.T) {
 		})
 	}
 }
+
+// TestHardeningReverseFailover: legacy clients in front of two modern
+// upstreams, the first a dead one, open their gateway-held sessions on the
+// live one (the session's server/discover fails over), and call through it.
+func TestHardeningReverseFailover(t *testing.T) {
+	for _, dead := range deadUpstreams(t) {
+		t.Run(dead.name, func(t *testing.T) {
+			live := newModernUpstream(t)
+			g := startGateway(t, dead.block("modern")+"\n"+live.block()+"\n\t\tlb_policy first")
+			for i := range 3 {
+				sid, _ := initReverse(t, g.URL, "2025-11-25", `{"elicitation":{}}`, nil)
+				_, events := startCall(t, g.URL, sid, 10+i, "confirm")
+				q := readInline(t, events)
+				if r := answerInline(t, g.URL, sid, q.ID, `{"action":"accept","content":{"answer":"yes"}}`); r.StatusCode != http.StatusAccepted {
+					t.Fatalf("answer: HTTP %d", r.StatusCode)
+				}
+				if final := awaitResponse(t, events, 10+i); !strings.Contains(final, "confirmed: yes") {
+					t.Fatalf("session %d: the call ended with %q", i, final)
+				}
+			}
+			if dead.accepted != nil && dead.accepted.Load() == 0 {
+				t.Fatal("no session tried the dead upstream first")
+			}
+		})
+	}
+}
