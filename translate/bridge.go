@@ -199,8 +199,8 @@ type Request struct {
 	// Failover, if set, is asked for another upstream when a new upstream
 	// session could not be opened on Upstream and nothing of the request
 	// reached it: the connection was refused, or dropped before the
-	// upstream answered initialize (or, for an idle session the call
-	// would have used, the call's connection was refused). It points r at
+	// upstream answered initialize (or, on an idle session the call would
+	// have used, the connection of its first request was refused). It points r at
 	// another upstream (Upstream, NoGetStream, GatherAlways) and returns
 	// true, or returns false to give up: the client then gets the error.
 	// It must give up after finitely many calls (say, once per upstream).
@@ -338,11 +338,11 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 		}
 		if r.LogLevel != "" && gjson.GetBytes(sess.InitResult, "capabilities.logging").Exists() {
 			// Legacy servers log per session: set the level this request
-			// asked for (sending it twice is harmless).
+			// asked for.
 			if err = setLogLevel(ctx, sess, r.LogLevel); err != nil {
 				b.pool.Release(key, sess, false)
-				if unopened(ctx, err) && failover(err) {
-					continue
+				if ctx.Err() == nil && legacy.Refused(err) && failover(err) {
+					continue // an idle session of a dead upstream
 				}
 				return nil, upstreamError(err)
 			}
