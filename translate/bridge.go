@@ -199,10 +199,11 @@ type Request struct {
 	// Failover, if set, is asked for another upstream when a new upstream
 	// session could not be opened on Upstream and nothing of the request
 	// reached it: the connection was refused, or dropped before the
-	// upstream answered initialize (or, on an idle session the call would
-	// have used, the connection of its first request was refused). It points r at
-	// another upstream (Upstream, NoGetStream, GatherAlways) and returns
-	// true, or returns false to give up: the client then gets the error.
+	// upstream answered initialize (or, on an idle session the call
+	// would have used, the connection of its first request was refused).
+	// It points r at another upstream (Upstream, NoGetStream,
+	// GatherAlways) and returns true, or returns false to give up: the
+	// client then gets the error.
 	// It must give up after finitely many calls (say, once per upstream).
 	// It is never asked once the request may have reached an upstream,
 	// nor for a retry carrying requestState, which belongs to the call it
