@@ -9,6 +9,7 @@ package tests
 import (
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -24,9 +25,9 @@ type deadUpstream struct {
 	accepted *atomic.Int32 // connections that reached it (nil: nothing listens)
 }
 
-// closedPort is an upstream URL on a loopback port nothing listens on: every
+// closedPortUpstream is an upstream URL on a loopback port nothing listens on: every
 // connection is refused.
-func closedPort(t *testing.T) deadUpstream {
+func closedPortUpstream(t *testing.T) deadUpstream {
 	t.Helper()
 	port := strconv.Itoa(freePort(t))
 	return deadUpstream{name: "closed port", url: "http://127.0.0.1:" + port + "/mcp", port: port}
@@ -63,7 +64,7 @@ func resettingUpstream(t *testing.T) deadUpstream {
 
 // deadUpstreams returns one of each kind.
 func deadUpstreams(t *testing.T) []deadUpstream {
-	return []deadUpstream{closedPort(t), resettingUpstream(t)}
+	return []deadUpstream{closedPortUpstream(t), resettingUpstream(t)}
 }
 
 func (d deadUpstream) block(era string) string {
@@ -74,10 +75,13 @@ func (d deadUpstream) block(era string) string {
 // upstream: no address, no port, no transport error.
 func checkHidden(t *testing.T, what, body, port string) {
 	t.Helper()
-	for _, leak := range []string{"127.0.0.1", port, "dial tcp", "connection refused", "connection reset", "broken pipe", "EOF", "http://"} {
+	for _, leak := range []string{"127.0.0.1", "dial tcp", "connection refused", "connection reset", "broken pipe", "EOF", "http://"} {
 		if strings.Contains(body, leak) {
 			t.Errorf("%s carries %q: %s", what, leak, body)
 		}
+	}
+	if regexp.MustCompile(`(^|[^0-9])` + port + `([^0-9]|$)`).MatchString(body) {
+		t.Errorf("%s carries the upstream's port %s: %s", what, port, body)
 	}
 }
 
