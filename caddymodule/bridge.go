@@ -123,9 +123,12 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq tran
 
 	sink := h.newSink(w)
 	defer sink.close()
-	breq.Upstream, breq.Header, breq.GatherAlways = up.URL, bridgedHeader(r), up.Gather == gatherAlways
-	breq.NoGetStream = up.GetStream == "off"
-	served(r, h.bridge.Serve(ctx, breq, sink))
+	aim(&breq, up)
+	breq.Header = bridgedHeader(r)
+	breq.Failover = h.bridgeFailover(w, r, &up)
+	s := h.bridge.Serve(ctx, breq, sink)
+	served(r, s)
+	h.logUpstreamCause(up.URL, s.Cause)
 	return nil
 }
 

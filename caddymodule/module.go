@@ -151,8 +151,9 @@ type Handler struct {
 	StreamCloseDelay caddy.Duration `json:"stream_close_delay,omitempty"`
 
 	// How long an upstream that refused a connection (or failed to answer
-	// with HTTP at all) is skipped for new sessions and modern requests.
-	// Default: 10s.
+	// with HTTP at all) is skipped for new sessions and modern requests, in
+	// every cell: the bridges' new upstream sessions move to another
+	// upstream of the right era meanwhile. Default: 10s.
 	FailDuration caddy.Duration `json:"fail_duration,omitempty"`
 
 	// The largest request body accepted, in bytes; larger requests get 413.

@@ -6,8 +6,11 @@ import (
 	"net/http"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -69,7 +72,8 @@ func (h *Handler) principal(r *http.Request) string {
 }
 
 // initializeReverse answers a legacy initialize with a gateway-held session
-// in front of the modern upstream up.
+// in front of the modern upstream up, or of another one when up cannot be
+// reached (up is then marked down, as for the other cells' new sessions).
 func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, body []byte, up *Upstream) error {
 	setPlaceholder(r, "cell", cellReverse)
 	setPlaceholder(r, "upstream", up.URL)
@@ -77,11 +81,30 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, body
 	defer cancel(nil)
 	defer h.streams.add(cancel)()
 	msg, _ := translate.Peek(body) // serveLegacy checked it
-	resp, sid, rerr := h.reverse.Initialize(ctx, translate.InitRequest{
-		Upstream: up.URL, Principal: h.principal(r), Header: bridgedHeader(r), ID: msg.ID, Body: body, Options: h.reverseOpts,
-	})
+	var resp []byte
+	var sid legacy.GatewaySessionID
+	var rerr *translate.RPCError
+	for tries := 1; ; tries++ {
+		resp, sid, rerr = h.reverse.Initialize(ctx, translate.InitRequest{
+			Upstream: up.URL, Principal: h.principal(r), Header: bridgedHeader(r), ID: msg.ID, Body: body, Options: h.reverseOpts,
+		})
+		// The session's server/discover did not reach the upstream, or
+		// got no answer (it is read-only): open the session on another.
+		if rerr == nil || ctx.Err() != nil || !legacy.Refused(rerr.Cause) && !legacy.Dropped(rerr.Cause) {
+			break
+		}
+		up.markDown(time.Duration(h.FailDuration))
+		h.logger.Warn("upstream could not open a session; trying another", zap.String("upstream", up.URL), zap.Error(rerr.Cause))
+		next := h.selectUpstream(r, w, speaksModern)
+		if next == nil || tries >= len(h.Upstreams) {
+			break
+		}
+		up = next
+		setPlaceholder(r, "upstream", up.URL)
+	}
 	if rerr != nil {
 		served(r, translate.Served{Outcome: translate.OutcomeError})
+		h.logUpstreamCause(up.URL, rerr.Cause)
 		return writeRPCError(w, msg.ID, rerr)
 	}
 	served(r, translate.Served{Outcome: translate.OutcomeComplete})
@@ -139,7 +162,9 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, body []by
 	defer h.calls.add(cancel)() // a call survives a reload
 	sink := h.newSink(w)
 	defer sink.close()
-	served(r, h.reverse.Serve(ctx, s, translate.ReverseRequest{Message: msg, Body: body, Header: bridgedHeader(r)}, sink))
+	res := h.reverse.Serve(ctx, s, translate.ReverseRequest{Message: msg, Body: body, Header: bridgedHeader(r)}, sink)
+	served(r, res)
+	h.logUpstreamCause(up.URL, res.Cause)
 	return nil
 }
 
@@ -171,6 +196,7 @@ func (h *Handler) listenReverse(w http.ResponseWriter, r *http.Request, s *trans
 		return writeRPCError(w, nil, &translate.RPCError{HTTPStatus: http.StatusConflict, Code: translate.InvalidRequest,
 			Message: "Conflict: only one GET stream is allowed per session"})
 	case errors.As(err, &rerr):
+		h.logUpstreamCause(s.Upstream, rerr.Cause)
 		return writeRPCError(w, nil, rerr)
 	}
 	// The upstream offers no notifications: there is no stream.

@@ -82,7 +82,9 @@ func Open(ctx context.Context, client Doer, url string, header http.Header, caps
 		clientInfo = []byte(`{"name":"caddy-mcp-gateway","version":"1"}`)
 	}
 	params := fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":%s,"clientInfo":%s}`, ProtocolVersion, caps, clientInfo)
-	c, err := s.Call(ctx, "initialize", params)
+	// A session the upstream opens twice is left unused: initialize may be
+	// sent again on a fresh connection when a reused one was closed.
+	c, err := s.Call(Replayable(ctx), "initialize", params)
 	if err != nil {
 		return nil, fmt.Errorf("initializing upstream session: %w", err)
 	}

@@ -196,6 +196,19 @@ type Request struct {
 	// GatherAlways makes every round of the call wait GatherWindow for
 	// sibling questions (the upstream is configured with gather always).
 	GatherAlways bool
+	// Failover, if set, is asked for another upstream when a new upstream
+	// session could not be opened on Upstream and nothing of the request
+	// reached it: the connection was refused, or dropped before the
+	// upstream answered initialize (or, on an idle session the call
+	// would have used, the connection of its first request was refused).
+	// It points r at another upstream (Upstream, NoGetStream,
+	// GatherAlways) and returns true, or returns false to give up: the
+	// client then gets the error.
+	// It must give up after finitely many calls (say, once per upstream).
+	// It is never asked once the request may have reached an upstream,
+	// nor for a retry carrying requestState, which belongs to the call it
+	// resumes.
+	Failover func(r *Request, cause error) bool
 	*ModernRequest
 
 	retry *openedState // the requestState as ParkedElsewhere opened it
@@ -240,9 +253,8 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 			return b.resume(ctx, r, params, state, sink)
 		}
 	}
-	key := poolKey(r)
 	started := time.Now()
-	c, rerr := b.start(ctx, r, key, params)
+	c, rerr := b.start(ctx, &r, params)
 	if rerr != nil {
 		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
 		outcome := OutcomeError
@@ -251,9 +263,9 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 		}
 		if r.Method != "server/discover" && r.Method != "subscriptions/listen" {
 			// A call that never reached the upstream still ended.
-			b.report(&call{key: key, method: r.Method, name: r.Name, started: started, opts: r.Options}, outcome, rerr.Message)
+			b.report(&call{key: poolKey(r), method: r.Method, name: r.Name, started: started, opts: r.Options}, outcome, rerr.detail())
 		}
-		return Served{Outcome: outcome}
+		return Served{Outcome: outcome, Cause: rerr.Cause}
 	}
 	switch r.Method {
 	case "server/discover":
@@ -266,7 +278,8 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 	if inputCapable[r.Method] {
 		fresh = inputResponses(params)
 	}
-	return Served{Outcome: b.run(ctx, c, r, sink, fresh, false)}
+	outcome, cause := b.run(ctx, c, r, sink, fresh, false)
+	return Served{Outcome: outcome, Cause: cause}
 }
 
 // call is one upstream request of the bridge's, from its first client
@@ -300,17 +313,24 @@ type pendingInput struct {
 }
 
 // start leases a session and sends the request upstream (re-initializing
-// once if the upstream forgot the session).
-func (b *Bridge) start(ctx context.Context, r Request, key legacy.PoolKey, params []byte) (*call, *RPCError) {
-	caps := []byte(key.Caps)
+// once if the upstream forgot the session). When nothing reached the
+// upstream (see Request.Failover), it starts again on the upstream
+// r.Failover points r at.
+func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *RPCError) {
 	info := metaField(params, MetaClientInfo)
-	c := &call{key: key, opts: r.Options, always: r.GatherAlways, method: r.Method, name: r.Name, started: time.Now(), princ: PrincipalHash(r.Principal)}
+	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: time.Now(), princ: PrincipalHash(r.Principal)}
 	if _, err := rand.Read(c.handle[:]); err != nil {
 		return nil, internalError("no randomness")
 	}
-	for attempt := 0; ; attempt++ {
-		sess, err := b.pool.Lease(ctx, key, r.Header, caps, info, r.Options.Lease)
+	failover := func(err error) bool { return r.Failover != nil && r.Failover(r, err) }
+	for attempt := 0; ; {
+		key := poolKey(*r)
+		c.key, c.always = key, r.GatherAlways
+		sess, err := b.pool.Lease(ctx, key, r.Header, []byte(key.Caps), info, r.Options.Lease)
 		if err != nil {
+			if unopened(ctx, err) && failover(err) {
+				continue
+			}
 			return nil, upstreamError(err)
 		}
 		c.sess = sess
@@ -318,9 +338,13 @@ func (b *Bridge) start(ctx context.Context, r Request, key legacy.PoolKey, param
 			return c, nil
 		}
 		if r.LogLevel != "" && gjson.GetBytes(sess.InitResult, "capabilities.logging").Exists() {
-			// Legacy servers log per session: set the level this request asked for.
+			// Legacy servers log per session: set the level this request
+			// asked for.
 			if err = setLogLevel(ctx, sess, r.LogLevel); err != nil {
 				b.pool.Release(key, sess, false)
+				if ctx.Err() == nil && legacy.Refused(err) && failover(err) {
+					continue // an idle session of a dead upstream
+				}
 				return nil, upstreamError(err)
 			}
 		}
@@ -347,7 +371,12 @@ func (b *Bridge) start(ctx context.Context, r Request, key legacy.PoolKey, param
 		}
 		cancelCall()
 		b.pool.Release(key, sess, false)
-		if !errors.Is(err, legacy.ErrSessionGone) || attempt > 0 {
+		switch {
+		case errors.Is(err, legacy.ErrSessionGone) && attempt == 0:
+			attempt++
+		case ctx.Err() == nil && legacy.Refused(err) && failover(err):
+			// The call never left: an idle session of a dead upstream.
+		default:
 			return nil, upstreamError(err)
 		}
 	}
@@ -370,13 +399,14 @@ func (b *Bridge) reshapeOptions(c *call) ReshapeOptions {
 }
 
 // run relays the upstream answer until the result, or until the upstream
-// asks for input and the call parks. It returns the request's outcome.
+// asks for input and the call parks. It returns the request's outcome, and
+// the upstream failure that ended it, if any (for the logs).
 //
 // Once the upstream has asked, the round takes the questions already there
 // and parks; for a target known to ask several at once, or not known yet
 // (gatherPolicy), it waits GatherWindow for siblings first. A round that asks again for
 // answers missing from the retry (reask) takes what is there and parks.
-func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh map[string]json.RawMessage, reask bool) string {
+func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh map[string]json.RawMessage, reask bool) (string, error) {
 	var gather <-chan time.Time
 	asked := 0          // new questions this round
 	collecting := reask // the round takes what is already there, then parks
@@ -390,7 +420,7 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 			m, c.held = c.held[0], c.held[1:]
 		case collecting:
 			if taken++; taken > maxCollected {
-				return b.parkRound(c, r, sink, asked) // a chatty upstream
+				return b.parkRound(c, r, sink, asked), nil // a chatty upstream
 			}
 			yieldToReaders()
 			select {
@@ -398,7 +428,7 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 			case m = <-c.sess.Inbox():
 				inbox = true
 			default:
-				return b.parkRound(c, r, sink, asked)
+				return b.parkRound(c, r, sink, asked), nil
 			}
 		default:
 			select {
@@ -406,9 +436,9 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 			case m = <-c.sess.Inbox():
 				inbox = true
 			case <-gather:
-				return b.parkRound(c, r, sink, asked)
+				return b.parkRound(c, r, sink, asked), nil
 			case <-ctx.Done():
-				return b.requestEnded(ctx, c, r, sink)
+				return b.requestEnded(ctx, c, r, sink), nil
 			}
 		}
 		if !ok {
@@ -425,13 +455,13 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 			b.finish(c, true)
 			outcome := b.respondFinal(c, r, m, sink)
 			b.report(c, outcome, "")
-			return outcome
+			return outcome, nil
 		case m.Kind == legacy.KindNotification:
 			if err := relayNotification(m, r, sink); err != nil {
 				// The client stopped reading (or left): nobody will
 				// see the result.
 				b.abandon(c, OutcomeCancelled, "client stopped reading")
-				return OutcomeCancelled
+				return OutcomeCancelled, nil
 			}
 			continue
 		default:
@@ -444,7 +474,7 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 			b.abandon(c, OutcomeError, "too many requests for input")
 			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(
 				fmt.Sprintf("the upstream asked for more than %d inputs in one round (max_inputs_per_round); the call was cancelled", o.MaxInputsPerRound))))
-			return OutcomeError
+			return OutcomeError, nil
 		}
 		if asked == 1 && !collecting {
 			if b.gather.waits(c) {
@@ -472,22 +502,21 @@ func (b *Bridge) requestEnded(ctx context.Context, c *call, r Request, sink Sink
 }
 
 // upstreamEnded answers the client when the upstream's answer ended without
-// the call's result.
-func (b *Bridge) upstreamEnded(c *call, r Request, sink Sink) string {
-	msg := "the upstream ended the call without a result"
-	err := c.up.Err()
-	if err != nil {
-		msg += ": " + err.Error()
-	}
-	if errors.Is(err, legacy.ErrBacklog) {
-		// The upstream is still working: tell it to stop.
+// the call's result; it returns the outcome and why (for the logs: the
+// transport's error may name the upstream's address).
+func (b *Bridge) upstreamEnded(c *call, r Request, sink Sink) (string, error) {
+	rerr := upstreamFailure("the upstream ended the call without a result", c.up.Err())
+	if errors.Is(rerr.Cause, legacy.ErrBacklog) {
+		// The upstream is still working: tell it to stop. The client may
+		// know why (max_buffered_notifications).
+		rerr.Message += ": " + legacy.ErrBacklog.Error()
 		b.abandon(c, OutcomeError, "too many unread messages")
 	} else {
 		b.finish(c, false)
-		b.report(c, OutcomeError, msg)
+		b.report(c, OutcomeError, rerr.detail())
 	}
-	_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(msg)))
-	return OutcomeError
+	_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, rerr))
+	return OutcomeError, rerr.Cause
 }
 
 // upstreamRequest handles a request the upstream made during the call. It
@@ -658,15 +687,4 @@ func poolKey(r Request) legacy.PoolKey {
 
 func internalError(msg string) *RPCError {
 	return &RPCError{HTTPStatus: http.StatusBadGateway, Code: InternalError, Message: msg}
-}
-
-func upstreamError(err error) *RPCError {
-	switch {
-	case errors.Is(err, legacy.ErrPoolFull):
-		return &RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: InternalError, Message: "too many upstream sessions; retry later"}
-	case errors.Is(err, legacy.ErrPrincipalFull):
-		return &RPCError{HTTPStatus: http.StatusTooManyRequests, Code: InternalError,
-			Message: "too many upstream sessions for this principal (max_sessions_per_principal); retry when a call ends"}
-	}
-	return internalError("upstream MCP server unavailable: " + err.Error())
 }

@@ -240,7 +240,7 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 			cancel()
 			b.abandon(c, OutcomeError, "upstream refused the answer")
 			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, upstreamError(err)))
-			served.Outcome = OutcomeError
+			served.Outcome, served.Cause = OutcomeError, err
 			return served
 		}
 	}
@@ -248,6 +248,6 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 	c.pending = still
 	// Ask again for what is missing or invalid, with what arrived meanwhile;
 	// or go on with the call.
-	served.Outcome = b.run(ctx, c, r, sink, nil, len(still) > 0)
+	served.Outcome, served.Cause = b.run(ctx, c, r, sink, nil, len(still) > 0)
 	return served
 }

@@ -41,6 +41,10 @@ const (
 // A Code of 0 means the condition has no JSON-RPC error (for example 405 for
 // GET on a modern-only endpoint); the caller then answers with the status
 // alone.
+//
+// Message and Data reach the client; Cause never does (see
+// upstreamFailure): an upstream's address and the transport's words about
+// it are for the logs only.
 type RPCError struct {
 	// HTTPStatus is the status code of the HTTP reply, e.g. 400.
 	HTTPStatus int
@@ -50,15 +54,28 @@ type RPCError struct {
 	Message string
 	// Data is the optional error.data member; nil omits it.
 	Data any
+	// Cause, if set, is the failure behind the error, for the logs: it
+	// may name an upstream's address. ErrorResponse never writes it.
+	Cause error
 }
 
-// Error implements the error interface.
+// Error implements the error interface: the message, then the cause (for
+// logs, never for a client).
 func (e *RPCError) Error() string {
+	var s string
 	if e.Code == 0 {
-		return fmt.Sprintf("translate: %s (HTTP %d)", e.Message, e.HTTPStatus)
+		s = fmt.Sprintf("translate: %s (HTTP %d)", e.Message, e.HTTPStatus)
+	} else {
+		s = fmt.Sprintf("translate: %s (JSON-RPC %d, HTTP %d)", e.Message, e.Code, e.HTTPStatus)
 	}
-	return fmt.Sprintf("translate: %s (JSON-RPC %d, HTTP %d)", e.Message, e.Code, e.HTTPStatus)
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	return s
 }
+
+// Unwrap returns the cause.
+func (e *RPCError) Unwrap() error { return e.Cause }
 
 // UnsupportedVersionData is the error.data of an UnsupportedProtocolVersion
 // error: the versions the gateway serves and the one the client asked for.

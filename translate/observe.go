@@ -71,6 +71,10 @@ type Served struct {
 	// Outcome is one of the Outcome* constants ("" for a notification,
 	// a local answer or a subscription stream).
 	Outcome string
+	// Cause is the upstream failure behind an error answer, for the logs
+	// only: it may name the upstream's address, which the client's
+	// message does not. Nil when no upstream failed.
+	Cause error
 }
 
 // stopwatch adds the time since its start to *into when stopped:

@@ -326,6 +326,7 @@ func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest
 		}
 		if rerr != nil {
 			served.Outcome, reason = rv.abandoned(ctx, r, sink, rerr)
+			served.Cause = rerr.Cause
 			return served
 		}
 		if e := final.Get("error"); e.Exists() {
@@ -614,7 +615,7 @@ func (rv *Reverse) exchange(ctx context.Context, upstream string, hdr http.Heade
 		if ctx.Err() != nil {
 			return gjson.Result{}, nil
 		}
-		return gjson.Result{}, internalError("upstream MCP server unavailable: " + err.Error())
+		return gjson.Result{}, upstreamFailure(MsgUpstreamUnavailable, err)
 	}
 	defer a.close()
 	for {
@@ -624,9 +625,11 @@ func (rv *Reverse) exchange(ctx context.Context, upstream string, hdr http.Heade
 				return gjson.Result{}, nil
 			}
 			if errors.Is(err, io.EOF) {
-				err = errNoResponse
+				return gjson.Result{}, internalError(errNoResponse.Error())
 			}
-			return gjson.Result{}, internalError(err.Error())
+			// A broken connection, an oversized or garbled answer: the
+			// details are the operator's.
+			return gjson.Result{}, upstreamFailure(fmt.Sprintf("the upstream's answer (HTTP %d) could not be read", a.status), err)
 		}
 		switch m.Kind {
 		case legacy.KindResponse:
@@ -671,7 +674,7 @@ func (rv *Reverse) abandoned(ctx context.Context, r ReverseRequest, sink Sink, r
 		rerr = &RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: InternalError, Message: "the call was abandoned: " + cause.Error()}
 	}
 	rv.respondError(r, sink, rerr)
-	return OutcomeError, rerr.Message
+	return OutcomeError, rerr.detail()
 }
 
 func (rv *Reverse) respondError(r ReverseRequest, sink Sink, e *RPCError) {

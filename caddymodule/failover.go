@@ -1,0 +1,55 @@
+package caddymodule
+
+import (
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// The bridges' side of upstream failures: a new forward-bridge session
+// that could not be opened moves to another upstream, as the pass-through
+// cells' new sessions and requests do (forward's reselect); and what went
+// wrong, which the client reads only in general terms, is logged here.
+
+// aim points breq at up, with up's per-upstream options.
+func aim(breq *translate.Request, up *Upstream) {
+	breq.Upstream, breq.GatherAlways = up.URL, up.Gather == gatherAlways
+	breq.NoGetStream = up.GetStream == "off"
+}
+
+// bridgeFailover returns breq's Failover: the upstream *up that could not
+// open a session (nothing of the request reached it) is marked down, and
+// breq moves to another legacy upstream the selection policy picks, once
+// per configured upstream at most. *up follows the moves.
+func (h *Handler) bridgeFailover(w http.ResponseWriter, r *http.Request, up **Upstream) func(*translate.Request, error) bool {
+	tries := 1
+	return func(breq *translate.Request, cause error) bool {
+		(*up).markDown(time.Duration(h.FailDuration))
+		h.logger.Warn("upstream could not open a session; trying another", zap.String("upstream", (*up).URL), zap.Error(cause))
+		if tries >= len(h.Upstreams) {
+			return false
+		}
+		next := h.selectUpstream(r, w, speaksLegacy)
+		if next == nil {
+			return false
+		}
+		tries++
+		*up = next
+		aim(breq, next)
+		setPlaceholder(r, "upstream", next.URL)
+		return true
+	}
+}
+
+// logUpstreamCause logs, at warn level, the upstream failure behind an
+// error a bridge answered (translate.Served.Cause, translate.RPCError.Cause):
+// the client was told in general terms; the address and the transport's
+// words are the operator's.
+func (h *Handler) logUpstreamCause(upstream string, cause error) {
+	if cause != nil {
+		h.logger.Warn("upstream failed", zap.String("upstream", upstream), zap.Error(cause))
+	}
+}

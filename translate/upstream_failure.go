@@ -1,0 +1,53 @@
+package translate
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+)
+
+// What a client is told when an upstream fails: a message in general terms.
+// The upstream's address and the transport's words about it ("dial tcp
+// 10.0.0.7:3001: connect: connection refused") are the operator's: they go
+// in RPCError.Cause and Served.Cause, which the gateway logs and never sends.
+
+// MsgUpstreamUnavailable is what a client reads when its upstream could not
+// be reached or failed before answering, in every cell.
+const MsgUpstreamUnavailable = "upstream MCP server unavailable"
+
+// upstreamFailure is the error a client gets for an upstream's failure:
+// public says what happened, cause how (for the logs only).
+func upstreamFailure(public string, cause error) *RPCError {
+	return &RPCError{HTTPStatus: http.StatusBadGateway, Code: InternalError, Message: public, Cause: cause}
+}
+
+// detail is the message with its cause, for the logs (CallReport.Reason).
+func (e *RPCError) detail() string {
+	if e.Cause == nil {
+		return e.Message
+	}
+	return e.Message + ": " + e.Cause.Error()
+}
+
+// upstreamError is the error of a request whose upstream session could not
+// be leased, or whose upstream request could not be sent.
+func upstreamError(err error) *RPCError {
+	switch {
+	case errors.Is(err, legacy.ErrPoolFull):
+		return &RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: InternalError, Message: "too many upstream sessions; retry later"}
+	case errors.Is(err, legacy.ErrPrincipalFull):
+		return &RPCError{HTTPStatus: http.StatusTooManyRequests, Code: InternalError,
+			Message: "too many upstream sessions for this principal (max_sessions_per_principal); retry when a call ends"}
+	}
+	return upstreamFailure(MsgUpstreamUnavailable, err)
+}
+
+// unopened reports whether err, from opening a new upstream session, left
+// nothing behind on the upstream that matters: the connection was refused,
+// or dropped before the upstream answered initialize (a session it may
+// have opened is never used). The session can then be opened elsewhere.
+func unopened(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && (legacy.Refused(err) || legacy.Dropped(err))
+}
