@@ -35,6 +35,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		session_lifetime 1h
 		park_ttl 2m
 		max_parked 500
+		max_parked_per_principal 20
 		gather_window 50ms
 		principal {http.auth.user.id}
 		health_interval 30s
@@ -54,7 +55,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		`"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="],` +
 		`"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],` +
 		`"keepalive_interval":20000000000,"stream_close_delay":2000000000,"fail_duration":30000000000,"max_request_body":1048576,` +
-		`"park_ttl":120000000000,"max_parked":500,"gather_window":50000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64,"max_sessions_per_principal":50,"write_timeout":10000000000,"session_lifetime":3600000000000,"principal":"{http.auth.user.id}",` +
+		`"park_ttl":120000000000,"max_parked":500,"max_parked_per_principal":20,"gather_window":50000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64,"max_sessions_per_principal":50,"write_timeout":10000000000,"session_lifetime":3600000000000,"principal":"{http.auth.user.id}",` +
 		`"health_interval":30000000000,"health_timeout":2000000000,"log_unsafe_details":true}`
 	if string(got) != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
@@ -63,36 +64,37 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 
 func TestUnmarshalCaddyfileErrors(t *testing.T) {
 	cases := map[string]struct{ input, want string }{
-		"unknown option":         {"mcp_gateway {\n upstream http://a/mcp\n nope 1\n}", `unrecognized mcp_gateway option "nope"`},
-		"unknown upstream opt":   {"mcp_gateway {\n upstream http://a/mcp {\n weight 3\n }\n}", `unrecognized upstream option "weight"`},
-		"bad scheme":             {"mcp_gateway {\n upstream ftp://a/mcp\n}", "scheme must be http or https"},
-		"no host":                {"mcp_gateway {\n upstream http:///mcp\n}", "no host"},
-		"unparsable url":         {"mcp_gateway {\n upstream http://a b/\n}", "upstream takes one URL"},
-		"bad url escape":         {"mcp_gateway {\n upstream http://a/%zz\n}", "invalid URL escape"},
-		"missing url":            {"mcp_gateway {\n upstream\n}", "upstream needs a URL"},
-		"bad era":                {"mcp_gateway {\n upstream http://a/mcp {\n era future\n }\n}", `unknown era "future"`},
-		"duplicate era":          {"mcp_gateway {\n upstream http://a/mcp {\n era legacy\n era modern\n }\n}", "era already specified"},
-		"bad gather":             {"mcp_gateway {\n upstream http://a/mcp {\n gather sometimes\n }\n}", `unknown gather "sometimes"`},
-		"duplicate gather":       {"mcp_gateway {\n upstream http://a/mcp {\n gather always\n gather learn\n }\n}", "gather already specified"},
-		"gather without value":   {"mcp_gateway {\n upstream http://a/mcp {\n gather\n }\n}", "wrong argument count"},
-		"bad get_stream":         {"mcp_gateway {\n upstream http://a/mcp {\n get_stream maybe\n }\n}", `unknown get_stream "maybe"`},
-		"duplicate get_stream":   {"mcp_gateway {\n upstream http://a/mcp {\n get_stream on\n get_stream off\n }\n}", "get_stream already specified"},
-		"inline argument":        {"mcp_gateway http://a/mcp", "unexpected argument"},
-		"bad duration":           {"mcp_gateway {\n upstream http://a/mcp\n keepalive_interval soon\n}", "invalid keepalive_interval"},
-		"duplicate duration":     {"mcp_gateway {\n fail_duration 1s\n fail_duration 2s\n}", "fail_duration already specified"},
-		"bad size":               {"mcp_gateway {\n max_request_body lots\n}", "invalid max_request_body"},
-		"unknown policy":         {"mcp_gateway {\n lb_policy smartest\n}", "smartest"},
-		"duplicate policy":       {"mcp_gateway {\n lb_policy random\n lb_policy first\n}", "lb_policy already specified"},
-		"state_key without args": {"mcp_gateway {\n state_key\n}", "wrong argument count"},
-		"bad max_parked":         {"mcp_gateway {\n max_parked -3\n}", "invalid max_parked"},
-		"duplicate park_ttl":     {"mcp_gateway {\n park_ttl 1m\n park_ttl 2m\n}", "park_ttl already specified"},
-		"principal two args":     {"mcp_gateway {\n principal a b\n}", "wrong argument count"},
-		"zero max_rounds":        {"mcp_gateway {\n max_rounds 0\n}", "invalid max_rounds"},
-		"zero inputs per round":  {"mcp_gateway {\n max_inputs_per_round 0\n}", "invalid max_inputs_per_round"},
-		"bad write_timeout":      {"mcp_gateway {\n write_timeout soon\n}", "invalid write_timeout"},
-		"bad session_lifetime":   {"mcp_gateway {\n session_lifetime forever\n}", "invalid session_lifetime"},
-		"unsafe with argument":   {"mcp_gateway {\n log_unsafe_details yes\n}", "wrong argument count"},
-		"bad health_interval":    {"mcp_gateway {\n health_interval often\n}", "invalid health_interval"},
+		"unknown option":           {"mcp_gateway {\n upstream http://a/mcp\n nope 1\n}", `unrecognized mcp_gateway option "nope"`},
+		"unknown upstream opt":     {"mcp_gateway {\n upstream http://a/mcp {\n weight 3\n }\n}", `unrecognized upstream option "weight"`},
+		"bad scheme":               {"mcp_gateway {\n upstream ftp://a/mcp\n}", "scheme must be http or https"},
+		"no host":                  {"mcp_gateway {\n upstream http:///mcp\n}", "no host"},
+		"unparsable url":           {"mcp_gateway {\n upstream http://a b/\n}", "upstream takes one URL"},
+		"bad url escape":           {"mcp_gateway {\n upstream http://a/%zz\n}", "invalid URL escape"},
+		"missing url":              {"mcp_gateway {\n upstream\n}", "upstream needs a URL"},
+		"bad era":                  {"mcp_gateway {\n upstream http://a/mcp {\n era future\n }\n}", `unknown era "future"`},
+		"duplicate era":            {"mcp_gateway {\n upstream http://a/mcp {\n era legacy\n era modern\n }\n}", "era already specified"},
+		"bad gather":               {"mcp_gateway {\n upstream http://a/mcp {\n gather sometimes\n }\n}", `unknown gather "sometimes"`},
+		"duplicate gather":         {"mcp_gateway {\n upstream http://a/mcp {\n gather always\n gather learn\n }\n}", "gather already specified"},
+		"gather without value":     {"mcp_gateway {\n upstream http://a/mcp {\n gather\n }\n}", "wrong argument count"},
+		"bad get_stream":           {"mcp_gateway {\n upstream http://a/mcp {\n get_stream maybe\n }\n}", `unknown get_stream "maybe"`},
+		"duplicate get_stream":     {"mcp_gateway {\n upstream http://a/mcp {\n get_stream on\n get_stream off\n }\n}", "get_stream already specified"},
+		"inline argument":          {"mcp_gateway http://a/mcp", "unexpected argument"},
+		"bad duration":             {"mcp_gateway {\n upstream http://a/mcp\n keepalive_interval soon\n}", "invalid keepalive_interval"},
+		"duplicate duration":       {"mcp_gateway {\n fail_duration 1s\n fail_duration 2s\n}", "fail_duration already specified"},
+		"bad size":                 {"mcp_gateway {\n max_request_body lots\n}", "invalid max_request_body"},
+		"unknown policy":           {"mcp_gateway {\n lb_policy smartest\n}", "smartest"},
+		"duplicate policy":         {"mcp_gateway {\n lb_policy random\n lb_policy first\n}", "lb_policy already specified"},
+		"state_key without args":   {"mcp_gateway {\n state_key\n}", "wrong argument count"},
+		"bad max_parked":           {"mcp_gateway {\n max_parked -3\n}", "invalid max_parked"},
+		"bad parked per principal": {"mcp_gateway {\n max_parked_per_principal x\n}", "invalid max_parked_per_principal"},
+		"duplicate park_ttl":       {"mcp_gateway {\n park_ttl 1m\n park_ttl 2m\n}", "park_ttl already specified"},
+		"principal two args":       {"mcp_gateway {\n principal a b\n}", "wrong argument count"},
+		"zero max_rounds":          {"mcp_gateway {\n max_rounds 0\n}", "invalid max_rounds"},
+		"zero inputs per round":    {"mcp_gateway {\n max_inputs_per_round 0\n}", "invalid max_inputs_per_round"},
+		"bad write_timeout":        {"mcp_gateway {\n write_timeout soon\n}", "invalid write_timeout"},
+		"bad session_lifetime":     {"mcp_gateway {\n session_lifetime forever\n}", "invalid session_lifetime"},
+		"unsafe with argument":     {"mcp_gateway {\n log_unsafe_details yes\n}", "wrong argument count"},
+		"bad health_interval":      {"mcp_gateway {\n health_interval often\n}", "invalid health_interval"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -110,11 +112,12 @@ func TestValidate(t *testing.T) {
 		h    Handler
 		want string
 	}{
-		"no upstream":            {Handler{}, "at least one upstream"},
-		"duplicate":              {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}, {URL: "http://a/mcp"}}}, "listed twice"},
-		"negative":               {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, MaxRequestBody: -1}, "max_request_body"},
-		"negative write_timeout": {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, WriteTimeout: -1}, "write_timeout"},
-		"huge buffer":            {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, MaxBufferedNotifications: 5000}, "at most 4096"},
+		"no upstream":                       {Handler{}, "at least one upstream"},
+		"duplicate":                         {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}, {URL: "http://a/mcp"}}}, "listed twice"},
+		"negative":                          {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, MaxRequestBody: -1}, "max_request_body"},
+		"negative write_timeout":            {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, WriteTimeout: -1}, "write_timeout"},
+		"negative max_parked_per_principal": {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, MaxParkedPerPrincipal: -1}, "max_parked_per_principal"},
+		"huge buffer":                       {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, MaxBufferedNotifications: 5000}, "at most 4096"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
