@@ -95,16 +95,17 @@ func (h *Handler) provisionBridge() error {
 	st := val.(*bridgeState)
 	h.bridge = st.bridge
 	h.bridgeOpts = translate.BridgeOptions{
-		Keyring:           h.keyring,
-		Instance:          h.fleet.instance,
-		Address:           h.fleet.address,
-		ParkTTL:           time.Duration(h.ParkTTL),
-		MaxParked:         h.MaxParked,
-		GatherWindow:      time.Duration(h.GatherWindow),
-		MaxRounds:         h.MaxRounds,
-		MaxInputsPerRound: h.MaxInputsPerRound,
-		Lease:             legacy.LeaseLimits{MaxPerPrincipal: h.MaxSessionsPerPrincipal, CallBuffer: h.MaxBufferedNotifications},
-		Observer:          h.observer,
+		Keyring:               h.keyring,
+		Instance:              h.fleet.instance,
+		Address:               h.fleet.address,
+		ParkTTL:               time.Duration(h.ParkTTL),
+		MaxParked:             h.MaxParked,
+		MaxParkedPerPrincipal: h.MaxParkedPerPrincipal,
+		GatherWindow:          time.Duration(h.GatherWindow),
+		MaxRounds:             h.MaxRounds,
+		MaxInputsPerRound:     h.MaxInputsPerRound,
+		Lease:                 legacy.LeaseLimits{MaxPerPrincipal: h.MaxSessionsPerPrincipal, CallBuffer: h.MaxBufferedNotifications},
+		Observer:              h.observer,
 	}.WithDefaults()
 	return nil
 }

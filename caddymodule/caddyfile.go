@@ -47,6 +47,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    max_request_body   <size>
 //	    park_ttl           <duration>
 //	    max_parked         <count>
+//	    max_parked_per_principal <count>
 //	    gather_window      <duration>
 //	    max_rounds         <count>
 //	    max_inputs_per_round <count>
@@ -103,6 +104,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = parseDuration(d, &h.GatherWindow)
 		case "max_parked":
 			err = parseInt(d, &h.MaxParked)
+		case "max_parked_per_principal":
+			err = parseInt(d, &h.MaxParkedPerPrincipal)
 		case "max_rounds":
 			err = parseInt(d, &h.MaxRounds)
 		case "max_inputs_per_round":

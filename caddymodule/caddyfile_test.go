@@ -35,6 +35,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		session_lifetime 1h
 		park_ttl 2m
 		max_parked 500
+		max_parked_per_principal 20
 		gather_window 50ms
 		principal {http.auth.user.id}
 		health_interval 30s
@@ -54,7 +55,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		`"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="],` +
 		`"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],` +
 		`"keepalive_interval":20000000000,"stream_close_delay":2000000000,"fail_duration":30000000000,"max_request_body":1048576,` +
-		`"park_ttl":120000000000,"max_parked":500,"gather_window":50000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64,"max_sessions_per_principal":50,"write_timeout":10000000000,"session_lifetime":3600000000000,"principal":"{http.auth.user.id}",` +
+		`"park_ttl":120000000000,"max_parked":500,"max_parked_per_principal":20,"gather_window":50000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64,"max_sessions_per_principal":50,"write_timeout":10000000000,"session_lifetime":3600000000000,"principal":"{http.auth.user.id}",` +
 		`"health_interval":30000000000,"health_timeout":2000000000,"log_unsafe_details":true}`
 	if string(got) != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
@@ -85,6 +86,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		"duplicate policy":       {"mcp_gateway {\n lb_policy random\n lb_policy first\n}", "lb_policy already specified"},
 		"state_key without args": {"mcp_gateway {\n state_key\n}", "wrong argument count"},
 		"bad max_parked":         {"mcp_gateway {\n max_parked -3\n}", "invalid max_parked"},
+		"bad parked/principal":   {"mcp_gateway {\n max_parked_per_principal x\n}", "invalid max_parked_per_principal"},
 		"duplicate park_ttl":     {"mcp_gateway {\n park_ttl 1m\n park_ttl 2m\n}", "park_ttl already specified"},
 		"principal two args":     {"mcp_gateway {\n principal a b\n}", "wrong argument count"},
 		"zero max_rounds":        {"mcp_gateway {\n max_rounds 0\n}", "invalid max_rounds"},
@@ -114,6 +116,7 @@ func TestValidate(t *testing.T) {
 		"duplicate":              {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}, {URL: "http://a/mcp"}}}, "listed twice"},
 		"negative":               {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, MaxRequestBody: -1}, "max_request_body"},
 		"negative write_timeout": {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, WriteTimeout: -1}, "write_timeout"},
+		"negative parked/princ.": {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, MaxParkedPerPrincipal: -1}, "max_parked_per_principal"},
 		"huge buffer":            {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, MaxBufferedNotifications: 5000}, "at most 4096"},
 	}
 	for name, c := range cases {

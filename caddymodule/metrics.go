@@ -55,7 +55,7 @@ func newGatewayMetrics(reg *prometheus.Registry) *gatewayMetrics {
 			"Time per bridged call the gateway spent translating messages (state sealing, input requests, result reshaping), not waiting.",
 			prometheus.ExponentialBuckets(0.00001, 2.5, 12), "cell"),
 		parkedEnded: counter("parked_calls_ended_total",
-			"Parked calls that left the parked list, by reason: answered, expired, evicted, cancelled, failed.", "reason"),
+			"Parked calls that left the parked list, by reason: answered, expired, cancelled, failed; and calls refused a place (max_parked, max_parked_per_principal): refused.", "reason"),
 		forwards: counter("instance_forwards_total",
 			"Requests forwarded between gateway instances, by direction (sent, received) and outcome (ok, error).", "direction", "outcome"),
 		checks: counter("health_checks_total",

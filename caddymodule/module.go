@@ -48,7 +48,7 @@ func init() {
 // `{http.mcp_gateway.owner}` | The instance a request was forwarded to (the owner of its call)
 // `{http.mcp_gateway.cell}` | Client era and upstream era: `modern-legacy` (forward bridge), `legacy-modern` (reverse bridge), `legacy-legacy` or `modern-modern` (pass-through), `none` (refused before an upstream was chosen)
 // `{http.mcp_gateway.round}` | Bridged requests only: the input round of the request (forward bridge: the round of the `requestState` it carries, 0 for a first request; reverse bridge: the in-line rounds it went through)
-// `{http.mcp_gateway.outcome}` | `complete`, `input_required`, `error`, `cancelled` or `expired` for bridged requests; `ok`, `error` or `cancelled` (from the HTTP status) for pass-through ones
+// `{http.mcp_gateway.outcome}` | `complete`, `input_required`, `error`, `cancelled`, `expired` or `refused` (no room among the parked calls: `max_parked`, `max_parked_per_principal`) for bridged requests; `ok`, `error` or `cancelled` (from the HTTP status) for pass-through ones
 //
 // Metrics (`caddy_mcp_gateway_*`) are registered on Caddy's metrics
 // registry, served at the admin endpoint's `/metrics`. Every bridged call
@@ -166,11 +166,26 @@ type Handler struct {
 	// Default: 5m.
 	ParkTTL caddy.Duration `json:"park_ttl,omitempty"`
 
-	// The most calls this handler keeps parked at once; when full, its
-	// oldest parked call is abandoned (cancelled upstream) to make room.
-	// Calls parked by other mcp_gateway handlers neither count nor are
-	// evicted. Default: 10000.
+	// The most calls this handler keeps parked at once (a modern client in
+	// front of a legacy server). A call counts from its first
+	// `input_required` until it ends, its later rounds included. When full,
+	// a new call that wants to park is refused with 503 (`-32603`): the
+	// legacy server has already asked its question, so the gateway answers
+	// it with a cancellation and cancels the upstream call. A call to a
+	// tool, prompt or resource known to ask for input is refused before it
+	// is sent at all. No parked call is ever ended to make room. Calls
+	// parked by other mcp_gateway handlers do not count. Default: 10000.
 	MaxParked int `json:"max_parked,omitempty"`
+
+	// The most parked calls (counted as for `max_parked`) one principal may
+	// hold in this handler. At the limit, the principal's new call that
+	// wants to park is refused with 429 (`-32603`), the same way; its own
+	// parked calls are not ended, and other principals are not affected.
+	// Without authentication in front every client without an
+	// `Authorization` header is the same principal, so this is then a limit
+	// for all of them together: set `principal` to a real identity.
+	// Default: 100.
+	MaxParkedPerPrincipal int `json:"max_parked_per_principal,omitempty"`
 
 	// How long, after a legacy server's first in-line request for input,
 	// the gateway waits for sibling requests so that they are asked in the
@@ -217,7 +232,10 @@ type Handler struct {
 	// closed to make room; if none is idle, the request gets 429 (`-32603`).
 	// The principal's sessions are counted across every mcp_gateway handler
 	// of the process; this handler's limit applies to those it opens.
-	// Default: 1000.
+	// Without authentication in front every client without an
+	// `Authorization` header is the same principal, so this is then a limit
+	// for all of them together (1000 calls in progress or parked, in all):
+	// set `principal` to a real identity. Default: 1000.
 	MaxSessionsPerPrincipal int `json:"max_sessions_per_principal,omitempty"`
 
 	// How long one write to a client may block (a client that stopped

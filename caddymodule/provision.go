@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // Defaults of the optional settings.
@@ -24,6 +25,10 @@ const (
 	defaultPrincipal      = "{http.request.header.Authorization}"
 	defaultWriteTimeout   = 30 * time.Second
 	defaultPerPrincipal   = 1000
+	// 100 waiting questions is more than one person or agent answers at
+	// once, and a hundredth of the default max_parked: filling the table
+	// takes a hundred identities.
+	defaultParkedPerPrincipal = translate.DefaultMaxParkedPerPrincipal
 
 	maxBufferedNotifications = 4096
 )
@@ -61,6 +66,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	if h.MaxSessionsPerPrincipal == 0 {
 		h.MaxSessionsPerPrincipal = defaultPerPrincipal
+	}
+	if h.MaxParkedPerPrincipal == 0 {
+		h.MaxParkedPerPrincipal = defaultParkedPerPrincipal
 	}
 
 	for i, u := range h.Upstreams {
@@ -178,8 +186,8 @@ func (h *Handler) Validate() error {
 	if h.FailDuration < 0 {
 		return errors.New("fail_duration must not be negative")
 	}
-	if h.ParkTTL < 0 || h.GatherWindow < 0 || h.MaxParked < 0 {
-		return errors.New("park_ttl, gather_window and max_parked must not be negative")
+	if h.ParkTTL < 0 || h.GatherWindow < 0 || h.MaxParked < 0 || h.MaxParkedPerPrincipal < 0 {
+		return errors.New("park_ttl, gather_window, max_parked and max_parked_per_principal must not be negative")
 	}
 	if h.MaxRounds < 0 || h.SessionLifetime < 0 {
 		return errors.New("max_rounds and session_lifetime must not be negative")

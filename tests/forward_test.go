@@ -319,9 +319,10 @@ func TestForwardFreshInputResponses(t *testing.T) {
 	}
 }
 
-// TestForwardAbandonment: a parked call that expires, is evicted, or whose
-// client leaves has its upstream question answered with a cancellation and
-// the upstream call cancelled.
+// TestForwardAbandonment: a parked call that expires, or whose client
+// leaves, has its upstream question answered with a cancellation and the
+// upstream call cancelled; a full max_parked refuses the new call, not
+// the parked one.
 func TestForwardAbandonment(t *testing.T) {
 	t.Run("expiry", func(t *testing.T) {
 		rs := newRecordingServer(t)
@@ -334,16 +335,18 @@ func TestForwardAbandonment(t *testing.T) {
 			t.Fatalf("tool call %s, want cancelled", got)
 		}
 	})
-	t.Run("eviction", func(t *testing.T) {
+	t.Run("refusal", func(t *testing.T) {
+		// max_parked full: the new call is refused (before it is sent,
+		// `ask` being known to ask), the parked one goes on.
 		rs := newRecordingServer(t)
 		g := startGateway(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tmax_parked 1")
 		first := parseInputRequired(t, askCall(t, g.URL, 1, "first", nil, nil))
-		parseInputRequired(t, askCall(t, g.URL, 2, "second", nil, nil))
-		if got := wait(t, rs.answers, 5*time.Second, "answer after eviction"); got != "cancel" {
-			t.Fatalf("upstream got %q, want cancel", got)
-		}
+		checkRPCError(t, askCall(t, g.URL, 2, "second", nil, nil), http.StatusServiceUnavailable, -32603, 2)
 		x := askCall(t, g.URL, 3, "first", map[string]any{"inputResponses": map[string]any{"elicitation-1": acceptAnswer}, "requestState": first.RequestState}, nil)
-		checkRPCError(t, x, http.StatusBadRequest, -32602, 3)
+		checkToolResult(t, x, 3)
+		if got := wait(t, rs.answers, 5*time.Second, "answer to the parked call"); got != "accept" {
+			t.Fatalf("upstream got %q, want accept", got)
+		}
 	})
 	t.Run("client disconnects mid-call", func(t *testing.T) {
 		rs := newRecordingServer(t)

@@ -54,7 +54,8 @@ func TestForwardManyParkedCalls(t *testing.T) {
 	upstream := "http://" + ln.Addr().String() + "/mcp"
 
 	ttl := 10*time.Second + time.Duration(n)*2*time.Millisecond
-	g := startGateway(t, fmt.Sprintf("\t\tupstream %s {\n\t\t\tera legacy\n\t\t}\n\t\tpark_ttl %s\n\t\tmax_parked %d\n\t\tmax_sessions_per_principal %d", upstream, ttl, n+10, n+10))
+	// Every call is anonymous, one principal: raise its limits too.
+	g := startGateway(t, fmt.Sprintf("\t\tupstream %s {\n\t\t\tera legacy\n\t\t}\n\t\tpark_ttl %s\n\t\tmax_parked %d\n\t\tmax_parked_per_principal %d\n\t\tmax_sessions_per_principal %d", upstream, ttl, n+10, n+10, n+10))
 	baseGoroutines, baseRSS, baseHeap := g.goroutines(t), g.rssKiB(t), g.heapKiB(t)
 
 	start := time.Now()

@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"container/list"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -46,10 +45,16 @@ type BridgeOptions struct {
 	// Default 5m.
 	ParkTTL time.Duration
 	// MaxParked bounds the calls parked with these options (the same
-	// *BridgeOptions); when full, the oldest of them is abandoned. Calls
-	// parked with other options neither count nor are evicted. Default
-	// 10000.
+	// *BridgeOptions): a call counts from its first park until it ends,
+	// its later rounds included. When full, a new call that wants to park
+	// is refused (503, -32603) and cancelled upstream; no parked call is
+	// ended to make room (see bridge_admit.go). Calls parked with other
+	// options do not count. Default 10000.
 	MaxParked int
+	// MaxParkedPerPrincipal bounds, within MaxParked, the calls of one
+	// principal: at the bound the principal's new call is refused (429,
+	// -32603) the same way. Default DefaultMaxParkedPerPrincipal.
+	MaxParkedPerPrincipal int
 	// GatherWindow is how long a round waits, after the upstream's first
 	// request for input, for sibling requests to ask in the same round:
 	// on the first round of a target (tool, prompt, resource), and on every
@@ -89,6 +94,9 @@ func (o BridgeOptions) withDefaults() BridgeOptions {
 	if o.MaxParked <= 0 {
 		o.MaxParked = 10000
 	}
+	if o.MaxParkedPerPrincipal <= 0 {
+		o.MaxParkedPerPrincipal = DefaultMaxParkedPerPrincipal
+	}
 	if o.GatherWindow <= 0 {
 		o.GatherWindow = 2 * time.Millisecond
 	}
@@ -118,7 +126,7 @@ type Bridge struct {
 
 	mu     sync.Mutex
 	parked map[[16]byte]*call
-	sets   map[*BridgeOptions]*list.List // of *call per options, oldest parked first
+	sets   map[*BridgeOptions]*parkSet // places held per options (bridge_admit.go)
 	closed bool
 
 	// ctx outlives every client request: upstream calls run in it, so a
@@ -131,7 +139,7 @@ type Bridge struct {
 // for the requests that carry no options of their own.
 func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
 	b := &Bridge{pool: pool, defaults: opts.WithDefaults(), parked: make(map[[16]byte]*call),
-		sets: make(map[*BridgeOptions]*list.List), gather: newGatherPolicy()}
+		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy()}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b
 }
@@ -165,7 +173,6 @@ func (b *Bridge) Close() {
 		all = append(all, c)
 	}
 	clear(b.parked)
-	clear(b.sets)
 	b.mu.Unlock()
 	for _, c := range all {
 		b.unparked(c, ParkCancelled)
@@ -254,6 +261,14 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 		}
 	}
 	started := time.Now()
+	if rerr := b.roomBeforeStart(r); rerr != nil {
+		// Refused before it reached the upstream: no side effect there.
+		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
+		c := &call{key: poolKey(r), method: r.Method, name: r.Name, started: started, opts: r.Options}
+		b.unparked(c, ParkRefused)
+		b.report(c, OutcomeRefused, rerr.Message)
+		return Served{Outcome: OutcomeRefused}
+	}
 	c, rerr := b.start(ctx, &r, params)
 	if rerr != nil {
 		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
@@ -303,7 +318,7 @@ type call struct {
 	pending  []pendingInput
 	held     []legacy.Message // arrived while parked, for run
 	timer    *time.Timer
-	elem     *list.Element // in Bridge.sets[opts] while parked
+	placed   bool          // holds a place in Bridge.sets[opts] (bridge_admit.go), under Bridge.mu
 	overhead time.Duration // spent translating (CallReport.Overhead)
 }
 
@@ -588,8 +603,10 @@ func (b *Bridge) cancelUpstream(sess *legacy.Session, id json.RawMessage, reason
 	_ = sess.Notify(ctx, "notifications/cancelled", params)
 }
 
-// finish closes the upstream call and releases the session.
+// finish closes the upstream call, releases the session and frees the
+// call's place among the parked calls.
 func (b *Bridge) finish(c *call, healthy bool) {
+	b.release(c)
 	if c.up != nil {
 		c.up.Close()
 		c.cancelUp()

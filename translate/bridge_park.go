@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -12,8 +11,9 @@ import (
 )
 
 // Parking and resuming: a call that asked for input waits in the bridge's
-// table (bounded per options set, expiring after ParkTTL) for the client's
-// retry, whose requestState leads back to it.
+// table (bounded per options set and per principal, see bridge_admit.go;
+// expiring after ParkTTL) for the client's retry, whose requestState leads
+// back to it.
 
 // parkRound parks c with the round's questions, remembering whether its
 // target asked one or several at once.
@@ -49,8 +49,10 @@ func (b *Bridge) holdArrived(c *call) {
 
 // park ends the client's answer with input_required and keeps the upstream
 // call waiting for the retry. The call's options bound it (max_rounds,
-// park_ttl, max_parked); the requestState is sealed with those of the
-// request being answered, whose configuration the client retries through.
+// park_ttl, max_parked, max_parked_per_principal: a call that finds no room
+// is refused, never another one ended); the requestState is sealed with
+// those of the request being answered, whose configuration the client
+// retries through.
 func (b *Bridge) park(c *call, r Request, sink Sink) string {
 	o, seal := c.opts, r.Options
 	if int(c.round) >= o.MaxRounds {
@@ -58,6 +60,14 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(
 			fmt.Sprintf("the upstream asked for input more than %d times (max_rounds); the call was cancelled", o.MaxRounds))))
 		return OutcomeError
+	}
+	// The place is taken before the state is sealed, and held until the
+	// call ends (finish).
+	b.mu.Lock()
+	rerr := b.admitLocked(c)
+	b.mu.Unlock()
+	if rerr != nil {
+		return b.refuse(c, r, sink, rerr)
 	}
 	w := startWatch(&c.overhead)
 	if c.round == 0 {
@@ -76,7 +86,6 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 	}
 	answer := resultResponse(r.ID, InputRequiredResult(reqs, token))
 	w.stop()
-	var evicted *call
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -84,17 +93,7 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 		_ = sink.Respond(http.StatusServiceUnavailable, ErrorResponse(r.ID, internalError("the gateway is shutting down")))
 		return OutcomeCancelled
 	}
-	set := b.sets[o]
-	if set == nil {
-		set = list.New()
-		b.sets[o] = set
-	}
-	if set.Len() >= o.MaxParked {
-		evicted = set.Front().Value.(*call)
-		b.unparkLocked(evicted)
-	}
 	b.parked[c.handle] = c
-	c.elem = set.PushBack(c)
 	round := c.round // the timer belongs to this round only
 	c.timer = time.AfterFunc(o.ParkTTL, func() {
 		if b.take(c.handle, round) != nil {
@@ -103,10 +102,6 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 		}
 	})
 	b.mu.Unlock()
-	if evicted != nil {
-		b.unparked(evicted, ParkEvicted)
-		b.abandon(evicted, OutcomeEvicted, "too many parked calls")
-	}
 	// Nobody reads the call while it is parked: an upstream that sends more
 	// than the call can hold (max_buffered_notifications), or that dies,
 	// ends it now rather than at the retry or the expiry.
@@ -140,14 +135,11 @@ func (b *Bridge) take(handle [16]byte, round uint32) *call {
 	return c
 }
 
+// unparkLocked removes c from the parked calls; it keeps its place in
+// the table until it ends.
 func (b *Bridge) unparkLocked(c *call) {
 	c.timer.Stop()
 	delete(b.parked, c.handle)
-	set := b.sets[c.opts]
-	set.Remove(c.elem)
-	if set.Len() == 0 {
-		delete(b.sets, c.opts)
-	}
 }
 
 // openState opens the requestState of a retry with the keyring of r's

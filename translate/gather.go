@@ -60,14 +60,27 @@ func newGatherPolicy() *gatherPolicy {
 // a collision (64 bits, seeded per process) would only give one target the
 // other's verdict.
 func (g *gatherPolicy) target(c *call) uint64 {
+	return g.targetOf(c.key.Upstream, c.method, c.name)
+}
+
+func (g *gatherPolicy) targetOf(upstream, method, name string) uint64 {
 	var h maphash.Hash
 	h.SetSeed(g.seed)
-	h.WriteString(c.key.Upstream)
+	h.WriteString(upstream)
 	h.WriteByte(0)
-	h.WriteString(c.method)
+	h.WriteString(method)
 	h.WriteByte(0)
-	h.WriteString(c.name)
+	h.WriteString(name)
 	return h.Sum64()
+}
+
+// asked reports whether the target (upstream, method, name) is known to
+// have asked for input: one of its calls reached a round. The bridge
+// refuses such a call before sending it when the parked table has no room
+// for it (see bridge_admit.go); a target forgotten by the LRU is simply not
+// known.
+func (g *gatherPolicy) asked(upstream, method, name string) bool {
+	return g.learned.Contains(g.targetOf(upstream, method, name))
 }
 
 // waits reports whether c's rounds wait the gather window: c always

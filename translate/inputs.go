@@ -533,8 +533,8 @@ func appendJSONString(b []byte, s string) []byte {
 
 // CancelAnswer returns what the gateway sends upstream, as the JSON-RPC
 // response to an in-line request, when the modern client abandons it (the
-// call expired, was evicted, or the client went away). Exactly one of
-// result and errObj is non-nil:
+// call expired, found no room among the parked calls, or the client went
+// away). Exactly one of result and errObj is non-nil:
 //
 //   - elicitation/create: result {"action":"cancel"}, the ElicitResult of a
 //     user who "dismissed without making an explicit choice";

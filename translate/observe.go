@@ -11,8 +11,8 @@ type Observer interface {
 	// call of the reverse bridge is one request of a legacy client.
 	CallEnded(CallReport)
 	// Unparked reports a parked call of the forward bridge leaving the
-	// parked list, and why: ParkAnswered, ParkExpired, ParkEvicted,
-	// ParkCancelled or ParkFailed.
+	// parked list, and why: ParkAnswered, ParkExpired, ParkCancelled or
+	// ParkFailed; or a call that wanted to park refused (ParkRefused).
 	Unparked(why string)
 }
 
@@ -24,14 +24,14 @@ const (
 	OutcomeInputRequired = "input_required" // the request ended with input_required (forward bridge)
 	OutcomeCancelled     = "cancelled"      // the client left or cancelled, or the gateway stopped
 	OutcomeExpired       = "expired"        // parked (or waiting for in-line answers) past its time
-	OutcomeEvicted       = "evicted"        // pushed out of the parked calls by max_parked
+	OutcomeRefused       = "refused"        // wanted to park, or would have, and max_parked or max_parked_per_principal had no room
 )
 
 // Why a parked call left the parked list (Observer.Unparked).
 const (
 	ParkAnswered  = "answered"  // the client's retry took it
 	ParkExpired   = "expired"   // park_ttl passed
-	ParkEvicted   = "evicted"   // max_parked made room for a newer one
+	ParkRefused   = "refused"   // never parked: max_parked or max_parked_per_principal had no room
 	ParkCancelled = "cancelled" // the gateway stopped
 	ParkFailed    = "failed"    // the upstream call failed (or overflowed) while parked
 )

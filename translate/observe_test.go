@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -93,9 +94,9 @@ func TestBridgeObserverRounds(t *testing.T) {
 	}
 }
 
-// TestBridgeObserverAbandoned: expiry, eviction and shutdown are reported
-// as such, both as the end of the call and as the reason it left the
-// parked list.
+// TestBridgeObserverAbandoned: expiry, refusal (max_parked) and shutdown
+// are reported as such, both as the end of the call and as the reason it
+// left (or never entered) the parked list.
 func TestBridgeObserverAbandoned(t *testing.T) {
 	upstream, _ := legacyUpstream(t)
 	t.Run("expired", func(t *testing.T) {
@@ -107,13 +108,14 @@ func TestBridgeObserverAbandoned(t *testing.T) {
 			t.Fatalf("reported %+v, unparked %v", calls, unparked)
 		}
 	})
-	t.Run("evicted", func(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
 		b, obs := observedBridge(t, time.Minute, 1)
 		serve(b, askRequest(t, upstream, 1, 1, ""))
-		serve(b, askRequest(t, upstream, 2, 1, ""))
+		second := serve(b, askRequest(t, upstream, 2, 1, ""))
 		calls, unparked := obs.wait(t, 1)
-		if calls[0].Outcome != OutcomeEvicted || !slices.Equal(unparked, []string{ParkEvicted}) {
-			t.Fatalf("reported %+v, unparked %v", calls, unparked)
+		if calls[0].Outcome != OutcomeRefused || !strings.Contains(calls[0].Reason, "max_parked") ||
+			!slices.Equal(unparked, []string{ParkRefused}) || second.status != http.StatusServiceUnavailable || b.Parked() != 1 {
+			t.Fatalf("reported %+v, unparked %v; second answered %d %s", calls, unparked, second.status, second.final)
 		}
 	})
 	t.Run("shutdown", func(t *testing.T) {

@@ -91,7 +91,7 @@ func TestBridgeOptionsPerRequest(t *testing.T) {
 
 // TestBridgeOptionsParked: park_ttl and max_parked are each
 // configuration's: A's parked call expires while B's waits, and A's bound
-// evicts only A's calls.
+// refuses only A's calls.
 func TestBridgeOptionsParked(t *testing.T) {
 	upstream, _ := legacyUpstream(t)
 	b := newTestBridge(t, time.Minute)
@@ -106,13 +106,13 @@ func TestBridgeOptionsParked(t *testing.T) {
 		bCalls = append(bCalls, serve(b, withOptions(askRequest(t, upstream, 1+i, 1, ""), optB)))
 	}
 	for i := range 2 {
-		serve(b, withOptions(askRequest(t, upstream, 10+i, 1, ""), optA)) // the second evicts the first
+		serve(b, withOptions(askRequest(t, upstream, 10+i, 1, ""), optA)) // the second is refused
 	}
-	if _, unparked := obsA.wait(t, 1); len(unparked) != 1 || unparked[0] != ParkEvicted {
-		t.Fatalf("A unparked %v, want one eviction", unparked)
+	if _, unparked := obsA.wait(t, 1); len(unparked) != 1 || unparked[0] != ParkRefused {
+		t.Fatalf("A unparked %v, want one refusal", unparked)
 	}
 	if b.Parked() != 3 {
-		t.Fatalf("%d parked, want B's two and A's last", b.Parked())
+		t.Fatalf("%d parked, want B's two and A's first", b.Parked())
 	}
 
 	serve(b, withOptions(askRequest(t, upstream, 20, 1, ""), short))
@@ -132,7 +132,7 @@ func TestBridgeOptionsParked(t *testing.T) {
 		t.Fatalf("B unparked %v, want two answered", unparked)
 	}
 	if _, unparked := obsA.wait(t, 2); unparked[1] != ParkExpired {
-		t.Fatalf("A unparked %v, want an eviction then an expiry", unparked)
+		t.Fatalf("A unparked %v, want a refusal then an expiry", unparked)
 	}
 }
 

@@ -166,6 +166,7 @@ http://127.0.0.1:$park_gw {
 		}
 		park_ttl $PARK_TTL
 		max_parked $((PARKED + 100))
+		max_parked_per_principal $((PARKED + 100))
 		max_sessions_per_principal $((PARKED + 100))
 	}
 }
