@@ -479,10 +479,15 @@ func (b *Bridge) upstreamEnded(c *call, r Request, sink Sink) string {
 	if err != nil {
 		msg += ": " + err.Error()
 	}
-	if errors.Is(err, legacy.ErrBacklog) {
+	switch {
+	case errors.Is(err, legacy.ErrBacklog):
 		// The upstream is still working: tell it to stop.
 		b.abandon(c, OutcomeError, "too many unread messages")
-	} else {
+	case errors.Is(err, legacy.ErrJSONTooDeep):
+		// Its stream was closed on a nesting bomb; it may still be
+		// working on the call.
+		b.abandon(c, OutcomeError, "the upstream sent JSON nested too deeply")
+	default:
 		b.finish(c, false)
 		b.report(c, OutcomeError, msg)
 	}
