@@ -1,9 +1,9 @@
 package caddymodule
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"time"
 
@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
@@ -51,6 +52,13 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 			return writeRPCError(w, nil, rerr)
 		}
 		*bodyOut = body
+		if err := legacy.CheckJSONDepth(body); err != nil {
+			// A nesting bomb is refused before anything walks the body
+			// (classifying it, logging it); Peek would refuse it too.
+			return writeRPCError(w, nil, &translate.RPCError{
+				HTTPStatus: http.StatusBadRequest, Code: translate.ParseError, Message: "Parse error: " + err.Error(),
+			})
+		}
 		if r, rerr = h.acceptForwarded(r, body); rerr != nil {
 			return writeRPCError(w, requestID(body), rerr)
 		}
@@ -86,9 +94,19 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 	}
 }
 
-// readBody reads the request body, bounded by limit.
+// readBody reads the request body, bounded by limit. A body whose length
+// is announced is read into one buffer of that size (io.ReadAll would
+// allocate about twice the body while growing its buffer).
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *translate.RPCError) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n <= limit {
+		buf.Grow(int(n) + bytes.MinRead) // ReadFrom wants MinRead free to read the end
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	body := buf.Bytes()
+	if body == nil {
+		body = []byte{} // nil stands for the body of a GET or DELETE
+	}
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

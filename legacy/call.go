@@ -289,7 +289,8 @@ func (c *Call) readStream(rd *MessageReader, body io.ReadCloser) {
 }
 
 // resumeStream reopens a stream that broke with err, after the upstream's
-// retry delay, or sets Err and returns nil.
+// retry delay, or sets Err and returns nil. A stream that sent JSON nested
+// too deeply is not resumed: the upstream would only send it again.
 func (c *Call) resumeStream(rd *MessageReader, err error, resumes int) (*MessageReader, io.ReadCloser) {
 	select {
 	case <-c.done:
@@ -297,7 +298,7 @@ func (c *Call) resumeStream(rd *MessageReader, err error, resumes int) (*Message
 	default:
 	}
 	lastID := rd.LastEventID()
-	if lastID == "" || resumes >= maxResumes {
+	if lastID == "" || resumes >= maxResumes || errors.Is(err, ErrJSONTooDeep) {
 		if errors.Is(err, io.EOF) && c.ID != nil {
 			err = io.ErrUnexpectedEOF
 		}

@@ -129,11 +129,15 @@ func OpenClientSession(kr *Keyring, id GatewaySessionID) (ClientSession, error) 
 	}
 	s.Upstream = string(fields[0])
 	s.ProtocolVersion = string(fields[1])
-	if len(fields[2]) > 0 {
-		s.Capabilities = fields[2]
-	}
-	if len(fields[3]) > 0 {
-		s.ClientInfo = fields[3]
+	// The JSON fields are walked later: like any JSON the gateway reads,
+	// they must be valid and shallow, sealed or not.
+	for i, f := range []*[]byte{&s.Capabilities, &s.ClientInfo} {
+		if v := fields[2+i]; len(v) > 0 {
+			if err := ValidJSON(v); err != nil {
+				return ClientSession{}, fmt.Errorf("%w: %w: %w", ErrUnsealable, errMalformedClientSession, err)
+			}
+			*f = v
+		}
 	}
 	return s, nil
 }

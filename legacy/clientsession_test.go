@@ -64,6 +64,19 @@ func TestClientSessionRejects(t *testing.T) {
 			t.Errorf("%s: error %v, want ErrUnsealable", name, err)
 		}
 	}
+	// Its JSON fields are walked once opened: a session sealing JSON that
+	// is not valid, or nested too deeply, does not open either.
+	for name, caps := range map[string]string{"deep capabilities": strings.Repeat("[", MaxJSONDepth+1), "broken capabilities": `{"a":`} {
+		s := sampleClientSession()
+		s.Capabilities = []byte(caps)
+		tok, err := SealClientSession(kr, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := OpenClientSession(kr, tok); !errors.Is(err, ErrUnsealable) {
+			t.Errorf("%s: error %v, want ErrUnsealable", name, err)
+		}
+	}
 	// A session id never opens as a pin either.
 	if _, err := OpenPin(kr, id); !errors.Is(err, ErrUnsealable) {
 		t.Errorf("a client session opened as a pin: %v", err)
@@ -75,8 +88,8 @@ func TestClientSessionLimits(t *testing.T) {
 	s := sampleClientSession()
 	s.Upstream = strings.Repeat("u", MaxClientSessionUpstream)
 	s.ProtocolVersion = strings.Repeat("v", MaxClientSessionVersion)
-	s.Capabilities = bytes.Repeat([]byte("c"), MaxClientSessionCapabilities)
-	s.ClientInfo = bytes.Repeat([]byte("i"), MaxClientSessionInfo)
+	s.Capabilities = []byte(`"` + strings.Repeat("c", MaxClientSessionCapabilities-2) + `"`)
+	s.ClientInfo = []byte(`"` + strings.Repeat("i", MaxClientSessionInfo-2) + `"`)
 	id, err := SealClientSession(kr, s)
 	if err != nil {
 		t.Fatal(err)

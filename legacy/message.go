@@ -25,12 +25,19 @@ type Message struct {
 	Method string          // requests and notifications
 }
 
-// ParseMessage classifies raw without unmarshalling it.
+// ParseMessage classifies raw without unmarshalling it. Text that is not
+// valid JSON, or nests deeper than MaxJSONDepth, is KindInvalid (use
+// ValidJSON first to tell the two apart).
 func ParseMessage(raw []byte) Message {
-	m := Message{Raw: raw}
-	if !gjson.ValidBytes(raw) {
-		return m
+	if ValidJSON(raw) != nil {
+		return Message{Raw: raw}
 	}
+	return classify(raw)
+}
+
+// classify is ParseMessage for raw that passed ValidJSON.
+func classify(raw []byte) Message {
+	m := Message{Raw: raw}
 	res := gjson.GetManyBytes(raw, "id", "method", "result", "error")
 	id, method := res[0], res[1]
 	if id.Exists() {

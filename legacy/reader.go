@@ -8,8 +8,6 @@ import (
 	"mime"
 	"net/http"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 )
 
@@ -46,7 +44,9 @@ func (r *MessageReader) IsStream() bool { return r.events != nil }
 // Next returns the next message, or io.EOF after the last. A JSON answer
 // that is not a JSON object is an error naming the HTTP status; in a stream,
 // events without a JSON-RPC message (priming events, anything unparsable)
-// are skipped. A stream that breaks returns the read error, wrapped.
+// are skipped. A stream that breaks returns the read error, wrapped. A JSON
+// answer or an event nested deeper than MaxJSONDepth is an error wrapping
+// ErrJSONTooDeep, after which the answer must be abandoned.
 func (r *MessageReader) Next() (Message, error) {
 	if r.events == nil {
 		return r.nextJSON()
@@ -62,10 +62,26 @@ func (r *MessageReader) Next() (Message, error) {
 		if ev.HasRetry {
 			r.retry, r.hasRetry = ev.Retry, true
 		}
-		if m := ParseMessage(bytes.TrimSpace(ev.Data)); m.Kind != KindInvalid {
-			return m, nil
+		if m, err := eventMessage(ev.Data); m.Kind != KindInvalid || err != nil {
+			return m, err
 		}
 	}
+}
+
+// eventMessage returns the message of an event's data: KindInvalid for
+// anything that is not one (to skip), and an error for JSON nested deeper
+// than MaxJSONDepth, which ends the stream: it is no priming event but an
+// upstream gone wrong, and the request it answers must fail rather than
+// wait.
+func eventMessage(data []byte) (Message, error) {
+	data = bytes.TrimSpace(data)
+	switch err := ValidJSON(data); {
+	case errors.Is(err, ErrJSONTooDeep):
+		return Message{}, fmt.Errorf("the upstream sent an event of %w", err)
+	case err != nil:
+		return Message{}, nil
+	}
+	return classify(data), nil
 }
 
 // streamError is the error that ended an event stream. A function of its
@@ -90,10 +106,16 @@ func (r *MessageReader) nextJSON() (Message, error) {
 		return Message{}, fmt.Errorf("reading the upstream answer: %w", err)
 	}
 	b = bytes.TrimSpace(b)
-	if len(b) > r.max || len(b) == 0 || b[0] != '{' || !gjson.ValidBytes(b) {
+	if len(b) > r.max || len(b) == 0 || b[0] != '{' {
 		return Message{}, fmt.Errorf("the upstream answered HTTP %d without a JSON-RPC message", r.status)
 	}
-	return ParseMessage(b), nil
+	if err := ValidJSON(b); err != nil {
+		if errors.Is(err, ErrJSONTooDeep) {
+			return Message{}, fmt.Errorf("the upstream answered HTTP %d with %w", r.status, err)
+		}
+		return Message{}, fmt.Errorf("the upstream answered HTTP %d without a JSON-RPC message", r.status)
+	}
+	return classify(b), nil
 }
 
 // LastEventID is the id of the stream's last event that had one ("" if

@@ -1,6 +1,7 @@
 package legacy
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -87,4 +88,33 @@ func FuzzMessageReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMessageReaderTooDeep: an answer or an event nested beyond
+// MaxJSONDepth ends the answer with ErrJSONTooDeep (instead of being
+// skipped, or costing the gateway its stack), whatever its size within the
+// limit; one nested just within the limit is a message like any other.
+func TestMessageReaderTooDeep(t *testing.T) {
+	const size = 15 << 20
+	bomb := `{"jsonrpc":"2.0","id":1,"result":` + strings.Repeat("[", size)
+	within := `{"jsonrpc":"2.0","id":1,"result":{"a":` + strings.Repeat("[", MaxJSONDepth-2) + strings.Repeat("]", MaxJSONDepth-2) + `}}`
+	for _, c := range []struct {
+		ct, body string
+		deep     bool
+	}{
+		{"application/json", bomb, true},
+		{"text/event-stream", "id: 1\ndata: " + bomb + "\n\nid: 2\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n", true},
+		{"application/json", within, false},
+		{"text/event-stream", "data: " + within + "\n\n", false},
+	} {
+		m, err := NewMessageReader(answer(c.ct, c.body), 16<<20).Next()
+		switch {
+		case c.deep && !errors.Is(err, ErrJSONTooDeep):
+			t.Errorf("%s bomb: %v, want ErrJSONTooDeep", c.ct, err)
+		case c.deep && !strings.Contains(err.Error(), "128 levels"):
+			t.Errorf("%s bomb: %q does not name the limit", c.ct, err)
+		case !c.deep && (err != nil || m.Kind != KindResponse):
+			t.Errorf("%s within the limit: %+v, %v", c.ct, m.Kind, err)
+		}
+	}
 }

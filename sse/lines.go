@@ -30,7 +30,11 @@ func (r *Reader) readLine() ([]byte, error) {
 				continue
 			}
 			b := r.buf[r.rpos:r.wpos]
-			if i := lineEnd(b); i >= 0 {
+			// b[:r.scanned] holds no line end: a long line arriving in
+			// small reads is scanned once, not once per read.
+			if i := lineEnd(b[r.scanned:]); i >= 0 {
+				i += r.scanned
+				r.scanned = 0
 				if i > r.max {
 					return nil, ErrEventTooLarge
 				}
@@ -46,6 +50,7 @@ func (r *Reader) readLine() ([]byte, error) {
 				}
 				return b[:i], nil
 			}
+			r.scanned = len(b)
 			if len(b) > r.max {
 				return nil, ErrEventTooLarge
 			}

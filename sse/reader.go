@@ -64,11 +64,12 @@ type Reader struct {
 	src io.Reader
 	max int
 
-	buf    []byte // read buffer; buf[rpos:wpos] is unread
-	rpos   int
-	wpos   int
-	srcErr error // error from src, reported once buf holds no complete line
-	err    error // terminal error, returned by every later Next
+	buf     []byte // read buffer; buf[rpos:wpos] is unread
+	rpos    int
+	wpos    int
+	scanned int   // how much of buf[rpos:wpos] is known to hold no CR or LF
+	srcErr  error // error from src, reported once buf holds no complete line
+	err     error // terminal error, returned by every later Next
 
 	bomDone bool // the start of the stream has been checked for a BOM
 	skipLF  bool // the last line ended in CR at the end of buf; drop a leading LF
@@ -162,7 +163,7 @@ func (r *Reader) fail(err error) {
 	r.resetBlock()
 	r.data = nil
 	r.buf = nil
-	r.rpos, r.wpos = 0, 0
+	r.rpos, r.wpos, r.scanned = 0, 0, 0
 }
 
 // field applies one non-empty, non-comment line to the current block.

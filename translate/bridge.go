@@ -521,12 +521,18 @@ func (b *Bridge) requestEnded(ctx context.Context, c *call, r Request, sink Sink
 // transport's error may name the upstream's address).
 func (b *Bridge) upstreamEnded(c *call, r Request, sink Sink) (string, error) {
 	rerr := upstreamFailure("the upstream ended the call without a result", c.up.Err())
-	if errors.Is(rerr.Cause, legacy.ErrBacklog) {
+	switch {
+	case errors.Is(rerr.Cause, legacy.ErrBacklog):
 		// The upstream is still working: tell it to stop. The client may
 		// know why (max_buffered_notifications).
 		rerr.Message += ": " + legacy.ErrBacklog.Error()
 		b.abandon(c, OutcomeError, "too many unread messages")
-	} else {
+	case errors.Is(rerr.Cause, legacy.ErrJSONTooDeep):
+		// Its stream was closed on a nesting bomb; it may still be
+		// working on the call.
+		rerr.Message += ": it sent JSON nested too deeply"
+		b.abandon(c, OutcomeError, "the upstream sent JSON nested too deeply")
+	default:
 		b.finish(c, false)
 		b.report(c, OutcomeError, rerr.detail())
 	}

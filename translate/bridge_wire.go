@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // paramsOf returns the raw params object of a JSON-RPC request.
@@ -61,7 +63,7 @@ func upstreamParams(params []byte) []byte {
 		return nil
 	}
 	src := string(params)
-	if !gjson.Valid(src) || !gjson.Parse(src).IsObject() {
+	if legacy.ValidJSONString(src) != nil || !gjson.Parse(src).IsObject() {
 		return params
 	}
 	ms, _ := members(src)
@@ -125,7 +127,9 @@ const (
 
 func mapLegacyCapabilities(caps []byte) string {
 	var m map[string]any
-	if json.Unmarshal(caps, &m) != nil {
+	// Unmarshalling into any recurses once per level: bound the depth
+	// first (the request passed Peek, but this must not depend on it).
+	if legacy.ValidJSON(caps) != nil || json.Unmarshal(caps, &m) != nil {
 		return "{}"
 	}
 	out := map[string]any{}

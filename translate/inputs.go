@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // This file turns the in-line requests of a legacy server
@@ -172,7 +174,7 @@ func NewInputRequest(method string, params []byte, kc *KeyCounter) (InputRequest
 		return InputRequest{Key: kc.assign(method, ""), Method: method}, nil
 	}
 	src := string(params)
-	if src[0] != '{' || !gjson.Valid(src) {
+	if src[0] != '{' || legacy.ValidJSONString(src) != nil {
 		return InputRequest{}, fmt.Errorf("%w: params is not a JSON object", ErrInputRequest)
 	}
 	ms, dup := members(src)
@@ -383,7 +385,7 @@ func ValidateInputResponse(method string, resp []byte) error {
 	if !IsInputMethod(method) {
 		return fmt.Errorf("%w: %q is not an input method", ErrInputResponse, clip(method))
 	}
-	if len(resp) == 0 || resp[0] != '{' || !gjson.ValidBytes(resp) {
+	if len(resp) == 0 || resp[0] != '{' || legacy.ValidJSON(resp) != nil {
 		return fmt.Errorf("%w: the response to %s must be a JSON object", ErrInputResponse, method)
 	}
 	ms, dup := members(string(resp))
@@ -569,7 +571,7 @@ func CancelAnswer(method string) (result []byte, errObj []byte) {
 // not a valid URL-mode elicitation.
 func URLElicitationFromError(errObj []byte) ([]InputRequest, bool) {
 	e := gjson.ParseBytes(bytes.TrimSpace(errObj))
-	if !e.IsObject() || !gjson.ValidBytes(errObj) {
+	if !e.IsObject() || legacy.ValidJSON(errObj) != nil {
 		return nil, false
 	}
 	code := e.Get("code")

@@ -3,10 +3,13 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // JSON-RPC 2.0 and MCP error codes used by the gateway.
@@ -154,7 +157,7 @@ func ErrorResponse(id json.RawMessage, e *RPCError) []byte {
 	}
 
 	id = bytes.TrimSpace(id)
-	if len(id) == 0 || !json.Valid(id) {
+	if len(id) == 0 || legacy.ValidJSON(id) != nil {
 		id = json.RawMessage("null")
 	}
 	out := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"error":}`)+len(id)+len(errJSON))
@@ -210,7 +213,8 @@ type Message struct {
 // Peek checks that body is a single JSON-RPC 2.0 message and returns its
 // envelope without unmarshalling the rest. The rules are:
 //
-//   - the body must be valid JSON (else ParseError), a single object (a
+//   - the body must be valid JSON nested at most legacy.MaxJSONDepth levels
+//     deep (else ParseError, whose message names the limit), a single object (a
 //     batch array or a scalar is InvalidRequest), with "jsonrpc":"2.0" and no
 //     duplicate member names;
 //   - a request has a non-empty string method and an id that is a string or
@@ -227,7 +231,10 @@ type Message struct {
 // method (when it is a string), so the caller can echo the id.
 func Peek(body []byte) (Message, error) {
 	var msg Message
-	if !gjson.ValidBytes(body) {
+	if err := legacy.ValidJSON(body); err != nil {
+		if errors.Is(err, legacy.ErrJSONTooDeep) {
+			return msg, errorf(http.StatusBadRequest, ParseError, "Parse error: %v", err)
+		}
 		return msg, errorf(http.StatusBadRequest, ParseError, "Parse error: body is not valid JSON")
 	}
 	root := gjson.ParseBytes(body)

@@ -222,3 +222,24 @@ func TestKindString(t *testing.T) {
 		}
 	}
 }
+
+// TestPeekNestingBomb: a body nested deeper than legacy.MaxJSONDepth is a
+// parse error naming the limit, refused by a scan (a recursive validator
+// would need about 1.6 GiB of stack for this one); a body at the limit is
+// parsed.
+func TestPeekNestingBomb(t *testing.T) {
+	for _, body := range []string{
+		strings.Repeat("[", 10<<20),
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}}}`,
+	} {
+		_, err := Peek([]byte(body))
+		re := asRPCError(t, err)
+		if re.Code != ParseError || re.HTTPStatus != 400 || !strings.Contains(re.Message, "nested deeper than 128 levels") {
+			t.Errorf("%.30s…: %v, want -32700/400 naming the limit", body, re)
+		}
+	}
+	within := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":` + strings.Repeat("[", 124) + strings.Repeat("]", 124) + `}}}`
+	if _, err := Peek([]byte(within)); err != nil {
+		t.Errorf("128 levels: %v", err)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // This file turns legacy (2025-11-25) results and errors into modern
@@ -85,7 +87,7 @@ func (o ReshapeOptions) check() (serverInfo []byte, scope string, err error) {
 	}
 	if o.ServerInfo != nil {
 		serverInfo = bytes.TrimSpace(o.ServerInfo)
-		if !gjson.ValidBytes(serverInfo) || len(serverInfo) == 0 || serverInfo[0] != '{' {
+		if legacy.ValidJSON(serverInfo) != nil || len(serverInfo) == 0 || serverInfo[0] != '{' {
 			return nil, "", errors.New("translate: ReshapeOptions.ServerInfo is not a JSON object")
 		}
 	}
@@ -365,7 +367,7 @@ func members(obj string) ([]jsonMember, string) {
 // member names; errors wrap ErrUpstreamResult.
 func parseObject(b []byte) (string, []jsonMember, error) {
 	src := string(bytes.TrimSpace(b))
-	if len(src) == 0 || src[0] != '{' || !gjson.Valid(src) {
+	if len(src) == 0 || src[0] != '{' || legacy.ValidJSONString(src) != nil {
 		return "", nil, fmt.Errorf("%w: not a JSON object", ErrUpstreamResult)
 	}
 	ms, dup := members(src)

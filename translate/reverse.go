@@ -299,6 +299,14 @@ func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest
 			})
 		}
 	}()
+	if rerr := checkUniqueParams(params); rerr != nil {
+		// Before the headers are derived, and before anything goes
+		// upstream.
+		reason = rerr.Message
+		served.Outcome = OutcomeError
+		rv.respondError(r, sink, rerr)
+		return served
+	}
 	level, _ := rv.levels.get(s.ID, time.Now())
 	hdr := modernHeader(r.Header, r.Method, name, hasName)
 	paramHeaders := r.Method == "tools/call" && hasName

@@ -66,6 +66,44 @@ func schemaHeaders(schema gjson.Result, path []string, out []paramHeader) []para
 	return out
 }
 
+// checkUniqueParams refuses a legacy client's params in which a member
+// name repeats where the gateway reads a header from: params itself (name
+// and uri become Mcp-Name, arguments the Mcp-Param-* headers), and the
+// arguments object with the objects nested in it through objects, down to
+// maxHeaderDepth (every path an x-mcp-header annotation can name). The
+// headers are read with gjson, which takes the first of repeated members,
+// while the upstream (encoding/json, JSON.parse) acts on the last: a call
+// could otherwise run one tool under another's Mcp-Name. params is the raw
+// params object (nil when absent). The error is -32602 with HTTP 400, as
+// for a modern request's repeated params members (ValidateModern).
+func checkUniqueParams(params []byte) *RPCError {
+	p := gjson.ParseBytes(params)
+	if dup := scanMembers(p, nil, nil); dup != "" {
+		return errorf(http.StatusBadRequest, InvalidParams, "Invalid params: duplicate member %q in params", clip(dup))
+	}
+	if dup := repeatedMember(p.Get("arguments"), maxHeaderDepth); dup != "" {
+		return errorf(http.StatusBadRequest, InvalidParams, "Invalid params: duplicate member %q in params.arguments", clip(dup))
+	}
+	return nil
+}
+
+// repeatedMember returns the first member name repeated in obj or in the
+// objects nested in it through objects, looking levels deep ("" if none, or
+// if obj is not an object).
+func repeatedMember(obj gjson.Result, levels int) (dup string) {
+	if levels <= 0 || !obj.IsObject() {
+		return ""
+	}
+	if dup = scanMembers(obj, nil, nil); dup != "" {
+		return dup
+	}
+	obj.ForEach(func(_, v gjson.Result) bool {
+		dup = repeatedMember(v, levels-1)
+		return dup == ""
+	})
+	return dup
+}
+
 // headerValue renders an argument for its Mcp-Param header: strings
 // (Base64-encoded when needed), integers in decimal, booleans; ok is false
 // for null, absent and every other value, whose header is omitted.

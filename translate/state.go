@@ -212,7 +212,7 @@ func RequestDigest(method string, params []byte) [16]byte {
 	h.Write([]byte("mcp-gateway/request-digest/v1\x00"))
 	writeField(h, []byte(method))
 	var p gjson.Result
-	if gjson.ValidBytes(params) {
+	if legacy.ValidJSON(params) == nil {
 		p = gjson.ParseBytes(params)
 	}
 	var c canonicalizer
