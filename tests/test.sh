@@ -33,7 +33,8 @@ if ((${#short[@]} == 0)); then
 	# "context deadline exceeded" on Go 1.26 (golang/go#75804).
 	for target in "FuzzReader ./sse/" "FuzzWriter ./sse/" "FuzzPeek ./translate/" "FuzzValidateModern ./translate/" \
 		"FuzzOpenState ./translate/" "FuzzReshapeResult ./translate/" "FuzzOpenPin ./legacy/" "FuzzOpenClientSession ./legacy/" \
-		"FuzzInputs ./translate/" "FuzzParseMessage ./legacy/" "FuzzMessageReader ./legacy/" "FuzzVerifyForwarded ./translate/"; do
+		"FuzzInputs ./translate/" "FuzzParseMessage ./legacy/" "FuzzMessageReader ./legacy/" "FuzzVerifyForwarded ./translate/" \
+		"FuzzJSONDepth ./legacy/"; do
 		set -- $target
 		if ! out="$(go test -run='^$' -fuzz="^$1\$" -fuzztime=200000x "$2" 2>&1)"; then
 			echo "fuzzing $1 failed:"; echo "$out"; exit 1
