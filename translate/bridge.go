@@ -178,9 +178,10 @@ func (b *Bridge) Close() {
 type Request struct {
 	// Upstream is the URL of the legacy upstream.
 	Upstream string
-	// Principal identifies who is calling (e.g. a hash of Authorization):
-	// sessions and parked calls are never shared across principals.
-	Principal string
+	// Principal identifies who is calling: PrincipalHash of the evaluated
+	// principal expression (e.g. of Authorization). Sessions and parked
+	// calls are never shared across principals.
+	Principal [16]byte
 	// Header is sent upstream with the session's requests.
 	Header http.Header
 	// NoGetStream: the upstream sends everything a call needs on the
@@ -304,7 +305,7 @@ type pendingInput struct {
 func (b *Bridge) start(ctx context.Context, r Request, key legacy.PoolKey, params []byte) (*call, *RPCError) {
 	caps := []byte(key.Caps)
 	info := metaField(params, MetaClientInfo)
-	c := &call{key: key, opts: r.Options, always: r.GatherAlways, method: r.Method, name: r.Name, started: time.Now(), princ: PrincipalHash(r.Principal)}
+	c := &call{key: key, opts: r.Options, always: r.GatherAlways, method: r.Method, name: r.Name, started: time.Now(), princ: r.Principal}
 	if _, err := rand.Read(c.handle[:]); err != nil {
 		return nil, internalError("no randomness")
 	}
@@ -651,8 +652,7 @@ func logLevelAtLeast(level, threshold string) bool {
 
 // poolKey derives the session key of a request.
 func poolKey(r Request) legacy.PoolKey {
-	p := PrincipalHash(r.Principal)
-	return legacy.PoolKey{Upstream: r.Upstream, Principal: hex.EncodeToString(p[:]), Caps: legacyCapabilities(r.ClientCapabilities),
+	return legacy.PoolKey{Upstream: r.Upstream, Principal: hex.EncodeToString(r.Principal[:]), Caps: legacyCapabilities(r.ClientCapabilities),
 		NoGetStream: r.NoGetStream && r.Method != "subscriptions/listen"}
 }
 
