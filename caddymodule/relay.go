@@ -23,8 +23,12 @@ import (
 // reaches an upstream, and never forwards a forwarded request again.
 
 // forwardedKey marks, in a request's context, a request another instance
-// forwarded here (its header verified); the value is a forwardedFrom.
+// forwarded here (its header verified): the value is true.
 type forwardedKey struct{}
+
+// forwardedFromKey holds, in the context of a request marked forwardedKey,
+// what its forwarding header established (a forwardedFrom).
+type forwardedFromKey struct{}
 
 // forwardedFrom is what a verified forwarding header established.
 type forwardedFrom struct {
@@ -36,7 +40,7 @@ type forwardedFrom struct {
 // forwardedOf returns what the forwarding header of r established, if r
 // was forwarded here.
 func forwardedOf(r *http.Request) (forwardedFrom, bool) {
-	f, ok := r.Context().Value(forwardedKey{}).(forwardedFrom)
+	f, ok := r.Context().Value(forwardedFromKey{}).(forwardedFrom)
 	return f, ok
 }
 
@@ -73,7 +77,8 @@ func (h *Handler) acceptForwarded(r *http.Request, body []byte) (*http.Request, 
 	}
 	h.metrics.Forwarded("received", "ok")
 	r.Header.Del(translate.ForwardedHeader)
-	return r.WithContext(context.WithValue(r.Context(), forwardedKey{}, forwardedFrom{principal: principal})), nil
+	ctx := context.WithValue(r.Context(), forwardedKey{}, true)
+	return r.WithContext(context.WithValue(ctx, forwardedFromKey{}, forwardedFrom{principal: principal})), nil
 }
 
 // forwardedRequest is what the forwarding header of r signs, for principal.

@@ -364,3 +364,75 @@ func TestRelayBasicAuthRecipe(t *testing.T) {
 		}
 	})
 }
+
+// floodForwards sends n copies of one retry to front, from workers
+// goroutines over kept-alive connections, and returns how many got each
+// HTTP status.
+func floodForwards(t *testing.T, front string, hdr map[string]string, body string, n, workers int) map[int]int {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers, MaxConnsPerHost: workers}}
+	defer client.CloseIdleConnections()
+	var next atomic.Int64
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				req, err := http.NewRequest(http.MethodPost, front, strings.NewReader(body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for k, v := range hdr {
+					req.Header.Set(k, v)
+				}
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				statuses[resp.StatusCode]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return statuses
+}
+
+// TestRelayForwardFlood (finding 10): one client replays a retry of its own
+// call to the instance that did not park it, as fast as it can: each copy
+// is forwarded to the owner, whose replay cache remembered up to 65,536
+// forwarding nonces for 30 s and then refused every forwarded request with
+// 503, everyone's. Now the cache forgets the soonest-expiring nonces and
+// refuses only headers at least that old: right after a flood larger than
+// the cache, another client's retry forwarded to the same owner completes.
+func TestRelayForwardFlood(t *testing.T) {
+	rs := newRecordingServer(t)
+	pair := startOpenPair(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t}", "peer")
+	mallory := map[string]string{"Authorization": "Bearer mallory"}
+	irM := parseInputRequired(t, askCall(t, pair[0].URL, 1, "flood", nil, mallory))
+	hdrM, bodyM := retryRequest(t, 2, "flood", irM)
+	hdrM["Authorization"] = mallory["Authorization"]
+	alice := map[string]string{"Authorization": "Bearer alice"}
+	ir := parseInputRequired(t, askCall(t, pair[0].URL, 3, "tea", nil, alice))
+
+	start := time.Now()
+	const flood = 1<<16 + 4096 // more than the owner's cache holds
+	statuses := floodForwards(t, pair[1].URL, hdrM, bodyM, flood, 16)
+	t.Logf("%d forwarded retries in %v: %v", flood, time.Since(start).Round(time.Millisecond), statuses)
+	if time.Since(start) > 25*time.Second {
+		t.Logf("the flood took longer than the nonces live: this run cannot tell main from the fix")
+	}
+
+	hdr, body := retryRequest(t, 4, "tea", ir)
+	if text := checkToolResult(t, postRPC(t, pair[1].URL, hdr, body, 4), 4); text != "answer: yes" {
+		t.Fatalf("another client's forwarded retry after the flood: %q", text)
+	}
+}
