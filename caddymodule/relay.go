@@ -66,7 +66,9 @@ func (h *Handler) acceptForwarded(r *http.Request, body []byte) (*http.Request, 
 		status, msg := http.StatusForbidden, "Forbidden: forwarded request refused: "+err.Error()
 		switch {
 		case errors.Is(err, translate.ErrForwardBusy):
-			status = http.StatusServiceUnavailable
+			// Possibly a replay, possibly a header held up during a
+			// flood of forwarded requests: a fresh one passes.
+			status, msg = http.StatusServiceUnavailable, "Service Unavailable: forwarded request refused: "+err.Error()+": send the request again"
 		case errors.Is(err, translate.ErrForwardTarget):
 			// Behind an advertised address, a restarted instance has a
 			// new id: the call the client wants is gone with the old one.
