@@ -39,8 +39,9 @@ const (
 	// whose owner is gone learns it promptly.
 	forwardDialTimeout = 3 * time.Second
 	// maxForwardNonces bounds the nonces of forwarded requests remembered
-	// against replay (for 30 s each): about 2000 forwarded requests a
-	// second.
+	// against replay (for 30 s each). Beyond it, those expiring soonest
+	// are forgotten and headers as old are refused (translate.NonceCache):
+	// fresh ones pass whatever the rate.
 	maxForwardNonces = 1 << 16
 )
 

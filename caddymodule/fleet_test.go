@@ -147,7 +147,8 @@ func TestAcceptForwarded(t *testing.T) {
 		r.Header.Set("Authorization", "Bearer alice")
 		return r
 	}
-	marked := func(r *http.Request) bool { v, _ := r.Context().Value(forwardedKey{}).(bool); return v }
+	marked := func(r *http.Request) bool { _, ok := forwardedOf(r); return ok }
+	bob := translate.PrincipalHash("user:bob")
 
 	plain := newReq()
 	if got, rerr := h.acceptForwarded(plain, body); rerr != nil || got != plain || marked(got) {
@@ -156,10 +157,15 @@ func TestAcceptForwarded(t *testing.T) {
 
 	member := translate.NewForwardAuth(h.keyring, "gw-b", nil)
 	signed := newReq()
-	signed.Header.Set(translate.ForwardedHeader, member.Sign("gw-a", forwardedRequest(signed, body), time.Now()))
+	signed.Header.Set(translate.ForwardedHeader, member.Sign("gw-a", forwardedRequest(signed, body, bob), time.Now()))
 	got, rerr := h.acceptForwarded(signed, body)
 	if rerr != nil || !marked(got) || got.Header.Get(translate.ForwardedHeader) != "" {
 		t.Fatalf("a signed request: %v, marked %t, header %q", rerr, marked(got), got.Header.Get(translate.ForwardedHeader))
+	}
+	// Served as the principal the forwarding instance established, not as
+	// this instance's own evaluation (Authorization: alice).
+	if p := h.principal(got); p != bob {
+		t.Fatalf("a forwarded request's principal: %x, want the signed one %x", p, bob)
 	}
 
 	for name, set := range map[string]func(*http.Request){
@@ -168,11 +174,11 @@ func TestAcceptForwarded(t *testing.T) {
 		},
 		"empty": func(r *http.Request) { r.Header[translate.ForwardedHeader] = []string{""} },
 		"twice": func(r *http.Request) {
-			v := member.Sign("gw-a", forwardedRequest(r, body), time.Now())
+			v := member.Sign("gw-a", forwardedRequest(r, body, bob), time.Now())
 			r.Header[translate.ForwardedHeader] = []string{v, v}
 		},
 		"other query": func(r *http.Request) {
-			r.Header.Set(translate.ForwardedHeader, member.Sign("gw-a", forwardedRequest(r, body), time.Now()))
+			r.Header.Set(translate.ForwardedHeader, member.Sign("gw-a", forwardedRequest(r, body, bob), time.Now()))
 			r.URL.RawQuery = "x=2"
 		},
 	} {

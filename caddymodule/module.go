@@ -256,7 +256,10 @@ type Handler struct {
 	// Upstream sessions and parked calls are never shared across
 	// principals, and a requestState only opens for its principal. Only a
 	// hash of the value is kept. Set it to the user identity your
-	// authentication provides, e.g. `{http.auth.user.id}`. Default:
+	// authentication provides, e.g. `{http.auth.user.id}`. A request
+	// another instance of the fleet forwarded (its forwarding header
+	// verified) is served as the principal that instance evaluated, which
+	// the header carries, hashed and signed. Default:
 	// `{http.request.header.Authorization}`.
 	Principal string `json:"principal,omitempty"`
 

@@ -155,7 +155,7 @@ func (h *Handler) observeRequest(r *http.Request, status int, body []byte, start
 		}
 		fields = append(fields,
 			zap.String("unsafe_session_id", r.Header.Get("Mcp-Session-Id")),
-			zap.String("unsafe_principal", h.principal(r)),
+			zap.String("unsafe_principal", h.principalValue(r)),
 			zap.ByteString("unsafe_body", body))
 	}
 	c.Write(fields...)

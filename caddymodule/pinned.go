@@ -41,7 +41,7 @@ func (h *Handler) serveLegacy(w http.ResponseWriter, r *http.Request, body []byt
 	pin, err := legacy.OpenPin(h.keyring, legacy.GatewaySessionID(sid))
 	var up *Upstream
 	if err == nil {
-		if pin.Principal == translate.PrincipalHash(h.principal(r)) {
+		if pin.Principal == h.principal(r) {
 			// Another principal's session id is as good as unknown.
 			up = h.upstreamByURL(pin.Upstream)
 		}
@@ -101,7 +101,7 @@ func (h *Handler) initializeLegacy(w http.ResponseWriter, r *http.Request, body 
 			return string(legacy.SealPin(h.keyring, legacy.Pin{
 				Upstream:  up.URL,
 				Session:   legacy.UpstreamSessionID(upstreamSession),
-				Principal: translate.PrincipalHash(h.principal(r)),
+				Principal: h.principal(r),
 				Issued:    time.Now(),
 			}))
 		},

@@ -7,13 +7,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
-	"net/url"
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -25,28 +23,52 @@ import (
 // reaches an upstream, and never forwards a forwarded request again.
 
 // forwardedKey marks, in a request's context, a request another instance
-// forwarded here (its header verified).
+// forwarded here (its header verified): the value is true.
 type forwardedKey struct{}
+
+// forwardedFromKey holds, in the context of a request marked forwardedKey,
+// what its forwarding header established (a forwardedFrom).
+type forwardedFromKey struct{}
+
+// forwardedFrom is what a verified forwarding header established.
+type forwardedFrom struct {
+	// principal is the hash of the principal the forwarding instance
+	// evaluated: the request is served as it (principal).
+	principal [16]byte
+}
+
+// forwardedOf returns what the forwarding header of r established, if r
+// was forwarded here.
+func forwardedOf(r *http.Request) (forwardedFrom, bool) {
+	f, ok := r.Context().Value(forwardedFromKey{}).(forwardedFrom)
+	return f, ok
+}
 
 // acceptForwarded verifies the forwarding header of r, if it has one: a
 // request carrying one that does not verify is refused, whatever else it
 // is. A verified request is returned marked (and without the header, so
-// that nothing passes it on).
+// that nothing passes it on). The README's basic_auth recipe lets requests
+// carrying the header skip authentication on the gateway's path: that is
+// safe only because every one of them is verified here, before anything
+// reaches an upstream.
 func (h *Handler) acceptForwarded(r *http.Request, body []byte) (*http.Request, *translate.RPCError) {
 	v := r.Header.Get(translate.ForwardedHeader)
 	if v == "" && len(r.Header.Values(translate.ForwardedHeader)) == 0 {
 		return r, nil
 	}
 	err := errors.New("more than one forwarding header")
+	var principal [16]byte
 	if len(r.Header.Values(translate.ForwardedHeader)) == 1 {
-		err = h.fleet.auth.Verify(v, forwardedRequest(r, body), time.Now())
+		principal, err = h.fleet.auth.Verify(v, forwardedRequest(r, body, [16]byte{}), time.Now())
 	}
 	if err != nil {
 		h.logger.Warn("refused a forwarded request", zap.String("remote", r.RemoteAddr), zap.Error(err))
 		status, msg := http.StatusForbidden, "Forbidden: forwarded request refused: "+err.Error()
 		switch {
 		case errors.Is(err, translate.ErrForwardBusy):
-			status = http.StatusServiceUnavailable
+			// Possibly a replay, possibly a header held up during a
+			// flood of forwarded requests: a fresh one passes.
+			status, msg = http.StatusServiceUnavailable, "Service Unavailable: forwarded request refused: "+err.Error()+": send the request again"
 		case errors.Is(err, translate.ErrForwardTarget):
 			// Behind an advertised address, a restarted instance has a
 			// new id: the call the client wants is gone with the old one.
@@ -57,14 +79,16 @@ func (h *Handler) acceptForwarded(r *http.Request, body []byte) (*http.Request, 
 	}
 	h.metrics.Forwarded("received", "ok")
 	r.Header.Del(translate.ForwardedHeader)
-	return r.WithContext(context.WithValue(r.Context(), forwardedKey{}, true)), nil
+	ctx := context.WithValue(r.Context(), forwardedKey{}, true)
+	return r.WithContext(context.WithValue(ctx, forwardedFromKey{}, forwardedFrom{principal: principal})), nil
 }
 
-// forwardedRequest is what the forwarding header of r signs.
-func forwardedRequest(r *http.Request, body []byte) translate.ForwardedRequest {
+// forwardedRequest is what the forwarding header of r signs, for principal.
+func forwardedRequest(r *http.Request, body []byte, principal [16]byte) translate.ForwardedRequest {
 	return translate.ForwardedRequest{
 		Method: r.Method, URI: originalURI(r), Body: body,
 		Authorization: r.Header.Get("Authorization"), SessionID: r.Header.Get("Mcp-Session-Id"),
+		Principal: principal,
 	}
 }
 
@@ -72,33 +96,50 @@ func forwardedRequest(r *http.Request, body []byte) translate.ForwardedRequest {
 // Caddy rewrite (handle_path, uri strip_prefix): the owner sees the same
 // request, and rewrites it the same way.
 func originalURI(r *http.Request) string {
-	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.URL != nil {
-		return orig.URL.RequestURI()
-	}
-	return r.URL.RequestURI()
+	return originalRequest(r).URL.RequestURI()
 }
+
+// forwardFirstByteTimeout bounds how long a forwarded request waits for
+// the first byte of the owner's answer: its "100 Continue" (the request
+// says Expect: 100-continue, and the owner reads the body at once), or
+// its answer. Once that came, the answer may take as long as the call
+// does.
+const forwardFirstByteTimeout = 10 * time.Second
+
+// errOwnerSilent cancels a forwarded request whose owner did not answer
+// within forwardFirstByteTimeout.
+var errOwnerSilent = errors.New("the owner instance did not answer in time")
 
 // relay forwards r, whose body was read into body, to owner and relays its
 // answer. id is the JSON-RPC id for errors of the gateway's own.
 func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id json.RawMessage, owner translate.Owner) error {
 	setPlaceholder(r, "owner", owner.Instance)
-	if forwarded, _ := r.Context().Value(forwardedKey{}).(bool); forwarded {
+	if _, forwarded := forwardedOf(r); forwarded {
 		// Never forward twice: the fleet disagrees on who is where.
 		return writeRPCError(w, id, &translate.RPCError{HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,
 			Message: "the call belongs to gateway instance " + owner.Instance + ", but " + h.fleet.instance +
 				" received it forwarded already: check advertise and peer across the fleet"})
 	}
 	base := h.fleet.ownerAddress(owner)
-	target, err := url.Parse(base + originalURI(r))
-	if base == "" || err != nil || (target.Scheme != "http" && target.Scheme != "https") {
+	if base == "" {
 		return writeRPCError(w, id, &translate.RPCError{HTTPStatus: http.StatusMisdirectedRequest, Code: translate.InvalidRequest,
 			Message: "the call belongs to gateway instance " + owner.Instance + ", whose address this instance does not know: " +
 				"set advertise on every instance, or list it with peer"})
 	}
+	target, err := forwardURL(base, originalRequest(r).URL)
+	if err != nil {
+		// The front door (checkOriginForm) refuses what could get here.
+		h.logger.Warn("refused to forward a request", zap.String("owner", owner.Instance), zap.Error(err))
+		return writeRPCError(w, id, &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.InvalidRequest,
+			Message: "Bad Request: the request cannot be forwarded to gateway instance " + owner.Instance + " (its target is not a plain path)"})
+	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	defer h.streams.add(cancel)()
-	sig := h.fleet.auth.Sign(owner.Instance, forwardedRequest(r, body), time.Now())
+	sig := h.fleet.auth.Sign(owner.Instance, forwardedRequest(r, body, h.principal(r)), time.Now())
+	silent := time.AfterFunc(forwardFirstByteTimeout, func() { cancel(errOwnerSilent) })
+	defer silent.Stop()
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotFirstResponseByte: func() { silent.Stop() }})
 	out := r.WithContext(ctx)
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
@@ -111,6 +152,10 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			pr.SetXForwarded()
 			pr.Out.Header.Del("Origin") // checked here; the owner's Host differs
 			pr.Out.Header.Set(translate.ForwardedHeader, sig)
+			// The owner answers "100 Continue" as soon as it reads the
+			// body, which stops the first-byte timer of a call that
+			// may then run long.
+			pr.Out.Header.Set("Expect", "100-continue")
 		},
 		Transport:     h.fleet.client.Transport,
 		FlushInterval: -1,
@@ -130,6 +175,13 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			h.metrics.Forwarded("sent", "error")
+			if errors.Is(context.Cause(ctx), errOwnerSilent) {
+				logger.Warn("the owner instance did not answer", zap.Duration("waited", forwardFirstByteTimeout))
+				_ = writeRPCError(w, id, &translate.RPCError{HTTPStatus: http.StatusGatewayTimeout, Code: translate.InternalError,
+					Message: "the call belongs to gateway instance " + owner.Instance + ", which did not answer within " +
+						forwardFirstByteTimeout.String() + ": start the call again"})
+				return
+			}
 			if ctx.Err() != nil {
 				return // the client left, or the config was unloaded
 			}
@@ -140,17 +192,34 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 		},
 		ErrorLog: h.fleet.errorLog,
 	}
-	proxy.ServeHTTP(relayWriter{w, newDeadlineWriter(w, time.Duration(h.WriteTimeout))}, out)
+	proxy.ServeHTTP(relayWriter{w, newDeadlineWriter(w, time.Duration(h.WriteTimeout)), w.Header().Clone()}, out)
 	return nil
 }
 
 // relayWriter bounds each write of a relayed answer by write_timeout, so
 // that a client that stops reading ends the relay (and so the call on the
-// owner) instead of blocking it; Unwrap lets the proxy flush.
+// owner) instead of blocking it; Unwrap lets the proxy flush. It keeps the
+// owner's informational answers (its "100 Continue") from the client, which
+// sent its body already, and the headers this instance had set (preset)
+// on the answer, which the proxy clears after a 1xx.
 type relayWriter struct {
 	http.ResponseWriter
-	d deadlineWriter
+	d      deadlineWriter
+	preset http.Header
 }
 
 func (r relayWriter) Write(p []byte) (int, error) { return r.d.Write(p) }
 func (r relayWriter) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (r relayWriter) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		return
+	}
+	h := r.Header()
+	for k, v := range r.preset {
+		if _, ok := h[k]; !ok {
+			h[k] = v
+		}
+	}
+	r.ResponseWriter.WriteHeader(code)
+}

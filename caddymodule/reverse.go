@@ -63,8 +63,20 @@ func (h *Handler) provisionReverse() error {
 	return nil
 }
 
-// principal evaluates the principal expression for r.
-func (h *Handler) principal(r *http.Request) string {
+// principal is who is calling, as requests bind it: the hash of the
+// principal expression evaluated for r, or, for a request another instance
+// forwarded here, the hash that instance evaluated (it ran the
+// authentication; this instance may have skipped its own for a verified
+// forwarded request, see acceptForwarded).
+func (h *Handler) principal(r *http.Request) [16]byte {
+	if f, ok := forwardedOf(r); ok {
+		return f.principal
+	}
+	return translate.PrincipalHash(h.principalValue(r))
+}
+
+// principalValue evaluates the principal expression for r.
+func (h *Handler) principalValue(r *http.Request) string {
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		return repl.ReplaceAll(h.Principal, "")
 	}

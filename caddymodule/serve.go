@@ -42,6 +42,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 
 // dispatch serves r in its cell; *body is set to the request body once read.
 func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]byte) error {
+	if rerr := checkOriginForm(r); rerr != nil {
+		return writeRPCError(w, nil, rerr)
+	}
 	if rerr := h.checkOrigin(r); rerr != nil {
 		return writeRPCError(w, nil, rerr)
 	}

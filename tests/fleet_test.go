@@ -303,7 +303,8 @@ func TestFleetForwardingHeader(t *testing.T) {
 	hdr, body := retryRequest(t, 2, "tea", ir)
 	member := fleetAuth(t, fleetKeyByte)
 	sign := func(target, body string, at time.Time) string {
-		return member.Sign(target, translate.ForwardedRequest{Method: "POST", URI: "/mcp", Body: []byte(body), Authorization: "Bearer alice"}, at)
+		return member.Sign(target, translate.ForwardedRequest{Method: "POST", URI: "/mcp", Body: []byte(body), Authorization: "Bearer alice",
+			Principal: translate.PrincipalHash("Bearer alice")}, at)
 	}
 	with := func(forwarded string) map[string]string {
 		h := map[string]string{translate.ForwardedHeader: forwarded}
@@ -327,7 +328,7 @@ func TestFleetForwardingHeader(t *testing.T) {
 	now := time.Now()
 	t.Run("forged", func(t *testing.T) {
 		good := strings.Split(sign("gw-0", body, now), ";")
-		good[5] = "s=" + strings.Repeat("A", 43)
+		good[6] = "s=" + strings.Repeat("A", 43)
 		refused(t, owner, with(strings.Join(good, ";")), body, 2, "invalid forwarding header")
 		refused(t, owner, with("v1;garbage"), body, 2, "invalid forwarding header")
 		other := fleetAuth(t, fleetKeyByte+1).Sign("gw-0", translate.ForwardedRequest{Method: "POST", URI: "/mcp", Body: []byte(body), Authorization: "Bearer alice"}, now)

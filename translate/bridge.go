@@ -185,9 +185,10 @@ func (b *Bridge) Close() {
 type Request struct {
 	// Upstream is the URL of the legacy upstream.
 	Upstream string
-	// Principal identifies who is calling (e.g. a hash of Authorization):
-	// sessions and parked calls are never shared across principals.
-	Principal string
+	// Principal identifies who is calling: PrincipalHash of the evaluated
+	// principal expression (e.g. of Authorization). Sessions and parked
+	// calls are never shared across principals.
+	Principal [16]byte
 	// Header is sent upstream with the session's requests.
 	Header http.Header
 	// NoGetStream: the upstream sends everything a call needs on the
@@ -333,7 +334,7 @@ type pendingInput struct {
 // r.Failover points r at.
 func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *RPCError) {
 	info := metaField(params, MetaClientInfo)
-	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: time.Now(), princ: PrincipalHash(r.Principal)}
+	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: time.Now(), princ: r.Principal}
 	if _, err := rand.Read(c.handle[:]); err != nil {
 		return nil, internalError("no randomness")
 	}
@@ -703,8 +704,7 @@ func logLevelAtLeast(level, threshold string) bool {
 
 // poolKey derives the session key of a request.
 func poolKey(r Request) legacy.PoolKey {
-	p := PrincipalHash(r.Principal)
-	return legacy.PoolKey{Upstream: r.Upstream, Principal: hex.EncodeToString(p[:]), Caps: legacyCapabilities(r.ClientCapabilities),
+	return legacy.PoolKey{Upstream: r.Upstream, Principal: hex.EncodeToString(r.Principal[:]), Caps: legacyCapabilities(r.ClientCapabilities),
 		NoGetStream: r.NoGetStream && r.Method != "subscriptions/listen"}
 }
 

@@ -134,5 +134,5 @@ func (b *Bridge) roomBeforeStart(r Request) *RPCError {
 	if !inputCapable[r.Method] || !b.gather.asked(r.Upstream, r.Method, r.Name) {
 		return nil
 	}
-	return b.room(r.Options, PrincipalHash(r.Principal))
+	return b.room(r.Options, r.Principal)
 }

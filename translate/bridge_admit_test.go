@@ -14,7 +14,7 @@ import (
 
 // as is r with another principal.
 func as(r Request, principal string) Request {
-	r.Principal = principal
+	r.Principal = PrincipalHash(principal)
 	return r
 }
 

@@ -154,7 +154,7 @@ func (b *Bridge) openState(r Request, params []byte, token string) (State, *RPCE
 		return st, reject("requestState expired: send the request again without it")
 	case err != nil:
 		return st, reject("requestState is invalid")
-	case st.Principal != PrincipalHash(r.Principal):
+	case st.Principal != r.Principal:
 		return st, reject("requestState belongs to another principal")
 	case st.Digest != RequestDigest(r.Method, params):
 		return st, reject("requestState belongs to another request")

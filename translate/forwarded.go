@@ -1,7 +1,7 @@
 package translate
 
 import (
-	"container/list"
+	"container/heap"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -24,14 +24,17 @@ import (
 // instance signs the request with an HMAC-SHA256 under a key derived from
 // the shared state_key; the owner verifies it before anything reaches an
 // upstream. The signature binds the target instance, an expiry, a single-use
-// nonce, and what the owner acts on: the HTTP method and request target, a
-// digest of the body, and the Authorization and Mcp-Session-Id headers.
+// nonce, the principal the forwarding instance established (its hash), and
+// what the owner acts on: the HTTP method and request target, a digest of
+// the body, and the Authorization and Mcp-Session-Id headers.
 
 // ForwardedHeader carries the authentication of a forwarded request.
 const ForwardedHeader = "Mcp-Gateway-Forwarded"
 
-// forwardPurpose derives the forwarding MAC keys from the keyring.
-const forwardPurpose legacy.Purpose = "mcp-gateway/forwarded/v1"
+// forwardPurpose derives the forwarding MAC keys from the keyring. v2 added
+// the principal and millisecond expiries: an instance of another version
+// refuses the header (403) rather than misread it.
+const forwardPurpose legacy.Purpose = "mcp-gateway/forwarded/v2"
 
 // Validity of a forwarding header: it expires forwardTTL after signing, and
 // an expiry further ahead than forwardTTL+maxClockSkew is refused (it would
@@ -53,7 +56,8 @@ var (
 	ErrForwardTarget = errors.New("forwarding header is for another gateway instance")
 	// ErrForwardReplayed: the header's nonce was seen before.
 	ErrForwardReplayed = errors.New("forwarding header replayed")
-	// ErrForwardBusy: the replay cache is full of live nonces.
+	// ErrForwardBusy: the header is older than what the replay cache
+	// still remembers after a flood; a fresh one passes.
 	ErrForwardBusy = errors.New("too many forwarded requests")
 )
 
@@ -64,6 +68,10 @@ type ForwardedRequest struct {
 	Body          []byte
 	Authorization string // the Authorization header
 	SessionID     string // the Mcp-Session-Id header
+	// Principal is PrincipalHash of the principal the forwarding instance
+	// established for the request (its own authentication ran there); the
+	// owner serves the request as this principal.
+	Principal [16]byte
 }
 
 // ForwardAuth signs and verifies forwarding headers for one instance. It is
@@ -81,8 +89,9 @@ func NewForwardAuth(kr *legacy.Keyring, self string, seen *NonceCache) *ForwardA
 	return &ForwardAuth{self: self, keys: kr.MACKeys(forwardPurpose), seen: seen}
 }
 
-// Header layout: v1;k=<key id, 8 hex>;t=<target instance>;e=<expiry, Unix
-// seconds>;n=<nonce, 16 bytes base64url>;s=<HMAC-SHA256, base64url>
+// Header layout: v2;k=<key id, 8 hex>;t=<target instance>;e=<expiry, Unix
+// milliseconds>;n=<nonce, 16 bytes base64url>;p=<principal hash, 16 bytes
+// base64url>;s=<HMAC-SHA256, base64url>
 
 // Sign returns the header value authenticating r, sent to instance target.
 func (a *ForwardAuth) Sign(target string, r ForwardedRequest, now time.Time) string {
@@ -91,21 +100,32 @@ func (a *ForwardAuth) Sign(target string, r ForwardedRequest, now time.Time) str
 		panic(fmt.Sprintf("crypto/rand failed: %v", err))
 	}
 	k := a.keys[0]
-	exp := now.Add(forwardTTL).Unix()
+	exp := now.Add(forwardTTL).UnixMilli()
 	var id [4]byte
 	binary.BigEndian.PutUint32(id[:], k.ID)
-	return "v1;k=" + hex.EncodeToString(id[:]) + ";t=" + target + ";e=" + strconv.FormatInt(exp, 10) +
+	return "v2;k=" + hex.EncodeToString(id[:]) + ";t=" + target + ";e=" + strconv.FormatInt(exp, 10) +
 		";n=" + base64.RawURLEncoding.EncodeToString(nonce[:]) +
+		";p=" + base64.RawURLEncoding.EncodeToString(r.Principal[:]) +
 		";s=" + base64.RawURLEncoding.EncodeToString(forwardMAC(k.Key, target, exp, nonce, r))
 }
 
 // Verify checks a header value for r, received by this instance at now, and
-// consumes its nonce. Every failure wraps one of the ErrForward* errors.
-func (a *ForwardAuth) Verify(value string, r ForwardedRequest, now time.Time) error {
+// consumes its nonce. It returns the principal hash the header carries
+// (r.Principal is not read: the header says it, and the signature covers
+// it). Every failure wraps one of the ErrForward* errors.
+func (a *ForwardAuth) Verify(value string, r ForwardedRequest, now time.Time) ([16]byte, error) {
 	h, err := parseForwarded(value)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrForwardInvalid, err)
+		return [16]byte{}, fmt.Errorf("%w: %w", ErrForwardInvalid, err)
 	}
+	r.Principal = h.principal
+	if err := a.verify(h, r, now); err != nil {
+		return [16]byte{}, err
+	}
+	return h.principal, nil
+}
+
+func (a *ForwardAuth) verify(h forwardedHeader, r ForwardedRequest, now time.Time) error {
 	var key []byte
 	for _, k := range a.keys {
 		if k.ID == h.keyID {
@@ -122,7 +142,7 @@ func (a *ForwardAuth) Verify(value string, r ForwardedRequest, now time.Time) er
 	if h.target != a.self {
 		return fmt.Errorf("%w: signed for %q, this is %q", ErrForwardTarget, h.target, a.self)
 	}
-	exp := time.Unix(h.expires, 0)
+	exp := time.UnixMilli(h.expires)
 	if !now.Before(exp) || exp.After(now.Add(forwardTTL+maxClockSkew)) {
 		return fmt.Errorf("%w (expiry %s, now %s)", ErrForwardExpired, exp.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
@@ -130,16 +150,17 @@ func (a *ForwardAuth) Verify(value string, r ForwardedRequest, now time.Time) er
 }
 
 type forwardedHeader struct {
-	keyID   uint32
-	target  string
-	expires int64
-	nonce   [16]byte
-	mac     []byte
+	keyID     uint32
+	target    string
+	expires   int64
+	nonce     [16]byte
+	principal [16]byte
+	mac       []byte
 }
 
 // maxForwardedHeader bounds the header value: 255-byte target, 20-digit
 // expiry and fixed-size fields.
-const maxForwardedHeader = 400
+const maxForwardedHeader = 440
 
 func parseForwarded(v string) (forwardedHeader, error) {
 	var h forwardedHeader
@@ -147,11 +168,11 @@ func parseForwarded(v string) (forwardedHeader, error) {
 		return h, errors.New("too long")
 	}
 	parts := strings.Split(v, ";")
-	if len(parts) != 6 || parts[0] != "v1" {
-		return h, errors.New("not v1;k=;t=;e=;n=;s=")
+	if len(parts) != 7 || parts[0] != "v2" {
+		return h, errors.New("not v2;k=;t=;e=;n=;p=;s=")
 	}
-	var field [5]string
-	for i, name := range []string{"k=", "t=", "e=", "n=", "s="} {
+	var field [6]string
+	for i, name := range []string{"k=", "t=", "e=", "n=", "p=", "s="} {
 		f, ok := strings.CutPrefix(parts[i+1], name)
 		if !ok {
 			return h, fmt.Errorf("field %d is not %s", i+1, name)
@@ -174,7 +195,12 @@ func parseForwarded(v string) (forwardedHeader, error) {
 	} else {
 		copy(h.nonce[:], n)
 	}
-	if h.mac, err = base64.RawURLEncoding.DecodeString(field[4]); err != nil || len(h.mac) != sha256.Size {
+	if p, err := base64.RawURLEncoding.DecodeString(field[4]); err != nil || len(p) != len(h.principal) {
+		return h, errors.New("bad principal")
+	} else {
+		copy(h.principal[:], p)
+	}
+	if h.mac, err = base64.RawURLEncoding.DecodeString(field[5]); err != nil || len(h.mac) != sha256.Size {
 		return h, errors.New("bad signature encoding")
 	}
 	return h, nil
@@ -194,18 +220,26 @@ func forwardMAC(key []byte, target string, expires int64, nonce [16]byte, r Forw
 	writeField(m, body[:])
 	writeField(m, []byte(r.Authorization))
 	writeField(m, []byte(r.SessionID))
+	writeField(m, r.Principal[:])
 	return m.Sum(nil)
 }
 
 // NonceCache remembers the nonces of verified forwarding headers until they
-// expire, so that a header is accepted once. It is bounded: when full of
-// live nonces it refuses new ones (ErrForwardBusy) rather than forget one
-// that could then be replayed. It is safe for concurrent use.
+// expire, so that a header is accepted once. It is bounded without letting
+// a flood of forwarded requests deny forwarding to everyone, and without
+// opening a replay window: when full, it forgets the nonces that expire
+// soonest and raises a floor to their expiry; a header expiring at or
+// before the floor is refused (ErrForwardBusy: it may be one of those
+// forgotten), while fresh headers, which expire forwardTTL after signing,
+// keep passing. So a header older than the cache's window (max nonces over
+// the rate of forwarded requests) is refused during a flood; a fresh one
+// never is. It is safe for concurrent use.
 type NonceCache struct {
 	mu    sync.Mutex
 	max   int
 	seen  map[[16]byte]struct{}
-	order *list.List // of nonceEntry, oldest first
+	byExp nonceHeap // soonest expiry first
+	floor time.Time // the latest expiry forgotten while still live
 }
 
 type nonceEntry struct {
@@ -213,31 +247,50 @@ type nonceEntry struct {
 	expires time.Time
 }
 
-// NewNonceCache returns a cache of at most max live nonces.
-func NewNonceCache(max int) *NonceCache {
-	return &NonceCache{max: max, seen: make(map[[16]byte]struct{}), order: list.New()}
+// nonceHeap is a min-heap of nonces by expiry (container/heap): forwarders'
+// clocks differ, so expiries do not arrive in order.
+type nonceHeap []nonceEntry
+
+func (h nonceHeap) Len() int           { return len(h) }
+func (h nonceHeap) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
+func (h nonceHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *nonceHeap) Push(x any)        { *h = append(*h, x.(nonceEntry)) }
+func (h *nonceHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// NewNonceCache returns a cache of at most max live nonces (at least 1).
+func NewNonceCache(size int) *NonceCache {
+	return &NonceCache{max: max(size, 1), seen: make(map[[16]byte]struct{})}
 }
 
 func (c *NonceCache) add(n [16]byte, expires, now time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// Expiries lie within forwardTTL+maxClockSkew of their insertion, so
-	// the oldest entries are (nearly) the first to expire.
-	for front := c.order.Front(); front != nil; front = c.order.Front() {
-		e := front.Value.(nonceEntry)
-		if now.Before(e.expires) {
-			break
-		}
-		c.order.Remove(front)
-		delete(c.seen, e.nonce)
+	for len(c.byExp) > 0 && !now.Before(c.byExp[0].expires) {
+		delete(c.seen, heap.Pop(&c.byExp).(nonceEntry).nonce)
 	}
 	if _, ok := c.seen[n]; ok {
 		return ErrForwardReplayed
 	}
+	if !expires.After(c.floor) {
+		return fmt.Errorf("%w: the header is older than the nonces still remembered; a fresh one passes", ErrForwardBusy)
+	}
 	if len(c.seen) >= c.max {
-		return ErrForwardBusy
+		oldest := c.byExp[0]
+		if !expires.After(oldest.expires) {
+			return fmt.Errorf("%w: the header is older than the nonces still remembered; a fresh one passes", ErrForwardBusy)
+		}
+		heap.Pop(&c.byExp)
+		delete(c.seen, oldest.nonce)
+		if oldest.expires.After(c.floor) {
+			c.floor = oldest.expires
+		}
 	}
 	c.seen[n] = struct{}{}
-	c.order.PushBack(nonceEntry{nonce: n, expires: expires})
+	heap.Push(&c.byExp, nonceEntry{nonce: n, expires: expires})
 	return nil
 }

@@ -16,7 +16,7 @@ import (
 func testForwardedRequest() ForwardedRequest {
 	return ForwardedRequest{
 		Method: "POST", URI: "/mcp", Body: []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call"}`),
-		Authorization: "Bearer alice", SessionID: "sid-1",
+		Authorization: "Bearer alice", SessionID: "sid-1", Principal: PrincipalHash("user:alice"),
 	}
 }
 
@@ -29,10 +29,12 @@ func TestForwardAuthRoundTrip(t *testing.T) {
 	if len(v) > maxForwardedHeader || strings.ContainsAny(v, " \r\n,") {
 		t.Fatalf("header %q: too long or not a plain token list", v)
 	}
-	if err := b.Verify(v, r, testNow.Add(time.Second)); err != nil {
-		t.Fatalf("verify: %v", err)
+	other := r
+	other.Principal = [16]byte{} // not read: the header carries it
+	if p, err := b.Verify(v, other, testNow.Add(time.Second)); err != nil || p != r.Principal {
+		t.Fatalf("verify: %x, %v; want the signed principal %x", p, err, r.Principal)
 	}
-	if err := b.Verify(v, r, testNow.Add(2*time.Second)); !errors.Is(err, ErrForwardReplayed) {
+	if _, err := b.Verify(v, r, testNow.Add(2*time.Second)); !errors.Is(err, ErrForwardReplayed) {
 		t.Fatalf("the same header again: %v, want ErrForwardReplayed", err)
 	}
 	if v2 := a.Sign("gw-b", r, testNow); v2 == v {
@@ -48,7 +50,8 @@ func TestForwardAuthRejects(t *testing.T) {
 	later := testNow.Add(time.Second)
 	verify := func(value string, r ForwardedRequest, now time.Time) error {
 		// A fresh verifier each time, so that only the header is judged.
-		return NewForwardAuth(kr, "gw-b", NewNonceCache(16)).Verify(value, r, now)
+		_, err := NewForwardAuth(kr, "gw-b", NewNonceCache(16)).Verify(value, r, now)
+		return err
 	}
 
 	changed := map[string]func(*ForwardedRequest){
@@ -84,27 +87,29 @@ func TestForwardAuthRejects(t *testing.T) {
 	for name, bad := range map[string]string{
 		"empty":              "",
 		"garbage":            "hello",
-		"version":            with(0, "v2"),
+		"version":            with(0, "v1"),
 		"unknown key":        with(1, "k=00000000"),
 		"bad key id":         with(1, "k=xyz"),
 		"target rewritten":   with(2, "t=gw-b2"),
 		"expiry extended":    with(3, "e=9999999999"),
 		"nonce changed":      with(4, flip(parts[4])),
-		"signature flipped":  with(5, flip(parts[5])),
-		"signature short":    with(5, parts[5][:20]),
-		"field order":        strings.Join([]string{parts[0], parts[2], parts[1], parts[3], parts[4], parts[5]}, ";"),
+		"principal changed":  with(5, flip(parts[5])),
+		"principal short":    with(5, parts[5][:10]),
+		"signature flipped":  with(6, flip(parts[6])),
+		"signature short":    with(6, parts[6][:20]),
+		"field order":        strings.Join([]string{parts[0], parts[2], parts[1], parts[3], parts[4], parts[5], parts[6]}, ";"),
 		"extra field":        v + ";x=1",
 		"too long":           v + strings.Repeat("A", maxForwardedHeader),
 		"another fleet's":    NewForwardAuth(testKeyring(t, bytes.Repeat([]byte{9}, legacy.KeySize)), "gw-a", nil).Sign("gw-b", r, testNow),
-		"signature replaced": with(5, "s="+strings.Repeat("A", 43)),
-		"signed with no key": with(5, "s="),
+		"signature replaced": with(6, "s="+strings.Repeat("A", 43)),
+		"signed with no key": with(6, "s="),
 	} {
 		if err := verify(bad, r, later); !errors.Is(err, ErrForwardInvalid) {
 			t.Errorf("%s: %v, want ErrForwardInvalid", name, err)
 		}
 	}
 
-	if err := NewForwardAuth(kr, "gw-c", NewNonceCache(16)).Verify(v, r, later); !errors.Is(err, ErrForwardTarget) {
+	if _, err := NewForwardAuth(kr, "gw-c", NewNonceCache(16)).Verify(v, r, later); !errors.Is(err, ErrForwardTarget) {
 		t.Errorf("at another instance: %v, want ErrForwardTarget", err)
 	}
 	if err := verify(v, r, testNow.Add(forwardTTL)); !errors.Is(err, ErrForwardExpired) {
@@ -125,13 +130,13 @@ func TestForwardAuthKeyRotation(t *testing.T) {
 	before := NewForwardAuth(testKeyring(t, oldKey), "gw-a", NewNonceCache(16))
 	after := NewForwardAuth(testKeyring(t, newKey, oldKey), "gw-a", NewNonceCache(16))
 	r := testForwardedRequest()
-	if err := after.Verify(before.Sign("gw-a", r, testNow), r, testNow); err != nil {
+	if _, err := after.Verify(before.Sign("gw-a", r, testNow), r, testNow); err != nil {
 		t.Errorf("old key at a rotated instance: %v", err)
 	}
-	if err := NewForwardAuth(testKeyring(t, oldKey, newKey), "gw-a", NewNonceCache(16)).Verify(after.Sign("gw-a", r, testNow), r, testNow); err != nil {
+	if _, err := NewForwardAuth(testKeyring(t, oldKey, newKey), "gw-a", NewNonceCache(16)).Verify(after.Sign("gw-a", r, testNow), r, testNow); err != nil {
 		t.Errorf("new key at an instance that knows it second: %v", err)
 	}
-	if err := before.Verify(after.Sign("gw-a", r, testNow), r, testNow); !errors.Is(err, ErrForwardInvalid) {
+	if _, err := before.Verify(after.Sign("gw-a", r, testNow), r, testNow); !errors.Is(err, ErrForwardInvalid) {
 		t.Errorf("new key at an instance that does not know it: %v", err)
 	}
 }
@@ -146,14 +151,73 @@ func TestNonceCache(t *testing.T) {
 	if err := c.add(n(1), exp, testNow); !errors.Is(err, ErrForwardReplayed) {
 		t.Fatalf("a seen nonce: %v", err)
 	}
+	// Full: a header expiring no later than every remembered nonce is
+	// refused (it could be one forgotten), a fresher one evicts the oldest.
 	if err := c.add(n(3), exp, testNow); !errors.Is(err, ErrForwardBusy) {
-		t.Fatalf("a full cache: %v, want ErrForwardBusy (never forget a live nonce)", err)
+		t.Fatalf("a full cache, a header as old as the rest: %v, want ErrForwardBusy", err)
 	}
-	if err := c.add(n(3), exp.Add(forwardTTL), exp); err != nil {
+	if err := c.add(n(3), exp.Add(time.Millisecond), testNow); err != nil {
+		t.Fatalf("a full cache, a fresher header: %v", err)
+	}
+	for _, b := range []byte{1, 2} {
+		// Forgotten or not, a nonce of expiry exp is refused now.
+		if err := c.add(n(b), exp, testNow); err == nil {
+			t.Fatalf("nonce %d accepted again after eviction", b)
+		}
+	}
+	if err := c.add(n(3), exp.Add(time.Millisecond), testNow); !errors.Is(err, ErrForwardReplayed) {
+		t.Fatalf("the fresher nonce again: %v, want ErrForwardReplayed", err)
+	}
+	if err := c.add(n(4), exp.Add(forwardTTL), exp.Add(time.Second)); err != nil {
 		t.Fatalf("after the others expired: %v", err)
 	}
-	if len(c.seen) != 1 || c.order.Len() != 1 {
-		t.Fatalf("expired nonces kept: %d, %d", len(c.seen), c.order.Len())
+	if len(c.seen) != 1 || c.byExp.Len() != 1 {
+		t.Fatalf("expired nonces kept: %d, %d", len(c.seen), c.byExp.Len())
+	}
+}
+
+// TestNonceCacheFlood is the starvation attack: one client makes an
+// instance forward as fast as it can, filling the owner's cache with live
+// nonces. A fresh header of another client still passes, a replay of any
+// header it accepted is still refused, and a header that waited longer than
+// the cache's window is refused as possibly replayed (503, not 403).
+func TestNonceCacheFlood(t *testing.T) {
+	kr := testKeyring(t)
+	const size = 1000
+	owner := NewForwardAuth(kr, "gw-b", NewNonceCache(size))
+	flooder := NewForwardAuth(kr, "gw-a", nil)
+	r := testForwardedRequest()
+	now := testNow
+	legit := flooder.Sign("gw-b", r, now)
+	if _, err := owner.Verify(legit, r, now); err != nil {
+		t.Fatal(err)
+	}
+	stale := flooder.Sign("gw-b", r, now) // signed now, delivered after the flood
+	var accepted []string
+	for i := range 20 * size {
+		now = now.Add(100 * time.Microsecond) // 10,000 forwarded requests a second
+		v := flooder.Sign("gw-b", r, now)
+		if _, err := owner.Verify(v, r, now); err != nil {
+			t.Fatalf("flood request %d refused: %v", i, err)
+		}
+		if i%size == 0 {
+			accepted = append(accepted, v)
+		}
+	}
+	fresh := flooder.Sign("gw-b", r, now)
+	if _, err := owner.Verify(fresh, r, now); err != nil {
+		t.Fatalf("a fresh header after the flood: %v", err)
+	}
+	for _, v := range append(accepted, legit, fresh) {
+		if _, err := owner.Verify(v, r, now.Add(time.Millisecond)); err == nil {
+			t.Fatal("a header accepted before was accepted again")
+		}
+	}
+	if _, err := owner.Verify(stale, r, now); !errors.Is(err, ErrForwardBusy) {
+		t.Fatalf("a header older than the cache's window: %v, want ErrForwardBusy", err)
+	}
+	if n := len(owner.seen.seen); n > size {
+		t.Fatalf("the cache holds %d nonces, bound %d", n, size)
 	}
 }
 
@@ -169,7 +233,7 @@ func TestForwardAuthConcurrentReplay(t *testing.T) {
 	accepted := 0
 	for range 32 {
 		wg.Go(func() {
-			if b.Verify(v, r, testNow) == nil {
+			if _, err := b.Verify(v, r, testNow); err == nil {
 				mu.Lock()
 				accepted++
 				mu.Unlock()
@@ -190,7 +254,7 @@ func BenchmarkForwardAuth(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		now = now.Add(time.Millisecond) // nonces expire: the cache stays below its bound
-		if err := a.Verify(a.Sign("gw-a", r, now), r, now); err != nil {
+		if _, err := a.Verify(a.Sign("gw-a", r, now), r, now); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -205,15 +269,15 @@ func FuzzVerifyForwarded(f *testing.F) {
 	// same seeds.
 	k := kr.MACKeys(forwardPurpose)[0]
 	nonce := [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
-	exp := testNow.Add(forwardTTL).Unix()
-	good := fmt.Sprintf("v1;k=%08x;t=gw-b;e=%d;n=%s;s=%s", k.ID, exp, base64.RawURLEncoding.EncodeToString(nonce[:]),
-		base64.RawURLEncoding.EncodeToString(forwardMAC(k.Key, "gw-b", exp, nonce, r)))
+	exp := testNow.Add(forwardTTL).UnixMilli()
+	good := fmt.Sprintf("v2;k=%08x;t=gw-b;e=%d;n=%s;p=%s;s=%s", k.ID, exp, base64.RawURLEncoding.EncodeToString(nonce[:]),
+		base64.RawURLEncoding.EncodeToString(r.Principal[:]), base64.RawURLEncoding.EncodeToString(forwardMAC(k.Key, "gw-b", exp, nonce, r)))
 	f.Add(good)
-	f.Add("v1;k=;t=;e=;n=;s=")
-	f.Add("v1;k=00000000;t=gw-b;e=-1;n=AAAAAAAAAAAAAAAAAAAAAA;s=" + strings.Repeat("A", 43))
+	f.Add("v2;k=;t=;e=;n=;p=;s=")
+	f.Add("v2;k=00000000;t=gw-b;e=-1;n=AAAAAAAAAAAAAAAAAAAAAA;p=AAAAAAAAAAAAAAAAAAAAAA;s=" + strings.Repeat("A", 43))
 	f.Add(strings.Repeat(";", 300))
 	f.Fuzz(func(t *testing.T, v string) {
-		err := NewForwardAuth(kr, "gw-b", NewNonceCache(4)).Verify(v, r, testNow)
+		_, err := NewForwardAuth(kr, "gw-b", NewNonceCache(4)).Verify(v, r, testNow)
 		if err == nil && v != good {
 			t.Fatalf("accepted %q, which is not the signed header", v)
 		}
@@ -237,7 +301,7 @@ func TestParkedElsewhere(t *testing.T) {
 			Digest: RequestDigest("tools/call", params("")), Expires: time.Now().Add(time.Minute)})
 	}
 	req := func(method, principal string, body []byte) Request {
-		return Request{Principal: principal, ModernRequest: &ModernRequest{
+		return Request{Principal: PrincipalHash(principal), ModernRequest: &ModernRequest{
 			Message: Message{ID: []byte("1"), Method: method, Kind: KindRequest},
 			Body:    []byte(`{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":` + string(body) + `}`),
 		}}

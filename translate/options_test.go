@@ -148,11 +148,11 @@ func TestReverseOptionsPerSession(t *testing.T) {
 
 	open := func(o *ReverseOptions) (*ReverseSession, string) {
 		body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}`)
-		_, sid, rerr := rv.Initialize(context.Background(), InitRequest{Upstream: up, Principal: "p", ID: []byte("1"), Body: body, Options: o})
+		_, sid, rerr := rv.Initialize(context.Background(), InitRequest{Upstream: up, Principal: PrincipalHash("p"), ID: []byte("1"), Body: body, Options: o})
 		if rerr != nil {
 			t.Fatal(rerr)
 		}
-		s, err := rv.Open(o, string(sid), "p", time.Now())
+		s, err := rv.Open(o, string(sid), PrincipalHash("p"), time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +184,7 @@ func TestReverseOptionsPerSession(t *testing.T) {
 	if asked, f := run(sB, 3); asked != 3 || gjson.GetBytes(f.msg, "result.isError").Bool() {
 		t.Fatalf("B's session asked %d rounds, then %s; want 3 then the result", asked, f.msg)
 	}
-	if _, err := rv.Open(optB, sidA, "p", time.Now()); !errors.Is(err, ErrNoSession) {
+	if _, err := rv.Open(optB, sidA, PrincipalHash("p"), time.Now()); !errors.Is(err, ErrNoSession) {
 		t.Fatalf("A's session id opened with B's key: %v", err)
 	}
 }

@@ -90,14 +90,14 @@ func newTestReverse(t *testing.T) *Reverse {
 func openSession(t *testing.T, rv *Reverse, upstream, principal, caps string) *ReverseSession {
 	t.Helper()
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":` + caps + `,"clientInfo":{"name":"t","version":"1"}}}`)
-	resp, sid, rerr := rv.Initialize(context.Background(), InitRequest{Upstream: upstream, Principal: principal, ID: []byte("1"), Body: body})
+	resp, sid, rerr := rv.Initialize(context.Background(), InitRequest{Upstream: upstream, Principal: PrincipalHash(principal), ID: []byte("1"), Body: body})
 	if rerr != nil {
 		t.Fatal(rerr)
 	}
 	if v := gjson.GetBytes(resp, "result.serverInfo.name").String(); v != "reverse-test" {
 		t.Fatalf("initialize response %s", resp)
 	}
-	s, err := rv.Open(nil, string(sid), principal, time.Now())
+	s, err := rv.Open(nil, string(sid), PrincipalHash(principal), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,17 +257,17 @@ func TestReverseEngineOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := rv.Open(nil, string(sid), "mallory", now); !errors.Is(err, ErrNoSession) {
+	if _, err := rv.Open(nil, string(sid), PrincipalHash("mallory"), now); !errors.Is(err, ErrNoSession) {
 		t.Errorf("another principal: %v", err)
 	}
-	if _, err := rv.Open(nil, string(sid), "alice", now.Add(25*time.Hour)); !errors.Is(err, ErrNoSession) {
+	if _, err := rv.Open(nil, string(sid), PrincipalHash("alice"), now.Add(25*time.Hour)); !errors.Is(err, ErrNoSession) {
 		t.Errorf("after the lifetime: %v", err)
 	}
-	if _, err := rv.Open(nil, "garbage", "alice", now); !errors.Is(err, ErrNoSession) {
+	if _, err := rv.Open(nil, "garbage", PrincipalHash("alice"), now); !errors.Is(err, ErrNoSession) {
 		t.Errorf("garbage: %v", err)
 	}
 	rv.Delete(s)
-	if _, err := rv.Open(nil, string(sid), "alice", now); !errors.Is(err, ErrNoSession) {
+	if _, err := rv.Open(nil, string(sid), PrincipalHash("alice"), now); !errors.Is(err, ErrNoSession) {
 		t.Errorf("deleted: %v", err)
 	}
 }

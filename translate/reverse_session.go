@@ -27,8 +27,9 @@ type ReverseSession struct {
 type InitRequest struct {
 	// Upstream is the URL of the modern upstream chosen for the session.
 	Upstream string
-	// Principal identifies who is calling; the session opens only for it.
-	Principal string
+	// Principal identifies who is calling (PrincipalHash of the evaluated
+	// principal expression); the session opens only for it.
+	Principal [16]byte
 	// Header is sent upstream (Authorization, trace context).
 	Header http.Header
 	// ID is the raw JSON-RPC id of the initialize request.
@@ -67,7 +68,7 @@ func (rv *Reverse) Initialize(ctx context.Context, r InitRequest) (response []by
 		}
 	}
 	version := NegotiateLegacyVersion(p.Get("protocolVersion").String())
-	princ := PrincipalHash(r.Principal)
+	princ := r.Principal
 
 	disc, rerr := rv.discoverResult(ctx, o, r.Upstream, princ, r.Header)
 	if rerr != nil {
@@ -123,17 +124,18 @@ func (rv *Reverse) discoverResult(ctx context.Context, o *ReverseOptions, upstre
 	return []byte(res.Raw), nil
 }
 
-// Open opens a gateway-held session id for principal with the keyring and
+// Open opens a gateway-held session id for principal (PrincipalHash of the
+// evaluated principal expression) with the keyring and
 // session lifetime of opts (made by WithDefaults; nil: the bridge's own),
 // which then serve the session's requests. Every failure is ErrNoSession
 // (wrapped).
-func (rv *Reverse) Open(opts *ReverseOptions, token string, principal string, now time.Time) (*ReverseSession, error) {
+func (rv *Reverse) Open(opts *ReverseOptions, token string, principal [16]byte, now time.Time) (*ReverseSession, error) {
 	o := rv.optionsOf(opts)
 	s, err := legacy.OpenClientSession(o.Keyring, legacy.GatewaySessionID(token))
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrNoSession, err)
-	case s.Principal != PrincipalHash(principal):
+	case s.Principal != principal:
 		return nil, fmt.Errorf("%w: another principal's", ErrNoSession)
 	case !now.Before(s.Issued.Add(o.SessionLifetime)):
 		return nil, fmt.Errorf("%w: expired", ErrNoSession)
