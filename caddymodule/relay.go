@@ -149,7 +149,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = target
 			pr.Out.Host = ""
-			pr.SetXForwarded()
+			setForwarded(pr.Out.Header, pr.In) // the client's own only from a trusted proxy
 			pr.Out.Header.Del("Origin") // checked here; the owner's Host differs
 			pr.Out.Header.Set(translate.ForwardedHeader, sig)
 			// The owner answers "100 Continue" as soon as it reads the
