@@ -150,7 +150,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			pr.Out.URL = target
 			pr.Out.Host = ""
 			setForwarded(pr.Out.Header, pr.In) // the client's own only from a trusted proxy
-			pr.Out.Header.Del("Origin") // checked here; the owner's Host differs
+			pr.Out.Header.Del("Origin")        // checked here; the owner's Host differs
 			pr.Out.Header.Set(translate.ForwardedHeader, sig)
 			// The owner answers "100 Continue" as soon as it reads the
 			// body, which stops the first-byte timer of a call that
