@@ -40,21 +40,29 @@ func startFleet(t *testing.T, upstream, form string) []*gateway {
 	ports := []int{freePort(t), freePort(t), freePort(t)}
 	fleet := make([]*gateway, len(ports))
 	for i, port := range ports {
-		block := upstream + "\n\t\tstate_key " + testKey(fleetKeyByte)
-		switch form {
-		case "advertise":
-			block += fmt.Sprintf("\n\t\tadvertise http://127.0.0.1:%d", port)
-		case "peer":
-			block += fmt.Sprintf("\n\t\tinstance_id gw-%d", i)
-			for j, p := range ports {
-				block += fmt.Sprintf("\n\t\tpeer gw-%d http://127.0.0.1:%d", j, p)
-			}
-		default:
-			t.Fatalf("unknown fleet form %q", form)
-		}
-		fleet[i] = startGatewayOn(t, port, block)
+		fleet[i] = startGatewayOn(t, port, fleetBlock(t, upstream, form, ports, i))
 	}
 	return fleet
+}
+
+// fleetBlock is the mcp_gateway block of instance i of a fleet listening
+// on ports, in front of upstream, sharing a state_key; form says how the
+// instances find each other (see startFleet).
+func fleetBlock(t *testing.T, upstream, form string, ports []int, i int) string {
+	t.Helper()
+	block := upstream + "\n\t\tstate_key " + testKey(fleetKeyByte)
+	switch form {
+	case "advertise":
+		block += fmt.Sprintf("\n\t\tadvertise http://127.0.0.1:%d", ports[i])
+	case "peer":
+		block += fmt.Sprintf("\n\t\tinstance_id gw-%d", i)
+		for j, p := range ports {
+			block += fmt.Sprintf("\n\t\tpeer gw-%d http://127.0.0.1:%d", j, p)
+		}
+	default:
+		t.Fatalf("unknown fleet form %q", form)
+	}
+	return block
 }
 
 // hop is one request a roundRobin transport sent: to which instance, and

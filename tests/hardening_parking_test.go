@@ -302,31 +302,8 @@ func TestHardeningParkingAnonymousSessions(t *testing.T) {
 	ps := newParkingServer(t)
 	g := startGateway(t, ps.block()+"\n\t\tmax_parked_per_principal 5000")
 	start := time.Now()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
-	defer client.CloseIdleConnections()
-	var wg sync.WaitGroup
-	var failed atomic.Int32
-	var first atomic.Value
-	work := make(chan int)
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if err := parkOne(client, g.URL, i); err != nil {
-					failed.Add(1)
-					first.CompareAndSwap(nil, err.Error())
-				}
-			}
-		}()
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	if failed.Load() > 0 {
-		t.Fatalf("%d of %d anonymous calls did not park; first: %v", failed.Load(), n, first.Load())
+	if failed, first := parkMany(g.URL, n); failed > 0 {
+		t.Fatalf("%d of %d anonymous calls did not park; first: %v", failed, n, first)
 	}
 	t.Logf("%d anonymous calls parked in %v", n, time.Since(start).Round(time.Millisecond))
 	started := ps.started.Load()

@@ -117,16 +117,7 @@ func startOpenPair(t *testing.T, upstream, form string) []*gateway {
 	ports := []int{freePort(t), freePort(t)}
 	pair := make([]*gateway, len(ports))
 	for i, port := range ports {
-		block := upstream + "\n\t\tstate_key " + testKey(fleetKeyByte)
-		switch form {
-		case "advertise":
-			block += fmt.Sprintf("\n\t\tadvertise http://127.0.0.1:%d", port)
-		case "peer":
-			block += fmt.Sprintf("\n\t\tinstance_id gw-%d", i)
-			for j, p := range ports {
-				block += fmt.Sprintf("\n\t\tpeer gw-%d http://127.0.0.1:%d", j, p)
-			}
-		}
+		block := fleetBlock(t, upstream, form, ports, i)
 		pair[i] = launchGateway(t, port, "", "\tmcp_gateway {\n"+block+"\n\t}", block)
 	}
 	return pair

@@ -59,32 +59,8 @@ func TestForwardManyParkedCalls(t *testing.T) {
 	baseGoroutines, baseRSS, baseHeap := g.goroutines(t), g.rssKiB(t), g.heapKiB(t)
 
 	start := time.Now()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
-	defer client.CloseIdleConnections()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failures []string
-	work := make(chan int)
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if err := parkOne(client, g.URL, i); err != nil {
-					mu.Lock()
-					failures = append(failures, err.Error())
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	if len(failures) > 0 {
-		t.Fatalf("%d of %d calls did not park; first: %s", len(failures), n, failures[0])
+	if failed, first := parkMany(g.URL, n); failed > 0 {
+		t.Fatalf("%d of %d calls did not park; first: %v", failed, n, first)
 	}
 	parkedIn := time.Since(start)
 	peakGoroutines, peakRSS, peakHeap := g.goroutines(t), g.rssKiB(t), g.heapKiB(t)
@@ -116,6 +92,37 @@ func TestForwardManyParkedCalls(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// parkMany parks n anonymous calls (ids 0 to n-1) through url, 32 at a
+// time; it returns how many did not park and the first error.
+func parkMany(url string, n int) (failed int, first error) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+	defer client.CloseIdleConnections()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	work := make(chan int)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := parkOne(client, url, i); err != nil {
+					mu.Lock()
+					if failed++; first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return failed, first
 }
 
 // parkOne sends a tools/call that parks and checks the input_required.
