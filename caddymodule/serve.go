@@ -1,9 +1,9 @@
 package caddymodule
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"time"
 
@@ -97,18 +97,41 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 	}
 }
 
-// readBody reads the request body, bounded by limit. A body whose length
-// is announced is read into one buffer of that size (io.ReadAll would
-// allocate about twice the body while growing its buffer).
+// bodyPrealloc bounds the buffer readBody makes before any byte of a body
+// arrived: a client announcing a large Content-Length and sending nothing
+// must not make the gateway hold that much for it.
+const bodyPrealloc = 64 << 10
+
+// readBody reads the request body, bounded by limit. The buffer doubles as
+// the body arrives, from bodyPrealloc at most, but never beyond the
+// announced length (and one byte to see the end): a body of announced
+// length ends in a buffer of its size, with what was held at any time
+// under twice what arrived.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *translate.RPCError) {
-	var buf bytes.Buffer
-	if n := r.ContentLength; n > 0 && n <= limit {
-		buf.Grow(int(n) + bytes.MinRead) // ReadFrom wants MinRead free to read the end
+	announced := r.ContentLength
+	if announced > limit || announced < 0 {
+		announced = 0
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
-	body := buf.Bytes()
-	if body == nil {
-		body = []byte{} // nil stands for the body of a GET or DELETE
+	body := make([]byte, 0, min(max(announced, 512), bodyPrealloc)+1)
+	src := http.MaxBytesReader(w, r.Body, limit)
+	var err error
+	for {
+		if len(body) == cap(body) {
+			next := 2 * cap(body)
+			if announced > 0 && int64(len(body)) <= announced {
+				next = int(min(int64(next), announced+1))
+			}
+			body = append(make([]byte, 0, next), body...)
+		}
+		var n int
+		n, err = src.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			break
+		}
 	}
 	if err != nil {
 		var tooBig *http.MaxBytesError

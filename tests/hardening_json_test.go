@@ -328,8 +328,9 @@ func TestHardeningJSONDuplicateParams(t *testing.T) {
 
 // TestHardeningJSONBombMemory measures (it does not assert) what 4 MiB
 // request bodies of "[" cost the gateway: the growth of the process's peak
-// resident memory (VmHWM) and of its resident memory (VmRSS) over 8 such
-// bodies sent one at a time, then over 8 more sent 4 at a time. Run it
+// resident memory (VmHWM) and of its resident memory (VmRSS) over one such
+// body, then over 8 more sent one at a time, then over 8 more sent 4 at a
+// time. Run it
 // with: go test -count=1 -run TestHardeningJSONBombMemory -v ./tests/
 func TestHardeningJSONBombMemory(t *testing.T) {
 	up := newBombUpstream(t, true)
@@ -358,14 +359,14 @@ func TestHardeningJSONBombMemory(t *testing.T) {
 			}
 		}
 	}
-	for _, parallel := range []int{1, 4} {
+	for _, run := range []struct{ bodies, parallel int }{{1, 1}, {8, 1}, {8, 4}} {
 		before := g.memKiB(t)
-		for range 8 / parallel {
-			send(parallel)
+		for range run.bodies / run.parallel {
+			send(run.parallel)
 		}
 		g.alive(t)
 		after := g.memKiB(t)
-		t.Logf("8 bodies of 4 MiB of \"[\", %d at a time: VmHWM %d → %d KiB (+%d), VmRSS %d → %d KiB (+%d)", parallel,
+		t.Logf("%d bodies of 4 MiB of \"[\", %d at a time: VmHWM %d → %d KiB (+%d), VmRSS %d → %d KiB (+%d)", run.bodies, run.parallel,
 			before["VmHWM"], after["VmHWM"], after["VmHWM"]-before["VmHWM"], before["VmRSS"], after["VmRSS"], after["VmRSS"]-before["VmRSS"])
 	}
 }
