@@ -134,6 +134,7 @@ func TestGatherPolicy(t *testing.T) {
 		// A round that waited this window would outlast the client's
 		// timeout (the learned set survives the reload).
 		g.reload(t, up.block()+"\n\t\tgather_window 10m")
+		client.CloseIdleConnections() // the reload closes them: a request on one would fail
 		ir = parseInputRequired(t, call(3, "one", map[string]any{}, nil))
 		if text := checkToolResult(t, call(4, "one", map[string]any{}, answersTo(ir)), 4); text != "accept:yes" {
 			t.Fatalf("one: %q", text)
@@ -141,6 +142,7 @@ func TestGatherPolicy(t *testing.T) {
 	})
 
 	g.reload(t, up.block()+"\n\t\tgather_window 1s")
+	client.CloseIdleConnections()
 	args := map[string]any{"gap": 2000} // ms between the two questions, beyond the window
 	t.Run("a late sibling is asked in the next round", func(t *testing.T) {
 		first := parseInputRequired(t, call(3, "pair", args, nil))
