@@ -1,6 +1,9 @@
 package tests
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -46,5 +49,65 @@ func TestKeepAliveOff(t *testing.T) {
 		case <-deadline:
 			t.Fatal("no keep-alive comment in 5s with keepalive_interval 200ms")
 		}
+	}
+}
+
+// TestValidateOffAndRange: `caddy validate` accepts `-1` (off) for the
+// durations that can be turned off, and refuses a value out of range with
+// a message naming the option, in the Caddyfile and in JSON.
+func TestValidateOffAndRange(t *testing.T) {
+	dir := t.TempDir()
+	validate := func(t *testing.T, name, adapter, cfg string) (string, error) {
+		t.Helper()
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"validate", "--config", file}
+		if adapter != "" {
+			args = append(args, "--adapter", adapter)
+		}
+		return caddyCmd(t, dir, args...)
+	}
+	caddyfile := func(opts string) string {
+		return ":9999 {\n\tmcp_gateway {\n\t\tupstream http://127.0.0.1:9/mcp\n" + opts + "\t}\n}\n"
+	}
+
+	off := "\t\tkeepalive_interval -1\n\t\twrite_timeout -1\n\t\tgather_window -1s\n\t\thealth_interval -1\n"
+	if out, err := validate(t, "off", "caddyfile", caddyfile(off)); err != nil {
+		t.Fatalf("caddy validate refused -1 (off): %v\n%s", err, out)
+	}
+
+	refused := map[string]string{
+		"park_ttl -1s":          "park_ttl: must be positive, got -1s",
+		"session_lifetime -1":   "session_lifetime: must be positive, got -1ns",
+		"fail_duration -2s":     "fail_duration: must be positive, got -2s",
+		"health_timeout -1":     "health_timeout: must be positive, got -1ns",
+		"stream_close_delay -1": "stream_close_delay: must not be negative, got -1ns",
+	}
+	for opt, want := range refused {
+		t.Run(opt, func(t *testing.T) {
+			out, err := validate(t, strings.ReplaceAll(opt, " ", "_"), "caddyfile", caddyfile("\t\t"+opt+"\n"))
+			if err == nil || !strings.Contains(out, want) {
+				t.Fatalf("caddy validate (err %v) said:\n%s\nwant it to contain %q", err, out, want)
+			}
+		})
+	}
+
+	// JSON reaches Validate with what the Caddyfile refuses while parsing.
+	for field, want := range map[string]string{
+		`"max_rounds": -2`:                   "max_rounds: must be at least 1, got -2",
+		`"max_buffered_notifications": 5000`: "max_buffered_notifications: must be at most 4096",
+		`"max_request_body": -1`:             "max_request_body: must be at least 1, got -1",
+		`"max_sessions_per_principal": -1`:   "max_sessions_per_principal: must be at least 1, got -1",
+	} {
+		t.Run(field, func(t *testing.T) {
+			cfg := `{"apps":{"http":{"servers":{"s":{"listen":[":9999"],"routes":[{"handle":[{"handler":"mcp_gateway",` +
+				`"upstreams":[{"url":"http://127.0.0.1:9/mcp"}],` + field + `}]}]}}}}}`
+			out, err := validate(t, "config.json", "", cfg)
+			if err == nil || !strings.Contains(out, want) {
+				t.Fatalf("caddy validate (err %v) said:\n%s\nwant it to contain %q", err, out, want)
+			}
+		})
 	}
 }
