@@ -47,7 +47,7 @@ func newBridgeState(logger *zap.Logger) *bridgeState {
 	// streams cost a goroutine each, not three (see legacy.ConnClient).
 	client := legacy.NewConnClient(legacy.ConnOptions{MaxIdlePerHost: 128})
 	pool := legacy.NewPool(legacy.PoolOptions{MaxSessions: maxUpstreamSessions, IdleTimeout: sessionIdleTimeout, Client: client})
-	s := &bridgeState{bridge: translate.NewBridge(pool, translate.BridgeOptions{}), pool: pool, client: client, stop: make(chan struct{})}
+	s := &bridgeState{bridge: translate.NewBridge(pool, translate.DefaultBridgeOptions()), pool: pool, client: client, stop: make(chan struct{})}
 	go s.reap(logger)
 	return s
 }
@@ -94,19 +94,7 @@ func (h *Handler) provisionBridge() error {
 	}
 	st := val.(*bridgeState)
 	h.bridge = st.bridge
-	h.bridgeOpts = translate.BridgeOptions{
-		Keyring:               h.keyring,
-		Instance:              h.fleet.instance,
-		Address:               h.fleet.address,
-		ParkTTL:               time.Duration(h.ParkTTL),
-		MaxParked:             h.MaxParked,
-		MaxParkedPerPrincipal: h.MaxParkedPerPrincipal,
-		GatherWindow:          time.Duration(h.GatherWindow),
-		MaxRounds:             h.MaxRounds,
-		MaxInputsPerRound:     h.MaxInputsPerRound,
-		Lease:                 legacy.LeaseLimits{MaxPerPrincipal: h.MaxSessionsPerPrincipal, CallBuffer: h.MaxBufferedNotifications},
-		Observer:              h.observer,
-	}.WithDefaults()
+	h.bridgeOpts = h.bridgeOptions()
 	return nil
 }
 

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/dustin/go-humanize"
 
@@ -41,19 +42,19 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    peer               <id> <base url>   # repeatable
 //	    allowed_origins    <origins...>
 //	    allowed_hosts      <hosts...>
-//	    keepalive_interval <duration>
+//	    keepalive_interval <duration>              # -1: off
 //	    stream_close_delay <duration>
 //	    fail_duration      <duration>
 //	    max_request_body   <size>
 //	    park_ttl           <duration>
 //	    max_parked         <count>
 //	    max_parked_per_principal <count>
-//	    gather_window      <duration>
+//	    gather_window      <duration>              # -1: off
 //	    max_rounds         <count>
 //	    max_inputs_per_round <count>
 //	    max_buffered_notifications <count>
 //	    max_sessions_per_principal <count>
-//	    write_timeout      <duration>
+//	    write_timeout      <duration>              # -1: off
 //	    session_lifetime   <duration>
 //	    principal          <placeholder expression>
 //	    health_interval    <duration>              # active health checks; default off
@@ -248,7 +249,7 @@ func parseDuration(d *caddyfile.Dispenser, to *caddy.Duration) error {
 	if !d.NextArg() {
 		return d.ArgErr()
 	}
-	dur, err := caddy.ParseDuration(d.Val())
+	dur, err := parseDurationArg(d.Val())
 	if err != nil {
 		return d.Errf("invalid %s %q: %v", opt, d.Val(), err)
 	}
@@ -257,6 +258,16 @@ func parseDuration(d *caddyfile.Dispenser, to *caddy.Duration) error {
 	}
 	*to = caddy.Duration(dur)
 	return nil
+}
+
+// parseDurationArg parses a duration such as `15s` or `-1s`; a bare
+// negative whole number such as `-1` is accepted too and means off, as in
+// reverse_proxy's `flush_interval -1`.
+func parseDurationArg(s string) (time.Duration, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n < 0 {
+		return time.Duration(n), nil
+	}
+	return caddy.ParseDuration(s)
 }
 
 func parseSize(d *caddyfile.Dispenser, to *int64) error {

@@ -106,24 +106,3 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		})
 	}
 }
-
-func TestValidate(t *testing.T) {
-	cases := map[string]struct {
-		h    Handler
-		want string
-	}{
-		"no upstream":            {Handler{}, "at least one upstream"},
-		"duplicate":              {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}, {URL: "http://a/mcp"}}}, "listed twice"},
-		"negative":               {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, MaxRequestBody: -1}, "max_request_body"},
-		"negative write_timeout": {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, WriteTimeout: -1}, "write_timeout"},
-		"negative parked/princ.": {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, MaxParkedPerPrincipal: -1}, "max_parked_per_principal"},
-		"huge buffer":            {Handler{Upstreams: []*Upstream{{URL: "http://a/mcp"}}, MaxBufferedNotifications: 5000}, "at most 4096"},
-	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			if err := c.h.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error = %v, want it to contain %q", err, c.want)
-			}
-		})
-	}
-}

@@ -12,9 +12,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// defaultHealthTimeout bounds one active health check.
-const defaultHealthTimeout = 5 * time.Second
-
 // startHealthChecks checks every upstream now and then every
 // health_interval, until ctx (the configuration) ends. Results feed the
 // same up/down state that selection and passive health use.
@@ -55,9 +52,6 @@ func (h *Handler) checkAll(ctx context.Context) {
 // intervals), a passing one is up at once.
 func (h *Handler) checkUpstream(ctx context.Context, u *Upstream) {
 	timeout := time.Duration(h.HealthTimeout)
-	if timeout <= 0 {
-		timeout = defaultHealthTimeout
-	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	err := h.healthCheck(cctx, u)
 	cancel()

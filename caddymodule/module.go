@@ -138,8 +138,8 @@ type Handler struct {
 
 	// How long an SSE stream may stay silent before the gateway sends a
 	// keep-alive comment (`: keep-alive`), so that idle-timeouts of load
-	// balancers on the way do not cut it. Zero or negative disables
-	// keep-alives. Default: 15s.
+	// balancers on the way do not cut it. A negative duration (`-1`) turns
+	// keep-alives off. Default: 15s (also when set to 0).
 	KeepAliveInterval caddy.Duration `json:"keepalive_interval,omitempty"`
 
 	// How long to let open streams run after the configuration is unloaded
@@ -147,22 +147,26 @@ type Handler struct {
 	// reload closes only what clients pick up again: legacy streams (the
 	// client resumes them with `Last-Event-ID` on the new configuration),
 	// GET streams and subscriptions; calls in progress finish. Stopping
-	// closes everything. Default: 0 (close at once).
+	// closes everything. Must not be negative. Default: 0 (close at once).
 	StreamCloseDelay caddy.Duration `json:"stream_close_delay,omitempty"`
 
 	// How long an upstream that refused a connection (or failed to answer
 	// with HTTP at all) is skipped for new sessions and modern requests, in
 	// every cell: the bridges' new upstream sessions move to another
-	// upstream of the right era meanwhile. Default: 10s.
+	// upstream of the right era meanwhile. It cannot be turned off: a new
+	// session's failover to another upstream relies on it. Must be
+	// positive. Default: 10s.
 	FailDuration caddy.Duration `json:"fail_duration,omitempty"`
 
 	// The largest request body accepted, in bytes; larger requests get 413.
-	// Default: 4 MiB.
+	// Must be positive. Default: 4 MiB.
 	MaxRequestBody int64 `json:"max_request_body,omitempty"`
 
 	// How long a call parked at `input_required` (a modern client in front
 	// of a legacy server) waits for the client's retry. Then the upstream's
 	// questions are answered with a cancellation and the call is cancelled.
+	// In front of a modern server, how long a round waits for a legacy
+	// client's answers. Must be positive (a call cannot wait for ever).
 	// Default: 5m.
 	ParkTTL caddy.Duration `json:"park_ttl,omitempty"`
 
@@ -174,7 +178,8 @@ type Handler struct {
 	// it with a cancellation and cancels the upstream call. A call to a
 	// tool, prompt or resource known to ask for input is refused before it
 	// is sent at all. No parked call is ever ended to make room. Calls
-	// parked by other mcp_gateway handlers do not count. Default: 10000.
+	// parked by other mcp_gateway handlers do not count. At least 1.
+	// Default: 10000.
 	MaxParked int `json:"max_parked,omitempty"`
 
 	// The most parked calls (counted as for `max_parked`) one principal may
@@ -183,8 +188,8 @@ type Handler struct {
 	// parked calls are not ended, and other principals are not affected.
 	// Without authentication in front every client without an
 	// `Authorization` header is the same principal, so this is then a limit
-	// for all of them together: set `principal` to a real identity.
-	// Default: 100.
+	// for all of them together: set `principal` to a real identity. At
+	// least 1. Default: 100.
 	MaxParkedPerPrincipal int `json:"max_parked_per_principal,omitempty"`
 
 	// How long, after a legacy server's first in-line request for input,
@@ -196,7 +201,8 @@ type Handler struct {
 	// this before the client gets its `input_required`, so keep it short;
 	// raise it for a server whose simultaneous questions arrive further
 	// apart (a sibling that misses the window is asked in a round of its
-	// own). Default: 2ms.
+	// own). A negative duration (`-1`) turns the wait off: every round takes
+	// the questions already there. Default: 2ms (also when set to 0).
 	GatherWindow caddy.Duration `json:"gather_window,omitempty"`
 
 	// The most `input_required` rounds one request may go through, in both
@@ -207,13 +213,13 @@ type Handler struct {
 	// in-line and retries upstream with its answers; a request that needs
 	// more ends with an error (an `isError` tool result for `tools/call`).
 	// How long a round waits for the client's answers is `park_ttl`.
-	// Default: 8.
+	// At least 1. Default: 8.
 	MaxRounds int `json:"max_rounds,omitempty"`
 
 	// The most requests for input (elicitation, sampling, roots) one round
 	// may carry, in both bridges. An upstream that asks for more in one
 	// round has its call ended with an error (in front of a legacy server
-	// the upstream call is cancelled). Default: 16.
+	// the upstream call is cancelled). At least 1. Default: 16.
 	MaxInputsPerRound int `json:"max_inputs_per_round,omitempty"`
 
 	// The most messages a parked call holds: what a legacy upstream sends,
@@ -222,7 +228,7 @@ type Handler struct {
 	// ends the call at once: the upstream call is cancelled and the
 	// client's retry gets `-32602`. While a client reads the call's stream,
 	// the upstream waits for room instead (a client that stops reading is
-	// ended by `write_timeout`). At most 4096. Default: 32.
+	// ended by `write_timeout`). At least 1, at most 4096. Default: 32.
 	MaxBufferedNotifications int `json:"max_buffered_notifications,omitempty"`
 
 	// The most upstream sessions the gateway opens for one principal, in
@@ -235,21 +241,23 @@ type Handler struct {
 	// Without authentication in front every client without an
 	// `Authorization` header is the same principal, so this is then a limit
 	// for all of them together (1000 calls in progress or parked, in all):
-	// set `principal` to a real identity. Default: 1000.
+	// set `principal` to a real identity. At least 1. Default: 1000.
 	MaxSessionsPerPrincipal int `json:"max_sessions_per_principal,omitempty"`
 
 	// How long one write to a client may block (a client that stopped
 	// reading, or whose network stalled): each event of a stream, and each
 	// write of an answer relayed or made by the gateway. Then the answer
 	// is ended; a call of either bridge is abandoned (cancelled upstream).
-	// Default: 30s.
+	// A negative duration (`-1`) turns the bound off: a write may block
+	// until the client or the network gives up. Default: 30s (also when set
+	// to 0).
 	WriteTimeout caddy.Duration `json:"write_timeout,omitempty"`
 
 	// How long a session the gateway holds for a legacy client in front of
 	// a modern server stays valid after `initialize`; then its requests get
 	// 404 and the client initializes again. The session id is sealed and
 	// self-contained, so any instance sharing `state_key` serves it.
-	// Default: 24h.
+	// Must be positive. Default: 24h.
 	SessionLifetime caddy.Duration `json:"session_lifetime,omitempty"`
 
 	// Who is calling, as a placeholder expression evaluated per request.
@@ -267,12 +275,13 @@ type Handler struct {
 	// `initialize` and `ping` (then the probe session is deleted), a modern
 	// one with `server/discover`. An upstream that fails is skipped for new
 	// sessions and modern requests until a check passes; one that passes
-	// is taken back at once. Zero disables active checks (the passive ones,
-	// `fail_duration`, still apply). Default: 0 (off).
+	// is taken back at once. Zero or a negative duration (`-1`) means no
+	// active checks (the passive ones, `fail_duration`, still apply).
+	// Default: 0 (off).
 	HealthInterval caddy.Duration `json:"health_interval,omitempty"`
 
 	// How long one active health check may take before the upstream counts
-	// as down. Default: 5s.
+	// as down. Must be positive. Default: 5s.
 	HealthTimeout caddy.Duration `json:"health_timeout,omitempty"`
 
 	// UNSAFE, for debugging only: add to the debug-level log line of every

@@ -9,28 +9,10 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
-)
-
-// Defaults of the optional settings.
-const (
-	defaultKeepAlive      = 15 * time.Second
-	defaultFailDuration   = 10 * time.Second
-	defaultMaxRequestBody = 4 << 20
-	defaultPrincipal      = "{http.request.header.Authorization}"
-	defaultWriteTimeout   = 30 * time.Second
-	defaultPerPrincipal   = 1000
-	// 100 waiting questions is more than one person or agent answers at
-	// once, and a hundredth of the default max_parked: filling the table
-	// takes a hundred identities.
-	defaultParkedPerPrincipal = translate.DefaultMaxParkedPerPrincipal
-
-	maxBufferedNotifications = 4096
 )
 
 // openCalls tracks the calls no client can pick up again (both bridges'
@@ -43,33 +25,13 @@ var openCalls = newStreamRegistry()
 // configured: one per process, so that sessions survive config reloads.
 var processKey = sync.OnceValue(legacy.NewRandomKey)
 
-// Provision sets up the handler.
+// Provision sets up the handler: first the defaults of the options left
+// unset (setDefaults, the only place they are set), then the rest.
 func (h *Handler) Provision(ctx caddy.Context) error {
+	h.setDefaults()
 	h.logger = ctx.Logger()
 	h.streams = newStreamRegistry()
 	h.calls = openCalls
-
-	if h.KeepAliveInterval == 0 {
-		h.KeepAliveInterval = caddy.Duration(defaultKeepAlive)
-	}
-	if h.FailDuration == 0 {
-		h.FailDuration = caddy.Duration(defaultFailDuration)
-	}
-	if h.MaxRequestBody == 0 {
-		h.MaxRequestBody = defaultMaxRequestBody
-	}
-	if h.Principal == "" {
-		h.Principal = defaultPrincipal
-	}
-	if h.WriteTimeout == 0 {
-		h.WriteTimeout = caddy.Duration(defaultWriteTimeout)
-	}
-	if h.MaxSessionsPerPrincipal == 0 {
-		h.MaxSessionsPerPrincipal = defaultPerPrincipal
-	}
-	if h.MaxParkedPerPrincipal == 0 {
-		h.MaxParkedPerPrincipal = defaultParkedPerPrincipal
-	}
 
 	for i, u := range h.Upstreams {
 		if u == nil {
@@ -80,9 +42,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 	}
 
-	if h.SelectionPolicyRaw == nil {
-		h.SelectionPolicyRaw = caddyconfig.JSONModuleObject(reverseproxy.RandomSelection{}, "policy", "random", nil)
-	}
 	mod, err := ctx.LoadModule(h, "SelectionPolicyRaw")
 	if err != nil {
 		return fmt.Errorf("loading selection policy: %w", err)
@@ -165,7 +124,8 @@ func (h *Handler) provisionKeys() error {
 	return nil
 }
 
-// Validate checks the configuration.
+// Validate checks the configuration Provision completed, and changes
+// nothing. Each error names the option that is wrong.
 func (h *Handler) Validate() error {
 	if len(h.Upstreams) == 0 {
 		return errors.New("at least one upstream is required")
@@ -177,29 +137,44 @@ func (h *Handler) Validate() error {
 		}
 		seen[u.URL] = true
 	}
-	if h.MaxRequestBody < 0 {
-		return errors.New("max_request_body must not be negative")
-	}
-	if h.StreamCloseDelay < 0 {
-		return errors.New("stream_close_delay must not be negative")
-	}
-	if h.FailDuration < 0 {
-		return errors.New("fail_duration must not be negative")
-	}
-	if h.ParkTTL < 0 || h.GatherWindow < 0 || h.MaxParked < 0 || h.MaxParkedPerPrincipal < 0 {
-		return errors.New("park_ttl, gather_window, max_parked and max_parked_per_principal must not be negative")
-	}
-	if h.MaxRounds < 0 || h.SessionLifetime < 0 {
-		return errors.New("max_rounds and session_lifetime must not be negative")
-	}
-	if h.MaxInputsPerRound < 0 || h.MaxBufferedNotifications < 0 || h.MaxSessionsPerPrincipal < 0 || h.WriteTimeout < 0 {
-		return errors.New("max_inputs_per_round, max_buffered_notifications, max_sessions_per_principal and write_timeout must not be negative")
+	for _, c := range []struct {
+		name string
+		n    int64
+	}{
+		{"max_request_body", h.MaxRequestBody},
+		{"max_parked", int64(h.MaxParked)},
+		{"max_parked_per_principal", int64(h.MaxParkedPerPrincipal)},
+		{"max_rounds", int64(h.MaxRounds)},
+		{"max_inputs_per_round", int64(h.MaxInputsPerRound)},
+		{"max_buffered_notifications", int64(h.MaxBufferedNotifications)},
+		{"max_sessions_per_principal", int64(h.MaxSessionsPerPrincipal)},
+	} {
+		if c.n < 1 {
+			return fmt.Errorf("%s: must be at least 1, got %d", c.name, c.n)
+		}
 	}
 	if h.MaxBufferedNotifications > maxBufferedNotifications {
-		return fmt.Errorf("max_buffered_notifications must be at most %d (each call holds a buffer this large)", maxBufferedNotifications)
+		return fmt.Errorf("max_buffered_notifications: must be at most %d (each call holds a buffer this large), got %d",
+			maxBufferedNotifications, h.MaxBufferedNotifications)
 	}
-	if h.HealthInterval < 0 || h.HealthTimeout < 0 {
-		return errors.New("health_interval and health_timeout must not be negative")
+	// Durations that cannot be turned off (keepalive_interval,
+	// write_timeout, gather_window and health_interval take any value:
+	// negative means off). Zero stream_close_delay closes at once.
+	if h.StreamCloseDelay < 0 {
+		return fmt.Errorf("stream_close_delay: must not be negative, got %v", time.Duration(h.StreamCloseDelay))
+	}
+	for _, c := range []struct {
+		name string
+		d    caddy.Duration
+	}{
+		{"fail_duration", h.FailDuration},
+		{"park_ttl", h.ParkTTL},
+		{"session_lifetime", h.SessionLifetime},
+		{"health_timeout", h.HealthTimeout},
+	} {
+		if c.d <= 0 {
+			return fmt.Errorf("%s: must be positive, got %v", c.name, time.Duration(c.d))
+		}
 	}
 	return nil
 }

@@ -44,22 +44,13 @@ func (s *reverseState) Destruct() error {
 func (h *Handler) provisionReverse() error {
 	val, _, err := reverses.LoadOrNew(reverseKey, func() (caddy.Destructor, error) {
 		client := newUpstreamClient(64)
-		return &reverseState{rv: translate.NewReverse(client, translate.ReverseOptions{}), client: client}, nil
+		return &reverseState{rv: translate.NewReverse(client, translate.DefaultReverseOptions()), client: client}, nil
 	})
 	if err != nil {
 		return err
 	}
 	h.reverse = val.(*reverseState).rv
-	h.reverseOpts = translate.ReverseOptions{
-		Keyring:           h.keyring,
-		Instance:          h.fleet.instance,
-		Address:           h.fleet.address,
-		MaxRounds:         h.MaxRounds,
-		MaxInputsPerRound: h.MaxInputsPerRound,
-		RoundTimeout:      time.Duration(h.ParkTTL),
-		SessionLifetime:   time.Duration(h.SessionLifetime),
-		Observer:          h.observer,
-	}.WithDefaults()
+	h.reverseOpts = h.reverseOptions()
 	return nil
 }
 

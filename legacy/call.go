@@ -52,8 +52,11 @@ type Call struct {
 // readAhead is how many messages wait in Messages() for a holder that reads.
 const readAhead = 4
 
-// DefaultCallBuffer is how many messages a call holds while nobody reads it,
-// unless the lease says otherwise (LeaseLimits.CallBuffer).
+// DefaultCallBuffer is how many messages a call holds while nobody reads it
+// on a session no lease gave a buffer (LeaseLimits.CallBuffer): one opened
+// with Open, which still needs one. It is also the default of the gateway's
+// max_buffered_notifications, which translate.DefaultBridgeOptions takes
+// from here and the gateway passes on every lease.
 const DefaultCallBuffer = 32
 
 // ErrBacklog ends a call that nobody reads (Park) when a notification

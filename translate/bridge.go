@@ -30,8 +30,9 @@ type Sink interface {
 
 // BridgeOptions configure the forward bridge's calls: those of one
 // configuration (one mcp_gateway handler), which passes them with each
-// Request, or the bridge's own for requests without. The zero value of each
-// field takes the documented default (WithDefaults).
+// Request, or the bridge's own for requests without. They are taken as
+// given, with no defaulting here: start from DefaultBridgeOptions, which
+// holds the documented defaults, and set what differs.
 type BridgeOptions struct {
 	// Keyring seals and opens requestState. Required.
 	Keyring *legacy.Keyring
@@ -42,31 +43,29 @@ type BridgeOptions struct {
 	// without a peer list ("" for none).
 	Address string
 	// ParkTTL is how long a parked call waits for the client's retry.
-	// Default 5m.
 	ParkTTL time.Duration
 	// MaxParked bounds the calls parked with these options (the same
 	// *BridgeOptions): a call counts from its first park until it ends,
 	// its later rounds included. When full, a new call that wants to park
 	// is refused (503, -32603) and cancelled upstream; no parked call is
 	// ended to make room (see bridge_admit.go). Calls parked with other
-	// options do not count. Default 10000.
+	// options do not count.
 	MaxParked int
 	// MaxParkedPerPrincipal bounds, within MaxParked, the calls of one
 	// principal: at the bound the principal's new call is refused (429,
-	// -32603) the same way. Default DefaultMaxParkedPerPrincipal.
+	// -32603) the same way.
 	MaxParkedPerPrincipal int
 	// GatherWindow is how long a round waits, after the upstream's first
 	// request for input, for sibling requests to ask in the same round:
 	// on the first round of a target (tool, prompt, resource), and on every
 	// round of the targets that asked several at once (see gather.go;
-	// others take the requests already there and park at once). Default
-	// 2ms.
+	// others take the requests already there and park at once). Zero or
+	// negative: no wait.
 	GatherWindow time.Duration
 	// MaxRounds bounds the input_required rounds of one call (asking again
-	// for missing or invalid answers counts). Default 8.
+	// for missing or invalid answers counts).
 	MaxRounds int
 	// MaxInputsPerRound bounds the requests for input one round may hold.
-	// Default 16.
 	MaxInputsPerRound int
 	// Lease bounds the upstream sessions a principal holds when a call
 	// leases one, and how many messages a parked call holds unread.
@@ -75,45 +74,44 @@ type BridgeOptions struct {
 	// logs). Optional.
 	Observer Observer
 
-	defaulted bool // made by WithDefaults
-}
-
-// WithDefaults returns o with the defaults applied, to be passed with every
-// request of a configuration: make it once, since the calls parked with one
-// *BridgeOptions share its MaxParked.
-func (o BridgeOptions) WithDefaults() *BridgeOptions {
-	o = o.withDefaults()
-	o.defaulted = true
-	return &o
-}
-
-func (o BridgeOptions) withDefaults() BridgeOptions {
-	if o.ParkTTL <= 0 {
-		o.ParkTTL = 5 * time.Minute
-	}
-	if o.MaxParked <= 0 {
-		o.MaxParked = 10000
-	}
-	if o.MaxParkedPerPrincipal <= 0 {
-		o.MaxParkedPerPrincipal = DefaultMaxParkedPerPrincipal
-	}
-	if o.GatherWindow <= 0 {
-		o.GatherWindow = 2 * time.Millisecond
-	}
-	if o.MaxRounds <= 0 {
-		o.MaxRounds = DefaultMaxRounds
-	}
-	if o.MaxInputsPerRound <= 0 {
-		o.MaxInputsPerRound = DefaultMaxInputsPerRound
-	}
-	return o
+	ready bool // made by Ready
 }
 
 // Defaults of the limits both bridges share.
 const (
-	DefaultMaxRounds         = 8
-	DefaultMaxInputsPerRound = 16
+	defaultMaxRounds         = 8
+	defaultMaxInputsPerRound = 16
+	defaultRoundTimeout      = 5 * time.Minute // park_ttl: a parked call, a reverse round
 )
+
+// DefaultBridgeOptions returns the documented defaults of the forward
+// bridge's options, and is their one source: the gateway's Provision takes
+// the defaults of the options a configuration leaves unset from here, and a
+// caller outside Caddy starts from it. Keyring, Instance, Address and
+// Observer are left unset.
+func DefaultBridgeOptions() BridgeOptions {
+	return BridgeOptions{
+		ParkTTL:   defaultRoundTimeout,
+		MaxParked: 10000,
+		// 100 waiting questions is more than one person or agent answers
+		// at once, and a hundredth of MaxParked: filling the table takes a
+		// hundred identities.
+		MaxParkedPerPrincipal: 100,
+		GatherWindow:          2 * time.Millisecond,
+		MaxRounds:             defaultMaxRounds,
+		MaxInputsPerRound:     defaultMaxInputsPerRound,
+		Lease:                 legacy.LeaseLimits{MaxPerPrincipal: 1000, CallBuffer: legacy.DefaultCallBuffer},
+	}
+}
+
+// Ready returns o as the options of one configuration, to be passed with
+// every request of it: make it once, since the calls parked with one
+// *BridgeOptions share its MaxParked. o is taken as given (see
+// DefaultBridgeOptions).
+func (o BridgeOptions) Ready() *BridgeOptions {
+	o.ready = true
+	return &o
+}
 
 // Bridge serves modern (2026-07-28) clients from legacy upstreams: it leases
 // upstream sessions initialized with the client's declared capabilities,
@@ -138,7 +136,7 @@ type Bridge struct {
 // NewBridge returns a bridge using pool for upstream sessions, with opts
 // for the requests that carry no options of their own.
 func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
-	b := &Bridge{pool: pool, defaults: opts.WithDefaults(), parked: make(map[[16]byte]*call),
+	b := &Bridge{pool: pool, defaults: opts.Ready(), parked: make(map[[16]byte]*call),
 		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy()}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b
@@ -149,8 +147,8 @@ func (b *Bridge) optionsOf(r *Request) *BridgeOptions {
 	switch {
 	case r.Options == nil:
 		return b.defaults
-	case !r.Options.defaulted:
-		return r.Options.WithDefaults()
+	case !r.Options.ready:
+		return r.Options.Ready()
 	}
 	return r.Options
 }
@@ -196,7 +194,7 @@ type Request struct {
 	// standalone GET stream (subscriptions/listen still does).
 	NoGetStream bool
 	// Options are those of the configuration that received the request,
-	// made by WithDefaults (nil: the bridge's own). A call keeps the
+	// made by Ready (nil: the bridge's own). A call keeps the
 	// options of its first request for its whole life (limits, park TTL,
 	// observer); a retry's requestState is opened, and the next round's
 	// sealed, with the options of the request carrying it.

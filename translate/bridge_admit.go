@@ -32,10 +32,6 @@ import "net/http"
 // is answered (soon, or never) or expires (up to park_ttl), and no honest
 // figure exists; the pool's 429 and 503 carry none either.
 
-// DefaultMaxParkedPerPrincipal is the default of
-// BridgeOptions.MaxParkedPerPrincipal.
-const DefaultMaxParkedPerPrincipal = 100
-
 // parkSet counts the places held by the calls of one options set.
 type parkSet struct {
 	held   int

@@ -57,7 +57,7 @@ func (b *Bridge) placesHeld() (held int, sets int) {
 func TestBridgeFullRefusesNewCall(t *testing.T) {
 	upA, _ := legacyUpstream(t)
 	upB, serverB := legacyUpstream(t)
-	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, MaxParked: 2})
+	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) { o.ParkTTL, o.MaxParked = time.Minute, 2 }))
 	var alice []*recordedAnswer
 	for i := range 2 {
 		a := serve(b, as(askRequest(t, upA, 1+i, 1, ""), "alice"))
@@ -99,7 +99,7 @@ func TestBridgeFullRefusesNewCall(t *testing.T) {
 func TestBridgeParkedPerPrincipal(t *testing.T) {
 	upA, _ := legacyUpstream(t)
 	upB, serverB := legacyUpstream(t)
-	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, MaxParked: 10, MaxParkedPerPrincipal: 2})
+	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) { o.ParkTTL, o.MaxParked, o.MaxParkedPerPrincipal = time.Minute, 10, 2 }))
 	var alice []*recordedAnswer
 	for i := range 2 {
 		alice = append(alice, serve(b, as(askRequest(t, upA, 1+i, 1, ""), "alice")))
@@ -126,8 +126,8 @@ func TestBridgeParkedPerPrincipal(t *testing.T) {
 // concurrent admissions and releases (run with -race), and every place is
 // given back.
 func TestParkTable(t *testing.T) {
-	b := NewBridge(nil, BridgeOptions{})
-	o := BridgeOptions{MaxParked: 5, MaxParkedPerPrincipal: 2}.WithDefaults()
+	b := NewBridge(nil, DefaultBridgeOptions())
+	o := bridgeOptions(func(o *BridgeOptions) { o.MaxParked, o.MaxParkedPerPrincipal = 5, 2 }).Ready()
 	admit := func(c *call) *RPCError {
 		b.mu.Lock()
 		defer b.mu.Unlock()

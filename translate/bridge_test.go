@@ -66,7 +66,7 @@ func legacyUpstream(t *testing.T) (string, *mcp.Server) {
 
 func newTestBridge(t *testing.T, ttl time.Duration) *Bridge {
 	t.Helper()
-	return limitedBridge(t, BridgeOptions{ParkTTL: ttl})
+	return limitedBridge(t, bridgeOptions(func(o *BridgeOptions) { o.ParkTTL = ttl }))
 }
 
 // askRequest builds a validated tools/call ask request.

@@ -291,7 +291,7 @@ func FuzzVerifyForwarded(f *testing.F) {
 // and names another instance is to be forwarded, with the sealed address.
 func TestParkedElsewhere(t *testing.T) {
 	kr := testKeyring(t)
-	b := NewBridge(nil, BridgeOptions{Keyring: kr, Instance: "gw-b"})
+	b := NewBridge(nil, bridgeOptions(func(o *BridgeOptions) { o.Keyring, o.Instance = kr, "gw-b" }))
 	defer b.Close()
 	params := func(state string) []byte {
 		return []byte(`{"name":"t","arguments":{"a":1},"inputResponses":{},"requestState":"` + state + `"}`)

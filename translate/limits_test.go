@@ -48,7 +48,7 @@ func waitNoSessions(t *testing.T, server *mcp.Server) {
 // an error and its upstream session is closed.
 func TestBridgeMaxRounds(t *testing.T) {
 	upstream, server := legacyUpstream(t)
-	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, MaxRounds: 2})
+	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) { o.ParkTTL, o.MaxRounds = time.Minute, 2 }))
 	a := serve(b, askRequest(t, upstream, 1, 3, ""))
 	for round := 1; round <= 2; round++ {
 		res := gjson.GetBytes(a.final, "result")
@@ -136,7 +136,9 @@ func toolRequest(t *testing.T, upstream, tool string, id, n int) Request {
 // questions ends the call with an error; within the limit it parks.
 func TestBridgeMaxInputsPerRound(t *testing.T) {
 	upstream, server := manyUpstream(t)
-	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, MaxInputsPerRound: 2, GatherWindow: 200 * time.Millisecond})
+	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) {
+		o.ParkTTL, o.MaxInputsPerRound, o.GatherWindow = time.Minute, 2, 200*time.Millisecond
+	}))
 	always := func(r Request) Request { r.GatherAlways = true; return r } // every round waits for the siblings
 	a := serve(b, always(toolRequest(t, upstream, "many", 1, 2)))
 	if n := len(gjson.GetBytes(a.final, "result.inputRequests").Map()); n != 2 {
@@ -159,7 +161,7 @@ func (s *blockedSink) Notify([]byte) error { return fmt.Errorf("write timeout") 
 // abandons the call (the upstream session is closed).
 func TestBridgeClientStopsReading(t *testing.T) {
 	upstream, server := manyUpstream(t)
-	b := limitedBridge(t, BridgeOptions{})
+	b := limitedBridge(t, DefaultBridgeOptions())
 	b.Serve(context.Background(), toolRequest(t, upstream, "chatty", 1, 3), &blockedSink{})
 	waitNoSessions(t, server)
 }
@@ -181,7 +183,7 @@ func (s *slowSink) Notify(msg []byte) error {
 // is relayed and the call completes.
 func TestBridgeBurstWhileStreaming(t *testing.T) {
 	upstream, _ := manyUpstream(t)
-	b := limitedBridge(t, BridgeOptions{Lease: legacy.LeaseLimits{CallBuffer: 4}})
+	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) { o.Lease = legacy.LeaseLimits{CallBuffer: 4} }))
 	a := &slowSink{}
 	b.Serve(context.Background(), toolRequest(t, upstream, "chatty", 1, 50), a)
 	if gjson.GetBytes(a.final, "result.content.0.text").String() != "done" || len(a.notifications) != 50 {
@@ -211,7 +213,7 @@ func TestReverseMaxInputsPerRound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rv := NewReverse(http.DefaultClient, ReverseOptions{Keyring: kr, Instance: "0123456789abcdef", MaxInputsPerRound: 2})
+	rv := NewReverse(http.DefaultClient, reverseOptions(func(o *ReverseOptions) { o.Keyring, o.Instance, o.MaxInputsPerRound = kr, "0123456789abcdef", 2 }))
 	s := openSession(t, rv, srv.URL, "p", `{"elicitation":{}}`)
 	sink := newRecordingSink()
 	rv.Serve(context.Background(), s, callRequest(t, 1, 0), sink)
@@ -231,7 +233,7 @@ func TestReverseMaxInputsPerRound(t *testing.T) {
 // refused.
 func TestBridgeParkedOverflow(t *testing.T) {
 	upstream, server := manyUpstream(t)
-	b := limitedBridge(t, BridgeOptions{ParkTTL: time.Minute, Lease: legacy.LeaseLimits{CallBuffer: 4}})
+	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) { o.ParkTTL, o.Lease = time.Minute, legacy.LeaseLimits{CallBuffer: 4} }))
 	a := serve(b, toolRequest(t, upstream, "parkchatty", 1, 20))
 	state := gjson.GetBytes(a.final, "result.requestState").String()
 	if state == "" || b.Parked() != 1 {

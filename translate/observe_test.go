@@ -49,13 +49,18 @@ func (o *recordingObserver) wait(t *testing.T, n int) ([]CallReport, []string) {
 	}
 }
 
+// observedBridge is newTestBridge with an observer, and maxParked (0:
+// the default).
 func observedBridge(t *testing.T, ttl time.Duration, maxParked int) (*Bridge, *recordingObserver) {
 	t.Helper()
 	b := newTestBridge(t, ttl)
 	obs := &recordingObserver{}
 	o := *b.defaults
-	o.Observer, o.MaxParked = obs, maxParked
-	b.defaults = o.WithDefaults()
+	o.Observer = obs
+	if maxParked > 0 {
+		o.MaxParked = maxParked
+	}
+	b.defaults = o.Ready()
 	return b, obs
 }
 
@@ -138,7 +143,7 @@ func TestReverseObserver(t *testing.T) {
 	obs := &recordingObserver{}
 	o := *rv.defaults
 	o.Observer = obs
-	rv.defaults = o.WithDefaults()
+	rv.defaults = o.Ready()
 	s := openSession(t, rv, up, "p", `{"elicitation":{}}`)
 
 	sink := newRecordingSink()
@@ -163,7 +168,7 @@ func TestReverseObserver(t *testing.T) {
 	}
 
 	o.RoundTimeout = 50 * time.Millisecond
-	s.opts = o.WithDefaults() // as if opened by a configuration with a short round_timeout
+	s.opts = o.Ready() // as if opened by a configuration with a short round_timeout
 	sink = newRecordingSink()
 	go func() { done <- rv.Serve(t.Context(), s, callRequest(t, 2, 1), sink) }()
 	wantNote(t, sink)

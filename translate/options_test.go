@@ -46,8 +46,8 @@ func TestBridgeOptionsPerRequest(t *testing.T) {
 	upstream, server := legacyUpstream(t)
 	b := newTestBridge(t, time.Minute)
 	kA, kB := testKeyring(t), testKeyring(t, bytes.Repeat([]byte{8}, legacy.KeySize))
-	optA := BridgeOptions{Keyring: kA, Instance: "test", ParkTTL: time.Minute, MaxRounds: 1}.WithDefaults()
-	optB := BridgeOptions{Keyring: kB, Instance: "test", ParkTTL: time.Minute, MaxRounds: 3}.WithDefaults()
+	optA := bridgeOptions(func(o *BridgeOptions) { o.Keyring, o.Instance, o.ParkTTL, o.MaxRounds = kA, "test", time.Minute, 1 }).Ready()
+	optB := bridgeOptions(func(o *BridgeOptions) { o.Keyring, o.Instance, o.ParkTTL, o.MaxRounds = kB, "test", time.Minute, 3 }).Ready()
 
 	a := serve(b, withOptions(askRequest(t, upstream, 1, 2, ""), optA))
 	a = serve(b, withOptions(retryOf(t, upstream, 2, 2, a), optA))
@@ -80,7 +80,7 @@ func TestBridgeOptionsPerRequest(t *testing.T) {
 
 	// C shares A's key but allows three rounds: a call A started and C
 	// retries keeps A's max_rounds.
-	optC := BridgeOptions{Keyring: kA, Instance: "test", ParkTTL: time.Minute, MaxRounds: 3}.WithDefaults()
+	optC := bridgeOptions(func(o *BridgeOptions) { o.Keyring, o.Instance, o.ParkTTL, o.MaxRounds = kA, "test", time.Minute, 3 }).Ready()
 	a = serve(b, withOptions(askRequest(t, upstream, 20, 2, ""), optA))
 	a = serve(b, withOptions(retryOf(t, upstream, 21, 2, a), optC))
 	if a.status != http.StatusBadGateway {
@@ -97,9 +97,15 @@ func TestBridgeOptionsParked(t *testing.T) {
 	b := newTestBridge(t, time.Minute)
 	kr := testKeyring(t)
 	obsA, obsB := &recordingObserver{}, &recordingObserver{}
-	optA := BridgeOptions{Keyring: kr, Instance: "test", ParkTTL: time.Minute, MaxParked: 1, Observer: obsA}.WithDefaults()
-	optB := BridgeOptions{Keyring: kr, Instance: "test", ParkTTL: time.Minute, MaxParked: 2, Observer: obsB}.WithDefaults()
-	short := BridgeOptions{Keyring: kr, Instance: "test", ParkTTL: 100 * time.Millisecond, Observer: obsA}.WithDefaults()
+	optA := bridgeOptions(func(o *BridgeOptions) {
+		o.Keyring, o.Instance, o.ParkTTL, o.MaxParked, o.Observer = kr, "test", time.Minute, 1, obsA
+	}).Ready()
+	optB := bridgeOptions(func(o *BridgeOptions) {
+		o.Keyring, o.Instance, o.ParkTTL, o.MaxParked, o.Observer = kr, "test", time.Minute, 2, obsB
+	}).Ready()
+	short := bridgeOptions(func(o *BridgeOptions) {
+		o.Keyring, o.Instance, o.ParkTTL, o.Observer = kr, "test", 100*time.Millisecond, obsA
+	}).Ready()
 
 	var bCalls []*recordedAnswer
 	for i := range 2 {
@@ -143,8 +149,12 @@ func TestReverseOptionsPerSession(t *testing.T) {
 	up := modernUpstream(t)
 	rv := newTestReverse(t)
 	kB := testKeyring(t, bytes.Repeat([]byte{5}, legacy.KeySize))
-	optA := ReverseOptions{Keyring: rv.defaults.Keyring, Instance: "0123456789abcdef", MaxRounds: 1, RoundTimeout: 5 * time.Second}.WithDefaults()
-	optB := ReverseOptions{Keyring: kB, Instance: "0123456789abcdef", MaxRounds: 3, RoundTimeout: 5 * time.Second}.WithDefaults()
+	optA := reverseOptions(func(o *ReverseOptions) {
+		o.Keyring, o.Instance, o.MaxRounds, o.RoundTimeout = rv.defaults.Keyring, "0123456789abcdef", 1, 5*time.Second
+	}).Ready()
+	optB := reverseOptions(func(o *ReverseOptions) {
+		o.Keyring, o.Instance, o.MaxRounds, o.RoundTimeout = kB, "0123456789abcdef", 3, 5*time.Second
+	}).Ready()
 
 	open := func(o *ReverseOptions) (*ReverseSession, string) {
 		body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}`)
@@ -187,4 +197,18 @@ func TestReverseOptionsPerSession(t *testing.T) {
 	if _, err := rv.Open(optB, sidA, PrincipalHash("p"), time.Now()); !errors.Is(err, ErrNoSession) {
 		t.Fatalf("A's session id opened with B's key: %v", err)
 	}
+}
+
+// bridgeOptions is DefaultBridgeOptions changed by set.
+func bridgeOptions(set func(*BridgeOptions)) BridgeOptions {
+	o := DefaultBridgeOptions()
+	set(&o)
+	return o
+}
+
+// reverseOptions is DefaultReverseOptions changed by set.
+func reverseOptions(set func(*ReverseOptions)) ReverseOptions {
+	o := DefaultReverseOptions()
+	set(&o)
+	return o
 }

@@ -32,8 +32,9 @@ import (
 
 // ReverseOptions configure the reverse bridge's sessions: those of one
 // configuration (one mcp_gateway handler), which opens them with its own
-// options (InitRequest.Options, Open); the bridge's own serve the rest. The
-// zero value of each field takes the documented default (WithDefaults).
+// options (InitRequest.Options, Open); the bridge's own serve the rest. They
+// are taken as given, with no defaulting here: start from
+// DefaultReverseOptions, which holds the documented defaults.
 type ReverseOptions struct {
 	// Keyring seals and opens the gateway-held session ids. Required.
 	Keyring *legacy.Keyring
@@ -46,55 +47,47 @@ type ReverseOptions struct {
 	// forward an answer here without a peer list.
 	Address string
 	// MaxRounds bounds the input_required rounds of one legacy request.
-	// Default 8.
 	MaxRounds int
 	// MaxInputsPerRound bounds the input requests of one round; a round
-	// asking for more ends the call with an error. Default 16.
+	// asking for more ends the call with an error.
 	MaxInputsPerRound int
 	// RoundTimeout bounds how long a round waits for the client's answers.
-	// Default 5m.
 	RoundTimeout time.Duration
 	// SessionLifetime is how long a gateway-held session id stays valid
-	// after initialize. Default 24h.
+	// after initialize.
 	SessionLifetime time.Duration
 	// RetryPause is the wait before retrying a requestState-only
-	// input_required result (load shedding). Default 250ms.
+	// input_required result (load shedding).
 	RetryPause time.Duration
 	// Observer learns how calls end (metrics, logs). Optional.
 	Observer Observer
 
-	ownerTag  string // Instance and Address sealed, for in-line ids
-	defaulted bool   // made by WithDefaults
+	ownerTag string // Instance and Address sealed, for in-line ids
+	ready    bool   // made by Ready
 }
 
-// WithDefaults returns o with the defaults applied, made once per
-// configuration and passed to Initialize and Open.
-func (o ReverseOptions) WithDefaults() *ReverseOptions {
-	o = o.withDefaults()
-	o.defaulted = true
-	return &o
+// DefaultReverseOptions returns the documented defaults of the reverse
+// bridge's options, and is their one source (see DefaultBridgeOptions).
+// Keyring, Instance, Address and Observer are left unset.
+func DefaultReverseOptions() ReverseOptions {
+	return ReverseOptions{
+		MaxRounds:         defaultMaxRounds,
+		MaxInputsPerRound: defaultMaxInputsPerRound,
+		RoundTimeout:      defaultRoundTimeout,
+		SessionLifetime:   24 * time.Hour,
+		RetryPause:        250 * time.Millisecond,
+	}
 }
 
-func (o ReverseOptions) withDefaults() ReverseOptions {
+// Ready returns o as the options of one configuration, made once and passed
+// to Initialize and Open: it seals Instance and Address for the ids of
+// in-line requests. o is taken as given (see DefaultReverseOptions).
+func (o ReverseOptions) Ready() *ReverseOptions {
 	if o.Address != "" && o.Keyring != nil {
 		o.ownerTag = sealOwner(o.Keyring, Owner{Instance: o.Instance, Address: o.Address})
 	}
-	if o.MaxRounds <= 0 {
-		o.MaxRounds = DefaultMaxRounds
-	}
-	if o.MaxInputsPerRound <= 0 {
-		o.MaxInputsPerRound = DefaultMaxInputsPerRound
-	}
-	if o.RoundTimeout <= 0 {
-		o.RoundTimeout = 5 * time.Minute
-	}
-	if o.SessionLifetime <= 0 {
-		o.SessionLifetime = 24 * time.Hour
-	}
-	if o.RetryPause <= 0 {
-		o.RetryPause = 250 * time.Millisecond
-	}
-	return o
+	o.ready = true
+	return &o
 }
 
 // Bounds of the reverse bridge's per-instance tables.
@@ -160,7 +153,7 @@ type liveCall struct {
 func NewReverse(client *http.Client, opts ReverseOptions) *Reverse {
 	rv := &Reverse{
 		client:    client,
-		defaults:  opts.WithDefaults(),
+		defaults:  opts.Ready(),
 		levels:    newExpiringTable[[16]byte, string](maxSessionFacts),
 		deleted:   newExpiringTable[[16]byte, struct{}](maxSessionFacts),
 		discover:  newExpiringTable[string, []byte](maxDiscoverCached),
@@ -172,13 +165,13 @@ func NewReverse(client *http.Client, opts ReverseOptions) *Reverse {
 	return rv
 }
 
-// optionsOf returns o with its defaults, or the bridge's own when nil.
+// optionsOf returns o made Ready, or the bridge's own when nil.
 func (rv *Reverse) optionsOf(o *ReverseOptions) *ReverseOptions {
 	switch {
 	case o == nil:
 		return rv.defaults
-	case !o.defaulted:
-		return o.WithDefaults()
+	case !o.ready:
+		return o.Ready()
 	}
 	return o
 }

@@ -83,7 +83,7 @@ func newTestReverse(t *testing.T) *Reverse {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewReverse(http.DefaultClient, ReverseOptions{Keyring: kr, Instance: "0123456789abcdef", RoundTimeout: 5 * time.Second})
+	return NewReverse(http.DefaultClient, reverseOptions(func(o *ReverseOptions) { o.Keyring, o.Instance, o.RoundTimeout = kr, "0123456789abcdef", 5*time.Second }))
 }
 
 // openSession initializes a legacy session on rv for principal.

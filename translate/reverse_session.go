@@ -37,7 +37,7 @@ type InitRequest struct {
 	// Body is the initialize request as received.
 	Body []byte
 	// Options are those of the configuration that received the request,
-	// made by WithDefaults (nil: the bridge's own); they seal the session.
+	// made by Ready (nil: the bridge's own); they seal the session.
 	Options *ReverseOptions
 }
 
@@ -126,7 +126,7 @@ func (rv *Reverse) discoverResult(ctx context.Context, o *ReverseOptions, upstre
 
 // Open opens a gateway-held session id for principal (PrincipalHash of the
 // evaluated principal expression) with the keyring and
-// session lifetime of opts (made by WithDefaults; nil: the bridge's own),
+// session lifetime of opts (made by Ready; nil: the bridge's own),
 // which then serve the session's requests. Every failure is ErrNoSession
 // (wrapped).
 func (rv *Reverse) Open(opts *ReverseOptions, token string, principal [16]byte, now time.Time) (*ReverseSession, error) {

@@ -197,8 +197,8 @@ func TestInlineOwner(t *testing.T) {
 // that instance, with the address only its sealed tag can give.
 func TestAnswerOwner(t *testing.T) {
 	kr := testKeyring(t)
-	a := NewReverse(http.DefaultClient, ReverseOptions{Keyring: kr, Instance: "gw-a", Address: "http://10.0.0.1:8080"})
-	b := NewReverse(http.DefaultClient, ReverseOptions{Keyring: kr, Instance: "gw-b"})
+	a := NewReverse(http.DefaultClient, reverseOptions(func(o *ReverseOptions) { o.Keyring, o.Instance, o.Address = kr, "gw-a", "http://10.0.0.1:8080" }))
+	b := NewReverse(http.DefaultClient, reverseOptions(func(o *ReverseOptions) { o.Keyring, o.Instance = kr, "gw-b" }))
 	idA := a.inlineID(a.defaults)
 	if !strings.HasPrefix(idA, "gw:gw-a:") || strings.Count(idA, ":") != 3 {
 		t.Fatalf("an advertising instance minted %q, want gw:gw-a:<n>:<tag>", idA)
@@ -218,7 +218,9 @@ func TestAnswerOwner(t *testing.T) {
 		t.Error("an instance's own id is elsewhere")
 	}
 	tag := idA[strings.LastIndex(idA, ":")+1:]
-	other := NewReverse(http.DefaultClient, ReverseOptions{Keyring: testKeyring(t, bytes.Repeat([]byte{9}, legacy.KeySize)), Instance: "gw-a", Address: "http://evil:1"})
+	other := NewReverse(http.DefaultClient, reverseOptions(func(o *ReverseOptions) {
+		o.Keyring, o.Instance, o.Address = testKeyring(t, bytes.Repeat([]byte{9}, legacy.KeySize)), "gw-a", "http://evil:1"
+	}))
 	otherID := other.inlineID(other.defaults)
 	for name, id := range map[string]string{
 		"tag moved to another instance": "gw:gw-c:1:" + tag,

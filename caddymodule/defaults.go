@@ -1,0 +1,111 @@
+package caddymodule
+
+import (
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// The defaults of the handler's options, set in one place: setDefaults,
+// called first in Provision. Each is documented on its field (module.go).
+// A zero value means "the default"; for the durations where turning the
+// behaviour off makes sense (keepalive_interval, write_timeout,
+// gather_window, health_interval) a negative one means "off", as Caddy's
+// reverse_proxy `flush_interval -1`. The limits both bridges share have
+// their values in translate (DefaultBridgeOptions, DefaultReverseOptions),
+// the one source of them; the leaf packages take the options as given.
+
+// Defaults of the options only the Caddy side knows.
+const (
+	defaultKeepAlive      = 15 * time.Second
+	defaultFailDuration   = 10 * time.Second
+	defaultMaxRequestBody = 4 << 20
+	defaultPrincipal      = "{http.request.header.Authorization}"
+	defaultWriteTimeout   = 30 * time.Second
+	defaultHealthTimeout  = 5 * time.Second
+
+	maxBufferedNotifications = 4096
+)
+
+// setDefaults gives every option left unset (zero) its documented default.
+// It changes only zero values: a negative duration (off) is kept.
+func (h *Handler) setDefaults() {
+	fwd, rev := translate.DefaultBridgeOptions(), translate.DefaultReverseOptions()
+
+	if h.SelectionPolicyRaw == nil {
+		h.SelectionPolicyRaw = caddyconfig.JSONModuleObject(reverseproxy.RandomSelection{}, "policy", "random", nil)
+	}
+	if h.Principal == "" {
+		h.Principal = defaultPrincipal
+	}
+	if h.MaxRequestBody == 0 {
+		h.MaxRequestBody = defaultMaxRequestBody
+	}
+	setDuration(&h.KeepAliveInterval, defaultKeepAlive)
+	setDuration(&h.FailDuration, defaultFailDuration)
+	setDuration(&h.WriteTimeout, defaultWriteTimeout)
+	setDuration(&h.HealthTimeout, defaultHealthTimeout)
+	// stream_close_delay (0: close at once) and health_interval (0: no
+	// active checks) default to their zero value.
+
+	// The bridges' options: park_ttl is also the reverse bridge's round
+	// timeout.
+	setDuration(&h.ParkTTL, fwd.ParkTTL)
+	setDuration(&h.GatherWindow, fwd.GatherWindow)
+	setDuration(&h.SessionLifetime, rev.SessionLifetime)
+	setInt(&h.MaxParked, fwd.MaxParked)
+	setInt(&h.MaxParkedPerPrincipal, fwd.MaxParkedPerPrincipal)
+	setInt(&h.MaxRounds, fwd.MaxRounds)
+	setInt(&h.MaxInputsPerRound, fwd.MaxInputsPerRound)
+	setInt(&h.MaxBufferedNotifications, fwd.Lease.CallBuffer)
+	setInt(&h.MaxSessionsPerPrincipal, fwd.Lease.MaxPerPrincipal)
+}
+
+func setDuration(d *caddy.Duration, def time.Duration) {
+	if *d == 0 {
+		*d = caddy.Duration(def)
+	}
+}
+
+func setInt(n *int, def int) {
+	if *n == 0 {
+		*n = def
+	}
+}
+
+// orOff is d for a leaf package, where zero or negative means "off".
+func orOff(d caddy.Duration) time.Duration {
+	return max(time.Duration(d), 0)
+}
+
+// bridgeOptions are this handler's forward bridge options, from its
+// (defaulted) configuration.
+func (h *Handler) bridgeOptions() *translate.BridgeOptions {
+	o := translate.DefaultBridgeOptions()
+	o.Keyring, o.Instance, o.Address, o.Observer = h.keyring, h.fleet.instance, h.fleet.address, h.observer
+	o.ParkTTL = time.Duration(h.ParkTTL)
+	o.MaxParked = h.MaxParked
+	o.MaxParkedPerPrincipal = h.MaxParkedPerPrincipal
+	o.GatherWindow = orOff(h.GatherWindow)
+	o.MaxRounds = h.MaxRounds
+	o.MaxInputsPerRound = h.MaxInputsPerRound
+	o.Lease.MaxPerPrincipal = h.MaxSessionsPerPrincipal
+	o.Lease.CallBuffer = h.MaxBufferedNotifications
+	return o.Ready()
+}
+
+// reverseOptions are this handler's reverse bridge options, from its
+// (defaulted) configuration; RetryPause keeps translate's default.
+func (h *Handler) reverseOptions() *translate.ReverseOptions {
+	o := translate.DefaultReverseOptions()
+	o.Keyring, o.Instance, o.Address, o.Observer = h.keyring, h.fleet.instance, h.fleet.address, h.observer
+	o.MaxRounds = h.MaxRounds
+	o.MaxInputsPerRound = h.MaxInputsPerRound
+	o.RoundTimeout = time.Duration(h.ParkTTL)
+	o.SessionLifetime = time.Duration(h.SessionLifetime)
+	return o.Ready()
+}

@@ -1,0 +1,227 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// runningCaddy starts, once per test binary, a Caddy with an empty
+// configuration (no admin endpoint, nothing persisted), so that contexts
+// made from its active context can load apps as Provision does
+// (ctx.App("events") needs a configuration behind the context).
+var runningCaddy = sync.OnceValue(func() error {
+	off := false
+	return caddy.Run(&caddy.Config{Admin: &caddy.AdminConfig{Disabled: true, Config: &caddy.ConfigSettings{Persist: &off}}})
+})
+
+// provisioned provisions h in a new caddy.Context, as Caddy does before
+// Validate, and releases it (Cleanup, then the context) when the test ends.
+func provisioned(t *testing.T, h *Handler) error {
+	t.Helper()
+	if err := runningCaddy(); err != nil {
+		t.Fatalf("starting caddy: %v", err)
+	}
+	ctx, cancel := caddy.NewContext(caddy.ActiveContext())
+	t.Cleanup(func() {
+		_ = h.Cleanup()
+		cancel()
+	})
+	return h.Provision(ctx)
+}
+
+// oneUpstream is a handler with one legacy upstream and nothing else set.
+func oneUpstream() *Handler {
+	return &Handler{Upstreams: []*Upstream{{URL: "http://127.0.0.1:9/mcp", Era: eraLegacy}}}
+}
+
+// TestProvisionDefaults: every option left unset gets the default its doc
+// comment (module.go) states, the bridges' options are built from them, and
+// the result passes Validate.
+func TestProvisionDefaults(t *testing.T) {
+	h := oneUpstream()
+	if err := provisioned(t, h); err != nil {
+		t.Fatal(err)
+	}
+	durations := []struct {
+		name string
+		got  caddy.Duration
+		want time.Duration
+	}{
+		{"keepalive_interval", h.KeepAliveInterval, 15 * time.Second},
+		{"stream_close_delay", h.StreamCloseDelay, 0},
+		{"fail_duration", h.FailDuration, 10 * time.Second},
+		{"park_ttl", h.ParkTTL, 5 * time.Minute},
+		{"gather_window", h.GatherWindow, 2 * time.Millisecond},
+		{"write_timeout", h.WriteTimeout, 30 * time.Second},
+		{"session_lifetime", h.SessionLifetime, 24 * time.Hour},
+		{"health_interval", h.HealthInterval, 0},
+		{"health_timeout", h.HealthTimeout, 5 * time.Second},
+	}
+	for _, d := range durations {
+		if time.Duration(d.got) != d.want {
+			t.Errorf("%s: got %v, want the documented default %v", d.name, time.Duration(d.got), d.want)
+		}
+	}
+	ints := []struct {
+		name      string
+		got, want int64
+	}{
+		{"max_request_body", h.MaxRequestBody, 4 << 20},
+		{"max_parked", int64(h.MaxParked), 10000},
+		{"max_parked_per_principal", int64(h.MaxParkedPerPrincipal), 100},
+		{"max_rounds", int64(h.MaxRounds), 8},
+		{"max_inputs_per_round", int64(h.MaxInputsPerRound), 16},
+		{"max_buffered_notifications", int64(h.MaxBufferedNotifications), 32},
+		{"max_sessions_per_principal", int64(h.MaxSessionsPerPrincipal), 1000},
+	}
+	for _, n := range ints {
+		if n.got != n.want {
+			t.Errorf("%s: got %d, want the documented default %d", n.name, n.got, n.want)
+		}
+	}
+	if h.Principal != "{http.request.header.Authorization}" {
+		t.Errorf("principal: got %q", h.Principal)
+	}
+	if _, ok := h.selector.(*reverseproxy.RandomSelection); !ok {
+		t.Errorf("selection_policy: got %T, want random", h.selector)
+	}
+
+	b, r := h.bridgeOpts, h.reverseOpts
+	if b.ParkTTL != 5*time.Minute || b.MaxParked != 10000 || b.MaxParkedPerPrincipal != 100 || b.GatherWindow != 2*time.Millisecond ||
+		b.MaxRounds != 8 || b.MaxInputsPerRound != 16 || b.Lease.CallBuffer != 32 || b.Lease.MaxPerPrincipal != 1000 || b.Keyring == nil {
+		t.Errorf("forward bridge options %+v", *b)
+	}
+	if r.RoundTimeout != 5*time.Minute || r.SessionLifetime != 24*time.Hour || r.MaxRounds != 8 || r.MaxInputsPerRound != 16 ||
+		r.RetryPause != translate.DefaultReverseOptions().RetryPause || r.Keyring == nil {
+		t.Errorf("reverse bridge options %+v", *r)
+	}
+	if err := h.Validate(); err != nil {
+		t.Fatalf("the defaults do not validate: %v", err)
+	}
+}
+
+// TestProvisionKeepsSetValues: Provision changes only what was left unset.
+func TestProvisionKeepsSetValues(t *testing.T) {
+	h := oneUpstream()
+	h.KeepAliveInterval = caddy.Duration(time.Second)
+	h.ParkTTL = caddy.Duration(time.Minute)
+	h.GatherWindow = caddy.Duration(50 * time.Millisecond)
+	h.MaxRounds = 3
+	h.MaxBufferedNotifications = 7
+	h.Principal = "{http.auth.user.id}"
+	if err := provisioned(t, h); err != nil {
+		t.Fatal(err)
+	}
+	if h.KeepAliveInterval != caddy.Duration(time.Second) || h.ParkTTL != caddy.Duration(time.Minute) || h.MaxRounds != 3 ||
+		h.MaxBufferedNotifications != 7 || h.Principal != "{http.auth.user.id}" {
+		t.Fatalf("a set value changed: %+v", h)
+	}
+	b, r := h.bridgeOpts, h.reverseOpts
+	if b.ParkTTL != time.Minute || b.GatherWindow != 50*time.Millisecond || b.MaxRounds != 3 || b.Lease.CallBuffer != 7 ||
+		r.RoundTimeout != time.Minute || r.MaxRounds != 3 {
+		t.Fatalf("bridge options %+v, reverse options %+v", *b, *r)
+	}
+}
+
+// TestProvisionNegativeMeansOff: a negative keepalive_interval,
+// write_timeout, gather_window or health_interval is kept (not defaulted)
+// and means off where it is used; it validates.
+func TestProvisionNegativeMeansOff(t *testing.T) {
+	h := oneUpstream()
+	off := caddy.Duration(-1)
+	h.KeepAliveInterval, h.WriteTimeout, h.GatherWindow, h.HealthInterval = off, off, off, off
+	if err := provisioned(t, h); err != nil {
+		t.Fatal(err)
+	}
+	if h.KeepAliveInterval != off || h.WriteTimeout != off || h.GatherWindow != off || h.HealthInterval != off {
+		t.Fatalf("an off value was defaulted: keepalive %v, write_timeout %v, gather_window %v, health_interval %v",
+			h.KeepAliveInterval, h.WriteTimeout, h.GatherWindow, h.HealthInterval)
+	}
+	if err := h.Validate(); err != nil {
+		t.Fatalf("off does not validate: %v", err)
+	}
+	if s := h.newSink(nil); s.keepAlive > 0 || s.writeTimeout > 0 {
+		t.Fatalf("a bridged answer's stream has keep-alive %v and write timeout %v, want both off", s.keepAlive, s.writeTimeout)
+	}
+	if h.bridgeOpts.GatherWindow != 0 {
+		t.Fatalf("the forward bridge waits %v for sibling questions, want no wait", h.bridgeOpts.GatherWindow)
+	}
+}
+
+// TestValidateNamesTheField: each invalid option is named in the error,
+// with the value it got; Validate changes nothing.
+func TestValidateNamesTheField(t *testing.T) {
+	base := oneUpstream()
+	if err := provisioned(t, base); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		want string
+		set  func(h *Handler)
+	}{
+		{"max_request_body: must be at least 1, got -1", func(h *Handler) { h.MaxRequestBody = -1 }},
+		{"max_parked: must be at least 1, got 0", func(h *Handler) { h.MaxParked = 0 }},
+		{"max_parked_per_principal: must be at least 1, got -2", func(h *Handler) { h.MaxParkedPerPrincipal = -2 }},
+		{"max_rounds: must be at least 1, got 0", func(h *Handler) { h.MaxRounds = 0 }},
+		{"max_inputs_per_round: must be at least 1, got -1", func(h *Handler) { h.MaxInputsPerRound = -1 }},
+		{"max_buffered_notifications: must be at least 1, got -1", func(h *Handler) { h.MaxBufferedNotifications = -1 }},
+		{"max_buffered_notifications: must be at most 4096", func(h *Handler) { h.MaxBufferedNotifications = 4097 }},
+		{"max_sessions_per_principal: must be at least 1, got 0", func(h *Handler) { h.MaxSessionsPerPrincipal = 0 }},
+		{"stream_close_delay: must not be negative, got -1s", func(h *Handler) { h.StreamCloseDelay = caddy.Duration(-time.Second) }},
+		{"fail_duration: must be positive, got -1ns", func(h *Handler) { h.FailDuration = -1 }},
+		{"park_ttl: must be positive, got -1ns", func(h *Handler) { h.ParkTTL = -1 }},
+		{"session_lifetime: must be positive, got 0s", func(h *Handler) { h.SessionLifetime = 0 }},
+		{"health_timeout: must be positive, got -5s", func(h *Handler) { h.HealthTimeout = caddy.Duration(-5 * time.Second) }},
+		{"at least one upstream is required", func(h *Handler) { h.Upstreams = nil }},
+		{`upstream "http://127.0.0.1:9/mcp" is listed twice`, func(h *Handler) { h.Upstreams = append(h.Upstreams, h.Upstreams[0]) }},
+	}
+	for _, c := range cases {
+		h := *base
+		c.set(&h)
+		before, _ := json.Marshal(&h)
+		err := h.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Validate() = %v, want %q", err, c.want)
+		}
+		if after, _ := json.Marshal(&h); string(after) != string(before) {
+			t.Errorf("Validate changed the configuration:\n%s\n%s", before, after)
+		}
+	}
+}
+
+// TestCaddyfileOff: a duration option takes `-1` (as reverse_proxy's
+// `flush_interval -1`) or any negative duration for off; 0 is the default.
+func TestCaddyfileOff(t *testing.T) {
+	for _, c := range []struct {
+		arg  string
+		want caddy.Duration
+	}{
+		{"-1", -1},
+		{"-1s", caddy.Duration(-time.Second)},
+		{"0", 0},
+		{"250ms", caddy.Duration(250 * time.Millisecond)},
+	} {
+		var h Handler
+		d := caddyfile.NewTestDispenser("mcp_gateway {\n upstream http://127.0.0.1:9/mcp\n keepalive_interval " + c.arg + "\n write_timeout " + c.arg + "\n}")
+		if err := h.UnmarshalCaddyfile(d); err != nil {
+			t.Fatalf("%s: %v", c.arg, err)
+		}
+		if h.KeepAliveInterval != c.want || h.WriteTimeout != c.want {
+			t.Errorf("%s: keepalive_interval %d, write_timeout %d, want %d", c.arg, h.KeepAliveInterval, h.WriteTimeout, c.want)
+		}
+	}
+	var h Handler
+	d := caddyfile.NewTestDispenser("mcp_gateway {\n upstream http://127.0.0.1:9/mcp\n keepalive_interval 5\n}")
+	if err := h.UnmarshalCaddyfile(d); err == nil || !strings.Contains(err.Error(), "invalid keepalive_interval") {
+		t.Fatalf("keepalive_interval 5 (no unit): %v", err)
+	}
+}
