@@ -450,6 +450,43 @@ func goLegacyHandlers(elicitations, samplings *atomic.Int32) *mcp.ClientOptions 
 	}
 }
 
+// partyOutcome is how the modern fixture's plan_party went for a go-sdk
+// client with goLegacyHandlers.
+type partyOutcome struct {
+	res                     *mcp.CallToolResult
+	elicitations, samplings int32
+}
+
+// planParty calls plan_party {occasion: launch} (elicitation, sampling,
+// elicitation) on the session connect opens with goLegacyHandlers' options,
+// failing on a protocol error.
+func planParty(t *testing.T, connect func(*mcp.ClientOptions) *mcp.ClientSession) partyOutcome {
+	t.Helper()
+	var elicitations, samplings atomic.Int32
+	cs := connect(goLegacyHandlers(&elicitations, &samplings))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "plan_party", Arguments: map[string]any{"occasion": "launch"}})
+	if err != nil {
+		t.Fatalf("plan_party: %v", err)
+	}
+	return partyOutcome{res: res, elicitations: elicitations.Load(), samplings: samplings.Load()}
+}
+
+// asked is how many questions the party asked.
+func (p partyOutcome) asked() int32 { return p.elicitations + p.samplings }
+
+// complete fails the test unless the party was planned in its three rounds
+// with goLegacyHandlers' answers.
+func (p partyOutcome) complete(t *testing.T) {
+	t.Helper()
+	want := `Party (launch) hosted by Ada; toast: "Cheers!"; invitations sent: true`
+	if got := toolText(p.res); p.res.IsError || got != want || p.elicitations != 2 || p.samplings != 1 {
+		t.Fatalf("%q (isError %t) after %d elicitations and %d samplings; want %q after 2 and 1",
+			got, p.res.IsError, p.elicitations, p.samplings, want)
+	}
+}
+
 // TestReverseGoClient: the go-sdk client in the legacy era completes the
 // stateless go-sdk server's multi-round tool and a round asking for
 // elicitation, sampling and roots at once, in-line.
@@ -511,19 +548,7 @@ func TestReverseThreeRounds(t *testing.T) {
 		}
 	})
 	t.Run("go-sdk", func(t *testing.T) {
-		var elicitations, samplings atomic.Int32
-		cs := connectGo(t, g.URL, "2025-11-25", goLegacyHandlers(&elicitations, &samplings))
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "plan_party", Arguments: map[string]any{"occasion": "launch"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := `Party (launch) hosted by Ada; toast: "Cheers!"; invitations sent: true`
-		if got := toolText(res); res.IsError || got != want || elicitations.Load() != 2 || samplings.Load() != 1 {
-			t.Fatalf("%q (isError %t) after %d elicitations and %d samplings; want %q after 2 and 1",
-				got, res.IsError, elicitations.Load(), samplings.Load(), want)
-		}
+		planParty(t, func(o *mcp.ClientOptions) *mcp.ClientSession { return connectGo(t, g.URL, "2025-11-25", o) }).complete(t)
 	})
 
 	// Each call is one bridged call of three rounds in the metrics and the log.
