@@ -98,7 +98,7 @@ func AddChatter(server *mcp.Server, name string, ended func(string)) {
 	}
 	mcp.AddTool(server, &mcp.Tool{Name: name, Description: "Asks once, and sends n progress notifications while it waits."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
-			N int `json:"n"`
+			N int `json:"n,omitempty"`
 		}) (*mcp.CallToolResult, any, error) {
 			n := in.N
 			if n == 0 {
