@@ -19,18 +19,45 @@ import (
 	"time"
 )
 
+// The scenarios expected to fail in the runs below, by name: the pinned
+// suite (@modelcontextprotocol/conformance 0.2.0-alpha.12) runs them but
+// does not score them.
+var (
+	// tasksScenarios are the io.modelcontextprotocol/tasks extension
+	// scenarios of 2026-07-28 (not_scored: extension) that fail against
+	// servers without tasks; tasks-status-notifications is SKIPPED, so it
+	// passes.
+	tasksScenarios = []string{
+		"tasks-capability-negotiation", "tasks-dispatch-and-envelope", "tasks-lifecycle",
+		"tasks-mrtr-composition", "tasks-mrtr-input", "tasks-request-headers",
+		"tasks-request-state-removal", "tasks-required-task-error", "tasks-wire-fields",
+	}
+	// pendingHeaderValidation is the SEP-2243 scenario of 2026-07-28 that is
+	// not_scored (pending): the forward bridge does not check a legacy
+	// server's x-mcp-header parameters.
+	pendingHeaderValidation = "http-custom-header-server-validation"
+)
+
+// The floors on scored scenarios that must run: every scored server
+// scenario of each requirement set.
+const (
+	scored20251125 = 30
+	scored20260728 = 37
+)
+
 func TestConformanceLegacyThroughGateway(t *testing.T) {
-	conformanceThroughGateway(t, false, "2025-11-25")
+	conformanceThroughGateway(t, false, "2025-11-25", conformanceWant{MinScored: scored20251125})
 }
 
 func TestConformanceModernThroughGateway(t *testing.T) {
-	conformanceThroughGateway(t, true, "2026-07-28")
+	conformanceThroughGateway(t, true, "2026-07-28", conformanceWant{Failing: tasksScenarios, MinScored: scored20260728})
 }
 
 // conformanceThroughGateway runs the requirement set of revision against the
-// everything-server directly and through a gateway (upstream era auto), and
-// checks that the gateway has no scored failure and loses no scenario.
-func conformanceThroughGateway(t *testing.T, stateless bool, revision string) {
+// everything-server directly and through a gateway (upstream era auto):
+// both runs must show want (see conformance), and the gateway must lose no
+// scenario.
+func conformanceThroughGateway(t *testing.T, stateless bool, revision string, want conformanceWant) {
 	if testing.Short() {
 		t.Skip("needs Node and the conformance suite; skipped with -short")
 	}
@@ -45,20 +72,15 @@ func conformanceThroughGateway(t *testing.T, stateless bool, revision string) {
 	directURL := localhostURL(t, upstream)
 	gatewayURL := localhostURL(t, g.URL)
 
-	direct := runConformance(t, directURL, revision)
+	direct := conformance(t, directURL, revision, want)
 	t.Logf("direct  %s: %d scenarios in %v, %d failed (%d scored): %v",
 		directURL, len(direct.Scenarios), direct.Duration.Round(time.Millisecond),
 		len(direct.Failed()), len(direct.ScoredFailures()), direct.Failed())
 
-	through := runConformance(t, gatewayURL, revision)
+	through := conformance(t, gatewayURL, revision, want)
 	t.Logf("gateway %s: %d scenarios in %v, %d failed (%d scored): %v",
 		gatewayURL, len(through.Scenarios), through.Duration.Round(time.Millisecond),
 		len(through.Failed()), len(through.ScoredFailures()), through.Failed())
-
-	if f := through.ScoredFailures(); len(f) > 0 {
-		t.Errorf("through the gateway, %d scored scenarios failed (exit %d):\n%s",
-			len(f), through.ExitCode, through.Describe(f...))
-	}
 
 	// Every scenario that passes directly must also run, and pass, through
 	// the gateway.
@@ -175,8 +197,10 @@ func requireLocalhostIPv4(t *testing.T) {
 
 // TestConformanceForwardBridge runs the 2026-07-28 requirement set through
 // the gateway in front of a LEGACY server (tests/legacyfixture, the
-// conformance fixtures written in the in-line style): every scored scenario
-// must pass, the input-required ones through parked calls.
+// conformance fixtures written in the in-line style): all 37 scored
+// scenarios must run and pass, the input-required ones through parked
+// calls; exactly the unscored tasks-* scenarios and the pending
+// http-custom-header-server-validation fail.
 func TestConformanceForwardBridge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Node and the conformance suite; skipped with -short")
@@ -194,14 +218,17 @@ func TestConformanceForwardBridge(t *testing.T) {
 	// round (TestGatherPolicy).
 	g := startGateway(t, "\t\tupstream "+upstream+" {\n\t\t\tera legacy\n\t\t}")
 
-	rep := runConformance(t, localhostURL(t, g.URL), "2026-07-28")
+	rep := conformance(t, localhostURL(t, g.URL), "2026-07-28", conformanceWant{
+		Failing:   append(slices.Clone(tasksScenarios), pendingHeaderValidation),
+		MinScored: scored20260728,
+	})
 	t.Logf("forward bridge: %d scenarios in %v, %d failed (%d scored): %v",
 		len(rep.Scenarios), rep.Duration.Round(time.Millisecond), len(rep.Failed()), len(rep.ScoredFailures()), rep.Failed())
-	if f := rep.ScoredFailures(); len(f) > 0 {
-		t.Errorf("%d scored scenarios failed through the forward bridge (exit %d):\n%s", len(f), rep.ExitCode, rep.Describe(f...))
-	}
 	// Checks that did not succeed in scenarios that still pass, for the record.
 	for _, name := range slices.Sorted(maps.Keys(rep.Scenarios)) {
+		if !rep.Scenarios[name].Passed() {
+			continue
+		}
 		for _, c := range rep.Scenarios[name].Checks {
 			if c.Status != "SUCCESS" && c.Status != "INFO" {
 				t.Logf("%s / %s: %s %s", name, c.ID, c.Status, c.ErrorMessage)

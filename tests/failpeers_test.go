@@ -11,12 +11,13 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
 // notHang bounds every wait of these tests: reaching it means a hang.
@@ -33,9 +34,9 @@ const notHang = 20 * time.Second
 //   - `drop` sends a progress notification, closes its SSE stream (the go-sdk
 //     server-initiated disconnect of 2025-11-25, which the client resumes
 //     with Last-Event-ID), sends another and reports "survived";
-//   - `many` asks {n} questions at once (one round);
+//   - `many` asks {n} questions at once (one round; support.AddMany);
 //   - `chatter` elicits once and, while the call is parked, sends 50
-//     progress notifications;
+//     progress notifications (support.AddChatter);
 //   - `flood` sends {n} progress notifications of 32 KiB (the go-sdk queues
 //     them: the tool may end before they are all read).
 //
@@ -70,9 +71,7 @@ func newFailingLegacy(t *testing.T) *failingLegacy {
 	progress := func(ctx context.Context, req *mcp.CallToolRequest, n int, msg string) error {
 		return req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(n), Message: msg})
 	}
-	text := func(s string) *mcp.CallToolResult {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
-	}
+	text := support.Text
 	mcp.AddTool(f.server, &mcp.Tool{Name: "ask", Description: "Asks once."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Sure?",
@@ -108,38 +107,9 @@ func newFailingLegacy(t *testing.T) *failingLegacy {
 			f.ended <- "drop: done"
 			return text("survived"), nil, nil
 		})
-	mcp.AddTool(f.server, &mcp.Tool{Name: "chatter", Description: "Asks once, and sends 50 progress notifications while it waits."},
-		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-			go func() {
-				time.Sleep(300 * time.Millisecond) // the call is parked by then
-				for i := range 50 {
-					_ = progress(ctx, req, i, "chatter")
-				}
-			}()
-			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Sure?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}})
-			if err != nil {
-				f.ended <- "chatter: " + err.Error()
-				return nil, nil, err
-			}
-			f.ended <- "chatter: " + res.Action
-			return text("chatted"), nil, nil
-		})
-	mcp.AddTool(f.server, &mcp.Tool{Name: "many", Description: "Asks n questions at once."},
-		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
-			N int `json:"n"`
-		}) (*mcp.CallToolResult, any, error) {
-			var wg sync.WaitGroup
-			for i := range in.N {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					_, _ = req.Session.Elicit(ctx, &mcp.ElicitParams{Message: fmt.Sprint("question ", i), RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}})
-				}()
-			}
-			wg.Wait()
-			f.ended <- "many: " + fmt.Sprint(ctx.Err())
-			return text("asked"), nil, nil
-		})
+	report := func(s string) { f.ended <- s }
+	support.AddMany(f.server, report)
+	support.AddChatter(f.server, "chatter", report)
 	mcp.AddTool(f.server, &mcp.Tool{Name: "flood", Description: "Sends n large progress notifications."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
 			N int `json:"n"`

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -25,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
@@ -241,19 +241,7 @@ func TestFleetReverseBridge(t *testing.T) {
 	for _, form := range []string{"advertise", "peer"} {
 		t.Run(form, func(t *testing.T) {
 			rr := newRoundRobin(startFleet(t, upstream, form))
-			var elicitations, samplings atomic.Int32
-			cs := connectThrough(t, rr, "2025-11-25", goLegacyHandlers(&elicitations, &samplings))
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "plan_party", Arguments: map[string]any{"occasion": "launch"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := `Party (launch) hosted by Ada; toast: "Cheers!"; invitations sent: true`
-			if got := toolText(res); res.IsError || got != want || elicitations.Load() != 2 || samplings.Load() != 1 {
-				t.Fatalf("%q (isError %t) after %d elicitations and %d samplings; want %q after 2 and 1",
-					got, res.IsError, elicitations.Load(), samplings.Load(), want)
-			}
+			planParty(t, func(o *mcp.ClientOptions) *mcp.ClientSession { return connectThrough(t, rr, "2025-11-25", o) }).complete(t)
 			call, answers := rr.instancesOf("tools/call"), rr.instancesOf("answer")
 			if len(call) != 1 || len(answers) != 3 {
 				t.Fatalf("%d tools/call and %d answers, want 1 and 3", len(call), len(answers))
@@ -449,7 +437,7 @@ func newWorkingServer(t *testing.T) (string, <-chan string) {
 			ended <- "done"
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "worked"}}}, nil, nil
 		})
-	return serveInProcess(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)), ended
+	return support.ServeMCP(t, server, nil), ended
 }
 
 // TestFleetRelayStreams: the answer to a forwarded retry is relayed as it
@@ -497,20 +485,6 @@ func TestFleetRelayStreams(t *testing.T) {
 	if got := wait(t, ended, 5*time.Second, "end of the tool call"); got != "cancelled" {
 		t.Fatalf("tool call %s, want cancelled when the client left the instance relaying it", got)
 	}
-}
-
-// serveInProcess serves h on a loopback port until the test ends and
-// returns its MCP URL.
-func serveInProcess(t *testing.T, h http.Handler) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + ln.Addr().String() + "/mcp"
 }
 
 // balancer is a round-robin load balancer without affinity in front of a
@@ -574,7 +548,7 @@ func startBalancer(t *testing.T, fleet []*gateway) *balancer {
 			w.WriteHeader(http.StatusBadGateway)
 		},
 	}
-	b.URL = serveInProcess(t, proxy)
+	b.URL = support.Serve(t, proxy)
 	t.Cleanup(func() {
 		if t.Failed() {
 			b.mu.Lock()

@@ -101,6 +101,7 @@ type recordingServer struct {
 	url      string
 	requests atomic.Int32
 	gets     atomic.Int32 // GET requests (standalone streams)
+	conns    atomic.Int32 // open connections
 	answers  chan string  // the elicitation action, or "error: ..."
 	ended    chan string  // "done" or "cancelled" per tool call
 }
@@ -151,11 +152,32 @@ func newRecordingServer(t *testing.T) *recordingServer {
 			rs.gets.Add(1)
 		}
 		h.ServeHTTP(w, r)
-	})}
+	}), ConnState: func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			rs.conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			rs.conns.Add(-1)
+		}
+	}}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	rs.url = "http://" + ln.Addr().String() + "/mcp"
 	return rs
+}
+
+// drained waits, up to notHang, until no connection to rs is open. Once the
+// only client (a gateway) has exited, that proves every request it sent
+// has been counted: a connection closes after its last request is read.
+func (rs *recordingServer) drained(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(notHang)
+	for rs.conns.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections to the upstream still open after %v", rs.conns.Load(), notHang)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // cancelledWithin waits up to d for ctx to be cancelled and reports on
@@ -453,9 +475,23 @@ func TestForwardNoGetStream(t *testing.T) {
 			if text := checkToolResult(t, x, 2); text != "answer: yes" {
 				t.Fatalf("result %q", text)
 			}
-			time.Sleep(100 * time.Millisecond) // a GET stream would have been requested by now
-			if n := rs.gets.Load(); (n == 0) != (opt == "off") {
-				t.Fatalf("%d GET requests upstream with get_stream %s", n, opt)
+			if opt == "on" {
+				// The session opens its GET stream on its own: wait for it.
+				deadline := time.Now().Add(notHang)
+				for rs.gets.Load() == 0 {
+					if time.Now().After(deadline) {
+						t.Fatalf("no GET request upstream within %v with get_stream on", notHang)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				return
+			}
+			// Nothing more can reach the upstream once the gateway has
+			// exited and its connections are closed: then count.
+			g.stop(t)
+			rs.drained(t)
+			if n := rs.gets.Load(); n != 0 {
+				t.Fatalf("%d GET requests upstream with get_stream off", n)
 			}
 		})
 	}

@@ -1,73 +1,30 @@
 package tests
 
 import (
-	"context"
-	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
 // staggeredLegacy is a legacy go-sdk server (sessions) in the test process
-// whose tool `pair` asks two questions concurrently, the second {gap} ms
-// after the first, and reports both answers; its tool `one` asks one
-// question. Written for these tests: no packaged server asks concurrently
-// with a delay between its questions. late gets a value just before each
-// delayed question is sent.
+// with support.AddStaggered's tools `pair` and `one`; late gets a value
+// just before each delayed question is sent.
 type staggeredLegacy struct {
 	url  string
-	late chan struct{}
+	late <-chan struct{}
 }
 
 func newStaggeredLegacy(t *testing.T) *staggeredLegacy {
 	t.Helper()
-	s := &staggeredLegacy{late: make(chan struct{}, 16)}
 	server := mcp.NewServer(&mcp.Implementation{Name: "staggered", Version: "1"}, nil)
-	form := map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}
-	answer := func(res *mcp.ElicitResult, err error) string {
-		if err != nil {
-			return "error"
-		}
-		return fmt.Sprint(res.Action, ":", res.Content["answer"])
-	}
-	mcp.AddTool(server, &mcp.Tool{Name: "pair", Description: "Asks two questions at once, the second gap ms later."},
-		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
-			Gap int `json:"gap"`
-		}) (*mcp.CallToolResult, any, error) {
-			var wg sync.WaitGroup
-			answers := make([]string, 2)
-			for i := range 2 {
-				wg.Go(func() {
-					if i == 1 {
-						time.Sleep(time.Duration(in.Gap) * time.Millisecond)
-						s.late <- struct{}{}
-					}
-					answers[i] = answer(req.Session.Elicit(ctx, &mcp.ElicitParams{Message: fmt.Sprint("question ", i), RequestedSchema: form}))
-				})
-			}
-			wg.Wait()
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(answers, ",")}}}, nil, nil
-		})
-	mcp.AddTool(server, &mcp.Tool{Name: "one", Description: "Asks one question."},
-		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-			text := answer(req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "the question", RequestedSchema: form}))
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
-		})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	s.url = "http://" + ln.Addr().String() + "/mcp"
-	return s
+	late := support.AddStaggered(server)
+	return &staggeredLegacy{url: support.ServeMCP(t, server, nil), late: late}
 }
 
 func (s *staggeredLegacy) block() string {
@@ -143,7 +100,7 @@ func TestGatherPolicy(t *testing.T) {
 
 	g.reload(t, up.block()+"\n\t\tgather_window 1s")
 	client.CloseIdleConnections()
-	args := map[string]any{"gap": 2000} // ms between the two questions, beyond the window
+	args := map[string]any{"n": 2000} // ms between the two questions, beyond the window
 	t.Run("a late sibling is asked in the next round", func(t *testing.T) {
 		first := parseInputRequired(t, call(3, "pair", args, nil))
 		if len(first.InputRequests) != 1 {
@@ -163,7 +120,7 @@ func TestGatherPolicy(t *testing.T) {
 			t.Fatalf("pair: %q", text)
 		}
 	})
-	args = map[string]any{"gap": 300} // within the window
+	args = map[string]any{"n": 300} // within the window
 	t.Run("the learned tool asks both in one round", func(t *testing.T) {
 		both := parseInputRequired(t, call(6, "pair", args, nil))
 		if len(both.InputRequests) != 2 {

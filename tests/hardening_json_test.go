@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -21,6 +20,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
 // bombSize is the size of the nested arrays a hostile upstream answers
@@ -71,11 +72,7 @@ func newBombUpstream(t *testing.T, modern bool) *bombUpstream {
 	opts := &mcp.StreamableHTTPOptions{Stateless: modern}
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
 	nested := strings.Repeat("[", bombSize)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b.url = support.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			sdk.ServeHTTP(w, r)
 			return
@@ -120,10 +117,7 @@ func newBombUpstream(t *testing.T, modern bool) *bombUpstream {
 		http.NewResponseController(w).Flush()
 		<-r.Context().Done()
 		b.hangups <- struct{}{}
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	b.url = "http://" + ln.Addr().String() + "/mcp"
+	}))
 	return b
 }
 

@@ -8,7 +8,6 @@ package tests
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
 // parkingServer is a legacy go-sdk server in the test process, written for
@@ -66,14 +67,7 @@ func newParkingServer(t *testing.T) *parkingServer {
 	}
 	mcp.AddTool(ps.server, &mcp.Tool{Name: "ask", Description: "Asks once."}, tool)
 	mcp.AddTool(ps.server, &mcp.Tool{Name: "other", Description: "Asks once too."}, tool)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ps.server }, nil)}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	ps.url = "http://" + ln.Addr().String() + "/mcp"
+	ps.url = support.ServeMCP(t, ps.server, nil)
 	return ps
 }
 

@@ -85,7 +85,7 @@ func TestReloadKeepsSessionsAndClosesStreams(t *testing.T) {
 	sid := openLegacySession(t, g.URL)
 	lines := openGetStream(t, g.URL, sid)
 
-	g.reload(t, block+"\n\t\tkeepalive_interval 20s")
+	g.reload(t, block+"\n\t\tkeepalive_interval 200ms")
 	waitClosed(t, lines, 5*time.Second)
 
 	resp := post(t, g.URL, legacyHeaders(sid), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"greet","arguments":{"name":"reload"}}}`)
@@ -95,14 +95,22 @@ func TestReloadKeepsSessionsAndClosesStreams(t *testing.T) {
 	if msg := nextData(t, readSSE(resp.Body)); !strings.Contains(msg.data, "Hello, reload!") {
 		t.Fatalf("after reload: %s", msg.data)
 	}
-	// The new configuration's streams work too.
+	// The new configuration's streams work too: one stays open until it
+	// carries the new configuration's keep-alive.
 	lines = openGetStream(t, g.URL, sid)
-	select {
-	case _, ok := <-lines:
-		if !ok {
-			t.Fatal("a GET stream opened after the reload ended at once")
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("a GET stream opened after the reload ended before its first keep-alive")
+			}
+			if l == ": keep-alive" {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no keep-alive within 5s on a GET stream opened after the reload")
 		}
-	case <-time.After(300 * time.Millisecond):
 	}
 }
 

@@ -4,12 +4,9 @@ package tests
 // each block's limits, park_ttl and state_key apply to the calls it serves.
 
 import (
-	"context"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -105,23 +102,13 @@ func TestOptionsPerBlock(t *testing.T) {
 
 	t.Run("reverse max_rounds", func(t *testing.T) {
 		// plan_party asks three rounds (two elicitations, one sampling).
-		call := func(path string) (*mcp.CallToolResult, int32) {
-			var elicitations, samplings atomic.Int32
-			cs := connectGo(t, urlOf(path), "2025-11-25", goLegacyHandlers(&elicitations, &samplings))
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "plan_party", Arguments: map[string]any{"occasion": "launch"}})
-			if err != nil {
-				t.Fatalf("%s: %v", path, err)
-			}
-			return res, elicitations.Load() + samplings.Load()
+		call := func(path string) partyOutcome {
+			return planParty(t, func(o *mcp.ClientOptions) *mcp.ClientSession { return connectGo(t, urlOf(path), "2025-11-25", o) })
 		}
-		if res, asked := call("/ra"); !res.IsError || asked != 1 || !strings.Contains(toolText(res), "more than 1 times") {
-			t.Fatalf("/ra: %q (isError %t) after %d questions, want max_rounds 1's error after 1", toolText(res), res.IsError, asked)
+		if p := call("/ra"); !p.res.IsError || p.asked() != 1 || !strings.Contains(toolText(p.res), "more than 1 times") {
+			t.Fatalf("/ra: %q (isError %t) after %d questions, want max_rounds 1's error after 1", toolText(p.res), p.res.IsError, p.asked())
 		}
-		if res, asked := call("/rb"); res.IsError || asked != 3 {
-			t.Fatalf("/rb: %q (isError %t) after %d questions, want the result after 3", toolText(res), res.IsError, asked)
-		}
+		call("/rb").complete(t)
 	})
 }
 

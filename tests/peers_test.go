@@ -437,7 +437,8 @@ var (
 // runConformance runs `conformance server --url URL` with --requirements REQ
 // (omitted when REQ is "", e.g. to pass "--scenario", NAME in extra) and
 // parses every checks.json. It fails the test only when the CLI could not
-// run; scenario failures are for the caller to judge. The CLI's output goes
+// run or reported no scenario; scenario failures are judged by conformance,
+// which every test calls. The CLI's output goes
 // to a file (never to the test log) and, like the results, is kept when the
 // test fails.
 func runConformance(t *testing.T, serverURL, requirements string, extra ...string) ConformanceReport {
@@ -531,6 +532,79 @@ func runConformance(t *testing.T, serverURL, requirements string, extra ...strin
 	return rep
 }
 
+// conformanceWant is what one conformance run must show.
+type conformanceWant struct {
+	// Failing lists exactly the scenarios that fail, scored or not (the
+	// unscored tasks-* extension scenarios, say, or those a fixture has no
+	// feature for): each must have run and failed, and every other scenario
+	// that ran must pass.
+	Failing []string
+	// MinScored is the floor on the scored scenarios that ran (with no
+	// requirement set, on all scenarios that ran). It must be positive: a
+	// run in which nothing counted fails.
+	MinScored int
+}
+
+// conformance runs the suite against serverURL (see runConformance) and
+// fails the test unless the run shows want: the CLI exited 0, or 1 exactly
+// when a scored scenario is expected to fail; at least want.MinScored
+// scored scenarios ran; and exactly want.Failing failed. The report is
+// returned for further checks.
+func conformance(t *testing.T, serverURL, requirements string, want conformanceWant, extra ...string) ConformanceReport {
+	t.Helper()
+	if want.MinScored <= 0 {
+		t.Fatalf("conformance: MinScored is %d; a run must count at least one scored scenario", want.MinScored)
+	}
+	rep := runConformance(t, serverURL, requirements, extra...)
+	var ranScored, missing []string
+	if requirements == "" {
+		ranScored = slices.Sorted(maps.Keys(rep.Scenarios))
+	} else {
+		for _, name := range rep.Scored {
+			if _, ok := rep.Scenarios[name]; ok {
+				ranScored = append(ranScored, name)
+			} else {
+				missing = append(missing, name)
+			}
+		}
+	}
+	if len(ranScored) < want.MinScored {
+		t.Errorf("conformance %s: %d scored scenarios ran, want at least %d (did not run: %v)", serverURL, len(ranScored), want.MinScored, missing)
+	}
+	expected := slices.Sorted(slices.Values(want.Failing))
+	var unexpected, notFailed []string
+	for _, name := range rep.Failed() {
+		if !slices.Contains(expected, name) {
+			unexpected = append(unexpected, name)
+		}
+	}
+	for _, name := range expected {
+		s, ok := rep.Scenarios[name]
+		switch {
+		case !ok:
+			notFailed = append(notFailed, name+" (did not run)")
+		case s.Passed():
+			notFailed = append(notFailed, name+" (passed)")
+		}
+	}
+	if len(unexpected) > 0 {
+		t.Errorf("conformance %s: %d scenarios failed that should pass: %v\n%s", serverURL, len(unexpected), unexpected, rep.Describe(unexpected...))
+	}
+	if len(notFailed) > 0 {
+		t.Errorf("conformance %s: scenarios expected to fail did not: %v (update the expected set if this is progress)", serverURL, notFailed)
+	}
+	wantExit := 0
+	for _, name := range expected {
+		if requirements == "" || slices.Contains(rep.Scored, name) {
+			wantExit = 1
+		}
+	}
+	if rep.ExitCode != wantExit {
+		t.Errorf("conformance %s: the CLI exited %d, want %d; output in %s", serverURL, rep.ExitCode, wantExit, rep.Output)
+	}
+	return rep
+}
+
 // ranScenarios reads the scenario names from the CLI's summary lines.
 func ranScenarios(outputFile string) []string {
 	var names []string
@@ -609,12 +683,8 @@ func TestPeersSmoke(t *testing.T) {
 	t.Run("conformance server-initialize on go everything-server", func(t *testing.T) {
 		nodeBin(t) // skip under -short before building anything
 		u := startGoEverything(t, false)
-		rep := runConformance(t, u, "", "--scenario", "server-initialize")
-		s, ok := rep.Scenarios["server-initialize"]
-		if !ok || !s.Passed() || rep.ExitCode != 0 {
-			t.Errorf("server-initialize: exit %d, scenarios %v\n%s", rep.ExitCode, slices.Sorted(maps.Keys(rep.Scenarios)), rep.Describe())
-		}
-		if len(s.Checks) == 0 {
+		rep := conformance(t, u, "", conformanceWant{MinScored: 1}, "--scenario", "server-initialize")
+		if s, ok := rep.Scenarios["server-initialize"]; !ok || len(s.Checks) == 0 {
 			t.Errorf("server-initialize reported no checks")
 		}
 	})

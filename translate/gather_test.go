@@ -1,10 +1,8 @@
 package translate
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -15,43 +13,18 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
-// staggeredUpstream is a legacy go-sdk server whose tool `pair` asks two
-// questions concurrently, the second {n} ms after the first (a sibling that
-// misses the first question's round), and reports both answers. Each
-// second question is announced on late just before it is sent.
+// staggeredUpstream is a legacy go-sdk server with support.AddStaggered's
+// tool `pair`, which asks two questions concurrently, the second {n} ms
+// after the first, and reports both answers. Each second question is
+// announced on late just before it is sent.
 func staggeredUpstream(t *testing.T) (string, <-chan struct{}) {
 	t.Helper()
-	late := make(chan struct{}, 16)
 	server := mcp.NewServer(&mcp.Implementation{Name: "staggered", Version: "1"}, nil)
-	mcp.AddTool(server, &mcp.Tool{Name: "pair", Description: "Asks two questions, the second n ms later."},
-		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
-			N int `json:"n"`
-		}) (*mcp.CallToolResult, any, error) {
-			var wg sync.WaitGroup
-			answers := make([]string, 2)
-			for i := range 2 {
-				wg.Go(func() {
-					if i == 1 {
-						time.Sleep(time.Duration(in.N) * time.Millisecond)
-						late <- struct{}{}
-					}
-					res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: fmt.Sprint("q", i),
-						RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "string"}}}})
-					if err != nil {
-						answers[i] = "error"
-						return
-					}
-					answers[i] = res.Action + ":" + fmt.Sprint(res.Content["a"])
-				})
-			}
-			wg.Wait()
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(answers, ",")}}}, nil, nil
-		})
-	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
-	t.Cleanup(ts.Close)
-	return ts.URL, late
+	late := support.AddStaggered(server)
+	return support.ServeMCP(t, server, nil), late
 }
 
 // inputKeys returns the sorted inputRequests keys of an input_required
@@ -74,7 +47,7 @@ func answerAll(t *testing.T, upstream, tool string, id, n int, a *recordedAnswer
 	t.Helper()
 	var parts []string
 	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf(`%q:{"action":"accept","content":{"a":"x"}}`, k))
+		parts = append(parts, fmt.Sprintf(`%q:{"action":"accept","content":{"answer":"x"}}`, k))
 	}
 	r := toolRequest(t, upstream, tool, id, n)
 	state := gjson.GetBytes(a.final, "result.requestState").String()

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
 // limitedBridge is a bridge with the given options (and keyring and
@@ -68,40 +69,14 @@ func TestBridgeMaxRounds(t *testing.T) {
 }
 
 // manyUpstream is a legacy server whose tool `many` asks n questions at
-// once (concurrently, so that they fall in one round) and whose tool
+// once (support.AddMany), whose tool `parkchatty` asks once and sends n
+// progress notifications while parked (support.AddChatter), and whose tool
 // `chatty` sends n progress notifications before its result.
 func manyUpstream(t *testing.T) (string, *mcp.Server) {
 	t.Helper()
 	server := mcp.NewServer(&mcp.Implementation{Name: "many", Version: "1"}, nil)
-	mcp.AddTool(server, &mcp.Tool{Name: "many", Description: "Asks n questions at once."},
-		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
-			N int `json:"n"`
-		}) (*mcp.CallToolResult, any, error) {
-			var wg sync.WaitGroup
-			for i := range in.N {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					_, _ = req.Session.Elicit(ctx, &mcp.ElicitParams{Message: fmt.Sprint("q", i),
-						RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}})
-				}()
-			}
-			wg.Wait()
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "asked"}}}, nil, nil
-		})
-	mcp.AddTool(server, &mcp.Tool{Name: "parkchatty", Description: "Asks once, then sends n progress notifications while parked."},
-		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
-			N int `json:"n"`
-		}) (*mcp.CallToolResult, any, error) {
-			go func() {
-				time.Sleep(300 * time.Millisecond) // parked by then
-				for i := range in.N {
-					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i)})
-				}
-			}()
-			_, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}})
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(err)}}}, nil, nil
-		})
+	support.AddMany(server, nil)
+	support.AddChatter(server, "parkchatty", nil)
 	mcp.AddTool(server, &mcp.Tool{Name: "chatty", Description: "Sends n progress notifications."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
 			N int `json:"n"`

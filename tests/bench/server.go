@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
 // The upstream the benchmarks measure against: a plain go-sdk server, in one
@@ -27,11 +29,7 @@ type askArgs struct {
 }
 
 // answerSchema is the form every question asks for: one string.
-var answerSchema = map[string]any{
-	"type":       "object",
-	"properties": map[string]any{"answer": map[string]any{"type": "string"}},
-	"required":   []string{"answer"},
-}
+var answerSchema = support.Form(map[string]any{"answer": map[string]any{"type": "string"}})
 
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
@@ -63,7 +61,7 @@ func echo(busy time.Duration) mcp.ToolHandlerFor[echoArgs, any] {
 	return func(_ context.Context, _ *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
 		for start := time.Now(); time.Since(start) < busy; {
 		}
-		return text(in.Text), nil, nil
+		return support.Text(in.Text), nil, nil
 	}
 }
 
@@ -76,11 +74,11 @@ func askInline(ctx context.Context, req *mcp.CallToolRequest, in askArgs) (*mcp.
 			return nil, nil, fmt.Errorf("elicitation %d: %w", i, err)
 		}
 		if res.Action != "accept" {
-			return text("declined"), nil, nil
+			return support.Text("declined"), nil, nil
 		}
 		last = res.Content["answer"]
 	}
-	return text(fmt.Sprintf("%d answers, last %v", in.Rounds, last)), nil, nil
+	return support.Text(fmt.Sprintf("%d answers, last %v", in.Rounds, last)), nil, nil
 }
 
 // askRounds asks one question per input_required round; requestState counts
@@ -94,14 +92,10 @@ func askRounds(_ context.Context, req *mcp.CallToolRequest, in askArgs) (*mcp.Ca
 		last = e.Content["answer"]
 	}
 	if got >= in.Rounds {
-		return text(fmt.Sprintf("%d answers, last %v", in.Rounds, last)), nil, nil
+		return support.Text(fmt.Sprintf("%d answers, last %v", in.Rounds, last)), nil, nil
 	}
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{"q" + strconv.Itoa(got): &mcp.ElicitParams{Message: "Question " + strconv.Itoa(got), RequestedSchema: answerSchema}},
 		RequestState:  strconv.Itoa(got),
 	}, nil, nil
-}
-
-func text(s string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 }

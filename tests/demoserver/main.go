@@ -25,11 +25,11 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"maps"
 	"net/http"
-	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
 type greetArgs struct {
@@ -69,7 +69,7 @@ func main() {
 }
 
 func greet(_ context.Context, _ *mcp.CallToolRequest, in greetArgs) (*mcp.CallToolResult, any, error) {
-	return text(fmt.Sprintf("Hello, %s!", in.Name)), nil, nil
+	return support.Text(fmt.Sprintf("Hello, %s!", in.Name)), nil, nil
 }
 
 func bookTable(ctx context.Context, req *mcp.CallToolRequest, in bookTableArgs) (*mcp.CallToolResult, any, error) {
@@ -81,7 +81,7 @@ func bookTable(ctx context.Context, req *mcp.CallToolRequest, in bookTableArgs) 
 	if err != nil || answer == nil {
 		return declined("Nothing booked", err)
 	}
-	return text(fmt.Sprintf("Booked %s for %v on %v.", in.Restaurant, answer["partySize"], answer["date"])), nil, nil
+	return support.Text(fmt.Sprintf("Booked %s for %v on %v.", in.Restaurant, answer["partySize"], answer["date"])), nil, nil
 }
 
 func summarize(ctx context.Context, req *mcp.CallToolRequest, in summarizeArgs) (*mcp.CallToolResult, any, error) {
@@ -97,7 +97,7 @@ func summarize(ctx context.Context, req *mcp.CallToolRequest, in summarizeArgs) 
 	if !ok {
 		return nil, nil, fmt.Errorf("sampling: expected text content, got %T", res.Content)
 	}
-	return text(fmt.Sprintf("Summary (%s): %s", res.Model, summary.Text)), nil, nil
+	return support.Text(fmt.Sprintf("Summary (%s): %s", res.Model, summary.Text)), nil, nil
 }
 
 func planTrip(ctx context.Context, req *mcp.CallToolRequest, _ planTripArgs) (*mcp.CallToolResult, any, error) {
@@ -114,17 +114,13 @@ func planTrip(ctx context.Context, req *mcp.CallToolRequest, _ planTripArgs) (*m
 	if err != nil || when == nil {
 		return declined("No trip planned", err)
 	}
-	return text(fmt.Sprintf("Trip to %v from %v to %v.", where["destination"], when["startDate"], when["endDate"])), nil, nil
+	return support.Text(fmt.Sprintf("Trip to %v from %v to %v.", where["destination"], when["startDate"], when["endDate"])), nil, nil
 }
 
 // ask elicits a form whose fields are all required. It returns nil content
 // when the user declines or cancels.
 func ask(ctx context.Context, req *mcp.CallToolRequest, message string, fields map[string]any) (map[string]any, error) {
-	required := slices.Sorted(maps.Keys(fields))
-	res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
-		Message:         message,
-		RequestedSchema: map[string]any{"type": "object", "properties": fields, "required": required},
-	})
+	res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: message, RequestedSchema: support.Form(fields)})
 	if err != nil {
 		return nil, fmt.Errorf("elicitation: %w", err)
 	}
@@ -139,9 +135,5 @@ func declined(what string, err error) (*mcp.CallToolResult, any, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return text(what + ": the user declined."), nil, nil
-}
-
-func text(s string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+	return support.Text(what + ": the user declined."), nil, nil
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
 // This file holds everything that asks the client something in-line, the
@@ -59,7 +61,7 @@ func sampling(ctx context.Context, req *mcp.CallToolRequest, in samplingArgs) (*
 	if err != nil {
 		return nil, nil, err
 	}
-	return text("LLM response: " + reply), nil, nil
+	return support.Text("LLM response: " + reply), nil, nil
 }
 
 type elicitationArgs struct {
@@ -124,12 +126,12 @@ func missingCapability(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) 
 	if err != nil {
 		return nil, nil, err
 	}
-	return text("Sampled: " + reply), nil, nil
+	return support.Text("Sampled: " + reply), nil, nil
 }
 
 func streamingElicitation(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
 	if clientCaps(req.Session).Elicitation == nil {
-		return text("The client cannot elicit; nothing was asked."), nil, nil
+		return support.Text("The client cannot elicit; nothing was asked."), nil, nil
 	}
 	res, err := elicit(ctx, req.Session, "stream_answer", "Type anything", stringForm("answer"))
 	return elicitedText(res, err)
@@ -143,9 +145,9 @@ func irElicitation(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mc
 		return nil, nil, err
 	}
 	if !accepted(res) {
-		return text("No name given (" + string(res.Action) + ")."), nil, nil
+		return support.Text("No name given (" + string(res.Action) + ")."), nil, nil
 	}
-	return text(fmt.Sprintf("Hello, %v!", res.Content["name"])), nil, nil
+	return support.Text(fmt.Sprintf("Hello, %v!", res.Content["name"])), nil, nil
 }
 
 func irSampling(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
@@ -153,7 +155,7 @@ func irSampling(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.C
 	if err != nil {
 		return nil, nil, err
 	}
-	return text("Sampling response: " + reply), nil, nil
+	return support.Text("Sampling response: " + reply), nil, nil
 }
 
 func irListRoots(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
@@ -161,7 +163,7 @@ func irListRoots(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.
 	if err != nil {
 		return nil, nil, err
 	}
-	return text(describeRoots(roots)), nil, nil
+	return support.Text(describeRoots(roots)), nil, nil
 }
 
 func irRequestState(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
@@ -181,9 +183,9 @@ func confirm(ctx context.Context, req *mcp.CallToolRequest, done string) (*mcp.C
 		return nil, nil, err
 	}
 	if !accepted(res) {
-		return text("Not confirmed (" + string(res.Action) + ")."), nil, nil
+		return support.Text("Not confirmed (" + string(res.Action) + ")."), nil, nil
 	}
-	return text(fmt.Sprintf("%s (ok=%v)", done, res.Content["ok"])), nil, nil
+	return support.Text(fmt.Sprintf("%s (ok=%v)", done, res.Content["ok"])), nil, nil
 }
 
 // irMultipleInputs sends its three requests concurrently, so they are all on
@@ -209,7 +211,7 @@ func irMultipleInputs(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (
 	if accepted(name) {
 		who = fmt.Sprint(name.Content["name"])
 	}
-	return text(fmt.Sprintf("%s %s; %s", greeting, who, describeRoots(roots))), nil, nil
+	return support.Text(fmt.Sprintf("%s %s; %s", greeting, who, describeRoots(roots))), nil, nil
 }
 
 func irMultiRound(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
@@ -218,16 +220,16 @@ func irMultiRound(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp
 		return nil, nil, err
 	}
 	if !accepted(first) {
-		return text("Stopped at step 1 (" + string(first.Action) + ")."), nil, nil
+		return support.Text("Stopped at step 1 (" + string(first.Action) + ")."), nil, nil
 	}
 	second, err := elicit(ctx, req.Session, "step2", fmt.Sprintf("Step 2: what is your favorite color, %v?", first.Content["name"]), stringForm("color"))
 	if err != nil {
 		return nil, nil, err
 	}
 	if !accepted(second) {
-		return text("Stopped at step 2 (" + string(second.Action) + ")."), nil, nil
+		return support.Text("Stopped at step 2 (" + string(second.Action) + ")."), nil, nil
 	}
-	return text(fmt.Sprintf("Multi-round complete: %v likes %v.", first.Content["name"], second.Content["color"])), nil, nil
+	return support.Text(fmt.Sprintf("Multi-round complete: %v likes %v.", first.Content["name"], second.Content["color"])), nil, nil
 }
 
 // irCapabilities asks only for what the session's client declared, all at
@@ -273,9 +275,9 @@ func irCapabilities(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*m
 		return nil, nil, err
 	}
 	if !asked {
-		return text("The client declared neither elicitation nor sampling; nothing was asked."), nil, nil
+		return support.Text("The client declared neither elicitation nor sampling; nothing was asked."), nil, nil
 	}
-	return text("Asked only what the client declared: " + strings.Join(got, "; ")), nil, nil
+	return support.Text("Asked only what the client declared: " + strings.Join(got, "; ")), nil, nil
 }
 
 func irPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
@@ -357,7 +359,7 @@ func elicitedText(res *mcp.ElicitResult, err error) (*mcp.CallToolResult, any, e
 		return nil, nil, err
 	}
 	content, _ := json.Marshal(res.Content)
-	return text(fmt.Sprintf("Elicitation result: action=%s, content=%s", res.Action, content)), nil, nil
+	return support.Text(fmt.Sprintf("Elicitation result: action=%s, content=%s", res.Action, content)), nil, nil
 }
 
 func describeRoots(roots []*mcp.Root) string {

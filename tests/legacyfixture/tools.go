@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
 // This file holds the tools that never ask the client anything: content
@@ -36,16 +38,16 @@ func registerTools(server *mcp.Server) {
 	triggers := &transients{}
 	mcp.AddTool(server, &mcp.Tool{Name: "test_trigger_tool_change", Description: "Adds or removes a transient tool, so the server sends notifications/tools/list_changed."},
 		func(context.Context, *mcp.CallToolRequest, noArgs) (*mcp.CallToolResult, any, error) {
-			return text(triggers.toggleTool(server)), nil, nil
+			return support.Text(triggers.toggleTool(server)), nil, nil
 		})
 	mcp.AddTool(server, &mcp.Tool{Name: "test_trigger_prompt_change", Description: "Adds or removes a transient prompt, so the server sends notifications/prompts/list_changed."},
 		func(context.Context, *mcp.CallToolRequest, noArgs) (*mcp.CallToolResult, any, error) {
-			return text(triggers.togglePrompt(server)), nil, nil
+			return support.Text(triggers.togglePrompt(server)), nil, nil
 		})
 }
 
 func simpleText(context.Context, *mcp.CallToolRequest, noArgs) (*mcp.CallToolResult, any, error) {
-	return text("Simple text from the legacy fixture."), nil, nil
+	return support.Text("Simple text from the legacy fixture."), nil, nil
 }
 
 func imageContent(context.Context, *mcp.CallToolRequest, noArgs) (*mcp.CallToolResult, any, error) {
@@ -94,7 +96,7 @@ func withProgress(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return text(fmt.Sprintf("Progress reported for token %v.", token)), nil, nil
+	return support.Text(fmt.Sprintf("Progress reported for token %v.", token)), nil, nil
 }
 
 func withLogging(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
@@ -104,14 +106,14 @@ func withLogging(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.
 		}
 		req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "legacyfixture", Data: "test_tool_with_logging: " + line})
 	}
-	return text("Logged three lines."), nil, nil
+	return support.Text("Logged three lines."), nil, nil
 }
 
 func loggingTool(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
 	for _, level := range []mcp.LoggingLevel{"debug", "info", "warning"} {
 		req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: level, Logger: "legacyfixture", Data: "test_logging_tool: a " + string(level) + " line"})
 	}
-	return text("Logged a debug, an info and a warning line."), nil, nil
+	return support.Text("Logged a debug, an info and a warning line."), nil, nil
 }
 
 // reconnection closes the call's SSE stream (with a retry hint) and answers
@@ -121,11 +123,11 @@ func reconnection(_ context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.C
 		req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: 10 * time.Millisecond})
 	}
 	time.Sleep(200 * time.Millisecond)
-	return text("Answered after the stream was closed; the client reconnected."), nil, nil
+	return support.Text("Answered after the stream was closed; the client reconnected."), nil, nil
 }
 
 func schemaTool(_ context.Context, _ *mcp.CallToolRequest, in json.RawMessage) (*mcp.CallToolResult, any, error) {
-	return text("json_schema_2020_12_tool got " + string(in)), nil, nil
+	return support.Text("json_schema_2020_12_tool got " + string(in)), nil, nil
 }
 
 type xMCPHeaderArgs struct {
@@ -134,7 +136,7 @@ type xMCPHeaderArgs struct {
 }
 
 func xMCPHeader(_ context.Context, _ *mcp.CallToolRequest, in xMCPHeaderArgs) (*mcp.CallToolResult, any, error) {
-	return text("region=" + in.Region), nil, nil
+	return support.Text("region=" + in.Region), nil, nil
 }
 
 // transients adds and removes one tool and one prompt, each toggle making the
@@ -159,7 +161,7 @@ func (t *transients) toggleTool(server *mcp.Server) string {
 	}
 	mcp.AddTool(server, &mcp.Tool{Name: transientTool, Description: "Appears and disappears with test_trigger_tool_change."},
 		func(context.Context, *mcp.CallToolRequest, noArgs) (*mcp.CallToolResult, any, error) {
-			return text("transient"), nil, nil
+			return support.Text("transient"), nil, nil
 		})
 	return "added tool " + transientTool
 }
@@ -177,10 +179,6 @@ func (t *transients) togglePrompt(server *mcp.Server) string {
 			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "transient"}}}}, nil
 		})
 	return "added prompt " + transientPrompt
-}
-
-func text(s string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 }
 
 // schema202012 uses the JSON Schema 2020-12 keywords the json-schema-2020-12

@@ -143,6 +143,63 @@ export function describeError(e) {
   return String(e);
 }
 
+// answerers returns the handlers every client script registers, and the
+// counts they keep: elicitation accepted with a value for every required
+// field, sampling answered with SAMPLING_TEXT(who), roots/list with ROOTS.
+export function answerers(who) {
+  const counts = { elicitations: 0, samplings: 0, rootsLists: 0 };
+  return {
+    counts,
+    elicit: async (req) => {
+      counts.elicitations++;
+      return acceptElicitation(req.params);
+    },
+    sample: async () => {
+      counts.samplings++;
+      return samplingResult(who);
+    },
+    roots: async () => {
+      counts.rootsLists++;
+      return { roots: ROOTS };
+    },
+  };
+}
+
+// callOnce connects client over transport, checks that tool is listed,
+// calls it with args, sends DELETE for the session when options has
+// "terminate" (and there is one), closes and emits
+// {...describe(), ...counts, result}; describe runs right after connecting.
+// Any failure exits non-zero naming the step.
+export async function callOnce(script, client, transport, { url, tool, args, options }, counts, describe) {
+  client.onerror = (e) => {
+    if (process.env.MCP_SCRIPT_VERBOSE) process.stderr.write(`${script}: transport: ${describeError(e)}\n`);
+  };
+  let step = 'connect';
+  try {
+    await client.connect(transport);
+    const described = describe();
+
+    step = 'tools/list';
+    const { tools } = await client.listTools();
+    if (!tools.some((t) => t.name === tool)) {
+      fail(script, `tool ${JSON.stringify(tool)} is not in tools/list (have: ${tools.map((t) => t.name).join(', ')})`);
+    }
+
+    step = `tools/call ${tool}`;
+    const result = await client.callTool({ name: tool, arguments: args });
+
+    if (options.has('terminate') && transport.sessionId) {
+      step = 'DELETE session';
+      await transport.terminateSession();
+    }
+    step = 'close';
+    await client.close();
+    emit({ ...described, ...counts, result });
+  } catch (e) {
+    fail(script, `${step} failed against ${url}: ${describeError(e)}`);
+  }
+}
+
 // emit prints the outcome as a single JSON line and exits 0 once stdout is flushed.
 export function emit(obj) {
   process.stdout.write(JSON.stringify(obj) + '\n', () => process.exit(0));

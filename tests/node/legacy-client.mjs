@@ -7,7 +7,7 @@
 //   {"protocolVersion", "sessionId", "elicitations", "samplings", "rootsLists", "result"}
 // Elicitation is accepted with a value for every required field, sampling is
 // answered with "sampled by legacy-client", roots/list with file:///tmp.
-// "terminate" sends DELETE for the session before exiting.
+// "terminate" sends DELETE for the session (if one was made) before exiting.
 // A tool result with isError:true is still printed and exits 0; transport or
 // JSON-RPC errors exit non-zero.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -17,65 +17,23 @@ import {
   ElicitRequestSchema,
   ListRootsRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
-import {
-  ROOTS,
-  acceptElicitation,
-  armTimeout,
-  describeError,
-  emit,
-  fail,
-  parseArgs,
-  samplingResult,
-} from './common.mjs';
+import { answerers, armTimeout, callOnce, parseArgs } from './common.mjs';
 
 const SCRIPT = 'legacy-client';
 armTimeout(SCRIPT);
-const { url, tool, args, options } = parseArgs(SCRIPT);
+const call = parseArgs(SCRIPT);
 
-const counts = { elicitations: 0, samplings: 0, rootsLists: 0 };
+const { counts, elicit, sample, roots } = answerers(SCRIPT);
 const client = new Client(
   { name: SCRIPT, version: '1.0.0' },
   { capabilities: { elicitation: {}, sampling: {}, roots: { listChanged: true } } },
 );
-client.setRequestHandler(ElicitRequestSchema, async (req) => {
-  counts.elicitations++;
-  return acceptElicitation(req.params);
-});
-client.setRequestHandler(CreateMessageRequestSchema, async () => {
-  counts.samplings++;
-  return samplingResult(SCRIPT);
-});
-client.setRequestHandler(ListRootsRequestSchema, async () => {
-  counts.rootsLists++;
-  return { roots: ROOTS };
-});
-client.onerror = (e) => {
-  if (process.env.MCP_SCRIPT_VERBOSE) process.stderr.write(`${SCRIPT}: transport: ${describeError(e)}\n`);
-};
+client.setRequestHandler(ElicitRequestSchema, elicit);
+client.setRequestHandler(CreateMessageRequestSchema, sample);
+client.setRequestHandler(ListRootsRequestSchema, roots);
 
-const transport = new StreamableHTTPClientTransport(url);
-let step = 'connect';
-try {
-  await client.connect(transport);
-  const sessionId = transport.sessionId ?? null;
-  const protocolVersion = transport.protocolVersion ?? null;
-
-  step = 'tools/list';
-  const { tools } = await client.listTools();
-  if (!tools.some((t) => t.name === tool)) {
-    fail(SCRIPT, `tool ${JSON.stringify(tool)} is not in tools/list (have: ${tools.map((t) => t.name).join(', ')})`);
-  }
-
-  step = `tools/call ${tool}`;
-  const result = await client.callTool({ name: tool, arguments: args });
-
-  if (options.has('terminate')) {
-    step = 'DELETE session';
-    await transport.terminateSession();
-  }
-  step = 'close';
-  await client.close();
-  emit({ protocolVersion, sessionId, ...counts, result });
-} catch (e) {
-  fail(SCRIPT, `${step} failed against ${url}: ${describeError(e)}`);
-}
+const transport = new StreamableHTTPClientTransport(call.url);
+await callOnce(SCRIPT, client, transport, call, counts, () => ({
+  protocolVersion: transport.protocolVersion ?? null,
+  sessionId: transport.sessionId ?? null,
+}));

@@ -14,22 +14,13 @@
 // A tool result with isError:true is still printed and exits 0; transport or
 // JSON-RPC errors exit non-zero.
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import {
-  ROOTS,
-  acceptElicitation,
-  armTimeout,
-  describeError,
-  emit,
-  fail,
-  parseArgs,
-  samplingResult,
-} from './common.mjs';
+import { answerers, armTimeout, callOnce, parseArgs } from './common.mjs';
 
 const SCRIPT = 'modern-client';
 armTimeout(SCRIPT);
-const { url, tool, args, options } = parseArgs(SCRIPT);
+const call = parseArgs(SCRIPT);
 
-const counts = { elicitations: 0, samplings: 0, rootsLists: 0 };
+const { counts, elicit, sample, roots } = answerers(SCRIPT);
 const client = new Client(
   { name: SCRIPT, version: '1.0.0' },
   {
@@ -37,46 +28,13 @@ const client = new Client(
     versionNegotiation: { mode: 'auto' },
   },
 );
-client.setRequestHandler('elicitation/create', async (req) => {
-  counts.elicitations++;
-  return acceptElicitation(req.params);
-});
-client.setRequestHandler('sampling/createMessage', async () => {
-  counts.samplings++;
-  return samplingResult(SCRIPT);
-});
-client.setRequestHandler('roots/list', async () => {
-  counts.rootsLists++;
-  return { roots: ROOTS };
-});
-client.onerror = (e) => {
-  if (process.env.MCP_SCRIPT_VERBOSE) process.stderr.write(`${SCRIPT}: transport: ${describeError(e)}\n`);
-};
+client.setRequestHandler('elicitation/create', elicit);
+client.setRequestHandler('sampling/createMessage', sample);
+client.setRequestHandler('roots/list', roots);
 
-const transport = new StreamableHTTPClientTransport(url);
-let step = 'connect';
-try {
-  await client.connect(transport);
-  const protocolVersion = client.getNegotiatedProtocolVersion() ?? null;
-  const era = client.getProtocolEra() ?? null;
-  const sessionId = transport.sessionId ?? null;
-
-  step = 'tools/list';
-  const { tools } = await client.listTools();
-  if (!tools.some((t) => t.name === tool)) {
-    fail(SCRIPT, `tool ${JSON.stringify(tool)} is not in tools/list (have: ${tools.map((t) => t.name).join(', ')})`);
-  }
-
-  step = `tools/call ${tool}`;
-  const result = await client.callTool({ name: tool, arguments: args });
-
-  if (options.has('terminate') && transport.sessionId) {
-    step = 'DELETE session';
-    await transport.terminateSession();
-  }
-  step = 'close';
-  await client.close();
-  emit({ protocolVersion, era, sessionId, ...counts, result });
-} catch (e) {
-  fail(SCRIPT, `${step} failed against ${url}: ${describeError(e)}`);
-}
+const transport = new StreamableHTTPClientTransport(call.url);
+await callOnce(SCRIPT, client, transport, call, counts, () => ({
+  protocolVersion: client.getNegotiatedProtocolVersion() ?? null,
+  era: client.getProtocolEra() ?? null,
+  sessionId: transport.sessionId ?? null,
+}));
