@@ -154,8 +154,8 @@ func TestHardeningParkingFullTableRefusesNewCall(t *testing.T) {
 	// `other` is not known to ask: it reaches the upstream, asks, and is
 	// refused when it would park.
 	checkRefused(t, toolCall(t, g.URL, 10, "other", "mallory-0", nil), http.StatusServiceUnavailable, "max_parked", "was cancelled", 10)
-	if got := wait(t, ps.answers, notHang, "answer to the refused call's question"); got != "cancel" {
-		t.Fatalf("the refused call's question was answered %q, want cancel", got)
+	if got := wait(t, ps.answers, notHang, "answer to the refused call's question"); !cancelled(": " + got) {
+		t.Fatalf("the refused call's question was answered %q, want cancel (or its context cancelled: the go-sdk may see notifications/cancelled first)", got)
 	}
 	if got := wait(t, ps.ended, notHang, "end of the refused call"); got != "cancelled" {
 		t.Fatalf("the refused call %s upstream, want cancelled", got)
@@ -246,8 +246,8 @@ func TestHardeningParkingPerPrincipal(t *testing.T) {
 		t.Fatalf("the refused call reached the upstream")
 	}
 	checkRefused(t, toolCall(t, g.URL, 1001, "other", "", nil), http.StatusTooManyRequests, "max_parked_per_principal", "was cancelled", 1001)
-	if got := wait(t, ps.answers, notHang, "answer to the refused call's question"); got != "cancel" {
-		t.Fatalf("the refused call's question was answered %q, want cancel", got)
+	if got := wait(t, ps.answers, notHang, "answer to the refused call's question"); !cancelled(": " + got) {
+		t.Fatalf("the refused call's question was answered %q, want cancel (or its context cancelled: the go-sdk may see notifications/cancelled first)", got)
 	}
 	if got := wait(t, ps.ended, notHang, "end of the refused call"); got != "cancelled" {
 		t.Fatalf("the refused call %s upstream, want cancelled", got)
