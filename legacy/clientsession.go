@@ -103,6 +103,13 @@ func OpenClientSession(kr *Keyring, id GatewaySessionID) (ClientSession, error) 
 	if err != nil {
 		return s, err
 	}
+	return decodeClientSession(b)
+}
+
+// decodeClientSession parses the plaintext of a client session (see
+// SealClientSession).
+func decodeClientSession(b []byte) (ClientSession, error) {
+	var s ClientSession
 	if len(b) < 1+32 || b[0] != clientSessionVersion {
 		return s, fmt.Errorf("%w: %w", ErrUnsealable, errMalformedClientSession)
 	}

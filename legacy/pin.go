@@ -63,6 +63,11 @@ func OpenPin(kr *Keyring, id GatewaySessionID) (Pin, error) {
 	if err != nil {
 		return Pin{}, err
 	}
+	return decodePin(b)
+}
+
+// decodePin parses the plaintext of a pin (see SealPin).
+func decodePin(b []byte) (Pin, error) {
 	const fixed = 8 + 16
 	if len(b) < fixed {
 		return Pin{}, fmt.Errorf("%w: %w", ErrUnsealable, errShortPin)
