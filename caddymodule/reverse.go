@@ -86,11 +86,11 @@ func (h *Handler) principalValue(r *http.Request) string {
 // initializeReverse answers a legacy initialize with a gateway-held session
 // in front of the modern upstream up, or of another one when up cannot be
 // reached (up is then marked down, as for the other cells' new sessions).
-func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, body []byte, up *Upstream) error {
+func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, l *learned, up *Upstream) error {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	defer h.streams.add(cancel)()
-	msg, _ := translate.Peek(body) // learnLegacy checked it
+	msg, body := l.msg, l.body
 	var resp []byte
 	var sid legacy.GatewaySessionID
 	var rerr *translate.RPCError

@@ -142,7 +142,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *learned, d de
 		return h.servePinned(w, r, l, d.up)
 	default: // cellReverse
 		if l.in.initialize {
-			return h.initializeReverse(w, r, l.body, d.up)
+			return h.initializeReverse(w, r, l, d.up)
 		}
 		return h.serveReverse(w, r, l, d.up)
 	}

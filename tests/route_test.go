@@ -7,6 +7,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -96,7 +97,7 @@ func listsModern(t *testing.T, url string, id int) bool {
 func TestRouteRetryParkedHereAfterModernCameBack(t *testing.T) {
 	rs := newRecordingServer(t)
 	modern := newComebackModern(t)
-	g := startGateway(t, "\t\tupstream "+modern.url+" {\n\t\t\tera modern\n\t\t}\n"+
+	g := startGatewayWith(t, "", routeLogSite, "\t\tupstream "+modern.url+" {\n\t\t\tera modern\n\t\t}\n"+
 		"\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tfail_duration 1s\n\t\tpark_ttl 2m")
 
 	// Round 1, modern upstream down: the first request finds its
@@ -151,4 +152,33 @@ func TestRouteRetryParkedHereAfterModernCameBack(t *testing.T) {
 	if n := modern.calls.Load(); n != 0 {
 		t.Errorf("the modern upstream received %d tools/call, want none: they belong to the parked call", n)
 	}
+
+	// The placeholders say where the retry went: the parked call's cell
+	// and upstream.
+	want := "modern modern-legacy " + rs.url
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var retried []string
+		for _, a := range logLines(g, "handled request") {
+			if a["mcp_method"] == "tools/call" && a["mcp_outcome"] == "complete" {
+				retried = append(retried, fmt.Sprintf("%v %v %v", a["mcp_era"], a["mcp_cell"], a["mcp_upstream"]))
+			}
+		}
+		if len(retried) == 1 && retried[0] == want {
+			break
+		}
+		if len(retried) > 1 || time.Now().After(deadline) {
+			t.Fatalf("the completed retry's access log placeholders %q, want one %q", retried, want)
+		}
+	}
 }
+
+// routeLogSite appends the routing placeholders to JSON access logs.
+const routeLogSite = `	log {
+		output stderr
+		format json
+	}
+	log_append mcp_era {http.mcp_gateway.era}
+	log_append mcp_cell {http.mcp_gateway.cell}
+	log_append mcp_method {http.mcp_gateway.method}
+	log_append mcp_upstream {http.mcp_gateway.upstream}
+	log_append mcp_outcome {http.mcp_gateway.outcome}`
