@@ -98,8 +98,10 @@ const (
 
 // decision is where a request goes.
 type decision struct {
-	// cell is the cell that serves it; "" when it is refused, or relayed
-	// to the owner of its call (which counts it in its own cell).
+	// cell is the cell that serves it; "" when it is refused, or when it
+	// is a modern retry relayed to the owner of its call (which counts it
+	// in its cell). A legacy answer relayed to another instance stays in
+	// the reverse bridge's cell, as its session does.
 	cell string
 	// up is the upstream: chosen by the selection policy for a new
 	// session or a modern request, named by the session id or the parked
