@@ -98,8 +98,12 @@ func (h *Handler) provisionBridge() error {
 	return nil
 }
 
-// serveBridged serves a modern request from a legacy upstream; breq has
-// the request and its principal.
+// serveBridged serves a modern request from the legacy upstream up (for a
+// new call, or another one if up cannot open a session: bridgeFailover);
+// breq has the request and its principal. A retry goes to the call it
+// resumes, whichever upstream that runs on: up is then that upstream, or
+// nil when the call is no longer parked here (or its upstream left the
+// configuration), and the bridge answers.
 func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq translate.Request, up *Upstream) error {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
@@ -108,16 +112,18 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq tran
 	} else {
 		defer h.calls.add(cancel)() // a call survives a reload
 	}
-	setPlaceholder(r, "upstream", up.URL)
-
 	sink := h.newSink(w)
 	defer sink.close()
-	aim(&breq, up)
 	breq.Header = bridgedHeader(r)
-	breq.Failover = h.bridgeFailover(w, r, &up)
+	if up != nil {
+		aim(&breq, up)
+		breq.Failover = h.bridgeFailover(w, r, &up)
+	}
 	s := h.bridge.Serve(ctx, breq, sink)
 	served(r, s)
-	h.logUpstreamCause(up.URL, s.Cause)
+	if up != nil {
+		h.logUpstreamCause(up.URL, s.Cause)
+	}
 	return nil
 }
 

@@ -39,7 +39,7 @@ func (h *Handler) bridgeFailover(w http.ResponseWriter, r *http.Request, up **Up
 		tries++
 		*up = next
 		aim(breq, next)
-		setPlaceholder(r, "upstream", next.URL)
+		routeOf(r).up = next
 		return true
 	}
 }

@@ -98,7 +98,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex exchange) e
 		return h.upstreamFailed(w, r, ctx, ex, err)
 	}
 	defer resp.Body.Close()
-	setPlaceholder(r, "upstream", ex.up.URL)
+	routeOf(r).up = ex.up
 
 	out := w.Header()
 	for k, v := range resp.Header {

@@ -113,7 +113,7 @@ var errOwnerSilent = errors.New("the owner instance did not answer in time")
 // relay forwards r, whose body was read into body, to owner and relays its
 // answer. id is the JSON-RPC id for errors of the gateway's own.
 func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id json.RawMessage, owner translate.Owner) error {
-	setPlaceholder(r, "owner", owner.Instance)
+	routeOf(r).owner = owner.Instance
 	if _, forwarded := forwardedOf(r); forwarded {
 		// Never forward twice: the fleet disagrees on who is where.
 		return writeRPCError(w, id, &translate.RPCError{HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,

@@ -77,13 +77,11 @@ func (h *Handler) principalValue(r *http.Request) string {
 // initializeReverse answers a legacy initialize with a gateway-held session
 // in front of the modern upstream up, or of another one when up cannot be
 // reached (up is then marked down, as for the other cells' new sessions).
-func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, body []byte, up *Upstream) error {
-	setPlaceholder(r, "cell", cellReverse)
-	setPlaceholder(r, "upstream", up.URL)
+func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, l *learned, up *Upstream) error {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	defer h.streams.add(cancel)()
-	msg, _ := translate.Peek(body) // serveLegacy checked it
+	msg, body := l.msg, l.body
 	var resp []byte
 	var sid legacy.GatewaySessionID
 	var rerr *translate.RPCError
@@ -103,7 +101,7 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, body
 			break
 		}
 		up = next
-		setPlaceholder(r, "upstream", up.URL)
+		routeOf(r).up = up
 	}
 	if rerr != nil {
 		served(r, translate.Served{Outcome: translate.OutcomeError})
@@ -118,25 +116,11 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, body
 	return nil
 }
 
-// openReverse opens sid as a gateway-held session of r's principal whose
-// upstream is still configured.
-func (h *Handler) openReverse(r *http.Request, sid string) (*translate.ReverseSession, *Upstream) {
-	s, err := h.reverse.Open(h.reverseOpts, sid, h.principal(r), time.Now())
-	if err != nil {
-		return nil, nil
-	}
-	up := h.upstreamByURL(s.Upstream)
-	if up == nil {
-		return nil, nil
-	}
-	return s, up
-}
-
 // serveReverse serves a request, notification, client answer, GET or
-// DELETE of a gateway-held session. body is nil for GET and DELETE.
-func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, body []byte, s *translate.ReverseSession, up *Upstream) error {
-	setPlaceholder(r, "cell", cellReverse)
-	setPlaceholder(r, "upstream", up.URL)
+// DELETE of a gateway-held session in front of up, the modern upstream its
+// session id names. l.body is nil for GET and DELETE.
+func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, l *learned, up *Upstream) error {
+	s := l.held
 	switch r.Method {
 	case http.MethodDelete:
 		h.reverse.Delete(s)
@@ -145,16 +129,10 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, body []by
 	case http.MethodGet:
 		return h.listenReverse(w, r, s)
 	}
-	msg, err := translate.Peek(body)
-	if err != nil {
-		return writeRPCError(w, msg.ID, asRPCError(err))
-	}
-	if msg.Kind == translate.KindResponse {
-		if owner, ok := h.reverse.AnswerOwner(s, body); ok {
-			// An answer to an in-line request another instance sent.
-			return h.relay(w, r, body, nil, owner)
-		}
-		if rerr := h.reverse.Answer(s, body); rerr != nil {
+	if l.msg.Kind == translate.KindResponse {
+		// An answer to an in-line request this instance sent (decide
+		// relays those of other instances).
+		if rerr := h.reverse.Answer(s, l.body); rerr != nil {
 			return writeRPCError(w, nil, rerr)
 		}
 		w.WriteHeader(http.StatusAccepted)
@@ -165,7 +143,7 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, body []by
 	defer h.calls.add(cancel)() // a call survives a reload
 	sink := h.newSink(w)
 	defer sink.close()
-	res := h.reverse.Serve(ctx, s, translate.ReverseRequest{Message: msg, Body: body, Header: bridgedHeader(r)}, sink)
+	res := h.reverse.Serve(ctx, s, translate.ReverseRequest{Message: l.msg, Body: l.body, Header: bridgedHeader(r)}, sink)
 	served(r, res)
 	h.logUpstreamCause(up.URL, res.Cause)
 	return nil

@@ -21,12 +21,14 @@ import (
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
+	r, rt := withRoute(r)
 	var body []byte
 	defer func() {
 		if p := recover(); p != nil {
 			// A stream aborted midway (http.ErrAbortHandler): count it as
 			// failed, and let net/http end the connection.
 			setPlaceholder(r, "outcome", outcomeError)
+			rt.publish(r)
 			h.observeRequest(r, sw.status, body, start)
 			panic(p)
 		}
@@ -36,11 +38,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	if herr := (caddyhttp.HandlerError{}); errors.As(err, &herr) && status == 0 {
 		status = herr.StatusCode // Caddy's error handling writes it
 	}
+	rt.publish(r)
 	h.observeRequest(r, status, body, start)
 	return err
 }
 
-// dispatch serves r in its cell; *body is set to the request body once read.
+// dispatch serves r: the front door's checks (origin, HTTP method, body,
+// forwarding signature), its era's checks, then the routing decision
+// (route.go) and the cell it names. *body is set to the request body once
+// read.
 func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]byte) error {
 	if rerr := checkOriginForm(r); rerr != nil {
 		return writeRPCError(w, nil, rerr)
@@ -48,10 +54,12 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 	if rerr := h.checkOrigin(r); rerr != nil {
 		return writeRPCError(w, nil, rerr)
 	}
+	rt := routeOf(r)
+	var body []byte
 	switch r.Method {
 	case http.MethodPost:
-		body, rerr := readBody(w, r, h.MaxRequestBody)
-		if rerr != nil {
+		var rerr *translate.RPCError
+		if body, rerr = readBody(w, r, h.MaxRequestBody); rerr != nil {
 			return writeRPCError(w, nil, rerr)
 		}
 		*bodyOut = body
@@ -65,14 +73,12 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 		if r, rerr = h.acceptForwarded(r, body); rerr != nil {
 			return writeRPCError(w, requestID(body), rerr)
 		}
-		setPlaceholder(r, "method", gjson.GetBytes(body, "method").String())
-		if translate.ClassifyRequest(r.Header, body) != translate.EraLegacy {
-			// Modern, or unrecognizable: the modern ladder says what is wrong.
-			setPlaceholder(r, "era", eraModern)
-			return h.serveModern(w, r, body)
+		rt.method = gjson.GetBytes(body, "method").String()
+		// Modern, or unrecognizable: the modern ladder says what is wrong.
+		rt.era = eraModern
+		if translate.ClassifyRequest(r.Header, body) == translate.EraLegacy {
+			rt.era = eraLegacy
 		}
-		setPlaceholder(r, "era", eraLegacy)
-		return h.serveLegacy(w, r, body)
 	case http.MethodGet, http.MethodDelete:
 		if r.Header.Get("Mcp-Session-Id") == "" {
 			// Only legacy sessions have GET and DELETE.
@@ -82,12 +88,11 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 				Message: "Method Not Allowed: " + r.Method + " needs an Mcp-Session-Id",
 			})
 		}
-		r, rerr := h.acceptForwarded(r, nil)
-		if rerr != nil {
+		var rerr *translate.RPCError
+		if r, rerr = h.acceptForwarded(r, nil); rerr != nil {
 			return writeRPCError(w, nil, rerr)
 		}
-		setPlaceholder(r, "era", eraLegacy)
-		return h.serveLegacy(w, r, nil)
+		rt.era = eraLegacy
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		return writeRPCError(w, nil, &translate.RPCError{
@@ -95,6 +100,85 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 			Message: "Method Not Allowed",
 		})
 	}
+	learn := h.learnLegacy
+	if rt.era == eraModern {
+		learn = h.learnModern
+	}
+	l, ok, err := learn(w, r, body)
+	if !ok {
+		return err
+	}
+	d := decide(l.in, func(want eraSet) *Upstream { return h.selectUpstream(r, w, want) })
+	return h.serve(w, r, &l, d)
+}
+
+// serve serves r as d says.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *learned, d decision) error {
+	rt := routeOf(r)
+	rt.cell = d.cell
+	if d.cell == cellForward || d.cell == cellReverse {
+		// The bridges serve from d.up (pass-through: once it answered).
+		rt.up = d.up
+	}
+	if d.refuse != refuseNone {
+		return h.refuse(w, l, d.refuse)
+	}
+	if d.relayTo != nil {
+		id := l.id
+		if l.in.era == eraLegacy {
+			id = nil // an answer: its id is the in-line request's
+		}
+		return h.relay(w, r, l.body, id, *d.relayTo)
+	}
+	switch d.cell {
+	case cellModern:
+		return h.serveModern(w, r, l, d.up)
+	case cellForward:
+		return h.serveBridged(w, r, l.breq, d.up)
+	case cellPinned:
+		if l.in.initialize {
+			return h.initializeLegacy(w, r, l.body, d.up)
+		}
+		return h.servePinned(w, r, l, d.up)
+	default: // cellReverse
+		if l.in.initialize {
+			return h.initializeReverse(w, r, l, d.up)
+		}
+		return h.serveReverse(w, r, l, d.up)
+	}
+}
+
+// refuse answers a request the gateway refuses itself.
+func (h *Handler) refuse(w http.ResponseWriter, l *learned, why refusal) error {
+	switch why {
+	case refuseNoUpstream:
+		return writeRPCError(w, l.id, &translate.RPCError{
+			HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,
+			Message: "no upstream MCP server is available",
+		})
+	case refuseNoLegacyUpstream:
+		return writeRPCError(w, l.id, &translate.RPCError{
+			HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,
+			Message: "no upstream speaking the legacy MCP protocol is available",
+		})
+	case refuseNoSession:
+		return writeRPCError(w, l.id, &translate.RPCError{
+			HTTPStatus: http.StatusBadRequest, Code: codeSessionRequired,
+			Message: "Bad Request: Mcp-Session-Id header is required",
+		})
+	case refuseNothingToEnd:
+		// The upstream keeps no session: there is nothing to end.
+		w.Header().Set("Allow", "GET, POST")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return nil
+	}
+	// Unknown, forged, sealed under a retired key, another principal's,
+	// or naming an upstream no longer configured: the client must
+	// initialize again.
+	return writeRPCError(w, l.id, &translate.RPCError{
+		HTTPStatus: http.StatusNotFound, Code: codeSessionNotFound,
+		Message: "Session not found",
+	})
 }
 
 // bodyPrealloc bounds the buffer readBody makes before any byte of a body

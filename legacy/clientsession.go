@@ -91,7 +91,8 @@ func SealClientSession(kr *Keyring, s ClientSession) (GatewaySessionID, error) {
 
 var errMalformedClientSession = errors.New("malformed client session")
 
-// OpenClientSession opens a gateway session id sealed by SealClientSession.
+// OpenClientSession opens a gateway session id sealed by SealClientSession
+// (OpenSessionID opens an id of either kind and says which).
 // Every failure wraps ErrUnsealable. Expiry and principal are for the
 // caller to check.
 func OpenClientSession(kr *Keyring, id GatewaySessionID) (ClientSession, error) {
@@ -103,6 +104,13 @@ func OpenClientSession(kr *Keyring, id GatewaySessionID) (ClientSession, error) 
 	if err != nil {
 		return s, err
 	}
+	return decodeClientSession(b)
+}
+
+// decodeClientSession parses the plaintext of a client session (see
+// SealClientSession).
+func decodeClientSession(b []byte) (ClientSession, error) {
+	var s ClientSession
 	if len(b) < 1+32 || b[0] != clientSessionVersion {
 		return s, fmt.Errorf("%w: %w", ErrUnsealable, errMalformedClientSession)
 	}

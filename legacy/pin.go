@@ -54,7 +54,8 @@ func SealPin(kr *Keyring, p Pin) GatewaySessionID {
 	return GatewaySessionID(kr.Seal(purposePin, b))
 }
 
-// OpenPin opens a gateway session id. Every failure wraps ErrUnsealable.
+// OpenPin opens a gateway session id sealed as a pin (OpenSessionID opens
+// an id of either kind and says which). Every failure wraps ErrUnsealable.
 func OpenPin(kr *Keyring, id GatewaySessionID) (Pin, error) {
 	if len(id) > maxPinToken {
 		return Pin{}, fmt.Errorf("%w: too long", ErrUnsealable)
@@ -63,6 +64,11 @@ func OpenPin(kr *Keyring, id GatewaySessionID) (Pin, error) {
 	if err != nil {
 		return Pin{}, err
 	}
+	return decodePin(b)
+}
+
+// decodePin parses the plaintext of a pin (see SealPin).
+func decodePin(b []byte) (Pin, error) {
 	const fixed = 8 + 16
 	if len(b) < fixed {
 		return Pin{}, fmt.Errorf("%w: %w", ErrUnsealable, errShortPin)

@@ -147,25 +147,39 @@ func (kr *Keyring) Seal(purpose Purpose, plaintext []byte) string {
 // Open authenticates and decrypts a token sealed for purpose. Every failure
 // wraps ErrUnsealable.
 func (kr *Keyring) Open(purpose Purpose, token string) ([]byte, error) {
+	_, pt, err := kr.OpenAny(token, purpose)
+	return pt, err
+}
+
+// OpenAny authenticates and decrypts a token sealed for one of purposes,
+// and says which. It is how a caller tells apart tokens that travel in the
+// same place (a session id may be a pin or a gateway-held session) without
+// a clear-text tag a client could forge: the purpose is bound as
+// additional data, so a token authenticates for the purpose it was sealed
+// for and for no other, and is rejected as a whole otherwise. Every
+// failure wraps ErrUnsealable.
+func (kr *Keyring) OpenAny(token string, purposes ...Purpose) (Purpose, []byte, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil {
-		return nil, fmt.Errorf("%w: not base64url", ErrUnsealable)
+		return "", nil, fmt.Errorf("%w: not base64url", ErrUnsealable)
 	}
 	if len(raw) < headerSize || raw[0] != tokenVersion {
-		return nil, fmt.Errorf("%w: bad header", ErrUnsealable)
+		return "", nil, fmt.Errorf("%w: bad header", ErrUnsealable)
 	}
 	id := binary.BigEndian.Uint32(raw[1:5])
 	for _, k := range kr.keys {
 		if k.id != id {
 			continue
 		}
-		pt, err := k.aead.Open(nil, raw[5:headerSize], raw[headerSize:], aad(purpose, raw[:5]))
-		if err != nil {
-			return nil, fmt.Errorf("%w: authentication failed", ErrUnsealable)
+		for _, purpose := range purposes {
+			pt, err := k.aead.Open(nil, raw[5:headerSize], raw[headerSize:], aad(purpose, raw[:5]))
+			if err == nil {
+				return purpose, pt, nil
+			}
 		}
-		return pt, nil
+		return "", nil, fmt.Errorf("%w: authentication failed", ErrUnsealable)
 	}
-	return nil, fmt.Errorf("%w: unknown key", ErrUnsealable)
+	return "", nil, fmt.Errorf("%w: unknown key", ErrUnsealable)
 }
 
 func aad(purpose Purpose, header []byte) []byte {

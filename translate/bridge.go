@@ -217,7 +217,7 @@ type Request struct {
 	Failover func(r *Request, cause error) bool
 	*ModernRequest
 
-	retry *openedState // the requestState as ParkedElsewhere opened it
+	retry *openedState // the requestState as RetryOf opened it
 }
 
 // openedState is a retry's requestState, opened and checked once.

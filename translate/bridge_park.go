@@ -162,27 +162,73 @@ func (b *Bridge) openState(r Request, params []byte, token string) (State, *RPCE
 	return st, nil
 }
 
-// ParkedElsewhere reports whether r is a retry for a call parked on another
-// gateway instance than r's options name, and which: the caller forwards it
-// there. A retry whose state does not open, or is not r's, is not: Serve
-// answers it here, without opening the state again (ParkedElsewhere keeps
-// it in r).
-func (b *Bridge) ParkedElsewhere(r *Request) (Owner, bool) {
+// Whose is what a retry's requestState says about the call it resumes
+// (Retry.Whose).
+type Whose uint8
+
+const (
+	// NotRetry: r carries no requestState, or is not a request that parks
+	// (only tools/call, prompts/get and resources/read do).
+	NotRetry Whose = iota
+	// StateUnopened: r carries a requestState that does not open as one of
+	// the gateway's for r: tampered, expired, sealed under other keys (a
+	// modern upstream's own, say), another principal's or another
+	// request's.
+	StateUnopened
+	// ParkedHere: the state names a call this instance parked (Instance of
+	// r's options).
+	ParkedHere
+	// ParkedThere: the state names a call another instance parked.
+	ParkedThere
+)
+
+// Retry is what RetryOf learned from a request's requestState.
+type Retry struct {
+	Whose Whose
+	// Owner is the instance that parked the call (ParkedHere, ParkedThere).
+	Owner Owner
+	// Upstream is, for ParkedHere, the URL of the legacy upstream the call
+	// runs on, or "" when it is no longer parked (answered already,
+	// abandoned).
+	Upstream string
+}
+
+// RetryOf opens r's requestState, if it carries one, and says whose call
+// it resumes. The state is opened once: Serve uses it as opened here (r
+// keeps it).
+func (b *Bridge) RetryOf(r *Request) Retry {
 	if r.Kind != KindRequest || !inputCapable[r.Method] {
-		return Owner{}, false
+		return Retry{}
 	}
 	r.Options = b.optionsOf(r)
 	params := paramsOf(r.Body)
 	token := stringField(params, "requestState")
 	if token == "" {
-		return Owner{}, false
+		return Retry{}
 	}
 	st, rerr := b.openState(*r, params, token)
 	r.retry = &openedState{st: st, rerr: rerr}
-	if rerr != nil || st.Instance == r.Options.Instance {
-		return Owner{}, false
+	switch {
+	case rerr != nil:
+		return Retry{Whose: StateUnopened}
+	case st.Instance != r.Options.Instance:
+		return Retry{Whose: ParkedThere, Owner: Owner{Instance: st.Instance, Address: st.Address}}
 	}
-	return Owner{Instance: st.Instance, Address: st.Address}, true
+	rt := Retry{Whose: ParkedHere, Owner: Owner{Instance: st.Instance, Address: st.Address}}
+	b.mu.Lock()
+	if c := b.parked[st.Handle]; c != nil && c.round == st.Round {
+		rt.Upstream = c.key.Upstream
+	}
+	b.mu.Unlock()
+	return rt
+}
+
+// ParkedElsewhere reports whether r is a retry for a call parked on another
+// gateway instance than r's options name, and which: the caller forwards it
+// there (RetryOf, said shortly).
+func (b *Bridge) ParkedElsewhere(r *Request) (Owner, bool) {
+	rt := b.RetryOf(r)
+	return rt.Owner, rt.Whose == ParkedThere
 }
 
 // resume serves a retry: it opens the state, finds the parked call, posts
@@ -197,7 +243,7 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 		st, rerr = b.openState(r, params, token)
 	}
 	if rerr == nil && st.Instance != r.Options.Instance {
-		// The caller forwards such retries (ParkedElsewhere); this one
+		// The caller forwards such retries (RetryOf); this one
 		// could not be.
 		rerr = &RPCError{HTTPStatus: http.StatusMisdirectedRequest, Code: InvalidParams,
 			Message: "the call is parked on gateway instance " + clip(st.Instance) + ", which this request cannot reach"}

@@ -130,11 +130,19 @@ func (rv *Reverse) discoverResult(ctx context.Context, o *ReverseOptions, upstre
 // which then serve the session's requests. Every failure is ErrNoSession
 // (wrapped).
 func (rv *Reverse) Open(opts *ReverseOptions, token string, principal [16]byte, now time.Time) (*ReverseSession, error) {
-	o := rv.optionsOf(opts)
-	s, err := legacy.OpenClientSession(o.Keyring, legacy.GatewaySessionID(token))
-	switch {
-	case err != nil:
+	s, err := legacy.OpenClientSession(rv.optionsOf(opts).Keyring, legacy.GatewaySessionID(token))
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoSession, err)
+	}
+	return rv.Session(opts, s, principal, now)
+}
+
+// Session is Open for a session id already opened (legacy.OpenSessionID,
+// with opts' keyring): it checks what the seal does not — the principal,
+// the session's lifetime, a DELETE on this instance.
+func (rv *Reverse) Session(opts *ReverseOptions, s legacy.ClientSession, principal [16]byte, now time.Time) (*ReverseSession, error) {
+	o := rv.optionsOf(opts)
+	switch {
 	case s.Principal != principal:
 		return nil, fmt.Errorf("%w: another principal's", ErrNoSession)
 	case !now.Before(s.Issued.Add(o.SessionLifetime)):
