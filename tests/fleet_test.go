@@ -458,16 +458,7 @@ func TestFleetRelayStreams(t *testing.T) {
 	params["requestState"] = ir.RequestState
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fleet[1].URL, strings.NewReader(rpcBody(t, 2, "tools/call", params)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := tryPostContext(ctx, fleet[1].URL, hdr, rpcBody(t, 2, "tools/call", params))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -208,6 +209,26 @@ func send(t *testing.T, method, url string, hdr map[string]string, body string) 
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
+}
+
+// tryPost posts body to url with the usual MCP headers and hdr, and returns
+// what the client got, error included (for a gateway that may be dead).
+func tryPost(url string, hdr map[string]string, body string) (*http.Response, error) {
+	return tryPostContext(context.Background(), url, hdr, body)
+}
+
+// tryPostContext is tryPost bounded by ctx.
+func tryPostContext(ctx context.Context, url string, hdr map[string]string, body string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	return http.DefaultClient.Do(req)
 }
 
 // post sends one JSON-RPC message with the given headers and returns the

@@ -151,20 +151,6 @@ func lastWords(log string) string {
 	return tail(log, 500)
 }
 
-// tryPost is post that reports a failed request instead of ending the test.
-func tryPost(url string, hdr map[string]string, body string) (*http.Response, error) {
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	return http.DefaultClient.Do(req)
-}
-
 // refusedAs posts a request body and asserts a 400 with the JSON-RPC code,
 // the message naming want; a dead gateway fails the test with its last
 // words.

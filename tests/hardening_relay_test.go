@@ -230,16 +230,7 @@ func TestRelayHungOwner(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, front.URL, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := tryPostContext(ctx, front.URL, hdr, body)
 	if err != nil {
 		t.Fatalf("the retry forwarded to a hung owner never ended: %v", err)
 	}
