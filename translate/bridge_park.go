@@ -116,32 +116,6 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 	return OutcomeInputRequired
 }
 
-// unparked tells c's observer it left the parked calls.
-func (b *Bridge) unparked(c *call, why string) {
-	if obs := c.opts.Observer; obs != nil {
-		obs.Unparked(why)
-	}
-}
-
-// take removes the parked call with handle at round, or returns nil.
-func (b *Bridge) take(handle [16]byte, round uint32) *call {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	c := b.parked[handle]
-	if c == nil || c.round != round {
-		return nil
-	}
-	b.unparkLocked(c)
-	return c
-}
-
-// unparkLocked removes c from the parked calls; it keeps its place in
-// the table until it ends.
-func (b *Bridge) unparkLocked(c *call) {
-	c.timer.Stop()
-	delete(b.parked, c.handle)
-}
-
 // openState opens the requestState of a retry with the keyring of r's
 // options, and checks that it belongs to the retry's principal and request.
 func (b *Bridge) openState(r Request, params []byte, token string) (State, *RPCError) {
