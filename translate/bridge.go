@@ -110,7 +110,8 @@ func (o BridgeOptions) Ready() *BridgeOptions {
 // Bridge serves modern (2026-07-28) clients from legacy upstreams: it leases
 // upstream sessions initialized with the client's declared capabilities,
 // reshapes results, and parks calls that ask for input until the client
-// retries with inputResponses.
+// retries with inputResponses. The life of a call (start, run, park,
+// resume, and its ends) is drawn in bridge_call.go.
 type Bridge struct {
 	pool     *legacy.Pool
 	defaults *BridgeOptions // of the requests that carry none

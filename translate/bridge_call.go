@@ -12,9 +12,57 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
+// The life of a forward-bridge call: one upstream request, from its
+// client's first request to its end, across every round of input (MRTR).
+// States are in capitals; each arrow names the function that takes it, and
+// the file where that is not this one.
+//
+//	client's first request: Serve (bridge.go)
+//	  |  roomBeforeStart (bridge_admit.go): no room -----> refused, never sent
+//	  |  start: lease a session, send the request; fails -> error, never sent
+//	  v
+//	RUNNING: run (bridge_run.go) relays the upstream's answer <-------------+
+//	  |  the result: finish, respondFinal ------------------> ENDED         |
+//	  |  the client's request ended (requestEnded), the upstream's answer   |
+//	  |  ended (upstreamEnded), the client stopped reading, too many        |
+//	  |  inputs: abandon, or finish ------------------------> ENDED         |
+//	  |  the round's questions are in (gather.go): parkRound                |
+//	  v                                                                     |
+//	park (bridge_park.go): takes a place (admitLocked, bridge_admit.go)     |
+//	  |  max_rounds, Close: abandon; no room: refuse -------> ENDED         |
+//	  |  input_required, with the sealed requestState, to the client        |
+//	  v                                                                     |
+//	PARKED: in Bridge.parked, until one of these takes it out:              |
+//	  |  the retry: resume (bridge_park.go), take, holdArrived,             |
+//	  |             the answers posted upstream ----------------------------+
+//	  |             (unless the upstream refuses them: abandon -> ENDED)
+//	  |  park_ttl, the upstream call failing: endParked ----> ENDED
+//	  |  Close (bridge.go): unparkLocked, abandon ----------> ENDED
+//	  v
+//	ENDED: finish frees the call's place, closes the upstream call and
+//	       releases the session; abandon first answers the upstream's open
+//	       questions with a cancellation, sends notifications/cancelled and
+//	       ends the session; report tells the observer.
+//
+// Who may touch a call: while RUNNING, the goroutine serving the client's
+// request (the first one, or the retry that took it). Once park has put it
+// in Bridge.parked, its fields are read only under Bridge.mu (Snapshot);
+// park itself goes on only with the upstream call (Park, OnFailure), which
+// is safe for concurrent use. It leaves PARKED only through take (or Close,
+// under the same lock): the retry, the park_ttl timer and the upstream's
+// failure race for it, one wins, and the others find nothing. take checks
+// the round too, so that a timer of an earlier round cannot take the call
+// parked again in a later one. The call's place in the parked table
+// (bridge_admit.go) is a separate matter: taken at its first park, kept
+// across later rounds (RUNNING again included), freed by finish.
+//
+// server/discover and subscriptions/listen only start (a session leased,
+// nothing sent): discover and listen answer them, and they never park.
+
 // call is one upstream request of the bridge's, from its first client
 // request to its result, across every parking.
 type call struct {
+	// Set by start, then fixed.
 	key      legacy.PoolKey
 	opts     *BridgeOptions // of the call's first request
 	always   bool           // Request.GatherAlways
@@ -24,17 +72,21 @@ type call struct {
 	method   string
 	name     string    // tool or prompt name, or resource URI
 	started  time.Time // first request
-	expires  time.Time // while parked
 	handle   [16]byte
+	princ    [16]byte
+
+	// Kept across rounds by whoever holds the call (see above).
 	round    uint32
 	digest   [16]byte // of the request, computed when the call first parks
-	princ    [16]byte
 	keys     KeyCounter
-	pending  []pendingInput
+	pending  []pendingInput   // the round's questions, not yet answered
 	held     []legacy.Message // arrived while parked, for run
-	timer    *time.Timer
-	placed   bool          // holds a place in Bridge.sets[opts] (bridge_admit.go), under Bridge.mu
-	overhead time.Duration // spent translating (CallReport.Overhead)
+	overhead time.Duration    // spent translating (CallReport.Overhead)
+
+	// While PARKED.
+	expires time.Time
+	timer   *time.Timer // park_ttl; stopped by unparkLocked
+	placed  bool        // holds a place in Bridge.sets[opts] (bridge_admit.go), under Bridge.mu
 }
 
 type pendingInput struct {

@@ -13,7 +13,8 @@ import (
 // Parking and resuming: a call that asked for input waits in the bridge's
 // table (bounded per options set and per principal, see bridge_admit.go;
 // expiring after ParkTTL) for the client's retry, whose requestState leads
-// back to it.
+// back to it. Which function moves a call in and out of the table:
+// bridge_call.go.
 
 // parkRound parks c with the round's questions, remembering whether its
 // target asked one or several at once.

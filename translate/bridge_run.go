@@ -12,6 +12,11 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
+// Running: a call relays the upstream's answer to its client's request
+// (progress, log messages), answers or holds the upstream's requests, and
+// ends with the result, or parks when the upstream asks for input (the
+// life of a call: bridge_call.go).
+
 // run relays the upstream answer until the result, or until the upstream
 // asks for input and the call parks. It returns the request's outcome, and
 // the upstream failure that ended it, if any (for the logs).

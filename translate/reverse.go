@@ -22,6 +22,14 @@ import (
 // the upstream into in-line requests on the SSE answer to the legacy
 // client, whose POSTed answers it collects before retrying upstream
 // (PROTOCOL.md §8.2, §8.3).
+//
+// Here is the engine: the bridge, Serve, and a call's rounds (call). Its
+// parts: reverse_options.go (options), reverse_session.go (initialize and
+// the sealed session id), reverse_inline.go (a round's in-line requests to
+// the client, and its answers), reverse_upstream.go (the modern upstream
+// over HTTP), reverse_params.go (x-mcp-header parameters),
+// reverse_listen.go (the GET stream), reverse_reshape.go (results and
+// errors for legacy clients).
 
 // Bounds of the reverse bridge's per-instance tables.
 const (

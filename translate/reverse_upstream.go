@@ -15,6 +15,12 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
+// Talking to a modern upstream over HTTP, for the reverse bridge: the
+// request's body (upstreamRequest) and headers (modernHeader), one POST
+// (postModern), and reading its answer, a JSON message or an SSE stream,
+// into the response to the request, or the error the client gets
+// (exchange).
+
 // maxModernAnswer bounds one JSON answer, or one SSE event, from a modern
 // upstream.
 const maxModernAnswer = 16 << 20
