@@ -162,10 +162,9 @@ func (b *Bridge) Close() {
 	b.closed = true
 	var all []*call
 	for _, c := range b.parked {
-		c.timer.Stop()
+		b.unparkLocked(c)
 		all = append(all, c)
 	}
-	clear(b.parked)
 	b.mu.Unlock()
 	for _, c := range all {
 		b.unparked(c, ParkCancelled)
@@ -258,7 +257,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 	if rerr := b.roomBeforeStart(r); rerr != nil {
 		// Refused before it reached the upstream: no side effect there.
 		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
-		c := &call{key: poolKey(r), method: r.Method, name: r.Name, started: started, opts: r.Options}
+		c := unstarted(r, started)
 		b.unparked(c, ParkRefused)
 		b.report(c, OutcomeRefused, rerr.Message)
 		return Served{Outcome: OutcomeRefused}
@@ -272,7 +271,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 		}
 		if r.Method != "server/discover" && r.Method != "subscriptions/listen" {
 			// A call that never reached the upstream still ended.
-			b.report(&call{key: poolKey(r), method: r.Method, name: r.Name, started: started, opts: r.Options}, outcome, rerr.detail())
+			b.report(unstarted(r, started), outcome, rerr.detail())
 		}
 		return Served{Outcome: outcome, Cause: rerr.Cause}
 	}

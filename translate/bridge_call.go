@@ -94,6 +94,12 @@ type pendingInput struct {
 	upstreamID json.RawMessage
 }
 
+// unstarted is a call that ended before start sent it (refused, or
+// failed), for its report.
+func unstarted(r Request, started time.Time) *call {
+	return &call{key: poolKey(r), method: r.Method, name: r.Name, started: started, opts: r.Options}
+}
+
 // start leases a session and sends the request upstream (re-initializing
 // once if the upstream forgot the session). When nothing reached the
 // upstream (see Request.Failover), it starts again on the upstream
@@ -193,6 +199,16 @@ func (b *Bridge) take(handle [16]byte, round uint32) *call {
 func (b *Bridge) unparkLocked(c *call) {
 	c.timer.Stop()
 	delete(b.parked, c.handle)
+}
+
+// endParked ends c if it is still parked at round, from outside the
+// client's requests: its park_ttl passed, or its upstream call failed. The
+// observer learns why it left the parked calls, then abandon ends it.
+func (b *Bridge) endParked(c *call, round uint32, why, outcome, reason string) {
+	if b.take(c.handle, round) != nil {
+		b.unparked(c, why)
+		b.abandon(c, outcome, reason)
+	}
 }
 
 // unparked tells c's observer it left the parked calls.

@@ -97,10 +97,7 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 	b.parked[c.handle] = c
 	round := c.round // the timer belongs to this round only
 	c.timer = time.AfterFunc(o.ParkTTL, func() {
-		if b.take(c.handle, round) != nil {
-			b.unparked(c, ParkExpired)
-			b.abandon(c, OutcomeExpired, "input not provided in time")
-		}
+		b.endParked(c, round, ParkExpired, OutcomeExpired, "input not provided in time")
 	})
 	b.mu.Unlock()
 	// Nobody reads the call while it is parked: an upstream that sends more
@@ -108,10 +105,7 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 	// ends it now rather than at the retry or the expiry.
 	c.up.Park()
 	c.up.OnFailure(func() {
-		if b.take(c.handle, round) != nil {
-			b.unparked(c, ParkFailed)
-			b.abandon(c, OutcomeError, "the upstream call failed while parked")
-		}
+		b.endParked(c, round, ParkFailed, OutcomeError, "the upstream call failed while parked")
 	})
 	_ = sink.Respond(http.StatusOK, answer)
 	return OutcomeInputRequired
