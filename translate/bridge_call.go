@@ -46,7 +46,7 @@ import (
 //
 // Who may touch a call: while RUNNING, the goroutine serving the client's
 // request (the first one, or the retry that took it). Once park has put it
-// in Bridge.parked, its fields are read only under Bridge.mu (Snapshot);
+// in Bridge.parked, its fields are read only under Bridge.mu (ParkedCalls);
 // park itself goes on only with the upstream call (Park, OnFailure), which
 // is safe for concurrent use. It leaves PARKED only through take (or Close,
 // under the same lock): the retry, the park_ttl timer and the upstream's
