@@ -2,17 +2,11 @@ package translate
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
-
-	"github.com/tidwall/gjson"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
@@ -116,7 +110,8 @@ func (o BridgeOptions) Ready() *BridgeOptions {
 // Bridge serves modern (2026-07-28) clients from legacy upstreams: it leases
 // upstream sessions initialized with the client's declared capabilities,
 // reshapes results, and parks calls that ask for input until the client
-// retries with inputResponses.
+// retries with inputResponses. The life of a call (start, run, park,
+// resume, and its ends) is drawn in bridge_call.go.
 type Bridge struct {
 	pool     *legacy.Pool
 	defaults *BridgeOptions // of the requests that carry none
@@ -167,10 +162,9 @@ func (b *Bridge) Close() {
 	b.closed = true
 	var all []*call
 	for _, c := range b.parked {
-		c.timer.Stop()
+		b.unparkLocked(c)
 		all = append(all, c)
 	}
-	clear(b.parked)
 	b.mu.Unlock()
 	for _, c := range all {
 		b.unparked(c, ParkCancelled)
@@ -263,7 +257,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 	if rerr := b.roomBeforeStart(r); rerr != nil {
 		// Refused before it reached the upstream: no side effect there.
 		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
-		c := &call{key: poolKey(r), method: r.Method, name: r.Name, started: started, opts: r.Options}
+		c := unstarted(r, started)
 		b.unparked(c, ParkRefused)
 		b.report(c, OutcomeRefused, rerr.Message)
 		return Served{Outcome: OutcomeRefused}
@@ -277,7 +271,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 		}
 		if r.Method != "server/discover" && r.Method != "subscriptions/listen" {
 			// A call that never reached the upstream still ended.
-			b.report(&call{key: poolKey(r), method: r.Method, name: r.Name, started: started, opts: r.Options}, outcome, rerr.detail())
+			b.report(unstarted(r, started), outcome, rerr.detail())
 		}
 		return Served{Outcome: outcome, Cause: rerr.Cause}
 	}
@@ -296,106 +290,6 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 	return Served{Outcome: outcome, Cause: cause}
 }
 
-// call is one upstream request of the bridge's, from its first client
-// request to its result, across every parking.
-type call struct {
-	key      legacy.PoolKey
-	opts     *BridgeOptions // of the call's first request
-	always   bool           // Request.GatherAlways
-	sess     *legacy.Session
-	up       *legacy.Call // nil for server/discover
-	cancelUp context.CancelFunc
-	method   string
-	name     string    // tool or prompt name, or resource URI
-	started  time.Time // first request
-	expires  time.Time // while parked
-	handle   [16]byte
-	round    uint32
-	digest   [16]byte // of the request, computed when the call first parks
-	princ    [16]byte
-	keys     KeyCounter
-	pending  []pendingInput
-	held     []legacy.Message // arrived while parked, for run
-	timer    *time.Timer
-	placed   bool          // holds a place in Bridge.sets[opts] (bridge_admit.go), under Bridge.mu
-	overhead time.Duration // spent translating (CallReport.Overhead)
-}
-
-type pendingInput struct {
-	InputRequest
-	upstreamID json.RawMessage
-}
-
-// start leases a session and sends the request upstream (re-initializing
-// once if the upstream forgot the session). When nothing reached the
-// upstream (see Request.Failover), it starts again on the upstream
-// r.Failover points r at.
-func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *RPCError) {
-	info := metaField(params, MetaClientInfo)
-	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: time.Now(), princ: r.Principal}
-	if _, err := rand.Read(c.handle[:]); err != nil {
-		return nil, internalError("no randomness")
-	}
-	failover := func(err error) bool { return r.Failover != nil && r.Failover(r, err) }
-	for attempt := 0; ; {
-		key := poolKey(*r)
-		c.key, c.always = key, r.GatherAlways
-		sess, err := b.pool.Lease(ctx, key, r.Header, []byte(key.Caps), info, r.Options.Lease)
-		if err != nil {
-			if unopened(ctx, err) && failover(err) {
-				continue
-			}
-			return nil, upstreamError(err)
-		}
-		c.sess = sess
-		if r.Method == "server/discover" || r.Method == "subscriptions/listen" {
-			return c, nil
-		}
-		if r.LogLevel != "" && gjson.GetBytes(sess.InitResult, "capabilities.logging").Exists() {
-			// Legacy servers log per session: set the level this request
-			// asked for.
-			if err = setLogLevel(ctx, sess, r.LogLevel); err != nil {
-				b.pool.Release(key, sess, false)
-				if ctx.Err() == nil && legacy.Refused(err) && failover(err) {
-					continue // an idle session of a dead upstream
-				}
-				return nil, upstreamError(err)
-			}
-		}
-		// The call outlives the client's request (it may park), but until
-		// the upstream answers the headers, a client that leaves cancels it.
-		callCtx, cancelCall := context.WithCancel(b.ctx)
-		stop := context.AfterFunc(ctx, cancelCall)
-		id := sess.NewRequestID()
-		c.up, err = sess.CallWithID(callCtx, id, r.Method, upstreamParams(params))
-		if !stop() {
-			// The client left first. A legacy server does not take a
-			// dropped connection for a cancellation: tell it.
-			if err == nil {
-				c.up.Close()
-			}
-			cancelCall()
-			b.cancelUpstream(sess, id, "client disconnected")
-			b.pool.Release(key, sess, false)
-			return nil, &RPCError{HTTPStatus: 499, Code: InternalError, Message: "client disconnected"}
-		}
-		if err == nil {
-			c.cancelUp = cancelCall
-			return c, nil
-		}
-		cancelCall()
-		b.pool.Release(key, sess, false)
-		switch {
-		case errors.Is(err, legacy.ErrSessionGone) && attempt == 0:
-			attempt++
-		case ctx.Err() == nil && legacy.Refused(err) && failover(err):
-			// The call never left: an idle session of a dead upstream.
-		default:
-			return nil, upstreamError(err)
-		}
-	}
-}
-
 // discover answers server/discover from the session's InitializeResult.
 func (b *Bridge) discover(c *call, r Request, sink Sink) string {
 	defer b.pool.Release(c.key, c.sess, true)
@@ -410,294 +304,6 @@ func (b *Bridge) discover(c *call, r Request, sink Sink) string {
 
 func (b *Bridge) reshapeOptions(c *call) ReshapeOptions {
 	return ReshapeOptions{ServerInfo: serverInfo(c.sess.InitResult)}
-}
-
-// run relays the upstream answer until the result, or until the upstream
-// asks for input and the call parks. It returns the request's outcome, and
-// the upstream failure that ended it, if any (for the logs).
-//
-// Once the upstream has asked, the round takes the questions already there
-// and parks; for a target known to ask several at once, or not known yet
-// (gatherPolicy), it waits GatherWindow for siblings first. A round that asks again for
-// answers missing from the retry (reask) takes what is there and parks.
-func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh map[string]json.RawMessage, reask bool) (string, error) {
-	var gather <-chan time.Time
-	asked := 0          // new questions this round
-	collecting := reask // the round takes what is already there, then parks
-	taken := 0          // messages taken while collecting
-	msgs := c.up.Messages()
-	for {
-		var m legacy.Message
-		ok, inbox := true, false
-		switch {
-		case len(c.held) > 0:
-			m, c.held = c.held[0], c.held[1:]
-		case collecting:
-			if taken++; taken > maxCollected {
-				return b.parkRound(c, r, sink, asked), nil // a chatty upstream
-			}
-			yieldToReaders()
-			select {
-			case m, ok = <-msgs:
-			case m = <-c.sess.Inbox():
-				inbox = true
-			default:
-				return b.parkRound(c, r, sink, asked), nil
-			}
-		default:
-			select {
-			case m, ok = <-msgs:
-			case m = <-c.sess.Inbox():
-				inbox = true
-			case <-gather:
-				return b.parkRound(c, r, sink, asked), nil
-			case <-ctx.Done():
-				return b.requestEnded(ctx, c, r, sink), nil
-			}
-		}
-		if !ok {
-			return b.upstreamEnded(c, r, sink)
-		}
-		switch {
-		case m.Kind == legacy.KindRequest:
-			if !b.upstreamRequest(c, r, m, fresh) {
-				continue
-			}
-		case inbox:
-			continue // the session's other messages are not the call's
-		case m.Kind == legacy.KindResponse && string(m.ID) == string(c.up.ID):
-			b.finish(c, true)
-			outcome := b.respondFinal(c, r, m, sink)
-			b.report(c, outcome, "")
-			return outcome, nil
-		case m.Kind == legacy.KindNotification:
-			if err := relayNotification(m, r, sink); err != nil {
-				// The client stopped reading (or left): nobody will
-				// see the result.
-				b.abandon(c, OutcomeCancelled, "client stopped reading")
-				return OutcomeCancelled, nil
-			}
-			continue
-		default:
-			continue
-		}
-		asked++
-		o := c.opts
-		if len(c.pending) > o.MaxInputsPerRound {
-			b.gather.learn(c, asked > 1)
-			b.abandon(c, OutcomeError, "too many requests for input")
-			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(
-				fmt.Sprintf("the upstream asked for more than %d inputs in one round (max_inputs_per_round); the call was cancelled", o.MaxInputsPerRound))))
-			return OutcomeError, nil
-		}
-		if asked == 1 && !collecting {
-			if b.gather.waits(c) {
-				gather = time.After(o.GatherWindow)
-			} else {
-				collecting = true
-			}
-		}
-	}
-}
-
-// requestEnded abandons c when the client's request ended before the call:
-// the client left, or the gateway is stopping (the client may still be
-// listening: it is told).
-func (b *Bridge) requestEnded(ctx context.Context, c *call, r Request, sink Sink) string {
-	cause := context.Cause(ctx)
-	if errors.Is(cause, context.Canceled) {
-		b.abandon(c, OutcomeCancelled, "client disconnected")
-		return OutcomeCancelled
-	}
-	b.abandon(c, OutcomeCancelled, "gateway shutting down")
-	_ = sink.Respond(http.StatusServiceUnavailable, ErrorResponse(r.ID, &RPCError{
-		HTTPStatus: http.StatusServiceUnavailable, Code: InternalError, Message: "the call was abandoned: " + cause.Error()}))
-	return OutcomeCancelled
-}
-
-// upstreamEnded answers the client when the upstream's answer ended without
-// the call's result; it returns the outcome and why (for the logs: the
-// transport's error may name the upstream's address).
-func (b *Bridge) upstreamEnded(c *call, r Request, sink Sink) (string, error) {
-	rerr := upstreamFailure("the upstream ended the call without a result", c.up.Err())
-	switch {
-	case errors.Is(rerr.Cause, legacy.ErrBacklog):
-		// The upstream is still working: tell it to stop. The client may
-		// know why (max_buffered_notifications).
-		rerr.Message += ": " + legacy.ErrBacklog.Error()
-		b.abandon(c, OutcomeError, "too many unread messages")
-	case errors.Is(rerr.Cause, legacy.ErrJSONTooDeep):
-		// Its stream was closed on a nesting bomb; it may still be
-		// working on the call.
-		rerr.Message += ": it sent JSON nested too deeply"
-		b.abandon(c, OutcomeError, "the upstream sent JSON nested too deeply")
-	default:
-		b.finish(c, false)
-		b.report(c, OutcomeError, rerr.detail())
-	}
-	_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, rerr))
-	return OutcomeError, rerr.Cause
-}
-
-// upstreamRequest handles a request the upstream made during the call. It
-// reports whether the request now waits for the client.
-func (b *Bridge) upstreamRequest(c *call, r Request, m legacy.Message, fresh map[string]json.RawMessage) bool {
-	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-	defer cancel()
-	params := m.Params()
-	switch {
-	case m.Method == "ping":
-		_ = c.sess.Respond(ctx, m.ID, []byte("{}"), nil)
-		return false
-	case !IsInputMethod(m.Method) || !inputCapable[c.method]:
-		_ = c.sess.Respond(ctx, m.ID, nil, []byte(`{"code":-32601,"message":"Method not found"}`))
-		return false
-	case !ClientSupports(r.ClientCapabilities, m.Method, params):
-		res, errObj := CancelAnswer(m.Method)
-		_ = c.sess.Respond(ctx, m.ID, res, errObj)
-		return false
-	}
-	w := startWatch(&c.overhead)
-	ir, err := NewInputRequest(m.Method, params, &c.keys)
-	w.stop()
-	if err != nil {
-		res, errObj := CancelAnswer(m.Method)
-		_ = c.sess.Respond(ctx, m.ID, res, errObj)
-		return false
-	}
-	if resp, ok := fresh[ir.Key]; ok && ValidateInputResponse(ir.Method, resp) == nil {
-		// The client already answered this question (a fresh request
-		// carrying inputResponses): no round trip.
-		_ = c.sess.Respond(ctx, m.ID, resp, nil)
-		return false
-	}
-	c.pending = append(c.pending, pendingInput{InputRequest: ir, upstreamID: m.ID})
-	return true
-}
-
-// abandon ends a call nobody will finish: the upstream's pending requests
-// are answered (elicitation cancelled, others refused), the upstream call
-// is cancelled, and the session is ended upstream (a cancelled call may have
-// left it in any state; a new one is cheap).
-func (b *Bridge) abandon(c *call, outcome, reason string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for _, p := range c.pending {
-		res, errObj := CancelAnswer(p.Method)
-		_ = c.sess.Respond(ctx, p.upstreamID, res, errObj)
-	}
-	for _, m := range c.held {
-		if m.Kind == legacy.KindRequest {
-			res, errObj := CancelAnswer(m.Method)
-			_ = c.sess.Respond(ctx, m.ID, res, errObj)
-		}
-	}
-	c.pending, c.held = nil, nil
-	if c.up != nil {
-		b.cancelUpstream(c.sess, c.up.ID, reason)
-	}
-	b.finish(c, false)
-	b.report(c, outcome, reason)
-}
-
-// cancelUpstream sends notifications/cancelled for the request id.
-func (b *Bridge) cancelUpstream(sess *legacy.Session, id json.RawMessage, reason string) {
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-	defer cancel()
-	params, _ := json.Marshal(map[string]any{"requestId": id, "reason": reason})
-	_ = sess.Notify(ctx, "notifications/cancelled", params)
-}
-
-// finish closes the upstream call, releases the session and frees the
-// call's place among the parked calls.
-func (b *Bridge) finish(c *call, healthy bool) {
-	b.release(c)
-	if c.up != nil {
-		c.up.Close()
-		c.cancelUp()
-	}
-	b.pool.Release(c.key, c.sess, healthy)
-}
-
-// report tells c's observer the call ended.
-func (b *Bridge) report(c *call, outcome, reason string) {
-	if obs := c.opts.Observer; obs != nil {
-		obs.CallEnded(CallReport{
-			Bridge: "forward", Upstream: c.key.Upstream, Method: c.method, Name: c.name,
-			Rounds: int(c.round), Outcome: outcome, Reason: reason,
-			Duration: time.Since(c.started), Overhead: c.overhead,
-		})
-	}
-}
-
-// respondFinal reshapes the upstream's response for the modern client and
-// returns the outcome.
-func (b *Bridge) respondFinal(c *call, r Request, m legacy.Message, sink Sink) string {
-	w := startWatch(&c.overhead)
-	if res := resultOf(m.Raw); res != nil {
-		out, err := ReshapeResult(r.Method, res, b.reshapeOptions(c))
-		w.stop()
-		if err != nil {
-			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(err.Error())))
-			return OutcomeError
-		}
-		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, out))
-		return OutcomeComplete
-	}
-	errObj := errorOf(m.Raw)
-	if reqs, ok := URLElicitationFromError(errObj); ok && inputCapable[r.Method] {
-		// A legacy "URL elicitation required" error becomes an input round:
-		// the client retries once the user is done, and the call runs again.
-		answer := resultResponse(r.ID, InputRequiredResult(reqs, ""))
-		w.stop()
-		_ = sink.Respond(http.StatusOK, answer)
-		return OutcomeInputRequired
-	}
-	code, out := ReshapeError(errObj)
-	w.stop()
-	status := http.StatusOK
-	switch code {
-	case MissingRequiredClientCapability:
-		status = http.StatusBadRequest // the gateway's convention for legacy servers, see README
-	case MethodNotFound:
-		status = http.StatusNotFound
-	}
-	_ = sink.Respond(status, errorObjectResponse(r.ID, out))
-	return OutcomeError
-}
-
-// setLogLevel sets the session's logging level (logging/setLevel).
-func setLogLevel(ctx context.Context, sess *legacy.Session, level string) error {
-	p, _ := json.Marshal(map[string]string{"level": level})
-	call, err := sess.Call(ctx, "logging/setLevel", p)
-	if err != nil {
-		return err
-	}
-	defer call.Close()
-	_, err = call.Final()
-	return err
-}
-
-// relayNotification passes on the notifications related to the request:
-// progress always, log messages only when the request asked with logLevel.
-// It returns the sink's error: the client is not reading.
-func relayNotification(m legacy.Message, r Request, sink Sink) error {
-	switch m.Method {
-	case "notifications/progress":
-		return sink.Notify(m.Raw)
-	case "notifications/message":
-		if r.LogLevel != "" && logLevelAtLeast(stringField(m.Params(), "level"), r.LogLevel) {
-			return sink.Notify(m.Raw)
-		}
-	}
-	return nil
-}
-
-// logLevelAtLeast reports whether level is at or above threshold in the
-// order of logLevels.
-func logLevelAtLeast(level, threshold string) bool {
-	l, t := slices.Index(logLevels, level), slices.Index(logLevels, threshold)
-	return l >= 0 && l >= t
 }
 
 // poolKey derives the session key of a request.

@@ -114,15 +114,6 @@ func (b *Bridge) release(c *call) {
 	}
 }
 
-// refuse ends c, which wanted to park and found no room: as abandon, and
-// the client gets rerr.
-func (b *Bridge) refuse(c *call, r Request, sink Sink, rerr *RPCError) string {
-	b.unparked(c, ParkRefused)
-	b.abandon(c, OutcomeRefused, rerr.Message)
-	_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
-	return OutcomeRefused
-}
-
 // roomBeforeStart refuses a first request whose target is known to ask for
 // input when its call could not park: the table of its options is full, or
 // its principal is at its bound. Other requests, and retries, go on.

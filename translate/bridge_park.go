@@ -13,7 +13,8 @@ import (
 // Parking and resuming: a call that asked for input waits in the bridge's
 // table (bounded per options set and per principal, see bridge_admit.go;
 // expiring after ParkTTL) for the client's retry, whose requestState leads
-// back to it.
+// back to it. Which function moves a call in and out of the table:
+// bridge_call.go.
 
 // parkRound parks c with the round's questions, remembering whether its
 // target asked one or several at once.
@@ -96,10 +97,7 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 	b.parked[c.handle] = c
 	round := c.round // the timer belongs to this round only
 	c.timer = time.AfterFunc(o.ParkTTL, func() {
-		if b.take(c.handle, round) != nil {
-			b.unparked(c, ParkExpired)
-			b.abandon(c, OutcomeExpired, "input not provided in time")
-		}
+		b.endParked(c, round, ParkExpired, OutcomeExpired, "input not provided in time")
 	})
 	b.mu.Unlock()
 	// Nobody reads the call while it is parked: an upstream that sends more
@@ -107,39 +105,10 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 	// ends it now rather than at the retry or the expiry.
 	c.up.Park()
 	c.up.OnFailure(func() {
-		if b.take(c.handle, round) != nil {
-			b.unparked(c, ParkFailed)
-			b.abandon(c, OutcomeError, "the upstream call failed while parked")
-		}
+		b.endParked(c, round, ParkFailed, OutcomeError, "the upstream call failed while parked")
 	})
 	_ = sink.Respond(http.StatusOK, answer)
 	return OutcomeInputRequired
-}
-
-// unparked tells c's observer it left the parked calls.
-func (b *Bridge) unparked(c *call, why string) {
-	if obs := c.opts.Observer; obs != nil {
-		obs.Unparked(why)
-	}
-}
-
-// take removes the parked call with handle at round, or returns nil.
-func (b *Bridge) take(handle [16]byte, round uint32) *call {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	c := b.parked[handle]
-	if c == nil || c.round != round {
-		return nil
-	}
-	b.unparkLocked(c)
-	return c
-}
-
-// unparkLocked removes c from the parked calls; it keeps its place in
-// the table until it ends.
-func (b *Bridge) unparkLocked(c *call) {
-	c.timer.Stop()
-	delete(b.parked, c.handle)
 }
 
 // openState opens the requestState of a retry with the keyring of r's

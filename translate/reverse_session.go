@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -159,4 +160,13 @@ func (rv *Reverse) Session(opts *ReverseOptions, s legacy.ClientSession, princip
 func (rv *Reverse) Delete(s *ReverseSession) {
 	now := time.Now()
 	rv.deleted.put(s.ID, struct{}{}, s.Issued.Add(rv.options(s).SessionLifetime), now)
+}
+
+// compactJSON returns raw without insignificant whitespace.
+func compactJSON(raw string) []byte {
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(raw)); err != nil {
+		return []byte(raw)
+	}
+	return b.Bytes()
 }

@@ -1,0 +1,81 @@
+package translate
+
+import (
+	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+)
+
+// ReverseOptions configure the reverse bridge's sessions: those of one
+// configuration (one mcp_gateway handler), which opens them with its own
+// options (InitRequest.Options, Open); the bridge's own serve the rest. They
+// are taken as given, with no defaulting here: start from
+// DefaultReverseOptions, which holds the documented defaults.
+type ReverseOptions struct {
+	// Keyring seals and opens the gateway-held session ids. Required.
+	Keyring *legacy.Keyring
+	// Instance names this gateway instance in the ids of the in-line
+	// requests it sends, so that an answer reaching another instance can be
+	// recognized and forwarded to this one.
+	Instance string
+	// Address is this instance's advertised base URL. When set, the ids of
+	// in-line requests also carry it, sealed, so that another instance can
+	// forward an answer here without a peer list.
+	Address string
+	// MaxRounds bounds the input_required rounds of one legacy request.
+	MaxRounds int
+	// MaxInputsPerRound bounds the input requests of one round; a round
+	// asking for more ends the call with an error.
+	MaxInputsPerRound int
+	// RoundTimeout bounds how long a round waits for the client's answers.
+	RoundTimeout time.Duration
+	// SessionLifetime is how long a gateway-held session id stays valid
+	// after initialize.
+	SessionLifetime time.Duration
+	// RetryPause is the wait before retrying a requestState-only
+	// input_required result (load shedding).
+	RetryPause time.Duration
+	// Observer learns how calls end (metrics, logs). Optional.
+	Observer Observer
+
+	ownerTag string // Instance and Address sealed, for in-line ids
+	ready    bool   // made by Ready
+}
+
+// DefaultReverseOptions returns the documented defaults of the reverse
+// bridge's options, and is their one source (see DefaultBridgeOptions).
+// Keyring, Instance, Address and Observer are left unset.
+func DefaultReverseOptions() ReverseOptions {
+	return ReverseOptions{
+		MaxRounds:         defaultMaxRounds,
+		MaxInputsPerRound: defaultMaxInputsPerRound,
+		RoundTimeout:      defaultRoundTimeout,
+		SessionLifetime:   24 * time.Hour,
+		RetryPause:        250 * time.Millisecond,
+	}
+}
+
+// Ready returns o as the options of one configuration, made once and passed
+// to Initialize and Open: it seals Instance and Address for the ids of
+// in-line requests. o is taken as given (see DefaultReverseOptions).
+func (o ReverseOptions) Ready() *ReverseOptions {
+	if o.Address != "" && o.Keyring != nil {
+		o.ownerTag = sealOwner(o.Keyring, Owner{Instance: o.Instance, Address: o.Address})
+	}
+	o.ready = true
+	return &o
+}
+
+// optionsOf returns o made Ready, or the bridge's own when nil.
+func (rv *Reverse) optionsOf(o *ReverseOptions) *ReverseOptions {
+	switch {
+	case o == nil:
+		return rv.defaults
+	case !o.ready:
+		return o.Ready()
+	}
+	return o
+}
+
+// options returns the options s was opened with.
+func (rv *Reverse) options(s *ReverseSession) *ReverseOptions { return rv.optionsOf(s.opts) }
