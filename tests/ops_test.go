@@ -125,8 +125,10 @@ const accessLogSite = `	log {
 		output stderr
 		format json
 	}
+	log_append mcp_era {http.mcp_gateway.era}
 	log_append mcp_cell {http.mcp_gateway.cell}
 	log_append mcp_method {http.mcp_gateway.method}
+	log_append mcp_upstream {http.mcp_gateway.upstream}
 	log_append mcp_round {http.mcp_gateway.round}
 	log_append mcp_outcome {http.mcp_gateway.outcome}`
 

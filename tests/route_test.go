@@ -97,7 +97,7 @@ func listsModern(t *testing.T, url string, id int) bool {
 func TestRouteRetryParkedHereAfterModernCameBack(t *testing.T) {
 	rs := newRecordingServer(t)
 	modern := newComebackModern(t)
-	g := startGatewayWith(t, "", routeLogSite, "\t\tupstream "+modern.url+" {\n\t\t\tera modern\n\t\t}\n"+
+	g := startGatewayWith(t, "", accessLogSite, "\t\tupstream "+modern.url+" {\n\t\t\tera modern\n\t\t}\n"+
 		"\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tfail_duration 1s\n\t\tpark_ttl 2m")
 
 	// Round 1, modern upstream down: the first request finds its
@@ -171,14 +171,3 @@ func TestRouteRetryParkedHereAfterModernCameBack(t *testing.T) {
 		}
 	}
 }
-
-// routeLogSite appends the routing placeholders to JSON access logs.
-const routeLogSite = `	log {
-		output stderr
-		format json
-	}
-	log_append mcp_era {http.mcp_gateway.era}
-	log_append mcp_cell {http.mcp_gateway.cell}
-	log_append mcp_method {http.mcp_gateway.method}
-	log_append mcp_upstream {http.mcp_gateway.upstream}
-	log_append mcp_outcome {http.mcp_gateway.outcome}`
