@@ -24,7 +24,7 @@ func sampleClientSession() ClientSession {
 }
 
 func TestClientSessionRoundTrip(t *testing.T) {
-	kr := mustKeyring(t, NewRandomKey())
+	kr := testKeyring(t, NewRandomKey())
 	for _, s := range []ClientSession{sampleClientSession(), {Upstream: "u", Issued: time.Unix(0, 0)}} {
 		id, err := SealClientSession(kr, s)
 		if err != nil {
@@ -43,7 +43,7 @@ func TestClientSessionRoundTrip(t *testing.T) {
 }
 
 func TestClientSessionRejects(t *testing.T) {
-	kr := mustKeyring(t, NewRandomKey())
+	kr := testKeyring(t, NewRandomKey())
 	id, err := SealClientSession(kr, sampleClientSession())
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func TestClientSessionRejects(t *testing.T) {
 	raw[len(raw)/2] ^= 1
 	tampered := GatewaySessionID(base64.RawURLEncoding.EncodeToString(raw))
 	pin := SealPin(kr, Pin{Upstream: "http://127.0.0.1:9/mcp", Issued: time.Now()})
-	other, _ := SealClientSession(mustKeyring(t, NewRandomKey()), sampleClientSession())
+	other, _ := SealClientSession(testKeyring(t, NewRandomKey()), sampleClientSession())
 	for name, tok := range map[string]GatewaySessionID{
 		"tampered":      tampered,
 		"a pin":         pin,
@@ -86,7 +86,7 @@ func TestClientSessionRejects(t *testing.T) {
 }
 
 func TestClientSessionLimits(t *testing.T) {
-	kr := mustKeyring(t, NewRandomKey())
+	kr := testKeyring(t, NewRandomKey())
 	s := sampleClientSession()
 	s.Upstream = strings.Repeat("u", MaxClientSessionUpstream)
 	s.ProtocolVersion = strings.Repeat("v", MaxClientSessionVersion)

@@ -67,9 +67,10 @@ type ForwardedRequest struct {
 	Body          []byte
 	Authorization string // the Authorization header
 	SessionID     string // the Mcp-Session-Id header
-	// Principal is PrincipalHash of the principal the forwarding instance
-	// established for the request (its own authentication ran there); the
-	// owner serves the request as this principal.
+	// Principal is the hash (translate.PrincipalHash) of the principal the
+	// forwarding instance established for the request (its own
+	// authentication ran there); the owner serves the request as this
+	// principal.
 	Principal [16]byte
 }
 

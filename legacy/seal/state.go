@@ -12,8 +12,8 @@ import (
 // modern client with an InputRequiredResult. The state names the parked
 // upstream call and binds it to the principal, the originating request and
 // an expiry (SEP-2322 server requirements 4 and 5, PROTOCOL.md §3.3); it is
-// sealed with AES-256-GCM by a Keyring, so clients can neither read
-// nor forge it. Single use is enforced by the parked-call registry, not
+// sealed with AES-256-GCM by a Keyring, so clients can neither read nor
+// forge it. Single use is enforced by the parked-call registry, not
 // here.
 
 // statePurpose separates requestState tokens from every other sealed token.
@@ -39,9 +39,9 @@ var (
 	// ErrStateInvalid means the requestState did not open or is malformed
 	// (tampered, truncated, sealed under an unknown key or for another
 	// purpose). It comes wrapped together with ErrUnsealable.
-	ErrStateInvalid = errors.New("translate: invalid requestState")
+	ErrStateInvalid = errors.New("seal: invalid requestState")
 	// ErrStateExpired means the requestState opened but its expiry passed.
-	ErrStateExpired = errors.New("translate: requestState expired")
+	ErrStateExpired = errors.New("seal: requestState expired")
 )
 
 // State is what a requestState carries.
@@ -57,9 +57,11 @@ type State struct {
 	Handle [16]byte
 	// Round counts the input_required rounds of the call.
 	Round uint32
-	// Principal is PrincipalHash of the authenticated principal.
+	// Principal is the hash of the authenticated principal
+	// (translate.PrincipalHash).
 	Principal [16]byte
-	// Digest is RequestDigest of the originating request.
+	// Digest is the digest of the originating request
+	// (translate.RequestDigest).
 	Digest [16]byte
 	// Expires is when the state stops opening (second precision).
 	Expires time.Time
@@ -145,7 +147,7 @@ func varintLen(v int64) int {
 // caller must reject earlier.
 func SealState(kr *Keyring, s State) string {
 	if len(s.Instance) > MaxInstanceLen || len(s.Address) > MaxAddressLen {
-		panic("translate: State.Instance or State.Address longer than " + strconv.Itoa(MaxInstanceLen) + " bytes")
+		panic("seal: State.Instance or State.Address longer than " + strconv.Itoa(MaxInstanceLen) + " bytes")
 	}
 	var buf [3 + MaxInstanceLen + MaxAddressLen + 16 + binary.MaxVarintLen32 + 32 + binary.MaxVarintLen64]byte
 	return kr.Seal(statePurpose, s.encode(buf[:0]))
