@@ -11,6 +11,10 @@ import (
 	"github.com/tidwall/gjson"
 )
 
+// This file computes what a requestState binds besides its call (the
+// principal and the request, seal.State), and what a forwarding header
+// carries of the principal: hashes of inputs only translate reads.
+
 // PrincipalHash returns the first 16 bytes of the SHA-256 of principal,
 // the form in which a seal.State binds its principal.
 func PrincipalHash(principal string) [16]byte {
