@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -177,7 +178,7 @@ func (s *httpSink) close() {
 
 // processInstance names this process in the request state it seals.
 var processInstance = sync.OnceValue(func() string {
-	return hex.EncodeToString(legacy.NewRandomKey()[:8])
+	return hex.EncodeToString(seal.NewRandomKey()[:8])
 })
 
 // bridgedHeader is what a client's request passes to an upstream of the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
@@ -28,7 +29,7 @@ type fleet struct {
 	instance string            // this instance's id
 	address  string            // advertised base URL, or ""
 	peers    map[string]string // other instances' ids → base URLs
-	auth     *translate.ForwardAuth
+	auth     *seal.ForwardAuth
 	client   *http.Client // to the other instances
 	errorLog *log.Logger  // httputil.ReverseProxy's, into the handler's logger
 }
@@ -40,15 +41,15 @@ const (
 	forwardDialTimeout = 3 * time.Second
 	// maxForwardNonces bounds the nonces of forwarded requests remembered
 	// against replay (for 30 s each). Beyond it, those expiring soonest
-	// are forgotten and headers as old are refused (translate.NonceCache):
+	// are forgotten and headers as old are refused (seal.NonceCache):
 	// fresh ones pass whatever the rate.
 	maxForwardNonces = 1 << 16
 )
 
 // forwardNonces is process-wide, so that a config reload does not forget
 // which forwarding headers were already used.
-var forwardNonces = sync.OnceValue(func() *translate.NonceCache {
-	return translate.NewNonceCache(maxForwardNonces)
+var forwardNonces = sync.OnceValue(func() *seal.NonceCache {
+	return seal.NewNonceCache(maxForwardNonces)
 })
 
 // instanceIDPattern is what an instance id may be: it appears in in-line
@@ -95,7 +96,7 @@ func (h *Handler) provisionFleet() error {
 		return errors.New("peer needs instance_id (or advertise) on this instance: " +
 			"with a random id, the other instances cannot list this one")
 	}
-	f.auth = translate.NewForwardAuth(h.keyring, f.instance, forwardNonces())
+	f.auth = seal.NewForwardAuth(h.keyring, f.instance, forwardNonces())
 	f.client = &http.Client{
 		Transport: &http.Transport{
 			Proxy:                 nil,
@@ -127,8 +128,8 @@ func checkBaseURL(raw string) (string, error) {
 		return "", fmt.Errorf("%q: want only scheme://host[:port]", raw)
 	case u.Path != "" && u.Path != "/":
 		return "", fmt.Errorf("%q: no path, please: the client's request path is kept", raw)
-	case len(raw) > translate.MaxAddressLen:
-		return "", fmt.Errorf("%q: longer than %d bytes", raw, translate.MaxAddressLen)
+	case len(raw) > seal.MaxAddressLen:
+		return "", fmt.Errorf("%q: longer than %d bytes", raw, seal.MaxAddressLen)
 	}
 	return u.Scheme + "://" + u.Host, nil
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
@@ -64,7 +64,7 @@ func TestUnmarshalCaddyfileFleetErrors(t *testing.T) {
 func fleetHandler(t *testing.T, h Handler) (Handler, error) {
 	t.Helper()
 	h.logger = zap.NewNop()
-	kr, err := legacy.NewKeyring(legacy.NewRandomKey())
+	kr, err := seal.NewKeyring(seal.NewRandomKey())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,12 +155,12 @@ func TestAcceptForwarded(t *testing.T) {
 		t.Fatalf("a plain request: %v, marked %t", rerr, marked(got))
 	}
 
-	member := translate.NewForwardAuth(h.keyring, "gw-b", nil)
+	member := seal.NewForwardAuth(h.keyring, "gw-b", nil)
 	signed := newReq()
-	signed.Header.Set(translate.ForwardedHeader, member.Sign("gw-a", forwardedRequest(signed, body, bob), time.Now()))
+	signed.Header.Set(seal.ForwardedHeader, member.Sign("gw-a", forwardedRequest(signed, body, bob), time.Now()))
 	got, rerr := h.acceptForwarded(signed, body)
-	if rerr != nil || !marked(got) || got.Header.Get(translate.ForwardedHeader) != "" {
-		t.Fatalf("a signed request: %v, marked %t, header %q", rerr, marked(got), got.Header.Get(translate.ForwardedHeader))
+	if rerr != nil || !marked(got) || got.Header.Get(seal.ForwardedHeader) != "" {
+		t.Fatalf("a signed request: %v, marked %t, header %q", rerr, marked(got), got.Header.Get(seal.ForwardedHeader))
 	}
 	// Served as the principal the forwarding instance established, not as
 	// this instance's own evaluation (Authorization: alice).
@@ -170,15 +170,15 @@ func TestAcceptForwarded(t *testing.T) {
 
 	for name, set := range map[string]func(*http.Request){
 		"replayed": func(r *http.Request) {
-			r.Header.Set(translate.ForwardedHeader, signed.Header.Get(translate.ForwardedHeader))
+			r.Header.Set(seal.ForwardedHeader, signed.Header.Get(seal.ForwardedHeader))
 		},
-		"empty": func(r *http.Request) { r.Header[translate.ForwardedHeader] = []string{""} },
+		"empty": func(r *http.Request) { r.Header[seal.ForwardedHeader] = []string{""} },
 		"twice": func(r *http.Request) {
 			v := member.Sign("gw-a", forwardedRequest(r, body, bob), time.Now())
-			r.Header[translate.ForwardedHeader] = []string{v, v}
+			r.Header[seal.ForwardedHeader] = []string{v, v}
 		},
 		"other query": func(r *http.Request) {
-			r.Header.Set(translate.ForwardedHeader, member.Sign("gw-a", forwardedRequest(r, body, bob), time.Now()))
+			r.Header.Set(seal.ForwardedHeader, member.Sign("gw-a", forwardedRequest(r, body, bob), time.Now()))
 			r.URL.RawQuery = "x=2"
 		},
 	} {

@@ -13,7 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
@@ -292,7 +292,7 @@ type Handler struct {
 	LogUnsafeDetails bool `json:"log_unsafe_details,omitempty"`
 
 	selector      reverseproxy.Selector
-	keyring       *legacy.Keyring
+	keyring       *seal.Keyring
 	logger        *zap.Logger
 	client        *http.Client
 	streams       *streamRegistry // resumable streams and single answers: closed on unload

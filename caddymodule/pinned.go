@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 )
 
 // JSON-RPC codes the legacy transport uses for session problems (the values
@@ -38,7 +39,7 @@ func (h *Handler) initializeLegacy(w http.ResponseWriter, r *http.Request, body 
 		reselect:   func() *Upstream { return h.selectUpstream(r, w, speaksLegacy) },
 		idempotent: true, // at worst an unused upstream session is left to expire
 		answerSession: func(up *Upstream, upstreamSession string) string {
-			return string(legacy.SealPin(h.keyring, legacy.Pin{
+			return string(seal.SealPin(h.keyring, seal.Pin{
 				Upstream:  up.URL,
 				Session:   legacy.UpstreamSessionID(upstreamSession),
 				Principal: h.principal(r),

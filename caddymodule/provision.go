@@ -12,7 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 )
 
 // openCalls tracks the calls no client can pick up again (both bridges'
@@ -23,7 +23,7 @@ var openCalls = newStreamRegistry()
 
 // processKey is the sealing key made at start when no state_key is
 // configured: one per process, so that sessions survive config reloads.
-var processKey = sync.OnceValue(legacy.NewRandomKey)
+var processKey = sync.OnceValue(seal.NewRandomKey)
 
 // Provision sets up the handler: first the defaults of the options left
 // unset (setDefaults, the only place they are set), then the rest.
@@ -103,20 +103,20 @@ func (h *Handler) provisionKeys() error {
 	if len(h.StateKeys) == 0 {
 		h.logger.Warn("no state_key configured: sealing with a random key made at start; " +
 			"sessions will not survive a restart and no other instance can serve them")
-		kr, err := legacy.NewKeyring(processKey())
+		kr, err := seal.NewKeyring(processKey())
 		h.keyring = kr
 		return err
 	}
 	repl := caddy.NewReplacer()
 	keys := make([][]byte, 0, len(h.StateKeys))
 	for i, s := range h.StateKeys {
-		k, err := legacy.ParseKey(repl.ReplaceAll(s, ""))
+		k, err := seal.ParseKey(repl.ReplaceAll(s, ""))
 		if err != nil {
 			return fmt.Errorf("state_key %d: %w", i+1, err)
 		}
 		keys = append(keys, k)
 	}
-	kr, err := legacy.NewKeyring(keys...)
+	kr, err := seal.NewKeyring(keys...)
 	if err != nil {
 		return fmt.Errorf("state_key: %w", err)
 	}

@@ -13,12 +13,13 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // Forwarding between the instances of a fleet (fleet.go): the instance a
 // client reached sends the request on to the owner of its call, signed
-// (translate.ForwardAuth), and relays the owner's answer, JSON or SSE,
+// (seal.ForwardAuth), and relays the owner's answer, JSON or SSE,
 // unchanged as it comes. The owner verifies the signature before anything
 // reaches an upstream, and never forwards a forwarded request again.
 
@@ -52,24 +53,24 @@ func forwardedOf(r *http.Request) (forwardedFrom, bool) {
 // safe only because every one of them is verified here, before anything
 // reaches an upstream.
 func (h *Handler) acceptForwarded(r *http.Request, body []byte) (*http.Request, *translate.RPCError) {
-	v := r.Header.Get(translate.ForwardedHeader)
-	if v == "" && len(r.Header.Values(translate.ForwardedHeader)) == 0 {
+	v := r.Header.Get(seal.ForwardedHeader)
+	if v == "" && len(r.Header.Values(seal.ForwardedHeader)) == 0 {
 		return r, nil
 	}
 	err := errors.New("more than one forwarding header")
 	var principal [16]byte
-	if len(r.Header.Values(translate.ForwardedHeader)) == 1 {
+	if len(r.Header.Values(seal.ForwardedHeader)) == 1 {
 		principal, err = h.fleet.auth.Verify(v, forwardedRequest(r, body, [16]byte{}), time.Now())
 	}
 	if err != nil {
 		h.logger.Warn("refused a forwarded request", zap.String("remote", r.RemoteAddr), zap.Error(err))
 		status, msg := http.StatusForbidden, "Forbidden: forwarded request refused: "+err.Error()
 		switch {
-		case errors.Is(err, translate.ErrForwardBusy):
+		case errors.Is(err, seal.ErrForwardBusy):
 			// Possibly a replay, possibly a header held up during a
 			// flood of forwarded requests: a fresh one passes.
 			status, msg = http.StatusServiceUnavailable, "Service Unavailable: forwarded request refused: "+err.Error()+": send the request again"
-		case errors.Is(err, translate.ErrForwardTarget):
+		case errors.Is(err, seal.ErrForwardTarget):
 			// Behind an advertised address, a restarted instance has a
 			// new id: the call the client wants is gone with the old one.
 			msg += " (that instance may have restarted: start the call again)"
@@ -78,14 +79,14 @@ func (h *Handler) acceptForwarded(r *http.Request, body []byte) (*http.Request, 
 		return r, &translate.RPCError{HTTPStatus: status, Code: translate.InvalidRequest, Message: msg}
 	}
 	h.metrics.Forwarded("received", "ok")
-	r.Header.Del(translate.ForwardedHeader)
+	r.Header.Del(seal.ForwardedHeader)
 	ctx := context.WithValue(r.Context(), forwardedKey{}, true)
 	return r.WithContext(context.WithValue(ctx, forwardedFromKey{}, forwardedFrom{principal: principal})), nil
 }
 
 // forwardedRequest is what the forwarding header of r signs, for principal.
-func forwardedRequest(r *http.Request, body []byte, principal [16]byte) translate.ForwardedRequest {
-	return translate.ForwardedRequest{
+func forwardedRequest(r *http.Request, body []byte, principal [16]byte) seal.ForwardedRequest {
+	return seal.ForwardedRequest{
 		Method: r.Method, URI: originalURI(r), Body: body,
 		Authorization: r.Header.Get("Authorization"), SessionID: r.Header.Get("Mcp-Session-Id"),
 		Principal: principal,
@@ -151,7 +152,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			pr.Out.Host = ""
 			setForwarded(pr.Out.Header, pr.In) // the client's own only from a trusted proxy
 			pr.Out.Header.Del("Origin")        // checked here; the owner's Host differs
-			pr.Out.Header.Set(translate.ForwardedHeader, sig)
+			pr.Out.Header.Set(seal.ForwardedHeader, sig)
 			// The owner answers "100 Continue" as soon as it reads the
 			// body, which stops the first-byte timer of a call that
 			// may then run long.

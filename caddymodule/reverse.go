@@ -11,13 +11,14 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // The reverse bridge: legacy clients in front of modern-only upstreams. The
 // gateway terminates initialize, holds the session in a sealed id
-// (legacy.ClientSession), sends every request upstream statelessly and
+// (seal.ClientSession), sends every request upstream statelessly and
 // turns input_required rounds into in-line requests (translate.Reverse).
 
 // reverses holds the reverse bridge: rounds waiting for a client's answer,
@@ -83,7 +84,7 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, l *l
 	defer h.streams.add(cancel)()
 	msg, body := l.msg, l.body
 	var resp []byte
-	var sid legacy.GatewaySessionID
+	var sid seal.GatewaySessionID
 	var rerr *translate.RPCError
 	for tries := 1; ; tries++ {
 		resp, sid, rerr = h.reverse.Initialize(ctx, translate.InitRequest{

@@ -8,7 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
@@ -57,7 +57,7 @@ type routeInput struct {
 }
 
 // sessionKind is what a legacy request's session id names, told by the
-// purpose it was sealed for (legacy.OpenSessionID).
+// purpose it was sealed for (seal.OpenSessionID).
 type sessionKind uint8
 
 const (
@@ -170,7 +170,7 @@ type learned struct {
 	// what it opened to.
 	msg  translate.Message
 	sid  string
-	pin  legacy.Pin
+	pin  seal.Pin
 	held *translate.ReverseSession
 }
 
@@ -212,12 +212,12 @@ func (h *Handler) learnLegacy(w http.ResponseWriter, r *http.Request, body []byt
 		return l, true, nil
 	}
 	l.in.session = sessionUnknown
-	opened, err := legacy.OpenSessionID(h.keyring, legacy.GatewaySessionID(l.sid))
+	opened, err := seal.OpenSessionID(h.keyring, seal.GatewaySessionID(l.sid))
 	if err != nil {
 		return l, true, nil
 	}
 	switch opened.Kind {
-	case legacy.SessionPinned:
+	case seal.SessionPinned:
 		if opened.Pin.Principal != h.principal(r) {
 			return l, true, nil // another principal's session id is as good as unknown
 		}
@@ -226,7 +226,7 @@ func (h *Handler) learnLegacy(w http.ResponseWriter, r *http.Request, body []byt
 			l.in.upstreamSession = opened.Pin.Session != ""
 			l.pin = opened.Pin
 		}
-	case legacy.SessionHeld:
+	case seal.SessionHeld:
 		s, err := h.reverse.Session(h.reverseOpts, opened.Held, h.principal(r), time.Now())
 		if err != nil {
 			return l, true, nil

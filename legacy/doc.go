@@ -1,5 +1,6 @@
 // Package legacy holds the gateway's side of the legacy MCP wire (protocol
-// revisions 2025-11-25 and earlier): the sealed session ids that pin a legacy
-// client to an upstream session, and the keyring that seals them. It does not
-// import Caddy.
+// revisions 2025-11-25 and earlier): the upstream sessions the bridge opens,
+// over their own HTTP/1.1 client. The sealed session ids that pin a legacy
+// client to an upstream session, and the keyring that seals them, are in
+// legacy/seal. It does not import Caddy.
 package legacy

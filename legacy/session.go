@@ -17,6 +17,10 @@ import (
 	"github.com/tidwall/gjson"
 )
 
+// UpstreamSessionID is the Mcp-Session-Id an upstream server minted. It never
+// leaves the gateway in clear.
+type UpstreamSessionID string
+
 // ProtocolVersion is the legacy protocol version the gateway offers upstream
 // when it opens sessions of its own.
 const ProtocolVersion = "2025-11-25"

@@ -23,7 +23,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -262,13 +262,13 @@ func TestFleetReverseBridge(t *testing.T) {
 
 // fleetAuth signs forwarding headers as a member of the test fleet would:
 // the test knows the shared key.
-func fleetAuth(t *testing.T, keyByte byte) *translate.ForwardAuth {
+func fleetAuth(t *testing.T, keyByte byte) *seal.ForwardAuth {
 	t.Helper()
-	kr, err := legacy.NewKeyring(bytes.Repeat([]byte{keyByte}, legacy.KeySize))
+	kr, err := seal.NewKeyring(bytes.Repeat([]byte{keyByte}, seal.KeySize))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return translate.NewForwardAuth(kr, "test-member", translate.NewNonceCache(16))
+	return seal.NewForwardAuth(kr, "test-member", seal.NewNonceCache(16))
 }
 
 // retryRequest is a retry of the recording server's ask tool, as sent to
@@ -299,11 +299,11 @@ func TestFleetForwardingHeader(t *testing.T) {
 	hdr, body := retryRequest(t, 2, "tea", ir)
 	member := fleetAuth(t, fleetKeyByte)
 	sign := func(target, body string, at time.Time) string {
-		return member.Sign(target, translate.ForwardedRequest{Method: "POST", URI: "/mcp", Body: []byte(body), Authorization: "Bearer alice",
+		return member.Sign(target, seal.ForwardedRequest{Method: "POST", URI: "/mcp", Body: []byte(body), Authorization: "Bearer alice",
 			Principal: translate.PrincipalHash("Bearer alice")}, at)
 	}
 	with := func(forwarded string) map[string]string {
-		h := map[string]string{translate.ForwardedHeader: forwarded}
+		h := map[string]string{seal.ForwardedHeader: forwarded}
 		for k, v := range hdr {
 			h[k] = v
 		}
@@ -327,7 +327,7 @@ func TestFleetForwardingHeader(t *testing.T) {
 		good[6] = "s=" + strings.Repeat("A", 43)
 		refused(t, owner, with(strings.Join(good, ";")), body, 2, "invalid forwarding header")
 		refused(t, owner, with("v1;garbage"), body, 2, "invalid forwarding header")
-		other := fleetAuth(t, fleetKeyByte+1).Sign("gw-0", translate.ForwardedRequest{Method: "POST", URI: "/mcp", Body: []byte(body), Authorization: "Bearer alice"}, now)
+		other := fleetAuth(t, fleetKeyByte+1).Sign("gw-0", seal.ForwardedRequest{Method: "POST", URI: "/mcp", Body: []byte(body), Authorization: "Bearer alice"}, now)
 		refused(t, owner, with(other), body, 2, "unknown key")
 	})
 	t.Run("another request", func(t *testing.T) {
@@ -346,7 +346,7 @@ func TestFleetForwardingHeader(t *testing.T) {
 	t.Run("on a request with nothing to forward", func(t *testing.T) {
 		list := rpcBody(t, 9, "tools/list", map[string]any{"_meta": meta(modernVersion)})
 		h := modernHeaders(modernVersion, "tools/list", "")
-		h[translate.ForwardedHeader] = "v1;k=00000000;t=gw-1;e=1;n=x;s=y"
+		h[seal.ForwardedHeader] = "v1;k=00000000;t=gw-1;e=1;n=x;s=y"
 		refused(t, fleet[1], h, list, 9, "invalid forwarding header")
 	})
 	t.Run("genuine, then replayed", func(t *testing.T) {

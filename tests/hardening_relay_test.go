@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 )
 
 // victim is a listener on loopback that an attacker would like the gateway
@@ -334,10 +334,10 @@ func TestRelayBasicAuthRecipe(t *testing.T) {
 		hdr, body := retryRequest(t, 4, "coffee", ir)
 		delete(hdr, "Authorization")
 		before := rs.requests.Load()
-		hdr[translate.ForwardedHeader] = "v2;k=00000000;t=gw-0;e=1;n=x;p=y;s=z"
+		hdr[seal.ForwardedHeader] = "v2;k=00000000;t=gw-0;e=1;n=x;p=y;s=z"
 		x := postRPC(t, pair[0].URL, hdr, body, 4)
 		checkRPCError(t, x, http.StatusForbidden, -32600, 4)
-		delete(hdr, translate.ForwardedHeader)
+		delete(hdr, seal.ForwardedHeader)
 		if resp := post(t, pair[0].URL, hdr, body); resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("no credentials, no forwarding header: HTTP %d, want 401", resp.StatusCode)
 		}

@@ -25,15 +25,15 @@ fi
 go vet ./...
 
 step "unit tests (race detector)"
-go test -race -count=1 "${short[@]}" ./sse/ ./translate/ ./legacy/ ./caddymodule/
+go test -race -count=1 "${short[@]}" ./sse/ ./translate/ ./legacy/... ./caddymodule/
 
 if ((${#short[@]} == 0)); then
 	step "fuzzing, briefly"
 	# A count, not a duration: time-boxed fuzzing can end with a spurious
 	# "context deadline exceeded" on Go 1.26 (golang/go#75804).
 	for target in "FuzzReader ./sse/" "FuzzWriter ./sse/" "FuzzPeek ./translate/" "FuzzValidateModern ./translate/" \
-		"FuzzOpenState ./translate/" "FuzzReshapeResult ./translate/" "FuzzOpenPin ./legacy/" "FuzzOpenClientSession ./legacy/" \
-		"FuzzInputs ./translate/" "FuzzParseMessage ./legacy/" "FuzzMessageReader ./legacy/" "FuzzVerifyForwarded ./translate/" \
+		"FuzzOpenState ./legacy/seal/" "FuzzReshapeResult ./translate/" "FuzzOpenPin ./legacy/seal/" "FuzzOpenClientSession ./legacy/seal/" \
+		"FuzzInputs ./translate/" "FuzzParseMessage ./legacy/" "FuzzMessageReader ./legacy/" "FuzzVerifyForwarded ./legacy/seal/" \
 		"FuzzJSONDepth ./legacy/" "FuzzForwardURL ./caddymodule/"; do
 		set -- $target
 		if ! out="$(go test -run='^$' -fuzz="^$1\$" -fuzztime=200000x "$2" 2>&1)"; then

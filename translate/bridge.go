@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 )
 
 // Sink is where the bridge writes its answer to the client's request.
@@ -29,7 +30,7 @@ type Sink interface {
 // holds the documented defaults, and set what differs.
 type BridgeOptions struct {
 	// Keyring seals and opens requestState. Required.
-	Keyring *legacy.Keyring
+	Keyring *seal.Keyring
 	// Instance names this gateway instance inside the requestState it seals.
 	Instance string
 	// Address is this instance's advertised base URL, sealed into the
@@ -216,7 +217,7 @@ type Request struct {
 
 // openedState is a retry's requestState, opened and checked once.
 type openedState struct {
-	st   State
+	st   seal.State
 	rerr *RPCError
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 )
 
 // Parking and resuming: a call that asked for input waits in the bridge's
@@ -55,7 +56,7 @@ func (b *Bridge) holdArrived(c *call) {
 // those of the request being answered, whose configuration the client
 // retries through.
 func (b *Bridge) park(c *call, r Request, sink Sink) string {
-	o, seal := c.opts, r.Options
+	o, sealer := c.opts, r.Options
 	if int(c.round) >= o.MaxRounds {
 		b.abandon(c, OutcomeError, "too many rounds of input")
 		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(
@@ -77,8 +78,8 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 	}
 	c.round++
 	c.expires = time.Now().Add(o.ParkTTL)
-	token := SealState(seal.Keyring, State{
-		Instance: seal.Instance, Address: seal.Address, Handle: c.handle, Round: c.round,
+	token := seal.SealState(sealer.Keyring, seal.State{
+		Instance: sealer.Instance, Address: sealer.Address, Handle: c.handle, Round: c.round,
 		Principal: c.princ, Digest: c.digest, Expires: c.expires,
 	})
 	reqs := make([]InputRequest, len(c.pending))
@@ -113,13 +114,13 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 
 // openState opens the requestState of a retry with the keyring of r's
 // options, and checks that it belongs to the retry's principal and request.
-func (b *Bridge) openState(r Request, params []byte, token string) (State, *RPCError) {
+func (b *Bridge) openState(r Request, params []byte, token string) (seal.State, *RPCError) {
 	reject := func(msg string) *RPCError {
 		return &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams, Message: msg}
 	}
-	st, err := OpenState(r.Options.Keyring, token, time.Now())
+	st, err := seal.OpenState(r.Options.Keyring, token, time.Now())
 	switch {
-	case errors.Is(err, ErrStateExpired):
+	case errors.Is(err, seal.ErrStateExpired):
 		return st, reject("requestState expired: send the request again without it")
 	case err != nil:
 		return st, reject("requestState is invalid")
@@ -204,7 +205,7 @@ func (b *Bridge) ParkedElsewhere(r *Request) (Owner, bool) {
 // the answers upstream and goes on with the call.
 func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token string, sink Sink) Served {
 	opened := time.Now()
-	var st State
+	var st seal.State
 	var rerr *RPCError
 	if r.retry != nil {
 		st, rerr = r.retry.st, r.retry.rerr

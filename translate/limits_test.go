@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
@@ -22,7 +23,7 @@ import (
 // instance of its own) over a fresh pool.
 func limitedBridge(t *testing.T, opts BridgeOptions) *Bridge {
 	t.Helper()
-	kr, err := legacy.NewKeyring(legacy.NewRandomKey())
+	kr, err := seal.NewKeyring(seal.NewRandomKey())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func TestReverseMaxInputsPerRound(t *testing.T) {
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
 		&mcp.StreamableHTTPOptions{Stateless: true}))
 	t.Cleanup(srv.Close)
-	kr, err := legacy.NewKeyring(legacy.NewRandomKey())
+	kr, err := seal.NewKeyring(seal.NewRandomKey())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 )
 
 // Two configurations sharing one bridge keep their own options: each
@@ -45,7 +45,7 @@ func retryOf(t *testing.T, upstream string, id, rounds int, a *recordedAnswer) R
 func TestBridgeOptionsPerRequest(t *testing.T) {
 	upstream, server := legacyUpstream(t)
 	b := newTestBridge(t, time.Minute)
-	kA, kB := testKeyring(t), testKeyring(t, bytes.Repeat([]byte{8}, legacy.KeySize))
+	kA, kB := testKeyring(t), testKeyring(t, bytes.Repeat([]byte{8}, seal.KeySize))
 	optA := bridgeOptions(func(o *BridgeOptions) { o.Keyring, o.Instance, o.ParkTTL, o.MaxRounds = kA, "test", time.Minute, 1 }).Ready()
 	optB := bridgeOptions(func(o *BridgeOptions) { o.Keyring, o.Instance, o.ParkTTL, o.MaxRounds = kB, "test", time.Minute, 3 }).Ready()
 
@@ -148,7 +148,7 @@ func TestBridgeOptionsParked(t *testing.T) {
 func TestReverseOptionsPerSession(t *testing.T) {
 	up := modernUpstream(t)
 	rv := newTestReverse(t)
-	kB := testKeyring(t, bytes.Repeat([]byte{5}, legacy.KeySize))
+	kB := testKeyring(t, bytes.Repeat([]byte{5}, seal.KeySize))
 	optA := reverseOptions(func(o *ReverseOptions) {
 		o.Keyring, o.Instance, o.MaxRounds, o.RoundTimeout = rv.defaults.Keyring, "0123456789abcdef", 1, 5*time.Second
 	}).Ready()

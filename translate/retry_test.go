@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/tidwall/gjson"
 )
 
@@ -36,7 +37,7 @@ func TestRetryOf(t *testing.T) {
 			t.Errorf("%s: %+v, want StateUnopened", name, rt)
 		}
 	}
-	there := SealState(b.defaults.Keyring, State{Instance: "gw-b", Address: "http://10.0.0.2:8080", Principal: PrincipalHash("p"),
+	there := seal.SealState(b.defaults.Keyring, seal.State{Instance: "gw-b", Address: "http://10.0.0.2:8080", Principal: PrincipalHash("p"),
 		Digest: RequestDigest("tools/call", paramsOf([]byte(askRequest(t, "", 2, 1, "").Body))), Expires: time.Now().Add(time.Minute)})
 	if rt := b.RetryOf(new(askRequest(t, "", 2, 1, answer(there)))); rt.Whose != ParkedThere ||
 		rt.Owner != (Owner{Instance: "gw-b", Address: "http://10.0.0.2:8080"}) {

@@ -15,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 )
 
 // modernUpstream is a real modern-only server (go-sdk, stateless) whose
@@ -79,7 +79,7 @@ func (s *recordingSink) Respond(status int, msg []byte) error {
 
 func newTestReverse(t *testing.T) *Reverse {
 	t.Helper()
-	kr, err := legacy.NewKeyring(legacy.NewRandomKey())
+	kr, err := seal.NewKeyring(seal.NewRandomKey())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestReverseEngineOpen(t *testing.T) {
 	rv := newTestReverse(t)
 	s := openSession(t, rv, up, "alice", `{}`)
 	kr := rv.defaults.Keyring
-	sid, err := legacy.SealClientSession(kr, s.ClientSession)
+	sid, err := seal.SealClientSession(kr, s.ClientSession)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/tidwall/gjson"
 )
 
@@ -209,8 +210,8 @@ func (rv *Reverse) AnswerOwner(s *ReverseSession, body []byte) (Owner, bool) {
 		return Owner{}, false
 	}
 	owner := Owner{Instance: inst}
-	if sealed, ok := openOwner(o.Keyring, tag); ok && sealed.Instance == inst {
-		owner.Address = sealed.Address
+	if sealedInst, addr, ok := seal.OpenOwner(o.Keyring, tag); ok && sealedInst == inst {
+		owner.Address = addr
 	}
 	return owner, true
 }

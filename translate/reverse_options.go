@@ -3,7 +3,7 @@ package translate
 import (
 	"time"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 )
 
 // ReverseOptions configure the reverse bridge's sessions: those of one
@@ -13,7 +13,7 @@ import (
 // DefaultReverseOptions, which holds the documented defaults.
 type ReverseOptions struct {
 	// Keyring seals and opens the gateway-held session ids. Required.
-	Keyring *legacy.Keyring
+	Keyring *seal.Keyring
 	// Instance names this gateway instance in the ids of the in-line
 	// requests it sends, so that an answer reaching another instance can be
 	// recognized and forwarded to this one.
@@ -60,7 +60,7 @@ func DefaultReverseOptions() ReverseOptions {
 // in-line requests. o is taken as given (see DefaultReverseOptions).
 func (o ReverseOptions) Ready() *ReverseOptions {
 	if o.Address != "" && o.Keyring != nil {
-		o.ownerTag = sealOwner(o.Keyring, Owner{Instance: o.Instance, Address: o.Address})
+		o.ownerTag = seal.SealOwner(o.Keyring, o.Instance, o.Address)
 	}
 	o.ready = true
 	return &o

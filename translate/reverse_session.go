@@ -12,7 +12,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 )
 
 // This file is the session side of the reverse bridge: initialize, the
@@ -20,7 +20,7 @@ import (
 
 // ReverseSession is an opened gateway-held session.
 type ReverseSession struct {
-	legacy.ClientSession
+	seal.ClientSession
 	opts *ReverseOptions // it was opened with (nil: the bridge's own)
 }
 
@@ -47,23 +47,23 @@ type InitRequest struct {
 // per upstream and principal for its ttlMs, at most an hour) and seals a
 // session id carrying what later requests need. It returns the JSON-RPC
 // response to send with the session id.
-func (rv *Reverse) Initialize(ctx context.Context, r InitRequest) (response []byte, sid legacy.GatewaySessionID, rerr *RPCError) {
+func (rv *Reverse) Initialize(ctx context.Context, r InitRequest) (response []byte, sid seal.GatewaySessionID, rerr *RPCError) {
 	o := rv.optionsOf(r.Options)
 	p := gjson.GetBytes(r.Body, "params")
 	caps := []byte("{}")
 	if c := p.Get("capabilities"); c.IsObject() {
 		caps = compactJSON(c.Raw)
-		if len(caps) > legacy.MaxClientSessionCapabilities {
+		if len(caps) > seal.MaxClientSessionCapabilities {
 			caps = compactJSON(removeMembers(c.Raw, "experimental"))
 		}
-		if len(caps) > legacy.MaxClientSessionCapabilities {
-			return nil, "", errorf(http.StatusBadRequest, InvalidParams, "Invalid params: capabilities too large (more than %d bytes)", legacy.MaxClientSessionCapabilities)
+		if len(caps) > seal.MaxClientSessionCapabilities {
+			return nil, "", errorf(http.StatusBadRequest, InvalidParams, "Invalid params: capabilities too large (more than %d bytes)", seal.MaxClientSessionCapabilities)
 		}
 	}
 	var info []byte
 	if ci := p.Get("clientInfo"); ci.IsObject() {
 		info = compactJSON(ci.Raw)
-		if len(info) > legacy.MaxClientSessionInfo {
+		if len(info) > seal.MaxClientSessionInfo {
 			// Keep the identity, drop icons and descriptions.
 			info, _ = json.Marshal(map[string]string{"name": clip(ci.Get("name").String()), "version": clip(ci.Get("version").String())})
 		}
@@ -79,14 +79,14 @@ func (rv *Reverse) Initialize(ctx context.Context, r InitRequest) (response []by
 	if err != nil {
 		return nil, "", internalError("the upstream's server/discover result is unusable: " + err.Error())
 	}
-	s := legacy.ClientSession{
+	s := seal.ClientSession{
 		Upstream: r.Upstream, Principal: princ, ProtocolVersion: version,
 		Capabilities: caps, ClientInfo: info, Issued: time.Now(),
 	}
 	if _, err := rand.Read(s.ID[:]); err != nil {
 		return nil, "", internalError("no randomness")
 	}
-	sid, err = legacy.SealClientSession(o.Keyring, s)
+	sid, err = seal.SealClientSession(o.Keyring, s)
 	if err != nil {
 		return nil, "", internalError("sealing the session: " + err.Error())
 	}
@@ -131,17 +131,17 @@ func (rv *Reverse) discoverResult(ctx context.Context, o *ReverseOptions, upstre
 // which then serve the session's requests. Every failure is ErrNoSession
 // (wrapped).
 func (rv *Reverse) Open(opts *ReverseOptions, token string, principal [16]byte, now time.Time) (*ReverseSession, error) {
-	s, err := legacy.OpenClientSession(rv.optionsOf(opts).Keyring, legacy.GatewaySessionID(token))
+	s, err := seal.OpenClientSession(rv.optionsOf(opts).Keyring, seal.GatewaySessionID(token))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoSession, err)
 	}
 	return rv.Session(opts, s, principal, now)
 }
 
-// Session is Open for a session id already opened (legacy.OpenSessionID,
+// Session is Open for a session id already opened (seal.OpenSessionID,
 // with opts' keyring): it checks what the seal does not — the principal,
 // the session's lifetime, a DELETE on this instance.
-func (rv *Reverse) Session(opts *ReverseOptions, s legacy.ClientSession, principal [16]byte, now time.Time) (*ReverseSession, error) {
+func (rv *Reverse) Session(opts *ReverseOptions, s seal.ClientSession, principal [16]byte, now time.Time) (*ReverseSession, error) {
 	o := rv.optionsOf(opts)
 	switch {
 	case s.Principal != principal:

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 )
 
 func TestNegotiateLegacyVersion(t *testing.T) {
@@ -136,7 +136,7 @@ func TestEncodeHeaderValue(t *testing.T) {
 }
 
 func TestUpstreamRequest(t *testing.T) {
-	s := &ReverseSession{ClientSession: legacy.ClientSession{
+	s := &ReverseSession{ClientSession: seal.ClientSession{
 		Capabilities: []byte(`{"elicitation":{},"roots":{"listChanged":true}}`),
 		ClientInfo:   []byte(`{"name":"c","version":"1"}`),
 	}}
@@ -219,7 +219,7 @@ func TestAnswerOwner(t *testing.T) {
 	}
 	tag := idA[strings.LastIndex(idA, ":")+1:]
 	other := NewReverse(http.DefaultClient, reverseOptions(func(o *ReverseOptions) {
-		o.Keyring, o.Instance, o.Address = testKeyring(t, bytes.Repeat([]byte{9}, legacy.KeySize)), "gw-a", "http://evil:1"
+		o.Keyring, o.Instance, o.Address = testKeyring(t, bytes.Repeat([]byte{9}, seal.KeySize)), "gw-a", "http://evil:1"
 	}))
 	otherID := other.inlineID(other.defaults)
 	for name, id := range map[string]string{

@@ -1,20 +1,18 @@
-package legacy
+package seal
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // GatewaySessionID is the Mcp-Session-Id the gateway hands to a legacy client.
 // It is a sealed Pin: any gateway instance holding the same keys can route it,
 // and no client can forge or alter one.
 type GatewaySessionID string
-
-// UpstreamSessionID is the Mcp-Session-Id an upstream server minted. It never
-// leaves the gateway in clear.
-type UpstreamSessionID string
 
 // Pin binds a legacy client's session to one upstream, to that upstream's
 // own session, and to the principal that opened it.
@@ -23,7 +21,7 @@ type Pin struct {
 	Upstream string
 	// Session is the upstream's session id; empty for an upstream that does
 	// not use sessions (the pin then only keeps the client on that upstream).
-	Session UpstreamSessionID
+	Session legacy.UpstreamSessionID
 	// Principal is a hash of who opened the session; the gateway serves the
 	// session only to the same principal.
 	Principal [16]byte
@@ -81,7 +79,7 @@ func decodePin(b []byte) (Pin, error) {
 	}
 	rest := b[fixed+w:]
 	p.Upstream = string(rest[:n])
-	p.Session = UpstreamSessionID(rest[n:])
+	p.Session = legacy.UpstreamSessionID(rest[n:])
 	return p, nil
 }
 

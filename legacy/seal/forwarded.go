@@ -1,4 +1,4 @@
-package translate
+package seal
 
 import (
 	"container/heap"
@@ -10,12 +10,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // This file authenticates requests one gateway instance forwards to another:
@@ -34,7 +33,7 @@ const ForwardedHeader = "Mcp-Gateway-Forwarded"
 // forwardPurpose derives the forwarding MAC keys from the keyring. v2 added
 // the principal and millisecond expiries: an instance of another version
 // refuses the header (403) rather than misread it.
-const forwardPurpose legacy.Purpose = "mcp-gateway/forwarded/v2"
+const forwardPurpose Purpose = "mcp-gateway/forwarded/v2"
 
 // Validity of a forwarding header: it expires forwardTTL after signing, and
 // an expiry further ahead than forwardTTL+maxClockSkew is refused (it would
@@ -68,9 +67,10 @@ type ForwardedRequest struct {
 	Body          []byte
 	Authorization string // the Authorization header
 	SessionID     string // the Mcp-Session-Id header
-	// Principal is PrincipalHash of the principal the forwarding instance
-	// established for the request (its own authentication ran there); the
-	// owner serves the request as this principal.
+	// Principal is the hash (translate.PrincipalHash) of the principal the
+	// forwarding instance established for the request (its own
+	// authentication ran there); the owner serves the request as this
+	// principal.
 	Principal [16]byte
 }
 
@@ -78,14 +78,14 @@ type ForwardedRequest struct {
 // safe for concurrent use.
 type ForwardAuth struct {
 	self string
-	keys []legacy.MACKey
+	keys []MACKey
 	seen *NonceCache
 }
 
 // NewForwardAuth returns the forwarding authenticator of instance self,
 // with MAC keys derived once from kr; seen remembers the nonces of verified
 // headers (share it across config reloads).
-func NewForwardAuth(kr *legacy.Keyring, self string, seen *NonceCache) *ForwardAuth {
+func NewForwardAuth(kr *Keyring, self string, seen *NonceCache) *ForwardAuth {
 	return &ForwardAuth{self: self, keys: kr.MACKeys(forwardPurpose), seen: seen}
 }
 
@@ -293,4 +293,11 @@ func (c *NonceCache) add(n [16]byte, expires, now time.Time) error {
 	c.seen[n] = struct{}{}
 	heap.Push(&c.byExp, nonceEntry{nonce: n, expires: expires})
 	return nil
+}
+
+// writeField writes b length-prefixed, so that fields cannot run together.
+func writeField(h hash.Hash, b []byte) {
+	var n [binary.MaxVarintLen64]byte
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(b)))])
+	h.Write(b)
 }

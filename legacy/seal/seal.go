@@ -1,4 +1,4 @@
-package legacy
+package seal
 
 import (
 	"crypto/aes"

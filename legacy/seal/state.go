@@ -1,29 +1,23 @@
-package translate
+package seal
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash"
-	"slices"
 	"strconv"
 	"time"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
-	"github.com/tidwall/gjson"
 )
 
 // This file is the codec of the requestState the forward bridge hands to a
 // modern client with an InputRequiredResult. The state names the parked
 // upstream call and binds it to the principal, the originating request and
 // an expiry (SEP-2322 server requirements 4 and 5, PROTOCOL.md §3.3); it is
-// sealed with AES-256-GCM by a legacy.Keyring, so clients can neither read
-// nor forge it. Single use is enforced by the parked-call registry, not
+// sealed with AES-256-GCM by a Keyring, so clients can neither read nor
+// forge it. Single use is enforced by the parked-call registry, not
 // here.
 
 // statePurpose separates requestState tokens from every other sealed token.
-const statePurpose legacy.Purpose = "mcp-gateway/request-state/v1"
+const statePurpose Purpose = "mcp-gateway/request-state/v1"
 
 // stateVersion is the first byte of the sealed plaintext. Version 2 added
 // the owner's address; version 1 states no longer open.
@@ -44,10 +38,10 @@ const maxStateToken = 1024
 var (
 	// ErrStateInvalid means the requestState did not open or is malformed
 	// (tampered, truncated, sealed under an unknown key or for another
-	// purpose). It comes wrapped together with legacy.ErrUnsealable.
-	ErrStateInvalid = errors.New("translate: invalid requestState")
+	// purpose). It comes wrapped together with ErrUnsealable.
+	ErrStateInvalid = errors.New("seal: invalid requestState")
 	// ErrStateExpired means the requestState opened but its expiry passed.
-	ErrStateExpired = errors.New("translate: requestState expired")
+	ErrStateExpired = errors.New("seal: requestState expired")
 )
 
 // State is what a requestState carries.
@@ -63,9 +57,11 @@ type State struct {
 	Handle [16]byte
 	// Round counts the input_required rounds of the call.
 	Round uint32
-	// Principal is PrincipalHash of the authenticated principal.
+	// Principal is the hash of the authenticated principal
+	// (translate.PrincipalHash).
 	Principal [16]byte
-	// Digest is RequestDigest of the originating request.
+	// Digest is the digest of the originating request
+	// (translate.RequestDigest).
 	Digest [16]byte
 	// Expires is when the state stops opening (second precision).
 	Expires time.Time
@@ -149,9 +145,9 @@ func varintLen(v int64) int {
 // the second. It panics if s.Instance is longer than MaxInstanceLen or
 // s.Address longer than MaxAddressLen, which are configuration errors the
 // caller must reject earlier.
-func SealState(kr *legacy.Keyring, s State) string {
+func SealState(kr *Keyring, s State) string {
 	if len(s.Instance) > MaxInstanceLen || len(s.Address) > MaxAddressLen {
-		panic("translate: State.Instance or State.Address longer than " + strconv.Itoa(MaxInstanceLen) + " bytes")
+		panic("seal: State.Instance or State.Address longer than " + strconv.Itoa(MaxInstanceLen) + " bytes")
 	}
 	var buf [3 + MaxInstanceLen + MaxAddressLen + 16 + binary.MaxVarintLen32 + 32 + binary.MaxVarintLen64]byte
 	return kr.Seal(statePurpose, s.encode(buf[:0]))
@@ -160,12 +156,12 @@ func SealState(kr *legacy.Keyring, s State) string {
 // OpenState opens a requestState sealed by SealState with a key of kr and
 // checks its expiry against now. Every token that does not open or does not
 // parse gives an error wrapping both ErrStateInvalid and
-// legacy.ErrUnsealable. A state whose Expires is not after now gives an
+// ErrUnsealable. A state whose Expires is not after now gives an
 // error wrapping ErrStateExpired, returned together with the decoded State
 // so that the caller can release the parked call it names.
-func OpenState(kr *legacy.Keyring, token string, now time.Time) (State, error) {
+func OpenState(kr *Keyring, token string, now time.Time) (State, error) {
 	if len(token) > maxStateToken {
-		return State{}, fmt.Errorf("%w: %w: too long", ErrStateInvalid, legacy.ErrUnsealable)
+		return State{}, fmt.Errorf("%w: %w: too long", ErrStateInvalid, ErrUnsealable)
 	}
 	b, err := kr.Open(statePurpose, token)
 	if err != nil {
@@ -173,153 +169,10 @@ func OpenState(kr *legacy.Keyring, token string, now time.Time) (State, error) {
 	}
 	s, err := decodeState(b)
 	if err != nil {
-		return State{}, fmt.Errorf("%w: %w: %w", ErrStateInvalid, legacy.ErrUnsealable, err)
+		return State{}, fmt.Errorf("%w: %w: %w", ErrStateInvalid, ErrUnsealable, err)
 	}
 	if !now.Before(s.Expires) {
 		return s, fmt.Errorf("%w at %s", ErrStateExpired, s.Expires.UTC().Format(time.RFC3339))
 	}
 	return s, nil
-}
-
-// PrincipalHash returns the first 16 bytes of the SHA-256 of principal,
-// the form in which a State binds its principal.
-func PrincipalHash(principal string) [16]byte {
-	sum := sha256.Sum256([]byte(principal))
-	var h [16]byte
-	copy(h[:], sum[:])
-	return h
-}
-
-// RequestDigest digests a modern request's method and salient params, so
-// that the state minted for one request does not resume another (SEP-2322
-// server requirement 5). The salient params are:
-//
-//   - tools/call and prompts/get: name and arguments (absent or null
-//     arguments count as {});
-//   - resources/read: uri;
-//   - any other method: all params except _meta, inputResponses and
-//     requestState.
-//
-// Values are canonicalized first, so that a client re-serializing its retry
-// keeps the digest: object keys sorted (by their unescaped UTF-8 bytes,
-// recursively), no whitespace, strings compared by their unescaped text,
-// numbers kept as written (1 and 1.0 differ). A missing value, null and
-// every other value digest differently. params that is not valid JSON
-// digests like absent params. The result is the first 16 bytes of a
-// domain-separated SHA-256.
-func RequestDigest(method string, params []byte) [16]byte {
-	h := sha256.New()
-	h.Write([]byte("mcp-gateway/request-digest/v1\x00"))
-	writeField(h, []byte(method))
-	var p gjson.Result
-	if legacy.ValidJSON(params) == nil {
-		p = gjson.ParseBytes(params)
-	}
-	var c canonicalizer
-	switch method {
-	case "tools/call", "prompts/get":
-		c.field(h, p.Get("name"))
-		args := p.Get("arguments")
-		if !args.Exists() || args.Type == gjson.Null {
-			args = gjson.Parse("{}") // no arguments mean empty arguments
-		}
-		c.field(h, args)
-	case "resources/read":
-		c.field(h, p.Get("uri"))
-	default:
-		if p.IsObject() {
-			c.buf = c.object(c.buf[:0], p, 0, "_meta", "inputResponses", "requestState")
-			writeField(h, c.buf)
-		} else {
-			c.field(h, p)
-		}
-	}
-	var d [16]byte
-	copy(d[:], h.Sum(nil))
-	return d
-}
-
-// writeField writes b length-prefixed, so that fields cannot run together.
-func writeField(h hash.Hash, b []byte) {
-	var n [binary.MaxVarintLen64]byte
-	h.Write(n[:binary.PutUvarint(n[:], uint64(len(b)))])
-	h.Write(b)
-}
-
-// maxCanonicalDepth bounds recursion; deeper values are written as their
-// raw text.
-const maxCanonicalDepth = 256
-
-// canonicalizer writes gjson values in canonical form.
-type canonicalizer struct {
-	buf []byte
-}
-
-// field writes v canonicalized, or an empty field when v does not exist
-// (no JSON value has an empty canonical form).
-func (c *canonicalizer) field(h hash.Hash, v gjson.Result) {
-	c.buf = c.buf[:0]
-	if v.Exists() {
-		c.buf = c.value(c.buf, v, 0)
-	}
-	writeField(h, c.buf)
-}
-
-func (c *canonicalizer) value(b []byte, v gjson.Result, depth int) []byte {
-	if depth > maxCanonicalDepth {
-		return append(b, v.Raw...)
-	}
-	switch {
-	case v.IsObject():
-		return c.object(b, v, depth)
-	case v.IsArray():
-		b = append(b, '[')
-		i := 0
-		v.ForEach(func(_, e gjson.Result) bool {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			i++
-			b = c.value(b, e, depth+1)
-			return true
-		})
-		return append(b, ']')
-	case v.Type == gjson.String:
-		return strconv.AppendQuote(b, v.Str)
-	default: // numbers as written, true, false, null
-		return append(b, v.Raw...)
-	}
-}
-
-func (c *canonicalizer) object(b []byte, v gjson.Result, depth int, skip ...string) []byte {
-	type kv struct {
-		k string
-		v gjson.Result
-	}
-	var ms []kv
-	v.ForEach(func(k, val gjson.Result) bool {
-		if !slices.Contains(skip, k.Str) {
-			ms = append(ms, kv{k.Str, val})
-		}
-		return true
-	})
-	slices.SortStableFunc(ms, func(a, b kv) int {
-		switch {
-		case a.k < b.k:
-			return -1
-		case a.k > b.k:
-			return 1
-		}
-		return 0
-	})
-	b = append(b, '{')
-	for i, m := range ms {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendQuote(b, m.k)
-		b = append(b, ':')
-		b = c.value(b, m.v, depth+1)
-	}
-	return append(b, '}')
 }

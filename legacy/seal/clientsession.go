@@ -1,10 +1,12 @@
-package legacy
+package seal
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // ClientSession is a legacy session the gateway itself holds for a legacy
@@ -141,7 +143,7 @@ func decodeClientSession(b []byte) (ClientSession, error) {
 	// they must be valid and shallow, sealed or not.
 	for i, f := range []*[]byte{&s.Capabilities, &s.ClientInfo} {
 		if v := fields[2+i]; len(v) > 0 {
-			if err := ValidJSON(v); err != nil {
+			if err := legacy.ValidJSON(v); err != nil {
 				return ClientSession{}, fmt.Errorf("%w: %w: %w", ErrUnsealable, errMalformedClientSession, err)
 			}
 			*f = v

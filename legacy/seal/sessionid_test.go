@@ -1,4 +1,4 @@
-package legacy
+package seal
 
 import (
 	"errors"
@@ -11,8 +11,8 @@ import (
 // authenticates for, and nothing else opens: another purpose's token, a
 // tampered one, one under an unknown key, an over-long one.
 func TestOpenSessionID(t *testing.T) {
-	kr := mustKeyring(t, NewRandomKey())
-	other := mustKeyring(t, NewRandomKey())
+	kr := testKeyring(t, NewRandomKey())
+	other := testKeyring(t, NewRandomKey())
 	pin := Pin{Upstream: "http://127.0.0.1:9/mcp", Session: "s-1", Principal: [16]byte{7}, Issued: time.Unix(1_800_000_000, 0)}
 	pinID := SealPin(kr, pin)
 	heldID, err := SealClientSession(kr, sampleClientSession())
@@ -50,7 +50,7 @@ func TestOpenSessionID(t *testing.T) {
 // TestOpenAny: a token opens only for the purpose it was sealed for,
 // whichever others are offered, and says which.
 func TestOpenAny(t *testing.T) {
-	kr := mustKeyring(t, NewRandomKey())
+	kr := testKeyring(t, NewRandomKey())
 	tok := kr.Seal("b", []byte("hello"))
 	p, pt, err := kr.OpenAny(tok, "a", "b", "c")
 	if err != nil || p != "b" || string(pt) != "hello" {

@@ -1,4 +1,4 @@
-package legacy
+package seal
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 func sampleClientSession() ClientSession {
@@ -22,7 +24,7 @@ func sampleClientSession() ClientSession {
 }
 
 func TestClientSessionRoundTrip(t *testing.T) {
-	kr := mustKeyring(t, NewRandomKey())
+	kr := testKeyring(t, NewRandomKey())
 	for _, s := range []ClientSession{sampleClientSession(), {Upstream: "u", Issued: time.Unix(0, 0)}} {
 		id, err := SealClientSession(kr, s)
 		if err != nil {
@@ -41,7 +43,7 @@ func TestClientSessionRoundTrip(t *testing.T) {
 }
 
 func TestClientSessionRejects(t *testing.T) {
-	kr := mustKeyring(t, NewRandomKey())
+	kr := testKeyring(t, NewRandomKey())
 	id, err := SealClientSession(kr, sampleClientSession())
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +52,7 @@ func TestClientSessionRejects(t *testing.T) {
 	raw[len(raw)/2] ^= 1
 	tampered := GatewaySessionID(base64.RawURLEncoding.EncodeToString(raw))
 	pin := SealPin(kr, Pin{Upstream: "http://127.0.0.1:9/mcp", Issued: time.Now()})
-	other, _ := SealClientSession(mustKeyring(t, NewRandomKey()), sampleClientSession())
+	other, _ := SealClientSession(testKeyring(t, NewRandomKey()), sampleClientSession())
 	for name, tok := range map[string]GatewaySessionID{
 		"tampered":      tampered,
 		"a pin":         pin,
@@ -66,7 +68,7 @@ func TestClientSessionRejects(t *testing.T) {
 	}
 	// Its JSON fields are walked once opened: a session sealing JSON that
 	// is not valid, or nested too deeply, does not open either.
-	for name, caps := range map[string]string{"deep capabilities": strings.Repeat("[", MaxJSONDepth+1), "broken capabilities": `{"a":`} {
+	for name, caps := range map[string]string{"deep capabilities": strings.Repeat("[", legacy.MaxJSONDepth+1), "broken capabilities": `{"a":`} {
 		s := sampleClientSession()
 		s.Capabilities = []byte(caps)
 		tok, err := SealClientSession(kr, s)
@@ -84,7 +86,7 @@ func TestClientSessionRejects(t *testing.T) {
 }
 
 func TestClientSessionLimits(t *testing.T) {
-	kr := mustKeyring(t, NewRandomKey())
+	kr := testKeyring(t, NewRandomKey())
 	s := sampleClientSession()
 	s.Upstream = strings.Repeat("u", MaxClientSessionUpstream)
 	s.ProtocolVersion = strings.Repeat("v", MaxClientSessionVersion)

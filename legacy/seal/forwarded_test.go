@@ -1,4 +1,4 @@
-package translate
+package seal
 
 import (
 	"bytes"
@@ -9,14 +9,12 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 func testForwardedRequest() ForwardedRequest {
 	return ForwardedRequest{
 		Method: "POST", URI: "/mcp", Body: []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call"}`),
-		Authorization: "Bearer alice", SessionID: "sid-1", Principal: PrincipalHash("user:alice"),
+		Authorization: "Bearer alice", SessionID: "sid-1", Principal: testPrincipal,
 	}
 }
 
@@ -100,7 +98,7 @@ func TestForwardAuthRejects(t *testing.T) {
 		"field order":        strings.Join([]string{parts[0], parts[2], parts[1], parts[3], parts[4], parts[5], parts[6]}, ";"),
 		"extra field":        v + ";x=1",
 		"too long":           v + strings.Repeat("A", maxForwardedHeader),
-		"another fleet's":    NewForwardAuth(testKeyring(t, bytes.Repeat([]byte{9}, legacy.KeySize)), "gw-a", nil).Sign("gw-b", r, testNow),
+		"another fleet's":    NewForwardAuth(testKeyring(t, bytes.Repeat([]byte{9}, KeySize)), "gw-a", nil).Sign("gw-b", r, testNow),
 		"signature replaced": with(6, "s="+strings.Repeat("A", 43)),
 		"signed with no key": with(6, "s="),
 	} {
@@ -126,7 +124,7 @@ func TestForwardAuthRejects(t *testing.T) {
 // TestForwardAuthKeyRotation: a header signed with the old key verifies at
 // an instance that already seals with the new one, and the other way round.
 func TestForwardAuthKeyRotation(t *testing.T) {
-	oldKey, newKey := bytes.Repeat([]byte{1}, legacy.KeySize), bytes.Repeat([]byte{2}, legacy.KeySize)
+	oldKey, newKey := bytes.Repeat([]byte{1}, KeySize), bytes.Repeat([]byte{2}, KeySize)
 	before := NewForwardAuth(testKeyring(t, oldKey), "gw-a", NewNonceCache(16))
 	after := NewForwardAuth(testKeyring(t, newKey, oldKey), "gw-a", NewNonceCache(16))
 	r := testForwardedRequest()
@@ -285,42 +283,4 @@ func FuzzVerifyForwarded(f *testing.F) {
 			t.Fatalf("refused the signed header: %v", err)
 		}
 	})
-}
-
-// TestParkedElsewhere: only a retry whose state opens, is the retry's own,
-// and names another instance is to be forwarded, with the sealed address.
-func TestParkedElsewhere(t *testing.T) {
-	kr := testKeyring(t)
-	b := NewBridge(nil, bridgeOptions(func(o *BridgeOptions) { o.Keyring, o.Instance = kr, "gw-b" }))
-	defer b.Close()
-	params := func(state string) []byte {
-		return []byte(`{"name":"t","arguments":{"a":1},"inputResponses":{},"requestState":"` + state + `"}`)
-	}
-	state := func(instance, address, principal string) string {
-		return SealState(kr, State{Instance: instance, Address: address, Principal: PrincipalHash(principal),
-			Digest: RequestDigest("tools/call", params("")), Expires: time.Now().Add(time.Minute)})
-	}
-	req := func(method, principal string, body []byte) Request {
-		return Request{Principal: PrincipalHash(principal), ModernRequest: &ModernRequest{
-			Message: Message{ID: []byte("1"), Method: method, Kind: KindRequest},
-			Body:    []byte(`{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":` + string(body) + `}`),
-		}}
-	}
-	elsewhere := req("tools/call", "alice", params(state("gw-a", "http://10.0.0.1:8080", "alice")))
-	if o, ok := b.ParkedElsewhere(&elsewhere); !ok ||
-		o != (Owner{Instance: "gw-a", Address: "http://10.0.0.1:8080"}) {
-		t.Fatalf("a retry parked on gw-a: %+v, %t", o, ok)
-	}
-	for name, r := range map[string]Request{
-		"parked here":       req("tools/call", "alice", params(state("gw-b", "", "alice"))),
-		"another principal": req("tools/call", "mallory", params(state("gw-a", "http://10.0.0.1:8080", "alice"))),
-		"another request":   req("tools/call", "alice", []byte(`{"name":"t","arguments":{"a":2},"requestState":"`+state("gw-a", "", "alice")+`"}`)),
-		"tampered":          req("tools/call", "alice", params(state("gw-a", "", "alice")+"x")),
-		"no state":          req("tools/call", "alice", []byte(`{"name":"t","arguments":{"a":1}}`)),
-		"not input-capable": req("tools/list", "alice", params(state("gw-a", "", "alice"))),
-	} {
-		if o, ok := b.ParkedElsewhere(&r); ok {
-			t.Errorf("%s: forwarded to %+v", name, o)
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package legacy
+package seal
 
 import (
 	"bytes"
@@ -8,17 +8,8 @@ import (
 	"time"
 )
 
-func mustKeyring(t *testing.T, keys ...[]byte) *Keyring {
-	t.Helper()
-	kr, err := NewKeyring(keys...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kr
-}
-
 func TestSealOpenRoundTrip(t *testing.T) {
-	kr := mustKeyring(t, NewRandomKey())
+	kr := testKeyring(t, NewRandomKey())
 	for _, pt := range [][]byte{nil, []byte("x"), bytes.Repeat([]byte("abc"), 1000)} {
 		tok := kr.Seal("p", pt)
 		got, err := kr.Open("p", tok)
@@ -37,7 +28,7 @@ func TestSealOpenRoundTrip(t *testing.T) {
 }
 
 func TestSealIsRandomized(t *testing.T) {
-	kr := mustKeyring(t, NewRandomKey())
+	kr := testKeyring(t, NewRandomKey())
 	if kr.Seal("p", []byte("same")) == kr.Seal("p", []byte("same")) {
 		t.Fatal("two seals of the same plaintext are equal: nonce reused")
 	}
@@ -45,7 +36,7 @@ func TestSealIsRandomized(t *testing.T) {
 
 func TestOpenRejects(t *testing.T) {
 	k1, k2 := NewRandomKey(), NewRandomKey()
-	kr := mustKeyring(t, k1)
+	kr := testKeyring(t, k1)
 	tok := kr.Seal("p", []byte("payload"))
 	raw, _ := base64.RawURLEncoding.DecodeString(tok)
 	flip := func(i int) string {
@@ -59,7 +50,7 @@ func TestOpenRejects(t *testing.T) {
 		token   string
 	}{
 		"other purpose":     {kr, "q", tok},
-		"other key":         {mustKeyring(t, k2), "p", tok},
+		"other key":         {testKeyring(t, k2), "p", tok},
 		"flipped version":   {kr, "p", flip(0)},
 		"flipped key id":    {kr, "p", flip(2)},
 		"flipped nonce":     {kr, "p", flip(8)},
@@ -83,13 +74,13 @@ func TestOpenRejects(t *testing.T) {
 
 func TestKeyRotation(t *testing.T) {
 	old, next := NewRandomKey(), NewRandomKey()
-	tok := mustKeyring(t, old).Seal("p", []byte("v"))
-	rotated := mustKeyring(t, next, old)
+	tok := testKeyring(t, old).Seal("p", []byte("v"))
+	rotated := testKeyring(t, next, old)
 	if _, err := rotated.Open("p", tok); err != nil {
 		t.Fatalf("a token of the older key must still open: %v", err)
 	}
 	fresh := rotated.Seal("p", []byte("v"))
-	if _, err := mustKeyring(t, old).Open("p", fresh); err == nil {
+	if _, err := testKeyring(t, old).Open("p", fresh); err == nil {
 		t.Fatal("a token of the new key opened with the old key only")
 	}
 }
@@ -124,7 +115,7 @@ func TestParseKey(t *testing.T) {
 }
 
 func TestPinRoundTrip(t *testing.T) {
-	kr := mustKeyring(t, NewRandomKey())
+	kr := testKeyring(t, NewRandomKey())
 	for _, p := range []Pin{
 		{Upstream: "http://127.0.0.1:9101/mcp", Session: "abc-123", Principal: [16]byte{1, 2, 3}, Issued: time.Unix(1795000000, 0)},
 		{Upstream: "https://mcp.example.com/v1/mcp", Session: "", Issued: time.Unix(0, 0)},
@@ -140,7 +131,7 @@ func TestPinRoundTrip(t *testing.T) {
 }
 
 func TestPinIsNotAnotherToken(t *testing.T) {
-	kr := mustKeyring(t, NewRandomKey())
+	kr := testKeyring(t, NewRandomKey())
 	other := kr.Seal("mcp-gateway/other/v1", []byte("\x00\x00\x00\x00\x00\x00\x00\x00\x01u"))
 	if _, err := OpenPin(kr, GatewaySessionID(other)); !errors.Is(err, ErrUnsealable) {
 		t.Fatalf("a token sealed for another purpose opened as a pin: %v", err)
@@ -173,7 +164,7 @@ func FuzzOpenPin(f *testing.F) {
 
 func TestMACKeys(t *testing.T) {
 	k1, k2 := NewRandomKey(), NewRandomKey()
-	kr := mustKeyring(t, k1, k2)
+	kr := testKeyring(t, k1, k2)
 	a, b := kr.MACKeys("purpose-a"), kr.MACKeys("purpose-b")
 	if len(a) != 2 || a[0].ID != KeyID(k1) || a[1].ID != KeyID(k2) {
 		t.Fatalf("MACKeys = %+v: want one per key, in keyring order, with their key ids", a)
@@ -189,7 +180,7 @@ func TestMACKeys(t *testing.T) {
 	if bytes.Equal(a[0].Key, a[1].Key) {
 		t.Fatal("two keyring keys derive the same MAC key")
 	}
-	again := mustKeyring(t, k2, k1).MACKeys("purpose-a")
+	again := testKeyring(t, k2, k1).MACKeys("purpose-a")
 	if !bytes.Equal(again[1].Key, a[0].Key) {
 		t.Fatal("the derivation depends on something else than the key and the purpose")
 	}

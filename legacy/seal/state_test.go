@@ -1,4 +1,4 @@
-package translate
+package seal
 
 import (
 	"bytes"
@@ -11,18 +11,16 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
-var testKey = bytes.Repeat([]byte{7}, legacy.KeySize)
+var testKey = bytes.Repeat([]byte{7}, KeySize)
 
-func testKeyring(t testing.TB, keys ...[]byte) *legacy.Keyring {
+func testKeyring(t testing.TB, keys ...[]byte) *Keyring {
 	t.Helper()
 	if len(keys) == 0 {
 		keys = [][]byte{testKey}
 	}
-	kr, err := legacy.NewKeyring(keys...)
+	kr, err := NewKeyring(keys...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,14 +29,22 @@ func testKeyring(t testing.TB, keys ...[]byte) *legacy.Keyring {
 
 var testNow = time.Unix(1_800_000_000, 0)
 
+// testPrincipal and testDigest stand for a principal's hash and a
+// request's digest (translate's PrincipalHash and RequestDigest): to the
+// seal package they are 16 opaque bytes.
+var (
+	testPrincipal = [16]byte{'u', 's', 'e', 'r', ':', 'a', 'l', 'i', 'c', 'e'}
+	testDigest    = [16]byte{0xd1, 0x6e, 0x57, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
+)
+
 func testState() State {
 	return State{
 		Instance:  "gw-eu-1",
 		Address:   "http://10.0.0.1:8080",
 		Handle:    [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
 		Round:     3,
-		Principal: PrincipalHash("user:alice"),
-		Digest:    RequestDigest("tools/call", []byte(`{"name":"t","arguments":{"a":1}}`)),
+		Principal: testPrincipal,
+		Digest:    testDigest,
 		Expires:   testNow.Add(5 * time.Minute),
 	}
 }
@@ -123,7 +129,7 @@ func TestOpenStateTampered(t *testing.T) {
 			b := bytes.Clone(raw)
 			b[i] ^= bit
 			_, err := OpenState(kr, base64.RawURLEncoding.EncodeToString(b), testNow)
-			if !errors.Is(err, ErrStateInvalid) || !errors.Is(err, legacy.ErrUnsealable) {
+			if !errors.Is(err, ErrStateInvalid) || !errors.Is(err, ErrUnsealable) {
 				t.Fatalf("byte %d bit %#x flipped: err = %v", i, bit, err)
 			}
 		}
@@ -137,8 +143,8 @@ func TestOpenStateTampered(t *testing.T) {
 		"padded":         tok + "=",
 		"too long":       strings.Repeat("A", maxStateToken+1),
 		"header only":    base64.RawURLEncoding.EncodeToString(raw[:17]),
-		"other key":      SealState(testKeyring(t, bytes.Repeat([]byte{8}, legacy.KeySize)), testState()),
-		"pin token":      string(legacy.SealPin(kr, legacy.Pin{Upstream: "http://u", Session: "s", Issued: testNow})),
+		"other key":      SealState(testKeyring(t, bytes.Repeat([]byte{8}, KeySize)), testState()),
+		"pin token":      string(SealPin(kr, Pin{Upstream: "http://u", Session: "s", Issued: testNow})),
 		"other purpose":  kr.Seal("mcp-gateway/other/v1", testState().encode(nil)),
 		"garbage inside": kr.Seal(statePurpose, []byte("hello")),
 		"trailing byte":  kr.Seal(statePurpose, append(testState().encode(nil), 0)),
@@ -148,15 +154,15 @@ func TestOpenStateTampered(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := OpenState(kr, bad, testNow)
-			if !errors.Is(err, ErrStateInvalid) || !errors.Is(err, legacy.ErrUnsealable) || errors.Is(err, ErrStateExpired) {
-				t.Errorf("err = %v, want ErrStateInvalid wrapping legacy.ErrUnsealable", err)
+			if !errors.Is(err, ErrStateInvalid) || !errors.Is(err, ErrUnsealable) || errors.Is(err, ErrStateExpired) {
+				t.Errorf("err = %v, want ErrStateInvalid wrapping ErrUnsealable", err)
 			}
 		})
 	}
 }
 
 func TestOpenStateKeyRotation(t *testing.T) {
-	oldKey, newKey := bytes.Repeat([]byte{1}, legacy.KeySize), bytes.Repeat([]byte{2}, legacy.KeySize)
+	oldKey, newKey := bytes.Repeat([]byte{1}, KeySize), bytes.Repeat([]byte{2}, KeySize)
 	tok := SealState(testKeyring(t, oldKey), testState())
 	if _, err := OpenState(testKeyring(t, newKey, oldKey), tok, testNow); err != nil {
 		t.Errorf("rotated keyring does not open an old token: %v", err)
@@ -199,88 +205,12 @@ func TestOpenStateExpiry(t *testing.T) {
 	}
 }
 
-func TestPrincipalHash(t *testing.T) {
-	a, b := PrincipalHash("alice"), PrincipalHash("bob")
-	if a == b || a != PrincipalHash("alice") || a == PrincipalHash("") {
-		t.Errorf("PrincipalHash not a function of its input: %x %x", a, b)
-	}
-	// First 16 bytes of SHA-256("alice"), from `printf alice | sha256sum`.
-	if got := base64.StdEncoding.EncodeToString(a[:]); got != "K9gGyX8OAK8aH8Myj6djqQ==" {
-		t.Errorf("PrincipalHash(alice) = %s", got)
-	}
-}
-
-func TestRequestDigest(t *testing.T) {
-	base := RequestDigest("tools/call", []byte(`{"name":"t","arguments":{"a":1,"b":{"y":[1,"x",true,null],"x":"s"}},"_meta":{"progressToken":1}}`))
-	same := []struct{ name, method, params string }{
-		{"reordered and spaced", "tools/call", "{ \"arguments\" : { \"b\" : { \"x\" : \"s\" , \"y\" : [ 1 , \"x\" , true , null ] } , \"a\" : 1 } , \"name\" : \"t\" }"},
-		{"escapes", "tools/call", `{"name":"\u0074","arguments":{"\u0061":1,"b":{"y":[1,"\u0078",true,null],"x":"s"}}}`},
-		{"retry params ignored", "tools/call", `{"name":"t","arguments":{"a":1,"b":{"y":[1,"x",true,null],"x":"s"}},"_meta":{"x":2},"inputResponses":{"k":{"action":"accept"}},"requestState":"abc"}`},
-	}
-	for _, tt := range same {
-		t.Run("same/"+tt.name, func(t *testing.T) {
-			if got := RequestDigest(tt.method, []byte(tt.params)); got != base {
-				t.Errorf("digest differs for %s", tt.params)
-			}
-		})
-	}
-	differ := []struct{ name, method, params string }{
-		{"other arg value", "tools/call", `{"name":"t","arguments":{"a":2,"b":{"y":[1,"x",true,null],"x":"s"}}}`},
-		{"number spelling", "tools/call", `{"name":"t","arguments":{"a":1.0,"b":{"y":[1,"x",true,null],"x":"s"}}}`},
-		{"array order", "tools/call", `{"name":"t","arguments":{"a":1,"b":{"y":["x",1,true,null],"x":"s"}}}`},
-		{"string vs number", "tools/call", `{"name":"t","arguments":{"a":"1","b":{"y":[1,"x",true,null],"x":"s"}}}`},
-		{"extra arg", "tools/call", `{"name":"t","arguments":{"a":1,"c":0,"b":{"y":[1,"x",true,null],"x":"s"}}}`},
-		{"other name", "tools/call", `{"name":"u","arguments":{"a":1,"b":{"y":[1,"x",true,null],"x":"s"}}}`},
-		{"other method", "prompts/get", `{"name":"t","arguments":{"a":1,"b":{"y":[1,"x",true,null],"x":"s"}}}`},
-	}
-	for _, tt := range differ {
-		t.Run("differ/"+tt.name, func(t *testing.T) {
-			if got := RequestDigest(tt.method, []byte(tt.params)); got == base {
-				t.Errorf("digest equal for %s", tt.params)
-			}
-		})
-	}
-
-	pairs := []struct {
-		name       string
-		m1, p1     string
-		m2, p2     string
-		wantEqual  bool
-		wantReason string
-	}{
-		{"read uri", "resources/read", `{"uri":"file:///a","_meta":{}}`, "resources/read", `{ "uri" : "file:///a" }`, true, ""},
-		{"read other uri", "resources/read", `{"uri":"file:///a"}`, "resources/read", `{"uri":"file:///b"}`, false, ""},
-		{"read ignores other params", "resources/read", `{"uri":"file:///a","x":1}`, "resources/read", `{"uri":"file:///a"}`, true, ""},
-		{"absent args equal empty", "tools/call", `{"name":"t"}`, "tools/call", `{"name":"t","arguments":{}}`, true, ""},
-		{"null args equal empty", "tools/call", `{"name":"t","arguments":null}`, "tools/call", `{"name":"t","arguments":{}}`, true, ""},
-		{"absent name vs empty", "tools/call", `{"arguments":{}}`, "tools/call", `{"name":"","arguments":{}}`, false, ""},
-		{"name vs args boundary", "tools/call", `{"name":"ab","arguments":{}}`, "tools/call", `{"name":"a","arguments":{"b":{}}}`, false, ""},
-		{"method vs name boundary", "tools/call", `{"name":"x"}`, "tools/cal", `{"name":"lx"}`, false, ""},
-		{"other method params", "completion/complete", `{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":"v"},"_meta":{"k":1}}`,
-			"completion/complete", `{"argument":{"value":"v","name":"a"},"ref":{"name":"p","type":"ref/prompt"}}`, true, ""},
-		{"invalid json as absent", "tools/call", `{"name":`, "tools/call", ``, true, ""},
-		{"unicode keys sorted by bytes", "tools/call", `{"name":"t","arguments":{"é":1,"z":2}}`, "tools/call", `{"name":"t","arguments":{"z":2,"\u00e9":1}}`, true, ""},
-	}
-	for _, tt := range pairs {
-		t.Run("pair/"+tt.name, func(t *testing.T) {
-			d1, d2 := RequestDigest(tt.m1, []byte(tt.p1)), RequestDigest(tt.m2, []byte(tt.p2))
-			if (d1 == d2) != tt.wantEqual {
-				t.Errorf("equal = %v, want %v", d1 == d2, tt.wantEqual)
-			}
-		})
-	}
-
-	// Very deep arguments do not blow the stack.
-	deep := `{"name":"t","arguments":{"a":` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + `}}`
-	_ = RequestDigest("tools/call", []byte(deep))
-}
-
-// detSeal seals plaintext like legacy.Keyring.Seal with the single key
+// detSeal seals plaintext like Keyring.Seal with the single key
 // testKey, but with a nonce derived from the plaintext. The fuzz target uses
 // it instead of Keyring.Seal, whose crypto/rand nonces make coverage
 // nondeterministic (the fuzzer then stalls minimizing inputs).
 // TestDetSealMatchesKeyring keeps it in step with the legacy token format.
-func detSeal(t testing.TB, purpose legacy.Purpose, plaintext []byte) string {
+func detSeal(t testing.TB, purpose Purpose, plaintext []byte) string {
 	block, err := aes.NewCipher(testKey)
 	if err != nil {
 		t.Fatal(err)
@@ -291,7 +221,7 @@ func detSeal(t testing.TB, purpose legacy.Purpose, plaintext []byte) string {
 	}
 	sum := sha256.Sum256(plaintext)
 	buf := []byte{1} // token version
-	buf = binary.BigEndian.AppendUint32(buf, legacy.KeyID(testKey))
+	buf = binary.BigEndian.AppendUint32(buf, KeyID(testKey))
 	buf = append(buf, sum[:12]...) // nonce
 	ad := append(append([]byte(purpose), 0), buf[:5]...)
 	return base64.RawURLEncoding.EncodeToString(aead.Seal(buf, buf[5:17], plaintext, ad))
@@ -331,7 +261,7 @@ func FuzzOpenState(f *testing.F) {
 			if _, err2 := OpenState(kr, detSeal(t, statePurpose, s.encode(nil)), testNow); !opened(err2) {
 				t.Fatalf("re-sealed state does not open: %v", err2)
 			}
-		} else if !errors.Is(err, ErrStateInvalid) || !errors.Is(err, legacy.ErrUnsealable) {
+		} else if !errors.Is(err, ErrStateInvalid) || !errors.Is(err, ErrUnsealable) {
 			t.Fatalf("unexpected error %v", err)
 		}
 
@@ -348,7 +278,7 @@ func FuzzOpenState(f *testing.F) {
 			if (err2 == nil) != (err == nil) || !statesEqual(s, s2) {
 				t.Fatalf("re-seal differs: %+v %v / %+v %v", s, err, s2, err2)
 			}
-		case errors.Is(err, ErrStateInvalid) && errors.Is(err, legacy.ErrUnsealable):
+		case errors.Is(err, ErrStateInvalid) && errors.Is(err, ErrUnsealable):
 		default:
 			t.Fatalf("unexpected error %v", err)
 		}
@@ -372,13 +302,5 @@ func BenchmarkOpenState(b *testing.B) {
 		if _, err := OpenState(kr, tok, testNow); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-func BenchmarkRequestDigest(b *testing.B) {
-	p := []byte(`{"name":"search","arguments":{"query":"mcp gateway","limit":10,"filters":{"lang":["go","ts"],"since":"2026-01-01"}},"_meta":{"progressToken":1}}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = RequestDigest("tools/call", p)
 	}
 }
