@@ -130,7 +130,7 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, l *learne
 	case http.MethodGet:
 		return h.listenReverse(w, r, s)
 	}
-	if l.msg.Kind == translate.KindResponse {
+	if l.msg.Kind == legacy.KindResponse {
 		// An answer to an in-line request this instance sent (decide
 		// relays those of other instances).
 		if rerr := h.reverse.Answer(s, l.body); rerr != nil {
@@ -144,7 +144,7 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, l *learne
 	defer h.calls.add(cancel)() // a call survives a reload
 	sink := h.newSink(w)
 	defer sink.close()
-	res := h.reverse.Serve(ctx, s, translate.ReverseRequest{Message: l.msg, Body: l.body, Header: bridgedHeader(r)}, sink)
+	res := h.reverse.Serve(ctx, s, translate.ReverseRequest{Message: l.msg, Header: bridgedHeader(r)}, sink)
 	served(r, res)
 	h.logUpstreamCause(up.URL, res.Cause)
 	return nil

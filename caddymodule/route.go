@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -168,7 +169,7 @@ type learned struct {
 	breq translate.Request
 	// Legacy requests: the message (POST), the client's session id, and
 	// what it opened to.
-	msg  translate.Message
+	msg  legacy.Message
 	sid  string
 	pin  seal.Pin
 	held *translate.ReverseSession
@@ -234,7 +235,7 @@ func (h *Handler) learnLegacy(w http.ResponseWriter, r *http.Request, body []byt
 		if up := h.upstreamByURL(s.Upstream); up != nil {
 			l.in.session, l.in.sessionUp = sessionHeld, up
 			l.held = s
-			if body != nil && l.msg.Kind == translate.KindResponse {
+			if body != nil && l.msg.Kind == legacy.KindResponse {
 				if owner, elsewhere := h.reverse.AnswerOwner(s, body); elsewhere {
 					l.in.answerOwner = &owner
 				}

@@ -6,23 +6,51 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// MessageKind tells JSON-RPC requests, notifications and responses apart.
-type MessageKind int
+// Kind says which kind of JSON-RPC message a body holds.
+type Kind int
 
-// The kinds of JSON-RPC message.
+// Message kinds. The zero value is KindInvalid.
 const (
-	KindInvalid MessageKind = iota
+	// KindInvalid is a body that is not a valid JSON-RPC 2.0 message (or,
+	// for ParseMessage, one it could not classify).
+	KindInvalid Kind = iota
+	// KindRequest has a method and an id.
 	KindRequest
+	// KindNotification has a method and no id.
 	KindNotification
+	// KindResponse has an id and a result or an error.
 	KindResponse
 )
 
-// Message is one JSON-RPC message received from an upstream.
+// String returns the lowercase name of the kind.
+func (k Kind) String() string {
+	switch k {
+	case KindRequest:
+		return "request"
+	case KindNotification:
+		return "notification"
+	case KindResponse:
+		return "response"
+	default:
+		return "invalid"
+	}
+}
+
+// Message is the envelope of one JSON-RPC message: the gateway's only model
+// of one. ParseMessage classifies what an upstream sends, leniently;
+// translate.Peek checks what a client sends against JSON-RPC 2.0's rules and
+// returns the same envelope.
 type Message struct {
-	Raw    []byte
-	Kind   MessageKind
-	ID     json.RawMessage // requests and responses
-	Method string          // requests and notifications
+	// Raw is the message's bytes, as received.
+	Raw []byte
+	// Kind is the kind of message; KindInvalid when it was refused.
+	Kind Kind
+	// ID is the raw JSON of the id member (e.g. `7` or `"abc"`), copied
+	// verbatim so that responses and errors can echo it. It is nil for
+	// notifications and whenever the message has no usable id.
+	ID json.RawMessage
+	// Method is the method of a request or notification.
+	Method string
 }
 
 // ParseMessage classifies raw without unmarshalling it. Text that is not

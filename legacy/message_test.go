@@ -31,3 +31,11 @@ func FuzzParseMessage(f *testing.F) {
 		_ = m.Params()
 	})
 }
+
+func TestKindString(t *testing.T) {
+	for k, want := range map[Kind]string{KindInvalid: "invalid", KindRequest: "request", KindNotification: "notification", KindResponse: "response", Kind(99): "invalid"} {
+		if got := k.String(); got != want {
+			t.Errorf("Kind(%d).String() = %q, want %q", int(k), got, want)
+		}
+	}
+}

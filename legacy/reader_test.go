@@ -36,7 +36,7 @@ func TestMessageReaderStream(t *testing.T) {
 		"data: {\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":\"elicitation/create\"}\n\n" +
 		"id: c\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n"
 	rd := NewMessageReader(answer("text/event-stream", stream), 1<<10)
-	var kinds []MessageKind
+	var kinds []Kind
 	for {
 		m, err := rd.Next()
 		if err == io.EOF {
@@ -47,7 +47,7 @@ func TestMessageReaderStream(t *testing.T) {
 		}
 		kinds = append(kinds, m.Kind)
 	}
-	if want := []MessageKind{KindNotification, KindRequest, KindResponse}; len(kinds) != 3 || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
+	if want := []Kind{KindNotification, KindRequest, KindResponse}; len(kinds) != 3 || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
 		t.Fatalf("kinds %v, want %v", kinds, want)
 	}
 	if rd.LastEventID() != "c" {

@@ -235,7 +235,7 @@ var inputCapable = map[string]bool{"tools/call": true, "prompts/get": true, "res
 // Serve answers r through sink. It returns when the answer is complete
 // (possibly with the call parked).
 func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
-	if r.Kind == KindNotification {
+	if r.Kind == legacy.KindNotification {
 		// notifications/cancelled is stdio-only in 2026-07-28; nothing else
 		// is meaningful for a legacy upstream.
 		_ = sink.Respond(http.StatusAccepted, nil)
@@ -248,7 +248,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 		return Served{Outcome: OutcomeError}
 	}
 	r.Options = b.optionsOf(&r)
-	params := paramsOf(r.Body)
+	params := paramsOf(r.Raw)
 	if inputCapable[r.Method] {
 		if state := stringField(params, "requestState"); state != "" {
 			return b.resume(ctx, r, params, state, sink)

@@ -74,7 +74,7 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 	w := startWatch(&c.overhead)
 	if c.round == 0 {
 		// Calls that never ask for input (most) skip the digest.
-		c.digest = RequestDigest(r.Method, paramsOf(r.Body))
+		c.digest = RequestDigest(r.Method, paramsOf(r.Raw))
 	}
 	c.round++
 	c.expires = time.Now().Add(o.ParkTTL)
@@ -167,11 +167,11 @@ type Retry struct {
 // it resumes. The state is opened once: Serve uses it as opened here (r
 // keeps it).
 func (b *Bridge) RetryOf(r *Request) Retry {
-	if r.Kind != KindRequest || !inputCapable[r.Method] {
+	if r.Kind != legacy.KindRequest || !inputCapable[r.Method] {
 		return Retry{}
 	}
 	r.Options = b.optionsOf(r)
-	params := paramsOf(r.Body)
+	params := paramsOf(r.Raw)
 	token := stringField(params, "requestState")
 	if token == "" {
 		return Retry{}

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // peekSeeds are bodies of every shape Peek distinguishes.
@@ -36,19 +38,19 @@ func FuzzPeek(f *testing.F) {
 			if re.HTTPStatus != http.StatusBadRequest || (re.Code != ParseError && re.Code != InvalidRequest) {
 				t.Fatalf("unexpected error %d/%d", re.HTTPStatus, re.Code)
 			}
-			if msg.Kind != KindInvalid {
+			if msg.Kind != legacy.KindInvalid {
 				t.Fatalf("Kind %v with error", msg.Kind)
 			}
-		} else if msg.Kind == KindInvalid {
-			t.Fatal("KindInvalid without error")
+		} else if msg.Kind == legacy.KindInvalid {
+			t.Fatal("legacy.KindInvalid without error")
 		}
 		if msg.ID != nil && !json.Valid(msg.ID) {
 			t.Fatalf("ID %q is not valid JSON", msg.ID)
 		}
-		if (msg.Kind == KindRequest || msg.Kind == KindNotification) && msg.Method == "" {
+		if (msg.Kind == legacy.KindRequest || msg.Kind == legacy.KindNotification) && msg.Method == "" {
 			t.Fatal("request without method")
 		}
-		if msg.Kind == KindRequest && msg.ID == nil {
+		if msg.Kind == legacy.KindRequest && msg.ID == nil {
 			t.Fatal("request without id")
 		}
 		out := ErrorResponse(msg.ID, &RPCError{Code: InvalidRequest, Message: msg.Method})
@@ -108,13 +110,13 @@ func FuzzValidateModern(f *testing.F) {
 			}
 			return
 		}
-		if req == nil || (req.Kind != KindRequest && req.Kind != KindNotification) {
+		if req == nil || (req.Kind != legacy.KindRequest && req.Kind != legacy.KindNotification) {
 			t.Fatalf("success with %+v", req)
 		}
 		if !slices.Contains(supported, req.ProtocolVersion) {
 			t.Fatalf("unsupported version %q accepted", req.ProtocolVersion)
 		}
-		if req.Kind == KindRequest {
+		if req.Kind == legacy.KindRequest {
 			if trimOWS(method) != req.Method {
 				t.Fatalf("Mcp-Method %q accepted for method %q", method, req.Method)
 			}

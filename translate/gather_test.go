@@ -51,7 +51,7 @@ func answerAll(t *testing.T, upstream, tool string, id, n int, a *recordedAnswer
 	}
 	r := toolRequest(t, upstream, tool, id, n)
 	state := gjson.GetBytes(a.final, "result.requestState").String()
-	body := strings.TrimSuffix(string(r.Body), "}}")
+	body := strings.TrimSuffix(string(r.Raw), "}}")
 	body += fmt.Sprintf(`,"inputResponses":{%s},"requestState":%q}}`, strings.Join(parts, ","), state)
 	h := http.Header{"Mcp-Protocol-Version": {ModernVersion}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {tool}}
 	req, rerr := ValidateModern(http.MethodPost, h, []byte(body), nil)
@@ -235,7 +235,7 @@ func TestGatherReaskTakesArrived(t *testing.T) {
 	<-late
 	parkedHolds(t, b)
 	r := toolRequest(t, upstream, "pair", 2, 300)
-	body := strings.TrimSuffix(string(r.Body), "}}") + fmt.Sprintf(`,"inputResponses":{%q:{"action":"maybe"}},"requestState":%q}}`,
+	body := strings.TrimSuffix(string(r.Raw), "}}") + fmt.Sprintf(`,"inputResponses":{%q:{"action":"maybe"}},"requestState":%q}}`,
 		first[0], gjson.GetBytes(a.final, "result.requestState").String())
 	h := http.Header{"Mcp-Protocol-Version": {ModernVersion}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"pair"}}
 	req, rerr := ValidateModern(http.MethodPost, h, []byte(body), nil)

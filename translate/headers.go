@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // ErrInvalidHeaderValue is wrapped by DecodeHeaderValue errors: the value
@@ -135,8 +137,8 @@ func nameSourceField(method string) string {
 // and for tools/call, prompts/get and resources/read the Mcp-Name header
 // must be present and decode to the body's name or uri. bodyName is that
 // body value. Mcp-Param-* headers are not examined.
-func checkStandardHeaders(h http.Header, msg Message, bodyName string) *RPCError {
-	hm, present, e := singleHeader(h, HeaderMethod, msg.Kind == KindRequest)
+func checkStandardHeaders(h http.Header, msg legacy.Message, bodyName string) *RPCError {
+	hm, present, e := singleHeader(h, HeaderMethod, msg.Kind == legacy.KindRequest)
 	if e != nil {
 		return e
 	}
@@ -144,7 +146,7 @@ func checkStandardHeaders(h http.Header, msg Message, bodyName string) *RPCError
 		return errorf(http.StatusBadRequest, HeaderMismatch,
 			"Header mismatch: %s header value %q does not match body method %q", HeaderMethod, clip(hm), clip(msg.Method))
 	}
-	if msg.Kind != KindRequest || nameSourceField(msg.Method) == "" {
+	if msg.Kind != legacy.KindRequest || nameSourceField(msg.Method) == "" {
 		return nil
 	}
 	hn, _, e := singleHeader(h, HeaderName, true)

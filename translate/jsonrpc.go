@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/tidwall/gjson"
 )
 
 // JSON-RPC 2.0 and MCP error codes used by the gateway.
@@ -168,50 +167,9 @@ func ErrorResponse(id json.RawMessage, e *RPCError) []byte {
 	return append(out, '}')
 }
 
-// Kind says which kind of JSON-RPC message a body holds.
-type Kind int
-
-// Message kinds. The zero value is KindInvalid.
-const (
-	// KindInvalid is a body that is not a valid JSON-RPC 2.0 message.
-	KindInvalid Kind = iota
-	// KindRequest has a method and a string or number id.
-	KindRequest
-	// KindNotification has a method and no id.
-	KindNotification
-	// KindResponse has an id and exactly one of result or error.
-	KindResponse
-)
-
-// String returns the lowercase name of the kind.
-func (k Kind) String() string {
-	switch k {
-	case KindRequest:
-		return "request"
-	case KindNotification:
-		return "notification"
-	case KindResponse:
-		return "response"
-	default:
-		return "invalid"
-	}
-}
-
-// Message is the envelope of a JSON-RPC 2.0 message as seen by Peek.
-type Message struct {
-	// ID is the raw JSON of the id member (e.g. `7` or `"abc"`), copied
-	// verbatim so that error responses can echo it. It is nil for
-	// notifications and whenever the body has no usable id. An error
-	// response may carry `null`.
-	ID json.RawMessage
-	// Method is the method of a request or notification.
-	Method string
-	// Kind is the kind of message. Peek leaves it KindInvalid on error.
-	Kind Kind
-}
-
 // Peek checks that body is a single JSON-RPC 2.0 message and returns its
-// envelope without unmarshalling the rest. The rules are:
+// envelope (a legacy.Message, the model every package shares) without
+// unmarshalling the rest. The rules are:
 //
 //   - the body must be valid JSON nested at most legacy.MaxJSONDepth levels
 //     deep (else ParseError, whose message names the limit), a single object (a
@@ -229,8 +187,8 @@ type Message struct {
 // Every error is an *RPCError with HTTPStatus 400. On error the returned
 // Message still carries the id (when it is a string or number) and the
 // method (when it is a string), so the caller can echo the id.
-func Peek(body []byte) (Message, error) {
-	var msg Message
+func Peek(body []byte) (legacy.Message, error) {
+	msg := legacy.Message{Raw: body}
 	if err := legacy.ValidJSON(body); err != nil {
 		if errors.Is(err, legacy.ErrJSONTooDeep) {
 			return msg, errorf(http.StatusBadRequest, ParseError, "Parse error: %v", err)
@@ -272,13 +230,13 @@ func Peek(body []byte) (Message, error) {
 			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "params" must be an object or an array`)
 		}
 		if !hasID {
-			msg.Kind = KindNotification
+			msg.Kind = legacy.KindNotification
 			return msg, nil
 		}
 		if !isIDType(id) {
 			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "id" must be a string or a number`)
 		}
-		msg.Kind = KindRequest
+		msg.Kind = legacy.KindRequest
 		return msg, nil
 	}
 
@@ -305,7 +263,7 @@ func Peek(body []byte) (Message, error) {
 			msg.ID = json.RawMessage("null")
 		}
 	}
-	msg.Kind = KindResponse
+	msg.Kind = legacy.KindResponse
 	return msg, nil
 }
 

@@ -224,7 +224,7 @@ func TestBridgeParkedOverflow(t *testing.T) {
 	}
 	waitNoSessions(t, server)
 	r := toolRequest(t, upstream, "parkchatty", 2, 20)
-	body := strings.Replace(string(r.Body), `"arguments"`, fmt.Sprintf(`"inputResponses":{"elicitation-1":{"action":"decline"}},"requestState":%q,"arguments"`, state), 1)
+	body := strings.Replace(string(r.Raw), `"arguments"`, fmt.Sprintf(`"inputResponses":{"elicitation-1":{"action":"decline"}},"requestState":%q,"arguments"`, state), 1)
 	h := http.Header{"Mcp-Protocol-Version": {ModernVersion}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"parkchatty"}}
 	req, rerr := ValidateModern(http.MethodPost, h, []byte(body), nil)
 	if rerr != nil {

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"testing"
 	"time"
@@ -21,8 +22,8 @@ func TestParkedElsewhere(t *testing.T) {
 	}
 	req := func(method, principal string, body []byte) Request {
 		return Request{Principal: PrincipalHash(principal), ModernRequest: &ModernRequest{
-			Message: Message{ID: []byte("1"), Method: method, Kind: KindRequest},
-			Body:    []byte(`{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":` + string(body) + `}`),
+			Message: legacy.Message{ID: []byte("1"), Method: method, Kind: legacy.KindRequest,
+				Raw: []byte(`{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":` + string(body) + `}`)},
 		}}
 	}
 	elsewhere := req("tools/call", "alice", params(state("gw-a", "http://10.0.0.1:8080", "alice")))

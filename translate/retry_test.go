@@ -38,7 +38,7 @@ func TestRetryOf(t *testing.T) {
 		}
 	}
 	there := seal.SealState(b.defaults.Keyring, seal.State{Instance: "gw-b", Address: "http://10.0.0.2:8080", Principal: PrincipalHash("p"),
-		Digest: RequestDigest("tools/call", paramsOf([]byte(askRequest(t, "", 2, 1, "").Body))), Expires: time.Now().Add(time.Minute)})
+		Digest: RequestDigest("tools/call", paramsOf([]byte(askRequest(t, "", 2, 1, "").Raw))), Expires: time.Now().Add(time.Minute)})
 	if rt := b.RetryOf(new(askRequest(t, "", 2, 1, answer(there)))); rt.Whose != ParkedThere ||
 		rt.Owner != (Owner{Instance: "gw-b", Address: "http://10.0.0.2:8080"}) {
 		t.Errorf("a call parked on gw-b: %+v", rt)

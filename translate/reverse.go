@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/tidwall/gjson"
 )
 
@@ -102,10 +103,8 @@ func (rv *Reverse) Waiting() int {
 
 // ReverseRequest is one legacy request or notification of a session.
 type ReverseRequest struct {
-	// Message is the envelope Peek returned for Body.
-	Message
-	// Body is the JSON-RPC message as received.
-	Body []byte
+	// Message is the envelope Peek returned; Raw is the message as received.
+	legacy.Message
 	// Header is sent upstream (Authorization, trace context).
 	Header http.Header
 }
@@ -113,9 +112,9 @@ type ReverseRequest struct {
 // Serve answers a request or notification of session s through sink. It
 // returns when the answer is complete.
 func (rv *Reverse) Serve(ctx context.Context, s *ReverseSession, r ReverseRequest, sink Sink) Served {
-	if r.Kind == KindNotification {
+	if r.Kind == legacy.KindNotification {
 		if r.Method == "notifications/cancelled" {
-			rv.cancel(s, gjson.GetBytes(r.Body, "params.requestId"))
+			rv.cancel(s, gjson.GetBytes(r.Raw, "params.requestId"))
 		}
 		// notifications/initialized and roots/list_changed need nothing:
 		// the session is ready at once, and roots are asked per request.
@@ -128,7 +127,7 @@ func (rv *Reverse) Serve(ctx context.Context, s *ReverseSession, r ReverseReques
 	case "ping":
 		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, []byte("{}")))
 	case "logging/setLevel":
-		level := gjson.GetBytes(r.Body, "params.level")
+		level := gjson.GetBytes(r.Raw, "params.level")
 		if level.Type != gjson.String || !slices.Contains(logLevels, level.Str) {
 			_ = sink.Respond(http.StatusOK, ErrorResponse(r.ID, errorf(http.StatusBadRequest, InvalidParams, "Invalid params: level must be one of %v", logLevels)))
 			return Served{}
@@ -139,7 +138,7 @@ func (rv *Reverse) Serve(ctx context.Context, s *ReverseSession, r ReverseReques
 	case "resources/subscribe", "resources/unsubscribe":
 		// Kept by this instance for the session's GET stream, which
 		// subscribes upstream (reverse_listen.go).
-		uri := gjson.GetBytes(r.Body, "params.uri")
+		uri := gjson.GetBytes(r.Raw, "params.uri")
 		if uri.Type != gjson.String {
 			_ = sink.Respond(http.StatusOK, ErrorResponse(r.ID, errorf(http.StatusBadRequest, InvalidParams, "Invalid params: uri must be a string")))
 			return Served{}
@@ -190,7 +189,7 @@ func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest
 		rv.mu.Unlock()
 	}()
 
-	params := paramsOf(r.Body)
+	params := paramsOf(r.Raw)
 	name, hasName := "", false
 	if f := nameSourceField(r.Method); f != "" {
 		if v := gjson.GetBytes(params, f); v.Type == gjson.String {

@@ -111,7 +111,7 @@ func callRequest(t *testing.T, id int, n int) ReverseRequest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ReverseRequest{Message: msg, Body: body}
+	return ReverseRequest{Message: msg}
 }
 
 func wantNote(t *testing.T, sink *recordingSink) gjson.Result {
@@ -214,7 +214,7 @@ func TestReverseEngineAbandon(t *testing.T) {
 		cancel := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`)
 		msg, _ := Peek(cancel)
 		csink := newRecordingSink()
-		rv.Serve(context.Background(), s, ReverseRequest{Message: msg, Body: cancel}, csink)
+		rv.Serve(context.Background(), s, ReverseRequest{Message: msg}, csink)
 		if f := wantFinal(t, csink); f.status != http.StatusAccepted {
 			t.Fatalf("the notification got HTTP %d", f.status)
 		}

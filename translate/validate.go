@@ -5,13 +5,14 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/tidwall/gjson"
 )
 
 // ModernRequest is a modern (2026-07-28) message that passed ValidateModern.
 type ModernRequest struct {
 	// Message is the JSON-RPC envelope (id, method, kind).
-	Message
+	legacy.Message
 	// ProtocolVersion is the validated protocol version (header and _meta
 	// agree on it, and it is supported).
 	ProtocolVersion string
@@ -25,8 +26,6 @@ type ModernRequest struct {
 	// LogLevel is the requested logging level, or "" when the client did
 	// not opt in to notifications/message.
 	LogLevel string
-	// Body is the request body as received.
-	Body []byte
 }
 
 // logLevels are the 2026-07-28 LoggingLevel values (RFC 5424 severities).
@@ -85,7 +84,7 @@ func ValidateModern(httpMethod string, h http.Header, body []byte, supported []s
 		return nil, &RPCError{HTTPStatus: http.StatusMethodNotAllowed, Message: "Method Not Allowed: the MCP endpoint accepts only POST"}
 	}
 	msg, err := Peek(body)
-	req := &ModernRequest{Message: msg, Body: body}
+	req := &ModernRequest{Message: msg}
 	if err != nil {
 		var re *RPCError
 		if !errors.As(err, &re) {
@@ -93,7 +92,7 @@ func ValidateModern(httpMethod string, h http.Header, body []byte, supported []s
 		}
 		return req, re
 	}
-	if msg.Kind == KindResponse {
+	if msg.Kind == legacy.KindResponse {
 		return req, errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: clients must not send JSON-RPC responses")
 	}
 	hv, _, e := singleHeader(h, HeaderProtocolVersion, true)
@@ -146,9 +145,9 @@ type envelope struct {
 // notification msg that Peek parsed from body (rung 5 and the body half of
 // rung 10) and extracts their fields. Members are looked up by their
 // unescaped names, exactly as Peek found them.
-func readEnvelope(body []byte, msg Message) (envelope, *RPCError) {
+func readEnvelope(body []byte, msg legacy.Message) (envelope, *RPCError) {
 	var env envelope
-	isRequest := msg.Kind == KindRequest
+	isRequest := msg.Kind == legacy.KindRequest
 	invalid := func(format string, args ...any) (envelope, *RPCError) {
 		return env, errorf(http.StatusBadRequest, InvalidParams, "Invalid params: "+format, args...)
 	}

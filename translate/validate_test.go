@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // reqJSON builds a JSON-RPC message; an empty id or params is left out.
@@ -63,28 +65,28 @@ func TestValidateModern(t *testing.T) {
 		wantID     string // raw id expected on the returned request ("" = nil)
 
 		// checked on success
-		wantKind Kind
+		wantKind legacy.Kind
 		wantName string
 		wantLog  string
 	}{
 		// Successes.
-		{name: "tools/list", header: modernHdr("tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: KindRequest},
-		{name: "string id", header: modernHdr("tools/list"), body: reqJSON(`"req-9"`, "tools/list", withMeta(v, "")), wantID: `"req-9"`, wantKind: KindRequest},
+		{name: "tools/list", header: modernHdr("tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: legacy.KindRequest},
+		{name: "string id", header: modernHdr("tools/list"), body: reqJSON(`"req-9"`, "tools/list", withMeta(v, "")), wantID: `"req-9"`, wantKind: legacy.KindRequest},
 		{name: "server/discover without clientInfo", header: modernHdr("server/discover"),
 			body:   reqJSON(`2`, "server/discover", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`),
-			wantID: `2`, wantKind: KindRequest},
-		{name: "tools/call", header: modernHdr("tools/call", "Mcp-Name", "get_weather"), body: toolCall(`"get_weather"`), wantID: `1`, wantKind: KindRequest, wantName: "get_weather"},
-		{name: "prompts/get", header: modernHdr("prompts/get", "Mcp-Name", "p1"), body: reqJSON(`1`, "prompts/get", withMeta(v, `"name":"p1"`)), wantID: `1`, wantKind: KindRequest, wantName: "p1"},
-		{name: "resources/read", header: modernHdr("resources/read", "Mcp-Name", "file:///a/b.json"), body: reqJSON(`1`, "resources/read", withMeta(v, `"uri":"file:///a/b.json"`)), wantID: `1`, wantKind: KindRequest, wantName: "file:///a/b.json"},
+			wantID: `2`, wantKind: legacy.KindRequest},
+		{name: "tools/call", header: modernHdr("tools/call", "Mcp-Name", "get_weather"), body: toolCall(`"get_weather"`), wantID: `1`, wantKind: legacy.KindRequest, wantName: "get_weather"},
+		{name: "prompts/get", header: modernHdr("prompts/get", "Mcp-Name", "p1"), body: reqJSON(`1`, "prompts/get", withMeta(v, `"name":"p1"`)), wantID: `1`, wantKind: legacy.KindRequest, wantName: "p1"},
+		{name: "resources/read", header: modernHdr("resources/read", "Mcp-Name", "file:///a/b.json"), body: reqJSON(`1`, "resources/read", withMeta(v, `"uri":"file:///a/b.json"`)), wantID: `1`, wantKind: legacy.KindRequest, wantName: "file:///a/b.json"},
 		{name: "log level", header: modernHdr("tools/list"),
 			body:   reqJSON(`1`, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"info"}}`),
-			wantID: `1`, wantKind: KindRequest, wantLog: "info"},
+			wantID: `1`, wantKind: legacy.KindRequest, wantLog: "info"},
 		{name: "escaped member names", header: modernHdr("tools/call", "Mcp-Name", "t"),
 			body:   `{"jsonrpc":"2.0","id":1,"m\u0065thod":"tools/call","params":{"n\u0061me":"t","_meta":{"io.modelcontextprotocol\/protocolVersion":"2026-07-28","io.modelcontextprotocol\/clientCapabilities":{}}}}`,
-			wantID: `1`, wantKind: KindRequest, wantName: "t"},
-		{name: "removed method still passes the ladder", header: modernHdr("ping"), body: reqJSON(`1`, "ping", withMeta(v, "")), wantID: `1`, wantKind: KindRequest},
+			wantID: `1`, wantKind: legacy.KindRequest, wantName: "t"},
+		{name: "removed method still passes the ladder", header: modernHdr("ping"), body: reqJSON(`1`, "ping", withMeta(v, "")), wantID: `1`, wantKind: legacy.KindRequest},
 		{name: "dual-era supported list", header: hdr("MCP-Protocol-Version", "2025-11-25", "Mcp-Method", "tools/list"),
-			body: reqJSON(`1`, "tools/list", withMeta("2025-11-25", "")), supported: []string{v, "2025-11-25"}, wantID: `1`, wantKind: KindRequest},
+			body: reqJSON(`1`, "tools/list", withMeta("2025-11-25", "")), supported: []string{v, "2025-11-25"}, wantID: `1`, wantKind: legacy.KindRequest},
 
 		// Rung 1: HTTP method.
 		{name: "GET", httpMethod: http.MethodGet, header: modernHdr("tools/list"), wantStatus: 405},
@@ -163,37 +165,37 @@ func TestValidateModern(t *testing.T) {
 		{name: "Mcp-Method repeated", header: modernHdr("tools/list", "Mcp-Method", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
 		{name: "Mcp-Method repeated under two spellings", header: http.Header{"Mcp-Protocol-Version": {v}, "Mcp-Method": {"tools/list"}, "mcp-method": {"tools/call"}},
 			body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "header names lower case", header: http.Header{"mcp-protocol-version": {v}, "mcp-method": {"tools/list"}}, body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: KindRequest},
-		{name: "header names upper case", header: http.Header{"MCP-PROTOCOL-VERSION": {v}, "MCP-METHOD": {"tools/list"}}, body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: KindRequest},
-		{name: "header names via Set", header: hdr("mcp-protocol-version", v, "MCP-METHOD", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: KindRequest},
-		{name: "Mcp-Method with OWS", header: modernHdr(" \ttools/list "), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: KindRequest},
+		{name: "header names lower case", header: http.Header{"mcp-protocol-version": {v}, "mcp-method": {"tools/list"}}, body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: legacy.KindRequest},
+		{name: "header names upper case", header: http.Header{"MCP-PROTOCOL-VERSION": {v}, "MCP-METHOD": {"tools/list"}}, body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: legacy.KindRequest},
+		{name: "header names via Set", header: hdr("mcp-protocol-version", v, "MCP-METHOD", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: legacy.KindRequest},
+		{name: "Mcp-Method with OWS", header: modernHdr(" \ttools/list "), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: legacy.KindRequest},
 
 		// Rung 10: Mcp-Name.
 		{name: "Mcp-Name missing", header: modernHdr("tools/call"), body: toolCall(`"t"`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
 		{name: "Mcp-Name wrong", header: modernHdr("tools/call", "Mcp-Name", "wrong_tool_name"), body: toolCall(`"t"`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
 		{name: "Mcp-Name case differs", header: modernHdr("tools/call", "Mcp-Name", "T"), body: toolCall(`"t"`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
 		{name: "Mcp-Name repeated", header: modernHdr("tools/call", "Mcp-Name", "t", "Mcp-Name", "t"), body: toolCall(`"t"`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "Mcp-Name with OWS", header: modernHdr("tools/call", "Mcp-Name", "  tool  "), body: toolCall(`"tool"`), wantID: `1`, wantKind: KindRequest, wantName: "tool"},
-		{name: "Mcp-Name lower-case header name", header: http.Header{"Mcp-Protocol-Version": {v}, "mcp-method": {"tools/call"}, "mcp-name": {"tool"}}, body: toolCall(`"tool"`), wantID: `1`, wantKind: KindRequest, wantName: "tool"},
-		{name: "Mcp-Name base64", header: modernHdr("tools/call", "Mcp-Name", "=?base64?SGVsbG8=?="), body: toolCall(`"Hello"`), wantID: `1`, wantKind: KindRequest, wantName: "Hello"},
-		{name: "Mcp-Name base64 unicode", header: modernHdr("prompts/get", "Mcp-Name", "=?base64?SGVsbG8sIOS4lueVjA==?="), body: reqJSON(`1`, "prompts/get", withMeta(v, `"name":"Hello, \u4e16\u754c"`)), wantID: `1`, wantKind: KindRequest, wantName: "Hello, 世界"},
+		{name: "Mcp-Name with OWS", header: modernHdr("tools/call", "Mcp-Name", "  tool  "), body: toolCall(`"tool"`), wantID: `1`, wantKind: legacy.KindRequest, wantName: "tool"},
+		{name: "Mcp-Name lower-case header name", header: http.Header{"Mcp-Protocol-Version": {v}, "mcp-method": {"tools/call"}, "mcp-name": {"tool"}}, body: toolCall(`"tool"`), wantID: `1`, wantKind: legacy.KindRequest, wantName: "tool"},
+		{name: "Mcp-Name base64", header: modernHdr("tools/call", "Mcp-Name", "=?base64?SGVsbG8=?="), body: toolCall(`"Hello"`), wantID: `1`, wantKind: legacy.KindRequest, wantName: "Hello"},
+		{name: "Mcp-Name base64 unicode", header: modernHdr("prompts/get", "Mcp-Name", "=?base64?SGVsbG8sIOS4lueVjA==?="), body: reqJSON(`1`, "prompts/get", withMeta(v, `"name":"Hello, \u4e16\u754c"`)), wantID: `1`, wantKind: legacy.KindRequest, wantName: "Hello, 世界"},
 		{name: "Mcp-Name base64 bad padding", header: modernHdr("tools/call", "Mcp-Name", "=?base64?SGVsbG8?="), body: toolCall(`"Hello"`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
 		{name: "Mcp-Name base64 bad chars", header: modernHdr("tools/call", "Mcp-Name", "=?base64?SGVs!!!bG8=?="), body: toolCall(`"Hello"`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "Mcp-Name literal base64 text", header: modernHdr("tools/call", "Mcp-Name", "SGVsbG8="), body: toolCall(`"SGVsbG8="`), wantID: `1`, wantKind: KindRequest, wantName: "SGVsbG8="},
-		{name: "Mcp-Name literal missing suffix", header: modernHdr("tools/call", "Mcp-Name", "=?base64?SGVsbG8="), body: toolCall(`"=?base64?SGVsbG8="`), wantID: `1`, wantKind: KindRequest, wantName: "=?base64?SGVsbG8="},
+		{name: "Mcp-Name literal base64 text", header: modernHdr("tools/call", "Mcp-Name", "SGVsbG8="), body: toolCall(`"SGVsbG8="`), wantID: `1`, wantKind: legacy.KindRequest, wantName: "SGVsbG8="},
+		{name: "Mcp-Name literal missing suffix", header: modernHdr("tools/call", "Mcp-Name", "=?base64?SGVsbG8="), body: toolCall(`"=?base64?SGVsbG8="`), wantID: `1`, wantKind: legacy.KindRequest, wantName: "=?base64?SGVsbG8="},
 		{name: "Mcp-Name literal is not decoded", header: modernHdr("tools/call", "Mcp-Name", "SGVsbG8="), body: toolCall(`"Hello"`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
 		{name: "Mcp-Name non-ASCII literal", header: modernHdr("tools/call", "Mcp-Name", "caf\xc3\xa9"), body: toolCall(`"café"`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
 		{name: "resources/read uri mismatch", header: modernHdr("resources/read", "Mcp-Name", "test://a"), body: reqJSON(`1`, "resources/read", withMeta(v, `"uri":"test://b"`)), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
 		{name: "resources/read name instead of uri", header: modernHdr("resources/read", "Mcp-Name", "test://a"), body: reqJSON(`1`, "resources/read", withMeta(v, `"name":"test://a"`)), wantStatus: 400, wantCode: InvalidParams, wantID: `1`},
 		{name: "tools/call name missing", header: modernHdr("tools/call", "Mcp-Name", "t"), body: reqJSON(`1`, "tools/call", withMeta(v, `"arguments":{}`)), wantStatus: 400, wantCode: InvalidParams, wantID: `1`},
 		{name: "tools/call name number", header: modernHdr("tools/call", "Mcp-Name", "1"), body: toolCall(`1`), wantStatus: 400, wantCode: InvalidParams, wantID: `1`},
-		{name: "Mcp-Name ignored on tools/list", header: modernHdr("tools/list", "Mcp-Name", "whatever"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: KindRequest},
-		{name: "Mcp-Param headers not validated", header: modernHdr("tools/call", "Mcp-Name", "t", "Mcp-Param-Region", "=?base64?!!?="), body: toolCall(`"t"`), wantID: `1`, wantKind: KindRequest, wantName: "t"},
+		{name: "Mcp-Name ignored on tools/list", header: modernHdr("tools/list", "Mcp-Name", "whatever"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: legacy.KindRequest},
+		{name: "Mcp-Param headers not validated", header: modernHdr("tools/call", "Mcp-Name", "t", "Mcp-Param-Region", "=?base64?!!?="), body: toolCall(`"t"`), wantID: `1`, wantKind: legacy.KindRequest, wantName: "t"},
 
 		// Notifications.
-		{name: "notification without meta", header: hdr("MCP-Protocol-Version", v), body: reqJSON(``, "notifications/cancelled", `{"requestId":1}`), wantKind: KindNotification},
-		{name: "notification without params", header: hdr("MCP-Protocol-Version", v, "Mcp-Method", "notifications/x"), body: reqJSON(``, "notifications/x", ``), wantKind: KindNotification},
-		{name: "notification with meta", header: hdr("MCP-Protocol-Version", v, "Mcp-Method", "notifications/cancelled"), body: reqJSON(``, "notifications/cancelled", withMeta(v, `"requestId":1`)), wantKind: KindNotification},
+		{name: "notification without meta", header: hdr("MCP-Protocol-Version", v), body: reqJSON(``, "notifications/cancelled", `{"requestId":1}`), wantKind: legacy.KindNotification},
+		{name: "notification without params", header: hdr("MCP-Protocol-Version", v, "Mcp-Method", "notifications/x"), body: reqJSON(``, "notifications/x", ``), wantKind: legacy.KindNotification},
+		{name: "notification with meta", header: hdr("MCP-Protocol-Version", v, "Mcp-Method", "notifications/cancelled"), body: reqJSON(``, "notifications/cancelled", withMeta(v, `"requestId":1`)), wantKind: legacy.KindNotification},
 		{name: "notification without header", body: reqJSON(``, "notifications/cancelled", `{"requestId":1}`), wantStatus: 400, wantCode: HeaderMismatch},
 		{name: "notification meta mismatch", header: hdr("MCP-Protocol-Version", v), body: reqJSON(``, "notifications/cancelled", withMeta("v9", "")), wantStatus: 400, wantCode: HeaderMismatch},
 		{name: "notification unsupported", header: hdr("MCP-Protocol-Version", "v9"), body: reqJSON(``, "notifications/cancelled", `{}`), wantStatus: 400, wantCode: UnsupportedProtocolVersion},
@@ -242,10 +244,10 @@ func TestValidateModern(t *testing.T) {
 			if req.LogLevel != tt.wantLog {
 				t.Errorf("LogLevel = %q, want %q", req.LogLevel, tt.wantLog)
 			}
-			if req.ProtocolVersion == "" || string(req.Body) != tt.body {
+			if req.ProtocolVersion == "" || string(req.Raw) != tt.body {
 				t.Errorf("ProtocolVersion %q / Body not set", req.ProtocolVersion)
 			}
-			if req.Kind == KindRequest && !json.Valid(req.ClientCapabilities) {
+			if req.Kind == legacy.KindRequest && !json.Valid(req.ClientCapabilities) {
 				t.Errorf("ClientCapabilities = %q, want a JSON object", req.ClientCapabilities)
 			}
 		})
@@ -259,11 +261,10 @@ func TestValidateModernResultFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &ModernRequest{
-		Message:            Message{ID: json.RawMessage(`"x"`), Method: "tools/call", Kind: KindRequest},
+		Message:            legacy.Message{ID: json.RawMessage(`"x"`), Method: "tools/call", Kind: legacy.KindRequest, Raw: []byte(body)},
 		ProtocolVersion:    ModernVersion,
 		Name:               "t",
 		ClientCapabilities: []byte(`{"elicitation":{}}`),
-		Body:               []byte(body),
 	}
 	if !reflect.DeepEqual(req, want) {
 		t.Errorf("got %+v\nwant %+v", req, want)
