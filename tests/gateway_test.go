@@ -157,6 +157,53 @@ func (g *gateway) reload(t *testing.T, block string) {
 	// The old server closes its idle connections: a request sent on one
 	// of them as it does so fails (EOF). Clients of their own do the same.
 	http.DefaultClient.CloseIdleConnections()
+	g.waitOldListenerClosed(t)
+}
+
+// waitOldListenerClosed waits until one socket listens on the gateway's
+// port. On Linux Caddy binds each configuration's listener with
+// SO_REUSEPORT, and `caddy reload` returns once the old server has been
+// told to shut down, not once its listener has closed (caddyhttp.App.stop):
+// until it closes, the kernel hands some new connections to the old socket,
+// and those still in its accept queue when it closes are reset. A test
+// request sent in that instant fails with "connection reset by peer"
+// (TestSecurityKeyRotation did, once in ~6 full runs), so the reload helper
+// waits for the event — the old socket gone from /proc/net/tcp — with a
+// deadline. Where /proc/net/tcp cannot be read it returns at once.
+func (g *gateway) waitOldListenerClosed(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := listeningSockets(g.Port)
+		if err != nil || n <= 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sockets still listen on port %d 10s after caddy reload", n, g.Port)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// listeningSockets counts the TCP sockets in state LISTEN on port, from
+// /proc/net/tcp and /proc/net/tcp6.
+func listeningSockets(port int) (int, error) {
+	n := 0
+	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return 0, err
+		}
+		local := fmt.Sprintf(":%04X", port)
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			// sl local_address rem_address st …; st 0A is LISTEN.
+			if len(f) > 3 && strings.HasSuffix(f[1], local) && f[3] == "0A" {
+				n++
+			}
+		}
+	}
+	return n, nil
 }
 
 // stop runs `caddy stop` and returns how long the process took to exit.
