@@ -99,10 +99,11 @@ const (
 
 // decision is where a request goes.
 type decision struct {
-	// cell is the cell that serves it; "" when it is refused, or when it
-	// is a modern retry relayed to the owner of its call (which counts it
-	// in its cell). A legacy answer relayed to another instance stays in
-	// the reverse bridge's cell, as its session does.
+	// cell is the cell that serves it; "" when it is refused. A request
+	// relayed to the owner of its call is in its call's cell on both
+	// instances: a modern retry in the forward bridge's, a legacy answer
+	// in the reverse bridge's ({http.mcp_gateway.owner} tells the relaying
+	// instance's log lines apart).
 	cell string
 	// up is the upstream: chosen by the selection policy for a new
 	// session or a modern request, named by the session id or the parked
@@ -127,7 +128,7 @@ type decision struct {
 func decide(in routeInput, pick func(eraSet) *Upstream) decision {
 	switch {
 	case in.era == eraModern && in.state == translate.ParkedThere:
-		return decision{relayTo: &in.stateOwner}
+		return decision{cell: cellForward, relayTo: &in.stateOwner}
 	case in.era == eraModern && in.state == translate.ParkedHere:
 		return decision{cell: cellForward, up: in.stateUp}
 	case in.era == eraModern:

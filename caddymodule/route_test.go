@@ -42,7 +42,7 @@ func TestDecide(t *testing.T) {
 			decision{cell: cellForward}, nil},
 		{"retry of a call parked on another instance", routeInput{method: http.MethodPost, era: eraModern,
 			state: translate.ParkedThere, stateOwner: peer}, both,
-			decision{relayTo: &peer}, nil},
+			decision{cell: cellForward, relayTo: &peer}, nil},
 		{"requestState that does not open (an upstream's own)", routeInput{method: http.MethodPost, era: eraModern,
 			state: translate.StateUnopened}, both,
 			decision{cell: cellModern, up: modernUp}, []eraSet{speaksModern}},

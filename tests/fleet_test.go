@@ -209,7 +209,43 @@ func TestFleetForwardBridge(t *testing.T) {
 					t.Errorf("%s summed over the fleet = %v, want 2", series, got)
 				}
 			}
+			// A retry is in its call's cell on the instance relaying it
+			// too: three calls on their instances plus two relays, none
+			// counted as refused ("none").
+			cellOf := func(cell string) string {
+				return `caddy_mcp_gateway_requests_total{cell="` + cell + `",method="tools/call",`
+			}
+			if got := fleetMetricPrefix(t, fleet, cellOf("modern-legacy"), 5); got != 5 {
+				t.Errorf("tools/call requests in cell modern-legacy over the fleet = %v, want 5", got)
+			}
+			if got := fleetMetricPrefix(t, fleet, cellOf("none"), 0); got != 0 {
+				t.Errorf("tools/call requests in cell none over the fleet = %v, want 0", got)
+			}
 		})
+	}
+}
+
+// fleetMetricPrefix is fleetMetric summing every series starting with
+// prefix (any values of the labels after it).
+func fleetMetricPrefix(t *testing.T, fleet []*gateway, prefix string, want float64) float64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sum := 0.0
+		for _, g := range fleet {
+			for _, line := range strings.Split(scrape(t, g), "\n") {
+				if rest, ok := strings.CutPrefix(line, prefix); ok {
+					if _, v, ok := strings.Cut(rest, "} "); ok {
+						f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+						sum += f
+					}
+				}
+			}
+		}
+		if sum == want || time.Now().After(deadline) {
+			return sum
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
