@@ -179,6 +179,13 @@ func TestInteropBatches20250326(t *testing.T) {
 			}
 		})
 	}
+	t.Run("refused: nested too deep, before it is parsed", func(t *testing.T) {
+		body := `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"a":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}}}]`
+		r := post(t, g.URL, old, body)
+		if code, msg := rpcErrorOf(t, r); r.StatusCode != http.StatusBadRequest || code != -32700 || !strings.Contains(msg, "nested deeper") {
+			t.Errorf("HTTP %d, %d %q; want 400, -32700", r.StatusCode, code, msg)
+		}
+	})
 	t.Run("refused: a modern request", func(t *testing.T) {
 		body := `[` + rpcBody(t, 9, "tools/list", map[string]any{"_meta": meta(modernVersion)}) + `]`
 		r := post(t, g.URL, modernHeaders(modernVersion, "tools/list", ""), body)
