@@ -100,3 +100,34 @@ func TestUpstreamOffers(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPeekBatch: PeekBatch never panics; it accepts only non-empty arrays of
+// objects each of which Peek accepts, and refuses everything else with a 400
+// ParseError or InvalidRequest.
+func FuzzPeekBatch(f *testing.F) {
+	for _, s := range []string{
+		`[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]`,
+		`[{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":"a","method":"m","params":{}}]`,
+		`[{"jsonrpc":"2.0","id":1,"result":{}}]`, `[]`, `[1]`, `[[]]`, `{}`, `[`, `[{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		msgs, err := PeekBatch(body)
+		if err != nil {
+			var re *RPCError
+			if !errors.As(err, &re) || re.HTTPStatus != http.StatusBadRequest || re.Code != ParseError && re.Code != InvalidRequest {
+				t.Fatalf("%q: %v", body, err)
+			}
+			return
+		}
+		if !IsBatch(body) || len(msgs) == 0 {
+			t.Fatalf("%q accepted as a batch of %d", body, len(msgs))
+		}
+		for _, m := range msgs {
+			if m.Kind == KindInvalid || m.Kind == KindRequest && m.Method == "initialize" {
+				t.Fatalf("%q: element %+v accepted", body, m)
+			}
+		}
+	})
+}
