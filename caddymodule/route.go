@@ -51,6 +51,11 @@ type routeInput struct {
 	// upstreamSession: a pinned session names an upstream session of its
 	// own (an upstream that keeps none has nothing for DELETE to end).
 	upstreamSession bool
+	// batch marks a legacy POST whose body is a JSON-RPC batch (checked
+	// element by element, translate.PeekBatch); batchAllowed says that the
+	// session's revision has batches (2025-03-26,
+	// translate.SessionBatchVersion). Only a pinned session passes one on.
+	batch, batchAllowed bool
 	// answerOwner, if set, is the instance whose in-line request a
 	// gateway-held session's POST answers (its id is `gw-<instance>-n`,
 	// translate.Reverse.AnswerOwner) when that is another instance.
@@ -95,6 +100,10 @@ const (
 	// refuseNothingToEnd: 405, DELETE of a pinned session whose upstream
 	// keeps no session.
 	refuseNothingToEnd
+	// refuseBatch: 400 -32600, a JSON-RPC batch in a session whose revision
+	// has none (2025-06-18 and later), or in a gateway-held session (the
+	// reverse bridge sends single requests upstream).
+	refuseBatch
 )
 
 // decision is where a request goes.
@@ -151,8 +160,12 @@ func decide(in routeInput, pick func(eraSet) *Upstream) decision {
 		return decision{refuse: refuseNoSession}
 	case in.session == sessionPinned && in.method == http.MethodDelete && !in.upstreamSession:
 		return decision{refuse: refuseNothingToEnd}
+	case in.session == sessionPinned && in.batch && !in.batchAllowed:
+		return decision{cell: cellPinned, up: in.sessionUp, refuse: refuseBatch}
 	case in.session == sessionPinned:
 		return decision{cell: cellPinned, up: in.sessionUp}
+	case in.session == sessionHeld && in.batch:
+		return decision{cell: cellReverse, up: in.sessionUp, refuse: refuseBatch}
 	case in.session == sessionHeld:
 		return decision{cell: cellReverse, up: in.sessionUp, relayTo: in.answerOwner}
 	}
@@ -174,6 +187,9 @@ type learned struct {
 	sid  string
 	pin  seal.Pin
 	held *translate.ReverseSession
+	// batchVersion is the revision a batch's session speaks
+	// (translate.SessionBatchVersion), for its refusal.
+	batchVersion string
 }
 
 // learnModern checks a modern request (the validation ladder, removed
@@ -202,7 +218,17 @@ func (h *Handler) learnModern(w http.ResponseWriter, r *http.Request, body []byt
 // fails a check is answered here (ok false).
 func (h *Handler) learnLegacy(w http.ResponseWriter, r *http.Request, body []byte) (l learned, ok bool, err error) {
 	l = learned{body: body, in: routeInput{method: r.Method, era: eraLegacy}, sid: r.Header.Get("Mcp-Session-Id")}
-	if body != nil {
+	switch {
+	case body != nil && translate.IsBatch(body):
+		// 2025-03-26 batches: every element is checked as a single
+		// message would be; whether the session may send one is decided
+		// with its session.
+		if _, err := translate.PeekBatch(body); err != nil {
+			return l, false, writeRPCError(w, nil, asRPCError(err))
+		}
+		l.in.batch = true
+		l.batchVersion, l.in.batchAllowed = translate.SessionBatchVersion(r.Header)
+	case body != nil:
 		msg, err := translate.Peek(body)
 		if err != nil {
 			return l, false, writeRPCError(w, msg.ID, asRPCError(err))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -165,6 +166,18 @@ func (h *Handler) refuse(w http.ResponseWriter, l *learned, why refusal) error {
 		return writeRPCError(w, l.id, &translate.RPCError{
 			HTTPStatus: http.StatusBadRequest, Code: codeSessionRequired,
 			Message: "Bad Request: Mcp-Session-Id header is required",
+		})
+	case refuseBatch:
+		msg := "Invalid Request: JSON-RPC batches are not supported in front of a modern server"
+		if l.in.session == sessionPinned {
+			msg = "Invalid Request: JSON-RPC batches exist only in protocol revision " + translate.BatchVersion +
+				", not in " + strconv.Quote(clipText(l.batchVersion, 64))
+			if l.batchVersion == "" {
+				msg = "Invalid Request: a JSON-RPC batch needs one MCP-Protocol-Version header (" + translate.BatchVersion + ") or none"
+			}
+		}
+		return writeRPCError(w, nil, &translate.RPCError{
+			HTTPStatus: http.StatusBadRequest, Code: translate.InvalidRequest, Message: msg,
 		})
 	case refuseNothingToEnd:
 		// The upstream keeps no session: there is nothing to end.

@@ -210,7 +210,12 @@ func (b *Bridge) respondFinal(c *call, r Request, m legacy.Message, sink Sink) s
 	case MissingRequiredClientCapability:
 		status = http.StatusBadRequest // the gateway's convention for legacy servers, see README
 	case MethodNotFound:
-		status = http.StatusNotFound
+		// 404 is the transport's answer for a method the server does not
+		// implement; a -32601 from the handler of a method the upstream
+		// offers (an unknown tool) stays in-band.
+		if !upstreamOffers(c.sess.InitResult, r.Method) {
+			status = http.StatusNotFound
+		}
 	}
 	_ = sink.Respond(status, errorObjectResponse(r.ID, out))
 	return OutcomeError

@@ -119,11 +119,11 @@ func reverseListenFilter(caps gjson.Result, uris []string) (filter []byte, ok bo
 // acknowledged, so that no notification falls between the two (one may
 // come twice).
 func (rv *Reverse) Listen(ctx context.Context, s *ReverseSession, header http.Header, ready func(), notify func([]byte) error) error {
-	st := rv.subscriptionsOf(s)
-	if !st.listening.CompareAndSwap(false, true) {
-		return ErrSessionStreamOpen
-	}
-	defer st.listening.Store(false)
+	// Whether there is a stream at all is the upstream's to say, and it is
+	// asked before the session's one stream is claimed: otherwise a second
+	// GET arriving while the first waits for server/discover would be told
+	// 409 (a stream is open) where both must hear 405 (no stream exists), as
+	// clients that open the GET stream twice right after initialize do.
 	disc, rerr := rv.discoverResult(ctx, rv.options(s), s.Upstream, s.Principal, header)
 	if rerr != nil {
 		return rerr
@@ -132,6 +132,11 @@ func (rv *Reverse) Listen(ctx context.Context, s *ReverseSession, header http.He
 	if _, ok := reverseListenFilter(caps, nil); !ok {
 		return ErrNoNotifications
 	}
+	st := rv.subscriptionsOf(s)
+	if !st.listening.CompareAndSwap(false, true) {
+		return ErrSessionStreamOpen
+	}
+	defer st.listening.Store(false)
 	ready()
 
 	ctx, cancelAll := context.WithCancel(ctx)

@@ -213,11 +213,22 @@ func wrapOutputSchemas(tools string) string {
 }
 
 // LegacyError maps the error object of a modern error response to method
-// for a legacy client: on resources/read, -32602 with a data.uri (the 2026
-// resource-not-found) becomes -32002, the code 2025 clients recognize.
+// for a legacy client, so that it carries a code the client's revision
+// defines (message and data unchanged):
+//
+//   - -32021 (MissingRequiredClientCapability, defined only from 2026-07-28)
+//     becomes -32600 (Invalid Request), the code 2025-11-25 gives a request
+//     that lacks what the receiver requires of its sender (a request
+//     without the task augmentation a receiver requires, basic/utilities/
+//     tasks.mdx §Error Handling); data.requiredCapabilities stays;
+//   - on resources/read, -32602 with a data.uri (the 2026 resource-not-found)
+//     becomes -32002, the code 2025 clients recognize.
+//
 // Everything else is returned unchanged.
 func LegacyError(method string, errObj []byte) []byte {
-	if method != "resources/read" {
+	code := gjson.GetBytes(errObj, "code")
+	missingCap := code.Type == gjson.Number && code.Num == MissingRequiredClientCapability
+	if method != "resources/read" && !missingCap {
 		return errObj
 	}
 	src, ms, err := parseObject(errObj)
@@ -229,18 +240,24 @@ func LegacyError(method string, errObj []byte) []byte {
 	for i, m := range ms {
 		switch m.name {
 		case "code":
-			if m.val.Type == gjson.Number && m.val.Num == InvalidParams {
+			if m.val.Type == gjson.Number && (m.val.Num == InvalidParams || m.val.Num == MissingRequiredClientCapability) {
 				codeAt = i
 			}
 		case "data":
 			hasURI = m.val.IsObject() && m.val.Get("uri").Type == gjson.String
 		}
 	}
-	if codeAt < 0 || !hasURI {
+	if codeAt < 0 {
 		return errObj
 	}
 	m := ms[codeAt]
-	return applySplices(src, []splice{{m.val.Index, m.end(), strconv.Itoa(ResourceNotFoundLegacy)}})
+	switch {
+	case m.val.Num == MissingRequiredClientCapability:
+		return applySplices(src, []splice{{m.val.Index, m.end(), strconv.Itoa(InvalidRequest)}})
+	case method == "resources/read" && hasURI:
+		return applySplices(src, []splice{{m.val.Index, m.end(), strconv.Itoa(ResourceNotFoundLegacy)}})
+	}
+	return errObj
 }
 
 // LegacyFailure is how the reverse bridge reports a call it could not

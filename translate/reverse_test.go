@@ -92,8 +92,16 @@ func TestLegacyError(t *testing.T) {
 	if got := string(LegacyError("resources/read", []byte(notFound))); got != `{"code":-32002,"message":"Resource not found","data":{"uri":"test://x"}}` {
 		t.Errorf("resource not found: %s", got)
 	}
+	missing := `{"code":-32021,"message":"needs elicitation","data":{"requiredCapabilities":{"elicitation":{}}}}`
+	for _, method := range []string{"tools/call", "prompts/get", "resources/read"} {
+		if got := string(LegacyError(method, []byte(missing))); got != `{"code":-32600,"message":"needs elicitation","data":{"requiredCapabilities":{"elicitation":{}}}}` {
+			t.Errorf("%s: missing capability: %s", method, got)
+		}
+	}
 	for _, c := range []struct{ method, in string }{
 		{"tools/call", notFound},
+		{"tools/call", `{"code":-32020,"message":"x"}`},
+		{"tools/call", `{"code":-32021.5,"message":"x"}`},
 		{"resources/read", `{"code":-32602,"message":"bad"}`},
 		{"resources/read", `{"code":-32603,"message":"x","data":{"uri":"u"}}`},
 	} {
