@@ -58,7 +58,7 @@ func SessionBatchVersion(h http.Header) (version string, allowed bool) {
 // error is an *RPCError with HTTPStatus 400: ParseError for a body that is
 // not JSON or is nested too deep, InvalidRequest otherwise, its message
 // naming the element at fault.
-func PeekBatch(body []byte) ([]Message, error) {
+func PeekBatch(body []byte) ([]legacy.Message, error) {
 	if err := legacy.ValidJSON(body); err != nil {
 		if errors.Is(err, legacy.ErrJSONTooDeep) {
 			return nil, errorf(http.StatusBadRequest, ParseError, "Parse error: %v", err)
@@ -69,7 +69,7 @@ func PeekBatch(body []byte) ([]Message, error) {
 	if !root.IsArray() {
 		return nil, errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: a batch must be a JSON array")
 	}
-	var msgs []Message
+	var msgs []legacy.Message
 	var rerr *RPCError
 	root.ForEach(func(_, elem gjson.Result) bool {
 		i := len(msgs)
@@ -86,11 +86,11 @@ func PeekBatch(body []byte) ([]Message, error) {
 			rerr = &RPCError{HTTPStatus: re.HTTPStatus, Code: re.Code, Message: fmt.Sprintf("%s (batch element %d)", re.Message, i)}
 			return false
 		}
-		if m.Kind == KindRequest && m.Method == "initialize" {
+		if m.Kind == legacy.KindRequest && m.Method == "initialize" {
 			rerr = errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: initialize must not be part of a batch (batch element %d)", i)
 			return false
 		}
-		if i > 0 && (m.Kind == KindResponse) != (msgs[0].Kind == KindResponse) {
+		if i > 0 && (m.Kind == legacy.KindResponse) != (msgs[0].Kind == legacy.KindResponse) {
 			rerr = errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: a batch holds either requests and notifications or responses, not both (batch element %d)", i)
 			return false
 		}

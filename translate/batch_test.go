@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 func TestIsBatch(t *testing.T) {
@@ -125,7 +127,7 @@ func FuzzPeekBatch(f *testing.F) {
 			t.Fatalf("%q accepted as a batch of %d", body, len(msgs))
 		}
 		for _, m := range msgs {
-			if m.Kind == KindInvalid || m.Kind == KindRequest && m.Method == "initialize" {
+			if m.Kind == legacy.KindInvalid || m.Kind == legacy.KindRequest && m.Method == "initialize" {
 				t.Fatalf("%q: element %+v accepted", body, m)
 			}
 		}
