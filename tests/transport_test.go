@@ -27,22 +27,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// testPKI is a private certificate authority made for one test, in
-// t.TempDir(): the CA's certificate (ca.pem), a server certificate for
-// 127.0.0.1, and a client certificate (client.pem, client-key.pem) with
-// the common name "mcp-gateway".
+// testPKI is a private certificate authority made for one test, written
+// to a directory: the CA's certificate (ca.pem), a client certificate
+// (client.pem, client-key.pem) with the common name "mcp-gateway"; and a
+// server certificate for 127.0.0.1 and mcp.test, in memory.
 type testPKI struct {
 	caFile, clientCert, clientKey string
 	roots                         *x509.CertPool
 	server                        tls.Certificate
 }
 
+// newTestPKI makes a testPKI in t.TempDir().
 func newTestPKI(t *testing.T) *testPKI {
 	t.Helper()
-	dir := t.TempDir()
+	return newTestPKIIn(t, t.TempDir())
+}
+
+// newTestPKIIn makes a testPKI in dir.
+func newTestPKIIn(t *testing.T, dir string) *testPKI {
+	t.Helper()
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -72,7 +79,7 @@ func newTestPKI(t *testing.T) *testPKI {
 			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
 		}
 		if usage == x509.ExtKeyUsageServerAuth {
-			tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+			tmpl.IPAddresses, tmpl.DNSNames = []net.IP{net.IPv4(127, 0, 0, 1)}, []string{"mcp.test"}
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 		if err != nil {
@@ -168,17 +175,15 @@ func (s *tlsServer) log() string {
 }
 
 // whoamiMCP is a go-sdk MCP server whose tool `whoami` answers name:
-// legacy (sessionful), or modern-only when stateless.
+// legacy (sessionful), or modern-only when stateless. It accepts any Host
+// (it is reached by a name the test's DNS server resolves).
 func whoamiMCP(name string, stateless bool) http.Handler {
 	server := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, nil)
 	mcp.AddTool(server, &mcp.Tool{Name: "whoami", Description: "Names the server."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name}}}, nil, nil
 		})
-	var opts *mcp.StreamableHTTPOptions
-	if stateless {
-		opts = &mcp.StreamableHTTPOptions{Stateless: true}
-	}
+	opts := &mcp.StreamableHTTPOptions{Stateless: stateless, DisableLocalhostProtection: true}
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
 }
 
@@ -415,5 +420,80 @@ func TestTransportPeerTLS(t *testing.T) {
 		waitMetrics(t, secured, map[string]float64{
 			`caddy_mcp_gateway_instance_forwards_total{direction="sent",outcome="ok"}`: 1,
 		})
+	})
+}
+
+// startDNS runs a DNS server on 127.0.0.1 (UDP) that resolves name (and
+// nothing else) to 127.0.0.1, and counts the queries for it.
+func startDNS(t *testing.T, name string) (addr string, queries *atomic.Int32) {
+	t.Helper()
+	queries = new(atomic.Int32)
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(req)
+		for _, q := range req.Question {
+			if !strings.EqualFold(q.Name, dns.Fqdn(name)) {
+				m.Rcode = dns.RcodeNameError
+				continue
+			}
+			queries.Add(1)
+			if q.Qtype == dns.TypeA {
+				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 1},
+					A: net.IPv4(127, 0, 0, 1)})
+			}
+		}
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return pc.LocalAddr().String(), queries
+}
+
+// TestTransportResolvers: an upstream known only to a DNS server the test
+// runs (mcp.test) is reached through `transport http { resolvers … }` by
+// the forward bridge, on its own connections made with the transport's
+// dialer, and by the pinned pass-through; with `keepalive off`, which its
+// own connections cannot honour, the forward bridge sends through the
+// transport itself, and says so in the log.
+func TestTransportResolvers(t *testing.T) {
+	pki := newTestPKI(t)
+	up := startTLSServer(t, pki, whoamiMCP("named", false), false)
+	dnsAddr, queries := startDNS(t, "mcp.test")
+	u, err := url.Parse(up.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := "https://mcp.test:" + u.Port() + "/mcp"
+	lines := []string{"tls_trust_pool file " + pki.caFile, "resolvers " + dnsAddr}
+
+	g := startGateway(t, transportBlock(named, "legacy", lines...))
+	t.Run("forward bridge", func(t *testing.T) {
+		before := queries.Load()
+		if got := whoami(t, connectGo(t, g.URL, "", nil)); got != "named" {
+			t.Fatalf("whoami: %q", got)
+		}
+		if queries.Load() == before {
+			t.Error("the forward bridge resolved mcp.test without the configured resolver")
+		}
+	})
+	t.Run("pinned pass-through", func(t *testing.T) {
+		if got := whoami(t, connectGo(t, g.URL, "2025-11-25", nil)); got != "named" {
+			t.Fatalf("whoami: %q", got)
+		}
+	})
+	if strings.Contains(g.Log(), "sends through the transport itself") {
+		t.Error("the forward bridge fell back to the transport, want its own connections")
+	}
+
+	t.Run("forward bridge through the transport", func(t *testing.T) {
+		g := startGateway(t, transportBlock(named, "legacy", append(lines, "keepalive off")...))
+		waitLog(t, g, `"because":"keepalive is off"`)
+		if got := whoami(t, connectGo(t, g.URL, "", nil)); got != "named" {
+			t.Fatalf("whoami: %q", got)
+		}
 	})
 }
