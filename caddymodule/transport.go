@@ -134,11 +134,15 @@ func (h *Handler) forwardBridgeClient(ht *reverseproxy.HTTPTransport) (client le
 	case t.DisableKeepAlives:
 		return h.client, "keepalive is off"
 	}
-	conn := legacy.NewConnClient(legacy.ConnOptions{
-		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+	var dial func(context.Context, string, string) (net.Conn, error) // nil: ConnClient's own
+	if t.DialContext != nil {
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			nc, err := t.DialContext(ctx, network, addr)
 			return nc, asDialError(err)
-		},
+		}
+	}
+	conn := legacy.NewConnClient(legacy.ConnOptions{
+		Dial:                dial,
 		TLSHandshakeTimeout: t.TLSHandshakeTimeout,
 		TLSConfig:           t.TLSClientConfig,
 		MaxIdlePerHost:      t.MaxIdleConnsPerHost,

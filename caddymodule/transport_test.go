@@ -3,9 +3,16 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"go.uber.org/zap"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
@@ -132,3 +139,54 @@ func TestAsDialError(t *testing.T) {
 		t.Fatal("nil became an error")
 	}
 }
+
+// TestForwardBridgeProxied: the forward bridge sends to an upstream the
+// transport reaches through a proxy through the transport itself, and to
+// the others on its own connections.
+func TestForwardBridgeProxied(t *testing.T) {
+	var direct, viaStd atomic.Int32
+	ok := func(n *atomic.Int32) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { n.Add(1) }))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	proxied, plain := ok(&viaStd), ok(&direct)
+	proxy, _ := url.Parse("http://proxy.invalid:3128")
+	std := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return http.DefaultTransport.RoundTrip(r) // stands for the transport and its proxy
+	})}
+	h := &Handler{logger: zap.NewNop(), client: std,
+		Upstreams: []*Upstream{{URL: proxied.URL + "/mcp"}, {URL: plain.URL + "/mcp"}}}
+	ht := &reverseproxy.HTTPTransport{Versions: []string{"1.1", "2"}, Transport: &http.Transport{
+		Proxy: func(r *http.Request) (*url.URL, error) {
+			if "http://"+r.URL.Host == proxied.URL {
+				return proxy, nil
+			}
+			return nil, nil
+		},
+	}}
+	client, why := h.forwardBridgeClient(ht)
+	if why != "" {
+		t.Fatalf("fell back: %s", why)
+	}
+	for _, u := range h.Upstreams {
+		req, _ := http.NewRequest(http.MethodGet, u.URL, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if direct.Load() != 1 || viaStd.Load() != 1 {
+		t.Fatalf("direct %d, through the transport %d: want 1 and 1", direct.Load(), viaStd.Load())
+	}
+	d := client.(*transportDoer)
+	if !d.proxied[proxied.URL] || d.proxied[plain.URL] {
+		t.Fatalf("proxied upstreams %v", d.proxied)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
