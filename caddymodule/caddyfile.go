@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"encoding/json"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -36,10 +38,12 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        get_stream on|off       # default on
 //	    }
 //	    lb_policy          <name> [<options...>]   # a reverse_proxy selection policy
+//	    transport          <name> { <options...> } # a reverse_proxy transport, to the upstreams
 //	    state_key          <base64 32 bytes> [<older keys...>]
 //	    instance_id        <id>
 //	    advertise          <base url>
 //	    peer               <id> <base url>   # repeatable
+//	    peer_transport     <name> { <options...> } # a reverse_proxy transport, to the other instances
 //	    allowed_origins    <origins...>
 //	    allowed_hosts      <hosts...>
 //	    keepalive_interval <duration>              # -1: off
@@ -73,6 +77,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = h.unmarshalUpstream(d)
 		case "lb_policy":
 			err = h.unmarshalPolicy(d)
+		case "transport":
+			err = unmarshalTransport(d, &h.TransportRaw)
+		case "peer_transport":
+			err = unmarshalTransport(d, &h.PeerTransportRaw)
 		case "state_key":
 			if h.StateKeys != nil {
 				return d.Err("state_key already specified")
@@ -230,6 +238,30 @@ func (h *Handler) unmarshalPolicy(d *caddyfile.Dispenser) error {
 		return d.Errf("lb_policy %s is not a selection policy", name)
 	}
 	h.SelectionPolicyRaw = caddyconfig.JSONModuleObject(sel, "policy", name, nil)
+	return nil
+}
+
+// unmarshalTransport parses `transport <module> { … }` (or
+// `peer_transport`) into *raw with the module's own Caddyfile syntax, as
+// reverse_proxy's transport.
+func unmarshalTransport(d *caddyfile.Dispenser, raw *json.RawMessage) error {
+	opt := d.Val()
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	if *raw != nil {
+		return d.Errf("%s already specified", opt)
+	}
+	name := d.Val()
+	unm, err := caddyfile.UnmarshalModule(d, "http.reverse_proxy.transport."+name)
+	if err != nil {
+		return err
+	}
+	rt, ok := unm.(http.RoundTripper)
+	if !ok {
+		return d.Errf("%s %s is not a transport", opt, name)
+	}
+	*raw = caddyconfig.JSONModuleObject(rt, "protocol", name, nil)
 	return nil
 }
 

@@ -95,6 +95,7 @@ func (h *Handler) bridgeOptions() *translate.BridgeOptions {
 	o.MaxInputsPerRound = h.MaxInputsPerRound
 	o.Lease.MaxPerPrincipal = h.MaxSessionsPerPrincipal
 	o.Lease.CallBuffer = h.MaxBufferedNotifications
+	o.Client = h.bridgeClient // nil without a transport: the bridge's own
 	return o.Ready()
 }
 
@@ -107,5 +108,6 @@ func (h *Handler) reverseOptions() *translate.ReverseOptions {
 	o.MaxInputsPerRound = h.MaxInputsPerRound
 	o.RoundTimeout = time.Duration(h.ParkTTL)
 	o.SessionLifetime = time.Duration(h.SessionLifetime)
+	o.Client = h.reverseClient // nil without a transport: the bridge's own
 	return o.Ready()
 }

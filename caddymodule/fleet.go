@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -30,7 +29,7 @@ type fleet struct {
 	address  string            // advertised base URL, or ""
 	peers    map[string]string // other instances' ids → base URLs
 	auth     *seal.ForwardAuth
-	client   *http.Client // to the other instances
+	client   *http.Client // to the other instances: peer_transport's, or newPeerClient
 	errorLog *log.Logger  // httputil.ReverseProxy's, into the handler's logger
 }
 
@@ -97,16 +96,9 @@ func (h *Handler) provisionFleet() error {
 			"with a random id, the other instances cannot list this one")
 	}
 	f.auth = seal.NewForwardAuth(h.keyring, f.instance, forwardNonces())
-	f.client = &http.Client{
-		Transport: &http.Transport{
-			Proxy:                 nil,
-			DialContext:           (&net.Dialer{Timeout: forwardDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost:   32,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   forwardDialTimeout,
-			ExpectContinueTimeout: time.Second,
-		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	f.client = h.peerClient // peer_transport (transport.go)
+	if f.client == nil {
+		f.client = newPeerClient()
 	}
 	f.errorLog = zap.NewStdLog(h.logger.Named("relay"))
 	h.fleet = f

@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -69,6 +70,31 @@ type Handler struct {
 	// upstream as idle. Default: `random`.
 	SelectionPolicyRaw json.RawMessage `json:"selection_policy,omitempty" caddy:"namespace=http.reverse_proxy.selection_policies inline_key=policy"`
 
+	// How the gateway connects to its upstreams: one of Caddy's
+	// reverse_proxy transport modules (`http`), with its options as under
+	// `reverse_proxy`: `tls_trust_pool` for a private CA,
+	// `tls_client_auth` for a client certificate, `tls_server_name`,
+	// `dial_timeout`, `resolvers`, `local_address`, `keepalive`, ... Every
+	// request to an upstream goes through it: both pass-throughs, the
+	// probes and health checks, and both bridges. An upstream URL's scheme
+	// says whether TLS is used (`https`); the `tls*` options configure
+	// it, they do not turn an `http` URL into TLS. The transport's own
+	// defaults apply, as under reverse_proxy (a dial timeout of 3s, a proxy
+	// from `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` if set, HTTP/2 with
+	// upstreams that offer it). The forward bridge (a modern client in
+	// front of a legacy server) keeps its own HTTP/1.1 connections, made
+	// with the transport's dialer, TLS configuration, TLS handshake
+	// timeout, idle pool and response header limit; it sends through the
+	// transport itself instead when those connections cannot do what it
+	// asks (another transport module, `versions` without `1.1`, a
+	// `tls_server_name` with placeholders, a network proxy,
+	// `response_header_timeout`, `max_conns_per_host`, `keepalive off`;
+	// or, for one upstream, a proxy from the environment), and logs why.
+	// `proxy_protocol` is refused. Default: a built-in transport: direct
+	// (no proxy from the environment), the system's roots, 5s dial and
+	// 10s TLS handshake timeouts, HTTP/1.1.
+	TransportRaw json.RawMessage `json:"transport,omitempty" caddy:"namespace=http.reverse_proxy.transport inline_key=protocol"`
+
 	// Keys sealing the session ids (and later the request state) the
 	// gateway hands to clients: base64 encodings of 32 random bytes (for
 	// example `openssl rand -base64 32`). The first key seals; all keys
@@ -111,6 +137,16 @@ type Handler struct {
 	// share one list. Requires a shared `state_keys`, and an `instance_id`
 	// (or `advertise`) on this instance. Default: none.
 	Peers map[string]string `json:"peers,omitempty"`
+
+	// How the instances of a fleet connect to each other when they forward
+	// a request (`advertise`, `peer`): a transport module as for
+	// `transport`, for instances reached at `https` addresses whose
+	// certificates a private CA signs (`tls_trust_pool`) or that require a
+	// client certificate (`tls_client_auth`). It does not apply to
+	// upstreams, nor `transport` to instances. Default: a built-in
+	// transport: direct (no proxy from the environment), the system's
+	// roots, 3s dial and TLS handshake timeouts.
+	PeerTransportRaw json.RawMessage `json:"peer_transport,omitempty" caddy:"namespace=http.reverse_proxy.transport inline_key=protocol"`
 
 	// Origins (scheme://host[:port]) that browsers may call the gateway
 	// from. A request carrying an `Origin` header is refused with 403 unless
@@ -294,7 +330,10 @@ type Handler struct {
 	selector      reverseproxy.Selector
 	keyring       *seal.Keyring
 	logger        *zap.Logger
-	client        *http.Client
+	client        *http.Client    // to the upstreams (transport.go)
+	bridgeClient  legacy.Doer     // the forward bridge's, under a transport; nil: the bridge's own
+	reverseClient *http.Client    // the reverse bridge's, under a transport; nil: the bridge's own
+	peerClient    *http.Client    // peer_transport's, or nil
 	streams       *streamRegistry // resumable streams and single answers: closed on unload
 	calls         *streamRegistry // calls no client can pick up again: openCalls, closed when Caddy exits
 	allowedOrigin map[string]bool

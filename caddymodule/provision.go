@@ -52,6 +52,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.selector = sel
 
+	if err := h.provisionTransport(ctx); err != nil {
+		return err
+	}
+	if err := h.provisionPeerTransport(ctx); err != nil {
+		return err
+	}
+
 	h.metrics = newGatewayMetrics(ctx.GetMetricsRegistry())
 	loadMetrics(ctx.Done(), h.metrics)
 	h.observer = callObserver{metrics: h.metrics, logger: h.logger, done: ctx.Done()}
@@ -78,8 +85,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionHosts(); err != nil {
 		return err
 	}
-
-	h.client = newUpstreamClient(64)
 
 	// End our own streams when this config is unloaded (reload) and, earlier,
 	// when the server begins to stop: Caddy's grace period never ends SSE
@@ -189,6 +194,9 @@ func (h *Handler) Cleanup() error {
 	}
 	if h.client != nil {
 		h.client.CloseIdleConnections()
+	}
+	if d, ok := h.bridgeClient.(*transportDoer); ok {
+		d.CloseIdleConnections()
 	}
 	if h.fleet.client != nil {
 		h.fleet.client.CloseIdleConnections()

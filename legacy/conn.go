@@ -24,8 +24,16 @@ type Doer interface {
 // ConnOptions configure a ConnClient. The zero value of each field takes
 // the documented default.
 type ConnOptions struct {
-	// DialTimeout bounds connecting to an upstream. Default 5s.
+	// DialTimeout bounds connecting to an upstream, with the default
+	// dialer (Dial nil). Default 5s.
 	DialTimeout time.Duration
+	// Dial, if set, opens the TCP connections (for https upstreams, the
+	// connection the TLS handshake then runs on) instead of a net.Dialer
+	// with DialTimeout: for example the dialer of a configured transport,
+	// with its own timeout, resolvers and local address. Its errors should
+	// be *net.OpError with Op "dial" for a connection never made (see
+	// Refused).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// TLSHandshakeTimeout bounds the TLS handshake with an https upstream.
 	// Default 10s.
 	TLSHandshakeTimeout time.Duration
@@ -188,8 +196,11 @@ func (c *ConnClient) get(ctx context.Context, key, scheme, addr, host string) (*
 }
 
 func (c *ConnClient) dial(ctx context.Context, key, scheme, addr, host string) (*conn, error) {
-	d := net.Dialer{Timeout: c.opts.DialTimeout, KeepAlive: 30 * time.Second}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	dial := c.opts.Dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: c.opts.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	}
+	nc, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,11 @@ type PoolKey struct {
 	Caps      string // canonical JSON of the declared capabilities
 	// NoGetStream: the session opens no standalone GET stream (see Open).
 	NoGetStream bool
+	// Client, if set, makes the requests of the session instead of the
+	// pool's (PoolOptions.Client): sessions opened through different
+	// clients (another TLS identity, another trust pool) are never
+	// interchangeable. It must be comparable (a pointer).
+	Client Doer
 }
 
 // ErrPoolFull is returned when no session can be opened because the pool
@@ -122,7 +127,11 @@ func (p *Pool) Lease(ctx context.Context, key PoolKey, header http.Header, caps,
 	for _, s := range evicted {
 		go s.Close(context.Background())
 	}
-	s, err := Open(ctx, p.opts.Client, key.Upstream, header, caps, clientInfo, !key.NoGetStream)
+	client := p.opts.Client
+	if key.Client != nil {
+		client = key.Client
+	}
+	s, err := Open(ctx, client, key.Upstream, header, caps, clientInfo, !key.NoGetStream)
 	if err != nil {
 		p.mu.Lock()
 		p.countLocked(key, -1)

@@ -84,6 +84,9 @@ func TestReadmeExamples(t *testing.T) {
 			if !bytes.Equal(out, want) {
 				t.Fatalf("caddy adapt of the README's %q example differs from %s (run with -update if intended):\n%s", ex.name, golden, out)
 			}
+			// The files the examples name, which the transport options
+			// load: ca.pem, client.pem, client-key.pem.
+			newTestPKIIn(t, dir)
 			if _, errOut, err := runCaddy(t, dir, "validate", "--config", file, "--adapter", "caddyfile"); err != nil {
 				t.Fatalf("caddy validate: %v\n%s", err, errOut)
 			}

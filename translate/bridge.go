@@ -68,6 +68,11 @@ type BridgeOptions struct {
 	// Observer learns how calls end and parked calls leave (metrics,
 	// logs). Optional.
 	Observer Observer
+	// Client, if set, makes the upstream requests of the sessions these
+	// options lease (a configured transport) instead of the pool's: such
+	// sessions are kept apart from those of other clients (PoolKey.Client).
+	// It must be comparable (a pointer). Optional.
+	Client legacy.Doer
 
 	ready bool // made by Ready
 }
@@ -309,8 +314,12 @@ func (b *Bridge) reshapeOptions(c *call) ReshapeOptions {
 
 // poolKey derives the session key of a request.
 func poolKey(r Request) legacy.PoolKey {
-	return legacy.PoolKey{Upstream: r.Upstream, Principal: hex.EncodeToString(r.Principal[:]), Caps: legacyCapabilities(r.ClientCapabilities),
+	key := legacy.PoolKey{Upstream: r.Upstream, Principal: hex.EncodeToString(r.Principal[:]), Caps: legacyCapabilities(r.ClientCapabilities),
 		NoGetStream: r.NoGetStream && r.Method != "subscriptions/listen"}
+	if r.Options != nil {
+		key.Client = r.Options.Client
+	}
+	return key
 }
 
 func internalError(msg string) *RPCError {

@@ -233,7 +233,7 @@ func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest
 			rv.respondError(r, sink, errorf(http.StatusBadRequest, InvalidParams, "Invalid params: %v", err))
 			return served
 		}
-		final, rerr := rv.exchange(ctx, s.Upstream, hdr, body, id, sink, level)
+		final, rerr := rv.exchange(ctx, o, s.Upstream, hdr, body, id, sink, level)
 		if ctx.Err() != nil {
 			served.Outcome, reason = rv.abandoned(ctx, r, sink, nil)
 			return served

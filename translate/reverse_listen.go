@@ -239,7 +239,7 @@ func (rv *Reverse) subscribeUpstream(ctx context.Context, s *ReverseSession, hdr
 	}
 	body := `{"jsonrpc":"2.0","id":` + strconv.Quote(id) + `,"method":"subscriptions/listen","params":{"_meta":` +
 		string(meta) + `,"notifications":` + string(filter) + `}}`
-	a, err := postModern(ctx, rv.client, s.Upstream, hdr, []byte(body))
+	a, err := postModern(ctx, rv.clientOf(rv.options(s)), s.Upstream, hdr, []byte(body))
 	if err != nil {
 		send(listenEvent{gen: gen, err: err})
 		return

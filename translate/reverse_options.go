@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
@@ -37,6 +38,10 @@ type ReverseOptions struct {
 	RetryPause time.Duration
 	// Observer learns how calls end (metrics, logs). Optional.
 	Observer Observer
+	// Client, if set, makes the upstream requests of the sessions served
+	// with these options (a configured transport) instead of the bridge's
+	// own. Optional.
+	Client *http.Client
 
 	ownerTag string // Instance and Address sealed, for in-line ids
 	ready    bool   // made by Ready
@@ -75,6 +80,14 @@ func (rv *Reverse) optionsOf(o *ReverseOptions) *ReverseOptions {
 		return o.Ready()
 	}
 	return o
+}
+
+// clientOf returns the client of o, or the bridge's own.
+func (rv *Reverse) clientOf(o *ReverseOptions) *http.Client {
+	if o != nil && o.Client != nil {
+		return o.Client
+	}
+	return rv.client
 }
 
 // options returns the options s was opened with.

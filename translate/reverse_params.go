@@ -163,7 +163,7 @@ func (rv *Reverse) toolHeadersOf(ctx context.Context, s *ReverseSession, header 
 		if err != nil {
 			break
 		}
-		final, rerr := rv.exchange(ctx, s.Upstream, modernHeader(header, "tools/list", "", false), body, id, nil, "")
+		final, rerr := rv.exchange(ctx, rv.options(s), s.Upstream, modernHeader(header, "tools/list", "", false), body, id, nil, "")
 		res := final.Get("result")
 		if rerr != nil || !res.IsObject() {
 			break

@@ -106,7 +106,7 @@ func (rv *Reverse) discoverResult(ctx context.Context, o *ReverseOptions, upstre
 		strconv.Quote(MetaProtocolVersion) + `:"` + ModernVersion + `",` +
 		strconv.Quote(MetaClientCapabilities) + `:{},` +
 		strconv.Quote(MetaClientInfo) + `:{"name":"caddy-mcp-gateway","version":"reverse-bridge"}}}}`
-	final, rerr := rv.exchange(ctx, upstream, modernHeader(header, "server/discover", "", false), []byte(body), id, nil, "")
+	final, rerr := rv.exchange(ctx, o, upstream, modernHeader(header, "server/discover", "", false), []byte(body), id, nil, "")
 	if rerr != nil {
 		return nil, rerr
 	}

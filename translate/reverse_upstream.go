@@ -65,12 +65,12 @@ func (rv *Reverse) upstreamID(o *ReverseOptions) string {
 	return "gw-" + o.Instance + "-" + strconv.FormatUint(rv.nextID.Add(1), 10)
 }
 
-// exchange sends one request upstream and returns its JSON-RPC response,
-// relaying the request's progress notifications (and log messages when
-// level is set) to sink, which may be nil. A JSON-RPC error response is a
-// response; rerr is for answers that are not one.
-func (rv *Reverse) exchange(ctx context.Context, upstream string, hdr http.Header, body []byte, id string, sink Sink, level string) (gjson.Result, *RPCError) {
-	a, err := postModern(ctx, rv.client, upstream, hdr, body)
+// exchange sends one request upstream, with the client of o, and returns
+// its JSON-RPC response, relaying the request's progress notifications (and
+// log messages when level is set) to sink, which may be nil. A JSON-RPC
+// error response is a response; rerr is for answers that are not one.
+func (rv *Reverse) exchange(ctx context.Context, o *ReverseOptions, upstream string, hdr http.Header, body []byte, id string, sink Sink, level string) (gjson.Result, *RPCError) {
+	a, err := postModern(ctx, rv.clientOf(o), upstream, hdr, body)
 	if err != nil {
 		if ctx.Err() != nil {
 			return gjson.Result{}, nil
