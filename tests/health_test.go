@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,7 +30,8 @@ import (
 // the gateway's era probes and health checks (requests whose clientInfo is
 // the gateway's `probe`) until the test ends; with gated it announces each
 // probe `initialize` on probes and answers it as the test says on
-// verdicts (false: HTTP 500, not JSON-RPC).
+// verdicts (false: HTTP 500, not JSON-RPC). It records every
+// Mcp-Session-Id it receives in sessions.
 type faultyLegacy struct {
 	*inProcessLegacy
 	status     atomic.Int32
@@ -40,6 +42,7 @@ type faultyLegacy struct {
 	probes     chan struct{}
 	verdicts   chan bool
 	done       chan struct{} // closed when the test ends: held requests end
+	sessions   sync.Map      // Mcp-Session-Id values received
 }
 
 func newFaultyLegacy(t *testing.T, name string) *faultyLegacy {
@@ -53,6 +56,9 @@ func newFaultyLegacy(t *testing.T, name string) *faultyLegacy {
 	f := &faultyLegacy{inProcessLegacy: &inProcessLegacy{addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), server: server},
 		probes: make(chan struct{}, 64), verdicts: make(chan bool), done: make(chan struct{})}
 	f.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+			f.sessions.Store(sid, true)
+		}
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		probe := bytes.Contains(body, []byte(`"version":"probe"`))
