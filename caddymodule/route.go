@@ -265,6 +265,9 @@ type route struct {
 	// owner is the instance the request was relayed to
 	// ({http.mcp_gateway.owner}).
 	owner string
+	// probeWait, once set, is when this request stops waiting for era
+	// probes in flight (candidates): one bound for all its choices.
+	probeWait time.Time
 }
 
 // routeKey is the context key of a request's *route.

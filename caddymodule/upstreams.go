@@ -254,8 +254,9 @@ func (h *Handler) upstreams(r *http.Request) []*Upstream {
 // candidate: its era probe runs in the background (probeInBackground). The
 // request waits, holding no lock, only when no available upstream's era is
 // known at all: until the first of the probes in flight ends, for at most
-// health_timeout (the bound of one probe) in all.
+// health_timeout (the bound of one probe) in all its choices.
 func (h *Handler) candidates(r *http.Request, want eraSet, exclude []*Upstream) []*Upstream {
+	rt := routeOf(r)
 	var bound *time.Timer
 	for {
 		now := time.Now()
@@ -276,11 +277,14 @@ func (h *Handler) candidates(r *http.Request, want eraSet, exclude []*Upstream) 
 				out = append(out, u)
 			}
 		}
-		if len(out) > 0 || len(pending) == 0 || known {
-			return out
+		if len(out) > 0 || len(pending) == 0 || known || h.ctx.Err() != nil {
+			return out // (an unloaded configuration's probes end at once)
 		}
 		if bound == nil {
-			bound = time.NewTimer(time.Duration(h.HealthTimeout))
+			if rt.probeWait.IsZero() {
+				rt.probeWait = now.Add(time.Duration(h.HealthTimeout))
+			}
+			bound = time.NewTimer(time.Until(rt.probeWait))
 			defer bound.Stop()
 		}
 		if !waitAny(r.Context(), bound.C, pending) {
