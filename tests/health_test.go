@@ -179,7 +179,7 @@ func passiveBlock(a, b *faultyLegacy, opts string) string {
 // `fail_duration`, and then takes new sessions again.
 func TestPassiveMaxFailsAndStatus(t *testing.T) {
 	a, b := newFaultyLegacy(t, "a"), newFaultyLegacy(t, "b")
-	g := startGateway(t, passiveBlock(a, b, "\t\tmax_fails 2\n\t\tfail_duration 3s\n\t\tunhealthy_status 503 429"))
+	g := startGateway(t, passiveBlock(a, b, "\t\tmax_fails 2\n\t\tfail_duration 5s\n\t\tunhealthy_status 503 429"))
 	if got := newSessionOn(t, g); got != "a" {
 		t.Fatalf("first session on %q, want a (policy first)", got)
 	}
@@ -214,7 +214,7 @@ func TestPassiveMaxFailsAndStatus(t *testing.T) {
 // of its upstream (max_fails 1: skipped for fail_duration).
 func TestPassiveUnhealthyLatency(t *testing.T) {
 	a, b := newFaultyLegacy(t, "a"), newFaultyLegacy(t, "b")
-	g := startGateway(t, passiveBlock(a, b, "\t\tfail_duration 3s\n\t\tunhealthy_latency 300ms"))
+	g := startGateway(t, passiveBlock(a, b, "\t\tfail_duration 5s\n\t\tunhealthy_latency 300ms"))
 	cs := connectGo(t, g.URL, "2025-11-25", nil)
 	if got := whoami(t, cs); got != "a" {
 		t.Fatalf("first session on %q, want a", got)
