@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -37,6 +38,14 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        gather learn|always     # default learn
 //	        get_stream on|off       # default on
 //	    }
+//	    dynamic <source> [<args...>] {             # a reverse_proxy dynamic upstream source: a, srv, multi, ...
+//	        <source options...>
+//	    }
+//	    dynamic_endpoint <http|https>:///<path> {  # default http:///mcp
+//	        era auto|legacy|modern
+//	        gather learn|always
+//	        get_stream on|off
+//	    }
 //	    lb_policy          <name> [<options...>]   # a reverse_proxy selection policy
 //	    transport          <name> { <options...> } # a reverse_proxy transport, to the upstreams
 //	    state_key          <base64 32 bytes> [<older keys...>]
@@ -49,6 +58,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    keepalive_interval <duration>              # -1: off
 //	    stream_close_delay <duration>
 //	    fail_duration      <duration>
+//	    max_fails          <count>
+//	    unhealthy_status   <status|class (5xx)...>
+//	    unhealthy_latency  <duration>
 //	    max_request_body   <size>
 //	    park_ttl           <duration>
 //	    max_parked         <count>
@@ -63,6 +75,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    principal          <placeholder expression>
 //	    health_interval    <duration>              # active health checks; default off
 //	    health_timeout     <duration>
+//	    health_passes      <count>
+//	    health_fails       <count>
 //	    log_unsafe_details                         # UNSAFE: secrets in debug logs
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -81,6 +95,20 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = unmarshalTransport(d, &h.TransportRaw)
 		case "peer_transport":
 			err = unmarshalTransport(d, &h.PeerTransportRaw)
+		case "dynamic":
+			err = h.unmarshalDynamic(d)
+		case "dynamic_endpoint":
+			err = h.unmarshalDynamicEndpoint(d)
+		case "max_fails":
+			err = parseInt(d, &h.MaxFails)
+		case "unhealthy_status":
+			err = h.unmarshalUnhealthyStatus(d)
+		case "unhealthy_latency":
+			err = parseDuration(d, &h.UnhealthyLatency)
+		case "health_passes":
+			err = parseInt(d, &h.HealthPasses)
+		case "health_fails":
+			err = parseInt(d, &h.HealthFails)
 		case "state_key":
 			if h.StateKeys != nil {
 				return d.Err("state_key already specified")
@@ -162,6 +190,89 @@ func (h *Handler) unmarshalUpstream(d *caddyfile.Dispenser) error {
 	if err := u.checkURL(); err != nil {
 		return d.Err(err.Error())
 	}
+	if err := unmarshalUpstreamOptions(d, u); err != nil {
+		return err
+	}
+	h.Upstreams = append(h.Upstreams, u)
+	return nil
+}
+
+// unmarshalDynamicEndpoint reads `dynamic_endpoint <template> { ... }`.
+func (h *Handler) unmarshalDynamicEndpoint(d *caddyfile.Dispenser) error {
+	if h.DynamicEndpoint != nil {
+		return d.Err("dynamic_endpoint already specified")
+	}
+	if !d.NextArg() {
+		return d.Err("dynamic_endpoint needs a URL template such as http:///mcp")
+	}
+	u := &Upstream{URL: d.Val()}
+	if d.NextArg() {
+		return d.Errf("dynamic_endpoint takes one URL template; options go in its block, got %q", d.Val())
+	}
+	if _, err := checkEndpointTemplate(u.URL); err != nil {
+		return d.Err(err.Error())
+	}
+	if err := unmarshalUpstreamOptions(d, u); err != nil {
+		return err
+	}
+	h.DynamicEndpoint = u
+	return nil
+}
+
+// unmarshalDynamic reads `dynamic <source> ...`, a reverse_proxy dynamic
+// upstream source with its own Caddyfile syntax.
+func (h *Handler) unmarshalDynamic(d *caddyfile.Dispenser) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	if h.DynamicUpstreamsRaw != nil {
+		return d.Err("dynamic already specified")
+	}
+	name := d.Val()
+	unm, err := caddyfile.UnmarshalModule(d, "http.reverse_proxy.upstreams."+name)
+	if err != nil {
+		return err
+	}
+	src, ok := unm.(reverseproxy.UpstreamSource)
+	if !ok {
+		return d.Errf("dynamic %s is not an upstream source", name)
+	}
+	h.DynamicUpstreamsRaw = caddyconfig.JSONModuleObject(src, "source", name, nil)
+	return nil
+}
+
+// unmarshalUnhealthyStatus reads status codes (`503`) and classes (`5xx`).
+func (h *Handler) unmarshalUnhealthyStatus(d *caddyfile.Dispenser) error {
+	args := d.RemainingArgs()
+	if len(args) == 0 {
+		return d.ArgErr()
+	}
+	for _, a := range args {
+		code, err := parseStatusArg(a)
+		if err != nil {
+			return d.Errf("invalid unhealthy_status %q: %v", a, err)
+		}
+		h.UnhealthyStatus = append(h.UnhealthyStatus, code)
+	}
+	return nil
+}
+
+// parseStatusArg parses an HTTP status (`503`) or a class (`5xx`, which
+// is 5, as reverse_proxy stores it).
+func parseStatusArg(s string) (int, error) {
+	if len(s) == 3 && s[1:] == "xx" && s[0] >= '1' && s[0] <= '5' {
+		return int(s[0] - '0'), nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 100 || n > 599 {
+		return 0, errors.New("want a status such as 503 or a class such as 5xx")
+	}
+	return n, nil
+}
+
+// unmarshalUpstreamOptions reads the block of an upstream or of
+// dynamic_endpoint into u.
+func unmarshalUpstreamOptions(d *caddyfile.Dispenser, u *Upstream) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch opt := d.Val(); opt {
 		case "era":
@@ -202,7 +313,6 @@ func (h *Handler) unmarshalUpstream(d *caddyfile.Dispenser) error {
 			return d.Errf("unrecognized upstream option %q", opt)
 		}
 	}
-	h.Upstreams = append(h.Upstreams, u)
 	return nil
 }
 

@@ -63,6 +63,9 @@ func (h *Handler) setDefaults() {
 	setInt(&h.MaxInputsPerRound, fwd.MaxInputsPerRound)
 	setInt(&h.MaxBufferedNotifications, fwd.Lease.CallBuffer)
 	setInt(&h.MaxSessionsPerPrincipal, fwd.Lease.MaxPerPrincipal)
+	setInt(&h.MaxFails, 1)
+	setInt(&h.HealthPasses, 1)
+	setInt(&h.HealthFails, 1)
 }
 
 func setDuration(d *caddy.Duration, def time.Duration) {

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"net/http"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -22,21 +21,18 @@ func aim(breq *translate.Request, up *Upstream) {
 
 // bridgeFailover returns breq's Failover: the upstream *up that could not
 // open a session (nothing of the request reached it) is marked down, and
-// breq moves to another legacy upstream the selection policy picks, once
-// per configured upstream at most. *up follows the moves.
+// breq moves to another legacy upstream the selection policy picks, never
+// one it already tried. *up follows the moves.
 func (h *Handler) bridgeFailover(w http.ResponseWriter, r *http.Request, up **Upstream) func(*translate.Request, error) bool {
-	tries := 1
+	var tried []*Upstream
 	return func(breq *translate.Request, cause error) bool {
-		(*up).markDown(time.Duration(h.FailDuration))
+		h.countFailure(*up, "connection", cause)
 		h.logger.Warn("upstream could not open a session; trying another", zap.String("upstream", (*up).URL), zap.Error(cause))
-		if tries >= len(h.Upstreams) {
-			return false
-		}
-		next := h.selectUpstream(r, w, speaksLegacy)
+		tried = append(tried, *up)
+		next := h.selectUpstream(r, w, speaksLegacy, tried...)
 		if next == nil {
 			return false
 		}
-		tries++
 		*up = next
 		aim(breq, next)
 		routeOf(r).up = next

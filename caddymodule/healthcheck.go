@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 )
 
-// startHealthChecks checks every upstream now and then every
+// startHealthChecks checks every upstream (the static ones, and those the
+// dynamic source returns at each round) now and then every
 // health_interval, until ctx (the configuration) ends. Results feed the
 // same up/down state that selection and passive health use.
 func (h *Handler) startHealthChecks(ctx context.Context) {
@@ -41,15 +43,20 @@ func (h *Handler) startHealthChecks(ctx context.Context) {
 // checkAll checks the upstreams concurrently and waits for every check.
 func (h *Handler) checkAll(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, u := range h.Upstreams {
+	ups := h.Upstreams
+	if h.dynamic != nil {
+		ups = append(slices.Clip(ups), h.dynamic.get(backgroundRequest(ctx))...)
+	}
+	for _, u := range ups {
 		wg.Go(func() { h.checkUpstream(ctx, u) })
 	}
 	wg.Wait()
 }
 
-// checkUpstream runs one check of u and records its result: a failed
-// upstream is down until a later check passes (or, if checks stop, for two
-// intervals), a passing one is up at once.
+// checkUpstream runs one check of u and records its result. health_fails
+// failed checks in a row mark u down until a later check passes (or, if
+// checks stop, for two intervals); health_passes passing checks in a row
+// take a down upstream back at once.
 func (h *Handler) checkUpstream(ctx context.Context, u *Upstream) {
 	timeout := time.Duration(h.HealthTimeout)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
@@ -61,18 +68,37 @@ func (h *Handler) checkUpstream(ctx context.Context, u *Upstream) {
 	h.metrics.healthCheck(u.URL, err == nil)
 	now := time.Now()
 	wasUp := u.available(now)
+	s := u.state
+	downFor := 2*time.Duration(h.HealthInterval) + timeout
 	if err != nil {
-		u.state.downUntil.Store(now.Add(2*time.Duration(h.HealthInterval) + timeout).UnixNano())
-		u.state.eras.Store(0) // probed again when it answers: it may come back as another server
+		s.activePasses.Store(0)
+		if n := s.activeFails.Add(1); int(n) < max(h.HealthFails, 1) {
+			h.logger.Debug("upstream failed a health check", zap.String("upstream", u.URL),
+				zap.Int32("in_a_row", n), zap.Int("health_fails", h.HealthFails), zap.Error(err))
+			return
+		}
+		// probed again when it answers: it may come back as another server
+		u.markDown(now, downFor)
 		if wasUp {
 			h.logger.Warn("upstream failed its health check", zap.String("upstream", u.URL), zap.Error(err))
 		}
 		return
 	}
-	u.state.downUntil.Store(0)
-	if !wasUp {
-		h.logger.Info("upstream passed its health check", zap.String("upstream", u.URL))
+	s.activeFails.Store(0)
+	n := s.activePasses.Add(1)
+	if wasUp {
+		return
 	}
+	if int(n) < max(h.HealthPasses, 1) {
+		// Still down: keep it down until enough checks passed in a row.
+		until := now.Add(downFor).UnixNano()
+		if s.downUntil.Load() < until {
+			s.downUntil.Store(until)
+		}
+		return
+	}
+	s.downUntil.Store(0)
+	h.logger.Info("upstream passed its health check", zap.String("upstream", u.URL))
 }
 
 // healthCheck asks u in the era it speaks: server/discover for a modern
@@ -81,11 +107,15 @@ func (h *Handler) checkUpstream(ctx context.Context, u *Upstream) {
 func (h *Handler) healthCheck(ctx context.Context, u *Upstream) error {
 	eras := u.knownEras()
 	if eras == 0 {
-		probed, err := h.probe(ctx, u)
-		if err != nil {
-			return err
+		// The probe requests may make (probeInBackground) shares this one.
+		select {
+		case <-h.probeInBackground(u):
+		case <-ctx.Done():
+			return fmt.Errorf("probing the era: %w", ctx.Err())
 		}
-		u.state.eras.Store(uint32(probed))
+		if u.knownEras() == 0 {
+			return errors.New("the era probe failed")
+		}
 		return nil
 	}
 	if eras.has(speaksModern) {

@@ -22,7 +22,7 @@ var readOnly = map[string]bool{
 func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, l *learned, up *Upstream) error {
 	return h.forward(w, r, exchange{
 		up: up, method: http.MethodPost, header: upstreamHeader(r), body: l.body,
-		reselect:   func() *Upstream { return h.selectUpstream(r, w, speaksModern) },
+		reselect:   func(tried []*Upstream) *Upstream { return h.selectUpstream(r, w, speaksModern, tried...) },
 		idempotent: readOnly[l.breq.Method],
 		failID:     l.breq.ID,
 		listen:     l.breq.Method == "subscriptions/listen",

@@ -4,6 +4,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 
@@ -61,6 +62,30 @@ type Handler struct {
 	// of a matching era chosen by the selection policy; a legacy session stays
 	// on its upstream until it ends.
 	Upstreams []*Upstream `json:"upstreams,omitempty"`
+
+	// A source of more upstreams, looked up while the gateway runs: any of
+	// Caddy's reverse_proxy dynamic upstream modules (`a`, `srv`, `multi`,
+	// ...), with their options (`refresh`, `resolvers`, ...). Each address
+	// (host:port) it returns becomes an upstream whose URL is
+	// `dynamic_endpoint` with that address as host. They are selected,
+	// probed and health-checked as the static `upstreams` are, which come
+	// first; an address that is also a static upstream's is that upstream.
+	// What the gateway learned about an address (era, health) is kept while
+	// the source returns it and for an hour after it last did. A session
+	// pinned to an upstream the source no longer returns, or a
+	// `requestState` naming one, is served as one naming an upstream removed
+	// from the configuration: the client gets 404 (`-32001`) and initializes
+	// again; it never moves to another upstream. When a lookup fails, the
+	// source's last answer stays in use. Default: none.
+	DynamicUpstreamsRaw json.RawMessage `json:"dynamic_upstreams,omitempty" caddy:"namespace=http.reverse_proxy.upstreams inline_key=source"`
+
+	// The MCP endpoint of each dynamic upstream, and its options: `url` is
+	// a template `http:///path` or `https:///path` (scheme and path, and a
+	// query if any, but no host: the address from the source goes there,
+	// a trailing dot of a host name dropped), and `era`, `gather` and
+	// `get_stream` mean what they mean for an upstream. Only with
+	// `dynamic_upstreams`. Default: `{"url": "http:///mcp"}` (era `auto`).
+	DynamicEndpoint *Upstream `json:"dynamic_endpoint,omitempty"`
 
 	// How to spread new sessions and modern requests over the upstreams:
 	// any of Caddy's reverse_proxy selection policies (`random`,
@@ -186,13 +211,39 @@ type Handler struct {
 	// closes everything. Must not be negative. Default: 0 (close at once).
 	StreamCloseDelay caddy.Duration `json:"stream_close_delay,omitempty"`
 
-	// How long an upstream that refused a connection (or failed to answer
-	// with HTTP at all) is skipped for new sessions and modern requests, in
-	// every cell: the bridges' new upstream sessions move to another
-	// upstream of the right era meanwhile. It cannot be turned off: a new
-	// session's failover to another upstream relies on it. Must be
-	// positive. Default: 10s.
+	// Passive health, as reverse_proxy's: how long a failure of an
+	// upstream is counted, and how long an upstream that reached
+	// `max_fails` counted failures is then skipped for new sessions and
+	// modern requests, in every cell. A failure is a connection the
+	// upstream refused or dropped without an answer (or any failure to
+	// answer with HTTP at all), in every cell; and, for the requests the
+	// gateway passes through (legacy sessions pinned to a legacy server,
+	// modern requests to a modern one), an answer with an
+	// `unhealthy_status` or slower than `unhealthy_latency`. A request
+	// whose upstream could not take it moves to another upstream of the
+	// right era (a new session, a modern request; never the requests of a
+	// pinned session), and never back to one it already tried. An
+	// upstream back from being skipped has its era probed again (if
+	// `auto`) before it takes work. An `auto` upstream that does not
+	// answer its era probe is skipped for `fail_duration` too. It cannot
+	// be turned off. Must be positive. Default: 10s.
 	FailDuration caddy.Duration `json:"fail_duration,omitempty"`
+
+	// How many failures (see `fail_duration`) counted at once mark an
+	// upstream unhealthy. At least 1. Default: 1.
+	MaxFails int `json:"max_fails,omitempty"`
+
+	// HTTP statuses that count as a failure of the upstream when a
+	// passed-through request gets them: a code such as `503`, or a class
+	// such as `5` (written `5xx` in the Caddyfile). The answer still
+	// reaches the client. Default: none.
+	UnhealthyStatus []int `json:"unhealthy_status,omitempty"`
+
+	// How long a passed-through request may wait for the upstream's
+	// response headers before the answer counts as a failure of the
+	// upstream (it still reaches the client). For an SSE answer this is
+	// the time to the stream's headers, not to its end. Default: 0 (off).
+	UnhealthyLatency caddy.Duration `json:"unhealthy_latency,omitempty"`
 
 	// The largest request body accepted, in bytes; larger requests get 413.
 	// Must be positive. Default: 4 MiB.
@@ -307,18 +358,33 @@ type Handler struct {
 	// `{http.request.header.Authorization}`.
 	Principal string `json:"principal,omitempty"`
 
-	// How often to check every upstream actively: a legacy upstream with
-	// `initialize` and `ping` (then the probe session is deleted), a modern
-	// one with `server/discover`. An upstream that fails is skipped for new
-	// sessions and modern requests until a check passes; one that passes
-	// is taken back at once. Zero or a negative duration (`-1`) means no
+	// How often to check every upstream actively (the dynamic ones too): a
+	// legacy upstream with `initialize` and `ping` (then the probe session
+	// is deleted), a modern one with `server/discover`, an `auto` one whose
+	// era is not known with the era probe. An upstream that fails
+	// `health_fails` checks in a row is skipped for new sessions and modern
+	// requests until it passes `health_passes` in a row. Zero or a negative duration (`-1`) means no
 	// active checks (the passive ones, `fail_duration`, still apply).
 	// Default: 0 (off).
 	HealthInterval caddy.Duration `json:"health_interval,omitempty"`
 
-	// How long one active health check may take before the upstream counts
-	// as down. Must be positive. Default: 5s.
+	// How long one active health check may take before it counts as
+	// failed; also the bound of an era probe. Era probes (of `auto`
+	// upstreams whose era is not known yet, or forgotten after they
+	// failed) run in the background, never under a client request: a
+	// request is served by an upstream whose era is known, while the
+	// others are probed. Only when no available upstream's era is known
+	// at all does a request wait, holding no lock, for the first probe in
+	// flight to end, at most this long. Must be positive. Default: 5s.
 	HealthTimeout caddy.Duration `json:"health_timeout,omitempty"`
+
+	// How many active health checks in a row an upstream must pass to be
+	// taken back when it is down. At least 1. Default: 1.
+	HealthPasses int `json:"health_passes,omitempty"`
+
+	// How many active health checks in a row an upstream must fail to be
+	// marked down. At least 1. Default: 1.
+	HealthFails int `json:"health_fails,omitempty"`
 
 	// UNSAFE, for debugging only: add to the debug-level log line of every
 	// request its `Mcp-Session-Id`, the evaluated principal (often a
@@ -328,6 +394,8 @@ type Handler struct {
 	LogUnsafeDetails bool `json:"log_unsafe_details,omitempty"`
 
 	selector      reverseproxy.Selector
+	ctx           context.Context   // this configuration's life: background probes
+	dynamic       *dynamicUpstreams // dynamic_upstreams (dynamic.go); nil without
 	keyring       *seal.Keyring
 	logger        *zap.Logger
 	client        *http.Client    // to the upstreams (transport.go)

@@ -36,7 +36,7 @@ func (h *Handler) servePinned(w http.ResponseWriter, r *http.Request, l *learned
 func (h *Handler) initializeLegacy(w http.ResponseWriter, r *http.Request, body []byte, up *Upstream) error {
 	return h.forward(w, r, exchange{
 		up: up, method: http.MethodPost, header: upstreamHeader(r), body: body,
-		reselect:   func() *Upstream { return h.selectUpstream(r, w, speaksLegacy) },
+		reselect:   func(tried []*Upstream) *Upstream { return h.selectUpstream(r, w, speaksLegacy, tried...) },
 		idempotent: true, // at worst an unused upstream session is left to expire
 		answerSession: func(up *Upstream, upstreamSession string) string {
 			return string(seal.SealPin(h.keyring, seal.Pin{

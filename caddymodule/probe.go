@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -16,34 +17,57 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
-// probeTimeout bounds one era probe of an upstream.
-const probeTimeout = 5 * time.Second
-
 // maxProbeResponse bounds what the gateway reads of a probe's answer.
 const maxProbeResponse = 1 << 20
 
-// erasOf returns the eras u speaks, probing it if its era is `auto` and not
-// yet known. Concurrent callers share one probe.
-func (h *Handler) erasOf(ctx context.Context, u *Upstream) (eraSet, error) {
-	if e := u.knownEras(); e != 0 {
-		return e, nil
+// probeInBackground starts the era probe of u unless one is in flight, and
+// returns a channel closed when that probe ends. The probe runs off the
+// request path, bounded by health_timeout and by this configuration's
+// life; no lock is held while it runs, and no request waits on it unless it
+// chooses to (candidates). Concurrent callers share one probe.
+func (h *Handler) probeInBackground(u *Upstream) <-chan struct{} {
+	s := u.state
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	if s.probing != nil {
+		return s.probing
 	}
-	u.state.probeMu.Lock()
-	defer u.state.probeMu.Unlock()
-	if e := eraSet(u.state.eras.Load()); e != 0 {
-		return e, nil
+	done := make(chan struct{})
+	s.probing = done
+	go func() {
+		defer func() {
+			if err := recover(); err != nil {
+				h.logger.Error("era probe panicked", zap.Any("error", err), zap.ByteString("stack", debug.Stack()))
+			}
+			s.probeMu.Lock()
+			s.probing = nil
+			s.probeMu.Unlock()
+			close(done)
+		}()
+		ctx, cancel := context.WithTimeout(h.ctx, time.Duration(h.HealthTimeout))
+		defer cancel()
+		h.probeEra(ctx, u)
+	}()
+	return done
+}
+
+// probeEra probes u and records its eras; an upstream that does not answer
+// the probe is skipped for fail_duration, then probed again.
+func (h *Handler) probeEra(ctx context.Context, u *Upstream) {
+	if u.knownEras() != 0 {
+		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
 	e, err := h.probe(ctx, u)
 	if err != nil {
-		u.markDown(time.Duration(h.FailDuration))
+		if h.ctx.Err() != nil {
+			return // the configuration was unloaded mid-probe: no verdict
+		}
+		u.markDown(time.Now(), time.Duration(h.FailDuration))
 		h.logger.Warn("probing upstream era failed", zap.String("upstream", u.URL), zap.Error(err))
-		return 0, err
+		return
 	}
 	u.state.eras.Store(uint32(e))
 	h.logger.Info("probed upstream era", zap.String("upstream", u.URL), zap.Stringer("era", e))
-	return e, nil
 }
 
 // probeLegacyVersion is the version a probe's initialize asks for (the

@@ -30,6 +30,7 @@ var processKey = sync.OnceValue(seal.NewRandomKey)
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.setDefaults()
 	h.logger = ctx.Logger()
+	h.ctx = ctx
 	h.streams = newStreamRegistry()
 	h.calls = openCalls
 
@@ -40,6 +41,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if err := u.provision(); err != nil {
 			return err
 		}
+	}
+
+	if err := h.provisionDynamic(ctx); err != nil {
+		return err
 	}
 
 	mod, err := ctx.LoadModule(h, "SelectionPolicyRaw")
@@ -132,8 +137,8 @@ func (h *Handler) provisionKeys() error {
 // Validate checks the configuration Provision completed, and changes
 // nothing. Each error names the option that is wrong.
 func (h *Handler) Validate() error {
-	if len(h.Upstreams) == 0 {
-		return errors.New("at least one upstream is required")
+	if len(h.Upstreams) == 0 && h.dynamic == nil {
+		return errors.New("at least one upstream (or a dynamic upstream source) is required")
 	}
 	seen := make(map[string]bool, len(h.Upstreams))
 	for _, u := range h.Upstreams {
@@ -153,6 +158,9 @@ func (h *Handler) Validate() error {
 		{"max_inputs_per_round", int64(h.MaxInputsPerRound)},
 		{"max_buffered_notifications", int64(h.MaxBufferedNotifications)},
 		{"max_sessions_per_principal", int64(h.MaxSessionsPerPrincipal)},
+		{"max_fails", int64(h.MaxFails)},
+		{"health_passes", int64(h.HealthPasses)},
+		{"health_fails", int64(h.HealthFails)},
 	} {
 		if c.n < 1 {
 			return fmt.Errorf("%s: must be at least 1, got %d", c.name, c.n)
@@ -165,6 +173,14 @@ func (h *Handler) Validate() error {
 	// Durations that cannot be turned off (keepalive_interval,
 	// write_timeout, gather_window and health_interval take any value:
 	// negative means off). Zero stream_close_delay closes at once.
+	if h.UnhealthyLatency < 0 {
+		return fmt.Errorf("unhealthy_latency: must not be negative, got %v", time.Duration(h.UnhealthyLatency))
+	}
+	for _, code := range h.UnhealthyStatus {
+		if code < 1 || code > 5 && code < 100 || code > 599 {
+			return fmt.Errorf("unhealthy_status: %d is neither a status (100-599) nor a class (1-5)", code)
+		}
+	}
 	if h.StreamCloseDelay < 0 {
 		return fmt.Errorf("stream_close_delay: must not be negative, got %v", time.Duration(h.StreamCloseDelay))
 	}
@@ -191,6 +207,9 @@ func (h *Handler) Cleanup() error {
 		if u != nil && u.state != nil {
 			_, _ = upstreamStates.Delete(u.URL)
 		}
+	}
+	if h.dynamic != nil {
+		h.dynamic.release()
 	}
 	if h.client != nil {
 		h.client.CloseIdleConnections()

@@ -181,7 +181,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"park_ttl: must be positive, got -1ns", func(h *Handler) { h.ParkTTL = -1 }},
 		{"session_lifetime: must be positive, got 0s", func(h *Handler) { h.SessionLifetime = 0 }},
 		{"health_timeout: must be positive, got -5s", func(h *Handler) { h.HealthTimeout = caddy.Duration(-5 * time.Second) }},
-		{"at least one upstream is required", func(h *Handler) { h.Upstreams = nil }},
+		{"at least one upstream (or a dynamic upstream source) is required", func(h *Handler) { h.Upstreams = nil }},
 		{`upstream "http://127.0.0.1:9/mcp" is listed twice`, func(h *Handler) { h.Upstreams = append(h.Upstreams, h.Upstreams[0]) }},
 	}
 	for _, c := range cases {

@@ -38,11 +38,12 @@ type exchange struct {
 	// when absent) of a successful answer to the value the client gets; nil,
 	// or a "" result, drops the header.
 	answerSession func(up *Upstream, upstreamValue string) string
-	// reselect, if set, picks another upstream when up could not take the
-	// request: it refused the connection (nothing was delivered), or, for an
-	// idempotent request, dropped it without an answer. A new session or a
-	// modern request is then not lost to a dead or restarting upstream.
-	reselect func() *Upstream
+	// reselect, if set, picks another upstream, none of tried, when up
+	// could not take the request: it refused the connection (nothing was
+	// delivered), or, for an idempotent request, dropped it without an
+	// answer. A new session or a modern request is then not lost to a dead
+	// or restarting upstream.
+	reselect func(tried []*Upstream) *Upstream
 	// idempotent requests may be sent again after a connection dropped
 	// without an answer.
 	idempotent bool
@@ -86,10 +87,12 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex exchange) e
 	}
 
 	resp, err := h.send(ctx, ex)
+	var tried []*Upstream
 	for err != nil && ex.reselect != nil && ctx.Err() == nil && (refused(err) || ex.idempotent && dropped(err)) {
-		ex.up.markDown(time.Duration(h.FailDuration))
+		h.countFailure(ex.up, "connection", err)
 		h.logger.Warn("upstream could not take the request; trying another", zap.String("upstream", ex.up.URL), zap.Error(err))
-		if ex.up = ex.reselect(); ex.up == nil {
+		tried = append(tried, ex.up)
+		if ex.up = ex.reselect(tried); ex.up == nil {
 			break
 		}
 		resp, err = h.send(ctx, ex)
@@ -127,7 +130,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex exchange) e
 	return h.relaySSE(w, r, ctx, resp.Body, ex.failID)
 }
 
-// send makes the upstream request of ex.
+// send makes the upstream request of ex, and counts the passive-health
+// failures its answer shows (observeAnswer).
 func (h *Handler) send(ctx context.Context, ex exchange) (*http.Response, error) {
 	var body io.Reader
 	if ex.body != nil {
@@ -138,7 +142,12 @@ func (h *Handler) send(ctx context.Context, ex exchange) (*http.Response, error)
 		return nil, err
 	}
 	req.Header = ex.header
-	return h.client.Do(req)
+	start := time.Now()
+	resp, err := h.client.Do(req)
+	if err == nil {
+		h.observeAnswer(ex.up, resp, time.Since(start))
+	}
+	return resp, err
 }
 
 // refused reports whether err means the upstream could not be reached at
@@ -224,7 +233,7 @@ func (h *Handler) upstreamFailed(w http.ResponseWriter, r *http.Request, ctx con
 			Message: "no upstream MCP server is available",
 		})
 	}
-	ex.up.markDown(time.Duration(h.FailDuration))
+	h.countFailure(ex.up, "connection", err)
 	h.logger.Warn("upstream unavailable", zap.String("upstream", ex.up.URL), zap.Error(err))
 	return writeRPCError(w, requestID(ex.body), &translate.RPCError{
 		HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,

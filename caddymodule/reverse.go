@@ -86,7 +86,8 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, l *l
 	var resp []byte
 	var sid seal.GatewaySessionID
 	var rerr *translate.RPCError
-	for tries := 1; ; tries++ {
+	var tried []*Upstream
+	for {
 		resp, sid, rerr = h.reverse.Initialize(ctx, translate.InitRequest{
 			Upstream: up.URL, Principal: h.principal(r), Header: bridgedHeader(r), ID: msg.ID, Body: body, Options: h.reverseOpts,
 		})
@@ -95,10 +96,11 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, l *l
 		if rerr == nil || ctx.Err() != nil || !legacy.Refused(rerr.Cause) && !legacy.Dropped(rerr.Cause) {
 			break
 		}
-		up.markDown(time.Duration(h.FailDuration))
+		h.countFailure(up, "connection", rerr.Cause)
 		h.logger.Warn("upstream could not open a session; trying another", zap.String("upstream", up.URL), zap.Error(rerr.Cause))
-		next := h.selectUpstream(r, w, speaksModern)
-		if next == nil || tries >= len(h.Upstreams) {
+		tried = append(tried, up)
+		next := h.selectUpstream(r, w, speaksModern, tried...)
+		if next == nil {
 			break
 		}
 		up = next

@@ -208,7 +208,7 @@ func (h *Handler) learnModern(w http.ResponseWriter, r *http.Request, body []byt
 	retry := h.bridge.RetryOf(&l.breq)
 	l.in.state, l.in.stateOwner = retry.Whose, retry.Owner
 	if retry.Upstream != "" {
-		l.in.stateUp = h.upstreamByURL(retry.Upstream)
+		l.in.stateUp = h.upstreamByURL(r, retry.Upstream)
 	}
 	return l, true, nil
 }
@@ -249,7 +249,7 @@ func (h *Handler) learnLegacy(w http.ResponseWriter, r *http.Request, body []byt
 		if opened.Pin.Principal != h.principal(r) {
 			return l, true, nil // another principal's session id is as good as unknown
 		}
-		if up := h.upstreamByURL(opened.Pin.Upstream); up != nil {
+		if up := h.upstreamByURL(r, opened.Pin.Upstream); up != nil {
 			l.in.session, l.in.sessionUp = sessionPinned, up
 			l.in.upstreamSession = opened.Pin.Session != ""
 			l.pin = opened.Pin
@@ -259,7 +259,7 @@ func (h *Handler) learnLegacy(w http.ResponseWriter, r *http.Request, body []byt
 		if err != nil {
 			return l, true, nil
 		}
-		if up := h.upstreamByURL(s.Upstream); up != nil {
+		if up := h.upstreamByURL(r, s.Upstream); up != nil {
 			l.in.session, l.in.sessionUp = sessionHeld, up
 			l.held = s
 			if body != nil && l.msg.Kind == legacy.KindResponse {
@@ -293,6 +293,9 @@ type route struct {
 	// owner is the instance the request was relayed to
 	// ({http.mcp_gateway.owner}).
 	owner string
+	// probeWait, once set, is when this request stops waiting for era
+	// probes in flight (candidates): one bound for all its choices.
+	probeWait time.Time
 }
 
 // routeKey is the context key of a request's *route.

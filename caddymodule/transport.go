@@ -49,7 +49,8 @@ func (h *Handler) provisionTransport(ctx caddy.Context) error {
 	h.client = &http.Client{Transport: rt, CheckRedirect: noRedirect}
 	h.reverseClient = h.client
 	ht, _ := mod.(*reverseproxy.HTTPTransport)
-	if ht != nil && ht.TLS != nil && !slices.ContainsFunc(h.Upstreams, func(u *Upstream) bool { return strings.HasPrefix(u.URL, "https:") }) {
+	isHTTPS := func(u *Upstream) bool { return strings.HasPrefix(u.URL, "https:") }
+	if ht != nil && ht.TLS != nil && !slices.ContainsFunc(h.Upstreams, isHTTPS) && (h.DynamicEndpoint == nil || !isHTTPS(h.DynamicEndpoint)) {
 		h.logger.Warn("transport: tls options are set but no upstream URL is https: TLS is used for https upstreams only")
 	}
 	var why string

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,15 +89,28 @@ func (e eraSet) String() string {
 }
 
 // upstreamState is what the gateway learns about an upstream: its eras (when
-// probed) and its passive health. It is shared by every configuration that
-// names the same URL and survives config reloads.
+// probed) and its health, passive and active. It is shared by every
+// configuration that names the same URL (a static upstream, or an address
+// a dynamic source returned) and survives config reloads.
 type upstreamState struct {
 	url       string
 	downUntil atomic.Int64 // unix nanoseconds; 0 = up
 
-	probeMu    sync.Mutex // serializes probes
 	eras       atomic.Uint32
 	configured atomic.Uint32 // the eras the last provisioned config names; 0 for auto
+
+	// probeMu guards probing only, never a probe: probing is closed when
+	// the era probe in flight (probe.go) ends, nil when none is.
+	probeMu sync.Mutex
+	probing chan struct{}
+
+	// failMu guards failures, the times (unix nanoseconds) of the passive
+	// failures counted within the last fail_duration (health.go).
+	failMu   sync.Mutex
+	failures []int64
+
+	// Consecutive results of active health checks (healthcheck.go).
+	activePasses, activeFails atomic.Int32
 }
 
 // Destruct implements caddy.Destructor.
@@ -211,34 +225,80 @@ func (u *Upstream) available(now time.Time) bool {
 	return now.UnixNano() >= u.state.downUntil.Load()
 }
 
-// markDown takes u out of selection for d, and forgets its probed era so
-// that it is probed again when it comes back.
-func (u *Upstream) markDown(d time.Duration) {
-	u.state.downUntil.Store(time.Now().Add(d).UnixNano())
+// markDown takes u out of selection until now+d at least (an earlier mark
+// that lasts longer is kept), and forgets its probed era so that it is
+// probed again when it comes back.
+func (u *Upstream) markDown(now time.Time, d time.Duration) {
+	until := now.Add(d).UnixNano()
+	for {
+		cur := u.state.downUntil.Load()
+		if cur >= until || u.state.downUntil.CompareAndSwap(cur, until) {
+			break
+		}
+	}
 	u.state.eras.Store(0)
 }
 
-// candidates returns the upstreams that passive health lets take new work
-// and that speak era (probing those whose era is not known yet).
-func (h *Handler) candidates(r *http.Request, want eraSet) []*Upstream {
-	now := time.Now()
-	var out []*Upstream
-	for _, u := range h.Upstreams {
-		if !u.available(now) {
-			continue
+// upstreams returns the upstreams of this configuration for r: the static
+// ones, then those the dynamic source returns now (dynamic.go).
+func (h *Handler) upstreams(r *http.Request) []*Upstream {
+	if h.dynamic == nil {
+		return h.Upstreams
+	}
+	return append(slices.Clip(h.Upstreams), h.dynamic.get(r)...)
+}
+
+// candidates returns the upstreams, other than those in exclude, that
+// health lets take new work and that speak era. An upstream whose era is
+// not known yet (`auto`, not probed, or forgotten after it failed) is not a
+// candidate: its era probe runs in the background (probeInBackground). The
+// request waits, holding no lock, only when no available upstream's era is
+// known at all: until the first of the probes in flight ends, for at most
+// health_timeout (the bound of one probe) in all its choices.
+func (h *Handler) candidates(r *http.Request, want eraSet, exclude []*Upstream) []*Upstream {
+	rt := routeOf(r)
+	var bound *time.Timer
+	for {
+		now := time.Now()
+		var out []*Upstream
+		var pending []<-chan struct{}
+		known := false
+		for _, u := range h.upstreams(r) {
+			if slices.Contains(exclude, u) || !u.available(now) {
+				continue
+			}
+			eras := u.knownEras()
+			if eras == 0 {
+				pending = append(pending, h.probeInBackground(u))
+				continue
+			}
+			known = true
+			if eras.has(want) {
+				out = append(out, u)
+			}
 		}
-		if eras, err := h.erasOf(r.Context(), u); err == nil && eras.has(want) {
-			out = append(out, u)
+		if len(out) > 0 || len(pending) == 0 || known || h.ctx.Err() != nil {
+			return out // (an unloaded configuration's probes end at once)
+		}
+		if bound == nil {
+			if rt.probeWait.IsZero() {
+				rt.probeWait = now.Add(time.Duration(h.HealthTimeout))
+			}
+			bound = time.NewTimer(time.Until(rt.probeWait))
+			defer bound.Stop()
+		}
+		if !waitAny(r.Context(), bound.C, pending) {
+			return nil
 		}
 	}
-	return out
 }
 
 // selectUpstream picks, with the selection policy, an upstream speaking era
-// for a new session or a modern request. It returns nil when none is
+// for a new session or a modern request, other than those in exclude (the
+// ones this request already failed on). It returns nil when none is
 // available.
-func (h *Handler) selectUpstream(r *http.Request, w http.ResponseWriter, want eraSet) *Upstream {
-	ups := h.candidates(r, want)
+func (h *Handler) selectUpstream(r *http.Request, w http.ResponseWriter, want eraSet, exclude ...*Upstream) *Upstream {
+	ups := h.candidates(r, want, exclude)
 	switch len(ups) {
 	case 0:
 		return nil
@@ -258,9 +318,12 @@ func (h *Handler) selectUpstream(r *http.Request, w http.ResponseWriter, want er
 	return nil
 }
 
-// upstreamByURL finds the configured upstream with exactly this URL.
-func (h *Handler) upstreamByURL(u string) *Upstream {
-	for _, up := range h.Upstreams {
+// upstreamByURL finds the upstream with exactly this URL among those of
+// this configuration for r: a static one, or one the dynamic source returns
+// now. An upstream that left the dynamic set is not found, as one removed
+// from the configuration is not.
+func (h *Handler) upstreamByURL(r *http.Request, u string) *Upstream {
+	for _, up := range h.upstreams(r) {
 		if up.URL == u {
 			return up
 		}

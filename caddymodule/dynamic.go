@@ -1,0 +1,221 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+)
+
+// Dynamic upstreams: a reverse_proxy upstream source (`a`, `srv`, `multi`,
+// or any other http.reverse_proxy.upstreams module) returns addresses
+// (host:port); each becomes the MCP endpoint URL made from the
+// `dynamic_endpoint` template — its scheme and path, the address as host —
+// with the template's per-upstream options. What the gateway learns about
+// an address (its era, its health) is kept while the source returns it,
+// and forgotten once the source has not returned it for dynamicForget.
+
+// dynamicForget is how long the state of an address the source stopped
+// returning is kept (its era and health, should it come back).
+const dynamicForget = time.Hour
+
+// defaultDynamicEndpoint is the dynamic_endpoint template by default.
+const defaultDynamicEndpoint = "http:///mcp"
+
+// dynamicUpstreams is a handler's dynamic source and what it returned.
+type dynamicUpstreams struct {
+	source   reverseproxy.UpstreamSource
+	template Upstream // URL: scheme:///path[?query], no host
+	endpoint *url.URL
+	static   map[string]bool // the static upstreams' URLs, which win
+	logger   *zap.Logger
+
+	mu        sync.Mutex
+	released  bool                     // the configuration was unloaded
+	known     map[string]*dynamicEntry // by URL
+	current   []*Upstream              // the source's last answer
+	lastPrune time.Time
+}
+
+type dynamicEntry struct {
+	up       *Upstream
+	lastSeen time.Time
+}
+
+// checkEndpointTemplate reports what is wrong with a dynamic_endpoint URL.
+func checkEndpointTemplate(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("dynamic_endpoint %q: %w", raw, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("dynamic_endpoint %q: scheme must be http or https", raw)
+	case u.Host != "" || u.User != nil || u.Opaque != "":
+		return nil, fmt.Errorf("dynamic_endpoint %q: no host goes here (the source gives it): write %s:///path", raw, u.Scheme)
+	case u.Fragment != "":
+		return nil, fmt.Errorf("dynamic_endpoint %q: fragments are not allowed", raw)
+	}
+	return u, nil
+}
+
+// provisionDynamic loads the dynamic upstream source, if one is configured.
+func (h *Handler) provisionDynamic(ctx caddy.Context) error {
+	if h.DynamicUpstreamsRaw == nil {
+		if h.DynamicEndpoint != nil {
+			return errors.New("dynamic_endpoint: needs a dynamic upstream source (dynamic)")
+		}
+		return nil
+	}
+	mod, err := ctx.LoadModule(h, "DynamicUpstreamsRaw")
+	if err != nil {
+		return fmt.Errorf("loading dynamic upstream source: %w", err)
+	}
+	src, ok := mod.(reverseproxy.UpstreamSource)
+	if !ok {
+		return fmt.Errorf("dynamic upstream source %T is not a reverseproxy.UpstreamSource", mod)
+	}
+	tpl := Upstream{URL: defaultDynamicEndpoint}
+	if h.DynamicEndpoint != nil {
+		tpl = *h.DynamicEndpoint
+		tpl.state, tpl.proxy = nil, nil
+	}
+	endpoint, err := checkEndpointTemplate(tpl.URL)
+	if err != nil {
+		return err
+	}
+	if err := checkEra(tpl.Era); err != nil {
+		return fmt.Errorf("dynamic_endpoint: %w", err)
+	}
+	if err := checkGather(tpl.Gather); err != nil {
+		return fmt.Errorf("dynamic_endpoint: %w", err)
+	}
+	if err := checkOnOff("get_stream", tpl.GetStream); err != nil {
+		return fmt.Errorf("dynamic_endpoint: %w", err)
+	}
+	static := make(map[string]bool, len(h.Upstreams))
+	for _, u := range h.Upstreams {
+		if u != nil {
+			static[u.URL] = true
+		}
+	}
+	h.dynamic = &dynamicUpstreams{source: src, template: tpl, endpoint: endpoint, static: static,
+		logger: h.logger, known: map[string]*dynamicEntry{}}
+	return nil
+}
+
+// endpointURL maps an address the source returned (reverseproxy.Upstream's
+// Dial: `host:port`, or `network/host:port` with a TCP network) to an MCP
+// endpoint URL. A trailing dot of a fully qualified host name (SRV
+// targets) is dropped, so that the Host header is the plain name.
+func (d *dynamicUpstreams) endpointURL(dial string) (string, error) {
+	addr, err := caddy.ParseNetworkAddress(dial)
+	if err != nil {
+		return "", err
+	}
+	switch addr.Network {
+	case "", "tcp", "tcp4", "tcp6":
+	default:
+		return "", fmt.Errorf("network %q: an MCP upstream is reached over TCP", addr.Network)
+	}
+	if addr.PortRangeSize() != 1 || addr.StartPort == 0 {
+		return "", errors.New("want host:port")
+	}
+	host := strings.TrimSuffix(addr.Host, ".")
+	if host == "" {
+		return "", errors.New("no host")
+	}
+	u := *d.endpoint
+	u.Host = net.JoinHostPort(host, strconv.FormatUint(uint64(addr.StartPort), 10))
+	return u.String(), nil
+}
+
+// get returns the upstreams the source returns for r, mapped and with
+// their state. When the source fails, the last answer it gave stays in use
+// (and the failure is logged): sessions pinned to its upstreams go on.
+func (d *dynamicUpstreams) get(r *http.Request) []*Upstream {
+	found, err := d.source.GetUpstreams(r)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil || d.released {
+		if err != nil {
+			d.logger.Error("dynamic upstream source failed; keeping its last answer", zap.Error(err))
+		}
+		return d.current
+	}
+	now := time.Now()
+	cur := make([]*Upstream, 0, len(found))
+	seen := make(map[string]bool, len(found))
+	for _, f := range found {
+		if f == nil {
+			continue
+		}
+		u, err := d.endpointURL(f.Dial)
+		if err != nil {
+			d.logger.Warn("dynamic upstream address skipped", zap.String("address", f.Dial), zap.Error(err))
+			continue
+		}
+		if seen[u] || d.static[u] {
+			continue
+		}
+		seen[u] = true
+		e := d.known[u]
+		if e == nil {
+			up := &Upstream{URL: u, Era: d.template.Era, Gather: d.template.Gather, GetStream: d.template.GetStream}
+			if err := up.provision(); err != nil {
+				d.logger.Warn("dynamic upstream skipped", zap.String("upstream", u), zap.Error(err))
+				continue
+			}
+			e = &dynamicEntry{up: up}
+			d.known[u] = e
+		}
+		e.lastSeen = now
+		cur = append(cur, e.up)
+	}
+	d.current = cur
+	if now.Sub(d.lastPrune) > dynamicForget/60 {
+		d.lastPrune = now
+		d.prune(now.Add(-dynamicForget))
+	}
+	return cur
+}
+
+// prune forgets the addresses last seen before cutoff. d.mu is held.
+func (d *dynamicUpstreams) prune(cutoff time.Time) {
+	for u, e := range d.known {
+		if e.lastSeen.Before(cutoff) {
+			delete(d.known, u)
+			_, _ = upstreamStates.Delete(u)
+		}
+	}
+}
+
+// release lets go of every address's state (the configuration is unloaded).
+func (d *dynamicUpstreams) release() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for u := range d.known {
+		_, _ = upstreamStates.Delete(u)
+	}
+	clear(d.known)
+	d.released = true
+}
+
+// backgroundRequest is a request for a dynamic source outside any client
+// request (the active health checker's rounds): it carries ctx and an empty
+// placeholder replacer, as the sources expect.
+func backgroundRequest(ctx context.Context) *http.Request {
+	ctx = context.WithValue(ctx, caddy.ReplacerCtxKey, caddy.NewReplacer())
+	r, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+	return r
+}

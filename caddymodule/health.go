@@ -1,0 +1,95 @@
+package caddymodule
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// Passive health, with reverse_proxy's knobs: every failure of an upstream
+// — a connection it refused or dropped, an answer with an
+// `unhealthy_status`, an answer slower than `unhealthy_latency` — is
+// counted for `fail_duration`; when `max_fails` of them are counted at
+// once, the upstream is skipped for new sessions and modern requests for
+// `fail_duration`, and its era is probed again before it takes work.
+
+// countFailure counts one passive failure of u (why says what, for the
+// log) and takes u out of selection when it reaches max_fails.
+func (h *Handler) countFailure(u *Upstream, why string, cause error) {
+	now := time.Now()
+	window := time.Duration(h.FailDuration)
+	s := u.state
+	s.failMu.Lock()
+	kept := s.failures[:0]
+	for _, t := range s.failures {
+		if now.UnixNano()-t < int64(window) {
+			kept = append(kept, t)
+		}
+	}
+	kept = append(kept, now.UnixNano())
+	tripped := len(kept) >= max(h.MaxFails, 1)
+	if tripped {
+		kept = kept[:0]
+	}
+	s.failures = kept
+	s.failMu.Unlock()
+	if !tripped {
+		h.logger.Debug("upstream failure counted", zap.String("upstream", u.URL), zap.String("failure", why), zap.Error(cause))
+		return
+	}
+	u.markDown(now, window)
+	h.logger.Warn("upstream marked unhealthy", zap.String("upstream", u.URL), zap.String("failure", why),
+		zap.Int("max_fails", max(h.MaxFails, 1)), zap.Duration("fail_duration", window), zap.Error(cause))
+}
+
+// observeAnswer counts the passive failures an upstream's answer shows: a
+// status listed in unhealthy_status, or response headers that took longer
+// than unhealthy_latency to arrive.
+func (h *Handler) observeAnswer(u *Upstream, resp *http.Response, latency time.Duration) {
+	for _, code := range h.UnhealthyStatus {
+		if caddyhttp.StatusCodeMatches(resp.StatusCode, code) {
+			h.countFailure(u, "unhealthy_status", nil)
+			return
+		}
+	}
+	if h.UnhealthyLatency > 0 && latency > time.Duration(h.UnhealthyLatency) {
+		h.countFailure(u, "unhealthy_latency", nil)
+	}
+}
+
+// waitAny waits until one of chans is closed (true), or until ctx ends or
+// bound fires (false).
+func waitAny(ctx context.Context, bound <-chan time.Time, chans []<-chan struct{}) bool {
+	if len(chans) == 1 {
+		select {
+		case <-chans[0]:
+			return true
+		case <-ctx.Done():
+		case <-bound:
+		}
+		return false
+	}
+	one := make(chan struct{}, len(chans))
+	stop := make(chan struct{})
+	defer close(stop)
+	for _, ch := range chans {
+		go func() {
+			select {
+			case <-ch:
+				one <- struct{}{}
+			case <-stop:
+			}
+		}()
+	}
+	select {
+	case <-one:
+		return true
+	case <-ctx.Done():
+	case <-bound:
+	}
+	return false
+}

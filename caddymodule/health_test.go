@@ -1,0 +1,71 @@
+package caddymodule
+
+import (
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// testUpstream is a provisioned upstream whose state no other test shares.
+func testUpstream(t *testing.T, url string) *Upstream {
+	t.Helper()
+	u := &Upstream{URL: url, Era: eraLegacy}
+	if err := u.provision(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = upstreamStates.Delete(url) })
+	return u
+}
+
+func TestCountFailureMaxFails(t *testing.T) {
+	h := &Handler{MaxFails: 3, FailDuration: caddy.Duration(time.Hour), logger: zap.NewNop()}
+	u := testUpstream(t, "http://127.0.0.1:9/count-failure")
+	u.state.eras.Store(uint32(speaksLegacy))
+	for i := range 2 {
+		h.countFailure(u, "test", nil)
+		if !u.available(time.Now()) {
+			t.Fatalf("unavailable after %d failures, max_fails 3", i+1)
+		}
+	}
+	h.countFailure(u, "test", nil)
+	if u.available(time.Now()) {
+		t.Fatal("available after 3 failures, max_fails 3")
+	}
+	if !u.available(time.Now().Add(time.Hour + time.Second)) {
+		t.Fatal("still unavailable after fail_duration")
+	}
+	if len(u.state.failures) != 0 {
+		t.Fatalf("%d failures still counted after the upstream was marked down", len(u.state.failures))
+	}
+}
+
+func TestCountFailureWindow(t *testing.T) {
+	h := &Handler{MaxFails: 2, FailDuration: caddy.Duration(time.Hour), logger: zap.NewNop()}
+	u := testUpstream(t, "http://127.0.0.1:9/count-window")
+	// A failure older than fail_duration no longer counts.
+	u.state.failures = []int64{time.Now().Add(-2 * time.Hour).UnixNano()}
+	h.countFailure(u, "test", nil)
+	if !u.available(time.Now()) {
+		t.Fatal("an expired failure counted towards max_fails")
+	}
+	h.countFailure(u, "test", nil)
+	if u.available(time.Now()) {
+		t.Fatal("two failures within fail_duration did not reach max_fails 2")
+	}
+}
+
+func TestParseStatusArg(t *testing.T) {
+	for in, want := range map[string]int{"503": 503, "5xx": 5, "4xx": 4, "100": 100, "599": 599} {
+		if got, err := parseStatusArg(in); err != nil || got != want {
+			t.Errorf("parseStatusArg(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"6xx", "0xx", "99", "600", "5XX", "abc", ""} {
+		if _, err := parseStatusArg(in); err == nil {
+			t.Errorf("parseStatusArg(%q) accepted", in)
+		}
+	}
+}
