@@ -284,7 +284,7 @@ func TestReverseTaskBounded(t *testing.T) {
 	sid, _ := initReverse(t, g.URL, "2025-11-25", `{}`, nil)
 	for i, c := range []struct {
 		tool, args, want string
-		within          time.Duration
+		within           time.Duration
 	}{
 		{"endless_task", `{"ttlMs":1000}`, "did not end within 1s (the task's ttlMs); it was cancelled", 1 * time.Second},
 		{"endless_task", `{}`, "did not end within 2s (max_task_wait); it was cancelled", 2 * time.Second},
