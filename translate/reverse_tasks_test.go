@@ -148,7 +148,7 @@ func TestFollowTaskResult(t *testing.T) {
 	const task = `{"resultType":"task","taskId":"t1","status":"completed"}`
 	for get, want := range map[string]string{
 		`"result":{"resultType":"complete","taskId":"t1","status":"completed","result":{"resultType":"complete","content":[{"type":"text","text":"ok"}]}}`: `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"ok"}]}}`,
-		`"result":{"resultType":"complete","taskId":"t1","status":"failed","error":{"code":-31000,"message":"boom","data":{"x":1}}}`:                         `{"jsonrpc":"2.0","id":3,"error":{"code":-31000,"message":"boom","data":{"x":1}}}`,
+		`"result":{"resultType":"complete","taskId":"t1","status":"failed","error":{"code":-31000,"message":"boom","data":{"x":1}}}`:                       `{"jsonrpc":"2.0","id":3,"error":{"code":-31000,"message":"boom","data":{"x":1}}}`,
 	} {
 		url, _ := taskUpstream(t, task, get)
 		rv := newTestReverse(t)
