@@ -154,40 +154,50 @@ func TestReverseTaskCompletes(t *testing.T) {
 
 // TestReverseTaskElicitation: an input_required task's question reaches the
 // go-sdk client in-line; its answer goes upstream with tasks/update, keyed
-// as the task asked, and the result carries it.
+// as the task asked, and the result carries it. The TypeScript SDK 1.x
+// client does the same.
 func TestReverseTaskElicitation(t *testing.T) {
 	g, fx := tasksGateway(t, "", "")
-	var elicitations atomic.Int32
-	cs := goTasksClient(t, g.URL, &elicitations)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_task", Arguments: map[string]any{}})
-	if err != nil {
-		t.Fatalf("ask_task: %v", err)
-	}
-	if got := toolText(res); res.IsError || got != "Hello, Ada!" || elicitations.Load() != 1 {
-		t.Fatalf("ask_task: %q (isError %t) after %d elicitations; want \"Hello, Ada!\" after 1", got, res.IsError, elicitations.Load())
-	}
-	updates := fx.Requests("tasks/update")
-	if len(updates) != 1 {
-		t.Fatalf("%d tasks/update upstream, want 1", len(updates))
-	}
-	u := updates[0]
-	var p struct {
-		TaskID    string                     `json:"taskId"`
-		Responses map[string]json.RawMessage `json:"inputResponses"`
-	}
-	if err := json.Unmarshal(u.Params, &p); err != nil {
-		t.Fatal(err)
-	}
-	if u.HeaderMethod != "tasks/update" || u.HeaderName != p.TaskID || len(p.Responses) != 1 {
-		t.Fatalf("tasks/update: Mcp-Method %q, Mcp-Name %q, params %s", u.HeaderMethod, u.HeaderName, u.Params)
-	}
-	for key, answer := range p.Responses {
-		if !strings.HasPrefix(key, "who-") || !strings.Contains(string(answer), `"Ada"`) || !strings.Contains(string(answer), `"accept"`) {
-			t.Fatalf("inputResponses %s: want the client's accepted answer under the task's key", u.Params)
+	t.Run("TypeScript SDK 1.x", func(t *testing.T) {
+		got := runClient(t, "legacy-client.mjs", g.URL, "ask_task", `{}`, "terminate")
+		if text := got.Result.text(); got.Result.IsError || text != "Hello, Test User!" || got.Elicitations != 1 {
+			t.Fatalf("%q (isError %t) after %d elicitations; want \"Hello, Test User!\" after 1", text, got.Result.IsError, got.Elicitations)
 		}
-	}
+	})
+	t.Run("go-sdk", func(t *testing.T) {
+		var elicitations atomic.Int32
+		cs := goTasksClient(t, g.URL, &elicitations)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		before := len(fx.Requests("tasks/update"))
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_task", Arguments: map[string]any{}})
+		if err != nil {
+			t.Fatalf("ask_task: %v", err)
+		}
+		if got := toolText(res); res.IsError || got != "Hello, Ada!" || elicitations.Load() != 1 {
+			t.Fatalf("ask_task: %q (isError %t) after %d elicitations; want \"Hello, Ada!\" after 1", got, res.IsError, elicitations.Load())
+		}
+		updates := fx.Requests("tasks/update")[before:]
+		if len(updates) != 1 {
+			t.Fatalf("%d tasks/update upstream, want 1", len(updates))
+		}
+		u := updates[0]
+		var p struct {
+			TaskID    string                     `json:"taskId"`
+			Responses map[string]json.RawMessage `json:"inputResponses"`
+		}
+		if err := json.Unmarshal(u.Params, &p); err != nil {
+			t.Fatal(err)
+		}
+		if u.HeaderMethod != "tasks/update" || u.HeaderName != p.TaskID || len(p.Responses) != 1 {
+			t.Fatalf("tasks/update: Mcp-Method %q, Mcp-Name %q, params %s", u.HeaderMethod, u.HeaderName, u.Params)
+		}
+		for key, answer := range p.Responses {
+			if !strings.HasPrefix(key, "who-") || !strings.Contains(string(answer), `"Ada"`) || !strings.Contains(string(answer), `"accept"`) {
+				t.Fatalf("inputResponses %s: want the client's accepted answer under the task's key", u.Params)
+			}
+		}
+	})
 }
 
 // TestReverseTaskFailed: a failed task's JSON-RPC error reaches the legacy

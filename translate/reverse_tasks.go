@@ -370,3 +370,28 @@ func (t *taskRun) request(ctx context.Context, method string, responses map[stri
 	}
 	return res, rerr
 }
+
+// dropTaskSupport removes execution.taskSupport from every tool of the
+// JSON array tools (a tools/list result for a legacy client). In 2025 it
+// asks the client for the experimental, task-augmented tools/call, which
+// the gateway does not offer legacy clients: it follows the upstream's
+// tasks itself, so every tool is an ordinary blocking call for them (and
+// a 2025 client refuses to call a tool marked required otherwise).
+func dropTaskSupport(tools string) string {
+	var sp []splice
+	gjson.Parse(tools).ForEach(func(_, tool gjson.Result) bool {
+		if !tool.IsObject() {
+			return true
+		}
+		// Nested indexes are relative to the whole array.
+		if ex := tool.Get("execution"); ex.IsObject() && ex.Get("taskSupport").Exists() {
+			sp = append(sp, splice{ex.Index, ex.Index + len(ex.Raw), removeMembers(ex.Raw, "taskSupport")})
+		}
+		return true
+	})
+	if len(sp) == 0 {
+		return tools
+	}
+	sortSplices(sp)
+	return string(applySplices(tools, sp))
+}

@@ -172,3 +172,15 @@ func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
 }
+
+func TestDropTaskSupport(t *testing.T) {
+	in := `{"tools":[{"name":"a","execution":{"taskSupport":"required"}},{"name":"b","execution":{"taskSupport":"optional","x":1}},{"name":"c"}]}`
+	out, err := LegacyResult("tools/list", []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"tools":[{"name":"a","execution":{}},{"name":"b","execution":{"x":1}},{"name":"c"}]}`
+	if string(out) != want {
+		t.Fatalf("LegacyResult(tools/list) = %s, want %s", out, want)
+	}
+}
