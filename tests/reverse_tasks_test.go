@@ -3,7 +3,7 @@ package tests
 // The reverse bridge and the 2026-07-28 Tasks extension: a legacy client in
 // front of a modern server that answers tools/call with a task. The
 // gateway follows the task (tasks/get, tasks/update, tasks/cancel) and the
-// client sees one blocking call. Upstream: support.TasksServer, a fixture,
+// client sees one blocking call. Upstream: support.ModernTasksServer, a fixture,
 // because no real server implements the Tasks extension yet.
 
 import (
@@ -21,19 +21,19 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
-// tasksGateway starts a gateway in front of a new TasksServer (era
+// revTasksGateway starts a gateway in front of a new TasksServer (era
 // modern); upstreamExtra goes in the upstream's block, extra in the
 // handler's.
-func tasksGateway(t *testing.T, upstreamExtra, extra string) (*gateway, *support.TasksServer) {
+func revTasksGateway(t *testing.T, upstreamExtra, extra string) (*gateway, *support.ModernTasksServer) {
 	t.Helper()
-	fx := support.NewTasksServer(t)
+	fx := support.NewModernTasksServer(t)
 	g := startGateway(t, "\t\tupstream "+fx.URL+" {\n\t\t\tera modern\n"+upstreamExtra+"\t\t}\n"+extra)
 	return g, fx
 }
 
-// goTasksClient connects the go-sdk client in the 2025-11-25 era, answering
+// revGoClient connects the go-sdk client in the 2025-11-25 era, answering
 // elicitations with goLegacyHandlers (name: Ada), counted in elicitations.
-func goTasksClient(t *testing.T, url string, elicitations *atomic.Int32) *mcp.ClientSession {
+func revGoClient(t *testing.T, url string, elicitations *atomic.Int32) *mcp.ClientSession {
 	t.Helper()
 	var samplings atomic.Int32
 	client := mcp.NewClient(&mcp.Implementation{Name: "go-legacy-client", Version: "1"}, goLegacyHandlers(elicitations, &samplings))
@@ -47,9 +47,9 @@ func goTasksClient(t *testing.T, url string, elicitations *atomic.Int32) *mcp.Cl
 	return cs
 }
 
-// waitCancelled waits for the fixture's tasks/cancel of a task, and
+// revWaitCancelled waits for the fixture's tasks/cancel of a task, and
 // returns its id.
-func waitCancelled(t *testing.T, fx *support.TasksServer, within time.Duration) string {
+func revWaitCancelled(t *testing.T, fx *support.ModernTasksServer, within time.Duration) string {
 	t.Helper()
 	select {
 	case id := <-fx.Cancelled:
@@ -60,8 +60,8 @@ func waitCancelled(t *testing.T, fx *support.TasksServer, within time.Duration) 
 	}
 }
 
-// polledTasks returns the ids of the tasks the fixture was asked about.
-func polledTasks(fx *support.TasksServer) map[string]bool {
+// revPolledTasks returns the ids of the tasks the fixture was asked about.
+func revPolledTasks(fx *support.ModernTasksServer) map[string]bool {
 	ids := map[string]bool{}
 	for _, r := range fx.Requests("tasks/get") {
 		ids[r.TaskID] = true
@@ -69,13 +69,13 @@ func polledTasks(fx *support.TasksServer) map[string]bool {
 	return ids
 }
 
-// waitTaskPolled waits until the fixture has received a tasks/get about a
+// revWaitPolled waits until the fixture has received a tasks/get about a
 // task not in known, and returns the task's id.
-func waitTaskPolled(t *testing.T, fx *support.TasksServer, known map[string]bool) string {
+func revWaitPolled(t *testing.T, fx *support.ModernTasksServer, known map[string]bool) string {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		for id := range polledTasks(fx) {
+		for id := range revPolledTasks(fx) {
 			if !known[id] {
 				return id
 			}
@@ -86,9 +86,9 @@ func waitTaskPolled(t *testing.T, fx *support.TasksServer, known map[string]bool
 	return ""
 }
 
-// callRaw sends a legacy tools/call of tool (arguments args) on session
+// revCall sends a legacy tools/call of tool (arguments args) on session
 // sid with raw HTTP and returns the JSON-RPC response.
-func callRaw(t *testing.T, url, sid string, id int, tool, args string) *rpcResponse {
+func revCall(t *testing.T, url, sid string, id int, tool, args string) *rpcResponse {
 	t.Helper()
 	x := postRPC(t, url, legacyHeaders(sid), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, tool, args), id)
 	if x.Resp == nil {
@@ -104,9 +104,9 @@ func callRaw(t *testing.T, url, sid string, id int, tool, args string) *rpcRespo
 // 50 ms) and answers with the task's result; a completed task whose result
 // is an isError tool result reaches the client as one.
 func TestReverseTaskCompletes(t *testing.T) {
-	g, fx := tasksGateway(t, "", "")
+	g, fx := revTasksGateway(t, "", "")
 	var elicitations atomic.Int32
-	cs := goTasksClient(t, g.URL, &elicitations)
+	cs := revGoClient(t, g.URL, &elicitations)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -157,7 +157,7 @@ func TestReverseTaskCompletes(t *testing.T) {
 // as the task asked, and the result carries it. The TypeScript SDK 1.x
 // client does the same.
 func TestReverseTaskElicitation(t *testing.T) {
-	g, fx := tasksGateway(t, "", "")
+	g, fx := revTasksGateway(t, "", "")
 	t.Run("TypeScript SDK 1.x", func(t *testing.T) {
 		got := runClient(t, "legacy-client.mjs", g.URL, "ask_task", `{}`, "terminate")
 		if text := got.Result.text(); got.Result.IsError || text != "Hello, Test User!" || got.Elicitations != 1 {
@@ -166,7 +166,7 @@ func TestReverseTaskElicitation(t *testing.T) {
 	})
 	t.Run("go-sdk", func(t *testing.T) {
 		var elicitations atomic.Int32
-		cs := goTasksClient(t, g.URL, &elicitations)
+		cs := revGoClient(t, g.URL, &elicitations)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		before := len(fx.Requests("tasks/update"))
@@ -203,11 +203,11 @@ func TestReverseTaskElicitation(t *testing.T) {
 // TestReverseTaskFailed: a failed task's JSON-RPC error reaches the legacy
 // client with its code and message.
 func TestReverseTaskFailed(t *testing.T) {
-	g, _ := tasksGateway(t, "", "")
+	g, _ := revTasksGateway(t, "", "")
 	sid, _ := initReverse(t, g.URL, "2025-11-25", `{}`, nil)
-	resp := callRaw(t, g.URL, sid, 7, "broken_task", `{}`)
+	resp := revCall(t, g.URL, sid, 7, "broken_task", `{}`)
 	if resp.Error == nil || resp.Error.Code != -31001 || resp.Error.Message != "the job broke: disk full" {
-		t.Fatalf("broken_task: %+v; want the task's error -31001 \"the job broke: disk full\"", resp)
+		t.Fatalf("broken_task: %s; want the task's error -31001 \"the job broke: disk full\"", revSummary(resp))
 	}
 }
 
@@ -216,12 +216,12 @@ func TestReverseTaskFailed(t *testing.T) {
 // closing the call's stream, DELETE of the session, and the go-sdk
 // client's own cancellation.
 func TestReverseTaskCancel(t *testing.T) {
-	g, fx := tasksGateway(t, "", "")
+	g, fx := revTasksGateway(t, "", "")
 	// start begins an endless task call on a new session and returns the
 	// session and the call's cancel; the call's outcome arrives on done.
 	start := func(t *testing.T) (sid, task string, cancel context.CancelFunc, done <-chan error) {
 		sid, _ = initReverse(t, g.URL, "2025-11-25", `{}`, nil)
-		known := polledTasks(fx)
+		known := revPolledTasks(fx)
 		ctx, cancel := context.WithCancel(context.Background())
 		ch := make(chan error, 1)
 		go func() {
@@ -231,7 +231,7 @@ func TestReverseTaskCancel(t *testing.T) {
 			}
 			ch <- err
 		}()
-		return sid, waitTaskPolled(t, fx, known), cancel, ch
+		return sid, revWaitPolled(t, fx, known), cancel, ch
 	}
 	t.Run("notifications/cancelled", func(t *testing.T) {
 		sid, task, cancel, done := start(t)
@@ -239,7 +239,7 @@ func TestReverseTaskCancel(t *testing.T) {
 		if r := post(t, g.URL, legacyHeaders(sid), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"changed my mind"}}`); r.StatusCode != http.StatusAccepted {
 			t.Fatalf("notifications/cancelled: HTTP %d", r.StatusCode)
 		}
-		if got := waitCancelled(t, fx, 10*time.Second); got != task {
+		if got := revWaitCancelled(t, fx, 10*time.Second); got != task {
 			t.Fatalf("tasks/cancel for %q, want %q", got, task)
 		}
 		select {
@@ -251,7 +251,7 @@ func TestReverseTaskCancel(t *testing.T) {
 	t.Run("stream closed", func(t *testing.T) {
 		_, task, cancel, _ := start(t)
 		cancel()
-		if got := waitCancelled(t, fx, 10*time.Second); got != task {
+		if got := revWaitCancelled(t, fx, 10*time.Second); got != task {
 			t.Fatalf("tasks/cancel for %q, want %q", got, task)
 		}
 	})
@@ -261,23 +261,23 @@ func TestReverseTaskCancel(t *testing.T) {
 		if r := send(t, http.MethodDelete, g.URL, legacyHeaders(sid), ""); r.StatusCode != http.StatusOK {
 			t.Fatalf("DELETE: HTTP %d", r.StatusCode)
 		}
-		if got := waitCancelled(t, fx, 10*time.Second); got != task {
+		if got := revWaitCancelled(t, fx, 10*time.Second); got != task {
 			t.Fatalf("tasks/cancel for %q, want %q", got, task)
 		}
 	})
 	t.Run("go-sdk", func(t *testing.T) {
 		var elicitations atomic.Int32
-		cs := goTasksClient(t, g.URL, &elicitations)
+		cs := revGoClient(t, g.URL, &elicitations)
 		ctx, cancel := context.WithCancel(context.Background())
-		known := polledTasks(fx)
+		known := revPolledTasks(fx)
 		done := make(chan error, 1)
 		go func() {
 			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "endless_task", Arguments: map[string]any{}})
 			done <- err
 		}()
-		task := waitTaskPolled(t, fx, known)
+		task := revWaitPolled(t, fx, known)
 		cancel()
-		if got := waitCancelled(t, fx, 10*time.Second); got != task {
+		if got := revWaitCancelled(t, fx, 10*time.Second); got != task {
 			t.Fatalf("tasks/cancel for %q, want %q", got, task)
 		}
 		if err := <-done; err == nil {
@@ -290,7 +290,7 @@ func TestReverseTaskCancel(t *testing.T) {
 // by max_task_wait, and by tasks/get failing three times in a row — with a
 // clear error to the client and tasks/cancel upstream.
 func TestReverseTaskBounded(t *testing.T) {
-	g, fx := tasksGateway(t, "", "\t\tmax_task_wait 2s\n")
+	g, fx := revTasksGateway(t, "", "\t\tmax_task_wait 2s\n")
 	sid, _ := initReverse(t, g.URL, "2025-11-25", `{}`, nil)
 	for i, c := range []struct {
 		tool, args, want string
@@ -301,15 +301,15 @@ func TestReverseTaskBounded(t *testing.T) {
 		{"unreadable_task", `{}`, "could not be read 3 times in a row; it was cancelled: tasks/get failed: task storage unavailable (code -32603)", 0},
 	} {
 		started := time.Now()
-		resp := callRaw(t, g.URL, sid, 10+i, c.tool, c.args)
+		resp := revCall(t, g.URL, sid, 10+i, c.tool, c.args)
 		took := time.Since(started)
 		if resp.Error == nil || resp.Error.Code != -32603 || !strings.Contains(resp.Error.Message, c.want) {
-			t.Fatalf("%s %s: %+v; want -32603 saying %q", c.tool, c.args, resp, c.want)
+			t.Fatalf("%s %s: %s; want -32603 saying %q", c.tool, c.args, revSummary(resp), c.want)
 		}
 		if took < c.within || took > c.within+5*time.Second {
 			t.Fatalf("%s %s: answered after %v, want about %v", c.tool, c.args, took, c.within)
 		}
-		waitCancelled(t, fx, 5*time.Second)
+		revWaitCancelled(t, fx, 5*time.Second)
 	}
 }
 
@@ -317,17 +317,25 @@ func TestReverseTaskBounded(t *testing.T) {
 // extension: the server refuses a tool that needs a task (-32021, relayed),
 // and a tool that is no task still works.
 func TestReverseTasksOff(t *testing.T) {
-	g, fx := tasksGateway(t, "\t\t\ttasks off\n", "")
+	g, fx := revTasksGateway(t, "\t\t\ttasks off\n", "")
 	sid, _ := initReverse(t, g.URL, "2025-11-25", `{}`, nil)
-	if resp := callRaw(t, g.URL, sid, 2, "slow_task", `{"ms":10}`); resp.Error == nil || resp.Error.Code != -32021 {
-		t.Fatalf("slow_task with tasks off: %+v; want -32021", resp)
+	if resp := revCall(t, g.URL, sid, 2, "slow_task", `{"ms":10}`); resp.Error == nil || resp.Error.Code != -32021 {
+		t.Fatalf("slow_task with tasks off: %s; want -32021", revSummary(resp))
 	}
-	if resp := callRaw(t, g.URL, sid, 3, "quick", `{}`); resp.Error != nil || !strings.Contains(string(resp.Result), `"quick"`) {
-		t.Fatalf("quick: %+v", resp)
+	if resp := revCall(t, g.URL, sid, 3, "quick", `{}`); resp.Error != nil || !strings.Contains(string(resp.Result), `"quick"`) {
+		t.Fatalf("quick: %s", revSummary(resp))
 	}
 	for _, r := range fx.Requests("tools/call") {
 		if r.DeclaredTasks {
 			t.Fatalf("tools/call declared the Tasks extension with tasks off: %s", r.Params)
 		}
 	}
+}
+
+// revSummary shows a JSON-RPC response in a failure message.
+func revSummary(resp *rpcResponse) string {
+	if resp.Error != nil {
+		return fmt.Sprintf("error %d %q", resp.Error.Code, resp.Error.Message)
+	}
+	return "result " + string(resp.Result)
 }

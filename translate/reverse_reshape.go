@@ -178,7 +178,7 @@ func LegacyResult(method string, result []byte) ([]byte, error) {
 		case method == "tools/call" && m.name == "structuredContent" && !m.val.IsObject():
 			val = `{"result":` + val + `}`
 		case method == "tools/list" && m.name == "tools" && m.val.IsArray():
-			val = dropTaskSupport(wrapOutputSchemas(val))
+			val = revDropTaskSupport(wrapOutputSchemas(val))
 		}
 		b = appendMember(b, m.key, val)
 	}

@@ -34,20 +34,20 @@ import (
 const reverseTasksExtension = "io.modelcontextprotocol/tasks"
 
 // Polling bounds. The upstream's pollIntervalMs is honoured within
-// [taskPollFloor, taskPollCeiling]: the floor spares an upstream that asks
+// [revPollFloor, revPollCeiling]: the floor spares an upstream that asks
 // for a zero interval, the ceiling keeps a blocked legacy client from
 // waiting long after its task ended.
 const (
-	taskPollDefault     = time.Second // when the upstream gives no pollIntervalMs
-	taskPollFloor       = 100 * time.Millisecond
-	taskPollCeiling     = 5 * time.Second
-	taskPollFailures    = 3               // tasks/get failing this many times in a row ends the call
-	taskCancelTimeout   = 5 * time.Second // the best-effort tasks/cancel
-	taskStatusWorking   = "working"
-	taskStatusInput     = "input_required"
-	taskStatusCompleted = "completed"
-	taskStatusFailed    = "failed"
-	taskStatusCancelled = "cancelled"
+	revPollDefault     = time.Second // when the upstream gives no pollIntervalMs
+	revPollFloor       = 100 * time.Millisecond
+	revPollCeiling     = 5 * time.Second
+	revPollFailures    = 3               // tasks/get failing this many times in a row ends the call
+	revCancelTimeout   = 5 * time.Second // the best-effort tasks/cancel
+	revStatusWorking   = "working"
+	revStatusInput     = "input_required"
+	revStatusCompleted = "completed"
+	revStatusFailed    = "failed"
+	revStatusCancelled = "cancelled"
 )
 
 // errSessionDeleted is the cause of a call whose session was deleted.
@@ -59,9 +59,9 @@ func (s *ReverseSession) declaresTasks() bool {
 	return s.opts == nil || !s.opts.TasksOff[s.Upstream]
 }
 
-// withTasksExtension returns the 2026 client capabilities caps (a JSON
+// revDeclareTasks returns the 2026 client capabilities caps (a JSON
 // object) with the Tasks extension declared.
-func withTasksExtension(caps []byte) []byte {
+func revDeclareTasks(caps []byte) []byte {
 	m := map[string]json.RawMessage{}
 	if err := json.Unmarshal(caps, &m); err != nil {
 		m = map[string]json.RawMessage{}
@@ -79,18 +79,18 @@ func withTasksExtension(caps []byte) []byte {
 	return b
 }
 
-// taskPollInterval is the wait between two tasks/get: v (pollIntervalMs)
+// revPollInterval is the wait between two tasks/get: v (pollIntervalMs)
 // within the bounds, or the default when v is not a positive number.
-func taskPollInterval(v gjson.Result) time.Duration {
+func revPollInterval(v gjson.Result) time.Duration {
 	if v.Type != gjson.Number || v.Num <= 0 {
-		return taskPollDefault
+		return revPollDefault
 	}
 	d := time.Duration(v.Num * float64(time.Millisecond))
-	return min(max(d, taskPollFloor), taskPollCeiling)
+	return min(max(d, revPollFloor), revPollCeiling)
 }
 
-// taskRun is one upstream task the bridge follows for a legacy call.
-type taskRun struct {
+// revTask is one upstream task the bridge follows for a legacy call.
+type revTask struct {
 	rv     *Reverse
 	s      *ReverseSession
 	r      ReverseRequest
@@ -114,7 +114,7 @@ func (rv *Reverse) followTask(ctx context.Context, s *ReverseSession, r ReverseR
 		rv.respondError(r, sink, internalError(*reason))
 		return
 	}
-	t := &taskRun{rv: rv, s: s, r: r, sink: sink, o: o, id: tid.Str, level: level, asked: map[string]bool{}, served: served, reason: reason}
+	t := &revTask{rv: rv, s: s, r: r, sink: sink, o: o, id: tid.Str, level: level, asked: map[string]bool{}, served: served, reason: reason}
 
 	// The task is followed for at most TaskWait, and no longer than the
 	// upstream keeps it (its ttlMs from creation).
@@ -127,9 +127,9 @@ func (rv *Reverse) followTask(ctx context.Context, s *ReverseSession, r ReverseR
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 
-	interval := taskPollInterval(created.Get("pollIntervalMs"))
+	interval := revPollInterval(created.Get("pollIntervalMs"))
 	next := interval
-	if st := created.Get("status").Str; st != taskStatusWorking && st != taskStatusInput {
+	if st := created.Get("status").Str; st != revStatusWorking && st != revStatusInput {
 		next = 0 // already terminal: read it at once
 	}
 	failures := 0
@@ -172,7 +172,7 @@ func (rv *Reverse) followTask(ctx context.Context, s *ReverseSession, r ReverseR
 		if rerr != nil {
 			failures++
 			lastErr = rerr
-			if failures < taskPollFailures {
+			if failures < revPollFailures {
 				continue
 			}
 			t.cancelUpstream(ctx)
@@ -184,19 +184,19 @@ func (rv *Reverse) followTask(ctx context.Context, s *ReverseSession, r ReverseR
 		failures = 0
 		res := task.Get("result")
 		if v := res.Get("pollIntervalMs"); v.Exists() {
-			interval = taskPollInterval(v)
+			interval = revPollInterval(v)
 			next = interval
 		}
 		switch st := res.Get("status"); st.Str {
-		case taskStatusWorking:
-		case taskStatusInput:
+		case revStatusWorking:
+		case revStatusInput:
 			if !t.answer(ctx, res.Get("inputRequests")) {
 				return
 			}
-		case taskStatusCompleted:
+		case revStatusCompleted:
 			t.complete(res.Get("result"))
 			return
-		case taskStatusFailed:
+		case revStatusFailed:
 			e := res.Get("error")
 			if !e.IsObject() || e.Get("code").Type != gjson.Number {
 				*reason = "the upstream's task failed without a JSON-RPC error object"
@@ -206,7 +206,7 @@ func (rv *Reverse) followTask(ctx context.Context, s *ReverseSession, r ReverseR
 			*reason = "the upstream's task failed: " + clip(e.Get("message").String())
 			_ = sink.Respond(http.StatusOK, errorObjectResponse(r.ID, LegacyError(r.Method, []byte(e.Raw))))
 			return
-		case taskStatusCancelled:
+		case revStatusCancelled:
 			*reason = "the upstream cancelled task " + clip(t.id)
 			if m := res.Get("statusMessage"); m.Type == gjson.String && m.Str != "" {
 				*reason += ": " + clip(m.Str)
@@ -225,7 +225,7 @@ func (rv *Reverse) followTask(ctx context.Context, s *ReverseSession, r ReverseR
 // answer asks the client the questions of an input_required task it has
 // not asked yet, and sends the answers with tasks/update. It reports
 // whether the task is still followed (else the call was answered).
-func (t *taskRun) answer(ctx context.Context, reqs gjson.Result) bool {
+func (t *revTask) answer(ctx context.Context, reqs gjson.Result) bool {
 	if !reqs.IsObject() {
 		return true // nothing in hand yet: poll again
 	}
@@ -292,7 +292,7 @@ func (t *taskRun) answer(ctx context.Context, reqs gjson.Result) bool {
 }
 
 // complete answers the call with the completed task's result.
-func (t *taskRun) complete(res gjson.Result) {
+func (t *revTask) complete(res gjson.Result) {
 	if !res.IsObject() {
 		*t.reason = "the upstream's task completed without a result object"
 		t.rv.respondError(t.r, t.sink, internalError(*t.reason))
@@ -311,13 +311,13 @@ func (t *taskRun) complete(res gjson.Result) {
 // abandon ends a call whose context ended (the client cancelled or left,
 // its session was deleted, the gateway stops): the task is cancelled
 // upstream first.
-func (t *taskRun) abandon(ctx context.Context) {
+func (t *revTask) abandon(ctx context.Context) {
 	t.cancelUpstream(ctx)
 	t.served.Outcome, *t.reason = t.rv.abandoned(ctx, t.r, t.sink, nil)
 }
 
 // expire ends a call whose task outlived its bound, cancelling it upstream.
-func (t *taskRun) expire(ctx context.Context, msg string) {
+func (t *revTask) expire(ctx context.Context, msg string) {
 	t.cancelUpstream(ctx)
 	*t.reason = msg
 	t.served.Outcome = OutcomeExpired
@@ -325,9 +325,9 @@ func (t *taskRun) expire(ctx context.Context, msg string) {
 }
 
 // cancelUpstream sends tasks/cancel, best effort: it outlives ctx (the
-// call's, often ended already) by at most taskCancelTimeout.
-func (t *taskRun) cancelUpstream(ctx context.Context) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskCancelTimeout)
+// call's, often ended already) by at most revCancelTimeout.
+func (t *revTask) cancelUpstream(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revCancelTimeout)
 	defer cancel()
 	_, _ = t.request(cctx, "tasks/cancel", nil)
 }
@@ -335,7 +335,7 @@ func (t *taskRun) cancelUpstream(ctx context.Context) {
 // request sends one tasks/* request about the task upstream, with the
 // session's _meta (the extension declared) and Mcp-Name = the taskId, and
 // returns the JSON-RPC response.
-func (t *taskRun) request(ctx context.Context, method string, responses map[string]json.RawMessage) (gjson.Result, *RPCError) {
+func (t *revTask) request(ctx context.Context, method string, responses map[string]json.RawMessage) (gjson.Result, *RPCError) {
 	id := t.rv.upstreamID(t.o)
 	params := map[string]json.RawMessage{"taskId": json.RawMessage(strconv.Quote(t.id))}
 	if responses != nil {
@@ -347,7 +347,7 @@ func (t *taskRun) request(ctx context.Context, method string, responses map[stri
 	}
 	meta := map[string]json.RawMessage{
 		MetaProtocolVersion:    json.RawMessage(`"` + ModernVersion + `"`),
-		MetaClientCapabilities: withTasksExtension(ModernClientCapabilities(t.s.Capabilities)),
+		MetaClientCapabilities: revDeclareTasks(ModernClientCapabilities(t.s.Capabilities)),
 	}
 	if t.s.ClientInfo != nil {
 		meta[MetaClientInfo] = t.s.ClientInfo
@@ -371,13 +371,13 @@ func (t *taskRun) request(ctx context.Context, method string, responses map[stri
 	return res, rerr
 }
 
-// dropTaskSupport removes execution.taskSupport from every tool of the
+// revDropTaskSupport removes execution.taskSupport from every tool of the
 // JSON array tools (a tools/list result for a legacy client). In 2025 it
 // asks the client for the experimental, task-augmented tools/call, which
 // the gateway does not offer legacy clients: it follows the upstream's
 // tasks itself, so every tool is an ordinary blocking call for them (and
 // a 2025 client refuses to call a tool marked required otherwise).
-func dropTaskSupport(tools string) string {
+func revDropTaskSupport(tools string) string {
 	var sp []splice
 	gjson.Parse(tools).ForEach(func(_, tool gjson.Result) bool {
 		if !tool.IsObject() {

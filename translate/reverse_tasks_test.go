@@ -16,33 +16,33 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 )
 
-func TestTaskPollInterval(t *testing.T) {
+func TestRevPollInterval(t *testing.T) {
 	for raw, want := range map[string]time.Duration{
-		`50`:     taskPollFloor,
+		`50`:     revPollFloor,
 		`250`:    250 * time.Millisecond,
-		`600000`: taskPollCeiling,
-		`0`:      taskPollDefault,
-		`-5`:     taskPollDefault,
-		`"1000"`: taskPollDefault,
-		`null`:   taskPollDefault,
+		`600000`: revPollCeiling,
+		`0`:      revPollDefault,
+		`-5`:     revPollDefault,
+		`"1000"`: revPollDefault,
+		`null`:   revPollDefault,
 	} {
-		if got := taskPollInterval(gjson.Parse(raw)); got != want {
-			t.Errorf("taskPollInterval(%s) = %v, want %v", raw, got, want)
+		if got := revPollInterval(gjson.Parse(raw)); got != want {
+			t.Errorf("revPollInterval(%s) = %v, want %v", raw, got, want)
 		}
 	}
-	if got := taskPollInterval(gjson.Result{}); got != taskPollDefault {
-		t.Errorf("no pollIntervalMs: %v, want %v", got, taskPollDefault)
+	if got := revPollInterval(gjson.Result{}); got != revPollDefault {
+		t.Errorf("no pollIntervalMs: %v, want %v", got, revPollDefault)
 	}
 }
 
-func TestWithTasksExtension(t *testing.T) {
+func TestRevDeclareTasks(t *testing.T) {
 	for in, want := range map[string]string{
 		`{}`: `{"extensions":{"io.modelcontextprotocol/tasks":{}}}`,
 		`{"elicitation":{},"extensions":{"x/y":{"a":1}}}`: `{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{},"x/y":{"a":1}}}`,
 		`not json`: `{"extensions":{"io.modelcontextprotocol/tasks":{}}}`,
 	} {
-		if got := string(withTasksExtension([]byte(in))); got != want {
-			t.Errorf("withTasksExtension(%s) = %s, want %s", in, got, want)
+		if got := string(revDeclareTasks([]byte(in))); got != want {
+			t.Errorf("revDeclareTasks(%s) = %s, want %s", in, got, want)
 		}
 	}
 }
@@ -72,10 +72,10 @@ func TestUpstreamRequestTasks(t *testing.T) {
 	}
 }
 
-// taskUpstream is a modern server answering tools/call with the task
+// revTaskUpstream is a modern server answering tools/call with the task
 // created and every tasks/get with get (a JSON-RPC result or error member,
 // e.g. `"result":{...}`), recording the methods it receives.
-func taskUpstream(t *testing.T, created, get string) (string, func() []string) {
+func revTaskUpstream(t *testing.T, created, get string) (string, func() []string) {
 	t.Helper()
 	var mu sync.Mutex
 	var methods []string
@@ -122,7 +122,7 @@ func TestFollowTaskMalformed(t *testing.T) {
 		{"cancelled upstream", task, `"result":{"resultType":"complete","taskId":"t1","status":"cancelled","statusMessage":"operator"}`, "the upstream cancelled task t1: operator", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			url, methods := taskUpstream(t, c.created, c.get)
+			url, methods := revTaskUpstream(t, c.created, c.get)
 			rv := newTestReverse(t)
 			s := openSession(t, rv, url, "p", `{}`)
 			sink := newRecordingSink()
@@ -150,7 +150,7 @@ func TestFollowTaskResult(t *testing.T) {
 		`"result":{"resultType":"complete","taskId":"t1","status":"completed","result":{"resultType":"complete","content":[{"type":"text","text":"ok"}]}}`: `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"ok"}]}}`,
 		`"result":{"resultType":"complete","taskId":"t1","status":"failed","error":{"code":-31000,"message":"boom","data":{"x":1}}}`:                       `{"jsonrpc":"2.0","id":3,"error":{"code":-31000,"message":"boom","data":{"x":1}}}`,
 	} {
-		url, _ := taskUpstream(t, task, get)
+		url, _ := revTaskUpstream(t, task, get)
 		rv := newTestReverse(t)
 		s := openSession(t, rv, url, "p", `{}`)
 		sink := newRecordingSink()
@@ -159,7 +159,7 @@ func TestFollowTaskResult(t *testing.T) {
 		var a, b any
 		_ = json.Unmarshal(f.msg, &a)
 		_ = json.Unmarshal([]byte(want), &b)
-		if ja, _ := json.Marshal(a); string(ja) != string(mustJSON(b)) {
+		if ja, _ := json.Marshal(a); string(ja) != string(revJSON(b)) {
 			t.Errorf("answer %s, want %s", f.msg, want)
 		}
 		if served.Outcome == "" {
@@ -168,12 +168,12 @@ func TestFollowTaskResult(t *testing.T) {
 	}
 }
 
-func mustJSON(v any) []byte {
+func revJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
 }
 
-func TestDropTaskSupport(t *testing.T) {
+func TestRevDropTaskSupport(t *testing.T) {
 	in := `{"tools":[{"name":"a","execution":{"taskSupport":"required"}},{"name":"b","execution":{"taskSupport":"optional","x":1}},{"name":"c"}]}`
 	out, err := LegacyResult("tools/list", []byte(in))
 	if err != nil {

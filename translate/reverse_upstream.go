@@ -157,7 +157,7 @@ func upstreamRequest(id, method string, params []byte, s *ReverseSession, level 
 	meta[MetaClientCapabilities] = ModernClientCapabilities(s.Capabilities)
 	if method == "tools/call" && s.declaresTasks() {
 		// The gateway serves tasks for the legacy client (reverse_tasks.go).
-		meta[MetaClientCapabilities] = withTasksExtension(meta[MetaClientCapabilities])
+		meta[MetaClientCapabilities] = revDeclareTasks(meta[MetaClientCapabilities])
 	}
 	if s.ClientInfo != nil {
 		meta[MetaClientInfo] = s.ClientInfo

@@ -12,10 +12,10 @@ import (
 	"time"
 )
 
-// TasksExtension names the 2026-07-28 Tasks extension in capabilities.
-const TasksExtension = "io.modelcontextprotocol/tasks"
+// ModernTasksExtension names the 2026-07-28 Tasks extension in capabilities.
+const ModernTasksExtension = "io.modelcontextprotocol/tasks"
 
-// TasksServer is a modern (2026-07-28), stateless MCP server whose tools
+// ModernTasksServer is a modern (2026-07-28), stateless MCP server whose tools
 // answer tools/call with tasks (the Tasks extension, SEP-2663), served
 // with tasks/get, tasks/update and tasks/cancel. It is a fixture written
 // for the tests because no real server implements the 2026 Tasks
@@ -39,7 +39,7 @@ const TasksExtension = "io.modelcontextprotocol/tasks"
 //   - unreadable_task {}: works for ever, and tasks/get about it fails
 //     with -32603 "task storage unavailable".
 //   - quick {}: no task, the text "quick".
-type TasksServer struct {
+type ModernTasksServer struct {
 	// URL is the server's MCP endpoint.
 	URL string
 	// PollIntervalMs is the pollIntervalMs of every task (default 50).
@@ -48,13 +48,13 @@ type TasksServer struct {
 	Cancelled chan string
 
 	mu    sync.Mutex
-	tasks map[string]*fixtureTask
-	log   []TasksRequest
+	tasks map[string]*mtTask
+	log   []ModernTasksRequest
 	next  atomic.Int64
 }
 
-// TasksRequest is one request the TasksServer received.
-type TasksRequest struct {
+// ModernTasksRequest is one request the ModernTasksServer received.
+type ModernTasksRequest struct {
 	Method        string
 	HeaderMethod  string // Mcp-Method
 	HeaderName    string // Mcp-Name
@@ -63,7 +63,7 @@ type TasksRequest struct {
 	DeclaredTasks bool // the request's _meta capabilities declared the extension
 }
 
-type fixtureTask struct {
+type mtTask struct {
 	id, tool  string
 	created   time.Time
 	ms        int
@@ -75,18 +75,18 @@ type fixtureTask struct {
 	statusMsg string
 }
 
-// NewTasksServer serves a TasksServer on 127.0.0.1 until the test ends.
-func NewTasksServer(t testing.TB) *TasksServer {
-	s := &TasksServer{PollIntervalMs: 50, Cancelled: make(chan string, 64), tasks: map[string]*fixtureTask{}}
+// NewModernTasksServer serves a ModernTasksServer on 127.0.0.1 until the test ends.
+func NewModernTasksServer(t testing.TB) *ModernTasksServer {
+	s := &ModernTasksServer{PollIntervalMs: 50, Cancelled: make(chan string, 64), tasks: map[string]*mtTask{}}
 	s.URL = Serve(t, s)
 	return s
 }
 
 // Requests returns the requests received so far with method ("" for all).
-func (s *TasksServer) Requests(method string) []TasksRequest {
+func (s *ModernTasksServer) Requests(method string) []ModernTasksRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []TasksRequest
+	var out []ModernTasksRequest
 	for _, r := range s.log {
 		if method == "" || r.Method == method {
 			out = append(out, r)
@@ -95,7 +95,7 @@ func (s *TasksServer) Requests(method string) []TasksRequest {
 	return out
 }
 
-type fixtureRPC struct {
+type mtRPC struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params struct {
@@ -111,7 +111,7 @@ type fixtureRPC struct {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *TasksServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *ModernTasksServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		w.WriteHeader(http.StatusMethodNotAllowed)
@@ -121,9 +121,9 @@ func (s *TasksServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	var m fixtureRPC
+	var m mtRPC
 	if err := json.Unmarshal(body, &m); err != nil {
-		writeRPC(w, http.StatusBadRequest, nil, nil, rpcErr(-32700, "Parse error", nil))
+		mtWrite(w, http.StatusBadRequest, nil, nil, mtError(-32700, "Parse error", nil))
 		return
 	}
 	if len(m.ID) == 0 { // a notification
@@ -134,10 +134,10 @@ func (s *TasksServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Extensions map[string]json.RawMessage `json:"extensions"`
 	}
 	_ = json.Unmarshal(m.Params.Meta["io.modelcontextprotocol/clientCapabilities"], &caps)
-	_, declared := caps.Extensions[TasksExtension]
+	_, declared := caps.Extensions[ModernTasksExtension]
 	s.mu.Lock()
-	s.log = append(s.log, TasksRequest{Method: m.Method, HeaderMethod: r.Header.Get("Mcp-Method"), HeaderName: r.Header.Get("Mcp-Name"),
-		TaskID: m.Params.TaskID, Params: paramsOf(body), DeclaredTasks: declared})
+	s.log = append(s.log, ModernTasksRequest{Method: m.Method, HeaderMethod: r.Header.Get("Mcp-Method"), HeaderName: r.Header.Get("Mcp-Name"),
+		TaskID: m.Params.TaskID, Params: mtParams(body), DeclaredTasks: declared})
 	s.mu.Unlock()
 
 	isTask := m.Method == "tasks/get" || m.Method == "tasks/update" || m.Method == "tasks/cancel"
@@ -150,23 +150,23 @@ func (s *TasksServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case r.Header.Get("MCP-Protocol-Version") != "2026-07-28":
-		writeRPC(w, http.StatusBadRequest, m.ID, nil, rpcErr(-32020, "MCP-Protocol-Version must be 2026-07-28", nil))
+		mtWrite(w, http.StatusBadRequest, m.ID, nil, mtError(-32020, "MCP-Protocol-Version must be 2026-07-28", nil))
 		return
 	case r.Header.Get("Mcp-Method") != m.Method:
-		writeRPC(w, http.StatusBadRequest, m.ID, nil, rpcErr(-32020, "Mcp-Method does not match the method", nil))
+		mtWrite(w, http.StatusBadRequest, m.ID, nil, mtError(-32020, "Mcp-Method does not match the method", nil))
 		return
 	case wantName != "" && r.Header.Get("Mcp-Name") != wantName:
-		writeRPC(w, http.StatusBadRequest, m.ID, nil, rpcErr(-32020, "Mcp-Name does not match", nil))
+		mtWrite(w, http.StatusBadRequest, m.ID, nil, mtError(-32020, "Mcp-Name does not match", nil))
 		return
 	case isTask && !declared:
-		writeRPC(w, http.StatusOK, m.ID, nil, requiredTasks())
+		mtWrite(w, http.StatusOK, m.ID, nil, mtRequiredTasks())
 		return
 	}
 	switch m.Method {
 	case "server/discover":
-		writeRPC(w, http.StatusOK, m.ID, map[string]any{
+		mtWrite(w, http.StatusOK, m.ID, map[string]any{
 			"resultType": "complete", "supportedVersions": []string{"2026-07-28"},
-			"capabilities": map[string]any{"tools": map[string]any{}, "extensions": map[string]any{TasksExtension: map[string]any{}}},
+			"capabilities": map[string]any{"tools": map[string]any{}, "extensions": map[string]any{ModernTasksExtension: map[string]any{}}},
 			"_meta":        map[string]any{"io.modelcontextprotocol/serverInfo": map[string]any{"name": "tasks-fixture", "version": "1"}},
 			"ttlMs":        0, "cacheScope": "private",
 		}, nil)
@@ -180,17 +180,17 @@ func (s *TasksServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			tools = append(tools, map[string]any{"name": name, "inputSchema": map[string]any{"type": "object"},
 				"execution": map[string]any{"taskSupport": support}})
 		}
-		writeRPC(w, http.StatusOK, m.ID, map[string]any{"resultType": "complete", "tools": tools}, nil)
+		mtWrite(w, http.StatusOK, m.ID, map[string]any{"resultType": "complete", "tools": tools}, nil)
 	case "tools/call":
 		s.call(w, m, declared)
 	case "tasks/get", "tasks/update", "tasks/cancel":
 		s.task(w, m)
 	default:
-		writeRPC(w, http.StatusOK, m.ID, nil, rpcErr(-32601, "Method not found: "+m.Method, nil))
+		mtWrite(w, http.StatusOK, m.ID, nil, mtError(-32601, "Method not found: "+m.Method, nil))
 	}
 }
 
-func (s *TasksServer) call(w http.ResponseWriter, m fixtureRPC, declared bool) {
+func (s *ModernTasksServer) call(w http.ResponseWriter, m mtRPC, declared bool) {
 	var args struct {
 		Ms    int `json:"ms"`
 		TTLMs int `json:"ttlMs"`
@@ -198,42 +198,42 @@ func (s *TasksServer) call(w http.ResponseWriter, m fixtureRPC, declared bool) {
 	_ = json.Unmarshal(m.Params.Arguments, &args)
 	switch m.Params.Name {
 	case "quick":
-		writeRPC(w, http.StatusOK, m.ID, map[string]any{"resultType": "complete", "content": []any{textContent("quick")}}, nil)
+		mtWrite(w, http.StatusOK, m.ID, map[string]any{"resultType": "complete", "content": []any{mtText("quick")}}, nil)
 		return
 	case "slow_task", "ask_task", "failing_task", "broken_task", "endless_task", "unreadable_task":
 	default:
-		writeRPC(w, http.StatusOK, m.ID, nil, rpcErr(-32602, "unknown tool "+m.Params.Name, nil))
+		mtWrite(w, http.StatusOK, m.ID, nil, mtError(-32602, "unknown tool "+m.Params.Name, nil))
 		return
 	}
 	if !declared {
-		writeRPC(w, http.StatusOK, m.ID, nil, requiredTasks())
+		mtWrite(w, http.StatusOK, m.ID, nil, mtRequiredTasks())
 		return
 	}
-	t := &fixtureTask{id: fmt.Sprintf("task-%d-%d", time.Now().UnixNano()%1e6, s.next.Add(1)), tool: m.Params.Name,
+	t := &mtTask{id: fmt.Sprintf("task-%d-%d", time.Now().UnixNano()%1e6, s.next.Add(1)), tool: m.Params.Name,
 		created: time.Now(), ms: args.Ms, ttlMs: args.TTLMs, status: "working"}
 	switch t.tool {
 	case "ask_task":
 		t.status, t.asked = "input_required", fmt.Sprintf("who-%d", s.next.Add(1))
 	case "failing_task":
 		t.status = "completed"
-		t.result, _ = json.Marshal(map[string]any{"content": []any{textContent("the job failed")}, "isError": true})
+		t.result, _ = json.Marshal(map[string]any{"content": []any{mtText("the job failed")}, "isError": true})
 	case "broken_task":
-		t.status, t.err = "failed", rpcErr(-31001, "the job broke: disk full", nil)
+		t.status, t.err = "failed", mtError(-31001, "the job broke: disk full", nil)
 	}
 	s.mu.Lock()
 	s.tasks[t.id] = t
 	view := s.view(t, false)
 	s.mu.Unlock()
 	view["resultType"] = "task"
-	writeRPC(w, http.StatusOK, m.ID, view, nil)
+	mtWrite(w, http.StatusOK, m.ID, view, nil)
 }
 
-func (s *TasksServer) task(w http.ResponseWriter, m fixtureRPC) {
+func (s *ModernTasksServer) task(w http.ResponseWriter, m mtRPC) {
 	s.mu.Lock()
 	t := s.tasks[m.Params.TaskID]
 	if t == nil {
 		s.mu.Unlock()
-		writeRPC(w, http.StatusOK, m.ID, nil, rpcErr(-32602, "unknown task "+m.Params.TaskID, nil))
+		mtWrite(w, http.StatusOK, m.ID, nil, mtError(-32602, "unknown task "+m.Params.TaskID, nil))
 		return
 	}
 	var res map[string]any
@@ -241,7 +241,7 @@ func (s *TasksServer) task(w http.ResponseWriter, m fixtureRPC) {
 	case "tasks/get":
 		if t.tool == "unreadable_task" {
 			s.mu.Unlock()
-			writeRPC(w, http.StatusOK, m.ID, nil, rpcErr(-32603, "task storage unavailable", nil))
+			mtWrite(w, http.StatusOK, m.ID, nil, mtError(-32603, "task storage unavailable", nil))
 			return
 		}
 		res = s.view(t, true)
@@ -252,7 +252,7 @@ func (s *TasksServer) task(w http.ResponseWriter, m fixtureRPC) {
 				name = fmt.Sprint("Hello, ", a.Content["name"], "!")
 			}
 			t.status, t.asked = "completed", ""
-			t.result, _ = json.Marshal(map[string]any{"content": []any{textContent(name)}})
+			t.result, _ = json.Marshal(map[string]any{"content": []any{mtText(name)}})
 		}
 		res = map[string]any{}
 	case "tasks/cancel":
@@ -268,19 +268,19 @@ func (s *TasksServer) task(w http.ResponseWriter, m fixtureRPC) {
 	}
 	s.mu.Unlock()
 	res["resultType"] = "complete"
-	writeRPC(w, http.StatusOK, m.ID, res, nil)
+	mtWrite(w, http.StatusOK, m.ID, res, nil)
 }
 
 // settle moves a slow task to completed once its time has come.
-func (s *TasksServer) settle(t *fixtureTask) {
+func (s *ModernTasksServer) settle(t *mtTask) {
 	if t.tool == "slow_task" && t.status == "working" && time.Since(t.created) >= time.Duration(t.ms)*time.Millisecond {
 		t.status = "completed"
-		t.result, _ = json.Marshal(map[string]any{"content": []any{textContent(fmt.Sprintf("slow done after %dms", t.ms))}})
+		t.result, _ = json.Marshal(map[string]any{"content": []any{mtText(fmt.Sprintf("slow done after %dms", t.ms))}})
 	}
 }
 
 // view is the task as tasks/get shows it (detailed) or as created.
-func (s *TasksServer) view(t *fixtureTask, detailed bool) map[string]any {
+func (s *ModernTasksServer) view(t *mtTask, detailed bool) map[string]any {
 	s.settle(t)
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	v := map[string]any{"taskId": t.id, "status": t.status, "createdAt": t.created.UTC().Format(time.RFC3339Nano),
@@ -307,9 +307,9 @@ func (s *TasksServer) view(t *fixtureTask, detailed bool) map[string]any {
 	return v
 }
 
-func textContent(s string) map[string]any { return map[string]any{"type": "text", "text": s} }
+func mtText(s string) map[string]any { return map[string]any{"type": "text", "text": s} }
 
-func rpcErr(code int, msg string, data any) json.RawMessage {
+func mtError(code int, msg string, data any) json.RawMessage {
 	e := map[string]any{"code": code, "message": msg}
 	if data != nil {
 		e["data"] = data
@@ -318,13 +318,13 @@ func rpcErr(code int, msg string, data any) json.RawMessage {
 	return b
 }
 
-func requiredTasks() json.RawMessage {
-	return rpcErr(-32021, "this tool runs as a task: declare the Tasks extension",
-		map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}})
+func mtRequiredTasks() json.RawMessage {
+	return mtError(-32021, "this tool runs as a task: declare the Tasks extension",
+		map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{ModernTasksExtension: map[string]any{}}}})
 }
 
-// writeRPC writes a JSON-RPC response with result or error.
-func writeRPC(w http.ResponseWriter, status int, id json.RawMessage, result any, errObj json.RawMessage) {
+// mtWrite writes a JSON-RPC response with result or error.
+func mtWrite(w http.ResponseWriter, status int, id json.RawMessage, result any, errObj json.RawMessage) {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
@@ -341,8 +341,8 @@ func writeRPC(w http.ResponseWriter, status int, id json.RawMessage, result any,
 	_, _ = w.Write(b)
 }
 
-// paramsOf returns the params of the JSON-RPC message b ("{}" if none).
-func paramsOf(b []byte) json.RawMessage {
+// mtParams returns the params of the JSON-RPC message b ("{}" if none).
+func mtParams(b []byte) json.RawMessage {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(b, &m) != nil || m["params"] == nil {
 		return json.RawMessage("{}")
