@@ -201,14 +201,25 @@ func TestReverseTaskElicitation(t *testing.T) {
 }
 
 // TestReverseTaskFailed: a failed task's JSON-RPC error reaches the legacy
-// client with its code and message.
+// client with its code and message; a task asking a question the client
+// cannot answer (it declared no elicitation) ends the call with an isError
+// result saying so, and is cancelled upstream.
 func TestReverseTaskFailed(t *testing.T) {
-	g, _ := revTasksGateway(t, "", "")
+	g, fx := revTasksGateway(t, "", "")
 	sid, _ := initReverse(t, g.URL, "2025-11-25", `{}`, nil)
 	resp := revCall(t, g.URL, sid, 7, "broken_task", `{}`)
 	if resp.Error == nil || resp.Error.Code != -31001 || resp.Error.Message != "the job broke: disk full" {
 		t.Fatalf("broken_task: %s; want the task's error -31001 \"the job broke: disk full\"", revSummary(resp))
 	}
+	resp = revCall(t, g.URL, sid, 8, "ask_task", `{}`)
+	var res struct {
+		IsError bool `json:"isError"`
+	}
+	_ = json.Unmarshal(resp.Result, &res)
+	if resp.Error != nil || !res.IsError || !strings.Contains(string(resp.Result), `did not declare the capability {\"elicitation\":{}}`) {
+		t.Fatalf("ask_task without elicitation: %s; want an isError result naming the capability", revSummary(resp))
+	}
+	revWaitCancelled(t, fx, 5*time.Second)
 }
 
 // TestReverseTaskCancel: the legacy client's cancellation becomes
