@@ -37,6 +37,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        era auto|legacy|modern  # default auto
 //	        gather learn|always     # default learn
 //	        get_stream on|off       # default on
+//	        tasks on|off            # default on
 //	    }
 //	    dynamic <source> [<args...>] {             # a reverse_proxy dynamic upstream source: a, srv, multi, ...
 //	        <source options...>
@@ -72,6 +73,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    max_sessions_per_principal <count>
 //	    write_timeout      <duration>              # -1: off
 //	    session_lifetime   <duration>
+//	    max_task_wait      <duration>
 //	    principal          <placeholder expression>
 //	    health_interval    <duration>              # active health checks; default off
 //	    health_timeout     <duration>
@@ -155,6 +157,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = parseDuration(d, &h.WriteTimeout)
 		case "session_lifetime":
 			err = parseDuration(d, &h.SessionLifetime)
+		case "max_task_wait":
+			err = parseDuration(d, &h.MaxTaskWait)
 		case "principal":
 			err = parseString(d, &h.Principal)
 		case "health_interval":
@@ -307,6 +311,16 @@ func unmarshalUpstreamOptions(d *caddyfile.Dispenser, u *Upstream) error {
 				return d.ArgErr()
 			}
 			if err := checkOnOff("get_stream", u.GetStream); err != nil {
+				return d.Err(err.Error())
+			}
+		case "tasks":
+			if u.Tasks != "" {
+				return d.Err("tasks already specified")
+			}
+			if !d.Args(&u.Tasks) || d.NextArg() {
+				return d.ArgErr()
+			}
+			if err := checkOnOff("tasks", u.Tasks); err != nil {
 				return d.Err(err.Error())
 			}
 		default:

@@ -13,6 +13,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		upstream http://127.0.0.1:9101/mcp
 		upstream https://mcp.example.com/mcp {
 			era modern
+			tasks off
 		}
 		upstream http://127.0.0.1:9102/mcp {
 			era legacy
@@ -33,6 +34,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		max_sessions_per_principal 50
 		write_timeout 10s
 		session_lifetime 1h
+		max_task_wait 10m
 		park_ttl 2m
 		max_parked 500
 		max_parked_per_principal 20
@@ -50,12 +52,12 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"upstreams":[{"url":"http://127.0.0.1:9101/mcp"},{"url":"https://mcp.example.com/mcp","era":"modern"},{"url":"http://127.0.0.1:9102/mcp","era":"legacy","gather":"always","get_stream":"off"}],` +
+	want := `{"upstreams":[{"url":"http://127.0.0.1:9101/mcp"},{"url":"https://mcp.example.com/mcp","era":"modern","tasks":"off"},{"url":"http://127.0.0.1:9102/mcp","era":"legacy","gather":"always","get_stream":"off"}],` +
 		`"selection_policy":{"policy":"round_robin"},` +
 		`"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="],` +
 		`"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],` +
 		`"keepalive_interval":20000000000,"stream_close_delay":2000000000,"fail_duration":30000000000,"max_request_body":1048576,` +
-		`"park_ttl":120000000000,"max_parked":500,"max_parked_per_principal":20,"gather_window":50000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64,"max_sessions_per_principal":50,"write_timeout":10000000000,"session_lifetime":3600000000000,"principal":"{http.auth.user.id}",` +
+		`"park_ttl":120000000000,"max_parked":500,"max_parked_per_principal":20,"gather_window":50000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64,"max_sessions_per_principal":50,"write_timeout":10000000000,"session_lifetime":3600000000000,"max_task_wait":600000000000,"principal":"{http.auth.user.id}",` +
 		`"health_interval":30000000000,"health_timeout":2000000000,"log_unsafe_details":true}`
 	if string(got) != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
@@ -78,6 +80,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		"gather without value":   {"mcp_gateway {\n upstream http://a/mcp {\n gather\n }\n}", "wrong argument count"},
 		"bad get_stream":         {"mcp_gateway {\n upstream http://a/mcp {\n get_stream maybe\n }\n}", `unknown get_stream "maybe"`},
 		"duplicate get_stream":   {"mcp_gateway {\n upstream http://a/mcp {\n get_stream on\n get_stream off\n }\n}", "get_stream already specified"},
+		"bad tasks":              {"mcp_gateway {\n upstream http://a/mcp {\n tasks maybe\n }\n}", `unknown tasks "maybe"`},
+		"bad max_task_wait":      {"mcp_gateway {\n max_task_wait soon\n}", "invalid max_task_wait"},
 		"inline argument":        {"mcp_gateway http://a/mcp", "unexpected argument"},
 		"bad duration":           {"mcp_gateway {\n upstream http://a/mcp\n keepalive_interval soon\n}", "invalid keepalive_interval"},
 		"duplicate duration":     {"mcp_gateway {\n fail_duration 1s\n fail_duration 2s\n}", "fail_duration already specified"},

@@ -57,6 +57,7 @@ func (h *Handler) setDefaults() {
 	setDuration(&h.ParkTTL, fwd.ParkTTL)
 	setDuration(&h.GatherWindow, fwd.GatherWindow)
 	setDuration(&h.SessionLifetime, rev.SessionLifetime)
+	setDuration(&h.MaxTaskWait, rev.TaskWait)
 	setInt(&h.MaxParked, fwd.MaxParked)
 	setInt(&h.MaxParkedPerPrincipal, fwd.MaxParkedPerPrincipal)
 	setInt(&h.MaxRounds, fwd.MaxRounds)
@@ -112,5 +113,14 @@ func (h *Handler) reverseOptions() *translate.ReverseOptions {
 	o.RoundTimeout = time.Duration(h.ParkTTL)
 	o.SessionLifetime = time.Duration(h.SessionLifetime)
 	o.Client = h.reverseClient // nil without a transport: the bridge's own
+	o.TaskWait = time.Duration(h.MaxTaskWait)
+	for _, u := range h.Upstreams {
+		if u.Tasks == "off" {
+			if o.TasksOff == nil {
+				o.TasksOff = map[string]bool{}
+			}
+			o.TasksOff[u.URL] = true
+		}
+	}
 	return o.Ready()
 }

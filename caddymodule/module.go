@@ -347,6 +347,14 @@ type Handler struct {
 	// Must be positive. Default: 24h.
 	SessionLifetime caddy.Duration `json:"session_lifetime,omitempty"`
 
+	// How long the gateway follows a task for a legacy client in front of
+	// a modern server (an upstream with `tasks on` answered its
+	// `tools/call` with a task), counted from the task's creation; the
+	// task's own `ttlMs`, when shorter, bounds it too. Then the task is
+	// cancelled upstream (`tasks/cancel`) and the client gets `-32603`
+	// saying the task did not end in time. Must be positive. Default: 1h.
+	MaxTaskWait caddy.Duration `json:"max_task_wait,omitempty"`
+
 	// Who is calling, as a placeholder expression evaluated per request.
 	// Upstream sessions and parked calls are never shared across
 	// principals, and a requestState only opens for its principal. Only a

@@ -191,6 +191,7 @@ func (h *Handler) Validate() error {
 		{"fail_duration", h.FailDuration},
 		{"park_ttl", h.ParkTTL},
 		{"session_lifetime", h.SessionLifetime},
+		{"max_task_wait", h.MaxTaskWait},
 		{"health_timeout", h.HealthTimeout},
 	} {
 		if c.d <= 0 {

@@ -63,6 +63,7 @@ func TestProvisionDefaults(t *testing.T) {
 		{"gather_window", h.GatherWindow, 2 * time.Millisecond},
 		{"write_timeout", h.WriteTimeout, 30 * time.Second},
 		{"session_lifetime", h.SessionLifetime, 24 * time.Hour},
+		{"max_task_wait", h.MaxTaskWait, time.Hour},
 		{"health_interval", h.HealthInterval, 0},
 		{"health_timeout", h.HealthTimeout, 5 * time.Second},
 	}
@@ -180,6 +181,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"fail_duration: must be positive, got -1ns", func(h *Handler) { h.FailDuration = -1 }},
 		{"park_ttl: must be positive, got -1ns", func(h *Handler) { h.ParkTTL = -1 }},
 		{"session_lifetime: must be positive, got 0s", func(h *Handler) { h.SessionLifetime = 0 }},
+		{"max_task_wait: must be positive, got -1ns", func(h *Handler) { h.MaxTaskWait = -1 }},
 		{"health_timeout: must be positive, got -5s", func(h *Handler) { h.HealthTimeout = caddy.Duration(-5 * time.Second) }},
 		{"at least one upstream (or a dynamic upstream source) is required", func(h *Handler) { h.Upstreams = nil }},
 		{`upstream "http://127.0.0.1:9/mcp" is listed twice`, func(h *Handler) { h.Upstreams = append(h.Upstreams, h.Upstreams[0]) }},

@@ -55,6 +55,19 @@ type Upstream struct {
 	// gets it. `subscriptions/listen` always opens one. Default: `on`.
 	GetStream string `json:"get_stream,omitempty"`
 
+	// Whether legacy clients' `tools/call`, sent to this server when it
+	// speaks modern (the reverse bridge), declare the 2026-07-28 Tasks
+	// extension (`io.modelcontextprotocol/tasks`) in their per-request
+	// capabilities. `on`: the server may answer with a task, which the
+	// gateway follows for the legacy client (polling `tasks/get`, asking
+	// an `input_required` task's questions in-line and answering them with
+	// `tasks/update`, cancelling it with `tasks/cancel` when the client
+	// cancels) until the task ends or `max_task_wait` passes; the client
+	// sees one blocking call. `off`: no task is declared, so the server
+	// runs the call without one, or refuses a tool that needs a task
+	// (`-32021`, relayed to the client). Default: `on`.
+	Tasks string `json:"tasks,omitempty"`
+
 	state *upstreamState
 	proxy *reverseproxy.Upstream // what the selection policy sees
 }
@@ -187,6 +200,9 @@ func (u *Upstream) provision() error {
 		return fmt.Errorf("upstream %q: %w", u.URL, err)
 	}
 	if err := checkOnOff("get_stream", u.GetStream); err != nil {
+		return fmt.Errorf("upstream %q: %w", u.URL, err)
+	}
+	if err := checkOnOff("tasks", u.Tasks); err != nil {
 		return fmt.Errorf("upstream %q: %w", u.URL, err)
 	}
 	val, _, err := upstreamStates.LoadOrNew(u.URL, func() (caddy.Destructor, error) {

@@ -277,6 +277,11 @@ func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest
 			_ = sink.Respond(http.StatusOK, resultResponse(r.ID, out))
 			served.Outcome = OutcomeComplete
 			return served
+		case rt.Type == gjson.String && rt.Str == "task" && r.Method == "tools/call":
+			// A task (the Tasks extension): followed to its end for the
+			// legacy client, which sees one blocking call.
+			rv.followTask(ctx, s, r, sink, res, level, &served, &reason)
+			return served
 		case rt.Str != "input_required":
 			reason = fmt.Sprintf("the upstream answered with resultType %s, which legacy clients cannot receive", clip(rt.Raw))
 			rv.respondError(r, sink, internalError(reason))

@@ -36,6 +36,15 @@ type ReverseOptions struct {
 	// RetryPause is the wait before retrying a requestState-only
 	// input_required result (load shedding).
 	RetryPause time.Duration
+	// TaskWait bounds how long a call the upstream answered with a task
+	// (the Tasks extension) is followed for the legacy client, from the
+	// task's creation; the task's own ttlMs, when shorter, bounds it too.
+	// Then the task is cancelled upstream and the client gets an error.
+	TaskWait time.Duration
+	// TasksOff lists the upstream URLs to which tools/call does not declare
+	// the Tasks extension: such an upstream must answer without a task (or
+	// refuse a tool that needs one, -32021). Optional.
+	TasksOff map[string]bool
 	// Observer learns how calls end (metrics, logs). Optional.
 	Observer Observer
 	// Client, if set, makes the upstream requests of the sessions served
@@ -57,6 +66,7 @@ func DefaultReverseOptions() ReverseOptions {
 		RoundTimeout:      defaultRoundTimeout,
 		SessionLifetime:   24 * time.Hour,
 		RetryPause:        250 * time.Millisecond,
+		TaskWait:          time.Hour,
 	}
 }
 

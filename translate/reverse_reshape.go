@@ -156,6 +156,8 @@ func legacyServerCapabilities(caps gjson.Result, notify bool) string {
 //     {"type":"object",...} becomes {"type":"object","properties":
 //     {"result":<schema>},"required":["result"]}, which matches the wrapped
 //     structuredContent.
+//   - on tools/list, each tool's execution.taskSupport is removed (the
+//     gateway follows tasks for legacy clients, reverse_tasks.go).
 //
 // ttlMs, cacheScope and _meta (serverInfo) are kept: a 2025 Result allows
 // extra members. Everything else is copied byte for byte. The result must be
@@ -176,7 +178,7 @@ func LegacyResult(method string, result []byte) ([]byte, error) {
 		case method == "tools/call" && m.name == "structuredContent" && !m.val.IsObject():
 			val = `{"result":` + val + `}`
 		case method == "tools/list" && m.name == "tools" && m.val.IsArray():
-			val = wrapOutputSchemas(val)
+			val = revDropTaskSupport(wrapOutputSchemas(val))
 		}
 		b = appendMember(b, m.key, val)
 	}

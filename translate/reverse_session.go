@@ -155,11 +155,20 @@ func (rv *Reverse) Session(opts *ReverseOptions, s seal.ClientSession, principal
 	return &ReverseSession{ClientSession: s, opts: o}, nil
 }
 
-// Delete ends a session on this instance (DELETE). The id stays sealed and
-// valid elsewhere: another instance only refuses it once it expires.
+// Delete ends a session on this instance (DELETE): its calls in progress
+// here end as if the client cancelled them (an upstream task is
+// cancelled). The id stays sealed and valid elsewhere: another instance
+// only refuses it once it expires.
 func (rv *Reverse) Delete(s *ReverseSession) {
 	now := time.Now()
 	rv.deleted.put(s.ID, struct{}{}, s.Issued.Add(rv.options(s).SessionLifetime), now)
+	rv.mu.Lock()
+	for k, c := range rv.calls {
+		if k.session == s.ID {
+			c.cancel(errSessionDeleted)
+		}
+	}
+	rv.mu.Unlock()
 }
 
 // compactJSON returns raw without insignificant whitespace.

@@ -163,7 +163,7 @@ func TestUpstreamRequest(t *testing.T) {
 		"params.inputResponses":                    `{"k":{"action":"accept"}}`,
 		MetaPath("params", "progressToken"):        `"p1"`,
 		MetaPath("params", MetaProtocolVersion):    `"2026-07-28"`,
-		MetaPath("params", MetaClientCapabilities): `{"elicitation":{},"roots":{}}`,
+		MetaPath("params", MetaClientCapabilities): `{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}},"roots":{}}`,
 		MetaPath("params", MetaClientInfo):         `{"name":"c","version":"1"}`,
 		MetaPath("params", MetaLogLevel):           `"info"`,
 	}

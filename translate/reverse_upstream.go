@@ -136,7 +136,8 @@ func modernHeader(base http.Header, method, name string, hasName bool) http.Head
 
 // upstreamRequest builds the body of a modern request from a legacy one:
 // the client's params (arguments, progressToken and its other _meta kept),
-// the per-request _meta of the session, and the MRTR retry fields.
+// the per-request _meta of the session (on tools/call, the Tasks extension
+// declared unless the upstream's tasks are off), and the MRTR retry fields.
 func upstreamRequest(id, method string, params []byte, s *ReverseSession, level string, responses map[string]json.RawMessage, state string) ([]byte, error) {
 	p := map[string]json.RawMessage{}
 	if len(params) > 0 {
@@ -154,6 +155,10 @@ func upstreamRequest(id, method string, params []byte, s *ReverseSession, level 
 	}
 	meta[MetaProtocolVersion] = json.RawMessage(`"` + ModernVersion + `"`)
 	meta[MetaClientCapabilities] = ModernClientCapabilities(s.Capabilities)
+	if method == "tools/call" && s.declaresTasks() {
+		// The gateway serves tasks for the legacy client (reverse_tasks.go).
+		meta[MetaClientCapabilities] = revDeclareTasks(meta[MetaClientCapabilities])
+	}
 	if s.ClientInfo != nil {
 		meta[MetaClientInfo] = s.ClientInfo
 	} else {
