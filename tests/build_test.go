@@ -107,7 +107,7 @@ func TestAdaptAndValidate(t *testing.T) {
 		"unparsable url":   {"upstream http://127.0.0.1/%zz", "invalid URL escape"},
 		"unknown option":   {"upstream http://127.0.0.1/mcp\n\tbogus 1", "unrecognized mcp_gateway option"},
 		"unknown era":      {"upstream http://127.0.0.1/mcp {\n\t\tera future\n\t}", "unknown era"},
-		"missing upstream": {"keepalive_interval 5s", "at least one upstream is required"},
+		"missing upstream": {"keepalive_interval 5s", "at least one upstream (or a dynamic upstream source) is required"},
 		"bad state key":    {"upstream http://127.0.0.1/mcp\n\tstate_key c2hvcnQ=", "state_key 1: key decodes to 5 bytes, want 32"},
 		"duplicate":        {"upstream http://127.0.0.1/mcp\n\tupstream http://127.0.0.1/mcp", "listed twice"},
 		"advertise no key": {"upstream http://127.0.0.1/mcp\n\tadvertise http://10.0.0.1:8080", "advertise and peer need state_key"},
