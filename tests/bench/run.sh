@@ -13,10 +13,13 @@
 #   BENCH_D=5s BENCH_REPS=3 tests/bench/run.sh   # longer, steadier
 #   BENCH_PARKED=0 tests/bench/run.sh       # skip the memory scenario
 #   BENCH_THROUGHPUT=0 tests/bench/run.sh   # only the memory scenario
+#   BENCH_EVENT_STORE=1 tests/bench/run.sh  # the legacy upstream resumable (event store)
 #
 # Environment: BENCH_D (measured time per target and repetition, 3s),
 # BENCH_REPS (2), BENCH_PARKED (calls to park, 10000), BENCH_PARK_TTL (90s),
-# BENCH_PORT (first of the loopback ports used, 19200).
+# BENCH_PORT (first of the loopback ports used, 19200), BENCH_EVENT_STORE
+# (1: the legacy upstream keeps its SSE events in a go-sdk event store, so
+# they carry ids and streams can be resumed with Last-Event-ID; 0, default).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -59,7 +62,9 @@ if ((PARKED > ($(ulimit -n) - 1000) / 2)); then
 	echo "the open-file limit is $(ulimit -n): parking $PARKED calls" >&2
 fi
 
-"$out/bench" serve -era legacy -addr "127.0.0.1:$legacy_up" >"$out/legacy.log" 2>&1 &
+legacy_flags=()
+[[ "${BENCH_EVENT_STORE:-0}" == 1 ]] && legacy_flags+=(-event-store)
+"$out/bench" serve -era legacy "${legacy_flags[@]}" -addr "127.0.0.1:$legacy_up" >"$out/legacy.log" 2>&1 &
 legacy_pid=$!
 pids+=($legacy_pid)
 "$out/bench" serve -era modern -addr "127.0.0.1:$modern_up" >"$out/modern.log" 2>&1 &
@@ -217,7 +222,7 @@ if ((PARKED > 0)); then
 fi
 
 echo
-echo "## Results ($(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); ${D} × ${REPS} per target, interleaved)"
+echo "## Results ($(date -u '+%Y-%m-%d %H:%M UTC'); legacy upstream event store: ${BENCH_EVENT_STORE:-0}; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); ${D} × ${REPS} per target, interleaved)"
 if [[ -s "$results" ]]; then
 	echo
 	echo "Ratios (first target ÷ second, same run; server CPU: the Caddy processes and the upstreams, per call):"
