@@ -13,10 +13,13 @@
 #   BENCH_D=5s BENCH_REPS=3 tests/bench/run.sh   # longer, steadier
 #   BENCH_PARKED=0 tests/bench/run.sh       # skip the memory scenario
 #   BENCH_THROUGHPUT=0 tests/bench/run.sh   # only the memory scenario
+#   BENCH_EVENT_STORE=1 tests/bench/run.sh  # the legacy upstream resumable (event store)
 #
 # Environment: BENCH_D (measured time per target and repetition, 3s),
 # BENCH_REPS (2), BENCH_PARKED (calls to park, 10000), BENCH_PARK_TTL (90s),
-# BENCH_PORT (first of the loopback ports used, 19200).
+# BENCH_PORT (first of the loopback ports used, 19200), BENCH_EVENT_STORE
+# (1: the legacy upstream keeps its SSE events in a go-sdk event store, so
+# they carry ids and streams can be resumed with Last-Event-ID; 0, default).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -59,7 +62,9 @@ if ((PARKED > ($(ulimit -n) - 1000) / 2)); then
 	echo "the open-file limit is $(ulimit -n): parking $PARKED calls" >&2
 fi
 
-"$out/bench" serve -era legacy -addr "127.0.0.1:$legacy_up" >"$out/legacy.log" 2>&1 &
+legacy_flags=()
+[[ "${BENCH_EVENT_STORE:-0}" == 1 ]] && legacy_flags+=(-event-store)
+"$out/bench" serve -era legacy "${legacy_flags[@]}" -addr "127.0.0.1:$legacy_up" >"$out/legacy.log" 2>&1 &
 legacy_pid=$!
 pids+=($legacy_pid)
 "$out/bench" serve -era modern -addr "127.0.0.1:$modern_up" >"$out/modern.log" 2>&1 &
@@ -180,31 +185,32 @@ EOC
 		curl -s "http://127.0.0.1:$park_admin/debug/pprof/heap?gc=1" >/dev/null
 		curl -s "http://127.0.0.1:$park_admin/debug/vars" | grep -o '"HeapInuse": *[0-9]*' | grep -o '[0-9]*$' | awk '{print int($1/1024)}' || true
 	}
+	fds() { find "/proc/$park_pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
 	goroutines() { curl -s "http://127.0.0.1:$park_admin/debug/pprof/goroutine?debug=1" | head -1 | grep -o '[0-9]*$' || true; }
 	parked() { curl -s "http://127.0.0.1:$park_admin/mcp_gateway/parked" | { grep -o '"upstream"' || true; } | wc -l; }
 	# Warm the gateway with one parked call, so the baseline holds what
 	# the first call allocates once (pools, TLS-free transports, tables).
 	"$out/bench" park -url "http://127.0.0.1:$park_gw/mcp" -n 1 -c 1 >/dev/null
-	local base_rss base_heap base_g peak_rss peak_heap peak_g peak_parked after_rss after_heap after_g after_parked park_line
-	base_rss=$(rss) base_heap=$(heap) base_g=$(goroutines)
+	local base_rss base_heap base_g base_fd peak_rss peak_heap peak_g peak_fd peak_parked after_rss after_heap after_g after_fd after_parked park_line
+	base_rss=$(rss) base_heap=$(heap) base_g=$(goroutines) base_fd=$(fds)
 	echo "parking $PARKED calls ($label)..." >&2
 	park_line=$("$out/bench" park -url "http://127.0.0.1:$park_gw/mcp" -n "$PARKED" -c 32)
 	echo "$park_line" >&2
-	peak_rss=$(rss) peak_heap=$(heap) peak_g=$(goroutines) peak_parked=$(parked)
+	peak_rss=$(rss) peak_heap=$(heap) peak_g=$(goroutines) peak_fd=$(fds) peak_parked=$(parked)
 	echo "waiting for the parked calls to expire (park_ttl $PARK_TTL)..." >&2
 	for _ in $(seq 600); do
 		[[ "$(parked)" -eq 0 ]] && break
 		sleep 1
 	done
 	sleep 5
-	after_rss=$(rss) after_heap=$(heap) after_g=$(goroutines) after_parked=$(parked)
+	after_rss=$(rss) after_heap=$(heap) after_g=$(goroutines) after_fd=$(fds) after_parked=$(parked)
 	kill "$park_pid" 2>/dev/null || true
 	wait "$park_pid" 2>/dev/null || true
 	per_call() { awk -v a="$1" -v b="$2" -v n="$PARKED" 'BEGIN {printf "%.1f", (a-b)/n}'; }
-	memory+="| $label | baseline (after one call) | $base_rss KiB | $base_heap KiB | $base_g | 1 |
-| $label | $PARKED parked | $peak_rss KiB | $peak_heap KiB | $peak_g | $peak_parked |
-| $label | per parked call | **$(per_call "$peak_rss" "$base_rss") KiB** | $(per_call "$peak_heap" "$base_heap") KiB | $(per_call "$peak_g" "$base_g") | |
-| $label | after expiry (+5 s) | $after_rss KiB | $after_heap KiB | $after_g | $after_parked |
+	memory+="| $label | baseline (after one call) | $base_rss KiB | $base_heap KiB | $base_g | $base_fd | 1 |
+| $label | $PARKED parked | $peak_rss KiB | $peak_heap KiB | $peak_g | $peak_fd | $peak_parked |
+| $label | per parked call | **$(per_call "$peak_rss" "$base_rss") KiB** | $(per_call "$peak_heap" "$base_heap") KiB | $(per_call "$peak_g" "$base_g") | $(per_call "$peak_fd" "$base_fd") | |
+| $label | after expiry (+5 s) | $after_rss KiB | $after_heap KiB | $after_g | $after_fd | $after_parked |
 "
 	park_lines+="$label: $park_line
 "
@@ -217,7 +223,7 @@ if ((PARKED > 0)); then
 fi
 
 echo
-echo "## Results ($(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); ${D} × ${REPS} per target, interleaved)"
+echo "## Results ($(date -u '+%Y-%m-%d %H:%M UTC'); legacy upstream event store: ${BENCH_EVENT_STORE:-0}; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); ${D} × ${REPS} per target, interleaved)"
 if [[ -s "$results" ]]; then
 	echo
 	echo "Ratios (first target ÷ second, same run; server CPU: the Caddy processes and the upstreams, per call):"
@@ -236,8 +242,8 @@ if [[ -n "$memory" ]]; then
 	echo
 	echo "Memory, $PARKED calls parked at input_required and never retried (park_ttl $PARK_TTL), in a fresh gateway each:"
 	echo
-	echo "| upstream | gateway | RSS | heap in use | goroutines | parked calls |"
-	echo "|---|---|---|---|---|---|"
+	echo "| upstream | gateway | RSS | heap in use | goroutines | open fds | parked calls |"
+	echo "|---|---|---|---|---|---|---|"
 	echo -n "$memory"
 	echo
 	echo -n "$park_lines"

@@ -36,6 +36,7 @@ func serve(args []string) error {
 	addr := fs.String("addr", "127.0.0.1:9201", "address to listen on (the endpoint is /mcp)")
 	era := fs.String("era", "legacy", "legacy: 2025-11-25 sessions, questions in-line; modern: stateless 2026-07-28, questions as input_required")
 	busy := fs.Duration("busy", 0, "how long each echo call keeps the CPU busy before answering, to model a server that costs more per call")
+	eventStore := fs.Bool("event-store", false, "legacy era: keep the SSE events in a go-sdk MemoryEventStore, so they carry ids and a GET with Last-Event-ID replays what followed (resumable streams)")
 	_ = fs.Parse(args)
 
 	server := mcp.NewServer(&mcp.Implementation{Name: "mcp-bench", Version: "1"}, nil)
@@ -44,15 +45,21 @@ func serve(args []string) error {
 	switch *era {
 	case "legacy":
 		mcp.AddTool(server, &mcp.Tool{Name: "ask", Description: "Asks `rounds` questions in-line."}, askInline)
+		if *eventStore {
+			opts.EventStore = mcp.NewMemoryEventStore(nil)
+		}
 	case "modern":
 		mcp.AddTool(server, &mcp.Tool{Name: "ask", Description: "Asks `rounds` questions, one input_required round each."}, askRounds)
 		opts.Stateless = true
+		if *eventStore {
+			return fmt.Errorf("serve: -event-store needs -era legacy (a stateless server has no streams to resume)")
+		}
 	default:
 		return fmt.Errorf("serve: -era must be legacy or modern, not %q", *era)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts))
-	log.Printf("bench server (%s): http://%s/mcp", *era, *addr)
+	log.Printf("bench server (%s, event store %t): http://%s/mcp", *era, opts.EventStore != nil, *addr)
 	return http.ListenAndServe(*addr, mux)
 }
 

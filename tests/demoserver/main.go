@@ -3,6 +3,7 @@
 // README's run command, and the tests use it as a real sessionful upstream.
 //
 //	go run ./tests/demoserver -addr 127.0.0.1:9101   # serves http://127.0.0.1:9101/mcp
+//	go run ./tests/demoserver -event-store=false    # streams that cannot be resumed
 //
 // Its tools show the server-to-client requests that only the legacy protocol
 // can send in the middle of a tool call:
@@ -48,6 +49,7 @@ type planTripArgs struct{}
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:9101", "address to listen on")
+	eventStore := flag.Bool("event-store", true, "keep the SSE events in a go-sdk MemoryEventStore, so they carry ids and a GET with Last-Event-ID replays what followed (resumable streams); false: events without ids, streams that cannot be resumed")
 	flag.Parse()
 
 	server := mcp.NewServer(&mcp.Implementation{Name: "caddy-mcp-gateway-demo", Version: "1.0.0"}, nil)
@@ -59,12 +61,15 @@ func main() {
 	// Sessionful (not Stateless): this is the legacy protocol the gateway
 	// fronts. The event store lets a client resume a broken stream with
 	// Last-Event-ID.
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
-		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+	opts := &mcp.StreamableHTTPOptions{}
+	if *eventStore {
+		opts.EventStore = mcp.NewMemoryEventStore(nil)
+	}
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", handler)
 
-	log.Printf("demoserver: MCP endpoint http://%s/mcp", *addr)
+	log.Printf("demoserver: MCP endpoint http://%s/mcp (event store %t)", *addr, *eventStore)
 	log.Fatal(http.ListenAndServe(*addr, mux))
 }
 
