@@ -63,6 +63,11 @@ func (h *Handler) setDefaults() {
 	setInt(&h.MaxInputsPerRound, fwd.MaxInputsPerRound)
 	setInt(&h.MaxBufferedNotifications, fwd.Lease.CallBuffer)
 	setInt(&h.MaxSessionsPerPrincipal, fwd.Lease.MaxPerPrincipal)
+	setDuration(&h.TaskWindow, fwd.Tasks.Policy.DefaultWindow)
+	setDuration(&h.TaskTTL, fwd.Tasks.TTL)
+	setDuration(&h.TaskPollInterval, fwd.Tasks.PollInterval)
+	setInt(&h.MaxTasks, fwd.Tasks.MaxTasks)
+	setInt(&h.MaxTasksPerPrincipal, fwd.Tasks.MaxTasksPerPrincipal)
 }
 
 func setDuration(d *caddy.Duration, def time.Duration) {
@@ -95,6 +100,10 @@ func (h *Handler) bridgeOptions() *translate.BridgeOptions {
 	o.MaxInputsPerRound = h.MaxInputsPerRound
 	o.Lease.MaxPerPrincipal = h.MaxSessionsPerPrincipal
 	o.Lease.CallBuffer = h.MaxBufferedNotifications
+	o.Tasks = translate.TaskOptions{
+		Policy: h.taskPolicy(), TTL: time.Duration(h.TaskTTL), PollInterval: orOff(h.TaskPollInterval),
+		MaxTasks: h.MaxTasks, MaxTasksPerPrincipal: h.MaxTasksPerPrincipal,
+	}
 	return o.Ready()
 }
 

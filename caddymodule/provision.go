@@ -148,10 +148,15 @@ func (h *Handler) Validate() error {
 		{"max_inputs_per_round", int64(h.MaxInputsPerRound)},
 		{"max_buffered_notifications", int64(h.MaxBufferedNotifications)},
 		{"max_sessions_per_principal", int64(h.MaxSessionsPerPrincipal)},
+		{"max_tasks", int64(h.MaxTasks)},
+		{"max_tasks_per_principal", int64(h.MaxTasksPerPrincipal)},
 	} {
 		if c.n < 1 {
 			return fmt.Errorf("%s: must be at least 1, got %d", c.name, c.n)
 		}
+	}
+	if err := checkTasks(h.Tasks); err != nil {
+		return err
 	}
 	if h.MaxBufferedNotifications > maxBufferedNotifications {
 		return fmt.Errorf("max_buffered_notifications: must be at most %d (each call holds a buffer this large), got %d",
@@ -171,6 +176,7 @@ func (h *Handler) Validate() error {
 		{"park_ttl", h.ParkTTL},
 		{"session_lifetime", h.SessionLifetime},
 		{"health_timeout", h.HealthTimeout},
+		{"task_ttl", h.TaskTTL},
 	} {
 		if c.d <= 0 {
 			return fmt.Errorf("%s: must be positive, got %v", c.name, time.Duration(c.d))
