@@ -74,6 +74,16 @@ type call struct {
 	started  time.Time // first request
 	handle   [16]byte
 	princ    [16]byte
+	// taskRule is the tool's rule when the call may become a task (its
+	// first request declared the Tasks extension), and taskPlaced whether
+	// it holds a task place (bridge_task.go) that finish frees: one that
+	// became a task has handed it over.
+	taskRule   *TaskRule
+	taskPlaced bool
+	// caps are the client capabilities the upstream's questions are
+	// checked against: the first request's, then the request that made
+	// the task.
+	caps []byte
 
 	// Kept across rounds by whoever holds the call (see above).
 	round    uint32
@@ -106,7 +116,7 @@ func unstarted(r Request, started time.Time) *call {
 // r.Failover points r at.
 func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *RPCError) {
 	info := metaField(params, MetaClientInfo)
-	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: time.Now(), princ: r.Principal}
+	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: time.Now(), princ: r.Principal, caps: r.ClientCapabilities}
 	if _, err := rand.Read(c.handle[:]); err != nil {
 		return nil, internalError("no randomness")
 	}
@@ -222,6 +232,10 @@ func (b *Bridge) unparked(c *call, why string) {
 // call's place among the parked calls.
 func (b *Bridge) finish(c *call, healthy bool) {
 	b.release(c)
+	if c.taskPlaced {
+		c.taskPlaced = false
+		b.releaseTaskPlace(c.opts, c.princ)
+	}
 	if c.up != nil {
 		c.up.Close()
 		c.cancelUp()
