@@ -245,6 +245,8 @@ type Request struct {
 	*ModernRequest
 
 	retry *openedState // the requestState as RetryOf opened it
+	// hosting is the task rule of a call that may become a task.
+	hosting *TaskRule
 }
 
 // openedState is a retry's requestState, opened and checked once.
@@ -312,6 +314,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 		b.report(c, OutcomeRefused, rerr.Message)
 		return Served{Outcome: OutcomeRefused}
 	}
+	r.hosting = hosting
 	c, rerr := b.start(ctx, &r, params)
 	if rerr != nil && hosting != nil {
 		b.releaseTaskPlace(r.Options, r.Principal)

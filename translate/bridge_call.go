@@ -151,7 +151,14 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 		callCtx, cancelCall := context.WithCancel(b.ctx)
 		stop := context.AfterFunc(ctx, cancelCall)
 		id := sess.NewRequestID()
-		c.up, err = sess.CallWithID(callCtx, id, r.Method, upstreamParams(params))
+		if r.hosting != nil {
+			// A call that may become a task waits for the upstream's
+			// headers no longer than its window: the task then holds
+			// a call whose headers are still to come.
+			c.up, err = sess.CallWithin(callCtx, id, r.Method, upstreamParams(params), r.hosting.Window)
+		} else {
+			c.up, err = sess.CallWithID(callCtx, id, r.Method, upstreamParams(params))
+		}
 		if !stop() {
 			// The client left first. A legacy server does not take a
 			// dropped connection for a cancellation: tell it.
