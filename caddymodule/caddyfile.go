@@ -79,6 +79,12 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    health_timeout     <duration>
 //	    health_passes      <count>
 //	    health_fails       <count>
+//	    task <tool>|* forbidden|optional|required [<window>]   # repeatable
+//	    task_window        <duration>
+//	    task_ttl           <duration>
+//	    task_poll_interval <duration>              # -1: none
+//	    max_tasks          <count>
+//	    max_tasks_per_principal <count>
 //	    log_unsafe_details                         # UNSAFE: secrets in debug logs
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -165,6 +171,18 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = parseDuration(d, &h.HealthInterval)
 		case "health_timeout":
 			err = parseDuration(d, &h.HealthTimeout)
+		case "task":
+			err = h.unmarshalTask(d)
+		case "task_window":
+			err = parseDuration(d, &h.TaskWindow)
+		case "task_ttl":
+			err = parseDuration(d, &h.TaskTTL)
+		case "task_poll_interval":
+			err = parseDuration(d, &h.TaskPollInterval)
+		case "max_tasks":
+			err = parseInt(d, &h.MaxTasks)
+		case "max_tasks_per_principal":
+			err = parseInt(d, &h.MaxTasksPerPrincipal)
 		case "log_unsafe_details":
 			if h.LogUnsafeDetails {
 				return d.Err("log_unsafe_details already specified")

@@ -67,6 +67,11 @@ func (h *Handler) setDefaults() {
 	setInt(&h.MaxFails, 1)
 	setInt(&h.HealthPasses, 1)
 	setInt(&h.HealthFails, 1)
+	setDuration(&h.TaskWindow, fwd.Tasks.Policy.DefaultWindow)
+	setDuration(&h.TaskTTL, fwd.Tasks.TTL)
+	setDuration(&h.TaskPollInterval, fwd.Tasks.PollInterval)
+	setInt(&h.MaxTasks, fwd.Tasks.MaxTasks)
+	setInt(&h.MaxTasksPerPrincipal, fwd.Tasks.MaxTasksPerPrincipal)
 }
 
 func setDuration(d *caddy.Duration, def time.Duration) {
@@ -100,6 +105,10 @@ func (h *Handler) bridgeOptions() *translate.BridgeOptions {
 	o.Lease.MaxPerPrincipal = h.MaxSessionsPerPrincipal
 	o.Lease.CallBuffer = h.MaxBufferedNotifications
 	o.Client = h.bridgeClient // nil without a transport: the bridge's own
+	o.Tasks = translate.TaskOptions{
+		Policy: h.taskPolicy(), TTL: time.Duration(h.TaskTTL), PollInterval: orOff(h.TaskPollInterval),
+		MaxTasks: h.MaxTasks, MaxTasksPerPrincipal: h.MaxTasksPerPrincipal,
+	}
 	return o.Ready()
 }
 

@@ -394,6 +394,44 @@ type Handler struct {
 	// marked down. At least 1. Default: 1.
 	HealthFails int `json:"health_fails,omitempty"`
 
+	// Which tools' calls may become tasks the gateway hosts, in front of
+	// a legacy server, for modern clients that declare the Tasks extension
+	// (`io.modelcontextprotocol/tasks`). One rule per tool (`tool` `*`
+	// for every tool not named); a tool without a rule takes the
+	// upstream's own `execution.taskSupport`, as its `tools/list` said
+	// through the gateway, else `forbidden`. Caddyfile: `task <tool>
+	// <forbidden|optional|required> [<window>]`, repeatable. Default: none.
+	Tasks []*TaskPolicy `json:"tasks,omitempty"`
+
+	// The window of the task rules that name none, and of the tools whose
+	// rule comes from the upstream's `tools/list`: how long the gateway
+	// holds a call before it turns it into a task. Zero or negative: the
+	// task is made at once. Default: 1s.
+	TaskWindow caddy.Duration `json:"task_window,omitempty"`
+
+	// How long a task's record lives from its creation (the `ttlMs` its
+	// client sees): its result stays readable until then, and a task still
+	// running then is cancelled (its upstream call too). Must be positive.
+	// Default: 1h.
+	TaskTTL caddy.Duration `json:"task_ttl,omitempty"`
+
+	// The `pollIntervalMs` suggested to clients polling a task. A negative
+	// duration (`-1`) suggests none. Default: 1s.
+	TaskPollInterval caddy.Duration `json:"task_poll_interval,omitempty"`
+
+	// The most tasks this handler holds at once (running or finished,
+	// until their `task_ttl`). When full, a call that may become a task is
+	// refused with 503 (`-32603`) before it is sent. No task is ended to
+	// make room. At least 1. Default: 1000.
+	MaxTasks int `json:"max_tasks,omitempty"`
+
+	// The most tasks (counted as for `max_tasks`) one principal may hold
+	// in this handler: at the limit its new call that may become a task is
+	// refused with 429 (`-32603`) before it is sent; `tasks/cancel` does
+	// not free a place (the record stays until `task_ttl`). At least 1.
+	// Default: 100.
+	MaxTasksPerPrincipal int `json:"max_tasks_per_principal,omitempty"`
+
 	// UNSAFE, for debugging only: add to the debug-level log line of every
 	// request its `Mcp-Session-Id`, the evaluated principal (often a
 	// bearer token) and the first 4 KiB of its body (params,

@@ -161,10 +161,15 @@ func (h *Handler) Validate() error {
 		{"max_fails", int64(h.MaxFails)},
 		{"health_passes", int64(h.HealthPasses)},
 		{"health_fails", int64(h.HealthFails)},
+		{"max_tasks", int64(h.MaxTasks)},
+		{"max_tasks_per_principal", int64(h.MaxTasksPerPrincipal)},
 	} {
 		if c.n < 1 {
 			return fmt.Errorf("%s: must be at least 1, got %d", c.name, c.n)
 		}
+	}
+	if err := checkTasks(h.Tasks); err != nil {
+		return err
 	}
 	if h.MaxBufferedNotifications > maxBufferedNotifications {
 		return fmt.Errorf("max_buffered_notifications: must be at most %d (each call holds a buffer this large), got %d",
@@ -193,6 +198,7 @@ func (h *Handler) Validate() error {
 		{"session_lifetime", h.SessionLifetime},
 		{"max_task_wait", h.MaxTaskWait},
 		{"health_timeout", h.HealthTimeout},
+		{"task_ttl", h.TaskTTL},
 	} {
 		if c.d <= 0 {
 			return fmt.Errorf("%s: must be positive, got %v", c.name, time.Duration(c.d))

@@ -38,7 +38,9 @@ type routeInput struct {
 	// session.
 	initialize bool
 	// state is whose call a modern retry's requestState resumes
-	// (translate.Bridge.RetryOf); stateOwner names the instance,
+	// (translate.Bridge.RetryOf), or whose task a tasks/get, tasks/update
+	// or tasks/cancel names (translate.Bridge.TaskOf: the forward bridge
+	// holds it, the upstream is nil); stateOwner names the instance,
 	// stateUp the upstream a call parked here runs on (nil once it is
 	// no longer parked, or when its upstream left the configuration).
 	state      translate.Whose
@@ -206,6 +208,12 @@ func (h *Handler) learnModern(w http.ResponseWriter, r *http.Request, body []byt
 	l = learned{body: body, id: req.ID, in: routeInput{method: r.Method, era: eraModern},
 		breq: translate.Request{Principal: h.principal(r), ModernRequest: req, Options: h.bridgeOpts}}
 	retry := h.bridge.RetryOf(&l.breq)
+	if retry.Whose == translate.NotRetry {
+		// tasks/get, tasks/update, tasks/cancel: a taskId of the
+		// principal's names the instance holding the task, as a
+		// requestState does.
+		retry = h.bridge.TaskOf(&l.breq)
+	}
 	l.in.state, l.in.stateOwner = retry.Whose, retry.Owner
 	if retry.Upstream != "" {
 		l.in.stateUp = h.upstreamByURL(r, retry.Upstream)

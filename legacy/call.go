@@ -29,6 +29,7 @@ type Call struct {
 	resp    *http.Response
 	bodyMu  sync.Mutex
 	body    io.ReadCloser // the live stream (resumption replaces it)
+	closed  bool          // Close ran (under bodyMu)
 	ctx     context.Context
 	cancel  context.CancelFunc
 	ch      chan Message
@@ -69,11 +70,16 @@ func (c *Call) start(buffer int) {
 		c.ctx, c.cancel = context.WithCancel(context.Background())
 	}
 	c.body = c.resp.Body
+	c.prepare(buffer)
+	go c.read()
+}
+
+// prepare makes the call's channels, before its answer is read.
+func (c *Call) prepare(buffer int) {
 	c.limit = buffer
 	c.ch = make(chan Message, min(buffer, readAhead))
 	c.wake = make(chan struct{}, 1)
 	c.done = make(chan struct{})
-	go c.read()
 }
 
 // Messages delivers the messages of the answer; it is closed after the
@@ -126,7 +132,10 @@ func (c *Call) Close() {
 			c.cancel()
 		}
 		c.bodyMu.Lock()
-		c.body.Close()
+		c.closed = true
+		if c.body != nil { // nil until a CallWithin's headers came
+			c.body.Close()
+		}
 		c.bodyMu.Unlock()
 	})
 }

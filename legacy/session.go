@@ -219,23 +219,85 @@ func (s *Session) CallWithID(ctx context.Context, id json.RawMessage, method str
 	}
 	body = append(body, '}')
 	resp, err := s.post(ctx, body)
-	if err != nil {
+	return s.answered(ctx, cancel, id, resp, err)
+}
+
+// CallWithin is CallWithID for a call the caller may stop waiting on
+// (a task the gateway hosts): if the upstream has not answered with its
+// headers within wait (go-sdk servers send them only with their first
+// message), it returns the call at once, and the headers, when they come,
+// start its messages; an error then ends Messages (Err says why).
+func (s *Session) CallWithin(ctx context.Context, id json.RawMessage, method string, params []byte, wait time.Duration) (*Call, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%q`, id, method)
+	if len(params) > 0 {
+		body = append(append(body, `,"params":`...), params...)
+	}
+	body = append(body, '}')
+	type posted struct {
+		resp *http.Response
+		err  error
+	}
+	got := make(chan posted, 1)
+	go func() {
+		resp, err := s.post(ctx, body)
+		got <- posted{resp, err}
+	}()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case p := <-got:
+		return s.answered(ctx, cancel, id, p.resp, p.err)
+	case <-timer.C:
+	}
+	c := &Call{ID: id, session: s, ctx: ctx, cancel: cancel}
+	c.prepare(s.callBuffer())
+	go func() {
+		p := <-got
+		if err := checkAnswer(s, p.resp, p.err); err != nil {
+			cancel()
+			c.err = err
+			c.finished()
+			return
+		}
+		c.bodyMu.Lock()
+		c.resp, c.body = p.resp, p.resp.Body
+		closed := c.closed
+		c.bodyMu.Unlock()
+		if closed {
+			c.body.Close()
+		}
+		c.read()
+	}()
+	return c, nil
+}
+
+// answered checks the upstream's answer to a call's POST and starts
+// reading it.
+func (s *Session) answered(ctx context.Context, cancel context.CancelFunc, id json.RawMessage, resp *http.Response, err error) (*Call, error) {
+	if err = checkAnswer(s, resp, err); err != nil {
 		cancel()
 		return nil, err
-	}
-	switch {
-	case resp.StatusCode == http.StatusNotFound && s.ID != "":
-		resp.Body.Close()
-		cancel()
-		return nil, ErrSessionGone
-	case resp.StatusCode/100 != 2 && !isJSON(resp):
-		resp.Body.Close()
-		cancel()
-		return nil, fmt.Errorf("upstream answered %s", resp.Status)
 	}
 	c := &Call{ID: id, resp: resp, session: s, ctx: ctx, cancel: cancel}
 	c.start(s.callBuffer())
 	return c, nil
+}
+
+// checkAnswer says why the upstream's answer to a call's POST (or the
+// POST's err) is no answer; the body of such an answer is closed.
+func checkAnswer(s *Session, resp *http.Response, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case resp.StatusCode == http.StatusNotFound && s.ID != "":
+		resp.Body.Close()
+		return ErrSessionGone
+	case resp.StatusCode/100 != 2 && !isJSON(resp):
+		resp.Body.Close()
+		return fmt.Errorf("upstream answered %s", resp.Status)
+	}
+	return nil
 }
 
 // Respond POSTs the client's answer to a request the upstream made: result

@@ -73,6 +73,9 @@ type BridgeOptions struct {
 	// sessions are kept apart from those of other clients (PoolKey.Client).
 	// It must be comparable (a pointer). Optional.
 	Client legacy.Doer
+	// Tasks configure the tasks the bridge hosts for legacy tools
+	// (bridge_task.go).
+	Tasks TaskOptions
 
 	ready bool // made by Ready
 }
@@ -101,6 +104,11 @@ func DefaultBridgeOptions() BridgeOptions {
 		MaxRounds:             defaultMaxRounds,
 		MaxInputsPerRound:     defaultMaxInputsPerRound,
 		Lease:                 legacy.LeaseLimits{MaxPerPrincipal: 1000, CallBuffer: legacy.DefaultCallBuffer},
+		Tasks: TaskOptions{
+			Policy: TaskPolicy{DefaultWindow: defaultTaskWindow},
+			TTL:    defaultTaskTTL, PollInterval: defaultTaskPollInterval,
+			MaxTasks: 1000, MaxTasksPerPrincipal: 100,
+		},
 	}
 }
 
@@ -128,6 +136,13 @@ type Bridge struct {
 	sets   map[*BridgeOptions]*parkSet // places held per options (bridge_admit.go)
 	closed bool
 
+	// The tasks it hosts (bridge_task.go), under tmu.
+	tmu      sync.Mutex
+	tasks    map[[16]byte]*task
+	taskSets map[*BridgeOptions]*taskSet
+	taskRuns sync.WaitGroup // runTask goroutines
+	support  taskSupport    // the upstreams' own execution.taskSupport
+
 	// ctx outlives every client request: upstream calls run in it, so a
 	// parked call survives its first request.
 	ctx    context.Context
@@ -138,7 +153,8 @@ type Bridge struct {
 // for the requests that carry no options of their own.
 func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
 	b := &Bridge{pool: pool, defaults: opts.Ready(), parked: make(map[[16]byte]*call),
-		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy()}
+		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy(),
+		tasks: make(map[[16]byte]*task), taskSets: make(map[*BridgeOptions]*taskSet)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b
 }
@@ -176,6 +192,17 @@ func (b *Bridge) Close() {
 		b.unparked(c, ParkCancelled)
 		b.abandon(c, OutcomeCancelled, "gateway shutting down")
 	}
+	b.tmu.Lock()
+	tasks := make([]*task, 0, len(b.tasks))
+	for _, t := range b.tasks {
+		tasks = append(tasks, t)
+	}
+	b.tmu.Unlock()
+	for _, t := range tasks {
+		t.timer.Stop()
+		b.cancelTask(t, "gateway shutting down")
+	}
+	b.taskRuns.Wait() // their calls abandoned upstream
 	b.cancel()
 }
 
@@ -218,6 +245,8 @@ type Request struct {
 	*ModernRequest
 
 	retry *openedState // the requestState as RetryOf opened it
+	// hosting is the task rule of a call that may become a task.
+	hosting *TaskRule
 }
 
 // openedState is a retry's requestState, opened and checked once.
@@ -246,6 +275,10 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 		_ = sink.Respond(http.StatusAccepted, nil)
 		return Served{}
 	}
+	if taskMethods[r.Method] {
+		r.Options = b.optionsOf(&r)
+		return b.serveTask(r, sink)
+	}
 	if !bridgedMethods[r.Method] {
 		// A legacy server cannot serve other modern methods (the Tasks
 		// extension's are not wire-compatible with 2025 tasks).
@@ -260,7 +293,20 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 		}
 	}
 	started := time.Now()
+	hosting, rerr := b.mayBecomeTask(r)
+	if rerr != nil {
+		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
+		outcome := OutcomeRefused
+		if rerr.Code == MissingRequiredClientCapability {
+			outcome = OutcomeError
+		}
+		b.report(unstarted(r, started), outcome, rerr.Message)
+		return Served{Outcome: outcome}
+	}
 	if rerr := b.roomBeforeStart(r); rerr != nil {
+		if hosting != nil {
+			b.releaseTaskPlace(r.Options, r.Principal)
+		}
 		// Refused before it reached the upstream: no side effect there.
 		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
 		c := unstarted(r, started)
@@ -268,7 +314,11 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 		b.report(c, OutcomeRefused, rerr.Message)
 		return Served{Outcome: OutcomeRefused}
 	}
+	r.hosting = hosting
 	c, rerr := b.start(ctx, &r, params)
+	if rerr != nil && hosting != nil {
+		b.releaseTaskPlace(r.Options, r.Principal)
+	}
 	if rerr != nil {
 		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
 		outcome := OutcomeError
@@ -288,6 +338,13 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 		b.listen(ctx, c, r, params, sink)
 		return Served{}
 	}
+	if hosting != nil {
+		c.taskRule, c.taskPlaced = hosting, true
+		if hosting.Window <= 0 {
+			// The task exists before any question of the tool's.
+			return Served{Outcome: b.becomeTask(c, r, sink)}
+		}
+	}
 	var fresh map[string]json.RawMessage
 	if inputCapable[r.Method] {
 		fresh = inputResponses(params)
@@ -300,6 +357,9 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 func (b *Bridge) discover(c *call, r Request, sink Sink) string {
 	defer b.pool.Release(c.key, c.sess, true)
 	res, err := BuildDiscoverResult(c.sess.InitResult, b.reshapeOptions(c))
+	if err == nil && (r.Options.Tasks.Policy.Configured() || b.support.any(c.key.Upstream)) {
+		res, err = withTasksExtension(res)
+	}
 	if err != nil {
 		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(err.Error())))
 		return OutcomeError

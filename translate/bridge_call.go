@@ -74,6 +74,16 @@ type call struct {
 	started  time.Time // first request
 	handle   [16]byte
 	princ    [16]byte
+	// taskRule is the tool's rule when the call may become a task (its
+	// first request declared the Tasks extension), and taskPlaced whether
+	// it holds a task place (bridge_task.go) that finish frees: one that
+	// became a task has handed it over.
+	taskRule   *TaskRule
+	taskPlaced bool
+	// caps are the client capabilities the upstream's questions are
+	// checked against: the first request's, then the request that made
+	// the task.
+	caps []byte
 
 	// Kept across rounds by whoever holds the call (see above).
 	round    uint32
@@ -106,7 +116,7 @@ func unstarted(r Request, started time.Time) *call {
 // r.Failover points r at.
 func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *RPCError) {
 	info := metaField(params, MetaClientInfo)
-	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: time.Now(), princ: r.Principal}
+	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: time.Now(), princ: r.Principal, caps: r.ClientCapabilities}
 	if _, err := rand.Read(c.handle[:]); err != nil {
 		return nil, internalError("no randomness")
 	}
@@ -141,7 +151,14 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 		callCtx, cancelCall := context.WithCancel(b.ctx)
 		stop := context.AfterFunc(ctx, cancelCall)
 		id := sess.NewRequestID()
-		c.up, err = sess.CallWithID(callCtx, id, r.Method, upstreamParams(params))
+		if r.hosting != nil {
+			// A call that may become a task waits for the upstream's
+			// headers no longer than its window: the task then holds
+			// a call whose headers are still to come.
+			c.up, err = sess.CallWithin(callCtx, id, r.Method, upstreamParams(params), r.hosting.Window)
+		} else {
+			c.up, err = sess.CallWithID(callCtx, id, r.Method, upstreamParams(params))
+		}
 		if !stop() {
 			// The client left first. A legacy server does not take a
 			// dropped connection for a cancellation: tell it.
@@ -222,6 +239,10 @@ func (b *Bridge) unparked(c *call, why string) {
 // call's place among the parked calls.
 func (b *Bridge) finish(c *call, healthy bool) {
 	b.release(c)
+	if c.taskPlaced {
+		c.taskPlaced = false
+		b.releaseTaskPlace(c.opts, c.princ)
+	}
 	if c.up != nil {
 		c.up.Close()
 		c.cancelUp()

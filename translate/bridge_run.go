@@ -26,7 +26,11 @@ import (
 // (gatherPolicy), it waits GatherWindow for siblings first. A round that asks again for
 // answers missing from the retry (reask) takes what is there and parks.
 func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh map[string]json.RawMessage, reask bool) (string, error) {
-	var gather <-chan time.Time
+	var gather, window <-chan time.Time
+	if c.taskRule != nil && !reask && DeclaresTasks(r.ClientCapabilities) {
+		// Held up to the window, then a task (bridge_task.go).
+		window = time.After(c.taskRule.Window)
+	}
 	asked := 0          // new questions this round
 	collecting := reask // the round takes what is already there, then parks
 	taken := 0          // messages taken while collecting
@@ -56,6 +60,12 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 				inbox = true
 			case <-gather:
 				return b.parkRound(c, r, sink, asked), nil
+			case <-window:
+				if asked == 0 {
+					return b.becomeTask(c, r, sink), nil
+				}
+				window = nil // a round is gathering: it parks
+				continue
 			case <-ctx.Done():
 				return b.requestEnded(ctx, c, r, sink), nil
 			}
@@ -71,6 +81,14 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 		case inbox:
 			continue // the session's other messages are not the call's
 		case m.Kind == legacy.KindResponse && string(m.ID) == string(c.up.ID):
+			if c.taskRule != nil && c.taskRule.Mode == TaskRequired && DeclaresTasks(r.ClientCapabilities) {
+				// A required tool answers with a task, even one that
+				// ended within its window.
+				outcome := b.completedTask(c, r, m, sink)
+				b.finish(c, true)
+				b.report(c, OutcomeComplete, "")
+				return outcome, nil
+			}
 			b.finish(c, true)
 			outcome := b.respondFinal(c, r, m, sink)
 			b.report(c, outcome, "")
@@ -185,6 +203,9 @@ func (b *Bridge) upstreamRequest(c *call, r Request, m legacy.Message, fresh map
 func (b *Bridge) respondFinal(c *call, r Request, m legacy.Message, sink Sink) string {
 	w := startWatch(&c.overhead)
 	if res := resultOf(m.Raw); res != nil {
+		if r.Method == "tools/list" {
+			b.support.learn(c.key.Upstream, res)
+		}
 		out, err := ReshapeResult(r.Method, res, b.reshapeOptions(c))
 		w.stop()
 		if err != nil {

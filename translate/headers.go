@@ -127,6 +127,8 @@ func nameSourceField(method string) string {
 		return "name"
 	case "resources/read":
 		return "uri"
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		return "taskId" // the Tasks extension: Mcp-Name is the taskId
 	}
 	return ""
 }

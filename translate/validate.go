@@ -16,9 +16,10 @@ type ModernRequest struct {
 	// ProtocolVersion is the validated protocol version (header and _meta
 	// agree on it, and it is supported).
 	ProtocolVersion string
-	// Name is params.name (tools/call, prompts/get) or params.uri
-	// (resources/read), already checked against the Mcp-Name header; ""
-	// for other methods.
+	// Name is params.name (tools/call, prompts/get), params.uri
+	// (resources/read) or params.taskId (tasks/get, tasks/update,
+	// tasks/cancel), already checked against the Mcp-Name header; "" for
+	// other methods.
 	Name string
 	// ClientCapabilities is the raw JSON object of the client's
 	// capabilities for this request; nil for a notification without them.
@@ -58,8 +59,9 @@ var logLevels = []string{"debug", "info", "notice", "warning", "error", "critica
 //  9. Mcp-Method missing, repeated or different from the body method
 //     (values compare case-sensitively after trimming whitespace): -32020,
 //     status 400.
-//  10. For tools/call and prompts/get (params.name) and resources/read
-//     (params.uri): the body value must be a string (else -32602, status
+//  10. For tools/call and prompts/get (params.name), resources/read
+//     (params.uri) and the Tasks extension's tasks/get, tasks/update and
+//     tasks/cancel (params.taskId): the body value must be a string (else -32602, status
 //     400), and Mcp-Name must be present, single, decodable by
 //     DecodeHeaderValue and equal to it (else -32020, status 400).
 //

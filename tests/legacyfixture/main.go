@@ -119,6 +119,7 @@ func newServer() *mcp.Server {
 		})
 	registerTools(server)
 	registerInputTools(server)
+	registerTaskTools(server)
 	registerResources(server)
 	registerPrompts(server)
 	server.AddReceivingMiddleware(legacyResourceNotFound)

@@ -1,0 +1,145 @@
+package translate
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+)
+
+// The Tasks extension's requests on the tasks the forward bridge holds:
+// tasks/get, tasks/update and tasks/cancel (tasks/result and tasks/list are
+// no methods of 2026-07-28: RemovedMethod). The checks run in the order the
+// conformance suite expects: the headers (-32020, ValidateModern: Mcp-Name
+// is the taskId), then the capability (-32021, even for a task that does
+// not exist), then the task (-32602: unknown, expired, another principal's
+// or another instance's that could not be reached).
+
+// taskMethods are the Tasks extension's requests the bridge answers.
+var taskMethods = map[string]bool{"tasks/get": true, "tasks/update": true, "tasks/cancel": true}
+
+// TaskOf says whose task a tasks/get, tasks/update or tasks/cancel names,
+// as RetryOf does for a requestState: ParkedHere or ParkedThere (with the
+// owner) when its taskId is one of the gateway's for r's principal, else
+// NotRetry (the bridge answers -32021 or -32602; a modern upstream may own
+// it).
+func (b *Bridge) TaskOf(r *Request) Retry {
+	if r.Kind != legacy.KindRequest || !taskMethods[r.Method] {
+		return Retry{}
+	}
+	r.Options = b.optionsOf(r)
+	tk, err := seal.OpenTask(r.Options.Keyring, stringField(paramsOf(r.Raw), "taskId"))
+	if err != nil || tk.Principal != r.Principal {
+		return Retry{}
+	}
+	rt := Retry{Whose: ParkedHere, Owner: Owner{Instance: tk.Instance, Address: tk.Address}}
+	if tk.Instance != r.Options.Instance {
+		rt.Whose = ParkedThere
+	}
+	return rt
+}
+
+// serveTask answers tasks/get, tasks/update and tasks/cancel.
+func (b *Bridge) serveTask(r Request, sink Sink) Served {
+	if !DeclaresTasks(r.ClientCapabilities) {
+		rerr := &RPCError{HTTPStatus: http.StatusBadRequest, Code: MissingRequiredClientCapability,
+			Message: "Missing required client capability: the Tasks extension (" + ExtTasks + ")",
+			Data:    requiredTasksData}
+		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
+		return Served{Outcome: OutcomeError}
+	}
+	params := paramsOf(r.Raw)
+	t := b.lookupTask(r, stringField(params, "taskId"))
+	if t == nil {
+		rerr := &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams,
+			Message: "Invalid params: unknown taskId (it never existed, expired, or is not yours)"}
+		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
+		return Served{Outcome: OutcomeError}
+	}
+	switch r.Method {
+	case "tasks/get":
+		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, t.envelope("complete", true)))
+	case "tasks/update":
+		if rerr := b.updateTask(t, inputResponses(params)); rerr != nil {
+			_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
+			return Served{Outcome: OutcomeError}
+		}
+		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, []byte(`{"resultType":"complete"}`)))
+	default: // tasks/cancel: the same ack for a task that already ended
+		b.cancelTask(t, "tasks/cancel")
+		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, []byte(`{"resultType":"complete"}`)))
+	}
+	return Served{Outcome: OutcomeComplete}
+}
+
+// requiredTasksData is the data of -32021 for the Tasks extension.
+var requiredTasksData = json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + ExtTasks + `":{}}}}`)
+
+// lookupTask returns r's principal's task named by id on this instance, or
+// nil.
+func (b *Bridge) lookupTask(r Request, id string) *task {
+	tk, err := seal.OpenTask(r.Options.Keyring, id)
+	if err != nil || tk.Principal != r.Principal || tk.Instance != r.Options.Instance {
+		return nil
+	}
+	b.tmu.Lock()
+	defer b.tmu.Unlock()
+	t := b.tasks[tk.Handle]
+	if t == nil || t.princ != r.Principal {
+		return nil
+	}
+	return t
+}
+
+// updateTask posts the answers to t's questions upstream. Keys t does not
+// wait for (unknown, answered already) and invalid answers are ignored;
+// the answered keys are gone before the ack, so the next tasks/get no
+// longer shows them.
+func (b *Bridge) updateTask(t *task, answers map[string]json.RawMessage) *RPCError {
+	type post struct {
+		p    pendingInput
+		resp json.RawMessage
+	}
+	var posts []post
+	t.mu.Lock()
+	if terminal(t.status) {
+		t.mu.Unlock()
+		return nil
+	}
+	still := t.inputs[:0:0]
+	for _, p := range t.inputs {
+		resp, ok := answers[p.Key]
+		if ok && ValidateInputResponse(p.Method, resp) == nil {
+			posts = append(posts, post{p, resp})
+			continue
+		}
+		still = append(still, p)
+	}
+	if len(posts) > 0 {
+		t.inputs = still
+		t.updated = time.Now()
+		if len(still) == 0 && t.status == taskInputRequired {
+			t.status = taskWorking
+		}
+	}
+	sess := t.sess
+	t.mu.Unlock()
+	if len(posts) == 0 || sess == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	for _, p := range posts {
+		if err := sess.Respond(ctx, p.p.upstreamID, p.resp, nil); err != nil {
+			e, _ := json.Marshal(map[string]any{"code": InternalError, "message": "the upstream refused an answer; the task was cancelled"})
+			if t.end(taskFailed, nil, e) {
+				t.stopOnce.Do(func() { close(t.stop) })
+			}
+			return upstreamError(err)
+		}
+	}
+	return nil
+}
