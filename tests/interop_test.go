@@ -86,8 +86,12 @@ func TestInteropUnknownToolInBand(t *testing.T) {
 		}
 		// fastmcp declares no prompts: prompts/list is a method it lacks.
 		checkRPCError(t, call(2, "prompts/list", "", map[string]any{}), http.StatusNotFound, -32601, 2)
-		// A method the gateway does not serve for a legacy upstream.
-		checkRPCError(t, call(3, "tasks/get", "", map[string]any{"taskId": "t"}), http.StatusNotFound, -32601, 3)
+		// A method the gateway does not serve for a legacy upstream (2025's
+		// tasks/list; the 2026 extension has none).
+		checkRPCError(t, call(3, "tasks/list", "", map[string]any{}), http.StatusNotFound, -32601, 3)
+		// tasks/get is the gateway's own (it hosts tasks): without the
+		// extension it asks for the capability, it is not a missing method.
+		checkRPCError(t, call(5, "tasks/get", "t", map[string]any{"taskId": "t"}), http.StatusBadRequest, -32021, 5)
 		// And what the upstream does serve still works.
 		if text := checkToolResult(t, call(4, "tools/call", "echo", map[string]any{"name": "echo", "arguments": map[string]any{"text": "hi"}}), 4); text != "hi" {
 			t.Errorf("echo: %q", text)
