@@ -33,6 +33,7 @@ type Call struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	ch      chan Message
+	after   string // the Last-Event-ID a reopened stream (Reopen) started after
 	done    chan struct{}
 	err     error
 	once    sync.Once
@@ -242,6 +243,7 @@ func (c *Call) OnFailure(f func()) {
 func (c *Call) read() {
 	defer c.finished()
 	rd := NewMessageReader(c.resp, maxResponse)
+	rd.lastID = c.after // a reopened stream that breaks at once resumes from there
 	if !rd.IsStream() {
 		c.readJSON(rd)
 		return
