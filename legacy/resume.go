@@ -94,3 +94,8 @@ func (s *Session) Reopen(ctx context.Context, callID json.RawMessage, lastID str
 		}
 	}
 }
+
+// SetCallBuffer sets how many messages each call of the session holds
+// unread (see LeaseLimits.CallBuffer; 0: DefaultCallBuffer), for a
+// session no lease gave one (Attach).
+func (s *Session) SetCallBuffer(n int) { s.buffer.Store(int32(min(max(n, 0), 1<<16))) }
