@@ -63,10 +63,11 @@ type Upstream struct {
 	// the gateway closes the call's stream, takes its session out of its
 	// pool (left open upstream), and seals what the retry needs into the
 	// `requestState`; the retry, on any instance sharing `state_key`, posts
-	// the answers and reopens the stream with Last-Event-ID. The call then
-	// counts toward no `max_parked` and survives the instance that parked
-	// it. `off`, or a server whose events carry no ids: the call parks
-	// holding its stream. Default: `on`.
+	// the answers and reopens the stream with Last-Event-ID. The call
+	// survives the instance that parked it; each round's state holds a
+	// place toward `max_parked` and `max_parked_per_principal` there until
+	// it expires. `off`, or a server whose events carry no ids: the call
+	// parks holding its stream. Default: `on`.
 	Resume string `json:"resume,omitempty"`
 
 	// Whether legacy clients' `tools/call`, sent to this server when it

@@ -65,6 +65,22 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 	if err != nil {
 		return "", false
 	}
+	// It parks holding nothing, but it holds the upstream session open
+	// until the retry: it takes a place among the calls parked with its
+	// options here, for its state's life (placeFor), so that max_parked
+	// and max_parked_per_principal bound what one principal makes the
+	// upstream hold. A call admitted before (a place held from a round
+	// parked holding, or a call resumed from a state) is never turned away
+	// mid-way.
+	b.mu.Lock()
+	if !c.placed && !c.own {
+		if rerr := b.roomLocked(c.opts, c.princ, true); rerr != nil {
+			b.mu.Unlock()
+			return b.refuse(c, r, sink, rerr), true
+		}
+	}
+	b.placeForLocked(c.opts, c.princ, c.opts.ParkTTL)
+	b.mu.Unlock()
 	c.round, c.digest, c.expires = rs.Round, digest, expires
 	// Nothing of the call stays here: its stream closes (the upstream
 	// goes on, keeping what it sends for the retry's GET), its session
@@ -78,6 +94,23 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 	b.release(c)
 	_ = sink.Respond(http.StatusOK, resultResponse(r.ID, InputRequiredResult(reqs, token)))
 	return OutcomeInputRequired, true
+}
+
+// placeForLocked takes a place among the calls parked with o, for princ,
+// that frees itself after ttl: a resumable state's. Its timer holds only
+// the place. When the state is used earlier, the place is still held
+// until then (no table says which state it was): a client answering
+// quickly counts each round until it expires.
+func (b *Bridge) placeForLocked(o *BridgeOptions, princ [16]byte, ttl time.Duration) {
+	set := b.sets[o]
+	if set == nil {
+		set = &parkSet{byPrin: make(map[[16]byte]int)}
+		b.sets[o] = set
+	}
+	set.held++
+	set.byPrin[princ]++
+	place := &call{opts: o, princ: princ, placed: true}
+	time.AfterFunc(ttl, func() { b.release(place) })
 }
 
 // resumeSealed serves a retry whose requestState is resumable (opened and

@@ -182,3 +182,31 @@ func TestResumeHeldOtherwise(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeBounded: calls parked holding nothing still take a place for
+// their state's life: max_parked_per_principal refuses the principal's next
+// one (429), cancelled upstream, while a call already admitted goes on to
+// its end.
+func TestResumeBounded(t *testing.T) {
+	upstream, _ := resumableUpstream(t)
+	bs := fleet(t, 1)
+	o := DefaultBridgeOptions()
+	o.Keyring, o.Instance, o.MaxParkedPerPrincipal = bs[0].defaults.Keyring, "gw-0", 2
+	opts := o.Ready()
+	req := func(id int, extra string) Request {
+		r := resumeRequest(t, upstream, id, 2, extra)
+		r.Options = opts
+		return r
+	}
+	first := serve(bs[0], req(1, ""))
+	serve(bs[0], req(2, ""))
+	if a := serve(bs[0], req(3, "")); a.status != http.StatusTooManyRequests {
+		t.Fatalf("third call of the principal: %d %s", a.status, a.final)
+	}
+	extra, _ := answerRound(t, first, "x1")
+	second := serve(bs[0], req(4, extra))
+	extra, _ = answerRound(t, second, "x2")
+	if got := gjson.GetBytes(serve(bs[0], req(5, extra)).final, "result.content.0.text").String(); got != "accept:x1,accept:x2" {
+		t.Fatalf("the admitted call: %q", got)
+	}
+}
