@@ -161,6 +161,10 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 	c.up, c.cancelUp = up, cancelCall
 	c.resumeAt = rs.After
 	pending, err := b.replaySeen(ctx, c, rs.Seen, unanswered)
+	if err != nil && ctx.Err() != nil {
+		served.Outcome = b.requestEnded(ctx, c, r, sink)
+		return served
+	}
 	if err != nil {
 		b.abandon(c, OutcomeError, "the upstream's replay of the call differs")
 		rerr := upstreamFailure("the upstream did not replay the call as it had sent it", err)

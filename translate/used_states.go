@@ -2,6 +2,7 @@ package translate
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"sync"
 	"time"
 )
@@ -36,8 +37,15 @@ func newUsedStates(max int) *usedStates {
 
 // use records token as used until expires, and reports whether it was
 // unused.
+//
+// The token's bytes are hashed, not its text: base64 has several texts for
+// one token (the unused bits of its last character), and each would open.
 func (u *usedStates) use(token string, expires, now time.Time) bool {
-	sum := sha256.Sum256([]byte(token))
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		raw = []byte(token)
+	}
+	sum := sha256.Sum256(raw)
 	var key [16]byte
 	copy(key[:], sum[:])
 	u.mu.Lock()

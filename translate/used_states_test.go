@@ -25,6 +25,20 @@ func TestUsedStatesOnce(t *testing.T) {
 	}
 }
 
+// TestUsedStatesSpelling: another base64 spelling of a used token (the
+// unused low bits of its last character changed) is the same token.
+func TestUsedStatesSpelling(t *testing.T) {
+	u := newUsedStates(10)
+	now := time.Unix(1_800_000_000, 0)
+	token := "AAAB" + "AQ" // 4+2 chars: the last one has 4 unused bits
+	if !u.use(token, now.Add(time.Minute), now) {
+		t.Fatal("first use refused")
+	}
+	if u.use("AAAB"+"AR", now.Add(time.Minute), now) {
+		t.Fatal("another spelling of a used token accepted")
+	}
+}
+
 // TestUsedStatesBound: full, it forgets the state that expires first and
 // keeps the others.
 func TestUsedStatesBound(t *testing.T) {
