@@ -134,6 +134,7 @@ type Bridge struct {
 	mu     sync.Mutex
 	parked map[[16]byte]*call
 	used   *usedStates                 // resumable states used here
+	places map[[16]byte]*resumePlace   // held by resumable states parked here (bridge_resume.go)
 	sets   map[*BridgeOptions]*parkSet // places held per options (bridge_admit.go)
 	closed bool
 
@@ -154,7 +155,7 @@ type Bridge struct {
 // for the requests that carry no options of their own.
 func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
 	b := &Bridge{pool: pool, defaults: opts.Ready(), parked: make(map[[16]byte]*call),
-		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy(), used: newUsedStates(defaultUsedStates),
+		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy(), used: newUsedStates(defaultUsedStates), places: make(map[[16]byte]*resumePlace),
 		tasks: make(map[[16]byte]*task), taskSets: make(map[*BridgeOptions]*taskSet)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b

@@ -60,6 +60,7 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 		reqs[i] = p.InputRequest
 		rs.Inputs = append(rs.Inputs, seal.ResumeInput{ID: p.upstreamID, Key: p.Key, Method: p.Method})
 	}
+	_, _ = rand.Read(rs.Place[:])
 	token, err := seal.SealResume(r.Options.Keyring, rs)
 	w.stop()
 	if err != nil {
@@ -79,7 +80,7 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 			return b.refuse(c, r, sink, rerr), true
 		}
 	}
-	b.placeForLocked(c.opts, c.princ, c.opts.ParkTTL)
+	b.placeForLocked(c.opts, c.princ, rs.Place, c.opts.ParkTTL)
 	b.mu.Unlock()
 	c.round, c.digest, c.expires = rs.Round, digest, expires
 	// Nothing of the call stays here: its stream closes (the upstream
@@ -96,12 +97,19 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 	return OutcomeInputRequired, true
 }
 
+// resumePlace is the place a resumable state holds on the instance that
+// parked it (placeForLocked): 16 bytes of id, a pointer and a timer.
+type resumePlace struct {
+	owner *call // only opts, princ and placed: what release needs
+	timer *time.Timer
+}
+
 // placeForLocked takes a place among the calls parked with o, for princ,
-// that frees itself after ttl: a resumable state's. Its timer holds only
-// the place. When the state is used earlier, the place is still held
-// until then (no table says which state it was): a client answering
-// quickly counts each round until it expires.
-func (b *Bridge) placeForLocked(o *BridgeOptions, princ [16]byte, ttl time.Duration) {
+// under id, that frees itself after ttl (the state's life), or when a retry
+// carrying the state reaches this instance (freePlace). A state used on
+// another instance keeps its place here until it expires: no instance
+// tells another.
+func (b *Bridge) placeForLocked(o *BridgeOptions, princ [16]byte, id [16]byte, ttl time.Duration) {
 	set := b.sets[o]
 	if set == nil {
 		set = &parkSet{byPrin: make(map[[16]byte]int)}
@@ -109,8 +117,21 @@ func (b *Bridge) placeForLocked(o *BridgeOptions, princ [16]byte, ttl time.Durat
 	}
 	set.held++
 	set.byPrin[princ]++
-	place := &call{opts: o, princ: princ, placed: true}
-	time.AfterFunc(ttl, func() { b.release(place) })
+	p := &resumePlace{owner: &call{opts: o, princ: princ, placed: true}}
+	b.places[id] = p
+	p.timer = time.AfterFunc(ttl, func() { b.freePlace(id) })
+}
+
+// freePlace frees the place id, if this instance holds it.
+func (b *Bridge) freePlace(id [16]byte) {
+	b.mu.Lock()
+	p := b.places[id]
+	delete(b.places, id)
+	b.mu.Unlock()
+	if p != nil {
+		p.timer.Stop()
+		b.release(p.owner)
+	}
 }
 
 // resumeSealed serves a retry whose requestState is resumable (opened and
@@ -127,6 +148,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 			Message: "requestState was already used, or its call has ended: send the request again without it"}))
 		return served
 	}
+	b.freePlace(rs.Place)
 	opened := time.Now()
 	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: rs.Started, princ: r.Principal, caps: r.ClientCapabilities,
 		key: poolKey(r), always: r.GatherAlways, resumeOn: r.Resume, own: true, round: rs.Round, digest: rs.Digest}

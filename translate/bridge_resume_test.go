@@ -210,3 +210,28 @@ func TestResumeBounded(t *testing.T) {
 		t.Fatalf("the admitted call: %q", got)
 	}
 }
+
+// TestResumeSequentialRounds: a state used on the instance that parked it
+// frees its place there at once: one principal's calls, one after the
+// other, never meet max_parked_per_principal.
+func TestResumeSequentialRounds(t *testing.T) {
+	upstream, _ := resumableUpstream(t)
+	b := fleet(t, 1)[0]
+	o := DefaultBridgeOptions()
+	o.Keyring, o.Instance, o.MaxParkedPerPrincipal = b.defaults.Keyring, "gw-0", 1
+	opts := o.Ready()
+	for i := range 5 {
+		r := resumeRequest(t, upstream, 10*i, 2, "")
+		r.Options = opts
+		a := serve(b, r)
+		for round := 1; round <= 2; round++ {
+			extra, _ := answerRound(t, a, "v")
+			r := resumeRequest(t, upstream, 10*i+round, 2, extra)
+			r.Options = opts
+			a = serve(b, r)
+		}
+		if got := gjson.GetBytes(a.final, "result.content.0.text").String(); got != "accept:v,accept:v" {
+			t.Fatalf("call %d: %d %s", i, a.status, a.final)
+		}
+	}
+}

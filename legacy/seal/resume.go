@@ -86,6 +86,9 @@ type ResumeState struct {
 	Principal [16]byte
 	// Digest is the digest of the originating request.
 	Digest [16]byte
+	// Place is the random id of the place the parking instance holds for
+	// the state (opaque here): a retry reaching that instance frees it.
+	Place [16]byte
 	// Started is when the call's first request came (millisecond
 	// precision), for its report.
 	Started time.Time
@@ -98,7 +101,7 @@ type ResumeState struct {
 //
 //	version(1) | upstream | session | version | callID | after | uvarint(seen) |
 //	uvarint(n) | n × (id | key | method) | keys | uvarint(round) |
-//	principal(16) | digest(16) | varint(started, Unix ms) | varint(expires, Unix s)
+//	principal(16) | digest(16) | place(16) | varint(started, Unix ms) | varint(expires, Unix s)
 
 func (s *ResumeState) check() error {
 	switch {
@@ -139,6 +142,7 @@ func (s *ResumeState) encode(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(s.Round))
 	b = append(b, s.Principal[:]...)
 	b = append(b, s.Digest[:]...)
+	b = append(b, s.Place[:]...)
 	b = binary.AppendVarint(b, s.Started.UnixMilli())
 	return binary.AppendVarint(b, s.Expires.Unix())
 }
@@ -230,6 +234,7 @@ func decodeResume(b []byte) (ResumeState, error) {
 	s.Round = uint32(d.uvarint(1<<32 - 1))
 	d.fixed(s.Principal[:])
 	d.fixed(s.Digest[:])
+	d.fixed(s.Place[:])
 	s.Started = time.UnixMilli(d.varint())
 	s.Expires = time.Unix(d.varint(), 0)
 	if d.err != nil || len(d.b) != 0 {

@@ -15,7 +15,7 @@ func testResume() ResumeState {
 		CallID: []byte(`"gw-7"`), After: "stream_3", Seen: 2,
 		Inputs: []ResumeInput{{ID: []byte(`1`), Key: "elicitation-1", Method: "elicitation/create"},
 			{ID: []byte(`"x"`), Key: "name", Method: "elicitation/create"}},
-		Keys: []byte{1, 2, 3}, Round: 2, Principal: testPrincipal, Digest: testDigest,
+		Keys: []byte{1, 2, 3}, Round: 2, Principal: testPrincipal, Digest: testDigest, Place: [16]byte{9, 8, 7},
 		Started: time.UnixMilli(testNow.UnixMilli() - 1234), Expires: testNow.Add(5 * time.Minute),
 	}
 }
