@@ -52,7 +52,7 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 	expires := time.Now().Add(c.opts.ParkTTL)
 	rs := seal.ResumeState{
 		Upstream: c.key.Upstream, Session: string(c.sess.ID), Version: c.sess.Version, CallID: c.up.ID,
-		After: c.resumeAt, Seen: c.seen, Keys: c.keys.appendBinary(nil), Round: c.round + 1,
+		After: c.resumeAt, Seen: c.seen, Keys: c.keys.appendBinary(nil), ServerInfo: serverInfo(c.sess.InitResult), Round: c.round + 1,
 		Principal: c.princ, Digest: digest, Started: c.started, Expires: expires,
 	}
 	reqs := make([]InputRequest, len(c.pending))
@@ -156,6 +156,11 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 	c.keys = decodeKeyCounter(rs.Keys)
 	c.sess = legacy.Attach(b.pool.Client(c.key), rs.Upstream, r.Header, legacy.UpstreamSessionID(rs.Session), rs.Version)
 	c.sess.SetCallBuffer(r.Options.Lease.CallBuffer)
+	if rs.ServerInfo != nil {
+		// What the call's result needs of the InitializeResult
+		// (reshapeOptions); the rest is not kept.
+		c.sess.InitResult = append(append([]byte(`{"serverInfo":`), rs.ServerInfo...), '}')
+	}
 
 	answers := inputResponses(params)
 	unanswered := make(map[string]seal.ResumeInput)

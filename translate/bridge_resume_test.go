@@ -82,6 +82,11 @@ func TestResumeCallGoSDK(t *testing.T) {
 			if got := res.Get("content.0.text").String(); got != "accept:x1,accept:x2,accept:x3" || round != 4 {
 				t.Fatalf("after %d rounds: %s", round-1, a.final)
 			}
+			// As a call parked holding its stream: the upstream's
+			// serverInfo in the result's _meta.
+			if name := res.Get(`_meta.io\.modelcontextprotocol/serverInfo.name`).String(); name != "bridge-test" {
+				t.Fatalf("no serverInfo in the resumed call's result: %s", a.final)
+			}
 			break
 		}
 		parker := bs[(round-1)%2]

@@ -31,6 +31,7 @@ const (
 	MaxResumeID       = 128  // CallID, an input's ID (raw JSON)
 	MaxResumeInputs   = 64   // Inputs
 	MaxResumeKeys     = 1024 // Keys
+	MaxResumeInfo     = 1024 // ServerInfo
 	// maxResumePlain bounds the whole plaintext; a token is at most
 	// about 4/3 of it plus 45 characters.
 	maxResumePlain = 4096
@@ -80,6 +81,10 @@ type ResumeState struct {
 	// Keys is the call's input key counter, opaque here (at most
 	// MaxResumeKeys bytes).
 	Keys []byte
+	// ServerInfo is the raw JSON serverInfo of the upstream's
+	// InitializeResult (at most MaxResumeInfo bytes), which the call's
+	// result carries in its _meta.
+	ServerInfo []byte
 	// Round counts the input_required rounds of the call.
 	Round uint32
 	// Principal is the hash of the authenticated principal.
@@ -100,14 +105,14 @@ type ResumeState struct {
 // uvarint(len) | bytes):
 //
 //	version(1) | upstream | session | version | callID | after | uvarint(seen) |
-//	uvarint(n) | n × (id | key | method) | keys | uvarint(round) |
+//	uvarint(n) | n × (id | key | method) | keys | serverInfo | uvarint(round) |
 //	principal(16) | digest(16) | place(16) | varint(started, Unix ms) | varint(expires, Unix s)
 
 func (s *ResumeState) check() error {
 	switch {
 	case len(s.Upstream) > MaxResumeUpstream, len(s.Session) > MaxResumeShort, len(s.Version) > MaxResumeShort,
 		len(s.CallID) > MaxResumeID, len(s.After) > MaxResumeShort, len(s.Inputs) > MaxResumeInputs,
-		len(s.Keys) > MaxResumeKeys:
+		len(s.Keys) > MaxResumeKeys, len(s.ServerInfo) > MaxResumeInfo:
 		return ErrResumeTooLarge
 	}
 	for _, in := range s.Inputs {
@@ -139,6 +144,7 @@ func (s *ResumeState) encode(b []byte) []byte {
 		b = appendField(b, in.Method)
 	}
 	b = appendField(b, string(s.Keys))
+	b = appendField(b, string(s.ServerInfo))
 	b = binary.AppendUvarint(b, uint64(s.Round))
 	b = append(b, s.Principal[:]...)
 	b = append(b, s.Digest[:]...)
@@ -231,6 +237,7 @@ func decodeResume(b []byte) (ResumeState, error) {
 		s.Inputs = append(s.Inputs, ResumeInput{ID: d.bytes(MaxResumeID), Key: d.field(MaxResumeShort), Method: d.field(MaxResumeShort)})
 	}
 	s.Keys = d.bytes(MaxResumeKeys)
+	s.ServerInfo = d.bytes(MaxResumeInfo)
 	s.Round = uint32(d.uvarint(1<<32 - 1))
 	d.fixed(s.Principal[:])
 	d.fixed(s.Digest[:])

@@ -15,7 +15,7 @@ func testResume() ResumeState {
 		CallID: []byte(`"gw-7"`), After: "stream_3", Seen: 2,
 		Inputs: []ResumeInput{{ID: []byte(`1`), Key: "elicitation-1", Method: "elicitation/create"},
 			{ID: []byte(`"x"`), Key: "name", Method: "elicitation/create"}},
-		Keys: []byte{1, 2, 3}, Round: 2, Principal: testPrincipal, Digest: testDigest, Place: [16]byte{9, 8, 7},
+		Keys: []byte{1, 2, 3}, ServerInfo: []byte(`{"name":"s","version":"1"}`), Round: 2, Principal: testPrincipal, Digest: testDigest, Place: [16]byte{9, 8, 7},
 		Started: time.UnixMilli(testNow.UnixMilli() - 1234), Expires: testNow.Add(5 * time.Minute),
 	}
 }
@@ -54,6 +54,7 @@ func TestResumeBounds(t *testing.T) {
 		"inputs":   func(s *ResumeState) { s.Inputs = make([]ResumeInput, MaxResumeInputs+1) },
 		"inputKey": func(s *ResumeState) { s.Inputs[0].Key = strings.Repeat("k", MaxResumeShort+1) },
 		"keys":     func(s *ResumeState) { s.Keys = make([]byte, MaxResumeKeys+1) },
+		"info":     func(s *ResumeState) { s.ServerInfo = make([]byte, MaxResumeInfo+1) },
 		"total": func(s *ResumeState) {
 			for range MaxResumeInputs - 2 {
 				s.Inputs = append(s.Inputs, ResumeInput{ID: bytes.Repeat([]byte{'1'}, MaxResumeID)})
