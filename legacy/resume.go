@@ -99,3 +99,28 @@ func (s *Session) Reopen(ctx context.Context, callID json.RawMessage, lastID str
 // unread (see LeaseLimits.CallBuffer; 0: DefaultCallBuffer), for a
 // session no lease gave one (Attach).
 func (s *Session) SetCallBuffer(n int) { s.buffer.Store(int32(min(max(n, 0), 1<<16))) }
+
+// Relisten opens again the standalone GET stream Detach stopped, once the
+// goroutine that read it has returned, for a session that goes back to
+// its pool on the instance that detached it; what its inbox still held is
+// dropped. A session that never had one stays without. It reports false
+// when the old stream did not end within 5s: the session then has none,
+// and the caller must not give it back to the pool.
+func (s *Session) Relisten() bool {
+	if s.stopListen == nil || s.listenDone == nil {
+		return true
+	}
+	s.stopListen()
+	select {
+	case <-s.listenDone:
+	case <-time.After(5 * time.Second):
+		return false
+	}
+	for len(s.inbox) > 0 {
+		<-s.inbox
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopListen, s.listening, s.listenDone = cancel, make(chan struct{}), make(chan struct{})
+	go s.listen(ctx, s.listenDone)
+	return true
+}

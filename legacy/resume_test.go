@@ -123,3 +123,29 @@ func TestReopenSessionGone(t *testing.T) {
 }
 
 func contains(b []byte, s string) bool { return strings.Contains(string(b), s) }
+
+// TestRelisten: a session whose GET stream Detach stopped opens it again
+// (Relisten), as often as it is detached, without the old stream's
+// goroutine touching the new one.
+func TestRelisten(t *testing.T) {
+	ts := resumableServer(t)
+	s, err := Open(t.Context(), ts.Client(), ts.URL, nil, nil, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	for i := range 3 {
+		select {
+		case <-s.Listening():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the GET stream was not requested", i)
+		}
+		s.Detach()
+		if !s.Relisten() {
+			t.Fatalf("round %d: the old GET stream did not end", i)
+		}
+	}
+	if _, err := s.Call(t.Context(), "tools/list", nil); err != nil {
+		t.Fatal(err)
+	}
+}

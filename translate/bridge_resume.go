@@ -80,28 +80,36 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 			return b.refuse(c, r, sink, rerr), true
 		}
 	}
-	b.placeForLocked(c.opts, c.princ, rs.Place, c.opts.ParkTTL)
+	p := b.placeForLocked(c.opts, c.princ, rs.Place, c.opts.ParkTTL)
+	// The session object stays with the place (its pool still counts a
+	// session of the pool as leased): a retry reaching this instance goes
+	// on with it, and gives it back to the pool at the end.
+	p.sess, p.key, p.pooled = c.sess, c.key, !c.own
 	b.mu.Unlock()
 	c.round, c.digest, c.expires = rs.Round, digest, expires
-	// Nothing of the call stays here: its stream closes (the upstream
-	// goes on, keeping what it sends for the retry's GET), its session
-	// leaves the pool open, its place (from a round parked holding) is
-	// freed.
+	// No stream of the call stays open: its stream closes (the upstream
+	// goes on, keeping what it sends for the retry's GET), its session's
+	// GET stream stops, its place (from a round parked holding) is freed.
 	c.up.Close()
 	c.cancelUp()
-	if !c.own {
-		b.pool.Detach(c.key, c.sess)
-	}
+	c.sess.Detach()
 	b.release(c)
 	_ = sink.Respond(http.StatusOK, resultResponse(r.ID, InputRequiredResult(reqs, token)))
 	return OutcomeInputRequired, true
 }
 
 // resumePlace is the place a resumable state holds on the instance that
-// parked it (placeForLocked): 16 bytes of id, a pointer and a timer.
+// parked it (placeForLocked): its id, the session object (no stream open)
+// and a timer.
 type resumePlace struct {
 	owner *call // only opts, princ and placed: what release needs
 	timer *time.Timer
+	// sess is the call's session, key its pool key, pooled whether the
+	// pool counts it (a session of the pool's, leased; not an attached
+	// one).
+	sess   *legacy.Session
+	key    legacy.PoolKey
+	pooled bool
 }
 
 // placeForLocked takes a place among the calls parked with o, for princ,
@@ -109,7 +117,7 @@ type resumePlace struct {
 // carrying the state reaches this instance (freePlace). A state used on
 // another instance keeps its place here until it expires: no instance
 // tells another.
-func (b *Bridge) placeForLocked(o *BridgeOptions, princ [16]byte, id [16]byte, ttl time.Duration) {
+func (b *Bridge) placeForLocked(o *BridgeOptions, princ [16]byte, id [16]byte, ttl time.Duration) *resumePlace {
 	set := b.sets[o]
 	if set == nil {
 		set = &parkSet{byPrin: make(map[[16]byte]int)}
@@ -119,11 +127,12 @@ func (b *Bridge) placeForLocked(o *BridgeOptions, princ [16]byte, id [16]byte, t
 	set.byPrin[princ]++
 	p := &resumePlace{owner: &call{opts: o, princ: princ, placed: true}}
 	b.places[id] = p
-	p.timer = time.AfterFunc(ttl, func() { b.freePlace(id) })
+	p.timer = time.AfterFunc(ttl, func() { b.dropPlace(b.takePlace(id)) })
+	return p
 }
 
-// freePlace frees the place id, if this instance holds it.
-func (b *Bridge) freePlace(id [16]byte) {
+// takePlace frees the place id and returns it, if this instance holds it.
+func (b *Bridge) takePlace(id [16]byte) *resumePlace {
 	b.mu.Lock()
 	p := b.places[id]
 	delete(b.places, id)
@@ -131,6 +140,15 @@ func (b *Bridge) freePlace(id [16]byte) {
 	if p != nil {
 		p.timer.Stop()
 		b.release(p.owner)
+	}
+	return p
+}
+
+// dropPlace lets go of the session a taken place kept: out of the pool,
+// open upstream (the call may go on elsewhere: it is never ended here).
+func (b *Bridge) dropPlace(p *resumePlace) {
+	if p != nil && p.sess != nil && p.pooled {
+		b.pool.Detach(p.key, p.sess)
 	}
 }
 
@@ -148,15 +166,22 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 			Message: "requestState was already used, or its call has ended: send the request again without it"}))
 		return served
 	}
-	b.freePlace(rs.Place)
+	p := b.takePlace(rs.Place)
 	opened := time.Now()
 	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: rs.Started, princ: r.Principal, caps: r.ClientCapabilities,
 		key: poolKey(r), always: r.GatherAlways, resumeOn: r.Resume, own: true, round: rs.Round, digest: rs.Digest}
 	_, _ = rand.Read(c.handle[:])
 	c.keys = decodeKeyCounter(rs.Keys)
-	c.sess = legacy.Attach(b.pool.Client(c.key), rs.Upstream, r.Header, legacy.UpstreamSessionID(rs.Session), rs.Version)
+	if p != nil && p.sess != nil && p.key == c.key && p.sess.ID == legacy.UpstreamSessionID(rs.Session) && p.sess.Relisten() {
+		// Back on the instance that parked it: its own session, which
+		// goes back to the pool at the end.
+		c.sess, c.own = p.sess, !p.pooled
+	} else {
+		b.dropPlace(p)
+		c.sess = legacy.Attach(b.pool.Client(c.key), rs.Upstream, r.Header, legacy.UpstreamSessionID(rs.Session), rs.Version)
+	}
 	c.sess.SetCallBuffer(r.Options.Lease.CallBuffer)
-	if rs.ServerInfo != nil {
+	if rs.ServerInfo != nil && c.sess.InitResult == nil {
 		// What the call's result needs of the InitializeResult
 		// (reshapeOptions); the rest is not kept.
 		c.sess.InitResult = append(append([]byte(`{"serverInfo":`), rs.ServerInfo...), '}')

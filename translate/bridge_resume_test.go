@@ -93,8 +93,8 @@ func TestResumeCallGoSDK(t *testing.T) {
 		if p := parker.Parked(); p != 0 {
 			t.Fatalf("round %d: %d calls parked holding", round, p)
 		}
-		if open, _ := parker.pool.Stats(); open != 0 {
-			t.Fatalf("round %d: %d sessions in the parking instance's pool", round, open)
+		if _, idle := parker.pool.Stats(); idle != 0 {
+			t.Fatalf("round %d: %d idle sessions in the parking instance's pool", round, idle)
 		}
 		if n := sessionsOf(server); n != 1 {
 			t.Fatalf("round %d: %d upstream sessions", round, n)
@@ -217,8 +217,10 @@ func TestResumeBounded(t *testing.T) {
 }
 
 // TestResumeSequentialRounds: a state used on the instance that parked it
-// frees its place there at once: one principal's calls, one after the
-// other, never meet max_parked_per_principal.
+// frees its place there at once, and the call goes on with the session
+// it parked with, which goes back to the pool at the end: one principal's
+// calls, one after the other, never meet max_parked_per_principal, and
+// share one upstream session.
 func TestResumeSequentialRounds(t *testing.T) {
 	upstream, _ := resumableUpstream(t)
 	b := fleet(t, 1)[0]
@@ -238,5 +240,8 @@ func TestResumeSequentialRounds(t *testing.T) {
 		if got := gjson.GetBytes(a.final, "result.content.0.text").String(); got != "accept:v,accept:v" {
 			t.Fatalf("call %d: %d %s", i, a.status, a.final)
 		}
+	}
+	if st := b.pool.StatsByUpstream()[upstream]; st.Initialized != 1 || st.Open != 1 || st.Idle != 1 {
+		t.Fatalf("upstream sessions: %+v, want one, initialized once, idle in the pool", st)
 	}
 }
