@@ -60,13 +60,15 @@ type Upstream struct {
 	// resumable (2025-11-25: the call's stream carries event ids, and a GET
 	// with Last-Event-ID replays what followed — go-sdk and TypeScript SDK
 	// servers configured with an event store). `on`: at `input_required`
-	// the gateway closes the call's stream, takes its session out of its
-	// pool (left open upstream), and seals what the retry needs into the
-	// `requestState`; the retry, on any instance sharing `state_key`, posts
-	// the answers and reopens the stream with Last-Event-ID. The call
-	// survives the instance that parked it; each round's state holds a
-	// place toward `max_parked` and `max_parked_per_principal` there until
-	// it expires. `off`, or a server whose events carry no ids: the call
+	// the gateway closes the call's stream and its session's GET stream,
+	// and seals what the retry needs into the `requestState`; the retry, on
+	// any instance sharing `state_key`, posts the answers and reopens the
+	// stream with Last-Event-ID. The call survives the instance that
+	// parked it. Until the state is used there or expires, the parking
+	// instance keeps a place toward `max_parked` and
+	// `max_parked_per_principal` and the session (no stream open, still
+	// counted by `max_sessions_per_principal`), which a retry reaching it
+	// goes on with. `off`, or a server whose events carry no ids: the call
 	// parks holding its stream. Default: `on`.
 	Resume string `json:"resume,omitempty"`
 

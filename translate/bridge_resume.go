@@ -15,11 +15,13 @@ import (
 // Parking without holding (issue 14). In front of an upstream whose call
 // streams are resumable — their events carry ids, and a GET with
 // Last-Event-ID replays what followed (2025-11-25) — a call that asks for
-// input parks with nothing held: its stream is closed, its session leaves
-// the pool (open upstream, its standalone GET stream stopped), and
-// everything its retry needs travels sealed in the requestState
-// (seal.ResumeState). The retry, on any instance holding the key, attaches
-// to the upstream session, POSTs the answers, reopens the call's stream
+// input parks with no stream held: its stream is closed, its session's
+// standalone GET stream stopped, and everything its retry needs travels
+// sealed in the requestState (seal.ResumeState). The instance keeps only a
+// place (placeForLocked) with the session object, until the state is used
+// here or expires. The retry, on any instance holding the key, goes on
+// with that session (here) or attaches to the upstream session by id
+// (elsewhere), POSTs the answers, reopens the call's stream
 // after the event before the round's first question, skips what the
 // gateway had already seen (asking again what is still unanswered), and
 // runs the call on as usual: it may park again, with a new state.
