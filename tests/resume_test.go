@@ -153,3 +153,43 @@ func TestResumeUpstreamRestarted(t *testing.T) {
 		t.Fatalf("a call after the restart: %s", x)
 	}
 }
+
+// tsCall POSTs a modern tools/call of tool to a TypeScript SDK server
+// through the gateway, with extra params merged.
+func tsCall(t *testing.T, url string, id int, tool string, extra map[string]any) rpcExchange {
+	t.Helper()
+	m := meta(modernVersion)
+	m["io.modelcontextprotocol/clientCapabilities"] = map[string]any{"elicitation": map[string]any{}}
+	params := map[string]any{"name": tool, "arguments": map[string]any{}, "_meta": m}
+	for k, v := range extra {
+		params[k] = v
+	}
+	return postRPC(t, url, modernHeaders(modernVersion, "tools/call", tool), rpcBody(t, id, "tools/call", params), id)
+}
+
+// TestResumeTSServer: in front of the TypeScript SDK 1.x server
+// (server-everything, whose streamable HTTP transport keeps an
+// InMemoryEventStore), a call parks holding nothing — the parking
+// instance lists no parked call — and is finished on another instance
+// sharing only state_key after the first was killed.
+func TestResumeTSServer(t *testing.T) {
+	up := startServerEverything(t)
+	block := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n\t\tstate_key " + testKey(0x35)
+	g0, g1 := startGateway(t, block), startGateway(t, block)
+	ir := parseInputRequired(t, tsCall(t, g0.URL, 1, "trigger-elicitation-request", nil))
+	var parked []map[string]any
+	adminGET(t, g0, "/mcp_gateway/parked", &parked)
+	if len(parked) != 0 {
+		t.Fatalf("the call parked holding its stream: %v", parked)
+	}
+	g0.kill(t)
+	var key string
+	for k := range ir.InputRequests {
+		key = k
+	}
+	x := tsCall(t, g1.URL, 2, "trigger-elicitation-request", map[string]any{"requestState": ir.RequestState,
+		"inputResponses": map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada Resumed"}}}})
+	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), "Ada Resumed") {
+		t.Fatalf("retry on the other instance: %s", x)
+	}
+}
