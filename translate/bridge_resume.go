@@ -104,7 +104,8 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 // parked it (placeForLocked): its id, the session object (no stream open)
 // and a timer.
 type resumePlace struct {
-	owner *call // only opts, princ and placed: what release needs
+	opts  *BridgeOptions
+	princ [16]byte
 	timer *time.Timer
 	// sess is the call's session, key its pool key, pooled whether the
 	// pool counts it (a session of the pool's, leased; not an attached
@@ -127,7 +128,7 @@ func (b *Bridge) placeForLocked(o *BridgeOptions, princ [16]byte, id [16]byte, t
 	}
 	set.held++
 	set.byPrin[princ]++
-	p := &resumePlace{owner: &call{opts: o, princ: princ, placed: true}}
+	p := &resumePlace{opts: o, princ: princ}
 	b.places[id] = p
 	p.timer = time.AfterFunc(ttl, func() { b.dropPlace(b.takePlace(id)) })
 	return p
@@ -137,11 +138,13 @@ func (b *Bridge) placeForLocked(o *BridgeOptions, princ [16]byte, id [16]byte, t
 func (b *Bridge) takePlace(id [16]byte) *resumePlace {
 	b.mu.Lock()
 	p := b.places[id]
-	delete(b.places, id)
+	if p != nil {
+		delete(b.places, id)
+		b.freeLocked(p.opts, p.princ)
+	}
 	b.mu.Unlock()
 	if p != nil {
 		p.timer.Stop()
-		b.release(p.owner)
 	}
 	return p
 }
