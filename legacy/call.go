@@ -281,6 +281,7 @@ func (c *Call) readJSON(rd *MessageReader) {
 func (c *Call) readStream(rd *MessageReader, body io.ReadCloser) {
 	for resumes := 0; ; resumes++ {
 		for {
+			rd.WaitReadable()
 			m, err := rd.Next()
 			if err != nil {
 				body.Close()

@@ -391,6 +391,43 @@ func (b *body) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// WaitReadable blocks until the connection has something to read (or its
+// end, or it is closed), and returns at once if the answer may already hold
+// bytes not yet read: some in the connection's buffer, over TLS (whose
+// records the connection decrypts ahead), or where the socket cannot be
+// looked at. It reads nothing.
+//
+// A reader that calls it before each read that would block waits with a
+// shallow stack: the runtime shrinks the goroutine's stack at the next
+// garbage collection, where a wait deep in the read path (the chunked
+// body, the buffered connection, the SSE reader) keeps it at 8 KiB. A
+// parked call holds two such readers for minutes.
+func (b *body) WaitReadable() {
+	pc := b.pc
+	if !canPeek || pc.tls {
+		return
+	}
+	sc, ok := pc.raw.(syscall.Conn)
+	if !ok {
+		return
+	}
+	b.mu.Lock()
+	if b.done || b.reading {
+		b.mu.Unlock()
+		return
+	}
+	// As for a Read: Close now closes the connection, which ends the
+	// wait, rather than reading from it.
+	b.reading = true
+	b.mu.Unlock()
+	if rc, err := sc.SyscallConn(); err == nil && pc.br.Buffered() == 0 {
+		rc.Read(func(fd uintptr) bool { return !peekOpen(fd) }) // an error (closed, deadline) ends the wait too
+	}
+	b.mu.Lock()
+	b.reading = false
+	b.mu.Unlock()
+}
+
 // Close releases the connection: back to the pool when the rest of the
 // answer has already been received, closed otherwise. A Read blocked in
 // another goroutine returns at once.

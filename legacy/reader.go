@@ -68,6 +68,21 @@ func (r *MessageReader) Next() (Message, error) {
 	}
 }
 
+// WaitReadable waits until the stream's next read may return something,
+// when the answer's body can tell (a ConnClient's): nothing of the stream
+// is buffered and its connection has no bytes yet. A goroutine that reads a
+// long-lived stream calls it before Next, so that it waits with a shallow
+// stack, which the runtime then shrinks (a parked call has two such
+// goroutines). It reads nothing: Next still returns what comes, or the end.
+func (r *MessageReader) WaitReadable() {
+	if r.events == nil || !r.events.Idle() {
+		return
+	}
+	if w, ok := r.body.(interface{ WaitReadable() }); ok {
+		w.WaitReadable()
+	}
+}
+
 // eventMessage returns the message of an event's data: KindInvalid for
 // anything that is not one (to skip), and an error for JSON nested deeper
 // than MaxJSONDepth, which ends the stream: it is no priming event but an

@@ -167,6 +167,7 @@ func (s *Session) readInbox(ctx context.Context, resp *http.Response) {
 		return
 	}
 	for {
+		rd.WaitReadable()
 		m, err := rd.Next()
 		if err != nil {
 			return

@@ -145,6 +145,15 @@ func (r *Reader) Next() (Event, error) {
 	}
 }
 
+// Idle reports whether Next must read from the source before it can
+// return anything: no unread input is buffered, and neither the source nor
+// the Reader has reported an error. A caller may then wait for the source
+// to have input (see legacy's MessageReader.WaitReadable) before calling
+// Next.
+func (r *Reader) Idle() bool {
+	return r.rpos == r.wpos && r.srcErr == nil && r.err == nil
+}
+
 // fail records the terminal error for err, translating end of stream.
 func (r *Reader) fail(err error) {
 	switch {

@@ -1,0 +1,82 @@
+package legacy
+
+import (
+	"context"
+	"net/http"
+	"testing"
+)
+
+// sseServer answers every request with an SSE stream: one event, then one
+// more for each value sent on more, until the test ends.
+func sseServer(t *testing.T, more <-chan string) string {
+	t.Helper()
+	stop := make(chan struct{})
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write([]byte("data: {\"jsonrpc\":\"2.0\",\"method\":\"first\"}\n\n"))
+		w.(http.Flusher).Flush()
+		for {
+			select {
+			case m := <-more:
+				w.Write([]byte("data: {\"jsonrpc\":\"2.0\",\"method\":\"" + m + "\"}\n\n"))
+				w.(http.Flusher).Flush()
+			case <-stop:
+				return
+			case <-r.Context().Done():
+				return
+			}
+		}
+	})
+	t.Cleanup(func() { close(stop) })
+	return srv.URL
+}
+
+func openStream(t *testing.T, url string) (*http.Response, *MessageReader) {
+	t.Helper()
+	resp := post(t, NewConnClient(ConnOptions{}), context.Background(), url, "{}")
+	rd := NewMessageReader(resp, 1<<20)
+	if m, err := rd.Next(); err != nil || m.Method != "first" {
+		t.Fatalf("first message: %v, %q", err, m.Method)
+	}
+	return resp, rd
+}
+
+// A reader that waits for its connection before each Next still gets every
+// message: the wait ends when the next one arrives.
+func TestWaitReadableThenNext(t *testing.T) {
+	more := make(chan string, 1)
+	resp, rd := openStream(t, sseServer(t, more))
+	defer resp.Body.Close()
+	waited := make(chan struct{})
+	go func() {
+		rd.WaitReadable()
+		close(waited)
+	}()
+	more <- "second"
+	<-waited
+	if m, err := rd.Next(); err != nil || m.Method != "second" {
+		t.Fatalf("second message: %v, %q", err, m.Method)
+	}
+	// Two messages in one read: the second is buffered, WaitReadable
+	// returns at once.
+	more <- "third"
+	rd.WaitReadable()
+	if m, err := rd.Next(); err != nil || m.Method != "third" {
+		t.Fatalf("third message: %v, %q", err, m.Method)
+	}
+}
+
+// Closing the body ends a wait, and the next read fails.
+func TestWaitReadableEndsOnClose(t *testing.T) {
+	resp, rd := openStream(t, sseServer(t, nil))
+	waited := make(chan struct{})
+	go func() {
+		rd.WaitReadable()
+		close(waited)
+	}()
+	resp.Body.Close()
+	<-waited
+	if _, err := rd.Next(); err == nil {
+		t.Fatal("Next after Close: no error")
+	}
+}
