@@ -240,13 +240,19 @@ func (c *Call) OnFailure(f func()) {
 }
 
 func (c *Call) read() {
-	defer c.finished()
+	// The request (its headers, URL and body: the call's arguments) need
+	// not live as long as the answer, which a parked call holds for
+	// minutes. Nothing reads it from the response.
+	c.resp.Request = nil
 	rd := NewMessageReader(c.resp, maxResponse)
 	if !rd.IsStream() {
 		c.readJSON(rd)
+		c.finished()
 		return
 	}
-	c.readStream(rd, c.resp.Body)
+	if !c.readStream(rd, c.resp.Body, 0, false) {
+		c.finished()
+	}
 }
 
 // finished closes the messages and tells OnFailure's function.
@@ -275,29 +281,48 @@ func (c *Call) readJSON(rd *MessageReader) {
 	}
 }
 
-// readStream reads an SSE answer, resuming it when it breaks. Its frame is
-// kept small (the rest is in resumeStream): a parked call's reader waits
-// in it, and the smaller its stack, the cheaper the parked call.
-func (c *Call) readStream(rd *MessageReader, body io.ReadCloser) {
-	for resumes := 0; ; resumes++ {
+// readStream reads an SSE answer, resuming it when it breaks. When the
+// next message has not arrived yet (and the connection
+// can tell), it hands the stream to a new goroutine that waits for it
+// (awaitStream) and returns: the goroutine that waits for minutes under a
+// parked call then holds the smallest stack the runtime gives, rather than
+// the one this goroutine grew reading and handling messages (8 KiB; it
+// would shrink only at a garbage collection, and only to 4). waited says
+// that the caller has just waited: the next message is read at once. It
+// reports whether it handed the stream on; if not, the answer is over and
+// the caller calls finished.
+func (c *Call) readStream(rd *MessageReader, body io.ReadCloser, resumes int, waited bool) (handed bool) {
+	for ; ; resumes++ {
 		for {
-			rd.WaitReadable()
+			if !waited && rd.WouldWait() {
+				go c.awaitStream(rd, body, resumes)
+				return true
+			}
+			waited = false
 			m, err := rd.Next()
 			if err != nil {
 				body.Close()
 				if rd, body = c.resumeStream(rd, err, resumes); rd == nil {
-					return
+					return false
 				}
 				break
 			}
 			if c.isFinal(m) {
 				c.sendFinal(m, body)
-				return
+				return false
 			}
 			if !c.send(m) {
-				return
+				return false
 			}
 		}
+	}
+}
+
+// awaitStream waits for the stream's next bytes, then reads on.
+func (c *Call) awaitStream(rd *MessageReader, body io.ReadCloser, resumes int) {
+	rd.WaitReadable()
+	if !c.readStream(rd, body, resumes, true) {
+		c.finished()
 	}
 }
 

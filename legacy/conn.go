@@ -403,14 +403,11 @@ func (b *body) Read(p []byte) (int, error) {
 // body, the buffered connection, the SSE reader) keeps it at 8 KiB. A
 // parked call holds two such readers for minutes.
 func (b *body) WaitReadable() {
+	if !b.CanWait() {
+		return
+	}
 	pc := b.pc
-	if !canPeek || pc.tls {
-		return
-	}
-	sc, ok := pc.raw.(syscall.Conn)
-	if !ok {
-		return
-	}
+	sc := pc.raw.(syscall.Conn)
 	b.mu.Lock()
 	if b.done || b.reading {
 		b.mu.Unlock()
@@ -426,6 +423,16 @@ func (b *body) WaitReadable() {
 	b.mu.Lock()
 	b.reading = false
 	b.mu.Unlock()
+}
+
+// CanWait reports whether WaitReadable can wait: a plain TCP connection on
+// a system where the socket can be peeked at.
+func (b *body) CanWait() bool {
+	if !canPeek || b.pc.tls {
+		return false
+	}
+	_, ok := b.pc.raw.(syscall.Conn)
+	return ok
 }
 
 // Close releases the connection: back to the pool when the rest of the

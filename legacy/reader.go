@@ -78,9 +78,27 @@ func (r *MessageReader) WaitReadable() {
 	if r.events == nil || !r.events.Idle() {
 		return
 	}
-	if w, ok := r.body.(interface{ WaitReadable() }); ok {
+	if w, ok := r.body.(waiter); ok {
 		w.WaitReadable()
 	}
+}
+
+// WouldWait reports whether WaitReadable would wait for the connection:
+// nothing of the stream is buffered, and its body can wait (a ConnClient's
+// over plain TCP). A reader may then hand the stream to a new goroutine
+// that waits: see Call.readStream.
+func (r *MessageReader) WouldWait() bool {
+	if r.events == nil || !r.events.Idle() {
+		return false
+	}
+	w, ok := r.body.(waiter)
+	return ok && w.CanWait()
+}
+
+// waiter is a body that can wait for its connection (ConnClient's).
+type waiter interface {
+	WaitReadable()
+	CanWait() bool
 }
 
 // eventMessage returns the message of an event's data: KindInvalid for

@@ -134,8 +134,15 @@ func (s *Session) listen(ctx context.Context) {
 	signal := func() { once.Do(func() { close(s.listening) }) }
 	defer signal()
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { signal() }}
-	for backoff := 100 * time.Millisecond; ctx.Err() == nil; backoff = min(2*backoff, 5*time.Second) {
-		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, s.URL, nil)
+	s.listenFrom(ctx, httptrace.WithClientTrace(ctx, trace), 100*time.Millisecond)
+}
+
+// listenFrom requests the GET stream (with the context rctx) and reads it,
+// again after backoff when it ends, until ctx is done. It returns early
+// when readInbox hands the stream to another goroutine, which goes on.
+func (s *Session) listenFrom(ctx, rctx context.Context, backoff time.Duration) {
+	for ; ctx.Err() == nil; backoff = min(2*backoff, 5*time.Second) {
+		req, err := http.NewRequestWithContext(rctx, http.MethodGet, s.URL, nil)
 		if err != nil {
 			return
 		}
@@ -147,8 +154,14 @@ func (s *Session) listen(ctx context.Context) {
 				resp.Body.Close()
 				return // no standalone stream, or the session is gone
 			}
-			s.readInbox(ctx, resp)
-			resp.Body.Close()
+			// The reader keeps the body only: the request and the
+			// headers (a kilobyte or so) need not live as long as the
+			// stream.
+			body := resp.Body
+			if s.readInbox(ctx, rctx, body, NewMessageReader(resp, maxResponse), backoff, false) {
+				return
+			}
+			body.Close()
 		}
 		select {
 		case <-time.After(backoff):
@@ -160,24 +173,45 @@ func (s *Session) listen(ctx context.Context) {
 // readInbox reads the GET stream's messages into the inbox until the stream
 // ends. It reads on the listening goroutine itself: a session waiting
 // between calls (or under a parked call) costs one goroutine for this
-// stream, not two.
-func (s *Session) readInbox(ctx context.Context, resp *http.Response) {
-	rd := NewMessageReader(resp, maxResponse)
+// stream, not two. When no message has arrived yet (and the connection can
+// tell), it hands the stream to a new goroutine that waits for one
+// (awaitInbox), as Call.readStream does, and reports true; waited says the
+// caller has just waited.
+func (s *Session) readInbox(ctx, rctx context.Context, body io.Closer, rd *MessageReader, backoff time.Duration, waited bool) (handed bool) {
 	if !rd.IsStream() {
-		return
+		return false
 	}
 	for {
-		rd.WaitReadable()
+		if !waited && rd.WouldWait() {
+			go s.awaitInbox(ctx, rctx, body, rd, backoff)
+			return true
+		}
+		waited = false
 		m, err := rd.Next()
 		if err != nil {
-			return
+			return false
 		}
 		select {
 		case s.inbox <- m:
 		case <-ctx.Done():
-			return
+			return false
 		}
 	}
+}
+
+// awaitInbox waits for the GET stream's next bytes and reads on; once the
+// stream ends, it requests it again as listenFrom does.
+func (s *Session) awaitInbox(ctx, rctx context.Context, body io.Closer, rd *MessageReader, backoff time.Duration) {
+	rd.WaitReadable()
+	if s.readInbox(ctx, rctx, body, rd, backoff, true) {
+		return
+	}
+	body.Close()
+	select {
+	case <-time.After(backoff):
+	case <-ctx.Done():
+	}
+	s.listenFrom(ctx, rctx, min(2*backoff, 5*time.Second))
 }
 
 func (s *Session) touch() { s.lastUsed.Store(time.Now().UnixNano()) }
