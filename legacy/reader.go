@@ -78,7 +78,8 @@ func (r *MessageReader) WaitReadable() {
 	if r.events == nil || !r.events.Idle() {
 		return
 	}
-	if w, ok := r.body.(waiter); ok {
+	if w, ok := r.body.(waiter); ok && w.CanWait() {
+		r.events.Release() // no read buffer held while waiting
 		w.WaitReadable()
 	}
 }

@@ -95,6 +95,9 @@ func lineEnd(b []byte) int {
 // caller guarantees that the unread part is no larger than r.max, so the
 // buffer never grows beyond r.max+1 bytes.
 func (r *Reader) fill() {
+	if r.buf == nil { // lent back by Release
+		r.buf = bufPool.Get().(*[readBufSize]byte)[:]
+	}
 	if r.rpos > 0 {
 		n := copy(r.buf, r.buf[r.rpos:r.wpos])
 		r.rpos, r.wpos = 0, n

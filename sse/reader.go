@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync"
 )
 
 // DefaultMaxEventBytes is the event size limit used by [NewReader] when it is
@@ -96,7 +97,7 @@ func NewReader(r io.Reader, maxEventBytes int) *Reader {
 	return &Reader{
 		src: r,
 		max: maxEventBytes,
-		buf: make([]byte, readBufSize),
+		buf: bufPool.Get().(*[readBufSize]byte)[:],
 	}
 }
 
@@ -152,6 +153,21 @@ func (r *Reader) Next() (Event, error) {
 // Next.
 func (r *Reader) Idle() bool {
 	return r.rpos == r.wpos && r.srcErr == nil && r.err == nil
+}
+
+// bufPool holds the read buffers of idle Readers (see Release).
+var bufPool = sync.Pool{New: func() any { return new([readBufSize]byte) }}
+
+// Release lends the Reader's read buffer back to a pool while it is Idle
+// and at its resting size; the next read takes one again. A caller about
+// to wait long for input (a parked call's stream) calls it, so that a
+// waiting stream holds no buffer.
+func (r *Reader) Release() {
+	if !r.Idle() || len(r.buf) != readBufSize {
+		return
+	}
+	bufPool.Put((*[readBufSize]byte)(r.buf))
+	r.buf, r.rpos, r.wpos, r.scanned = nil, 0, 0, 0
 }
 
 // fail records the terminal error for err, translating end of stream.
