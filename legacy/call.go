@@ -250,7 +250,8 @@ func (c *Call) read() {
 		c.finished()
 		return
 	}
-	if !c.readStream(rd, c.resp.Body, 0, false) {
+	rd.YieldWhenIdle()
+	if !c.readStream(rd, c.resp.Body, 0) {
 		c.finished()
 	}
 }
@@ -282,24 +283,21 @@ func (c *Call) readJSON(rd *MessageReader) {
 }
 
 // readStream reads an SSE answer, resuming it when it breaks. When the
-// next message has not arrived yet (and the connection
-// can tell), it hands the stream to a new goroutine that waits for it
-// (awaitStream) and returns: the goroutine that waits for minutes under a
-// parked call then holds the smallest stack the runtime gives, rather than
-// the one this goroutine grew reading and handling messages (8 KiB; it
-// would shrink only at a garbage collection, and only to 4). waited says
-// that the caller has just waited: the next message is read at once. It
-// reports whether it handed the stream on; if not, the answer is over and
-// the caller calls finished.
-func (c *Call) readStream(rd *MessageReader, body io.ReadCloser, resumes int, waited bool) (handed bool) {
+// next message has not arrived (Next returns ErrWouldBlock), it hands the
+// stream to a new goroutine that waits for it (awaitStream) and returns:
+// the goroutine that waits, for minutes under a parked call, then holds
+// the smallest stack the runtime gives, rather than the one this goroutine
+// grew reading and handling messages (8 KiB; it would shrink only at a
+// garbage collection, and only to 4). It reports whether it handed the
+// stream on; if not, the answer is over and the caller calls finished.
+func (c *Call) readStream(rd *MessageReader, body io.ReadCloser, resumes int) (handed bool) {
 	for ; ; resumes++ {
 		for {
-			if !waited && rd.WouldWait() {
+			m, err := rd.Next()
+			if err == ErrWouldBlock {
 				go c.awaitStream(rd, body, resumes)
 				return true
 			}
-			waited = false
-			m, err := rd.Next()
 			if err != nil {
 				body.Close()
 				if rd, body = c.resumeStream(rd, err, resumes); rd == nil {
@@ -321,7 +319,7 @@ func (c *Call) readStream(rd *MessageReader, body io.ReadCloser, resumes int, wa
 // awaitStream waits for the stream's next bytes, then reads on.
 func (c *Call) awaitStream(rd *MessageReader, body io.ReadCloser, resumes int) {
 	rd.WaitReadable()
-	if !c.readStream(rd, body, resumes, true) {
+	if !c.readStream(rd, body, resumes) {
 		c.finished()
 	}
 }
@@ -358,6 +356,7 @@ func (c *Call) resumeStream(rd *MessageReader, err error, resumes int) (*Message
 		return nil, nil
 	}
 	next := NewMessageReader(resp, maxResponse)
+	next.YieldWhenIdle()
 	next.lastID, next.retry, next.hasRetry = lastID, rd.retry, rd.hasRetry
 	return next, resp.Body
 }

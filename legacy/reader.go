@@ -53,6 +53,9 @@ func (r *MessageReader) Next() (Message, error) {
 	}
 	for {
 		ev, err := r.events.Next()
+		if err == sse.ErrWouldBlock {
+			return Message{}, err
+		}
 		if err != nil {
 			return Message{}, streamError(err)
 		}
@@ -68,38 +71,37 @@ func (r *MessageReader) Next() (Message, error) {
 	}
 }
 
-// WaitReadable waits until the stream's next read may return something,
-// when the answer's body can tell (a ConnClient's): nothing of the stream
-// is buffered and its connection has no bytes yet. A goroutine that reads a
-// long-lived stream calls it before Next, so that it waits with a shallow
-// stack, which the runtime then shrinks (a parked call has two such
-// goroutines). It reads nothing: Next still returns what comes, or the end.
-func (r *MessageReader) WaitReadable() {
-	if r.events == nil || !r.events.Idle() {
-		return
+// ErrWouldBlock is returned by Next, after YieldWhenIdle, when the next
+// message has not arrived: nothing is buffered and the connection has no
+// bytes. Next may be called again (after WaitReadable, say).
+var ErrWouldBlock = sse.ErrWouldBlock
+
+// YieldWhenIdle makes Next return ErrWouldBlock rather than wait for the
+// upstream, when the body can tell (a ConnClient's, over plain TCP). A
+// goroutine that reads a long-lived stream then waits with WaitReadable, on
+// a fresh goroutine (see Call.readStream): a parked call has two such
+// streams.
+func (r *MessageReader) YieldWhenIdle() {
+	if w, ok := r.body.(waiter); ok && r.events != nil && w.CanWait() {
+		r.events.YieldWhen(w.WouldBlock)
 	}
-	if w, ok := r.body.(waiter); ok && w.CanWait() {
-		r.events.Release() // no read buffer held while waiting
+}
+
+// WaitReadable waits until the connection has bytes for the stream (or its
+// end), when the body can tell, holding no read buffer meanwhile. It reads
+// nothing: Next still returns what comes, or the end.
+func (r *MessageReader) WaitReadable() {
+	if w, ok := r.body.(waiter); ok && r.events != nil && w.CanWait() {
+		r.events.Release()
 		w.WaitReadable()
 	}
 }
 
-// WouldWait reports whether WaitReadable would wait for the connection:
-// nothing of the stream is buffered, and its body can wait (a ConnClient's
-// over plain TCP). A reader may then hand the stream to a new goroutine
-// that waits: see Call.readStream.
-func (r *MessageReader) WouldWait() bool {
-	if r.events == nil || !r.events.Idle() {
-		return false
-	}
-	w, ok := r.body.(waiter)
-	return ok && w.CanWait()
-}
-
 // waiter is a body that can wait for its connection (ConnClient's).
 type waiter interface {
-	WaitReadable()
 	CanWait() bool
+	WouldBlock() bool
+	WaitReadable()
 }
 
 // eventMessage returns the message of an event's data: KindInvalid for

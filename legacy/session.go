@@ -157,8 +157,9 @@ func (s *Session) listenFrom(ctx, rctx context.Context, backoff time.Duration) {
 			// The reader keeps the body only: the request and the
 			// headers (a kilobyte or so) need not live as long as the
 			// stream.
-			body := resp.Body
-			if s.readInbox(ctx, rctx, body, NewMessageReader(resp, maxResponse), backoff, false) {
+			body, rd := resp.Body, NewMessageReader(resp, maxResponse)
+			rd.YieldWhenIdle()
+			if s.readInbox(ctx, rctx, body, rd, backoff) {
 				return
 			}
 			body.Close()
@@ -173,21 +174,19 @@ func (s *Session) listenFrom(ctx, rctx context.Context, backoff time.Duration) {
 // readInbox reads the GET stream's messages into the inbox until the stream
 // ends. It reads on the listening goroutine itself: a session waiting
 // between calls (or under a parked call) costs one goroutine for this
-// stream, not two. When no message has arrived yet (and the connection can
-// tell), it hands the stream to a new goroutine that waits for one
-// (awaitInbox), as Call.readStream does, and reports true; waited says the
-// caller has just waited.
-func (s *Session) readInbox(ctx, rctx context.Context, body io.Closer, rd *MessageReader, backoff time.Duration, waited bool) (handed bool) {
+// stream, not two. When the next message has not arrived (Next returns
+// ErrWouldBlock), it hands the stream to a new goroutine that waits for one
+// (awaitInbox), as Call.readStream does, and reports true.
+func (s *Session) readInbox(ctx, rctx context.Context, body io.Closer, rd *MessageReader, backoff time.Duration) (handed bool) {
 	if !rd.IsStream() {
 		return false
 	}
 	for {
-		if !waited && rd.WouldWait() {
+		m, err := rd.Next()
+		if err == ErrWouldBlock {
 			go s.awaitInbox(ctx, rctx, body, rd, backoff)
 			return true
 		}
-		waited = false
-		m, err := rd.Next()
 		if err != nil {
 			return false
 		}
@@ -203,7 +202,7 @@ func (s *Session) readInbox(ctx, rctx context.Context, body io.Closer, rd *Messa
 // stream ends, it requests it again as listenFrom does.
 func (s *Session) awaitInbox(ctx, rctx context.Context, body io.Closer, rd *MessageReader, backoff time.Duration) {
 	rd.WaitReadable()
-	if s.readInbox(ctx, rctx, body, rd, backoff, true) {
+	if s.readInbox(ctx, rctx, body, rd, backoff) {
 		return
 	}
 	body.Close()

@@ -80,3 +80,35 @@ func TestWaitReadableEndsOnClose(t *testing.T) {
 		t.Fatal("Next after Close: no error")
 	}
 }
+
+// nextWaiting is Next for a reader that yields: it waits whenever Next
+// would block.
+func nextWaiting(rd *MessageReader) (Message, error) {
+	for {
+		m, err := rd.Next()
+		if err != ErrWouldBlock {
+			return m, err
+		}
+		rd.WaitReadable()
+	}
+}
+
+// With YieldWhenIdle, Next returns ErrWouldBlock instead of waiting, and
+// goes on once the connection has bytes; comments in between are skipped.
+func TestYieldWhenIdle(t *testing.T) {
+	more := make(chan string, 1)
+	resp, rd := openStream(t, sseServer(t, more))
+	defer resp.Body.Close()
+	rd.YieldWhenIdle()
+	if _, err := rd.Next(); err != ErrWouldBlock {
+		t.Fatalf("Next with nothing sent: %v, want ErrWouldBlock", err)
+	}
+	more <- "second"
+	if m, err := nextWaiting(rd); err != nil || m.Method != "second" {
+		t.Fatalf("second message: %v, %q", err, m.Method)
+	}
+	resp.Body.Close()
+	if _, err := nextWaiting(rd); err == nil || err == ErrWouldBlock {
+		t.Fatalf("Next after Close: %v", err)
+	}
+}

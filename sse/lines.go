@@ -58,6 +58,9 @@ func (r *Reader) readLine() ([]byte, error) {
 		if r.srcErr != nil {
 			return nil, r.srcErr
 		}
+		if r.wouldBlock != nil && r.wouldBlock() {
+			return nil, ErrWouldBlock
+		}
 		r.fill()
 	}
 }

@@ -24,6 +24,12 @@ const readBufSize = 512
 // larger one, left by a large event, is released after dispatch.
 const keepDataCap = 64 << 10
 
+// ErrWouldBlock is returned by [Reader.Next] when the Reader needs more
+// input and the function given to [Reader.YieldWhen] says that reading it
+// would block. It is not terminal: the Reader keeps what it has read, and
+// a later Next goes on.
+var ErrWouldBlock = errors.New("sse: no input yet")
+
 // ErrEventTooLarge is returned by [Reader.Next] when a single line, or the
 // accumulated ID, type and data of one event, exceeds the Reader's limit.
 var ErrEventTooLarge = errors.New("sse: event too large")
@@ -71,6 +77,8 @@ type Reader struct {
 	scanned int   // how much of buf[rpos:wpos] is known to hold no CR or LF
 	srcErr  error // error from src, reported once buf holds no complete line
 	err     error // terminal error, returned by every later Next
+
+	wouldBlock func() bool // see YieldWhen
 
 	bomDone bool // the start of the stream has been checked for a BOM
 	skipLF  bool // the last line ended in CR at the end of buf; drop a leading LF
@@ -123,6 +131,9 @@ func (r *Reader) Next() (Event, error) {
 	}
 	for {
 		line, err := r.readLine()
+		if err == ErrWouldBlock {
+			return Event{}, err
+		}
 		if err != nil {
 			r.fail(err)
 			return Event{}, r.err
@@ -154,6 +165,12 @@ func (r *Reader) Next() (Event, error) {
 func (r *Reader) Idle() bool {
 	return r.rpos == r.wpos && r.srcErr == nil && r.err == nil
 }
+
+// YieldWhen makes Next return [ErrWouldBlock], rather than read, when it
+// needs more input and wouldBlock reports true: a caller that waits for
+// input elsewhere (with a shallower stack, say) then calls Next again.
+// wouldBlock must report true only when a read of the source would block.
+func (r *Reader) YieldWhen(wouldBlock func() bool) { r.wouldBlock = wouldBlock }
 
 // bufPool holds the read buffers of idle Readers (see Release).
 var bufPool = sync.Pool{New: func() any { return new([readBufSize]byte) }}

@@ -55,3 +55,30 @@ func TestReleaseKeepsBufferedInput(t *testing.T) {
 		t.Fatalf("second: %v %q", err, ev.Data)
 	}
 }
+
+// With YieldWhen, Next returns ErrWouldBlock where it would read, keeps
+// the partial event, and completes it on a later call.
+func TestYieldWhen(t *testing.T) {
+	src := &stepReader{}
+	r := NewReader(src, 0)
+	r.YieldWhen(func() bool { return len(src.next) == 0 })
+	for _, step := range []string{": comment\n\ndata: a", "bc\n", "\n"} {
+		if _, err := r.Next(); err != ErrWouldBlock {
+			t.Fatalf("before %q: %v, want ErrWouldBlock", step, err)
+		}
+		src.next = []byte(step)
+	}
+	ev, err := r.Next()
+	if err != nil || string(ev.Data) != "abc" {
+		t.Fatalf("got %q, %v", ev.Data, err)
+	}
+}
+
+// stepReader returns next once, then nothing until next is set again.
+type stepReader struct{ next []byte }
+
+func (s *stepReader) Read(p []byte) (int, error) {
+	n := copy(p, s.next)
+	s.next = s.next[n:]
+	return n, nil
+}
