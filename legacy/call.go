@@ -26,7 +26,9 @@ type Call struct {
 	ID json.RawMessage
 
 	session *Session
-	resp    *http.Response
+	resp    *http.Response // its Request and Header are dropped once read starts
+	// upstreamSession is the answer's Mcp-Session-Id header (initialize).
+	upstreamSession string
 	bodyMu  sync.Mutex
 	body    io.ReadCloser // the live stream (resumption replaces it)
 	closed  bool          // Close ran (under bodyMu)
@@ -240,11 +242,11 @@ func (c *Call) OnFailure(f func()) {
 }
 
 func (c *Call) read() {
-	// The request (its headers, URL and body: the call's arguments) need
-	// not live as long as the answer, which a parked call holds for
-	// minutes. Nothing reads it from the response.
-	c.resp.Request = nil
+	// The request (its headers, URL and body: the call's arguments) and
+	// the answer's headers need not live as long as the answer, which a
+	// parked call holds for minutes.
 	rd := NewMessageReader(c.resp, maxResponse)
+	c.resp.Request, c.resp.Header = nil, nil
 	if !rd.IsStream() {
 		c.readJSON(rd)
 		c.finished()

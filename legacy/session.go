@@ -93,7 +93,7 @@ func Open(ctx context.Context, client Doer, url string, header http.Header, caps
 		return nil, fmt.Errorf("initializing upstream session: %w", err)
 	}
 	defer c.Close()
-	s.ID = UpstreamSessionID(c.resp.Header.Get("Mcp-Session-Id"))
+	s.ID = UpstreamSessionID(c.upstreamSession)
 	msg, err := c.Final()
 	if err != nil {
 		return nil, fmt.Errorf("initializing upstream session: %w", err)
@@ -313,7 +313,7 @@ func (s *Session) answered(ctx context.Context, cancel context.CancelFunc, id js
 		cancel()
 		return nil, err
 	}
-	c := &Call{ID: id, resp: resp, session: s, ctx: ctx, cancel: cancel}
+	c := &Call{ID: id, resp: resp, session: s, ctx: ctx, cancel: cancel, upstreamSession: resp.Header.Get("Mcp-Session-Id")}
 	c.start(s.callBuffer())
 	return c, nil
 }
