@@ -27,8 +27,6 @@ type Call struct {
 
 	session *Session
 	resp    *http.Response // its Request and Header are dropped once read starts
-	// upstreamSession is the answer's Mcp-Session-Id header (initialize).
-	upstreamSession string
 	bodyMu  sync.Mutex
 	body    io.ReadCloser // the live stream (resumption replaces it)
 	closed  bool          // Close ran (under bodyMu)
@@ -38,6 +36,9 @@ type Call struct {
 	done    chan struct{}
 	err     error
 	once    sync.Once
+
+	// upstreamSession is the answer's Mcp-Session-Id header (initialize).
+	upstreamSession string
 
 	endMu sync.Mutex
 	ended bool   // the reader is done and ch closed
