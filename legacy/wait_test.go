@@ -2,8 +2,14 @@ package legacy
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"runtime/pprof"
+	"strings"
 	"testing"
+	"time"
 )
 
 // sseServer answers every request with an SSE stream: one event, then one
@@ -110,5 +116,64 @@ func TestYieldWhenIdle(t *testing.T) {
 	resp.Body.Close()
 	if _, err := nextWaiting(rd); err == nil || err == ErrWouldBlock {
 		t.Fatalf("Next after Close: %v", err)
+	}
+}
+
+// TestParkedCallWaitsShallow: a parked call's reader, once the upstream
+// has sent nothing but a comment after its question, waits for the
+// connection on a goroutine of its own (awaitStream), not inside the SSE
+// reader's read — where its stack would be 8 KiB instead of 2.
+func TestParkedCallWaitsShallow(t *testing.T) {
+	comment := make(chan struct{})
+	sent := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"elicitation/create\",\"params\":{}}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-comment:
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprint(w, ": keep-alive\n\n")
+		w.(http.Flusher).Flush()
+		close(sent)
+		<-r.Context().Done()
+	}))
+	t.Cleanup(ts.Close)
+	s := &Session{URL: ts.URL, client: NewConnClient(ConnOptions{})}
+	c, err := s.Call(t.Context(), "tools/call", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if m, err := c.Next(); err != nil || m.Kind != KindRequest {
+		t.Fatalf("question: %v %q", err, m.Raw)
+	}
+	c.Park()
+	close(comment)
+	<-sent
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var b strings.Builder
+		pprof.Lookup("goroutine").WriteTo(&b, 2)
+		dump := b.String()
+		waiting, deep := false, false
+		for _, g := range strings.Split(dump, "\n\n") {
+			if !strings.Contains(g, "legacy.(*Call).") {
+				continue
+			}
+			waiting = waiting || strings.Contains(g, "legacy.(*Call).awaitStream") && strings.Contains(g, "legacy.(*body).WaitReadable")
+			deep = deep || strings.Contains(g, "sse.(*Reader).fill")
+		}
+		// Readers of other tests' calls may still be ending: the loop
+		// looks again until the deadline.
+		if waiting && !deep {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no reader waits in awaitStream, or one waits in the SSE reader:\n%s", dump)
+		}
+		runtime.Gosched()
 	}
 }
