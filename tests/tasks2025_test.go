@@ -199,3 +199,44 @@ func TestTasks2025(t *testing.T) {
 		}
 	})
 }
+
+// TestTasks2025LegacyClient: a 2025 client using the TypeScript SDK 1.x's
+// experimental tasks API (callToolStream) through the gateway's pinned
+// pass-through keeps working with the upstream's 2025 tasks: it sees the
+// server's tasks capability, gets a task, polls it, answers the question
+// delivered on tasks/result, and reads the result.
+func TestTasks2025LegacyClient(t *testing.T) {
+	up := startTasks2025Server(t)
+	g := startGateway(t, upstreamBlock(up, "legacy"))
+	for _, c := range []struct {
+		tool, args, text string
+		elicitations     int
+	}{
+		{"slow_task", `{"seconds":1}`, "Done after 1s", 0},
+		{"ask_task", `{"filename":"b.txt"}`, "Deleted b.txt", 1},
+	} {
+		out, err := runNodeScript(t, "tasks2025-client.mjs", g.URL, c.tool, c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			ServerTasks  bool
+			Types        []string
+			Elicitations int
+			TaskID       *string
+			Result       *struct {
+				Content []struct{ Text string }
+			}
+			Error *string
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("%s: %v", out, err)
+		}
+		if !got.ServerTasks || got.TaskID == nil || len(got.Types) < 2 || got.Types[0] != "taskCreated" || got.Types[len(got.Types)-1] != "result" {
+			t.Fatalf("%s: want the server's tasks, a task created, then its result: %s", c.tool, out)
+		}
+		if got.Error != nil || got.Result == nil || len(got.Result.Content) == 0 || got.Result.Content[0].Text != c.text || got.Elicitations != c.elicitations {
+			t.Fatalf("%s: want %q after %d elicitation(s): %s", c.tool, c.text, c.elicitations, out)
+		}
+	}
+}

@@ -74,12 +74,15 @@ function newServer() {
     inputSchema: { filename: z.string() },
     execution: { taskSupport: 'optional' },
   }, handlers(({ filename }, store, id) => later(0, async () => {
+    // As the SDK's own extra.sendRequest does for a request within a task.
+    await store.updateTaskStatus(id, 'input_required');
     const answer = await server.server.elicitInput({
       mode: 'form',
       message: `Delete ${filename}?`,
       requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] },
     }, { relatedTask: { taskId: id } });
     const yes = answer.action === 'accept' && answer.content?.confirm === true;
+    await store.updateTaskStatus(id, 'working');
     await store.storeTaskResult(id, 'completed', { content: [{ type: 'text', text: `${yes ? 'Deleted' : 'Kept'} ${filename}` }] });
   })));
 
