@@ -9,6 +9,7 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,21 @@ func startTasks2025Server(t *testing.T) string {
 	cmd.Dir = testsDir(t)
 	startPeer(t, "tasks2025-server", cmd).waitUp(t, u)
 	return u
+}
+
+// seenUpstream returns what the fixture at up was sent (GET /seen).
+func seenUpstream(t *testing.T, up string) []string {
+	t.Helper()
+	resp, err := http.Get(strings.TrimSuffix(up, "/mcp") + "/seen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var seen []string
+	if err := json.NewDecoder(resp.Body).Decode(&seen); err != nil {
+		t.Fatal(err)
+	}
+	return seen
 }
 
 // task2025View is a 2026 task as the client must see it: flat, integer
@@ -142,6 +158,21 @@ func TestTasks2025(t *testing.T) {
 		if v := parseTask2025(t, alice.task(g.URL, "tasks/get", created.TaskID, nil)); v.Status != "cancelled" {
 			t.Fatalf("after tasks/cancel: %+v", v)
 		}
+		// The upstream was sent tasks/cancel, once, for the task whose
+		// tasks/result the gateway holds.
+		var cancels []string
+		results := map[string]bool{}
+		for _, m := range seenUpstream(t, up) {
+			if id, ok := strings.CutPrefix(m, "tasks/cancel "); ok {
+				cancels = append(cancels, id)
+			}
+			if id, ok := strings.CutPrefix(m, "tasks/result "); ok {
+				results[id] = true
+			}
+		}
+		if len(cancels) != 1 || !results[cancels[0]] {
+			t.Fatalf("upstream tasks/cancel %v (tasks/result for %v): want one, for the task", cancels, results)
+		}
 	})
 
 	t.Run("input_required", func(t *testing.T) {
@@ -196,6 +227,11 @@ func TestTasks2025(t *testing.T) {
 		// The upstream's tasks/result and tasks/list are not the client's.
 		for _, m := range []string{"tasks/result", "tasks/list"} {
 			wantRPCError(t, alice.send(g.URL, m, "", map[string]any{"taskId": "x"}, taskCaps()), -32601, m)
+		}
+		for _, m := range seenUpstream(t, up) {
+			if m == "tasks/result x" || strings.HasPrefix(m, "tasks/list") {
+				t.Fatalf("a modern client's %s reached the upstream", m)
+			}
 		}
 	})
 }

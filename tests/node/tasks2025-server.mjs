@@ -18,6 +18,10 @@
 //   failing_task{}        optional: a task that fails after 300 ms
 //   echo{text}            a plain tool (no tasks)
 //
+// GET /seen answers the JSON-RPC methods it was sent, in order, each as
+// "method" or "method taskId" (tasks/*), so that tests can see what reached
+// it.
+//
 // usage: node tasks2025-server.mjs <port>
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
@@ -99,6 +103,7 @@ function newServer() {
 }
 
 const transports = new Map(); // session id -> transport
+const seen = [];               // see GET /seen
 
 function readBody(req) {
   return new Promise((resolve, reject) => {
@@ -114,8 +119,17 @@ function readBody(req) {
 
 const httpServer = http.createServer(async (req, res) => {
   try {
+    if (req.url === '/seen') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(seen));
+      return;
+    }
     if (!req.url.startsWith('/mcp')) { res.writeHead(404).end(); return; }
     const body = req.method === 'POST' ? await readBody(req) : undefined;
+    for (const m of Array.isArray(body) ? body : [body]) {
+      if (typeof m?.method === 'string') {
+        seen.push(m.method.startsWith('tasks/') ? `${m.method} ${m.params?.taskId}` : m.method);
+      }
+    }
     const sid = req.headers['mcp-session-id'];
     let transport = sid ? transports.get(sid) : undefined;
     if (!transport) {
