@@ -276,3 +276,36 @@ func TestTasks2025LegacyClient(t *testing.T) {
 		}
 	}
 }
+
+// TestTasks2025Fleet: an upstream's task lives on the instance holding its
+// upstream session; its taskId (which wraps the upstream's task id and
+// session) names that owner, so tasks/get and tasks/update sent to other
+// instances reach it, and another principal sees nothing anywhere.
+func TestTasks2025Fleet(t *testing.T) {
+	up := startTasks2025Server(t)
+	fleet := startFleet(t, upstreamBlock(up, "legacy"), "peer")
+	alice := &taskClient{t: t, auth: "Bearer alice"}
+	bob := &taskClient{t: t, auth: "Bearer bob"}
+	if x := alice.send(fleet[0].URL, "tools/list", "", map[string]any{}, taskCaps()); x.Resp == nil || x.Resp.Error != nil {
+		t.Fatalf("tools/list: %s", x)
+	}
+	created := parseTask2025(t, alice.send(fleet[0].URL, "tools/call", "ask_task",
+		map[string]any{"name": "ask_task", "arguments": map[string]any{"filename": "c.txt"}}, taskCaps()))
+	asked := alice.until2025(fleet[1].URL, created.TaskID, "input_required")
+	for _, g := range fleet {
+		wantRPCError(t, bob.task(g.URL, "tasks/get", created.TaskID, nil), -32602, "another principal's tasks/get")
+	}
+	var key string
+	for k := range asked.InputRequests {
+		key = k
+	}
+	x := alice.task(fleet[2].URL, "tasks/update", created.TaskID, map[string]any{"inputResponses": map[string]any{
+		key: map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}}})
+	if x.Resp == nil || x.Resp.Error != nil || string(x.Resp.Result) != `{"resultType":"complete"}` {
+		t.Fatalf("tasks/update through another instance: %s", x)
+	}
+	done := alice.until2025(fleet[1].URL, created.TaskID, "completed")
+	if done.Result == nil || len(done.Result.Content) == 0 || done.Result.Content[0].Text != "Deleted c.txt" {
+		t.Fatalf("completed task %+v, want Deleted c.txt", done)
+	}
+}
