@@ -26,8 +26,17 @@ const upstreamTaskTimeout = 10 * time.Second
 func (b *Bridge) run2025(t *task2025) {
 	defer b.taskRuns.Done()
 	c := t.c
+	// t's stop ends the upstream requests too: tasks/result may not even
+	// have its headers yet (some servers send them with the first message).
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
+	go func() {
+		select {
+		case <-t.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	healthy := false
 	defer func() { b.pool.Release(c.key, c.sess, healthy) }()
 
