@@ -142,6 +142,7 @@ type Bridge struct {
 	taskSets map[*BridgeOptions]*taskSet
 	taskRuns sync.WaitGroup // runTask and run2025 goroutines
 	support  taskSupport    // the upstreams' own execution.taskSupport
+	lister   toolLister     // when the bridge listed an upstream's tools itself
 	// tasks25 are the upstreams' own tasks (2025 experimental tasks,
 	// bridge_task2025.go), under tmu.
 	tasks25 map[[16]byte]*task2025
@@ -326,8 +327,8 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 		return Served{Outcome: OutcomeRefused}
 	}
 	r.hosting = hosting
-	c, rerr := b.start(ctx, &r, params)
-	if rerr != nil && hosting != nil {
+	c, rerr := b.start(ctx, &r, params) // may set r.hosting (learnToolTasks)
+	if rerr != nil && r.hosting != nil {
 		b.releaseTaskPlace(r.Options, r.Principal)
 	}
 	if rerr != nil {
@@ -349,7 +350,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 		b.listen(ctx, c, r, params, sink)
 		return Served{}
 	}
-	if hosting != nil {
+	if hosting = r.hosting; hosting != nil {
 		c.taskRule, c.taskPlaced = hosting, true
 		if c.upTask {
 			// The upstream runs the task itself (bridge_task2025.go).

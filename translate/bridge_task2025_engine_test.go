@@ -22,13 +22,15 @@ import (
 //
 //   - ask: tasks/result asks {x} in-line (related-task _meta), then answers
 //     "got {x}";
-//   - hang: tasks/result never even sends its headers.
+//   - hang: tasks/result never even sends its headers;
+//   - must (taskSupport required): as hang.
 type fake2025 struct {
 	mu      sync.Mutex
 	n       int
 	tasks   map[string]*fakeTask
 	cancels chan string
 	quit    chan struct{} // ends the hung tasks/result (closed at the test's end)
+	calls   []string      // the tools/call names it got
 }
 
 type fakeTask struct {
@@ -93,8 +95,13 @@ func (f *fake2025) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch m.Method {
 	case "initialize":
 		reply(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"tasks":{"requests":{"tools":{"call":{}}},"cancel":{}}},"serverInfo":{"name":"fake2025","version":"1"}}`)
+	case "tools/list":
+		reply(`{"tools":[{"name":"ask","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}},` +
+			`{"name":"hang","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}},` +
+			`{"name":"must","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}}]}`)
 	case "tools/call":
 		f.mu.Lock()
+		f.calls = append(f.calls, m.Params.Name)
 		f.n++
 		id := fmt.Sprintf("up-%d", f.n)
 		f.tasks[id] = &fakeTask{tool: m.Params.Name, status: "working", answer: make(chan json.RawMessage, 1)}
@@ -115,7 +122,7 @@ func (f *fake2025) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reply(taskObj(m.Params.TaskID))
 		}
 	case "tasks/result":
-		if ft == nil || ft.tool == "hang" {
+		if ft == nil || ft.tool != "ask" {
 			select {
 			case <-r.Context().Done():
 			case <-f.quit:
@@ -265,5 +272,31 @@ func TestTask2025CancelHung(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not cancel the running task upstream")
+	}
+}
+
+// TestTask2025LearnsTools: a client need not list the tools first; the
+// bridge lists them itself (once) to learn a tool's taskSupport, so an
+// optional tool's call becomes the upstream's task and a required tool's
+// call without the extension gets -32021 before it reaches the upstream.
+func TestTask2025LearnsTools(t *testing.T) {
+	upstream, fake := newFake2025(t)
+	b := newTestBridge(t, time.Minute)
+	t.Cleanup(func() { close(fake.quit) })
+	r := modernReq(t, upstream, "p", 1, "tools/call", "must", `"name":"must","arguments":{}`)
+	r.ClientCapabilities = []byte(`{"elicitation":{}}`)
+	a := serve(b, r)
+	if gjson.GetBytes(a.final, "error.code").Int() != MissingRequiredClientCapability || a.status != http.StatusBadRequest {
+		t.Fatalf("a required tool without the extension: %d %s", a.status, a.final)
+	}
+	a = serve(b, modernReq(t, upstream, "p", 2, "tools/call", "hang", `"name":"hang","arguments":{}`))
+	if gjson.GetBytes(a.final, "result.resultType").String() != "task" || gjson.GetBytes(a.final, "result.pollIntervalMs").Int() != 50 {
+		t.Fatalf("an optional tool never listed by the client: %s", a.final)
+	}
+	fake.mu.Lock()
+	calls := fake.calls
+	fake.mu.Unlock()
+	if len(calls) != 1 || calls[0] != "hang" {
+		t.Fatalf("tools/call upstream: %v, want just hang", calls)
 	}
 }
