@@ -228,6 +228,8 @@ var knownMethods = map[string]bool{
 	"completion/complete": true, "logging/setLevel": true,
 	"notifications/initialized": true, "notifications/cancelled": true,
 	"notifications/roots/list_changed": true, "notifications/progress": true,
+	// the Tasks extension's (the forward bridge answers them)
+	"tasks/get": true, "tasks/update": true, "tasks/cancel": true,
 	// not JSON-RPC methods: a client's answer to a server's request, and
 	// the requests without a body
 	"response": true, "GET": true, "DELETE": true,
