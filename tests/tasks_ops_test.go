@@ -54,6 +54,13 @@ func TestTaskOperations(t *testing.T) {
 		`caddy_mcp_gateway_tasks_ended_total{status="cancelled"}`:                                   -1, // none yet
 	})
 
+	// A reload keeps the tasks (the bridge outlives configurations, as
+	// for parked calls); the counters start again in the new one.
+	g.reload(t, up.block("\n\t\ttask_ttl 10m\n\t\tmax_tasks 500"))
+	adminGET(t, g, "/mcp_gateway/tasks", &list)
+	if len(list) != 2 {
+		t.Fatalf("tasks after a reload = %v, want alice's and bob's", list)
+	}
 	if x := bob.task(g.URL, "tasks/cancel", b.TaskID, nil); x.Resp == nil || x.Resp.Error != nil {
 		t.Fatalf("bob's tasks/cancel: %s", x)
 	}
@@ -69,6 +76,7 @@ func TestTaskOperations(t *testing.T) {
 		`caddy_mcp_gateway_tasks_ended_total{status="completed"}`:                                         1,
 		`caddy_mcp_gateway_tasks_ended_total{status="cancelled"}`:                                         1,
 		`caddy_mcp_gateway_requests_total{cell="modern-legacy",method="tasks/cancel",outcome="complete"}`: 1,
+		"caddy_mcp_gateway_tasks_created_total":                                                           0, // counted before the reload
 	})
 	adminGET(t, g, "/mcp_gateway/tasks", &list)
 	statuses := map[any]int{}
