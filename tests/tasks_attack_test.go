@@ -262,9 +262,11 @@ func TestTaskAttackOtherPrincipal(t *testing.T) {
 
 // TestTaskAttackOwnerGone: in a fleet whose instances advertise their
 // addresses (which the taskId carries, sealed), the instance holding a
-// task is killed; tasks/get, tasks/update and tasks/cancel for it on
-// another instance answer at once with HTTP 502 and -32603 naming the
-// owner by its id, never by its address.
+// task is frozen (SIGSTOP): tasks/get for it on another instance ends on
+// the relay's 10 s bound with HTTP 504 (-32603); thawed, it serves the
+// task again. Then it is killed: tasks/get, tasks/update and tasks/cancel
+// on the other instances answer at once with HTTP 502 and -32603 naming
+// the owner by its id. No answer shows an internal address.
 func TestTaskAttackOwnerGone(t *testing.T) {
 	up := newRecordedTaskServer(t)
 	fleet := startFleet(t, up.block(""), "advertise")
@@ -276,40 +278,73 @@ func TestTaskAttackOwnerGone(t *testing.T) {
 	}
 
 	owner := fleet[0]
+	// ask sends method for alice's task to g and returns the answer,
+	// failing the test if none comes within 30 s (a hang).
+	ask := func(g *gateway, method string, id int) (int, []byte, *rpcResponse) {
+		t.Helper()
+		m := meta(modernVersion)
+		m["io.modelcontextprotocol/clientCapabilities"] = taskCaps()
+		params := map[string]any{"_meta": m, "taskId": created.TaskID}
+		if method == "tasks/update" {
+			params["inputResponses"] = map[string]any{}
+		}
+		hdr := modernHeaders(modernVersion, method, created.TaskID)
+		hdr["Authorization"] = alice.auth
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := tryPostContext(ctx, g.URL, hdr, rpcBody(t, id, method, params))
+		if err != nil {
+			t.Fatalf("%s for the owner's task: no answer within 30s: %v", method, err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("%s for the owner's task: reading the answer: %v", method, err)
+		}
+		var r rpcResponse
+		if json.Unmarshal(body, &r) != nil {
+			t.Fatalf("%s for the owner's task: HTTP %d, not JSON-RPC: %s", method, resp.StatusCode, body)
+		}
+		return resp.StatusCode, body, &r
+	}
+	ownerAddr := fmt.Sprintf("127.0.0.1:%d", owner.Port)
+	hidden := func(what string, body []byte) {
+		t.Helper()
+		if strings.Contains(string(body), ownerAddr) || strings.Contains(string(body), "127.0.0.1") {
+			t.Fatalf("%s: the answer shows an internal address: %s", what, body)
+		}
+	}
+
+	// Frozen (SIGSTOP: it accepts connections and answers nothing): the
+	// forwarded request ends on the relay's first-byte bound, 504.
+	if err := syscall.Kill(owner.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	status, body, r := ask(fleet[1], "tasks/get", 1)
+	if err := syscall.Kill(owner.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if r.Error == nil || r.Error.Code != -32603 || status != http.StatusGatewayTimeout {
+		t.Fatalf("tasks/get with the owner frozen: want HTTP 504 and -32603, got HTTP %d %s", status, body)
+	}
+	hidden("tasks/get with the owner frozen", body)
+	// Thawed, it serves its task again.
+	if v := parseTask(t, alice.task(fleet[2].URL, "tasks/get", created.TaskID, nil)); v.Status != "working" {
+		t.Fatalf("tasks/get with the owner thawed: %+v", v)
+	}
+
+	// Gone (SIGKILL): 502 at once.
 	if err := syscall.Kill(owner.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-owner.done
-	ownerAddr := fmt.Sprintf("127.0.0.1:%d", owner.Port)
 	for i, method := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
 		for _, g := range fleet[1:] {
-			m := meta(modernVersion)
-			m["io.modelcontextprotocol/clientCapabilities"] = taskCaps()
-			params := map[string]any{"_meta": m, "taskId": created.TaskID}
-			if method == "tasks/update" {
-				params["inputResponses"] = map[string]any{}
+			status, body, r := ask(g, method, 10+i)
+			if r.Error == nil || r.Error.Code != -32603 || status != http.StatusBadGateway {
+				t.Fatalf("%s with the owner gone: want HTTP 502 and -32603, got HTTP %d %s", method, status, body)
 			}
-			hdr := modernHeaders(modernVersion, method, created.TaskID)
-			hdr["Authorization"] = alice.auth
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			resp, err := tryPostContext(ctx, g.URL, hdr, rpcBody(t, i+1, method, params))
-			if err != nil {
-				cancel()
-				t.Fatalf("%s with the owner gone: no answer within 30s: %v", method, err)
-			}
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			cancel()
-			if err != nil {
-				t.Fatalf("%s with the owner gone: reading the answer: %v", method, err)
-			}
-			var r rpcResponse
-			if json.Unmarshal(body, &r) != nil || r.Error == nil || r.Error.Code != -32603 || resp.StatusCode != http.StatusBadGateway {
-				t.Fatalf("%s with the owner gone: want HTTP 502 and -32603, got HTTP %d %s", method, resp.StatusCode, body)
-			}
-			if strings.Contains(string(body), ownerAddr) || strings.Contains(string(body), "127.0.0.1") {
-				t.Fatalf("%s with the owner gone: the answer shows an internal address: %s", method, body)
-			}
+			hidden(method+" with the owner gone", body)
 			if !strings.Contains(r.Error.Message, "unreachable") {
 				t.Errorf("%s with the owner gone: unclear message %q", method, r.Error.Message)
 			}
