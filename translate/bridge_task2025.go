@@ -52,8 +52,9 @@ type task2025 struct {
 	id      string
 	handle  [16]byte
 	princ   [16]byte
-	upID    string // the upstream's taskId (at most seal.MaxUpstreamTaskLen bytes)
-	c       *call  // the tools/call that made it: key, session, options, reports
+	upID    string    // the upstream's taskId (at most seal.MaxUpstreamTaskLen bytes)
+	c       *call     // the tools/call that made it: key, session, options, reports
+	born    time.Time // when the gateway made it (its ttl runs from here)
 	ttl     time.Duration
 	timer   *time.Timer
 	stop    chan struct{}
@@ -342,7 +343,7 @@ func (b *Bridge) newTask2025(c *call, r Request, u upstreamTask) *task2025 {
 	c.taskPlaced = false
 	c.caps = r.ClientCapabilities
 	o := c.opts
-	t := &task2025{princ: c.princ, upID: u.id, c: c, stop: make(chan struct{}),
+	t := &task2025{princ: c.princ, upID: u.id, c: c, born: time.Now(), stop: make(chan struct{}),
 		status: u.status, note: u.note, created: u.created, updated: u.updated, pollMs: u.pollMs}
 	if !knownStatus(t.status) || terminal(t.status) || t.status == taskInputRequired {
 		t.status = taskWorking // the result, or the questions, are still to fetch
@@ -500,4 +501,16 @@ func withoutRelatedTask(obj []byte) []byte {
 func taskParams(id string) []byte {
 	p, _ := json.Marshal(map[string]string{"taskId": id})
 	return p
+}
+
+// info describes t for operators (TaskList).
+func (t *task2025) info(now time.Time) TaskInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return TaskInfo{
+		ID: shortDigest("task", t.handle), Upstream: t.c.key.Upstream, Tool: t.c.name, Status: t.status,
+		Principal: shortDigest("principal", t.princ), Waiting: len(t.inputs),
+		Created: t.born, Expires: t.born.Add(t.ttl), TTLMillis: t.ttl.Milliseconds(),
+		AgeMillis: now.Sub(t.born).Milliseconds(),
+	}
 }

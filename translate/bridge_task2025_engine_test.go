@@ -224,6 +224,10 @@ func TestTask2025Engine(t *testing.T) {
 	if n := b.Tasks()[taskCompleted]; n != 6 {
 		t.Fatalf("Tasks() = %v, want 6 completed", b.Tasks())
 	}
+	list := b.TaskList()
+	if len(list) != 6 || list[0].Tool != "ask" || list[0].Upstream != upstream || list[0].Status != taskCompleted || list[0].TTLMillis != 60000 {
+		t.Fatalf("TaskList() = %+v, want the 6 tasks (ttl the upstream's 60 s)", list)
+	}
 }
 
 // TestTask2025CancelHung: a task whose tasks/result the upstream never
