@@ -307,3 +307,42 @@ func TestTasks2025Fleet(t *testing.T) {
 		t.Fatalf("completed task %+v, want Deleted c.txt", done)
 	}
 }
+
+// TestTasks2025Conformance runs the conformance suite's tasks-* scenarios
+// through the gateway in front of the 2025 fixture, whose tools are 2025
+// task tools (tests/node/tasks2025-server.mjs): each must run and pass.
+// tasks-mrtr-composition's tool asks before any task exists, so it is a
+// plain tool of the fixture's that the gateway's `task` policy hosts (the
+// gateway's own tasks, beside the upstream's).
+func TestTasks2025Conformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Node and the conformance suite; skipped with -short")
+	}
+	nodeBin(t)
+	requireLocalhostIPv4(t)
+	up := startTasks2025Server(t)
+	g := startGateway(t, upstreamBlock(up, "legacy")+"\n\t\ttask test_tool_with_task required 300ms")
+	url := localhostURL(t, g.URL)
+	for _, name := range tasksScenarios {
+		rep := conformance(t, url, "", conformanceWant{MinScored: 1}, "--scenario", name)
+		s, ok := rep.Scenarios[name]
+		if !ok {
+			t.Errorf("%s did not run", name)
+			continue
+		}
+		statuses := map[string]int{}
+		for _, c := range s.Checks {
+			statuses[c.Status]++
+		}
+		t.Logf("%s: %d checks %v", name, len(s.Checks), statuses)
+	}
+	var tasks int
+	for _, m := range seenUpstream(t, up) {
+		if strings.HasPrefix(m, "tasks/result ") {
+			tasks++
+		}
+	}
+	if tasks == 0 {
+		t.Fatal("no task of the upstream's own ran (no tasks/result reached it)")
+	}
+}

@@ -18,6 +18,18 @@
 //   failing_task{}        optional: a task that fails after 300 ms
 //   echo{text}            a plain tool (no tasks)
 //
+// and, for the conformance suite's tasks-* scenarios (../shared/TASKS.md
+// lists what they expect), the same tools as 2025 task tools:
+//   slow_compute{seconds,label} optional, completes after `seconds`
+//   failing_job{}               required, completes after 1 s with isError
+//   protocol_error_job{}        required, fails after 500 ms
+//   confirm_delete{filename}    optional, asks "Delete {filename}?"
+//   multi_input{}               optional, asks two names at once
+//   greet{name}                 a plain tool, "Hello, {name}!"
+//   test_tool_with_task{}       a plain tool that asks a name in-line at
+//                               once (no task: the gateway's task policy
+//                               makes it one), then works 1.5 s
+//
 // GET /seen answers the JSON-RPC methods it was sent, in order, each as
 // "method" or "method taskId" (tasks/*), so that tests can see what reached
 // it.
@@ -28,7 +40,7 @@ import { randomUUID } from 'node:crypto';
 import * as z from 'zod/v4';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { ElicitResultSchema, isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { InMemoryTaskStore, InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js';
 
 const port = Number(process.argv[2]);
@@ -96,6 +108,58 @@ function newServer() {
     execution: { taskSupport: 'optional' },
   }, handlers((_args, store, id) => later(300, () =>
     store.storeTaskResult(id, 'failed', { content: [{ type: 'text', text: 'the job broke' }], isError: true }))));
+
+  // The conformance suite's tools (see the header).
+  const text = (t) => ({ content: [{ type: 'text', text: t }] });
+  const ask = (id, message, properties) => server.server.elicitInput({
+    mode: 'form', message, requestedSchema: { type: 'object', properties },
+  }, { relatedTask: { taskId: id } });
+  server.experimental.tasks.registerToolTask('slow_compute', {
+    inputSchema: { seconds: z.number(), label: z.string().optional() },
+    execution: { taskSupport: 'optional' },
+  }, handlers(({ seconds, label }, store, id) => later(seconds * 1000, () =>
+    store.storeTaskResult(id, 'completed', text(`computed ${label ?? ''} in ${seconds}s`)))));
+  server.experimental.tasks.registerToolTask('failing_job', {
+    inputSchema: {},
+    execution: { taskSupport: 'required' },
+  }, handlers((_args, store, id) => later(1000, () =>
+    store.storeTaskResult(id, 'completed', { ...text('the job failed'), isError: true }))));
+  server.experimental.tasks.registerToolTask('protocol_error_job', {
+    inputSchema: {},
+    execution: { taskSupport: 'required' },
+  }, handlers((_args, store, id) => later(500, () =>
+    store.storeTaskResult(id, 'failed', { ...text('internal error in the job'), isError: true }))));
+  server.experimental.tasks.registerToolTask('confirm_delete', {
+    inputSchema: { filename: z.string() },
+    execution: { taskSupport: 'optional' },
+  }, handlers(({ filename }, store, id) => later(0, async () => {
+    await store.updateTaskStatus(id, 'input_required');
+    const answer = await ask(id, `Delete ${filename}?`, { confirm: { type: 'boolean' } });
+    await store.updateTaskStatus(id, 'working');
+    await store.storeTaskResult(id, 'completed', text(answer.content?.confirm ? `Deleted ${filename}` : `Kept ${filename}`));
+  })));
+  server.experimental.tasks.registerToolTask('multi_input', {
+    inputSchema: {},
+    execution: { taskSupport: 'optional' },
+  }, handlers((_args, store, id) => later(0, async () => {
+    await store.updateTaskStatus(id, 'input_required');
+    const [a, b] = await Promise.all([
+      ask(id, 'First name?', { name: { type: 'string' } }),
+      ask(id, 'Second name?', { name: { type: 'string' } }),
+    ]);
+    await store.updateTaskStatus(id, 'working');
+    await store.storeTaskResult(id, 'completed', text(`Got ${a.content?.name} and ${b.content?.name}`));
+  })));
+  server.registerTool('greet', { inputSchema: { name: z.string() } },
+    async ({ name }) => text(`Hello, ${name}!`));
+  server.registerTool('test_tool_with_task', { inputSchema: {} }, async (_args, extra) => {
+    const answer = await extra.sendRequest({
+      method: 'elicitation/create',
+      params: { mode: 'form', message: 'What is your name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } } } },
+    }, ElicitResultSchema);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    return text(`Hello, ${answer.content?.name}!`);
+  });
 
   server.registerTool('echo', { description: 'Echoes its text.', inputSchema: { text: z.string() } },
     async ({ text }) => ({ content: [{ type: 'text', text }] }));
