@@ -23,7 +23,9 @@ import (
 //   - ask: tasks/result asks {x} in-line (related-task _meta), then answers
 //     "got {x}";
 //   - hang: tasks/result never even sends its headers;
-//   - must (taskSupport required): as hang.
+//   - must (taskSupport required): as hang;
+//   - flaky: as ask, but its first tasks/result stream ends empty;
+//   - dead: every tasks/result stream ends empty.
 type fake2025 struct {
 	mu      sync.Mutex
 	n       int
@@ -36,6 +38,7 @@ type fake2025 struct {
 type fakeTask struct {
 	tool, status string
 	answer       chan json.RawMessage // the response to its question
+	results      int                  // tasks/result calls
 }
 
 func newFake2025(t *testing.T) (string, *fake2025) {
@@ -122,7 +125,17 @@ func (f *fake2025) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reply(taskObj(m.Params.TaskID))
 		}
 	case "tasks/result":
-		if ft == nil || ft.tool != "ask" {
+		f.mu.Lock()
+		if ft != nil {
+			ft.results++
+		}
+		empty := ft != nil && (ft.tool == "dead" || ft.tool == "flaky" && ft.results == 1)
+		f.mu.Unlock()
+		if empty {
+			w.Header().Set("Content-Type", "text/event-stream")
+			return
+		}
+		if ft == nil || (ft.tool != "ask" && ft.tool != "flaky") {
 			select {
 			case <-r.Context().Done():
 			case <-f.quit:
@@ -302,5 +315,39 @@ func TestTask2025LearnsTools(t *testing.T) {
 	fake.mu.Unlock()
 	if len(calls) != 1 || calls[0] != "hang" {
 		t.Fatalf("tools/call upstream: %v, want just hang", calls)
+	}
+}
+
+// TestTask2025ResultStreamEnds: a tasks/result stream that ends without
+// the result is called again (the task and its question carry on); one
+// that keeps ending fails the task after maxResultCalls calls.
+func TestTask2025ResultStreamEnds(t *testing.T) {
+	upstream, fake := newFake2025(t)
+	b := newTestBridge(t, time.Minute)
+	t.Cleanup(func() { close(fake.quit) })
+	b.support.learn(upstream, []byte(`{"tools":[{"name":"flaky","execution":{"taskSupport":"optional"}},{"name":"dead","execution":{"taskSupport":"optional"}}]}`))
+
+	a := serve(b, modernReq(t, upstream, "p", 1, "tools/call", "flaky", `"name":"flaky","arguments":{}`))
+	id := gjson.GetBytes(a.final, "result.taskId").String()
+	asked := pollTask(t, b, upstream, "p", id, func(r gjson.Result) bool { return r.Get("status").String() == "input_required" })
+	key := ""
+	asked.Get("inputRequests").ForEach(func(k, _ gjson.Result) bool { key = k.String(); return false })
+	serve(b, modernReq(t, upstream, "p", 2, "tasks/update", id, fmt.Sprintf(`"taskId":%q,"inputResponses":{%q:{"action":"accept","content":{"x":"y"}}}`, id, key)))
+	if done := pollTask(t, b, upstream, "p", id, func(r gjson.Result) bool { return terminal(r.Get("status").String()) }); done.Get("result.content.0.text").String() != "got y" {
+		t.Fatalf("after a broken tasks/result: %s", done.Raw)
+	}
+
+	a = serve(b, modernReq(t, upstream, "p", 3, "tools/call", "dead", `"name":"dead","arguments":{}`))
+	id = gjson.GetBytes(a.final, "result.taskId").String()
+	failed := pollTask(t, b, upstream, "p", id, func(r gjson.Result) bool { return terminal(r.Get("status").String()) })
+	if failed.Get("status").String() != taskFailed || !strings.Contains(failed.Get("error.message").String(), "without a result") {
+		t.Fatalf("a tasks/result that keeps ending: %s", failed.Raw)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	for _, ft := range fake.tasks {
+		if ft.tool == "dead" && ft.results != maxResultCalls {
+			t.Fatalf("tasks/result called %d times for dead, want %d", ft.results, maxResultCalls)
+		}
 	}
 }

@@ -19,8 +19,13 @@ import (
 // upstreamTaskTimeout bounds one tasks/get or tasks/cancel upstream.
 const upstreamTaskTimeout = 10 * time.Second
 
+// maxResultCalls bounds the tasks/result calls in a row whose stream ends
+// without the result or a new question: the task then fails.
+const maxResultCalls = 3
+
 // run2025 calls tasks/result on t's session and reads it until the result,
-// an error, or t's stop: the questions it delivers in-line become t's
+// an error, or t's stop (calling it again when its stream ends first, up to
+// maxResultCalls in a row): the questions it delivers in-line become t's
 // inputRequests (after TaskGather, so that siblings show together). At the
 // end the session goes back to the pool.
 func (b *Bridge) run2025(t *task2025) {
@@ -58,73 +63,93 @@ func (b *Bridge) run2025(t *task2025) {
 		b.report(c, outcome, why)
 		b.taskEvent(c, "ended", status)
 	}
-	up, err := c.sess.Call(ctx, "tasks/result", taskParams(t.upID))
-	if err != nil {
-		select {
-		case <-t.stop:
-			let("task cancelled")
-		default:
-			b.fail2025(t, upstreamFailure("the upstream refused tasks/result", err))
+	var up *legacy.Call
+	defer func() {
+		if up != nil {
+			up.Close()
 		}
-		return
-	}
-	defer up.Close()
+	}()
 	var gather <-chan time.Time
-	msgs := up.Messages()
+	calls := 0 // tasks/result calls since the last question
+follow:
 	for {
-		var m legacy.Message
-		ok := true
-		select {
-		case m, ok = <-msgs:
-		case <-c.sess.Inbox():
-			continue
-		case <-gather:
-			gather = nil
-			t.mu.Lock()
-			if !terminal(t.status) {
-				t.inputs = append(t.inputs, fresh...)
-				t.status, t.updated = taskInputRequired, time.Now()
-				fresh = nil
-			}
-			t.mu.Unlock()
-			continue
-		case <-t.stop:
-			let("task cancelled")
-			return
-		case <-b.ctx.Done():
-			b.stop2025(t, "gateway shutting down")
-			let("gateway shutting down")
-			return
-		}
-		switch {
-		case !ok:
+		calls++
+		var err error
+		if up, err = c.sess.Call(ctx, "tasks/result", taskParams(t.upID)); err != nil {
 			select {
 			case <-t.stop:
 				let("task cancelled")
 			default:
-				b.fail2025(t, upstreamFailure("the upstream ended tasks/result without a result", up.Err()))
+				b.fail2025(t, upstreamFailure("the upstream refused tasks/result", err))
 			}
 			return
-		case m.Kind == legacy.KindRequest:
-			p, asks := b.question2025(t, m)
-			if !asks {
+		}
+		msgs := up.Messages()
+		for {
+			var m legacy.Message
+			ok := true
+			select {
+			case m, ok = <-msgs:
+			case <-c.sess.Inbox():
 				continue
-			}
-			fresh = append(fresh, p)
-			t.mu.Lock()
-			n := len(t.inputs) + len(fresh)
-			t.mu.Unlock()
-			if n > c.opts.MaxInputsPerRound*c.opts.MaxRounds {
-				b.stop2025(t, "too many requests for input")
-				let("too many requests for input")
+			case <-gather:
+				gather = nil
+				t.mu.Lock()
+				if !terminal(t.status) {
+					t.inputs = append(t.inputs, fresh...)
+					t.status, t.updated = taskInputRequired, time.Now()
+					fresh = nil
+				}
+				t.mu.Unlock()
+				continue
+			case <-t.stop:
+				let("task cancelled")
+				return
+			case <-b.ctx.Done():
+				b.stop2025(t, "gateway shutting down")
+				let("gateway shutting down")
 				return
 			}
-			if gather == nil {
-				gather = time.After(TaskGather)
+			switch {
+			case !ok:
+				select {
+				case <-t.stop:
+					let("task cancelled")
+					return
+				default:
+				}
+				if calls < maxResultCalls {
+					// The stream broke (a proxy's idle timeout, a
+					// restart of the connection): the task goes on
+					// upstream; its questions already asked stay
+					// answerable (by their request ids).
+					up.Close()
+					continue follow
+				}
+				b.fail2025(t, upstreamFailure("the upstream ended tasks/result without a result", up.Err()))
+				return
+			case m.Kind == legacy.KindRequest:
+				p, asks := b.question2025(t, m)
+				if !asks {
+					continue
+				}
+				calls = 0
+				fresh = append(fresh, p)
+				t.mu.Lock()
+				n := len(t.inputs) + len(fresh)
+				t.mu.Unlock()
+				if n > c.opts.MaxInputsPerRound*c.opts.MaxRounds {
+					b.stop2025(t, "too many requests for input")
+					let("too many requests for input")
+					return
+				}
+				if gather == nil {
+					gather = time.After(TaskGather)
+				}
+			case m.Kind == legacy.KindResponse && string(m.ID) == string(up.ID):
+				healthy = b.ended2025(ctx, t, m)
+				return
 			}
-		case m.Kind == legacy.KindResponse && string(m.ID) == string(up.ID):
-			healthy = b.ended2025(ctx, t, m)
-			return
 		}
 	}
 }
