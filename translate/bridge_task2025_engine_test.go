@@ -351,3 +351,41 @@ func TestTask2025ResultStreamEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestTask2025TTL: at the end of task_ttl a running upstream task is
+// cancelled upstream and forgotten (-32602), and its place is free again.
+func TestTask2025TTL(t *testing.T) {
+	upstream, fake := newFake2025(t)
+	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) {
+		o.Tasks.TTL, o.Tasks.MaxTasksPerPrincipal = 200*time.Millisecond, 1
+	}))
+	t.Cleanup(func() { close(fake.quit) })
+	b.support.learn(upstream, []byte(`{"tools":[{"name":"hang","execution":{"taskSupport":"optional"}}]}`))
+	a := serve(b, modernReq(t, upstream, "p", 1, "tools/call", "hang", `"name":"hang","arguments":{}`))
+	id := gjson.GetBytes(a.final, "result.taskId").String()
+	if ttl := gjson.GetBytes(a.final, "result.ttlMs").Int(); id == "" || ttl != 200 {
+		t.Fatalf("CreateTaskResult %s, want ttlMs 200", a.final)
+	}
+	if again := serve(b, modernReq(t, upstream, "p", 2, "tools/call", "hang", `"name":"hang","arguments":{}`)); again.status != http.StatusTooManyRequests {
+		t.Fatalf("a second task over max_tasks_per_principal: %d %s", again.status, again.final)
+	}
+	select {
+	case <-fake.cancels:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream got no tasks/cancel at the ttl")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		g := serve(b, modernReq(t, upstream, "p", 3, "tasks/get", id, fmt.Sprintf(`"taskId":%q`, id)))
+		if gjson.GetBytes(g.final, "error.code").Int() == InvalidParams {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the task outlived its ttl: %s", g.final)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if next := serve(b, modernReq(t, upstream, "p", 4, "tools/call", "hang", `"name":"hang","arguments":{}`)); gjson.GetBytes(next.final, "result.resultType").String() != "task" {
+		t.Fatalf("the place is not free after the ttl: %s", next.final)
+	}
+}
