@@ -149,14 +149,14 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 				return nil, upstreamError(err)
 			}
 		}
-		// The call outlives the client's request (it may park), but until
-		// the upstream answers the headers, a client that leaves cancels it.
-		callCtx, cancelCall := context.WithCancel(b.ctx)
-		stop := context.AfterFunc(ctx, cancelCall)
 		if rerr := b.learnToolTasks(ctx, r, sess); rerr != nil {
 			b.pool.Release(key, sess, true)
 			return nil, rerr
 		}
+		// The call outlives the client's request (it may park), but until
+		// the upstream answers the headers, a client that leaves cancels it.
+		callCtx, cancelCall := context.WithCancel(b.ctx)
+		stop := context.AfterFunc(ctx, cancelCall)
 		id := sess.NewRequestID()
 		var augmented []byte
 		augmented, c.upTask = b.upstreamTaskParams(r, sess, params)
