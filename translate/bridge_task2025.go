@@ -193,6 +193,7 @@ func (b *Bridge) createTask2025(ctx context.Context, c *call, r Request, sink Si
 		case <-c.sess.Inbox():
 			continue
 		case <-ctx.Done():
+			b.cancelOrphan2025(c)
 			return b.requestEnded(ctx, c, r, sink)
 		}
 		if !ok {
@@ -231,11 +232,55 @@ func (b *Bridge) createTask2025(ctx context.Context, c *call, r Request, sink Si
 			b.report(c, OutcomeError, rerr.Message)
 			return OutcomeError
 		}
+		if ctx.Err() != nil {
+			// The client left meanwhile: nobody will ever see the task.
+			cctx, cancel := context.WithTimeout(b.ctx, upstreamTaskTimeout)
+			cancelUpstreamTask(cctx, c.sess, u.id)
+			cancel()
+			return b.requestEnded(ctx, c, r, sink)
+		}
 		t := b.newTask2025(c, r, u)
 		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, t.envelope("task", false)))
 		b.taskRuns.Add(1)
 		go b.run2025(t)
 		return OutcomeTask
+	}
+}
+
+// orphanWait bounds how long a task-augmented call whose client left waits
+// for the upstream's answer, to cancel the task it may have made.
+const orphanWait = 5 * time.Second
+
+// cancelOrphan2025 reads, for at most orphanWait, the answer to c (whose
+// client left): when it is a task, the upstream is sent tasks/cancel for
+// it, since nobody will ever see it (a 2025 task lives on until its ttl).
+func (b *Bridge) cancelOrphan2025(c *call) {
+	timer := time.NewTimer(orphanWait)
+	defer timer.Stop()
+	msgs := c.up.Messages()
+	for {
+		var m legacy.Message
+		var ok bool
+		select {
+		case m, ok = <-msgs:
+		case <-timer.C:
+			return
+		case <-b.ctx.Done():
+			return
+		}
+		switch {
+		case !ok:
+			return
+		case m.Kind == legacy.KindRequest:
+			answerAside(b.ctx, c.sess, m)
+		case m.Kind == legacy.KindResponse && string(m.ID) == string(c.up.ID):
+			if u, valid := parseUpstreamTask(gjson.GetBytes(resultOf(m.Raw), "task")); valid {
+				ctx, cancel := context.WithTimeout(b.ctx, upstreamTaskTimeout)
+				defer cancel()
+				cancelUpstreamTask(ctx, c.sess, u.id)
+			}
+			return
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -25,7 +26,9 @@ import (
 //   - hang: tasks/result never even sends its headers;
 //   - must (taskSupport required): as hang;
 //   - flaky: as ask, but its first tasks/result stream ends empty;
-//   - dead: every tasks/result stream ends empty.
+//   - dead: every tasks/result stream ends empty;
+//   - slowcreate: tools/call sends a ping, then its CreateTaskResult
+//     only once release is closed.
 type fake2025 struct {
 	mu      sync.Mutex
 	n       int
@@ -33,6 +36,8 @@ type fake2025 struct {
 	cancels chan string
 	quit    chan struct{} // ends the hung tasks/result (closed at the test's end)
 	calls   []string      // the tools/call names it got
+	holding chan struct{} // the bridge answered a slowcreate call's ping
+	release chan struct{} // closed: slowcreate answers
 }
 
 type fakeTask struct {
@@ -43,7 +48,8 @@ type fakeTask struct {
 
 func newFake2025(t *testing.T) (string, *fake2025) {
 	t.Helper()
-	f := &fake2025{tasks: map[string]*fakeTask{}, cancels: make(chan string, 16), quit: make(chan struct{})}
+	f := &fake2025{tasks: map[string]*fakeTask{}, cancels: make(chan string, 16), quit: make(chan struct{}),
+		holding: make(chan struct{}, 1), release: make(chan struct{})}
 	ts := httptest.NewServer(f)
 	t.Cleanup(ts.Close)
 	return ts.URL + "/mcp", f
@@ -71,7 +77,9 @@ func (f *fake2025) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if m.Method == "" || m.ID == nil { // a response (the question's id is the task's) or a notification
-		if m.Method == "" {
+		if m.Method == "" && string(m.ID) == `"ping-1"` {
+			f.holding <- struct{}{}
+		} else if m.Method == "" {
 			f.mu.Lock()
 			ft := f.tasks[strings.Trim(string(m.ID), `"`)]
 			f.mu.Unlock()
@@ -109,6 +117,21 @@ func (f *fake2025) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id := fmt.Sprintf("up-%d", f.n)
 		f.tasks[id] = &fakeTask{tool: m.Params.Name, status: "working", answer: make(chan json.RawMessage, 1)}
 		f.mu.Unlock()
+		if m.Params.Name == "slowcreate" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Mcp-Session-Id", "sess-1")
+			// A ping first: its answer tells the test the bridge reads
+			// the call's stream.
+			fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"ping-1\",\"method\":\"ping\"}\n\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-f.release:
+			case <-f.quit:
+				return
+			}
+			fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"task\":%s}}\n\n", m.ID, taskObj(id))
+			return
+		}
 		reply(`{"task":` + taskObj(id) + `}`)
 	case "tasks/get":
 		if ft == nil {
@@ -387,5 +410,41 @@ func TestTask2025TTL(t *testing.T) {
 	}
 	if next := serve(b, modernReq(t, upstream, "p", 4, "tools/call", "hang", `"name":"hang","arguments":{}`)); gjson.GetBytes(next.final, "result.resultType").String() != "task" {
 		t.Fatalf("the place is not free after the ttl: %s", next.final)
+	}
+}
+
+// TestTask2025ClientLeaves: a client that leaves before the upstream's
+// CreateTaskResult arrives gets no task, and the upstream's task is
+// cancelled (nobody would ever see it).
+func TestTask2025ClientLeaves(t *testing.T) {
+	upstream, fake := newFake2025(t)
+	b := newTestBridge(t, time.Minute)
+	t.Cleanup(func() { close(fake.quit) })
+	b.support.learn(upstream, []byte(`{"tools":[{"name":"slowcreate","execution":{"taskSupport":"optional"}}]}`))
+	ctx, leave := context.WithCancel(context.Background())
+	served := make(chan Served, 1)
+	go func() {
+		served <- b.Serve(ctx, modernReq(t, upstream, "p", 1, "tools/call", "slowcreate", `"name":"slowcreate","arguments":{}`), &recordedAnswer{})
+	}()
+	select {
+	case <-fake.holding:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call never reached the upstream")
+	}
+	leave()
+	close(fake.release)
+	select {
+	case got := <-fake.cancels:
+		if got != "up-1" {
+			t.Fatalf("upstream tasks/cancel for %s, want up-1", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the orphaned upstream task was not cancelled")
+	}
+	if s := <-served; s.Outcome != OutcomeCancelled {
+		t.Fatalf("outcome %q, want cancelled", s.Outcome)
+	}
+	if n := len(b.Tasks()); n != 0 {
+		t.Fatalf("tasks held: %v", b.Tasks())
 	}
 }

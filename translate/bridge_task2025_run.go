@@ -260,7 +260,13 @@ func (b *Bridge) letGo2025(t *task2025, asked []pendingInput, tell bool, why str
 // cancelUpstream2025 sends tasks/cancel for t upstream; the answer (the
 // task, or an error for a task already ended) does not matter.
 func (b *Bridge) cancelUpstream2025(ctx context.Context, t *task2025) {
-	call, err := t.c.sess.Call(ctx, "tasks/cancel", taskParams(t.upID))
+	cancelUpstreamTask(ctx, t.c.sess, t.upID)
+}
+
+// cancelUpstreamTask sends tasks/cancel for the upstream's task id on
+// sess, and waits for the answer, whatever it is.
+func cancelUpstreamTask(ctx context.Context, sess *legacy.Session, id string) {
+	call, err := sess.Call(ctx, "tasks/cancel", taskParams(id))
 	if err != nil {
 		return
 	}
