@@ -163,9 +163,18 @@ func (b *Bridge) Tasks() map[string]int {
 	for _, t := range b.tasks {
 		all = append(all, t)
 	}
+	all25 := make([]*task2025, 0, len(b.tasks25))
+	for _, t := range b.tasks25 {
+		all25 = append(all25, t)
+	}
 	b.tmu.Unlock()
 	out := map[string]int{}
 	for _, t := range all {
+		t.mu.Lock()
+		out[t.status]++
+		t.mu.Unlock()
+	}
+	for _, t := range all25 {
 		t.mu.Lock()
 		out[t.status]++
 		t.mu.Unlock()

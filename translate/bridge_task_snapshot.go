@@ -49,8 +49,15 @@ func (b *Bridge) TaskList() []TaskInfo {
 	for _, t := range b.tasks {
 		all = append(all, t)
 	}
+	all25 := make([]*task2025, 0, len(b.tasks25)) // the upstreams' own (bridge_task2025.go)
+	for _, t := range b.tasks25 {
+		all25 = append(all25, t)
+	}
 	b.tmu.Unlock()
-	out := make([]TaskInfo, 0, len(all))
+	out := make([]TaskInfo, 0, len(all)+len(all25))
+	for _, t := range all25 {
+		out = append(out, t.info(now))
+	}
 	for _, t := range all {
 		ttl := t.opts.Tasks.TTL
 		t.mu.Lock()
