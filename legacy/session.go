@@ -260,7 +260,9 @@ func (s *Session) CallWithID(ctx context.Context, id json.RawMessage, method str
 // (a task the gateway hosts): if the upstream has not answered with its
 // headers within wait (go-sdk servers send them only with their first
 // message), it returns the call at once, and the headers, when they come,
-// start its messages; an error then ends Messages (Err says why).
+// start its messages; an error then ends Messages (Err says why). One
+// goroutine posts the request and, once the caller stopped waiting, goes on
+// as the call's reader: a held task costs no goroutine more.
 func (s *Session) CallWithin(ctx context.Context, id json.RawMessage, method string, params []byte, wait time.Duration) (*Call, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%q`, id, method)
@@ -272,10 +274,35 @@ func (s *Session) CallWithin(ctx context.Context, id json.RawMessage, method str
 		resp *http.Response
 		err  error
 	}
+	var (
+		mu   sync.Mutex
+		late *Call // set, under mu, once the caller stopped waiting
+	)
 	got := make(chan posted, 1)
 	go func() {
 		resp, err := s.post(ctx, body)
-		got <- posted{resp, err}
+		mu.Lock()
+		c := late
+		if c == nil {
+			got <- posted{resp, err} // the caller takes it
+			mu.Unlock()
+			return
+		}
+		mu.Unlock()
+		if err := checkAnswer(s, resp, err); err != nil {
+			cancel()
+			c.err = err
+			c.finished()
+			return
+		}
+		c.bodyMu.Lock()
+		c.resp, c.body = resp, resp.Body
+		closed := c.closed
+		c.bodyMu.Unlock()
+		if closed {
+			c.body.Close()
+		}
+		c.read()
 	}()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -284,25 +311,17 @@ func (s *Session) CallWithin(ctx context.Context, id json.RawMessage, method str
 		return s.answered(ctx, cancel, id, p.resp, p.err)
 	case <-timer.C:
 	}
+	mu.Lock()
+	select {
+	case p := <-got: // it came as the wait ended
+		mu.Unlock()
+		return s.answered(ctx, cancel, id, p.resp, p.err)
+	default:
+	}
 	c := &Call{ID: id, session: s, ctx: ctx, cancel: cancel}
 	c.prepare(s.callBuffer())
-	go func() {
-		p := <-got
-		if err := checkAnswer(s, p.resp, p.err); err != nil {
-			cancel()
-			c.err = err
-			c.finished()
-			return
-		}
-		c.bodyMu.Lock()
-		c.resp, c.body = p.resp, p.resp.Body
-		closed := c.closed
-		c.bodyMu.Unlock()
-		if closed {
-			c.body.Close()
-		}
-		c.read()
-	}()
+	late = c
+	mu.Unlock()
 	return c, nil
 }
 
