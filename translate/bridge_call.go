@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -119,7 +120,9 @@ func unstarted(r Request, started time.Time) *call {
 // r.Failover points r at.
 func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *RPCError) {
 	info := metaField(params, MetaClientInfo)
-	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: time.Now(), princ: r.Principal, caps: r.ClientCapabilities}
+	// The name is cloned: r.Name points into a copy of the whole request
+	// body, which a parked call would otherwise keep for its whole life.
+	c := &call{opts: r.Options, method: r.Method, name: strings.Clone(r.Name), started: time.Now(), princ: r.Principal, caps: r.ClientCapabilities}
 	if _, err := rand.Read(c.handle[:]); err != nil {
 		return nil, internalError("no randomness")
 	}

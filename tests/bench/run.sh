@@ -18,11 +18,12 @@
 #
 # Environment: BENCH_D (measured time per target and repetition, 3s),
 # BENCH_REPS (2), BENCH_PARKED (calls to park, 10000), BENCH_PARK_TTL (90s),
-# BENCH_PORT (first of the loopback ports used, 19200), BENCH_EVENT_STORE
-# (1: the legacy upstream keeps its SSE events in a go-sdk event store, so
-# they carry ids and streams can be resumed with Last-Event-ID; 0, default),
-# BENCH_TASKS (calls made tasks and held, 3000; 0 skips), BENCH_TASK_TTL
-# (60s).
+# BENCH_PORT (first of the loopback ports used, 19200),
+# BENCH_PARK_GET_STREAM_OFF (0: park only with the default options, not
+# again with get_stream off), BENCH_EVENT_STORE (1: the legacy upstream
+# keeps its SSE events in a go-sdk event store, so they carry ids and
+# streams can be resumed with Last-Event-ID; 0, default), BENCH_TASKS
+# (calls made tasks and held, 3000; 0 skips), BENCH_TASK_TTL (60s).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -203,6 +204,12 @@ EOC
 	park_line=$("$out/bench" park -url "http://127.0.0.1:$park_gw/mcp" -n "$PARKED" -c 32)
 	echo "$park_line" >&2
 	peak_rss=$(rss) peak_heap=$(heap) peak_g=$(goroutines) peak_fd=$(fds) peak_parked=$(parked)
+	# Profiles at the peak, to account for what a parked call holds:
+	# go tool pprof -sample_index=inuse_space tests/.out/bench/park-default.heap
+	curl -s "http://127.0.0.1:$park_admin/debug/pprof/heap" >"$out/park-${label// /-}.heap" || true
+	curl -s "http://127.0.0.1:$park_admin/debug/pprof/goroutine?debug=1" >"$out/park-${label// /-}.goroutines" || true
+	grep -E '^(VmRSS|RssAnon|RssFile)' "/proc/$park_pid/status" >"$out/park-${label// /-}.status" || true
+	curl -s "http://127.0.0.1:$park_admin/debug/vars" >"$out/park-${label// /-}.vars" || true
 	echo "waiting for the parked calls to expire (park_ttl $PARK_TTL)..." >&2
 	for _ in $(seq 600); do
 		[[ "$(parked)" -eq 0 ]] && break
@@ -225,7 +232,7 @@ EOC
 memory="" park_lines=""
 if ((PARKED > 0)); then
 	park_run "default" ""
-	park_run "get_stream off" "get_stream off"
+	[[ "${BENCH_PARK_GET_STREAM_OFF:-1}" == 1 ]] && park_run "get_stream off" "get_stream off"
 fi
 
 # task_run: makes $TASKS calls of the legacy upstream's hold tool (runs
