@@ -23,6 +23,8 @@ func init() {
 //	GET /mcp_gateway/upstreams  the upstreams: probed era, passive health, sessions
 //	GET /mcp_gateway/sessions   the forward bridge's upstream sessions per upstream
 //	GET /mcp_gateway/parked     one entry per parked call (no principals, ids or payloads)
+//	GET /mcp_gateway/tasks      one entry per task the forward bridge holds (no taskIds,
+//	                            principals, arguments or results: salted digests instead)
 //
 // It reads only process-wide state, never a handler instance: the admin
 // server is rebuilt before the apps on every config load.
@@ -42,6 +44,7 @@ func (a adminAPI) Routes() []caddy.AdminRoute {
 		{Pattern: "/mcp_gateway/upstreams", Handler: caddy.AdminHandlerFunc(a.upstreams)},
 		{Pattern: "/mcp_gateway/sessions", Handler: caddy.AdminHandlerFunc(a.sessions)},
 		{Pattern: "/mcp_gateway/parked", Handler: caddy.AdminHandlerFunc(a.parked)},
+		{Pattern: "/mcp_gateway/tasks", Handler: caddy.AdminHandlerFunc(a.tasks)},
 	}
 }
 
@@ -92,6 +95,18 @@ func (a adminAPI) parked(w http.ResponseWriter, r *http.Request) error {
 	out := []translate.ParkedCall{}
 	bridges.Range(func(_, v any) bool {
 		out = append(out, v.(*bridgeState).bridge.ParkedCalls()...)
+		return true
+	})
+	return writeJSON(w, out)
+}
+
+func (a adminAPI) tasks(w http.ResponseWriter, r *http.Request) error {
+	if err := onlyGET(r); err != nil {
+		return err
+	}
+	out := []translate.TaskInfo{}
+	bridges.Range(func(_, v any) bool {
+		out = append(out, v.(*bridgeState).bridge.TaskList()...)
 		return true
 	})
 	return writeJSON(w, out)

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,8 @@ type gatewayMetrics struct {
 	parkedEnded *prometheus.CounterVec   // reason
 	forwards    *prometheus.CounterVec   // direction, outcome
 	checks      *prometheus.CounterVec   // upstream, result
+	tasksMade   prometheus.Counter       //
+	tasksEnded  *prometheus.CounterVec   // status
 }
 
 // newGatewayMetrics registers the collectors on reg, or takes those another
@@ -60,12 +63,17 @@ func newGatewayMetrics(reg *prometheus.Registry) *gatewayMetrics {
 			"Requests forwarded between gateway instances, by direction (sent, received) and outcome (ok, error).", "direction", "outcome"),
 		checks: counter("health_checks_total",
 			"Active health checks of upstreams, by upstream and result (healthy, unhealthy).", "upstream", "result"),
+		tasksMade: registerOrExisting(reg, prometheus.NewCounter(prometheus.CounterOpts(opts("tasks_created_total",
+			"Tasks the forward bridge created for legacy tools (the Tasks extension).")))),
+		tasksEnded: counter("tasks_ended_total",
+			"Tasks of the forward bridge that reached a terminal status, by status: completed, failed, cancelled.", "status"),
 	}
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("parked_calls",
 		"Calls parked at input_required, waiting for the client's retry.")), parkedCount))
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("inline_requests_waiting",
 		"Reverse bridge: in-line requests sent to legacy clients and waiting for their answer.")), waitingCount))
 	registerOrExisting[prometheus.Collector](reg, upstreamCollector{})
+	registerOrExisting[prometheus.Collector](reg, taskCollector{})
 	return m
 }
 
@@ -124,6 +132,19 @@ func (m *gatewayMetrics) Forwarded(direction, outcome string) {
 		return
 	}
 	m.forwards.WithLabelValues(direction, outcome).Inc()
+}
+
+// taskChanged counts a task created or ended.
+func (m *gatewayMetrics) taskChanged(rep translate.TaskReport) {
+	if m == nil {
+		return
+	}
+	switch rep.Event {
+	case "created":
+		m.tasksMade.Inc()
+	case "ended":
+		m.tasksEnded.WithLabelValues(taskStatusLabel(rep.Status)).Inc()
+	}
 }
 
 // healthCheck counts one active health check of upstream.
@@ -207,6 +228,8 @@ var knownMethods = map[string]bool{
 	"completion/complete": true, "logging/setLevel": true,
 	"notifications/initialized": true, "notifications/cancelled": true,
 	"notifications/roots/list_changed": true, "notifications/progress": true,
+	// the Tasks extension's (the forward bridge answers them)
+	"tasks/get": true, "tasks/update": true, "tasks/cancel": true,
 	// not JSON-RPC methods: a client's answer to a server's request, and
 	// the requests without a body
 	"response": true, "GET": true, "DELETE": true,
@@ -223,5 +246,44 @@ func methodLabel(method string) string {
 	return "other"
 }
 
+// taskStatuses are the statuses of a task, the values of the `status`
+// label of the task series.
+var taskStatuses = []string{"working", "input_required", "completed", "failed", "cancelled"}
+
+// taskStatusLabel bounds a task status for a metric label.
+func taskStatusLabel(status string) string {
+	if slices.Contains(taskStatuses, status) {
+		return status
+	}
+	return "other"
+}
+
+// taskCollector reports the tasks the forward bridge holds, by status,
+// read at scrape time.
+type taskCollector struct{}
+
+var descTasks = prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, metricsSubsystem, "tasks"),
+	"Tasks the forward bridge holds (running, or finished and kept until their task_ttl), by status.", []string{"status"}, nil)
+
+// Describe implements prometheus.Collector.
+func (taskCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descTasks }
+
+// Collect implements prometheus.Collector.
+func (taskCollector) Collect(ch chan<- prometheus.Metric) {
+	byStatus := map[string]int{}
+	bridges.Range(func(_, v any) bool {
+		for status, n := range v.(*bridgeState).bridge.Tasks() {
+			byStatus[taskStatusLabel(status)] += n
+		}
+		return true
+	})
+	for _, status := range taskStatuses {
+		ch <- prometheus.MustNewConstMetric(descTasks, prometheus.GaugeValue, float64(byStatus[status]), status)
+	}
+}
+
 // Interface guards
-var _ prometheus.Collector = upstreamCollector{}
+var (
+	_ prometheus.Collector = upstreamCollector{}
+	_ prometheus.Collector = taskCollector{}
+)

@@ -68,6 +68,21 @@ func (o callObserver) CallEnded(rep translate.CallReport) {
 	c.Write(fields...)
 }
 
+// TaskChanged implements translate.TaskObserver: the task metrics, and a
+// log line when a task is created (debug) and when it ends (info). The
+// lines carry no taskId, principal, arguments or result.
+func (o callObserver) TaskChanged(rep translate.TaskReport) {
+	metricsFor(o.done, o.metrics).taskChanged(rep)
+	level, msg := zapcore.DebugLevel, "task created"
+	if rep.Event == "ended" {
+		level, msg = zapcore.InfoLevel, "task ended"
+	}
+	if c := o.logger.Check(level, msg); c != nil {
+		c.Write(zap.String("cell", cellForward), zap.String("upstream", rep.Upstream), zap.String("tool", rep.Tool),
+			zap.String("status", rep.Status), zap.Duration("age", rep.Age))
+	}
+}
+
 // Unparked implements translate.Observer.
 func (o callObserver) Unparked(why string) { metricsFor(o.done, o.metrics).unparked(why) }
 
@@ -163,6 +178,7 @@ func (h *Handler) observeRequest(r *http.Request, status int, body []byte, start
 
 // Interface guards
 var (
-	_ translate.Observer  = callObserver{}
-	_ http.ResponseWriter = (*statusWriter)(nil)
+	_ translate.Observer     = callObserver{}
+	_ translate.TaskObserver = callObserver{}
+	_ http.ResponseWriter    = (*statusWriter)(nil)
 )

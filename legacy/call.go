@@ -26,7 +26,7 @@ type Call struct {
 	ID json.RawMessage
 
 	session *Session
-	resp    *http.Response
+	resp    *http.Response // its Request and Header are dropped once read starts
 	bodyMu  sync.Mutex
 	body    io.ReadCloser // the live stream (resumption replaces it)
 	closed  bool          // Close ran (under bodyMu)
@@ -37,6 +37,9 @@ type Call struct {
 	done    chan struct{}
 	err     error
 	once    sync.Once
+
+	// upstreamSession is the answer's Mcp-Session-Id header (initialize).
+	upstreamSession string
 
 	endMu sync.Mutex
 	ended bool   // the reader is done and ch closed
@@ -241,14 +244,21 @@ func (c *Call) OnFailure(f func()) {
 }
 
 func (c *Call) read() {
-	defer c.finished()
+	// The request (its headers, URL and body: the call's arguments) and
+	// the answer's headers need not live as long as the answer, which a
+	// parked call holds for minutes.
 	rd := NewMessageReader(c.resp, maxResponse)
 	rd.lastID = c.after // a reopened stream that breaks at once resumes from there
+	c.resp.Request, c.resp.Header = nil, nil
 	if !rd.IsStream() {
 		c.readJSON(rd)
+		c.finished()
 		return
 	}
-	c.readStream(rd, c.resp.Body)
+	rd.YieldWhenIdle()
+	if !c.readStream(rd, c.resp.Body, 0) {
+		c.finished()
+	}
 }
 
 // finished closes the messages and tells OnFailure's function.
@@ -277,28 +287,45 @@ func (c *Call) readJSON(rd *MessageReader) {
 	}
 }
 
-// readStream reads an SSE answer, resuming it when it breaks. Its frame is
-// kept small (the rest is in resumeStream): a parked call's reader waits
-// in it, and the smaller its stack, the cheaper the parked call.
-func (c *Call) readStream(rd *MessageReader, body io.ReadCloser) {
-	for resumes := 0; ; resumes++ {
+// readStream reads an SSE answer, resuming it when it breaks. When the
+// next message has not arrived (Next returns ErrWouldBlock), it hands the
+// stream to a new goroutine that waits for it (awaitStream) and returns:
+// the goroutine that waits, for minutes under a parked call, then holds
+// the smallest stack the runtime gives, rather than the one this goroutine
+// grew reading and handling messages (8 KiB; it would shrink only at a
+// garbage collection, and only to 4). It reports whether it handed the
+// stream on; if not, the answer is over and the caller calls finished.
+func (c *Call) readStream(rd *MessageReader, body io.ReadCloser, resumes int) (handed bool) {
+	for ; ; resumes++ {
 		for {
 			m, err := rd.Next()
+			if err == ErrWouldBlock {
+				go c.awaitStream(rd, body, resumes)
+				return true
+			}
 			if err != nil {
 				body.Close()
 				if rd, body = c.resumeStream(rd, err, resumes); rd == nil {
-					return
+					return false
 				}
 				break
 			}
 			if c.isFinal(m) {
 				c.sendFinal(m, body)
-				return
+				return false
 			}
 			if !c.send(m) {
-				return
+				return false
 			}
 		}
+	}
+}
+
+// awaitStream waits for the stream's next bytes, then reads on.
+func (c *Call) awaitStream(rd *MessageReader, body io.ReadCloser, resumes int) {
+	rd.WaitReadable()
+	if !c.readStream(rd, body, resumes) {
+		c.finished()
 	}
 }
 
@@ -334,6 +361,7 @@ func (c *Call) resumeStream(rd *MessageReader, err error, resumes int) (*Message
 		return nil, nil
 	}
 	next := NewMessageReader(resp, maxResponse)
+	next.YieldWhenIdle()
 	next.lastID, next.retry, next.hasRetry = lastID, rd.retry, rd.hasRetry
 	return next, resp.Body
 }

@@ -225,6 +225,9 @@ func (c *ConnClient) dial(ctx context.Context, key, scheme, addr, host string) (
 		nc = tc
 	}
 	pc := &conn{client: c, key: key, nc: nc, raw: raw, tls: scheme == "https"}
+	if sc, ok := raw.(syscall.Conn); ok && canPeek && scheme != "https" {
+		pc.rc, _ = sc.SyscallConn()
+	}
 	pc.lim = limitedConn{Conn: nc, n: -1}
 	pc.br = bufio.NewReaderSize(&pc.lim, c.opts.BufferSize)
 	return pc, nil
@@ -266,7 +269,8 @@ type conn struct {
 	tls       bool
 	lim       limitedConn
 	br        *bufio.Reader
-	reused    bool // taken from the pool for this request
+	rc        syscall.RawConn // of raw, over plain TCP where canPeek; else nil (see body.CanWait)
+	reused    bool            // taken from the pool for this request
 	idleSince time.Time
 }
 
@@ -354,6 +358,8 @@ type body struct {
 	stop  func() bool // detaches the connection from ctx
 	reuse bool        // the connection may carry another request after the end
 
+	waited bool // WaitReadable has just waited (only the reading goroutine uses it)
+
 	mu      sync.Mutex
 	reading bool
 	done    bool // the end was read, or Close or Detach called: the connection is no longer the body's
@@ -390,6 +396,68 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// WaitReadable blocks until the connection has something to read (or its
+// end, or it is closed); it returns at once where it cannot tell (see
+// CanWait) or when the connection's buffer holds bytes. It reads nothing.
+//
+// A reader that waits here rather than in Read (see WouldBlock) waits with
+// a shallow stack: a wait deep in the read path (the chunked body, the
+// buffered connection, the SSE reader) holds a stack of 8 KiB, and a
+// parked call holds two such waits for minutes.
+func (b *body) WaitReadable() {
+	if !b.CanWait() {
+		return
+	}
+	b.mu.Lock()
+	if b.done || b.reading {
+		b.mu.Unlock()
+		return
+	}
+	// As for a Read: Close now closes the connection, which ends the
+	// wait, rather than reading from it.
+	b.reading = true
+	b.mu.Unlock()
+	if b.pc.br.Buffered() == 0 {
+		b.pc.rc.Read(readable) // an error (closed, deadline) ends the wait too
+	}
+	b.waited = true
+	b.mu.Lock()
+	b.reading = false
+	b.mu.Unlock()
+}
+
+// readable is a RawConn.Read callback: true (done) when the socket has
+// bytes or its end, false (wait for it) when a read would block.
+func readable(fd uintptr) bool { return !peekOpen(fd) }
+
+// WouldBlock reports whether a Read now would wait for the upstream: the
+// connection's buffer is empty and so is the socket. It reports false
+// where it cannot tell (see CanWait), once the answer is over, and on the
+// first call after WaitReadable (which has just looked).
+func (b *body) WouldBlock() bool {
+	if !b.CanWait() {
+		return false
+	}
+	if b.waited {
+		b.waited = false
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done || b.pc.br.Buffered() > 0 {
+		return false
+	}
+	open := false
+	if err := b.pc.rc.Control(func(fd uintptr) { open = peekOpen(fd) }); err != nil {
+		return false
+	}
+	return open
+}
+
+// CanWait reports whether WaitReadable can wait and WouldBlock can tell: a
+// plain TCP connection on a system where the socket can be peeked at.
+func (b *body) CanWait() bool { return b.pc.rc != nil }
 
 // Close releases the connection: back to the pool when the rest of the
 // answer has already been received, closed otherwise. A Read blocked in

@@ -4,6 +4,9 @@ package legacy
 
 import "syscall"
 
+// canPeek: peekOpen looks at the socket.
+const canPeek = true
+
 // peekOpen reports whether the socket fd has nothing to read and no end of
 // stream: a peek that would block.
 func peekOpen(fd uintptr) bool {

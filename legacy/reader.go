@@ -54,6 +54,9 @@ func (r *MessageReader) Next() (Message, error) {
 	for {
 		after := r.lastID
 		ev, err := r.events.Next()
+		if err == sse.ErrWouldBlock {
+			return Message{}, err
+		}
 		if err != nil {
 			return Message{}, streamError(err)
 		}
@@ -68,6 +71,39 @@ func (r *MessageReader) Next() (Message, error) {
 			return m, err
 		}
 	}
+}
+
+// ErrWouldBlock is returned by Next, after YieldWhenIdle, when the next
+// message has not arrived: nothing is buffered and the connection has no
+// bytes. Next may be called again (after WaitReadable, say).
+var ErrWouldBlock = sse.ErrWouldBlock
+
+// YieldWhenIdle makes Next return ErrWouldBlock rather than wait for the
+// upstream, when the body can tell (a ConnClient's, over plain TCP). A
+// goroutine that reads a long-lived stream then waits with WaitReadable, on
+// a fresh goroutine (see Call.readStream): a parked call has two such
+// streams.
+func (r *MessageReader) YieldWhenIdle() {
+	if w, ok := r.body.(waiter); ok && r.events != nil && w.CanWait() {
+		r.events.YieldWhen(w.WouldBlock)
+	}
+}
+
+// WaitReadable waits until the connection has bytes for the stream (or its
+// end), when the body can tell, holding no read buffer meanwhile. It reads
+// nothing: Next still returns what comes, or the end.
+func (r *MessageReader) WaitReadable() {
+	if w, ok := r.body.(waiter); ok && r.events != nil && w.CanWait() {
+		r.events.Release()
+		w.WaitReadable()
+	}
+}
+
+// waiter is a body that can wait for its connection (ConnClient's).
+type waiter interface {
+	CanWait() bool
+	WouldBlock() bool
+	WaitReadable()
 }
 
 // eventMessage returns the message of an event's data: KindInvalid for

@@ -101,9 +101,10 @@ func (s *Session) Reopen(ctx context.Context, callID json.RawMessage, lastID str
 func (s *Session) SetCallBuffer(n int) { s.buffer.Store(int32(min(max(n, 0), 1<<16))) }
 
 // Relisten opens again the standalone GET stream Detach stopped, once the
-// goroutine that read it has returned, for a session that goes back to
-// its pool on the instance that detached it; what its inbox still held is
-// dropped. A session that never had one stays without. It reports false
+// goroutine that requested it has returned (a reader it handed the stream
+// to ends with the cancelled context, and touches neither listening nor
+// listenDone), for a session that goes back to its pool on the instance
+// that detached it; what its inbox still held is dropped. A session that never had one stays without. It reports false
 // when the old stream did not end within 5s: the session then has none,
 // and the caller must not give it back to the pool.
 func (s *Session) Relisten() bool {

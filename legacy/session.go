@@ -94,7 +94,7 @@ func Open(ctx context.Context, client Doer, url string, header http.Header, caps
 		return nil, fmt.Errorf("initializing upstream session: %w", err)
 	}
 	defer c.Close()
-	s.ID = UpstreamSessionID(c.resp.Header.Get("Mcp-Session-Id"))
+	s.ID = UpstreamSessionID(c.upstreamSession)
 	msg, err := c.Final()
 	if err != nil {
 		return nil, fmt.Errorf("initializing upstream session: %w", err)
@@ -137,8 +137,15 @@ func (s *Session) listen(ctx context.Context, done chan struct{}) {
 	signal := func() { once.Do(func() { close(s.listening) }) }
 	defer signal()
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { signal() }}
-	for backoff := 100 * time.Millisecond; ctx.Err() == nil; backoff = min(2*backoff, 5*time.Second) {
-		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, s.URL, nil)
+	s.listenFrom(ctx, httptrace.WithClientTrace(ctx, trace), 100*time.Millisecond)
+}
+
+// listenFrom requests the GET stream (with the context rctx) and reads it,
+// again after backoff when it ends, until ctx is done. It returns early
+// when readInbox hands the stream to another goroutine, which goes on.
+func (s *Session) listenFrom(ctx, rctx context.Context, backoff time.Duration) {
+	for ; ctx.Err() == nil; backoff = min(2*backoff, 5*time.Second) {
+		req, err := http.NewRequestWithContext(rctx, http.MethodGet, s.URL, nil)
 		if err != nil {
 			return
 		}
@@ -150,8 +157,15 @@ func (s *Session) listen(ctx context.Context, done chan struct{}) {
 				resp.Body.Close()
 				return // no standalone stream, or the session is gone
 			}
-			s.readInbox(ctx, resp)
-			resp.Body.Close()
+			// The reader keeps the body only: the request and the
+			// headers (a kilobyte or so) need not live as long as the
+			// stream.
+			body, rd := resp.Body, NewMessageReader(resp, maxResponse)
+			rd.YieldWhenIdle()
+			if s.readInbox(ctx, rctx, body, rd, backoff) {
+				return
+			}
+			body.Close()
 		}
 		select {
 		case <-time.After(backoff):
@@ -163,23 +177,43 @@ func (s *Session) listen(ctx context.Context, done chan struct{}) {
 // readInbox reads the GET stream's messages into the inbox until the stream
 // ends. It reads on the listening goroutine itself: a session waiting
 // between calls (or under a parked call) costs one goroutine for this
-// stream, not two.
-func (s *Session) readInbox(ctx context.Context, resp *http.Response) {
-	rd := NewMessageReader(resp, maxResponse)
+// stream, not two. When the next message has not arrived (Next returns
+// ErrWouldBlock), it hands the stream to a new goroutine that waits for one
+// (awaitInbox), as Call.readStream does, and reports true.
+func (s *Session) readInbox(ctx, rctx context.Context, body io.Closer, rd *MessageReader, backoff time.Duration) (handed bool) {
 	if !rd.IsStream() {
-		return
+		return false
 	}
 	for {
 		m, err := rd.Next()
+		if err == ErrWouldBlock {
+			go s.awaitInbox(ctx, rctx, body, rd, backoff)
+			return true
+		}
 		if err != nil {
-			return
+			return false
 		}
 		select {
 		case s.inbox <- m:
 		case <-ctx.Done():
-			return
+			return false
 		}
 	}
+}
+
+// awaitInbox waits for the GET stream's next bytes and reads on; once the
+// stream ends, it requests it again as listenFrom does.
+func (s *Session) awaitInbox(ctx, rctx context.Context, body io.Closer, rd *MessageReader, backoff time.Duration) {
+	rd.WaitReadable()
+	if s.readInbox(ctx, rctx, body, rd, backoff) {
+		return
+	}
+	body.Close()
+	select {
+	case <-time.After(backoff):
+	case <-ctx.Done():
+	}
+	s.listenFrom(ctx, rctx, min(2*backoff, 5*time.Second))
 }
 
 func (s *Session) touch() { s.lastUsed.Store(time.Now().UnixNano()) }
@@ -229,7 +263,9 @@ func (s *Session) CallWithID(ctx context.Context, id json.RawMessage, method str
 // (a task the gateway hosts): if the upstream has not answered with its
 // headers within wait (go-sdk servers send them only with their first
 // message), it returns the call at once, and the headers, when they come,
-// start its messages; an error then ends Messages (Err says why).
+// start its messages; an error then ends Messages (Err says why). One
+// goroutine posts the request and, once the caller stopped waiting, goes on
+// as the call's reader: a held task costs no goroutine more.
 func (s *Session) CallWithin(ctx context.Context, id json.RawMessage, method string, params []byte, wait time.Duration) (*Call, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%q`, id, method)
@@ -241,10 +277,35 @@ func (s *Session) CallWithin(ctx context.Context, id json.RawMessage, method str
 		resp *http.Response
 		err  error
 	}
+	var (
+		mu   sync.Mutex
+		late *Call // set, under mu, once the caller stopped waiting
+	)
 	got := make(chan posted, 1)
 	go func() {
 		resp, err := s.post(ctx, body)
-		got <- posted{resp, err}
+		mu.Lock()
+		c := late
+		if c == nil {
+			got <- posted{resp, err} // the caller takes it
+			mu.Unlock()
+			return
+		}
+		mu.Unlock()
+		if err := checkAnswer(s, resp, err); err != nil {
+			cancel()
+			c.err = err
+			c.finished()
+			return
+		}
+		c.bodyMu.Lock()
+		c.resp, c.body = resp, resp.Body
+		closed := c.closed
+		c.bodyMu.Unlock()
+		if closed {
+			c.body.Close()
+		}
+		c.read()
 	}()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -253,25 +314,17 @@ func (s *Session) CallWithin(ctx context.Context, id json.RawMessage, method str
 		return s.answered(ctx, cancel, id, p.resp, p.err)
 	case <-timer.C:
 	}
+	mu.Lock()
+	select {
+	case p := <-got: // it came as the wait ended
+		mu.Unlock()
+		return s.answered(ctx, cancel, id, p.resp, p.err)
+	default:
+	}
 	c := &Call{ID: id, session: s, ctx: ctx, cancel: cancel}
 	c.prepare(s.callBuffer())
-	go func() {
-		p := <-got
-		if err := checkAnswer(s, p.resp, p.err); err != nil {
-			cancel()
-			c.err = err
-			c.finished()
-			return
-		}
-		c.bodyMu.Lock()
-		c.resp, c.body = p.resp, p.resp.Body
-		closed := c.closed
-		c.bodyMu.Unlock()
-		if closed {
-			c.body.Close()
-		}
-		c.read()
-	}()
+	late = c
+	mu.Unlock()
 	return c, nil
 }
 
@@ -282,7 +335,7 @@ func (s *Session) answered(ctx context.Context, cancel context.CancelFunc, id js
 		cancel()
 		return nil, err
 	}
-	c := &Call{ID: id, resp: resp, session: s, ctx: ctx, cancel: cancel}
+	c := &Call{ID: id, resp: resp, session: s, ctx: ctx, cancel: cancel, upstreamSession: resp.Header.Get("Mcp-Session-Id")}
 	c.start(s.callBuffer())
 	return c, nil
 }

@@ -58,6 +58,9 @@ func (r *Reader) readLine() ([]byte, error) {
 		if r.srcErr != nil {
 			return nil, r.srcErr
 		}
+		if r.wouldBlock != nil && r.wouldBlock() {
+			return nil, ErrWouldBlock
+		}
 		r.fill()
 	}
 }
@@ -95,6 +98,9 @@ func lineEnd(b []byte) int {
 // caller guarantees that the unread part is no larger than r.max, so the
 // buffer never grows beyond r.max+1 bytes.
 func (r *Reader) fill() {
+	if r.buf == nil { // lent back by Release
+		r.buf = bufPool.Get().(*[readBufSize]byte)[:]
+	}
 	if r.rpos > 0 {
 		n := copy(r.buf, r.buf[r.rpos:r.wpos])
 		r.rpos, r.wpos = 0, n

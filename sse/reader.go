@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync"
 )
 
 // DefaultMaxEventBytes is the event size limit used by [NewReader] when it is
@@ -22,6 +23,12 @@ const readBufSize = 512
 // keepDataCap is the largest data buffer a Reader keeps between events; a
 // larger one, left by a large event, is released after dispatch.
 const keepDataCap = 64 << 10
+
+// ErrWouldBlock is returned by [Reader.Next] when the Reader needs more
+// input and the function given to [Reader.YieldWhen] says that reading it
+// would block. It is not terminal: the Reader keeps what it has read, and
+// a later Next goes on.
+var ErrWouldBlock = errors.New("sse: no input yet")
 
 // ErrEventTooLarge is returned by [Reader.Next] when a single line, or the
 // accumulated ID, type and data of one event, exceeds the Reader's limit.
@@ -71,6 +78,8 @@ type Reader struct {
 	srcErr  error // error from src, reported once buf holds no complete line
 	err     error // terminal error, returned by every later Next
 
+	wouldBlock func() bool // see YieldWhen
+
 	bomDone bool // the start of the stream has been checked for a BOM
 	skipLF  bool // the last line ended in CR at the end of buf; drop a leading LF
 
@@ -96,7 +105,7 @@ func NewReader(r io.Reader, maxEventBytes int) *Reader {
 	return &Reader{
 		src: r,
 		max: maxEventBytes,
-		buf: make([]byte, readBufSize),
+		buf: bufPool.Get().(*[readBufSize]byte)[:],
 	}
 }
 
@@ -122,6 +131,9 @@ func (r *Reader) Next() (Event, error) {
 	}
 	for {
 		line, err := r.readLine()
+		if err == ErrWouldBlock {
+			return Event{}, err
+		}
 		if err != nil {
 			r.fail(err)
 			return Event{}, r.err
@@ -143,6 +155,36 @@ func (r *Reader) Next() (Event, error) {
 			return Event{}, r.err
 		}
 	}
+}
+
+// Idle reports whether Next must read from the source before it can
+// return anything: no unread input is buffered, and neither the source nor
+// the Reader has reported an error. A caller may then wait for the source
+// to have input (see legacy's MessageReader.WaitReadable) before calling
+// Next.
+func (r *Reader) Idle() bool {
+	return r.rpos == r.wpos && r.srcErr == nil && r.err == nil
+}
+
+// YieldWhen makes Next return [ErrWouldBlock], rather than read, when it
+// needs more input and wouldBlock reports true: a caller that waits for
+// input elsewhere (with a shallower stack, say) then calls Next again.
+// wouldBlock must report true only when a read of the source would block.
+func (r *Reader) YieldWhen(wouldBlock func() bool) { r.wouldBlock = wouldBlock }
+
+// bufPool holds the read buffers of idle Readers (see Release).
+var bufPool = sync.Pool{New: func() any { return new([readBufSize]byte) }}
+
+// Release lends the Reader's read buffer back to a pool while it is Idle
+// and at its resting size; the next read takes one again. A caller about
+// to wait long for input (a parked call's stream) calls it, so that a
+// waiting stream holds no buffer.
+func (r *Reader) Release() {
+	if !r.Idle() || len(r.buf) != readBufSize {
+		return
+	}
+	bufPool.Put((*[readBufSize]byte)(r.buf))
+	r.buf, r.rpos, r.wpos, r.scanned = nil, 0, 0, 0
 }
 
 // fail records the terminal error for err, translating end of stream.

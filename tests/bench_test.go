@@ -18,7 +18,7 @@ func TestBenchTool(t *testing.T) {
 	bin := buildGoBinary(t, "./tests/bench")
 	legacyURL := startBenchServer(t, bin, "legacy")
 	modernURL := startBenchServer(t, bin, "modern")
-	gl := startGateway(t, "\t\tupstream "+legacyURL+" {\n\t\t\tera legacy\n\t\t}")
+	gl := startGateway(t, "\t\tupstream "+legacyURL+" {\n\t\t\tera legacy\n\t\t}\n\t\ttask hold optional 0")
 	gm := startGateway(t, "\t\tupstream "+modernURL+" {\n\t\t\tera modern\n\t\t}")
 
 	row := regexp.MustCompile(`^FIG \| [^|]+ \| \d+ \| (\S+) \| (\d+) \| [^|]+ \| [^|]+ \| [^|]+ \| (\d+) \|`)
@@ -58,6 +58,17 @@ func TestBenchTool(t *testing.T) {
 		out, err := exec.Command(bin, "park", "-url", gl.URL, "-n", "20", "-c", "4").CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "parked 20 calls") || !strings.Contains(string(out), " 0 failed") {
 			t.Fatalf("bench park: %v\n%s", err, out)
+		}
+	})
+	t.Run("tasks", func(t *testing.T) {
+		out, err := exec.Command(bin, "tasks", "-url", gl.URL, "-n", "20", "-c", "4").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "made tasks of 20 calls") || !strings.Contains(string(out), " 0 failed") {
+			t.Fatalf("bench tasks: %v\n%s", err, out)
+		}
+		var list []map[string]any
+		adminGET(t, gl, "/mcp_gateway/tasks", &list)
+		if len(list) != 20 {
+			t.Fatalf("%d tasks held, want 20", len(list))
 		}
 	})
 }

@@ -142,8 +142,12 @@ type Bridge struct {
 	tmu      sync.Mutex
 	tasks    map[[16]byte]*task
 	taskSets map[*BridgeOptions]*taskSet
-	taskRuns sync.WaitGroup // runTask goroutines
+	taskRuns sync.WaitGroup // runTask and run2025 goroutines
 	support  taskSupport    // the upstreams' own execution.taskSupport
+	lister   toolLister     // when the bridge listed an upstream's tools itself
+	// tasks25 are the upstreams' own tasks (2025 experimental tasks,
+	// bridge_task2025.go), under tmu.
+	tasks25 map[[16]byte]*task2025
 
 	// ctx outlives every client request: upstream calls run in it, so a
 	// parked call survives its first request.
@@ -156,7 +160,7 @@ type Bridge struct {
 func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
 	b := &Bridge{pool: pool, defaults: opts.Ready(), parked: make(map[[16]byte]*call),
 		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy(), used: newUsedStates(defaultUsedStates), places: make(map[[16]byte]*resumePlace),
-		tasks: make(map[[16]byte]*task), taskSets: make(map[*BridgeOptions]*taskSet)}
+		tasks: make(map[[16]byte]*task), tasks25: make(map[[16]byte]*task2025), taskSets: make(map[*BridgeOptions]*taskSet)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b
 }
@@ -199,10 +203,18 @@ func (b *Bridge) Close() {
 	for _, t := range b.tasks {
 		tasks = append(tasks, t)
 	}
+	tasks25 := make([]*task2025, 0, len(b.tasks25))
+	for _, t := range b.tasks25 {
+		tasks25 = append(tasks25, t)
+	}
 	b.tmu.Unlock()
 	for _, t := range tasks {
 		t.timer.Stop()
 		b.cancelTask(t, "gateway shutting down")
+	}
+	for _, t := range tasks25 {
+		t.timer.Stop()
+		b.stop2025(t, "gateway shutting down")
 	}
 	b.taskRuns.Wait() // their calls abandoned upstream
 	b.cancel()
@@ -284,7 +296,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 	}
 	if taskMethods[r.Method] {
 		r.Options = b.optionsOf(&r)
-		return b.serveTask(r, sink)
+		return b.serveTask(ctx, r, sink)
 	}
 	if !bridgedMethods[r.Method] {
 		// A legacy server cannot serve other modern methods (the Tasks
@@ -322,8 +334,8 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 		return Served{Outcome: OutcomeRefused}
 	}
 	r.hosting = hosting
-	c, rerr := b.start(ctx, &r, params)
-	if rerr != nil && hosting != nil {
+	c, rerr := b.start(ctx, &r, params) // may set r.hosting (learnToolTasks)
+	if rerr != nil && r.hosting != nil {
 		b.releaseTaskPlace(r.Options, r.Principal)
 	}
 	if rerr != nil {
@@ -345,8 +357,12 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 		b.listen(ctx, c, r, params, sink)
 		return Served{}
 	}
-	if hosting != nil {
+	if hosting = r.hosting; hosting != nil {
 		c.taskRule, c.taskPlaced = hosting, true
+		if c.upTask {
+			// The upstream runs the task itself (bridge_task2025.go).
+			return Served{Outcome: b.createTask2025(ctx, c, r, sink)}
+		}
 		if hosting.Window <= 0 {
 			// The task exists before any question of the tool's.
 			return Served{Outcome: b.becomeTask(c, r, sink)}
@@ -364,7 +380,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 func (b *Bridge) discover(c *call, r Request, sink Sink) string {
 	defer b.pool.Release(c.key, c.sess, true)
 	res, err := BuildDiscoverResult(c.sess.InitResult, b.reshapeOptions(c))
-	if err == nil && (r.Options.Tasks.Policy.Configured() || b.support.any(c.key.Upstream)) {
+	if err == nil && (r.Options.Tasks.Policy.Configured() || b.support.any(c.key.Upstream) || upstreamHasTasks(c.sess.InitResult)) {
 		res, err = withTasksExtension(res)
 	}
 	if err != nil {

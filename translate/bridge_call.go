@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -80,6 +81,9 @@ type call struct {
 	// became a task has handed it over.
 	taskRule   *TaskRule
 	taskPlaced bool
+	// upTask: the call was sent task-augmented to an upstream with 2025
+	// tasks, which runs the task itself (bridge_task2025.go).
+	upTask bool
 	// caps are the client capabilities the upstream's questions are
 	// checked against: the first request's, then the request that made
 	// the task.
@@ -128,7 +132,9 @@ func unstarted(r Request, started time.Time) *call {
 // r.Failover points r at.
 func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *RPCError) {
 	info := metaField(params, MetaClientInfo)
-	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: time.Now(), princ: r.Principal, caps: r.ClientCapabilities}
+	// The name is cloned: r.Name points into a copy of the whole request
+	// body, which a parked call would otherwise keep for its whole life.
+	c := &call{opts: r.Options, method: r.Method, name: strings.Clone(r.Name), started: time.Now(), princ: r.Principal, caps: r.ClientCapabilities}
 	if _, err := rand.Read(c.handle[:]); err != nil {
 		return nil, internalError("no randomness")
 	}
@@ -158,17 +164,26 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 				return nil, upstreamError(err)
 			}
 		}
+		if rerr := b.learnToolTasks(ctx, r, sess); rerr != nil {
+			b.pool.Release(key, sess, true)
+			return nil, rerr
+		}
 		// The call outlives the client's request (it may park), but until
 		// the upstream answers the headers, a client that leaves cancels it.
 		callCtx, cancelCall := context.WithCancel(b.ctx)
 		stop := context.AfterFunc(ctx, cancelCall)
 		id := sess.NewRequestID()
-		if r.hosting != nil {
+		var augmented []byte
+		augmented, c.upTask = b.upstreamTaskParams(r, sess, params)
+		switch {
+		case c.upTask:
+			c.up, err = sess.CallWithID(callCtx, id, r.Method, augmented)
+		case r.hosting != nil:
 			// A call that may become a task waits for the upstream's
 			// headers no longer than its window: the task then holds
 			// a call whose headers are still to come.
 			c.up, err = sess.CallWithin(callCtx, id, r.Method, upstreamParams(params), r.hosting.Window)
-		} else {
+		default:
 			c.up, err = sess.CallWithID(callCtx, id, r.Method, upstreamParams(params))
 		}
 		if !stop() {

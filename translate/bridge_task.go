@@ -85,13 +85,15 @@ const OutcomeTask = "task"
 
 // task is one gateway-hosted task.
 type task struct {
-	id      string
-	handle  [16]byte
-	princ   [16]byte
-	opts    *BridgeOptions // of the call's first request: limits, TTL
-	created time.Time
-	timer   *time.Timer // TTL
-	stop    chan struct{}
+	id       string
+	handle   [16]byte
+	princ    [16]byte
+	tool     string         // the tool's name, for operators
+	upstream string         // the upstream's URL, for operators
+	opts     *BridgeOptions // of the call's first request: limits, TTL
+	created  time.Time
+	timer    *time.Timer // TTL
+	stop     chan struct{}
 
 	mu       sync.Mutex
 	status   string
@@ -161,9 +163,18 @@ func (b *Bridge) Tasks() map[string]int {
 	for _, t := range b.tasks {
 		all = append(all, t)
 	}
+	all25 := make([]*task2025, 0, len(b.tasks25))
+	for _, t := range b.tasks25 {
+		all25 = append(all25, t)
+	}
 	b.tmu.Unlock()
 	out := map[string]int{}
 	for _, t := range all {
+		t.mu.Lock()
+		out[t.status]++
+		t.mu.Unlock()
+	}
+	for _, t := range all25 {
 		t.mu.Lock()
 		out[t.status]++
 		t.mu.Unlock()
@@ -175,7 +186,7 @@ func (b *Bridge) Tasks() map[string]int {
 // on a tasks/get resolves it. The place c took at start moves to the task.
 func (b *Bridge) newTask(c *call, r Request, status string) *task {
 	o := c.opts
-	t := &task{opts: o, princ: c.princ, created: time.Now(), status: status, stop: make(chan struct{})}
+	t := &task{opts: o, princ: c.princ, tool: c.name, upstream: c.key.Upstream, created: time.Now(), status: status, stop: make(chan struct{})}
 	t.updated, t.sess = t.created, c.sess
 	_, _ = rand.Read(t.handle[:])
 	sealer := r.Options
@@ -248,8 +259,11 @@ func (b *Bridge) becomeTask(c *call, r Request, sink Sink) string {
 func (b *Bridge) completedTask(c *call, r Request, m legacy.Message, sink Sink) string {
 	status, result, errObj := b.taskEnding(c, r.Method, m)
 	t := b.newTask(c, r, status)
+	t.mu.Lock()
 	t.result, t.errObj = result, errObj
+	t.mu.Unlock()
 	_ = sink.Respond(http.StatusOK, resultResponse(r.ID, t.envelope("task", false)))
+	b.taskEvent(c, "ended", status) // created terminal: it ends at once
 	return OutcomeTask
 }
 
@@ -276,9 +290,10 @@ func (b *Bridge) runTask(t *task, c *call) {
 	abandon := func(reason string) {
 		t.mu.Lock()
 		c.pending = append(append([]pendingInput(nil), t.inputs...), fresh...)
+		status := t.status // cancelled, or failed (tasks/update)
 		t.mu.Unlock()
 		b.abandon(c, OutcomeCancelled, reason)
-		b.taskEvent(c, "ended", taskCancelled)
+		b.taskEvent(c, "ended", status)
 	}
 	for {
 		var m legacy.Message

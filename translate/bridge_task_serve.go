@@ -43,7 +43,7 @@ func (b *Bridge) TaskOf(r *Request) Retry {
 }
 
 // serveTask answers tasks/get, tasks/update and tasks/cancel.
-func (b *Bridge) serveTask(r Request, sink Sink) Served {
+func (b *Bridge) serveTask(ctx context.Context, r Request, sink Sink) Served {
 	if !DeclaresTasks(r.ClientCapabilities) {
 		rerr := &RPCError{HTTPStatus: http.StatusBadRequest, Code: MissingRequiredClientCapability,
 			Message: "Missing required client capability: the Tasks extension (" + ExtTasks + ")",
@@ -52,6 +52,9 @@ func (b *Bridge) serveTask(r Request, sink Sink) Served {
 		return Served{Outcome: OutcomeError}
 	}
 	params := paramsOf(r.Raw)
+	if t := b.lookupTask2025(r, stringField(params, "taskId")); t != nil {
+		return b.serveTask2025(ctx, r, params, t, sink) // an upstream's own task
+	}
 	t := b.lookupTask(r, stringField(params, "taskId"))
 	if t == nil {
 		rerr := &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams,

@@ -73,7 +73,10 @@ func upstreamParams(params []byte) []byte {
 	for _, m := range ms {
 		val := m.val.Raw
 		switch {
-		case m.name == "inputResponses" || m.name == "requestState":
+		case m.name == "inputResponses" || m.name == "requestState" || m.name == "task":
+			// MRTR's fields, and a 2025 task augmentation, which a
+			// modern client's request does not make (the bridge adds
+			// its own: upstreamTaskParams).
 			continue
 		case m.name == "_meta" && m.val.IsObject():
 			if val = removeMembers(val, modernMeta...); val == "{}" {

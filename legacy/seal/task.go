@@ -17,13 +17,21 @@ import (
 // taskPurpose separates taskIds from every other sealed token.
 const taskPurpose Purpose = "mcp-gateway/task/v1"
 
-// taskVersion is the first byte of the sealed plaintext.
-const taskVersion = 1
+// taskVersion is the first byte of the sealed plaintext; task2025Version
+// that of a taskId wrapping a task of the upstream's own (2025 experimental
+// tasks: Task.Upstream and Task.Session set).
+const (
+	taskVersion     = 1
+	task2025Version = 2
+)
+
+// MaxUpstreamTaskLen bounds Task.Upstream and Task.Session.
+const MaxUpstreamTaskLen = 255
 
 // maxTaskToken bounds the length of a taskId OpenTask will try to open:
-// the largest (255-byte instance and address) is 546 bytes, sealed 579,
-// 772 characters in base64url.
-const maxTaskToken = 1024
+// the largest (255-byte instance, address, upstream task id and session)
+// is 1058 bytes, sealed 1091, 1455 characters in base64url.
+const maxTaskToken = 1536
 
 // ErrTaskInvalid means a taskId did not open or is malformed: tampered,
 // truncated, sealed under an unknown key or for another purpose, or not
@@ -44,29 +52,54 @@ type Task struct {
 	// Principal is the hash of the principal whose call the task is
 	// (translate.PrincipalHash).
 	Principal [16]byte
+	// Upstream is the upstream's own taskId, for a task of an upstream
+	// with 2025 experimental tasks ("" for a task the gateway hosts; at
+	// most MaxUpstreamTaskLen bytes).
+	Upstream string
+	// Session is the upstream session the task lives on (its tasks are
+	// visible on that session only); set with Upstream.
+	Session string
 }
 
 // Plaintext layout:
 //
 //	version(1) | len(instance)(1) | instance | len(address)(1) | address | handle(16) | principal(16)
+//
+// and for version 2, after those:
+//
+//	len(upstream)(1) | upstream | len(session)(1) | session
 
 var errMalformedTask = errors.New("malformed taskId")
 
 // SealTask seals t into a taskId: a URL-safe string of about 100
 // characters plus 4/3 of len(t.Instance)+len(t.Address). It panics if
 // t.Instance or t.Address is too long (configuration errors the caller
-// rejects earlier, as for SealState).
+// rejects earlier, as for SealState), or t.Upstream or t.Session (the
+// caller bounds what an upstream sends before it seals it).
 func SealTask(kr *Keyring, t Task) string {
 	if len(t.Instance) > MaxInstanceLen || len(t.Address) > MaxAddressLen {
 		panic("seal: Task.Instance or Task.Address too long")
 	}
-	b := make([]byte, 0, 3+len(t.Instance)+len(t.Address)+32)
-	b = append(b, taskVersion, byte(len(t.Instance)))
+	if len(t.Upstream) > MaxUpstreamTaskLen || len(t.Session) > MaxUpstreamTaskLen {
+		panic("seal: Task.Upstream or Task.Session too long")
+	}
+	version := byte(taskVersion)
+	if t.Upstream != "" {
+		version = task2025Version
+	}
+	b := make([]byte, 0, 5+len(t.Instance)+len(t.Address)+32+len(t.Upstream)+len(t.Session))
+	b = append(b, version, byte(len(t.Instance)))
 	b = append(b, t.Instance...)
 	b = append(b, byte(len(t.Address)))
 	b = append(b, t.Address...)
 	b = append(b, t.Handle[:]...)
 	b = append(b, t.Principal[:]...)
+	if version == task2025Version {
+		b = append(b, byte(len(t.Upstream)))
+		b = append(b, t.Upstream...)
+		b = append(b, byte(len(t.Session)))
+		b = append(b, t.Session...)
+	}
 	return kr.Seal(taskPurpose, b)
 }
 
@@ -91,9 +124,10 @@ func OpenTask(kr *Keyring, token string) (Task, error) {
 // decodeTask parses a plaintext made by SealTask, and only those.
 func decodeTask(b []byte) (Task, error) {
 	var t Task
-	if len(b) < 2 || b[0] != taskVersion {
+	if len(b) < 2 || (b[0] != taskVersion && b[0] != task2025Version) {
 		return t, errMalformedTask
 	}
+	version := b[0]
 	n := int(b[1])
 	b = b[2:]
 	if len(b) < n+1 {
@@ -103,11 +137,31 @@ func decodeTask(b []byte) (Task, error) {
 	b = b[n:]
 	n = int(b[0])
 	b = b[1:]
-	if len(b) != n+32 {
+	if len(b) < n+32 || (version == taskVersion && len(b) != n+32) {
 		return t, errMalformedTask
 	}
 	t.Address = string(b[:n])
 	copy(t.Handle[:], b[n:])
 	copy(t.Principal[:], b[n+16:])
+	if version == taskVersion {
+		return t, nil
+	}
+	b = b[n+32:]
+	var ok bool
+	if t.Upstream, b, ok = lenPrefixed(b); !ok || t.Upstream == "" {
+		return t, errMalformedTask
+	}
+	if t.Session, b, ok = lenPrefixed(b); !ok || len(b) != 0 {
+		return t, errMalformedTask
+	}
 	return t, nil
+}
+
+// lenPrefixed reads a string of at most 255 bytes after its length byte.
+func lenPrefixed(b []byte) (string, []byte, bool) {
+	if len(b) < 1 || len(b) < 1+int(b[0]) {
+		return "", b, false
+	}
+	n := int(b[0])
+	return string(b[1 : 1+n]), b[1+n:], true
 }

@@ -5,7 +5,8 @@
 //	bench serve   -era legacy|modern -addr 127.0.0.1:9201 [-busy 300us] [-event-store]
 //	    the benchmarks' upstream: a go-sdk server with the tools echo {text}
 //	    and ask {rounds} (in-line elicitations in the legacy era,
-//	    input_required rounds in the modern era); -busy makes each echo
+//	    input_required rounds in the modern era), and in the legacy era hold
+//	    (runs until cancelled, for tasks); -busy makes each echo
 //	    call spin that long first, to model a costlier server; -event-store
 //	    (legacy era) numbers the SSE events and replays them on a GET with
 //	    Last-Event-ID (resumable streams)
@@ -16,6 +17,9 @@
 //	    the first target's ratios against the others
 //	bench park    -url URL -n 10000 -c 32
 //	    opens n modern calls that end in input_required and never retries them
+//	bench tasks   -url URL -n 3000 -c 32 [-tool hold]
+//	    opens n modern calls declaring the Tasks extension that become tasks
+//	    (the gateway's task policy) and never polls them
 //
 // A legacy client opens a 2025-11-25 session (initialize, initialized) and
 // answers in-line elicitations by POSTing their responses; a modern client
@@ -32,7 +36,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench serve|compare|park [flags]")
+		fmt.Fprintln(os.Stderr, "usage: bench serve|compare|park|tasks [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -43,8 +47,10 @@ func main() {
 		err = compare(os.Args[2:])
 	case "park":
 		err = park(os.Args[2:])
+	case "tasks":
+		err = tasks(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: serve, compare or park", os.Args[1])
+		err = fmt.Errorf("unknown command %q: serve, compare, park or tasks", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

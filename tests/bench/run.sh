@@ -14,12 +14,16 @@
 #   BENCH_PARKED=0 tests/bench/run.sh       # skip the memory scenario
 #   BENCH_THROUGHPUT=0 tests/bench/run.sh   # only the memory scenario
 #   BENCH_EVENT_STORE=1 tests/bench/run.sh  # the legacy upstream resumable (event store)
+#   BENCH_TASKS=0 tests/bench/run.sh        # skip the held-tasks memory scenario
 #
 # Environment: BENCH_D (measured time per target and repetition, 3s),
 # BENCH_REPS (2), BENCH_PARKED (calls to park, 10000), BENCH_PARK_TTL (90s),
-# BENCH_PORT (first of the loopback ports used, 19200), BENCH_EVENT_STORE
-# (1: the legacy upstream keeps its SSE events in a go-sdk event store, so
-# they carry ids and streams can be resumed with Last-Event-ID; 0, default).
+# BENCH_PORT (first of the loopback ports used, 19200),
+# BENCH_PARK_GET_STREAM_OFF (0: park only with the default options, not
+# again with get_stream off), BENCH_EVENT_STORE (1: the legacy upstream
+# keeps its SSE events in a go-sdk event store, so they carry ids and
+# streams can be resumed with Last-Event-ID; 0, default), BENCH_TASKS
+# (calls made tasks and held, 3000; 0 skips), BENCH_TASK_TTL (60s).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -27,6 +31,8 @@ D=${BENCH_D:-3s}
 REPS=${BENCH_REPS:-2}
 PARKED=${BENCH_PARKED:-10000}
 PARK_TTL=${BENCH_PARK_TTL:-90s}
+TASKS=${BENCH_TASKS:-3000}
+TASK_TTL=${BENCH_TASK_TTL:-60s}
 P=${BENCH_PORT:-19200}
 legacy_up=$((P + 1)) modern_up=$((P + 2)) gw_legacy=$((P + 11)) gw_modern=$((P + 12)) plain=$((P + 13)) gw_quick=$((P + 14)) plain_modern=$((P + 15)) admin=$((P + 19)) quick_admin=$((P + 18))
 park_gw=$((P + 21)) park_admin=$((P + 29))
@@ -56,14 +62,15 @@ waitport() {
 # A parked call holds two upstream connections (its call stream and its
 # session's GET stream), in the gateway and in the upstream: raise the
 # open-file limit, and park fewer calls if the hard limit is lower. In
-# front of a resumable upstream (BENCH_EVENT_STORE=1) a call parks holding
-# none: no bound then.
-if [[ "${BENCH_EVENT_STORE:-0}" != 1 ]]; then
-	ulimit -n "$((2 * PARKED + 1000))" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-	if ((PARKED > ($(ulimit -n) - 1000) / 2)); then
-		PARKED=$((($(ulimit -n) - 1000) / 2))
-		echo "the open-file limit is $(ulimit -n): parking $PARKED calls" >&2
-	fi
+# front of a resumable upstream (BENCH_EVENT_STORE=1) a parked call holds
+# none (a held task still does).
+parked_fds=$PARKED
+[[ "${BENCH_EVENT_STORE:-0}" == 1 ]] && parked_fds=0
+most=$((parked_fds > TASKS ? parked_fds : TASKS))
+ulimit -n "$((2 * most + 1000))" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+if ((parked_fds > 0 && PARKED > ($(ulimit -n) - 1000) / 2)); then
+	PARKED=$((($(ulimit -n) - 1000) / 2))
+	echo "the open-file limit is $(ulimit -n): parking $PARKED calls" >&2
 fi
 
 legacy_flags=()
@@ -201,6 +208,12 @@ EOC
 	park_line=$("$out/bench" park -url "http://127.0.0.1:$park_gw/mcp" -n "$PARKED" -c 32)
 	echo "$park_line" >&2
 	peak_rss=$(rss) peak_heap=$(heap) peak_g=$(goroutines) peak_fd=$(fds) peak_parked=$(parked)
+	# Profiles at the peak, to account for what a parked call holds:
+	# go tool pprof -sample_index=inuse_space tests/.out/bench/park-default.heap
+	curl -s "http://127.0.0.1:$park_admin/debug/pprof/heap" >"$out/park-${label// /-}.heap" || true
+	curl -s "http://127.0.0.1:$park_admin/debug/pprof/goroutine?debug=1" >"$out/park-${label// /-}.goroutines" || true
+	grep -E '^(VmRSS|RssAnon|RssFile)' "/proc/$park_pid/status" >"$out/park-${label// /-}.status" || true
+	curl -s "http://127.0.0.1:$park_admin/debug/vars" >"$out/park-${label// /-}.vars" || true
 	echo "waiting for the parked calls to expire (park_ttl $PARK_TTL)..." >&2
 	for _ in $(seq 600); do
 		[[ "$(parked)" -eq 0 ]] && break
@@ -223,7 +236,74 @@ EOC
 memory="" park_lines=""
 if ((PARKED > 0)); then
 	park_run "default" ""
-	park_run "get_stream off" "get_stream off"
+	[[ "${BENCH_PARK_GET_STREAM_OFF:-1}" == 1 ]] && park_run "get_stream off" "get_stream off"
+fi
+
+# task_run: makes $TASKS calls of the legacy upstream's hold tool (runs
+# until cancelled) tasks in a fresh gateway (task hold optional 0), never
+# polls them, reads the memory before, at the peak and after task_ttl
+# ended them, stops it, and sets the task table rows.
+task_run() {
+	cat >"$out/Caddyfile.tasks" <<EOC
+{
+	admin 127.0.0.1:$park_admin
+	persist_config off
+	grace_period 2s
+}
+http://127.0.0.1:$park_gw {
+	bind 127.0.0.1
+	mcp_gateway /mcp {
+		upstream http://127.0.0.1:$legacy_up/mcp {
+			era legacy
+		}
+		task hold optional 0
+		task_ttl $TASK_TTL
+		max_tasks $((TASKS + 100))
+		max_tasks_per_principal $((TASKS + 100))
+		max_sessions_per_principal $((TASKS + 100))
+	}
+}
+EOC
+	"$out/caddy" run --config "$out/Caddyfile.tasks" --adapter caddyfile >"$out/caddy-tasks.log" 2>&1 &
+	local task_pid=$!
+	pids+=($task_pid)
+	waitport "$park_gw"
+	rss() { awk '/^VmRSS:/ {print $2}' "/proc/$task_pid/status"; }
+	heap() {
+		curl -s "http://127.0.0.1:$park_admin/debug/pprof/heap?gc=1" >/dev/null
+		curl -s "http://127.0.0.1:$park_admin/debug/vars" | grep -o '"HeapInuse": *[0-9]*' | grep -o '[0-9]*$' | awk '{print int($1/1024)}' || true
+	}
+	fds() { find "/proc/$task_pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
+	goroutines() { curl -s "http://127.0.0.1:$park_admin/debug/pprof/goroutine?debug=1" | head -1 | grep -o '[0-9]*$' || true; }
+	held() { curl -s "http://127.0.0.1:$park_admin/mcp_gateway/tasks" | { grep -o '"tool"' || true; } | wc -l; }
+	# One task first, so the baseline holds what the first one allocates.
+	"$out/bench" tasks -url "http://127.0.0.1:$park_gw/mcp" -n 1 -c 1 >/dev/null
+	local base_rss base_heap base_g base_fd peak_rss peak_heap peak_g peak_fd peak_held after_rss after_heap after_g after_fd after_held
+	base_rss=$(rss) base_heap=$(heap) base_g=$(goroutines) base_fd=$(fds)
+	echo "making tasks of $TASKS calls..." >&2
+	task_line=$("$out/bench" tasks -url "http://127.0.0.1:$park_gw/mcp" -n "$TASKS" -c 32)
+	echo "$task_line" >&2
+	peak_rss=$(rss) peak_heap=$(heap) peak_g=$(goroutines) peak_fd=$(fds) peak_held=$(held)
+	echo "waiting for the tasks to expire (task_ttl $TASK_TTL)..." >&2
+	for _ in $(seq 600); do
+		[[ "$(held)" -eq 0 ]] && break
+		sleep 1
+	done
+	sleep 5
+	after_rss=$(rss) after_heap=$(heap) after_g=$(goroutines) after_fd=$(fds) after_held=$(held)
+	kill "$task_pid" 2>/dev/null || true
+	wait "$task_pid" 2>/dev/null || true
+	per_task() { awk -v a="$1" -v b="$2" -v n="$TASKS" 'BEGIN {printf "%.1f", (a-b)/n}'; }
+	tasks_memory="| baseline (after one task) | $base_rss KiB | $base_heap KiB | $base_g | $base_fd | 1 |
+| $TASKS tasks held | $peak_rss KiB | $peak_heap KiB | $peak_g | $peak_fd | $peak_held |
+| per held task | **$(per_task "$peak_rss" "$base_rss") KiB** | $(per_task "$peak_heap" "$base_heap") KiB | $(per_task "$peak_g" "$base_g") | $(per_task "$peak_fd" "$base_fd") | |
+| after task_ttl (+5 s) | $after_rss KiB | $after_heap KiB | $after_g | $after_fd | $after_held |
+"
+}
+
+tasks_memory="" task_line=""
+if ((TASKS > 0)); then
+	task_run
 fi
 
 echo
@@ -251,4 +331,14 @@ if [[ -n "$memory" ]]; then
 	echo -n "$memory"
 	echo
 	echo -n "$park_lines"
+fi
+if [[ -n "$tasks_memory" ]]; then
+	echo
+	echo "Memory, $TASKS calls of a tool that runs until cancelled made tasks at once (task hold optional 0) and never polled (task_ttl $TASK_TTL), in a fresh gateway:"
+	echo
+	echo "| gateway | RSS | heap in use | goroutines | open fds | tasks held |"
+	echo "|---|---|---|---|---|---|"
+	echo -n "$tasks_memory"
+	echo
+	echo "$task_line"
 fi

@@ -45,6 +45,7 @@ func serve(args []string) error {
 	switch *era {
 	case "legacy":
 		mcp.AddTool(server, &mcp.Tool{Name: "ask", Description: "Asks `rounds` questions in-line."}, askInline)
+		mcp.AddTool(server, &mcp.Tool{Name: "hold", Description: "Runs until cancelled (a task the gateway holds)."}, holdOn)
 		if *eventStore {
 			opts.EventStore = mcp.NewMemoryEventStore(nil)
 		}
@@ -70,6 +71,12 @@ func echo(busy time.Duration) mcp.ToolHandlerFor[echoArgs, any] {
 		}
 		return support.Text(in.Text), nil, nil
 	}
+}
+
+// holdOn runs until its call is cancelled.
+func holdOn(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+	<-ctx.Done()
+	return nil, nil, ctx.Err()
 }
 
 // askInline elicits in-line on the call's stream, rounds times.
