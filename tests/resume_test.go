@@ -105,6 +105,14 @@ func TestResumeAfterInstanceLoss(t *testing.T) {
 	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), `"accept:yes,accept:sure"`) {
 		t.Fatalf("final: %s", x)
 	}
+	// g1 resumed both rounds and parked the second: the resumable calls'
+	// counter says so (the parked list never held them).
+	for event, want := range map[string]float64{"resumed": 2, "parked": 1} {
+		series := `caddy_mcp_gateway_resumable_calls_total{event="` + event + `"}`
+		if got := fleetMetric(t, []*gateway{g1}, series, want); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
 	// Replayed where it was used.
 	again := askCall(t, g1.URL, 4, "tea", answerWith(t, first, "no"), alice)
 	if again.Status != http.StatusBadRequest || again.Resp == nil || again.Resp.Error == nil || again.Resp.Error.Code != -32602 {
@@ -144,6 +152,10 @@ func TestResumeUpstreamRestarted(t *testing.T) {
 	if x.Status != http.StatusBadGateway || x.Resp == nil || x.Resp.Error == nil || x.Resp.Error.Code != -32603 ||
 		!strings.Contains(x.Resp.Error.Message, "no longer knows the call") || strings.Contains(x.Raw, "127.0.0.1") {
 		t.Fatalf("retry after the upstream restarted: %s", x)
+	}
+	series := `caddy_mcp_gateway_resumable_calls_total{event="gone"}`
+	if got := fleetMetric(t, []*gateway{g1}, series, 1); got != 1 {
+		t.Errorf("%s = %v, want 1", series, got)
 	}
 	// The gateway goes on: a new call parks and completes.
 	ir = parseInputRequired(t, askCall(t, g1.URL, 3, "tea", nil, alice))

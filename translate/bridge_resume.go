@@ -96,6 +96,7 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 	c.cancelUp()
 	c.sess.Detach()
 	b.release(c)
+	resumeEvent(c.opts, ResumeParked)
 	_ = sink.Respond(http.StatusOK, resultResponse(r.ID, InputRequiredResult(reqs, token)))
 	return OutcomeInputRequired, true
 }
@@ -223,6 +224,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 		return served
 	}
 	if err != nil {
+		resumeEvent(c.opts, ResumeGone)
 		b.abandon(c, OutcomeError, "the upstream's replay of the call differs")
 		rerr := upstreamFailure("the upstream did not replay the call as it had sent it", err)
 		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, rerr))
@@ -231,6 +233,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 	}
 	c.pending = pending
 	c.overhead += time.Since(opened)
+	resumeEvent(c.opts, ResumeResumed)
 	served.Outcome, served.Cause = b.run(ctx, c, r, sink, nil, len(pending) > 0)
 	return served
 }
@@ -291,6 +294,7 @@ func (b *Bridge) replaySeen(ctx context.Context, c *call, seen uint32, unanswere
 func (b *Bridge) resumeFailed(c *call, r Request, sink Sink, err error, served Served) Served {
 	rerr := upstreamError(err)
 	if errors.Is(err, legacy.ErrSessionGone) {
+		resumeEvent(c.opts, ResumeGone)
 		rerr = &RPCError{HTTPStatus: http.StatusBadGateway, Code: InternalError, Cause: err,
 			Message: "the upstream no longer knows the call (it restarted, or ended its session): send the request again without requestState"}
 	}
@@ -356,4 +360,29 @@ func decodeKeyCounter(b []byte) KeyCounter {
 		kc.used = append(kc.used, k)
 	}
 	return kc
+}
+
+// ResumeObserver is implemented by an Observer that wants to learn of
+// calls parked holding no stream, which never enter the parked list (and
+// so never reach Observer.Unparked).
+type ResumeObserver interface {
+	// Resumable reports ResumeParked (a call parked holding no stream),
+	// ResumeResumed (a retry went on with one, on this instance) or
+	// ResumeGone (the upstream no longer knew the call, or replayed it
+	// otherwise than it had sent it).
+	Resumable(event string)
+}
+
+// Events of ResumeObserver.Resumable.
+const (
+	ResumeParked  = "parked"
+	ResumeResumed = "resumed"
+	ResumeGone    = "gone"
+)
+
+// resumeEvent tells o's observer, if it observes resumable calls.
+func resumeEvent(o *BridgeOptions, event string) {
+	if obs, ok := o.Observer.(ResumeObserver); ok {
+		obs.Resumable(event)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -243,5 +244,42 @@ func TestResumeSequentialRounds(t *testing.T) {
 	}
 	if st := b.pool.StatsByUpstream()[upstream]; st.Initialized != 1 || st.Open != 1 || st.Idle != 1 {
 		t.Fatalf("upstream sessions: %+v, want one, initialized once, idle in the pool", st)
+	}
+}
+
+// resumeCounter counts ResumeObserver events (and nothing else).
+type resumeCounter struct {
+	mu     sync.Mutex
+	events map[string]int
+}
+
+func (r *resumeCounter) CallEnded(CallReport) {}
+func (r *resumeCounter) Unparked(string)      {}
+func (r *resumeCounter) Resumable(event string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events[event]++
+}
+
+// TestResumeObserved: the observer learns of a call parked holding no
+// stream, of its resumption, and of an upstream that lost it.
+func TestResumeObserved(t *testing.T) {
+	upstream, _ := resumableUpstream(t)
+	b := fleet(t, 1)[0]
+	obs := &resumeCounter{events: map[string]int{}}
+	o := DefaultBridgeOptions()
+	o.Keyring, o.Instance, o.Observer = b.defaults.Keyring, "gw-0", obs
+	opts := o.Ready()
+	req := func(id int, extra string) Request {
+		r := resumeRequest(t, upstream, id, 1, extra)
+		r.Options = opts
+		return r
+	}
+	extra, _ := answerRound(t, serve(b, req(1, "")), "v")
+	serve(b, req(2, extra))
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.events[ResumeParked] != 1 || obs.events[ResumeResumed] != 1 || obs.events[ResumeGone] != 0 {
+		t.Fatalf("events %v", obs.events)
 	}
 }
