@@ -38,6 +38,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        gather learn|always     # default learn
 //	        get_stream on|off       # default on
 //	        tasks on|off            # default on
+//	        resume on|off           # default on
 //	    }
 //	    dynamic <source> [<args...>] {             # a reverse_proxy dynamic upstream source: a, srv, multi, ...
 //	        <source options...>
@@ -46,6 +47,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        era auto|legacy|modern
 //	        gather learn|always
 //	        get_stream on|off
+//	        resume on|off
 //	    }
 //	    lb_policy          <name> [<options...>]   # a reverse_proxy selection policy
 //	    transport          <name> { <options...> } # a reverse_proxy transport, to the upstreams
@@ -329,6 +331,16 @@ func unmarshalUpstreamOptions(d *caddyfile.Dispenser, u *Upstream) error {
 				return d.ArgErr()
 			}
 			if err := checkOnOff("get_stream", u.GetStream); err != nil {
+				return d.Err(err.Error())
+			}
+		case "resume":
+			if u.Resume != "" {
+				return d.Err("resume already specified")
+			}
+			if !d.Args(&u.Resume) || d.NextArg() {
+				return d.ArgErr()
+			}
+			if err := checkOnOff("resume", u.Resume); err != nil {
 				return d.Err(err.Error())
 			}
 		case "tasks":

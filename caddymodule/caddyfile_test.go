@@ -19,6 +19,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			era legacy
 			gather always
 			get_stream off
+			resume off
 		}
 		lb_policy round_robin
 		state_key AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB=
@@ -52,7 +53,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"upstreams":[{"url":"http://127.0.0.1:9101/mcp"},{"url":"https://mcp.example.com/mcp","era":"modern","tasks":"off"},{"url":"http://127.0.0.1:9102/mcp","era":"legacy","gather":"always","get_stream":"off"}],` +
+	want := `{"upstreams":[{"url":"http://127.0.0.1:9101/mcp"},{"url":"https://mcp.example.com/mcp","era":"modern","tasks":"off"},{"url":"http://127.0.0.1:9102/mcp","era":"legacy","gather":"always","get_stream":"off","resume":"off"}],` +
 		`"selection_policy":{"policy":"round_robin"},` +
 		`"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="],` +
 		`"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],` +
@@ -80,6 +81,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		"gather without value":   {"mcp_gateway {\n upstream http://a/mcp {\n gather\n }\n}", "wrong argument count"},
 		"bad get_stream":         {"mcp_gateway {\n upstream http://a/mcp {\n get_stream maybe\n }\n}", `unknown get_stream "maybe"`},
 		"duplicate get_stream":   {"mcp_gateway {\n upstream http://a/mcp {\n get_stream on\n get_stream off\n }\n}", "get_stream already specified"},
+		"bad resume":             {"mcp_gateway {\n upstream http://a/mcp {\n resume maybe\n }\n}", `unknown resume "maybe"`},
+		"duplicate resume":       {"mcp_gateway {\n upstream http://a/mcp {\n resume on\n resume off\n }\n}", "resume already specified"},
 		"bad tasks":              {"mcp_gateway {\n upstream http://a/mcp {\n tasks maybe\n }\n}", `unknown tasks "maybe"`},
 		"bad max_task_wait":      {"mcp_gateway {\n max_task_wait soon\n}", "invalid max_task_wait"},
 		"inline argument":        {"mcp_gateway http://a/mcp", "unexpected argument"},

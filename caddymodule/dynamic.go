@@ -103,6 +103,9 @@ func (h *Handler) provisionDynamic(ctx caddy.Context) error {
 	if err := checkOnOff("get_stream", tpl.GetStream); err != nil {
 		return fmt.Errorf("dynamic_endpoint: %w", err)
 	}
+	if err := checkOnOff("resume", tpl.Resume); err != nil {
+		return fmt.Errorf("dynamic_endpoint: %w", err)
+	}
 	static := make(map[string]bool, len(h.Upstreams))
 	for _, u := range h.Upstreams {
 		if u != nil {
@@ -171,7 +174,7 @@ func (d *dynamicUpstreams) get(r *http.Request) []*Upstream {
 		seen[u] = true
 		e := d.known[u]
 		if e == nil {
-			up := &Upstream{URL: u, Era: d.template.Era, Gather: d.template.Gather, GetStream: d.template.GetStream}
+			up := &Upstream{URL: u, Era: d.template.Era, Gather: d.template.Gather, GetStream: d.template.GetStream, Resume: d.template.Resume}
 			if err := up.provision(); err != nil {
 				d.logger.Warn("dynamic upstream skipped", zap.String("upstream", u), zap.Error(err))
 				continue

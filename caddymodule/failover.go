@@ -17,6 +17,7 @@ import (
 func aim(breq *translate.Request, up *Upstream) {
 	breq.Upstream, breq.GatherAlways = up.URL, up.Gather == gatherAlways
 	breq.NoGetStream = up.GetStream == "off"
+	breq.Resume = up.Resume != "off"
 }
 
 // bridgeFailover returns breq's Failover: the upstream *up that could not

@@ -30,6 +30,7 @@ type gatewayMetrics struct {
 	checks      *prometheus.CounterVec   // upstream, result
 	tasksMade   prometheus.Counter       //
 	tasksEnded  *prometheus.CounterVec   // status
+	resumable   *prometheus.CounterVec   // event
 }
 
 // newGatewayMetrics registers the collectors on reg, or takes those another
@@ -67,6 +68,8 @@ func newGatewayMetrics(reg *prometheus.Registry) *gatewayMetrics {
 			"Tasks the forward bridge created for legacy tools (the Tasks extension).")))),
 		tasksEnded: counter("tasks_ended_total",
 			"Tasks of the forward bridge that reached a terminal status, by status: completed, failed, cancelled.", "status"),
+		resumable: counter("resumable_calls_total",
+			"Forward-bridge calls parked holding no stream (resume on), by event: parked, resumed (by a retry on this instance), gone (the upstream no longer knew the call).", "event"),
 	}
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("parked_calls",
 		"Calls parked at input_required, waiting for the client's retry.")), parkedCount))
@@ -132,6 +135,14 @@ func (m *gatewayMetrics) Forwarded(direction, outcome string) {
 		return
 	}
 	m.forwards.WithLabelValues(direction, outcome).Inc()
+}
+
+// resumableEvent counts an event of a call parked holding no stream.
+func (m *gatewayMetrics) resumableEvent(event string) {
+	if m == nil {
+		return
+	}
+	m.resumable.WithLabelValues(event).Inc()
 }
 
 // taskChanged counts a task created or ended.

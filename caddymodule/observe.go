@@ -68,6 +68,10 @@ func (o callObserver) CallEnded(rep translate.CallReport) {
 	c.Write(fields...)
 }
 
+// Resumable implements translate.ResumeObserver: the resumable calls'
+// counter.
+func (o callObserver) Resumable(event string) { metricsFor(o.done, o.metrics).resumableEvent(event) }
+
 // TaskChanged implements translate.TaskObserver: the task metrics, and a
 // log line when a task is created (debug) and when it ends (info). The
 // lines carry no taskId, principal, arguments or result.
@@ -178,7 +182,8 @@ func (h *Handler) observeRequest(r *http.Request, status int, body []byte, start
 
 // Interface guards
 var (
-	_ translate.Observer     = callObserver{}
-	_ translate.TaskObserver = callObserver{}
-	_ http.ResponseWriter    = (*statusWriter)(nil)
+	_ translate.Observer       = callObserver{}
+	_ translate.TaskObserver   = callObserver{}
+	_ translate.ResumeObserver = callObserver{}
+	_ http.ResponseWriter      = (*statusWriter)(nil)
 )

@@ -142,6 +142,10 @@ func decide(in routeInput, pick func(eraSet) *Upstream) decision {
 		return decision{cell: cellForward, relayTo: &in.stateOwner}
 	case in.era == eraModern && in.state == translate.ParkedHere:
 		return decision{cell: cellForward, up: in.stateUp}
+	case in.era == eraModern && in.state == translate.Resumable:
+		// The state holds the whole call: served here, never relayed, on
+		// the upstream it names (nil when not configured here: refused).
+		return decision{cell: cellForward, up: in.stateUp}
 	case in.era == eraModern:
 		if up := pick(speaksModern); up != nil {
 			return decision{cell: cellModern, up: up}

@@ -55,6 +55,23 @@ type Upstream struct {
 	// gets it. `subscriptions/listen` always opens one. Default: `on`.
 	GetStream string `json:"get_stream,omitempty"`
 
+	// Whether a modern client's call to this server, when it speaks legacy,
+	// parks without holding anything when the server's streams are
+	// resumable (2025-11-25: the call's stream carries event ids, and a GET
+	// with Last-Event-ID replays what followed — go-sdk and TypeScript SDK
+	// servers configured with an event store). `on`: at `input_required`
+	// the gateway closes the call's stream and its session's GET stream,
+	// and seals what the retry needs into the `requestState`; the retry, on
+	// any instance sharing `state_key`, posts the answers and reopens the
+	// stream with Last-Event-ID. The call survives the instance that
+	// parked it. Until the state is used there or expires, the parking
+	// instance keeps a place toward `max_parked` and
+	// `max_parked_per_principal` and the session (no stream open, still
+	// counted by `max_sessions_per_principal`), which a retry reaching it
+	// goes on with. `off`, or a server whose events carry no ids: the call
+	// parks holding its stream. Default: `on`.
+	Resume string `json:"resume,omitempty"`
+
 	// Whether legacy clients' `tools/call`, sent to this server when it
 	// speaks modern (the reverse bridge), declare the 2026-07-28 Tasks
 	// extension (`io.modelcontextprotocol/tasks`) in their per-request
@@ -203,6 +220,9 @@ func (u *Upstream) provision() error {
 		return fmt.Errorf("upstream %q: %w", u.URL, err)
 	}
 	if err := checkOnOff("tasks", u.Tasks); err != nil {
+		return fmt.Errorf("upstream %q: %w", u.URL, err)
+	}
+	if err := checkOnOff("resume", u.Resume); err != nil {
 		return fmt.Errorf("upstream %q: %w", u.URL, err)
 	}
 	val, _, err := upstreamStates.LoadOrNew(u.URL, func() (caddy.Destructor, error) {

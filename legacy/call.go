@@ -33,6 +33,7 @@ type Call struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	ch      chan Message
+	after   string // the Last-Event-ID a reopened stream (Reopen) started after
 	done    chan struct{}
 	err     error
 	once    sync.Once
@@ -247,6 +248,7 @@ func (c *Call) read() {
 	// the answer's headers need not live as long as the answer, which a
 	// parked call holds for minutes.
 	rd := NewMessageReader(c.resp, maxResponse)
+	rd.lastID = c.after // a reopened stream that breaks at once resumes from there
 	c.resp.Request, c.resp.Header = nil, nil
 	if !rd.IsStream() {
 		c.readJSON(rd)

@@ -51,6 +51,11 @@ type Message struct {
 	ID json.RawMessage
 	// Method is the method of a request or notification.
 	Method string
+	// After is, for a message read from an SSE stream whose events carry
+	// ids, the id of the last event before the one carrying it: a GET with
+	// it as Last-Event-ID replays the stream from this message on ("" for
+	// a JSON answer, or when no earlier event had an id).
+	After string
 }
 
 // ParseMessage classifies raw without unmarshalling it. Text that is not

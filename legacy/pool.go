@@ -296,3 +296,23 @@ func (p *Pool) StatsByUpstream() map[string]UpstreamStats {
 	}
 	return out
 }
+
+// Detach takes a leased session out of the pool for good: it no longer
+// counts toward the pool's bounds, its standalone GET stream stops, and it
+// stays open upstream for whoever attaches it again (Attach); the caller
+// owns it (it ends it with Close, or leaves it to the upstream's own
+// expiry).
+func (p *Pool) Detach(key PoolKey, s *Session) {
+	p.mu.Lock()
+	p.countLocked(key, -1)
+	p.mu.Unlock()
+	s.Detach()
+}
+
+// Client is the client the sessions of key make their requests with.
+func (p *Pool) Client(key PoolKey) Doer {
+	if key.Client != nil {
+		return key.Client
+	}
+	return p.opts.Client
+}

@@ -52,6 +52,7 @@ func (r *MessageReader) Next() (Message, error) {
 		return r.nextJSON()
 	}
 	for {
+		after := r.lastID
 		ev, err := r.events.Next()
 		if err == sse.ErrWouldBlock {
 			return Message{}, err
@@ -66,6 +67,7 @@ func (r *MessageReader) Next() (Message, error) {
 			r.retry, r.hasRetry = ev.Retry, true
 		}
 		if m, err := eventMessage(ev.Data); m.Kind != KindInvalid || err != nil {
+			m.After = after
 			return m, err
 		}
 	}

@@ -57,6 +57,7 @@ type Session struct {
 	inbox      chan Message
 	listening  chan struct{} // closed once the GET stream's request is sent (or given up)
 	stopListen context.CancelFunc
+	listenDone chan struct{} // closed when the GET stream's goroutine returned
 	closeOnce  sync.Once
 
 	lastUsed atomic.Int64 // unix nanoseconds
@@ -114,7 +115,8 @@ func Open(ctx context.Context, client Doer, url string, header http.Header, caps
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	s.stopListen = cancel
-	go s.listen(lctx)
+	s.listenDone = make(chan struct{})
+	go s.listen(lctx, s.listenDone)
 	return s, nil
 }
 
@@ -129,7 +131,8 @@ func (s *Session) Listening() <-chan struct{} { return s.listening }
 
 // listen reads the standalone GET stream into the inbox until the session
 // closes. An upstream without one (405) is fine.
-func (s *Session) listen(ctx context.Context) {
+func (s *Session) listen(ctx context.Context, done chan struct{}) {
+	defer close(done)
 	var once sync.Once
 	signal := func() { once.Do(func() { close(s.listening) }) }
 	defer signal()

@@ -158,8 +158,11 @@ func countSessions(s *mcp.Server) int {
 	return n
 }
 
+// block configures the gateway in front of f with resume off: the tests
+// using it are about calls parked holding their stream (their failures,
+// their limits); tests/resume_test.go covers calls parked holding nothing.
 func (f *failingLegacy) block() string {
-	return "\t\tupstream " + f.url + " {\n\t\t\tera legacy\n\t\t}"
+	return "\t\tupstream " + f.url + " {\n\t\t\tera legacy\n\t\t\tresume off\n\t\t}"
 }
 
 // modernCall POSTs a modern tools/call with a progress token.

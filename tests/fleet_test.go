@@ -171,7 +171,10 @@ func connectThrough(t *testing.T, rr *roundRobin, version string, opts *mcp.Clie
 // two-round tool with every request of the call on a different instance;
 // the two retries are forwarded to the instance that parked the call.
 func TestFleetForwardBridge(t *testing.T) {
-	upstream := "\t\tupstream " + startDemoServer(t)
+	// resume off: the calls park holding their stream, so their retries
+	// go to their owner (tests/resume_test.go: calls that park holding
+	// nothing, served by any instance).
+	upstream := "\t\tupstream " + startDemoServer(t) + " {\n\t\t\tresume off\n\t\t}"
 	for _, form := range []string{"advertise", "peer"} {
 		t.Run(form, func(t *testing.T) {
 			fleet := startFleet(t, upstream, form)

@@ -133,6 +133,8 @@ type Bridge struct {
 
 	mu     sync.Mutex
 	parked map[[16]byte]*call
+	used   *usedStates                 // resumable states used here
+	places map[[16]byte]*resumePlace   // held by resumable states parked here (bridge_resume.go)
 	sets   map[*BridgeOptions]*parkSet // places held per options (bridge_admit.go)
 	closed bool
 
@@ -157,7 +159,7 @@ type Bridge struct {
 // for the requests that carry no options of their own.
 func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
 	b := &Bridge{pool: pool, defaults: opts.Ready(), parked: make(map[[16]byte]*call),
-		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy(),
+		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy(), used: newUsedStates(defaultUsedStates), places: make(map[[16]byte]*resumePlace),
 		tasks: make(map[[16]byte]*task), tasks25: make(map[[16]byte]*task2025), taskSets: make(map[*BridgeOptions]*taskSet)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b
@@ -238,6 +240,10 @@ type Request struct {
 	// observer); a retry's requestState is opened, and the next round's
 	// sealed, with the options of the request carrying it.
 	Options *BridgeOptions
+	// Resume: the upstream's call streams may be resumed (its resume
+	// option): a call whose stream is resumable parks holding nothing
+	// (bridge_resume.go).
+	Resume bool
 	// GatherAlways makes every round of the call wait GatherWindow for
 	// sibling questions (the upstream is configured with gather always).
 	GatherAlways bool
@@ -264,6 +270,7 @@ type Request struct {
 // openedState is a retry's requestState, opened and checked once.
 type openedState struct {
 	st   seal.State
+	rs   *seal.ResumeState
 	rerr *RPCError
 }
 

@@ -99,18 +99,23 @@ func (b *Bridge) release(c *call) {
 		return
 	}
 	c.placed = false
-	set := b.sets[c.opts]
+	b.freeLocked(c.opts, c.princ)
+}
+
+// freeLocked frees a place of princ among the calls parked with o.
+func (b *Bridge) freeLocked(o *BridgeOptions, princ [16]byte) {
+	set := b.sets[o]
 	if set == nil {
 		return // Close dropped the tables
 	}
 	set.held--
-	if n := set.byPrin[c.princ] - 1; n > 0 {
-		set.byPrin[c.princ] = n
+	if n := set.byPrin[princ] - 1; n > 0 {
+		set.byPrin[princ] = n
 	} else {
-		delete(set.byPrin, c.princ)
+		delete(set.byPrin, princ)
 	}
 	if set.held == 0 {
-		delete(b.sets, c.opts)
+		delete(b.sets, o)
 	}
 }
 

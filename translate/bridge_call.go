@@ -97,6 +97,18 @@ type call struct {
 	held     []legacy.Message // arrived while parked, for run
 	overhead time.Duration    // spent translating (CallReport.Overhead)
 
+	// Resuming without holding (bridge_resume.go). resumeOn: the
+	// upstream's resume option; own: the session is the call's own (out
+	// of the pool, ended by finish); resumeAt: the id of the event before
+	// the round's first question; seen: the call's stream's messages
+	// since (that question included); inboxAsked: a question came on the
+	// session's standalone stream, which no reopening replays.
+	resumeOn   bool
+	own        bool
+	resumeAt   string
+	seen       uint32
+	inboxAsked bool
+
 	// While PARKED.
 	expires time.Time
 	timer   *time.Timer // park_ttl; stopped by unparkLocked
@@ -129,7 +141,7 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 	failover := func(err error) bool { return r.Failover != nil && r.Failover(r, err) }
 	for attempt := 0; ; {
 		key := poolKey(*r)
-		c.key, c.always = key, r.GatherAlways
+		c.key, c.always, c.resumeOn = key, r.GatherAlways, r.Resume
 		sess, err := b.pool.Lease(ctx, key, r.Header, []byte(key.Caps), info, r.Options.Lease)
 		if err != nil {
 			if unopened(ctx, err) && failover(err) {
@@ -261,6 +273,11 @@ func (b *Bridge) finish(c *call, healthy bool) {
 	if c.up != nil {
 		c.up.Close()
 		c.cancelUp()
+	}
+	if c.own {
+		// Out of the pool (a resumed call's): ended upstream.
+		go c.sess.Close(context.Background())
+		return
 	}
 	b.pool.Release(c.key, c.sess, healthy)
 }

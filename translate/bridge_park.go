@@ -42,6 +42,7 @@ func (b *Bridge) holdArrived(c *call) {
 		select {
 		case m := <-c.sess.Inbox():
 			if m.Kind == legacy.KindRequest {
+				c.inboxAsked = true // no reopened stream replays it
 				take(m)
 			}
 		default:
@@ -62,6 +63,11 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, internalError(
 			fmt.Sprintf("the upstream asked for input more than %d times (max_rounds); the call was cancelled", o.MaxRounds))))
 		return OutcomeError
+	}
+	if c.resumable() {
+		if outcome, ok := b.parkResumable(c, r, sink); ok {
+			return outcome
+		}
 	}
 	// The place is taken before the state is sealed, and held until the
 	// call ends (finish).
@@ -114,22 +120,28 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 
 // openState opens the requestState of a retry with the keyring of r's
 // options, and checks that it belongs to the retry's principal and request.
-func (b *Bridge) openState(r Request, params []byte, token string) (seal.State, *RPCError) {
+// A resumable state (seal.ResumeState, bridge_resume.go) comes back in rs,
+// st then zero.
+func (b *Bridge) openState(r Request, params []byte, token string) (st seal.State, rs *seal.ResumeState, rerr *RPCError) {
 	reject := func(msg string) *RPCError {
 		return &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams, Message: msg}
 	}
-	st, err := seal.OpenState(r.Options.Keyring, token, time.Now())
+	st, rs, err := seal.OpenRequestState(r.Options.Keyring, token, time.Now())
+	princ, digest := st.Principal, st.Digest
+	if rs != nil {
+		princ, digest = rs.Principal, rs.Digest
+	}
 	switch {
 	case errors.Is(err, seal.ErrStateExpired):
-		return st, reject("requestState expired: send the request again without it")
+		return st, rs, reject("requestState expired: send the request again without it")
 	case err != nil:
-		return st, reject("requestState is invalid")
-	case st.Principal != r.Principal:
-		return st, reject("requestState belongs to another principal")
-	case st.Digest != RequestDigest(r.Method, params):
-		return st, reject("requestState belongs to another request")
+		return st, nil, reject("requestState is invalid")
+	case princ != r.Principal:
+		return st, rs, reject("requestState belongs to another principal")
+	case digest != RequestDigest(r.Method, params):
+		return st, rs, reject("requestState belongs to another request")
 	}
-	return st, nil
+	return st, rs, nil
 }
 
 // Whose is what a retry's requestState says about the call it resumes
@@ -150,6 +162,10 @@ const (
 	ParkedHere
 	// ParkedThere: the state names a call another instance parked.
 	ParkedThere
+	// Resumable: the state holds all the call needs (it parked holding
+	// nothing, bridge_resume.go): any instance serves it, on the upstream
+	// Retry.Upstream names; it is never relayed.
+	Resumable
 )
 
 // Retry is what RetryOf learned from a request's requestState.
@@ -159,7 +175,7 @@ type Retry struct {
 	Owner Owner
 	// Upstream is, for ParkedHere, the URL of the legacy upstream the call
 	// runs on, or "" when it is no longer parked (answered already,
-	// abandoned).
+	// abandoned); for Resumable, the URL of the call's upstream.
 	Upstream string
 }
 
@@ -176,11 +192,13 @@ func (b *Bridge) RetryOf(r *Request) Retry {
 	if token == "" {
 		return Retry{}
 	}
-	st, rerr := b.openState(*r, params, token)
-	r.retry = &openedState{st: st, rerr: rerr}
+	st, rs, rerr := b.openState(*r, params, token)
+	r.retry = &openedState{st: st, rs: rs, rerr: rerr}
 	switch {
 	case rerr != nil:
 		return Retry{Whose: StateUnopened}
+	case rs != nil:
+		return Retry{Whose: Resumable, Upstream: rs.Upstream}
 	case st.Instance != r.Options.Instance:
 		return Retry{Whose: ParkedThere, Owner: Owner{Instance: st.Instance, Address: st.Address}}
 	}
@@ -206,11 +224,18 @@ func (b *Bridge) ParkedElsewhere(r *Request) (Owner, bool) {
 func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token string, sink Sink) Served {
 	opened := time.Now()
 	var st seal.State
+	var rs *seal.ResumeState
 	var rerr *RPCError
 	if r.retry != nil {
-		st, rerr = r.retry.st, r.retry.rerr
+		st, rs, rerr = r.retry.st, r.retry.rs, r.retry.rerr
 	} else {
-		st, rerr = b.openState(r, params, token)
+		st, rs, rerr = b.openState(r, params, token)
+	}
+	if rerr == nil && rs != nil {
+		return b.resumeSealed(ctx, r, params, token, rs, sink)
+	}
+	if rs != nil {
+		st.Round = rs.Round
 	}
 	if rerr == nil && st.Instance != r.Options.Instance {
 		// The caller forwards such retries (RetryOf); this one

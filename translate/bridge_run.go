@@ -37,10 +37,11 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 	msgs := c.up.Messages()
 	for {
 		var m legacy.Message
-		ok, inbox := true, false
+		ok, inbox, stream := true, false, false
 		switch {
 		case len(c.held) > 0:
 			m, c.held = c.held[0], c.held[1:]
+			stream = true
 		case collecting:
 			if taken++; taken > maxCollected {
 				return b.parkRound(c, r, sink, asked), nil // a chatty upstream
@@ -48,6 +49,7 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 			yieldToReaders()
 			select {
 			case m, ok = <-msgs:
+				stream = true
 			case m = <-c.sess.Inbox():
 				inbox = true
 			default:
@@ -56,6 +58,7 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 		default:
 			select {
 			case m, ok = <-msgs:
+				stream = true
 			case m = <-c.sess.Inbox():
 				inbox = true
 			case <-gather:
@@ -72,6 +75,12 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink Sink, fresh m
 		}
 		if !ok {
 			return b.upstreamEnded(c, r, sink)
+		}
+		if stream {
+			c.seen++
+		}
+		if inbox && m.Kind == legacy.KindRequest && IsInputMethod(m.Method) {
+			c.inboxAsked = true
 		}
 		switch {
 		case m.Kind == legacy.KindRequest:
@@ -193,6 +202,10 @@ func (b *Bridge) upstreamRequest(c *call, r Request, m legacy.Message, fresh map
 		// carrying inputResponses): no round trip.
 		_ = c.sess.Respond(ctx, m.ID, resp, nil)
 		return false
+	}
+	if len(c.pending) == 0 {
+		// The round's first question: a resumed stream starts before it.
+		c.resumeAt, c.seen = m.After, 1
 	}
 	c.pending = append(c.pending, pendingInput{InputRequest: ir, upstreamID: m.ID})
 	return true

@@ -41,6 +41,14 @@ func (a *recordedAnswer) Respond(status int, msg []byte) error {
 // `ask` elicits once per round for `rounds` rounds.
 func legacyUpstream(t *testing.T) (string, *mcp.Server) {
 	t.Helper()
+	server := askServer()
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	t.Cleanup(ts.Close)
+	return ts.URL, server
+}
+
+// askServer is the go-sdk server of legacyUpstream.
+func askServer() *mcp.Server {
 	server := mcp.NewServer(&mcp.Implementation{Name: "bridge-test", Version: "1"}, nil)
 	mcp.AddTool(server, &mcp.Tool{Name: "ask", Description: "Asks n times."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
@@ -59,9 +67,7 @@ func legacyUpstream(t *testing.T) (string, *mcp.Server) {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(answers, ",")}}}, nil, nil
 		})
-	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
-	t.Cleanup(ts.Close)
-	return ts.URL, server
+	return server
 }
 
 func newTestBridge(t *testing.T, ttl time.Duration) *Bridge {

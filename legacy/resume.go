@@ -1,0 +1,127 @@
+package legacy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Resuming a call on a session opened earlier, perhaps by another gateway
+// instance: the forward bridge parks a call in front of a resumable
+// upstream (its call streams' events carry ids) with no stream open, and
+// the client's retry goes on with it from the sealed requestState alone
+// (translate/bridge_resume.go). Attach names the session again; Reopen
+// opens the call's stream again with GET and Last-Event-ID, and the
+// upstream replays what the stream sent after that event, then goes on.
+
+// Attach returns the session id of url the gateway opened earlier, without
+// initializing anything: no standalone GET stream, no inbox. header is
+// sent with every request. Close ends it upstream (DELETE).
+func Attach(client Doer, url string, header http.Header, id UpstreamSessionID, version string) *Session {
+	s := &Session{URL: url, ID: id, Version: version, client: client, header: header.Clone(), listening: make(chan struct{})}
+	close(s.listening)
+	s.touch()
+	return s
+}
+
+// Detach stops the session's standalone GET stream, if it has one, and
+// leaves the session open upstream: the caller hands it over to whoever
+// attaches it again (Attach), or ends it with Close. Messages the upstream
+// sends on the standalone stream from then on are not read.
+func (s *Session) Detach() {
+	if s.stopListen != nil {
+		s.stopListen()
+	}
+}
+
+// reopenConflicts bounds how long Reopen waits for the upstream to let go
+// of the stream's previous connection (409 Conflict: it still writes to
+// it; the gateway closed it only just).
+const reopenConflicts = 2 * time.Second
+
+// Reopen opens again the stream of the session's call whose upstream
+// request id is callID, after the event lastID (GET with Last-Event-ID):
+// the upstream replays what the stream sent after it, then goes on until
+// the response to the call. An upstream that no longer knows the session
+// or the stream (404, or 400: an upstream restarted, or whose event store
+// dropped the stream) gives an error wrapping ErrSessionGone.
+func (s *Session) Reopen(ctx context.Context, callID json.RawMessage, lastID string) (*Call, error) {
+	if lastID == "" {
+		return nil, errors.New("no event id to resume after")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	deadline := time.Now().Add(reopenConflicts)
+	for wait := 25 * time.Millisecond; ; wait = min(2*wait, 400*time.Millisecond) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		s.setHeaders(req.Header)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Last-Event-ID", lastID)
+		s.touch()
+		resp, err := s.client.Do(req)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			c := &Call{ID: callID, resp: resp, session: s, ctx: ctx, cancel: cancel, after: lastID}
+			c.start(s.callBuffer())
+			return c, nil
+		case resp.StatusCode == http.StatusConflict && time.Now().Add(wait).Before(deadline):
+			resp.Body.Close()
+			select {
+			case <-time.After(wait):
+				continue
+			case <-ctx.Done():
+				cancel()
+				return nil, ctx.Err()
+			}
+		case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest:
+			resp.Body.Close()
+			cancel()
+			return nil, fmt.Errorf("%w (the upstream answered the stream's resumption with %s)", ErrSessionGone, resp.Status)
+		default:
+			resp.Body.Close()
+			cancel()
+			return nil, fmt.Errorf("resuming the call's stream: upstream answered %s", resp.Status)
+		}
+	}
+}
+
+// SetCallBuffer sets how many messages each call of the session holds
+// unread (see LeaseLimits.CallBuffer; 0: DefaultCallBuffer), for a
+// session no lease gave one (Attach).
+func (s *Session) SetCallBuffer(n int) { s.buffer.Store(int32(min(max(n, 0), 1<<16))) }
+
+// Relisten opens again the standalone GET stream Detach stopped, once the
+// goroutine that requested it has returned (a reader it handed the stream
+// to ends with the cancelled context, and touches neither listening nor
+// listenDone), for a session that goes back to its pool on the instance
+// that detached it; what its inbox still held is dropped. A session that never had one stays without. It reports false
+// when the old stream did not end within 5s: the session then has none,
+// and the caller must not give it back to the pool.
+func (s *Session) Relisten() bool {
+	if s.stopListen == nil || s.listenDone == nil {
+		return true
+	}
+	s.stopListen()
+	select {
+	case <-s.listenDone:
+	case <-time.After(5 * time.Second):
+		return false
+	}
+	for len(s.inbox) > 0 {
+		<-s.inbox
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopListen, s.listening, s.listenDone = cancel, make(chan struct{}), make(chan struct{})
+	go s.listen(ctx, s.listenDone)
+	return true
+}

@@ -1,0 +1,207 @@
+package tests
+
+// Parking without holding (issue 14): in front of a legacy server whose
+// streams are resumable (go-sdk with an event store), a call parks with
+// nothing held, and its retry is served by any instance sharing
+// state_key — no peer, no advertise — even once the instance that parked
+// it is gone.
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// resumableServer is a go-sdk v1.8 server with a MemoryEventStore (events
+// carry ids, a GET with Last-Event-ID replays what followed) behind a
+// handler that restart swaps for a fresh one (same address, no sessions),
+// as an upstream restarted. Its tool ask elicits twice and answers with
+// both answers.
+type resumableServer struct {
+	url     string
+	current atomic.Pointer[http.Handler]
+}
+
+func newResumableServer(t *testing.T) *resumableServer {
+	t.Helper()
+	rs := &resumableServer{}
+	rs.restart()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*rs.current.Load()).ServeHTTP(w, r) }))
+	t.Cleanup(ts.Close)
+	rs.url = ts.URL
+	return rs
+}
+
+func (rs *resumableServer) restart() {
+	server := mcp.NewServer(&mcp.Implementation{Name: "resumable", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "ask", Description: "Asks twice."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+			Topic string `json:"topic"`
+		}) (*mcp.CallToolResult, any, error) {
+			var got []string
+			for _, q := range []string{"About " + in.Topic + "?", "Sure?"} {
+				res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: q,
+					RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}})
+				if err != nil {
+					return nil, nil, err
+				}
+				a, _ := res.Content["answer"].(string)
+				got = append(got, res.Action+":"+a)
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(got, ",")}}}, nil, nil
+		})
+	h := http.Handler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)}))
+	rs.current.Store(&h)
+}
+
+// kill ends g at once (SIGKILL to its process group), as a crash would.
+func (g *gateway) kill(t *testing.T) {
+	t.Helper()
+	_ = syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-g.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("caddy did not exit within 10s of SIGKILL")
+	}
+}
+
+// answerWith is the extra params of a retry answering ir's one question.
+func answerWith(t *testing.T, ir inputRequired, answer string) map[string]any {
+	t.Helper()
+	if len(ir.InputRequests) != 1 {
+		t.Fatalf("want one question, got %v", ir.InputRequests)
+	}
+	var key string
+	for k := range ir.InputRequests {
+		key = k
+	}
+	return map[string]any{"requestState": ir.RequestState,
+		"inputResponses": map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"answer": answer}}}}
+}
+
+// TestResumeAfterInstanceLoss: two instances sharing only state_key; the
+// call parks on the first, which is killed; the second serves both rounds
+// of the call to its result. A requestState replayed on the instance that
+// used it is refused with 400; replayed on a third instance after the call
+// ended, the upstream no longer knows the call (502). No address leaks.
+func TestResumeAfterInstanceLoss(t *testing.T) {
+	up := newResumableServer(t)
+	block := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}\n\t\tstate_key " + testKey(0x33)
+	g0, g1 := startGateway(t, block), startGateway(t, block)
+	alice := map[string]string{"Authorization": "Bearer alice"}
+
+	first := parseInputRequired(t, askCall(t, g0.URL, 1, "tea", nil, alice))
+	g0.kill(t)
+	second := parseInputRequired(t, askCall(t, g1.URL, 2, "tea", answerWith(t, first, "yes"), alice))
+	x := askCall(t, g1.URL, 3, "tea", answerWith(t, second, "sure"), alice)
+	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), `"accept:yes,accept:sure"`) {
+		t.Fatalf("final: %s", x)
+	}
+	// g1 resumed both rounds and parked the second: the resumable calls'
+	// counter says so (the parked list never held them).
+	for event, want := range map[string]float64{"resumed": 2, "parked": 1} {
+		series := `caddy_mcp_gateway_resumable_calls_total{event="` + event + `"}`
+		if got := fleetMetric(t, []*gateway{g1}, series, want); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+	// Replayed where it was used.
+	again := askCall(t, g1.URL, 4, "tea", answerWith(t, first, "no"), alice)
+	if again.Status != http.StatusBadRequest || again.Resp == nil || again.Resp.Error == nil || again.Resp.Error.Code != -32602 {
+		t.Fatalf("replay on the instance that used it: %s", again)
+	}
+	// Replayed on an instance that never saw it, after the call ended.
+	g2 := startGateway(t, block)
+	late := askCall(t, g2.URL, 5, "tea", answerWith(t, second, "no"), alice)
+	if late.Status != http.StatusBadGateway || late.Resp == nil || late.Resp.Error == nil || late.Resp.Error.Code != -32603 ||
+		!strings.Contains(late.Resp.Error.Message, "no longer knows the call") {
+		t.Fatalf("replay elsewhere after the end: %s", late)
+	}
+	for _, ex := range []rpcExchange{again, late} {
+		if strings.Contains(ex.Raw, "127.0.0.1") {
+			t.Fatalf("an address in %s", ex.Raw)
+		}
+	}
+	// Another principal cannot use a state, even unused.
+	third := parseInputRequired(t, askCall(t, g1.URL, 6, "tea", nil, alice))
+	mallory := askCall(t, g2.URL, 7, "tea", answerWith(t, third, "x"), map[string]string{"Authorization": "Bearer mallory"})
+	if mallory.Status != http.StatusBadRequest || mallory.Resp == nil || mallory.Resp.Error == nil {
+		t.Fatalf("another principal's retry: %s", mallory)
+	}
+}
+
+// TestResumeUpstreamRestarted: an upstream restarted while a call is
+// parked (it knows no session now): the retry gets a clear 502 at once,
+// on any instance, and nothing hangs.
+func TestResumeUpstreamRestarted(t *testing.T) {
+	up := newResumableServer(t)
+	block := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}\n\t\tstate_key " + testKey(0x34)
+	g0, g1 := startGateway(t, block), startGateway(t, block)
+	alice := map[string]string{"Authorization": "Bearer alice"}
+	ir := parseInputRequired(t, askCall(t, g0.URL, 1, "tea", nil, alice))
+	up.restart()
+	x := askCall(t, g1.URL, 2, "tea", answerWith(t, ir, "yes"), alice)
+	if x.Status != http.StatusBadGateway || x.Resp == nil || x.Resp.Error == nil || x.Resp.Error.Code != -32603 ||
+		!strings.Contains(x.Resp.Error.Message, "no longer knows the call") || strings.Contains(x.Raw, "127.0.0.1") {
+		t.Fatalf("retry after the upstream restarted: %s", x)
+	}
+	series := `caddy_mcp_gateway_resumable_calls_total{event="gone"}`
+	if got := fleetMetric(t, []*gateway{g1}, series, 1); got != 1 {
+		t.Errorf("%s = %v, want 1", series, got)
+	}
+	// The gateway goes on: a new call parks and completes.
+	ir = parseInputRequired(t, askCall(t, g1.URL, 3, "tea", nil, alice))
+	ir = parseInputRequired(t, askCall(t, g0.URL, 4, "tea", answerWith(t, ir, "a"), alice))
+	x = askCall(t, g1.URL, 5, "tea", answerWith(t, ir, "b"), alice)
+	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), `"accept:a,accept:b"`) {
+		t.Fatalf("a call after the restart: %s", x)
+	}
+}
+
+// tsCall POSTs a modern tools/call of tool to a TypeScript SDK server
+// through the gateway, with extra params merged.
+func tsCall(t *testing.T, url string, id int, tool string, extra map[string]any) rpcExchange {
+	t.Helper()
+	m := meta(modernVersion)
+	m["io.modelcontextprotocol/clientCapabilities"] = map[string]any{"elicitation": map[string]any{}}
+	params := map[string]any{"name": tool, "arguments": map[string]any{}, "_meta": m}
+	for k, v := range extra {
+		params[k] = v
+	}
+	return postRPC(t, url, modernHeaders(modernVersion, "tools/call", tool), rpcBody(t, id, "tools/call", params), id)
+}
+
+// TestResumeTSServer: in front of the TypeScript SDK 1.x server
+// (server-everything, whose streamable HTTP transport keeps an
+// InMemoryEventStore), a call parks holding nothing — the parking
+// instance lists no parked call — and is finished on another instance
+// sharing only state_key after the first was killed.
+func TestResumeTSServer(t *testing.T) {
+	up := startServerEverything(t)
+	block := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n\t\tstate_key " + testKey(0x35)
+	g0, g1 := startGateway(t, block), startGateway(t, block)
+	ir := parseInputRequired(t, tsCall(t, g0.URL, 1, "trigger-elicitation-request", nil))
+	var parked []map[string]any
+	adminGET(t, g0, "/mcp_gateway/parked", &parked)
+	if len(parked) != 0 {
+		t.Fatalf("the call parked holding its stream: %v", parked)
+	}
+	g0.kill(t)
+	var key string
+	for k := range ir.InputRequests {
+		key = k
+	}
+	x := tsCall(t, g1.URL, 2, "trigger-elicitation-request", map[string]any{"requestState": ir.RequestState,
+		"inputResponses": map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada Resumed"}}}})
+	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), "Ada Resumed") {
+		t.Fatalf("retry on the other instance: %s", x)
+	}
+}

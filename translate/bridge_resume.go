@@ -1,0 +1,388 @@
+package translate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+)
+
+// Parking without holding (issue 14). In front of an upstream whose call
+// streams are resumable — their events carry ids, and a GET with
+// Last-Event-ID replays what followed (2025-11-25) — a call that asks for
+// input parks with no stream held: its stream is closed, its session's
+// standalone GET stream stopped, and everything its retry needs travels
+// sealed in the requestState (seal.ResumeState). The instance keeps only a
+// place (placeForLocked) with the session object, until the state is used
+// here or expires. The retry, on any instance holding the key, goes on
+// with that session (here) or attaches to the upstream session by id
+// (elsewhere), POSTs the answers, reopens the call's stream
+// after the event before the round's first question, skips what the
+// gateway had already seen (asking again what is still unanswered), and
+// runs the call on as usual: it may park again, with a new state.
+//
+// A call parks this way when its upstream's resume option is on (Request.Resume),
+// the upstream keeps sessions, every question of the round came on the
+// call's own stream after a numbered event, the call may not become a task,
+// and the state fits its bounds; otherwise it parks holding its stream, as
+// before. Single use: the instance that serves the retry records the state
+// as used until it expires (usedStates); another instance sharing the key
+// does not know, so a state replayed there within its expiry reopens the
+// stream — and reads the result again — but cannot change the call: the
+// upstream takes the first answer to a question and drops the others.
+
+// resumable reports whether c, about to park, may park without holding.
+func (c *call) resumable() bool {
+	return c.resumeOn && c.resumeAt != "" && !c.inboxAsked && c.taskRule == nil && !c.taskPlaced &&
+		c.sess.ID != "" && len(c.held) == 0 && len(c.pending) > 0
+}
+
+// parkResumable parks c with nothing held, if its state can be sealed; ok
+// is false (and nothing changed) when it cannot, and the caller parks it
+// holding its stream.
+func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, ok bool) {
+	w := startWatch(&c.overhead)
+	digest := c.digest
+	if c.round == 0 {
+		digest = RequestDigest(r.Method, paramsOf(r.Raw))
+	}
+	expires := time.Now().Add(c.opts.ParkTTL)
+	rs := seal.ResumeState{
+		Upstream: c.key.Upstream, Session: string(c.sess.ID), Version: c.sess.Version, CallID: c.up.ID,
+		After: c.resumeAt, Seen: c.seen, Keys: c.keys.appendBinary(nil), ServerInfo: serverInfo(c.sess.InitResult), Round: c.round + 1,
+		Principal: c.princ, Digest: digest, Started: c.started, Expires: expires,
+	}
+	reqs := make([]InputRequest, len(c.pending))
+	for i, p := range c.pending {
+		reqs[i] = p.InputRequest
+		rs.Inputs = append(rs.Inputs, seal.ResumeInput{ID: p.upstreamID, Key: p.Key, Method: p.Method})
+	}
+	_, _ = rand.Read(rs.Place[:])
+	token, err := seal.SealResume(r.Options.Keyring, rs)
+	w.stop()
+	if err != nil {
+		return "", false
+	}
+	// It parks holding nothing, but it holds the upstream session open
+	// until the retry: it takes a place among the calls parked with its
+	// options here, for its state's life (placeFor), so that max_parked
+	// and max_parked_per_principal bound what one principal makes the
+	// upstream hold. A call admitted before (a place held from a round
+	// parked holding, or a call resumed from a state) is never turned away
+	// mid-way.
+	b.mu.Lock()
+	if !c.placed && !c.own {
+		if rerr := b.roomLocked(c.opts, c.princ, true); rerr != nil {
+			b.mu.Unlock()
+			return b.refuse(c, r, sink, rerr), true
+		}
+	}
+	p := b.placeForLocked(c.opts, c.princ, rs.Place, c.opts.ParkTTL)
+	// The session object stays with the place (its pool still counts a
+	// session of the pool as leased): a retry reaching this instance goes
+	// on with it, and gives it back to the pool at the end.
+	p.sess, p.key, p.pooled = c.sess, c.key, !c.own
+	b.mu.Unlock()
+	c.round, c.digest, c.expires = rs.Round, digest, expires
+	// No stream of the call stays open: its stream closes (the upstream
+	// goes on, keeping what it sends for the retry's GET), its session's
+	// GET stream stops, its place (from a round parked holding) is freed.
+	c.up.Close()
+	c.cancelUp()
+	c.sess.Detach()
+	b.release(c)
+	resumeEvent(c.opts, ResumeParked)
+	_ = sink.Respond(http.StatusOK, resultResponse(r.ID, InputRequiredResult(reqs, token)))
+	return OutcomeInputRequired, true
+}
+
+// resumePlace is the place a resumable state holds on the instance that
+// parked it (placeForLocked): its id, the session object (no stream open)
+// and a timer.
+type resumePlace struct {
+	opts  *BridgeOptions
+	princ [16]byte
+	timer *time.Timer
+	// sess is the call's session, key its pool key, pooled whether the
+	// pool counts it (a session of the pool's, leased; not an attached
+	// one).
+	sess   *legacy.Session
+	key    legacy.PoolKey
+	pooled bool
+}
+
+// placeForLocked takes a place among the calls parked with o, for princ,
+// under id, that frees itself after ttl (the state's life), or when a retry
+// carrying the state reaches this instance (freePlace). A state used on
+// another instance keeps its place here until it expires: no instance
+// tells another.
+func (b *Bridge) placeForLocked(o *BridgeOptions, princ [16]byte, id [16]byte, ttl time.Duration) *resumePlace {
+	set := b.sets[o]
+	if set == nil {
+		set = &parkSet{byPrin: make(map[[16]byte]int)}
+		b.sets[o] = set
+	}
+	set.held++
+	set.byPrin[princ]++
+	p := &resumePlace{opts: o, princ: princ}
+	b.places[id] = p
+	p.timer = time.AfterFunc(ttl, func() { b.dropPlace(b.takePlace(id)) })
+	return p
+}
+
+// takePlace frees the place id and returns it, if this instance holds it.
+func (b *Bridge) takePlace(id [16]byte) *resumePlace {
+	b.mu.Lock()
+	p := b.places[id]
+	if p != nil {
+		delete(b.places, id)
+		b.freeLocked(p.opts, p.princ)
+	}
+	b.mu.Unlock()
+	if p != nil {
+		p.timer.Stop()
+	}
+	return p
+}
+
+// dropPlace lets go of the session a taken place kept: out of the pool,
+// open upstream (the call may go on elsewhere: it is never ended here).
+func (b *Bridge) dropPlace(p *resumePlace) {
+	if p != nil && p.sess != nil && p.pooled {
+		b.pool.Detach(p.key, p.sess)
+	}
+}
+
+// resumeSealed serves a retry whose requestState is resumable (opened and
+// checked against the retry's principal and request by openState).
+func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, token string, rs *seal.ResumeState, sink Sink) Served {
+	served := Served{Round: int(rs.Round), Outcome: OutcomeError}
+	if r.Upstream != rs.Upstream {
+		_ = sink.Respond(http.StatusBadRequest, ErrorResponse(r.ID, &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams,
+			Message: "requestState names an upstream this gateway does not serve: send the request again without it"}))
+		return served
+	}
+	if !b.used.use(token, rs.Expires, time.Now()) {
+		_ = sink.Respond(http.StatusBadRequest, ErrorResponse(r.ID, &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams,
+			Message: "requestState was already used, or its call has ended: send the request again without it"}))
+		return served
+	}
+	p := b.takePlace(rs.Place)
+	opened := time.Now()
+	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: rs.Started, princ: r.Principal, caps: r.ClientCapabilities,
+		key: poolKey(r), always: r.GatherAlways, resumeOn: r.Resume, own: true, round: rs.Round, digest: rs.Digest}
+	_, _ = rand.Read(c.handle[:])
+	c.keys = decodeKeyCounter(rs.Keys)
+	if p != nil && p.sess != nil && p.key == c.key && p.sess.ID == legacy.UpstreamSessionID(rs.Session) && p.sess.Relisten() {
+		// Back on the instance that parked it: its own session, which
+		// goes back to the pool at the end.
+		c.sess, c.own = p.sess, !p.pooled
+	} else {
+		b.dropPlace(p)
+		c.sess = legacy.Attach(b.pool.Client(c.key), rs.Upstream, r.Header, legacy.UpstreamSessionID(rs.Session), rs.Version)
+	}
+	c.sess.SetCallBuffer(r.Options.Lease.CallBuffer)
+	if rs.ServerInfo != nil && c.sess.InitResult == nil {
+		// What the call's result needs of the InitializeResult
+		// (reshapeOptions); the rest is not kept.
+		c.sess.InitResult = append(append([]byte(`{"serverInfo":`), rs.ServerInfo...), '}')
+	}
+
+	answers := inputResponses(params)
+	unanswered := make(map[string]seal.ResumeInput)
+	pctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	for _, in := range rs.Inputs {
+		resp, ok := answers[in.Key]
+		if !ok || ValidateInputResponse(in.Method, resp) != nil {
+			unanswered[string(in.ID)] = in
+			continue
+		}
+		if err := c.sess.Respond(pctx, in.ID, resp, nil); err != nil {
+			cancel()
+			return b.resumeFailed(c, r, sink, err, served)
+		}
+	}
+	cancel()
+	callCtx, cancelCall := context.WithCancel(b.ctx)
+	stop := context.AfterFunc(ctx, cancelCall)
+	up, err := c.sess.Reopen(callCtx, rs.CallID, rs.After)
+	stop()
+	if err != nil {
+		cancelCall()
+		return b.resumeFailed(c, r, sink, err, served)
+	}
+	c.up, c.cancelUp = up, cancelCall
+	c.resumeAt = rs.After
+	pending, err := b.replaySeen(ctx, c, rs.Seen, unanswered)
+	if err != nil && ctx.Err() != nil {
+		served.Outcome = b.requestEnded(ctx, c, r, sink)
+		return served
+	}
+	if err != nil {
+		resumeEvent(c.opts, ResumeGone)
+		b.abandon(c, OutcomeError, "the upstream's replay of the call differs")
+		rerr := upstreamFailure("the upstream did not replay the call as it had sent it", err)
+		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, rerr))
+		served.Cause = err
+		return served
+	}
+	c.pending = pending
+	c.overhead += time.Since(opened)
+	resumeEvent(c.opts, ResumeResumed)
+	served.Outcome, served.Cause = b.run(ctx, c, r, sink, nil, len(pending) > 0)
+	return served
+}
+
+// errReplay says how the replay of a call's stream differs from what the
+// gateway saw before parking.
+var errReplay = errors.New("replay differs")
+
+// replaySeen reads the first seen messages of c's reopened stream: those
+// the gateway received before parking. They were handled then, except the
+// round's questions still unanswered, which it returns to ask again, with
+// the keys they had.
+func (b *Bridge) replaySeen(ctx context.Context, c *call, seen uint32, unanswered map[string]seal.ResumeInput) ([]pendingInput, error) {
+	var pending []pendingInput
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	for range seen {
+		var m legacy.Message
+		var ok bool
+		select {
+		case m, ok = <-c.up.Messages():
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timeout.C:
+			return nil, errors.New("the upstream replayed too little within 30s")
+		}
+		if !ok {
+			return nil, c.up.Err()
+		}
+		c.seen++
+		if m.Kind != legacy.KindRequest {
+			continue
+		}
+		in, ok := unanswered[string(m.ID)]
+		if !ok {
+			continue
+		}
+		delete(unanswered, string(m.ID))
+		if m.Method != in.Method {
+			return nil, errReplay
+		}
+		ir, err := NewInputRequest(m.Method, m.Params(), new(KeyCounter))
+		if err != nil {
+			return nil, err
+		}
+		ir.Key = in.Key
+		pending = append(pending, pendingInput{InputRequest: ir, upstreamID: m.ID})
+	}
+	if len(unanswered) > 0 {
+		return nil, errReplay
+	}
+	return pending, nil
+}
+
+// resumeFailed ends a resumed call whose answers or stream the upstream
+// did not take: the session is gone (the upstream restarted, or ended it),
+// or the upstream failed.
+func (b *Bridge) resumeFailed(c *call, r Request, sink Sink, err error, served Served) Served {
+	rerr := upstreamError(err)
+	if errors.Is(err, legacy.ErrSessionGone) {
+		resumeEvent(c.opts, ResumeGone)
+		rerr = &RPCError{HTTPStatus: http.StatusBadGateway, Code: InternalError, Cause: err,
+			Message: "the upstream no longer knows the call (it restarted, or ended its session): send the request again without requestState"}
+	}
+	b.finish(c, false)
+	b.report(c, OutcomeError, rerr.detail())
+	_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
+	served.Cause = err
+	return served
+}
+
+// appendBinary appends kc's state: the counts per method, then the keys
+// handed out (uvarint lengths). It is sealed, so decodeKeyCounter trusts
+// its shape and only guards against running off the end.
+func (kc *KeyCounter) appendBinary(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(kc.counts)))
+	for _, mc := range kc.counts {
+		b = binary.AppendUvarint(b, uint64(len(mc.method)))
+		b = append(b, mc.method...)
+		b = binary.AppendUvarint(b, uint64(mc.n))
+	}
+	for _, k := range kc.used {
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+	}
+	return b
+}
+
+// decodeKeyCounter reads what appendBinary wrote (a zero counter for
+// anything else).
+func decodeKeyCounter(b []byte) KeyCounter {
+	var kc KeyCounter
+	str := func() (string, bool) {
+		n, w := binary.Uvarint(b)
+		if w <= 0 || n > uint64(len(b)-w) {
+			return "", false
+		}
+		s := string(b[w : w+int(n)])
+		b = b[w+int(n):]
+		return s, true
+	}
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > 16 {
+		return KeyCounter{}
+	}
+	b = b[w:]
+	for range n {
+		m, ok := str()
+		if !ok {
+			return KeyCounter{}
+		}
+		c, w := binary.Uvarint(b)
+		if w <= 0 || c > 1<<20 {
+			return KeyCounter{}
+		}
+		b = b[w:]
+		kc.counts = append(kc.counts, methodCount{m, int(c)})
+	}
+	for len(b) > 0 {
+		k, ok := str()
+		if !ok {
+			return KeyCounter{}
+		}
+		kc.used = append(kc.used, k)
+	}
+	return kc
+}
+
+// ResumeObserver is implemented by an Observer that wants to learn of
+// calls parked holding no stream, which never enter the parked list (and
+// so never reach Observer.Unparked).
+type ResumeObserver interface {
+	// Resumable reports ResumeParked (a call parked holding no stream),
+	// ResumeResumed (a retry went on with one, on this instance) or
+	// ResumeGone (the upstream no longer knew the call, or replayed it
+	// otherwise than it had sent it).
+	Resumable(event string)
+}
+
+// Events of ResumeObserver.Resumable.
+const (
+	ResumeParked  = "parked"
+	ResumeResumed = "resumed"
+	ResumeGone    = "gone"
+)
+
+// resumeEvent tells o's observer, if it observes resumable calls.
+func resumeEvent(o *BridgeOptions, event string) {
+	if obs, ok := o.Observer.(ResumeObserver); ok {
+		obs.Resumable(event)
+	}
+}
