@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -91,17 +90,11 @@ type task struct {
 	tool     string         // the tool's name, for operators
 	upstream string         // the upstream's URL, for operators
 	opts     *BridgeOptions // of the call's first request: limits, TTL
-	created  time.Time
-	timer    *time.Timer // TTL
+	timer    *time.Timer    // TTL
 	stop     chan struct{}
 
-	mu       sync.Mutex
-	status   string
-	note     string // statusMessage: why a task was cancelled or failed
-	updated  time.Time
-	inputs   []pendingInput  // shown in inputRequests, not yet answered
-	result   []byte          // completed: the modern result
-	errObj   []byte          // failed: the JSON-RPC error object
+	mu sync.Mutex
+	taskState
 	sess     *legacy.Session // where tasks/update posts answers
 	stopOnce sync.Once
 }
@@ -186,8 +179,9 @@ func (b *Bridge) Tasks() map[string]int {
 // on a tasks/get resolves it. The place c took at start moves to the task.
 func (b *Bridge) newTask(c *call, r Request, status string) *task {
 	o := c.opts
-	t := &task{opts: o, princ: c.princ, tool: c.name, upstream: c.key.Upstream, created: time.Now(), status: status, stop: make(chan struct{})}
-	t.updated, t.sess = t.created, c.sess
+	now := time.Now()
+	t := &task{opts: o, princ: c.princ, tool: c.name, upstream: c.key.Upstream, stop: make(chan struct{}),
+		taskState: taskState{status: status, created: now, updated: now}, sess: c.sess}
 	_, _ = rand.Read(t.handle[:])
 	sealer := r.Options
 	t.id = seal.SealTask(sealer.Keyring, seal.Task{Instance: sealer.Instance, Address: sealer.Address, Handle: t.handle, Principal: c.princ})
@@ -389,57 +383,11 @@ func (b *Bridge) taskQuestion(c *call, t *task, m legacy.Message) (pendingInput,
 	return pendingInput{InputRequest: ir, upstreamID: m.ID}, true
 }
 
-// envelope is t as a CreateTaskResult (resultType "task") or a DetailedTask
-// (tasks/get, resultType "complete", with its inputRequests, result or
-// error when detailed).
+// envelope is t as a CreateTaskResult or a DetailedTask (taskState's).
 func (t *task) envelope(resultType string, detailed bool) []byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	b := make([]byte, 0, 256+len(t.result)+len(t.errObj))
-	b = append(b, `{"resultType":`...)
-	b = appendJSONString(b, resultType)
-	b = append(b, `,"taskId":`...)
-	b = appendJSONString(b, t.id)
-	b = append(b, `,"status":`...)
-	b = appendJSONString(b, t.status)
-	if t.note != "" {
-		b = append(b, `,"statusMessage":`...)
-		b = appendJSONString(b, t.note)
-	}
-	b = append(b, `,"createdAt":`...)
-	b = appendJSONString(b, isoTime(t.created))
-	b = append(b, `,"lastUpdatedAt":`...)
-	b = appendJSONString(b, isoTime(t.updated))
-	b = append(b, `,"ttlMs":`...)
-	b = strconv.AppendInt(b, t.opts.Tasks.TTL.Milliseconds(), 10)
-	if p := t.opts.Tasks.PollInterval.Milliseconds(); p > 0 {
-		b = append(b, `,"pollIntervalMs":`...)
-		b = strconv.AppendInt(b, p, 10)
-	}
-	if detailed {
-		switch {
-		case t.status == taskInputRequired && len(t.inputs) > 0:
-			reqs := make([]InputRequest, len(t.inputs))
-			for i, p := range t.inputs {
-				reqs[i] = p.InputRequest
-			}
-			ir := InputRequiredResult(reqs, "") // {"resultType":"input_required","inputRequests":{…}}
-			b = append(b, ',')
-			b = append(b, ir[len(`{"resultType":"input_required",`):len(ir)-1]...)
-		case t.status == taskCompleted && t.result != nil:
-			b = append(b, `,"result":`...)
-			b = append(b, t.result...)
-		case t.status == taskFailed && t.errObj != nil:
-			b = append(b, `,"error":`...)
-			b = append(b, t.errObj...)
-		}
-	}
-	return append(b, '}')
-}
-
-// isoTime formats t as ISO 8601 in UTC, to the millisecond.
-func isoTime(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+	return t.taskState.envelope(t.id, resultType, t.opts.Tasks.TTL, t.opts.Tasks.PollInterval.Milliseconds(), detailed)
 }
 
 // mayBecomeTask decides, before a tools/call starts, whether its call may

@@ -62,16 +62,10 @@ type task2025 struct {
 	stop    chan struct{}
 	stopped sync.Once
 
-	mu        sync.Mutex
-	status    string
-	note      string // statusMessage
-	created   time.Time
-	updated   time.Time
+	mu sync.Mutex
+	taskState
 	pollMs    int64
-	inputs    []pendingInput // shown in inputRequests, not yet answered
-	result    []byte         // completed: the modern result
-	errObj    []byte         // failed: the JSON-RPC error object
-	cancelled bool           // the upstream was sent tasks/cancel already
+	cancelled bool // the upstream was sent tasks/cancel already
 }
 
 // upstreamTask is a 2025 task object (tasks/get's result, a
@@ -312,7 +306,7 @@ func (b *Bridge) newTask2025(c *call, r Request, u upstreamTask) *task2025 {
 	c.caps = r.ClientCapabilities
 	o := c.opts
 	t := &task2025{princ: c.princ, upID: u.id, c: c, born: time.Now(), stop: make(chan struct{}),
-		status: u.status, note: u.note, created: u.created, updated: u.updated, pollMs: u.pollMs}
+		taskState: taskState{status: u.status, note: u.note, created: u.created, updated: u.updated}, pollMs: u.pollMs}
 	if !knownStatus(t.status) || terminal(t.status) || t.status == taskInputRequired {
 		t.status = taskWorking // the result, or the questions, are still to fetch
 	}
@@ -387,51 +381,12 @@ func (t *task2025) end(status string, result, errObj []byte) bool {
 	return true
 }
 
-// envelope is t as a flat 2026 CreateTaskResult (resultType "task") or
-// DetailedTask (tasks/get), as bridge_task.go's envelope.
+// envelope is t as a flat 2026 CreateTaskResult or DetailedTask
+// (taskState's).
 func (t *task2025) envelope(resultType string, detailed bool) []byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	b := make([]byte, 0, 256+len(t.result)+len(t.errObj))
-	b = append(b, `{"resultType":`...)
-	b = appendJSONString(b, resultType)
-	b = append(b, `,"taskId":`...)
-	b = appendJSONString(b, t.id)
-	b = append(b, `,"status":`...)
-	b = appendJSONString(b, t.status)
-	if t.note != "" {
-		b = append(b, `,"statusMessage":`...)
-		b = appendJSONString(b, t.note)
-	}
-	b = append(b, `,"createdAt":`...)
-	b = appendJSONString(b, isoTime(t.created))
-	b = append(b, `,"lastUpdatedAt":`...)
-	b = appendJSONString(b, isoTime(t.updated))
-	b = append(b, `,"ttlMs":`...)
-	b = strconv.AppendInt(b, t.ttl.Milliseconds(), 10)
-	if t.pollMs > 0 {
-		b = append(b, `,"pollIntervalMs":`...)
-		b = strconv.AppendInt(b, t.pollMs, 10)
-	}
-	if detailed {
-		switch {
-		case t.status == taskInputRequired && len(t.inputs) > 0:
-			reqs := make([]InputRequest, len(t.inputs))
-			for i, p := range t.inputs {
-				reqs[i] = p.InputRequest
-			}
-			ir := InputRequiredResult(reqs, "")
-			b = append(b, ',')
-			b = append(b, ir[len(`{"resultType":"input_required",`):len(ir)-1]...)
-		case t.status == taskCompleted && t.result != nil:
-			b = append(b, `,"result":`...)
-			b = append(b, t.result...)
-		case t.status == taskFailed && t.errObj != nil:
-			b = append(b, `,"error":`...)
-			b = append(b, t.errObj...)
-		}
-	}
-	return append(b, '}')
+	return t.taskState.envelope(t.id, resultType, t.ttl, t.pollMs, detailed)
 }
 
 // metaRelatedTask is the 2025 _meta key naming the task a message belongs

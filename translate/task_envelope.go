@@ -1,0 +1,72 @@
+package translate
+
+import (
+	"strconv"
+	"time"
+)
+
+// taskState is what a task shows its client, common to the tasks the
+// bridge hosts (task) and those an upstream with 2025 tasks runs
+// (task2025). Its owner guards it with its own mutex, except created,
+// which never changes.
+type taskState struct {
+	status  string
+	note    string // statusMessage: why a task was cancelled or failed
+	created time.Time
+	updated time.Time
+	inputs  []pendingInput // shown in inputRequests, not yet answered
+	result  []byte         // completed: the modern result
+	errObj  []byte         // failed: the JSON-RPC error object
+}
+
+// envelope is the task named id as a CreateTaskResult (resultType "task")
+// or a DetailedTask (tasks/get, resultType "complete", with its
+// inputRequests, result or error when detailed); pollMs 0 shows none.
+// The caller holds the owner's lock.
+func (s *taskState) envelope(id, resultType string, ttl time.Duration, pollMs int64, detailed bool) []byte {
+	b := make([]byte, 0, 256+len(s.result)+len(s.errObj))
+	b = append(b, `{"resultType":`...)
+	b = appendJSONString(b, resultType)
+	b = append(b, `,"taskId":`...)
+	b = appendJSONString(b, id)
+	b = append(b, `,"status":`...)
+	b = appendJSONString(b, s.status)
+	if s.note != "" {
+		b = append(b, `,"statusMessage":`...)
+		b = appendJSONString(b, s.note)
+	}
+	b = append(b, `,"createdAt":`...)
+	b = appendJSONString(b, isoTime(s.created))
+	b = append(b, `,"lastUpdatedAt":`...)
+	b = appendJSONString(b, isoTime(s.updated))
+	b = append(b, `,"ttlMs":`...)
+	b = strconv.AppendInt(b, ttl.Milliseconds(), 10)
+	if pollMs > 0 {
+		b = append(b, `,"pollIntervalMs":`...)
+		b = strconv.AppendInt(b, pollMs, 10)
+	}
+	if detailed {
+		switch {
+		case s.status == taskInputRequired && len(s.inputs) > 0:
+			reqs := make([]InputRequest, len(s.inputs))
+			for i, p := range s.inputs {
+				reqs[i] = p.InputRequest
+			}
+			ir := InputRequiredResult(reqs, "") // {"resultType":"input_required","inputRequests":{…}}
+			b = append(b, ',')
+			b = append(b, ir[len(`{"resultType":"input_required",`):len(ir)-1]...)
+		case s.status == taskCompleted && s.result != nil:
+			b = append(b, `,"result":`...)
+			b = append(b, s.result...)
+		case s.status == taskFailed && s.errObj != nil:
+			b = append(b, `,"error":`...)
+			b = append(b, s.errObj...)
+		}
+	}
+	return append(b, '}')
+}
+
+// isoTime formats t as ISO 8601 in UTC, to the millisecond.
+func isoTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
