@@ -93,10 +93,9 @@ type task struct {
 	timer    *time.Timer    // TTL
 	stop     chan struct{}
 
-	mu sync.Mutex
-	taskState
-	sess     *legacy.Session // where tasks/update posts answers
-	stopOnce sync.Once
+	taskState                 // mu guards it and sess
+	sess      *legacy.Session // where tasks/update posts answers
+	stopOnce  sync.Once
 }
 
 // taskSet counts the tasks of one options set.
@@ -220,18 +219,6 @@ func (b *Bridge) cancelTask(t *task, why string) bool {
 		t.stopOnce.Do(func() { close(t.stop) })
 	}
 	return running
-}
-
-// end records the call's end, unless t is terminal already (a late result
-// never changes a cancelled task).
-func (t *task) end(status string, result, errObj []byte) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if terminal(t.status) {
-		return false
-	}
-	t.status, t.updated, t.result, t.errObj, t.inputs = status, time.Now(), result, errObj, nil
-	return true
 }
 
 // becomeTask turns c, held past its window, into a task: the client gets

@@ -62,8 +62,7 @@ type task2025 struct {
 	stop    chan struct{}
 	stopped sync.Once
 
-	mu sync.Mutex
-	taskState
+	taskState // mu guards it, pollMs and cancelled
 	pollMs    int64
 	cancelled bool // the upstream was sent tasks/cancel already
 }
@@ -368,17 +367,6 @@ func (b *Bridge) stop2025(t *task2025, why string) bool {
 		t.stopped.Do(func() { close(t.stop) })
 	}
 	return running
-}
-
-// end records t's end, unless it is terminal already.
-func (t *task2025) end(status string, result, errObj []byte) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if terminal(t.status) {
-		return false
-	}
-	t.status, t.updated, t.result, t.errObj, t.inputs = status, time.Now(), result, errObj, nil
-	return true
 }
 
 // envelope is t as a flat 2026 CreateTaskResult or DetailedTask

@@ -2,14 +2,15 @@ package translate
 
 import (
 	"strconv"
+	"sync"
 	"time"
 )
 
 // taskState is what a task shows its client, common to the tasks the
 // bridge hosts (task) and those an upstream with 2025 tasks runs
-// (task2025). Its owner guards it with its own mutex, except created,
-// which never changes.
+// (task2025). mu guards it, except created, which never changes.
 type taskState struct {
+	mu      sync.Mutex
 	status  string
 	note    string // statusMessage: why a task was cancelled or failed
 	created time.Time
@@ -22,7 +23,7 @@ type taskState struct {
 // envelope is the task named id as a CreateTaskResult (resultType "task")
 // or a DetailedTask (tasks/get, resultType "complete", with its
 // inputRequests, result or error when detailed); pollMs 0 shows none.
-// The caller holds the owner's lock.
+// The caller holds s.mu.
 func (s *taskState) envelope(id, resultType string, ttl time.Duration, pollMs int64, detailed bool) []byte {
 	b := make([]byte, 0, 256+len(s.result)+len(s.errObj))
 	b = append(b, `{"resultType":`...)
@@ -64,6 +65,18 @@ func (s *taskState) envelope(id, resultType string, ttl time.Duration, pollMs in
 		}
 	}
 	return append(b, '}')
+}
+
+// end records the task's end, unless it is terminal already (a late
+// result never changes a cancelled task).
+func (s *taskState) end(status string, result, errObj []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if terminal(s.status) {
+		return false
+	}
+	s.status, s.updated, s.result, s.errObj, s.inputs = status, time.Now(), result, errObj, nil
+	return true
 }
 
 // isoTime formats t as ISO 8601 in UTC, to the millisecond.
