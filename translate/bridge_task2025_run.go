@@ -363,39 +363,10 @@ func (b *Bridge) refresh2025(ctx context.Context, t *task2025) {
 // responses to the requests tasks/result delivered; as updateTask
 // (bridge_task_serve.go) does for the gateway's own tasks.
 func (b *Bridge) update2025(t *task2025, answers map[string]json.RawMessage) *RPCError {
-	var posts []pendingInput
-	var resps []json.RawMessage
 	t.mu.Lock()
-	if terminal(t.status) {
-		t.mu.Unlock()
-		return nil
-	}
-	still := t.inputs[:0:0]
-	for _, p := range t.inputs {
-		resp, ok := answers[p.Key]
-		if ok && ValidateInputResponse(p.Method, resp) == nil {
-			posts, resps = append(posts, p), append(resps, resp)
-			continue
-		}
-		still = append(still, p)
-	}
-	if len(posts) > 0 {
-		t.inputs, t.updated = still, time.Now()
-		if len(still) == 0 && t.status == taskInputRequired {
-			t.status = taskWorking
-		}
-	}
+	took := t.takeAnswers(answers)
 	t.mu.Unlock()
-	ctx, cancel := context.WithTimeout(b.ctx, upstreamTaskTimeout)
-	defer cancel()
-	for i, p := range posts {
-		if err := t.c.sess.Respond(ctx, p.upstreamID, resps[i], nil); err != nil {
-			e, _ := json.Marshal(map[string]any{"code": InternalError, "message": "the upstream refused an answer; the task was cancelled"})
-			if t.end(taskFailed, nil, e) {
-				t.stopped.Do(func() { close(t.stop) }) // run2025 lets the upstream's task go
-			}
-			return upstreamError(err)
-		}
-	}
-	return nil
+	return b.postAnswers(&t.taskState, t.c.sess, took, func() {
+		t.stopped.Do(func() { close(t.stop) }) // run2025 lets the upstream's task go
+	})
 }

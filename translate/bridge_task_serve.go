@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"time"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
@@ -97,52 +96,14 @@ func (b *Bridge) lookupTask(r Request, id string) *task {
 	return t
 }
 
-// updateTask posts the answers to t's questions upstream. Keys t does not
-// wait for (unknown, answered already) and invalid answers are ignored;
-// the answered keys are gone before the ack, so the next tasks/get no
-// longer shows them.
+// updateTask posts the answers to t's questions upstream (takeAnswers).
 func (b *Bridge) updateTask(t *task, answers map[string]json.RawMessage) *RPCError {
-	type post struct {
-		p    pendingInput
-		resp json.RawMessage
-	}
-	var posts []post
 	t.mu.Lock()
-	if terminal(t.status) {
-		t.mu.Unlock()
-		return nil
-	}
-	still := t.inputs[:0:0]
-	for _, p := range t.inputs {
-		resp, ok := answers[p.Key]
-		if ok && ValidateInputResponse(p.Method, resp) == nil {
-			posts = append(posts, post{p, resp})
-			continue
-		}
-		still = append(still, p)
-	}
-	if len(posts) > 0 {
-		t.inputs = still
-		t.updated = time.Now()
-		if len(still) == 0 && t.status == taskInputRequired {
-			t.status = taskWorking
-		}
-	}
+	took := t.takeAnswers(answers)
 	sess := t.sess
 	t.mu.Unlock()
-	if len(posts) == 0 || sess == nil {
+	if sess == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-	defer cancel()
-	for _, p := range posts {
-		if err := sess.Respond(ctx, p.p.upstreamID, p.resp, nil); err != nil {
-			e, _ := json.Marshal(map[string]any{"code": InternalError, "message": "the upstream refused an answer; the task was cancelled"})
-			if t.end(taskFailed, nil, e) {
-				t.stopOnce.Do(func() { close(t.stop) })
-			}
-			return upstreamError(err)
-		}
-	}
-	return nil
+	return b.postAnswers(&t.taskState, sess, took, func() { t.stopOnce.Do(func() { close(t.stop) }) })
 }

@@ -1,9 +1,13 @@
 package translate
 
 import (
+	"context"
+	"encoding/json"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // taskState is what a task shows its client, common to the tasks the
@@ -82,4 +86,56 @@ func (s *taskState) end(status string, result, errObj []byte) bool {
 // isoTime formats t as ISO 8601 in UTC, to the millisecond.
 func isoTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// taskAnswer is a client's answer to one of a task's questions.
+type taskAnswer struct {
+	p    pendingInput
+	resp json.RawMessage
+}
+
+// takeAnswers removes from the task's questions those answers answers
+// validly and returns them, for posting upstream. Keys the task does not
+// wait for (unknown, answered already) and invalid answers are ignored;
+// the answered keys are gone before the ack, so the next tasks/get no
+// longer shows them. The caller holds s.mu.
+func (s *taskState) takeAnswers(answers map[string]json.RawMessage) []taskAnswer {
+	if terminal(s.status) {
+		return nil
+	}
+	var took []taskAnswer
+	still := s.inputs[:0:0]
+	for _, p := range s.inputs {
+		resp, ok := answers[p.Key]
+		if ok && ValidateInputResponse(p.Method, resp) == nil {
+			took = append(took, taskAnswer{p, resp})
+			continue
+		}
+		still = append(still, p)
+	}
+	if len(took) > 0 {
+		s.inputs, s.updated = still, time.Now()
+		if len(still) == 0 && s.status == taskInputRequired {
+			s.status = taskWorking
+		}
+	}
+	return took
+}
+
+// postAnswers posts answers upstream on sess, as JSON-RPC responses to the
+// requests that asked them (upstreamTaskTimeout for all); when the
+// upstream refuses one, the task fails and failed runs.
+func (b *Bridge) postAnswers(s *taskState, sess *legacy.Session, answers []taskAnswer, failed func()) *RPCError {
+	ctx, cancel := context.WithTimeout(b.ctx, upstreamTaskTimeout)
+	defer cancel()
+	for _, a := range answers {
+		if err := sess.Respond(ctx, a.p.upstreamID, a.resp, nil); err != nil {
+			e, _ := json.Marshal(map[string]any{"code": InternalError, "message": "the upstream refused an answer; the task was cancelled"})
+			if s.end(taskFailed, nil, e) {
+				failed()
+			}
+			return upstreamError(err)
+		}
+	}
+	return nil
 }
