@@ -21,21 +21,42 @@ import (
 // initializing anything: no standalone GET stream, no inbox. header is
 // sent with every request. Close ends it upstream (DELETE).
 func Attach(client Doer, url string, header http.Header, id UpstreamSessionID, version string) *Session {
-	s := &Session{URL: url, ID: id, Version: version, client: client, header: header.Clone(), listening: make(chan struct{})}
-	close(s.listening)
+	s := &Session{URL: url, ID: id, Version: version, client: client, header: header.Clone(), listening: closedChan}
 	s.touch()
 	return s
 }
 
 // Detach stops the session's standalone GET stream, if it has one, and
 // leaves the session open upstream: the caller hands it over to whoever
-// attaches it again (Attach), or ends it with Close. Messages the upstream
-// sends on the standalone stream from then on are not read.
+// attaches it again (Attach), or ends it with Close, or keeps it for
+// Relisten. Messages the upstream sends on the standalone stream from then
+// on are not read. Once the stream's reader has returned (at once: its
+// connection is closed), what the stream needed (the inbox, what is still
+// in it, its context) is let go of: a parked call's session is kept small.
+// The caller must hold the session alone (no call of it running).
 func (s *Session) Detach() {
-	if s.stopListen != nil {
-		s.stopListen()
+	if s.stopListen == nil {
+		s.inbox = nil // never written to (no stream): Relisten needs none
+		return
 	}
+	s.stopListen()
+	if s.listenDone != nil {
+		select {
+		case <-s.listenDone:
+		case <-time.After(5 * time.Second):
+			return // still reading: keep what it writes to
+		}
+	}
+	s.inbox, s.stopListen, s.listenDone, s.listening, s.relisten = nil, nil, nil, closedChan, true
 }
+
+// closedChan is the Listening channel of a session whose GET stream
+// Detach dropped.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // reopenConflicts bounds how long Reopen waits for the upstream to let go
 // of the stream's previous connection (409 Conflict: it still writes to
@@ -100,27 +121,28 @@ func (s *Session) Reopen(ctx context.Context, callID json.RawMessage, lastID str
 // session no lease gave one (Attach).
 func (s *Session) SetCallBuffer(n int) { s.buffer.Store(int32(min(max(n, 0), 1<<16))) }
 
-// Relisten opens again the standalone GET stream Detach stopped, once the
-// goroutine that requested it has returned (a reader it handed the stream
-// to ends with the cancelled context, and touches neither listening nor
-// listenDone), for a session that goes back to its pool on the instance
-// that detached it; what its inbox still held is dropped. A session that never had one stays without. It reports false
-// when the old stream did not end within 5s: the session then has none,
-// and the caller must not give it back to the pool.
+// Relisten opens again the standalone GET stream Detach stopped, with a
+// new inbox, once the stream's last reader has returned (listenDone), for
+// a session that goes back to its pool on the instance that detached it;
+// what its old inbox still held is dropped. A session that never had one
+// stays without. It reports false when the old stream did not end within
+// 5s: the session then has none, and the caller must not give it back to
+// the pool.
 func (s *Session) Relisten() bool {
-	if s.stopListen == nil || s.listenDone == nil {
-		return true
+	if !s.relisten {
+		if s.stopListen == nil || s.listenDone == nil {
+			return true // no stream, or Detach dropped it: see below
+		}
+		s.stopListen()
+		select {
+		case <-s.listenDone:
+		case <-time.After(5 * time.Second):
+			return false
+		}
 	}
-	s.stopListen()
-	select {
-	case <-s.listenDone:
-	case <-time.After(5 * time.Second):
-		return false
-	}
-	for len(s.inbox) > 0 {
-		<-s.inbox
-	}
+	s.relisten = false
 	ctx, cancel := context.WithCancel(context.Background())
+	s.inbox = make(chan Message, inboxSize)
 	s.stopListen, s.listening, s.listenDone = cancel, make(chan struct{}), make(chan struct{})
 	go s.listen(ctx, s.listenDone)
 	return true

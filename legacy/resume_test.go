@@ -3,6 +3,7 @@ package legacy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -147,5 +148,60 @@ func TestRelisten(t *testing.T) {
 	}
 	if _, err := s.Call(t.Context(), "tools/list", nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDetachDropsInbox: through the gateway's own client (whose GET stream
+// reader hands the stream to a waiting goroutine), Detach lets go of the
+// stream's inbox once its last reader returned, and Relisten gives the
+// session a new one that the reopened stream's messages reach (a go-sdk
+// server's tools/list_changed, sent on the standalone stream).
+func TestDetachDropsInbox(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "detach-test", Version: "1"}, nil)
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)}))
+	t.Cleanup(ts.Close)
+	client := NewConnClient(ConnOptions{})
+	defer client.CloseIdleConnections()
+	s, err := Open(t.Context(), client, ts.URL, nil, nil, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	tools := 0
+	for round := range 3 {
+		select {
+		case <-s.Listening():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the GET stream was not requested", round)
+		}
+		// A message on the stream proves it is read (the GET request may
+		// reach the server a little after it was written: add tools
+		// until one is announced).
+		got := false
+		for deadline := time.Now().Add(10 * time.Second); !got && time.Now().Before(deadline); {
+			tools++
+			mcp.AddTool(server, &mcp.Tool{Name: fmt.Sprint("t", tools)}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{}, nil, nil
+			})
+			select {
+			case m := <-s.Inbox():
+				got = m.Method == "notifications/tools/list_changed"
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		if !got {
+			t.Fatalf("round %d: no tools/list_changed on the GET stream within 10s", round)
+		}
+		s.Detach()
+		if s.inbox != nil || s.stopListen != nil || s.listenDone != nil || !s.relisten {
+			t.Fatalf("round %d: Detach kept the stream's inbox or context", round)
+		}
+		if !s.Relisten() {
+			t.Fatalf("round %d: Relisten failed", round)
+		}
+		if s.inbox == nil {
+			t.Fatalf("round %d: Relisten gave no inbox", round)
+		}
 	}
 }

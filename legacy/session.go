@@ -57,8 +57,11 @@ type Session struct {
 	inbox      chan Message
 	listening  chan struct{} // closed once the GET stream's request is sent (or given up)
 	stopListen context.CancelFunc
-	listenDone chan struct{} // closed when the GET stream's goroutine returned
-	closeOnce  sync.Once
+	listenDone chan struct{} // closed when the GET stream's last reader returned
+	// relisten: the session had a GET stream that Detach stopped and
+	// dropped (with its inbox); Relisten opens it again.
+	relisten  bool
+	closeOnce sync.Once
 
 	lastUsed atomic.Int64 // unix nanoseconds
 
@@ -130,40 +133,50 @@ func (s *Session) Inbox() <-chan Message { return s.inbox }
 func (s *Session) Listening() <-chan struct{} { return s.listening }
 
 // listen reads the standalone GET stream into the inbox until the session
-// closes. An upstream without one (405) is fine.
+// closes. An upstream without one (405) is fine. done is closed when the
+// last goroutine reading the stream (this one, or the one it handed the
+// stream to) returns.
 func (s *Session) listen(ctx context.Context, done chan struct{}) {
-	defer close(done)
 	var once sync.Once
 	signal := func() { once.Do(func() { close(s.listening) }) }
-	defer signal()
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { signal() }}
-	s.listenFrom(ctx, httptrace.WithClientTrace(ctx, trace), 100*time.Millisecond)
+	handed := s.listenFrom(ctx, httptrace.WithClientTrace(ctx, trace), 100*time.Millisecond, done)
+	signal()
+	if !handed {
+		close(done)
+	}
 }
 
 // listenFrom requests the GET stream (with the context rctx) and reads it,
-// again after backoff when it ends, until ctx is done. It returns early
-// when readInbox hands the stream to another goroutine, which goes on.
-func (s *Session) listenFrom(ctx, rctx context.Context, backoff time.Duration) {
+// again after backoff when it ends, until ctx is done. It returns early,
+// reporting true, when readInbox hands the stream to another goroutine,
+// which goes on (and closes done in the end).
+func (s *Session) listenFrom(ctx, rctx context.Context, backoff time.Duration, done chan struct{}) (handed bool) {
 	for ; ctx.Err() == nil; backoff = min(2*backoff, 5*time.Second) {
 		req, err := http.NewRequestWithContext(rctx, http.MethodGet, s.URL, nil)
 		if err != nil {
-			return
+			return false
 		}
 		s.setHeaders(req.Header)
 		req.Header.Set("Accept", "text/event-stream")
 		resp, err := s.client.Do(req)
-		if err == nil {
+		if err == nil && resp.StatusCode == http.StatusConflict {
+			// The upstream still holds the session's previous GET
+			// stream (Relisten right after Detach: it has not seen
+			// the connection close yet): again after backoff.
+			resp.Body.Close()
+		} else if err == nil {
 			if resp.StatusCode != http.StatusOK {
 				resp.Body.Close()
-				return // no standalone stream, or the session is gone
+				return false // no standalone stream, or the session is gone
 			}
 			// The reader keeps the body only: the request and the
 			// headers (a kilobyte or so) need not live as long as the
 			// stream.
 			body, rd := resp.Body, NewMessageReader(resp, maxResponse)
 			rd.YieldWhenIdle()
-			if s.readInbox(ctx, rctx, body, rd, backoff) {
-				return
+			if s.readInbox(ctx, rctx, body, rd, backoff, done) {
+				return true
 			}
 			body.Close()
 		}
@@ -172,6 +185,7 @@ func (s *Session) listenFrom(ctx, rctx context.Context, backoff time.Duration) {
 		case <-ctx.Done():
 		}
 	}
+	return false
 }
 
 // readInbox reads the GET stream's messages into the inbox until the stream
@@ -180,14 +194,14 @@ func (s *Session) listenFrom(ctx, rctx context.Context, backoff time.Duration) {
 // stream, not two. When the next message has not arrived (Next returns
 // ErrWouldBlock), it hands the stream to a new goroutine that waits for one
 // (awaitInbox), as Call.readStream does, and reports true.
-func (s *Session) readInbox(ctx, rctx context.Context, body io.Closer, rd *MessageReader, backoff time.Duration) (handed bool) {
+func (s *Session) readInbox(ctx, rctx context.Context, body io.Closer, rd *MessageReader, backoff time.Duration, done chan struct{}) (handed bool) {
 	if !rd.IsStream() {
 		return false
 	}
 	for {
 		m, err := rd.Next()
 		if err == ErrWouldBlock {
-			go s.awaitInbox(ctx, rctx, body, rd, backoff)
+			go s.awaitInbox(ctx, rctx, body, rd, backoff, done)
 			return true
 		}
 		if err != nil {
@@ -202,10 +216,11 @@ func (s *Session) readInbox(ctx, rctx context.Context, body io.Closer, rd *Messa
 }
 
 // awaitInbox waits for the GET stream's next bytes and reads on; once the
-// stream ends, it requests it again as listenFrom does.
-func (s *Session) awaitInbox(ctx, rctx context.Context, body io.Closer, rd *MessageReader, backoff time.Duration) {
+// stream ends, it requests it again as listenFrom does. It closes done
+// when it returns, unless it handed the stream on again.
+func (s *Session) awaitInbox(ctx, rctx context.Context, body io.Closer, rd *MessageReader, backoff time.Duration, done chan struct{}) {
 	rd.WaitReadable()
-	if s.readInbox(ctx, rctx, body, rd, backoff) {
+	if s.readInbox(ctx, rctx, body, rd, backoff, done) {
 		return
 	}
 	body.Close()
@@ -213,7 +228,9 @@ func (s *Session) awaitInbox(ctx, rctx context.Context, body io.Closer, rd *Mess
 	case <-time.After(backoff):
 	case <-ctx.Done():
 	}
-	s.listenFrom(ctx, rctx, min(2*backoff, 5*time.Second))
+	if !s.listenFrom(ctx, rctx, min(2*backoff, 5*time.Second), done) {
+		close(done)
+	}
 }
 
 func (s *Session) touch() { s.lastUsed.Store(time.Now().UnixNano()) }
