@@ -60,7 +60,7 @@ const (
 	// Seen ones once it read those.
 	probeQuiet = 500 * time.Millisecond
 	// How many probes run at once, and how many wait.
-	maxProbing   = 16
+	maxProbing   = 64
 	maxAbandoned = 100_000
 )
 
