@@ -285,3 +285,34 @@ func TestResumeAbandonedResumedElsewhere(t *testing.T) {
 	default:
 	}
 }
+
+// TestResumeAbandonedTSServer: in front of server-everything (TypeScript
+// SDK 1.x, InMemoryEventStore), a call parked holding no stream and never
+// retried is ended by the instance that parked it once its state expired:
+// the TypeScript server's replay holds exactly what the gateway had seen
+// (the probe ends the call: event "ended", not "left"). Then a call
+// answered on another instance before the first's expiry completes there,
+// and the first leaves it (its session is already gone).
+func TestResumeAbandonedTSServer(t *testing.T) {
+	up := startServerEverything(t)
+	key := "\t\tstate_key " + testKey(0x37)
+	upstream := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n"
+	g0 := startGateway(t, upstream+"\t\tpark_ttl 3s\n"+key)
+	g1 := startGateway(t, upstream+key)
+	parseInputRequired(t, tsCall(t, g0.URL, 1, "trigger-elicitation-request", nil))
+	waitMetric(t, g0, `caddy_mcp_gateway_resumable_calls_total{event="ended"}`, 1)
+
+	ir := parseInputRequired(t, tsCall(t, g0.URL, 2, "trigger-elicitation-request", nil))
+	var k string
+	for k = range ir.InputRequests {
+	}
+	x := tsCall(t, g1.URL, 3, "trigger-elicitation-request", map[string]any{"requestState": ir.RequestState,
+		"inputResponses": map[string]any{k: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada Resumed"}}}})
+	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), "Ada Resumed") {
+		t.Fatalf("retry on the other instance: %s", x)
+	}
+	waitMetric(t, g0, `caddy_mcp_gateway_resumable_calls_total{event="left"}`, 1)
+	if got := fleetMetric(t, []*gateway{g0}, `caddy_mcp_gateway_resumable_calls_total{event="ended"}`, 1); got != 1 {
+		t.Fatalf("ended = %v, want 1", got)
+	}
+}
