@@ -69,10 +69,12 @@ func newGatewayMetrics(reg *prometheus.Registry) *gatewayMetrics {
 		tasksEnded: counter("tasks_ended_total",
 			"Tasks of the forward bridge that reached a terminal status, by status: completed, failed, cancelled.", "status"),
 		resumable: counter("resumable_calls_total",
-			"Forward-bridge calls parked holding no stream (resume on), by event: parked, resumed (by a retry on this instance), gone (the upstream no longer knew the call).", "event"),
+			"Forward-bridge calls parked holding no stream (resume on), by event: parked, resumed (by a retry on this instance), gone (the upstream no longer knew the call); for a state parked here that expired with no retry here: ended (this instance cancelled the call and ended its upstream session), left (left to the upstream: the call went on elsewhere, or it could not tell).", "event"),
 	}
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("parked_calls",
 		"Calls parked at input_required, waiting for the client's retry.")), parkedCount))
+	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("resumable_parked_calls",
+		"Calls parked holding no stream (resume on) whose requestState has not expired nor been used on this instance: each keeps its upstream session open.")), placesCount))
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("inline_requests_waiting",
 		"Reverse bridge: in-line requests sent to legacy clients and waiting for their answer.")), waitingCount))
 	registerOrExisting[prometheus.Collector](reg, upstreamCollector{})
@@ -175,6 +177,16 @@ func parkedCount() float64 {
 	n := 0
 	bridges.Range(func(_, v any) bool {
 		n += v.(*bridgeState).bridge.Parked()
+		return true
+	})
+	return float64(n)
+}
+
+// placesCount reads the forward bridge's calls parked holding no stream.
+func placesCount() float64 {
+	n := 0
+	bridges.Range(func(_, v any) bool {
+		n += v.(*bridgeState).bridge.Places()
 		return true
 	})
 	return float64(n)

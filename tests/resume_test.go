@@ -23,17 +23,26 @@ import (
 // carry ids, a GET with Last-Event-ID replays what followed) behind a
 // handler that restart swaps for a fresh one (same address, no sessions),
 // as an upstream restarted. Its tool ask elicits twice and answers with
-// both answers.
+// both answers; a tool call cancelled while it waits for an answer is
+// reported on cancelled, and deletes counts DELETE requests (sessions
+// ended by the gateway).
 type resumableServer struct {
-	url     string
-	current atomic.Pointer[http.Handler]
+	url       string
+	current   atomic.Pointer[http.Handler]
+	cancelled chan struct{}
+	deletes   atomic.Int32
 }
 
 func newResumableServer(t *testing.T) *resumableServer {
 	t.Helper()
-	rs := &resumableServer{}
+	rs := &resumableServer{cancelled: make(chan struct{}, 64)}
 	rs.restart()
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*rs.current.Load()).ServeHTTP(w, r) }))
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			rs.deletes.Add(1)
+		}
+		(*rs.current.Load()).ServeHTTP(w, r)
+	}))
 	t.Cleanup(ts.Close)
 	rs.url = ts.URL
 	return rs
@@ -50,6 +59,12 @@ func (rs *resumableServer) restart() {
 				res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: q,
 					RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}})
 				if err != nil {
+					if ctx.Err() != nil {
+						select {
+						case rs.cancelled <- struct{}{}:
+						default:
+						}
+					}
 					return nil, nil, err
 				}
 				a, _ := res.Content["answer"].(string)
@@ -203,5 +218,101 @@ func TestResumeTSServer(t *testing.T) {
 		"inputResponses": map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada Resumed"}}}})
 	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), "Ada Resumed") {
 		t.Fatalf("retry on the other instance: %s", x)
+	}
+}
+
+// waitMetric waits up to 30s for series to reach want on g (the probe of
+// an expired state runs 10s after its expiry).
+func waitMetric(t *testing.T, g *gateway, series string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := fleetMetric(t, []*gateway{g}, series, want)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v, want %v", series, got, want)
+		}
+	}
+}
+
+// TestResumeAbandonedEnded: a call parked holding no stream and never
+// retried is ended upstream by the instance that parked it, once its
+// requestState expired (park_ttl 1s, then the 10s grace): the upstream's
+// tool sees its request cancelled, and the session is DELETEd.
+func TestResumeAbandonedEnded(t *testing.T) {
+	up := newResumableServer(t)
+	g := startGateway(t, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tpark_ttl 1s\n\t\tstate_key "+testKey(0x35))
+	alice := map[string]string{"Authorization": "Bearer alice"}
+	parseInputRequired(t, askCall(t, g.URL, 1, "tea", nil, alice))
+	select {
+	case <-up.cancelled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the abandoned call was not cancelled upstream within 30s")
+	}
+	waitMetric(t, g, `caddy_mcp_gateway_resumable_calls_total{event="ended"}`, 1)
+	if n := up.deletes.Load(); n != 1 {
+		t.Fatalf("%d DELETEs, want 1", n)
+	}
+	waitMetric(t, g, `caddy_mcp_gateway_resumable_parked_calls`, 0)
+}
+
+// TestResumeAbandonedResumedElsewhere: a call parked on the first instance
+// (park_ttl 1s) and retried on the second before its state expired, which
+// parks it again, is not ended by the first at its state's expiry (the
+// replay shows the upstream went on): it completes on the second.
+func TestResumeAbandonedResumedElsewhere(t *testing.T) {
+	up := newResumableServer(t)
+	key := "\t\tstate_key " + testKey(0x36)
+	upstream := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}\n"
+	g0 := startGateway(t, upstream+"\t\tpark_ttl 1s\n"+key)
+	g1 := startGateway(t, upstream+key)
+	alice := map[string]string{"Authorization": "Bearer alice"}
+	first := parseInputRequired(t, askCall(t, g0.URL, 1, "tea", nil, alice))
+	second := parseInputRequired(t, askCall(t, g1.URL, 2, "tea", answerWith(t, first, "yes"), alice))
+	waitMetric(t, g0, `caddy_mcp_gateway_resumable_calls_total{event="left"}`, 1)
+	if n := up.deletes.Load(); n != 0 {
+		t.Fatalf("%d DELETEs before the call ended", n)
+	}
+	x := askCall(t, g1.URL, 3, "tea", answerWith(t, second, "sure"), alice)
+	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), `"accept:yes,accept:sure"`) {
+		t.Fatalf("final: %s", x)
+	}
+	select {
+	case <-up.cancelled:
+		t.Fatal("the call was cancelled upstream")
+	default:
+	}
+}
+
+// TestResumeAbandonedTSServer: in front of server-everything (TypeScript
+// SDK 1.x, InMemoryEventStore), a call parked holding no stream and never
+// retried is ended by the instance that parked it once its state expired:
+// the TypeScript server's replay holds exactly what the gateway had seen
+// (the probe ends the call: event "ended", not "left"). Then a call
+// answered on another instance before the first's expiry completes there,
+// and the first leaves it (its session is already gone).
+func TestResumeAbandonedTSServer(t *testing.T) {
+	up := startServerEverything(t)
+	key := "\t\tstate_key " + testKey(0x37)
+	upstream := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n"
+	g0 := startGateway(t, upstream+"\t\tpark_ttl 3s\n"+key)
+	g1 := startGateway(t, upstream+key)
+	parseInputRequired(t, tsCall(t, g0.URL, 1, "trigger-elicitation-request", nil))
+	waitMetric(t, g0, `caddy_mcp_gateway_resumable_calls_total{event="ended"}`, 1)
+
+	ir := parseInputRequired(t, tsCall(t, g0.URL, 2, "trigger-elicitation-request", nil))
+	var k string
+	for k = range ir.InputRequests {
+	}
+	x := tsCall(t, g1.URL, 3, "trigger-elicitation-request", map[string]any{"requestState": ir.RequestState,
+		"inputResponses": map[string]any{k: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada Resumed"}}}})
+	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), "Ada Resumed") {
+		t.Fatalf("retry on the other instance: %s", x)
+	}
+	waitMetric(t, g0, `caddy_mcp_gateway_resumable_calls_total{event="left"}`, 1)
+	if got := fleetMetric(t, []*gateway{g0}, `caddy_mcp_gateway_resumable_calls_total{event="ended"}`, 1); got != 1 {
+		t.Fatalf("ended = %v, want 1", got)
 	}
 }

@@ -137,6 +137,12 @@ type Bridge struct {
 	places map[[16]byte]*resumePlace   // held by resumable states parked here (bridge_resume.go)
 	sets   map[*BridgeOptions]*parkSet // places held per options (bridge_admit.go)
 	closed bool
+	// Expired places whose calls wait to be probed, and how many probers
+	// run (bridge_abandon.go); abandonGrace: how long after a state's
+	// expiry its probe waits.
+	abandoned    []*resumePlace
+	probing      int
+	abandonGrace time.Duration
 
 	// The tasks it hosts (bridge_task.go), under tmu.
 	tmu      sync.Mutex
@@ -160,7 +166,8 @@ type Bridge struct {
 func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
 	b := &Bridge{pool: pool, defaults: opts.Ready(), parked: make(map[[16]byte]*call),
 		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy(), used: newUsedStates(defaultUsedStates), places: make(map[[16]byte]*resumePlace),
-		tasks: make(map[[16]byte]*task), tasks25: make(map[[16]byte]*task2025), taskSets: make(map[*BridgeOptions]*taskSet)}
+		tasks: make(map[[16]byte]*task), tasks25: make(map[[16]byte]*task2025), taskSets: make(map[*BridgeOptions]*taskSet),
+		abandonGrace: defaultAbandonGrace}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b
 }

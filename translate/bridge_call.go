@@ -108,6 +108,10 @@ type call struct {
 	resumeAt   string
 	seen       uint32
 	inboxAsked bool
+	// base is what the state a retry resumed the call from said (nil for
+	// a call never resumed): a new park with nothing read past it keeps
+	// that state's expiry (bridge_abandon.go).
+	base *resumeBase
 
 	// While PARKED.
 	expires time.Time

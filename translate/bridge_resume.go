@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -52,6 +53,11 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 		digest = RequestDigest(r.Method, paramsOf(r.Raw))
 	}
 	expires := time.Now().Add(c.opts.ParkTTL)
+	if c.base != nil && c.resumeAt == c.base.after && c.seen == c.base.seen {
+		// Nothing happened upstream since the state the retry resumed
+		// from: the new state ends when that one did (bridge_abandon.go).
+		expires = c.base.expires
+	}
 	rs := seal.ResumeState{
 		Upstream: c.key.Upstream, Session: string(c.sess.ID), Version: c.sess.Version, CallID: c.up.ID,
 		After: c.resumeAt, Seen: c.seen, Keys: c.keys.appendBinary(nil), ServerInfo: serverInfo(c.sess.InitResult), Round: c.round + 1,
@@ -82,11 +88,14 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 			return b.refuse(c, r, sink, rerr), true
 		}
 	}
-	p := b.placeForLocked(c.opts, c.princ, rs.Place, c.opts.ParkTTL)
+	p := b.placeForLocked(c.opts, c.princ, rs.Place, max(time.Until(expires), 0))
 	// The session object stays with the place (its pool still counts a
 	// session of the pool as leased): a retry reaching this instance goes
-	// on with it, and gives it back to the pool at the end.
+	// on with it, and gives it back to the pool at the end. What the
+	// state says of the call's stream stays too, to tell at the state's
+	// expiry whether the call was abandoned (bridge_abandon.go).
 	p.sess, p.key, p.pooled = c.sess, c.key, !c.own
+	p.callID, p.after, p.seen = c.up.ID, c.resumeAt, c.seen
 	b.mu.Unlock()
 	c.round, c.digest, c.expires = rs.Round, digest, expires
 	// No stream of the call stays open: its stream closes (the upstream
@@ -114,6 +123,11 @@ type resumePlace struct {
 	sess   *legacy.Session
 	key    legacy.PoolKey
 	pooled bool
+	// callID, after and seen are the state's CallID, After and Seen: how
+	// to reopen the call's stream, and how much of it the gateway saw.
+	callID json.RawMessage
+	after  string
+	seen   uint32
 }
 
 // placeForLocked takes a place among the calls parked with o, for princ,
@@ -131,7 +145,7 @@ func (b *Bridge) placeForLocked(o *BridgeOptions, princ [16]byte, id [16]byte, t
 	set.byPrin[princ]++
 	p := &resumePlace{opts: o, princ: princ}
 	b.places[id] = p
-	p.timer = time.AfterFunc(ttl, func() { b.dropPlace(b.takePlace(id)) })
+	p.timer = time.AfterFunc(ttl, func() { b.expirePlace(b.takePlace(id)) })
 	return p
 }
 
@@ -151,7 +165,8 @@ func (b *Bridge) takePlace(id [16]byte) *resumePlace {
 }
 
 // dropPlace lets go of the session a taken place kept: out of the pool,
-// open upstream (the call may go on elsewhere: it is never ended here).
+// open upstream (the call may go on elsewhere: expirePlace ends it only
+// once it made sure nobody did).
 func (b *Bridge) dropPlace(p *resumePlace) {
 	if p != nil && p.sess != nil && p.pooled {
 		b.pool.Detach(p.key, p.sess)
@@ -232,6 +247,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 		return served
 	}
 	c.pending = pending
+	c.base = &resumeBase{after: rs.After, seen: rs.Seen, expires: rs.Expires}
 	c.overhead += time.Since(opened)
 	resumeEvent(c.opts, ResumeResumed)
 	served.Outcome, served.Cause = b.run(ctx, c, r, sink, nil, len(pending) > 0)
@@ -367,9 +383,13 @@ func decodeKeyCounter(b []byte) KeyCounter {
 // so never reach Observer.Unparked).
 type ResumeObserver interface {
 	// Resumable reports ResumeParked (a call parked holding no stream),
-	// ResumeResumed (a retry went on with one, on this instance) or
+	// ResumeResumed (a retry went on with one, on this instance),
 	// ResumeGone (the upstream no longer knew the call, or replayed it
-	// otherwise than it had sent it).
+	// otherwise than it had sent it), and, for a state parked here that
+	// expired with no retry here (bridge_abandon.go), ResumeEnded (this
+	// instance ended the call's upstream session) or ResumeLeft (it left
+	// the session to the upstream: the call went on elsewhere, or it
+	// could not tell).
 	Resumable(event string)
 }
 
@@ -378,6 +398,8 @@ const (
 	ResumeParked  = "parked"
 	ResumeResumed = "resumed"
 	ResumeGone    = "gone"
+	ResumeEnded   = "ended"
+	ResumeLeft    = "left"
 )
 
 // resumeEvent tells o's observer, if it observes resumable calls.
