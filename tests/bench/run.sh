@@ -50,6 +50,16 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
+# Readings of the gateway whose admin endpoint is $park_admin (the
+# memory scenarios run one at a time there), and of a process by pid.
+rss_of() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+fds_of() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
+heap() {
+	curl -s "http://127.0.0.1:$park_admin/debug/pprof/heap?gc=1" >/dev/null
+	curl -s "http://127.0.0.1:$park_admin/debug/vars" | grep -o '"HeapInuse": *[0-9]*' | grep -o '[0-9]*$' | awk '{print int($1/1024)}' || true
+}
+goroutines() { curl -s "http://127.0.0.1:$park_admin/debug/pprof/goroutine?debug=1" | head -1 | grep -o '[0-9]*$' || true; }
+
 waitport() {
 	for _ in $(seq 200); do
 		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
@@ -191,13 +201,8 @@ EOC
 	local park_pid=$!
 	pids+=($park_pid)
 	waitport "$park_gw"
-	rss() { awk '/^VmRSS:/ {print $2}' "/proc/$park_pid/status"; }
-	heap() {
-		curl -s "http://127.0.0.1:$park_admin/debug/pprof/heap?gc=1" >/dev/null
-		curl -s "http://127.0.0.1:$park_admin/debug/vars" | grep -o '"HeapInuse": *[0-9]*' | grep -o '[0-9]*$' | awk '{print int($1/1024)}' || true
-	}
-	fds() { find "/proc/$park_pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
-	goroutines() { curl -s "http://127.0.0.1:$park_admin/debug/pprof/goroutine?debug=1" | head -1 | grep -o '[0-9]*$' || true; }
+	rss() { rss_of "$park_pid"; }
+	fds() { fds_of "$park_pid"; }
 	parked() { curl -s "http://127.0.0.1:$park_admin/mcp_gateway/parked" | { grep -o '"upstream"' || true; } | wc -l; }
 	# Warm the gateway with one parked call, so the baseline holds what
 	# the first call allocates once (pools, TLS-free transports, tables).
@@ -268,13 +273,8 @@ EOC
 	local task_pid=$!
 	pids+=($task_pid)
 	waitport "$park_gw"
-	rss() { awk '/^VmRSS:/ {print $2}' "/proc/$task_pid/status"; }
-	heap() {
-		curl -s "http://127.0.0.1:$park_admin/debug/pprof/heap?gc=1" >/dev/null
-		curl -s "http://127.0.0.1:$park_admin/debug/vars" | grep -o '"HeapInuse": *[0-9]*' | grep -o '[0-9]*$' | awk '{print int($1/1024)}' || true
-	}
-	fds() { find "/proc/$task_pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
-	goroutines() { curl -s "http://127.0.0.1:$park_admin/debug/pprof/goroutine?debug=1" | head -1 | grep -o '[0-9]*$' || true; }
+	rss() { rss_of "$task_pid"; }
+	fds() { fds_of "$task_pid"; }
 	held() { curl -s "http://127.0.0.1:$park_admin/mcp_gateway/tasks" | { grep -o '"tool"' || true; } | wc -l; }
 	# One task first, so the baseline holds what the first one allocates.
 	"$out/bench" tasks -url "http://127.0.0.1:$park_gw/mcp" -n 1 -c 1 >/dev/null
