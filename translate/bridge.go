@@ -57,6 +57,11 @@ type BridgeOptions struct {
 	// others take the requests already there and park at once). Zero or
 	// negative: no wait.
 	GatherWindow time.Duration
+	// ResumeLinger is how long a call that parks holding no stream
+	// (bridge_resume.go) keeps its streams open all the same, for a retry
+	// that comes back at once to this instance (bridge_linger.go). Zero
+	// or negative: they close at once.
+	ResumeLinger time.Duration
 	// MaxRounds bounds the input_required rounds of one call (asking again
 	// for missing or invalid answers counts).
 	MaxRounds int
@@ -101,6 +106,7 @@ func DefaultBridgeOptions() BridgeOptions {
 		// hundred identities.
 		MaxParkedPerPrincipal: 100,
 		GatherWindow:          2 * time.Millisecond,
+		ResumeLinger:          defaultResumeLinger,
 		MaxRounds:             defaultMaxRounds,
 		MaxInputsPerRound:     defaultMaxInputsPerRound,
 		Lease:                 legacy.LeaseLimits{MaxPerPrincipal: 1000, CallBuffer: legacy.DefaultCallBuffer},
@@ -205,6 +211,7 @@ func (b *Bridge) Close() {
 		b.unparked(c, ParkCancelled)
 		b.abandon(c, OutcomeCancelled, "gateway shutting down")
 	}
+	b.coolAll()
 	b.tmu.Lock()
 	tasks := make([]*task, 0, len(b.tasks))
 	for _, t := range b.tasks {
