@@ -296,7 +296,10 @@ type Handler struct {
 	// on` and resumable streams) keeps its upstream streams open all the
 	// same, for a retry that comes back to this instance at once: such a
 	// retry goes on reading the call's stream, with no new connection, no
-	// GET and no replay, as if the call had been held. The streams close
+	// GET and no replay, as if the call had been held. Only the calls of a
+	// tool (prompt, resource) whose retry has come back to this instance
+	// within this time linger, until one lingers with no retry: a tool a
+	// person answers never does, and its first round never does. The streams close
 	// when the time is up, or as soon as the upstream sends anything on
 	// the call's stream (it may be answering a retry that reached another
 	// instance, which then reopens the stream itself; a go-sdk server

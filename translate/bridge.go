@@ -136,6 +136,7 @@ type Bridge struct {
 	pool     *legacy.Pool
 	defaults *BridgeOptions // of the requests that carry none
 	gather   *gatherPolicy
+	quick    *quickTargets // whose retries come back at once (bridge_linger.go)
 
 	mu     sync.Mutex
 	parked map[[16]byte]*call
@@ -171,7 +172,7 @@ type Bridge struct {
 // for the requests that carry no options of their own.
 func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
 	b := &Bridge{pool: pool, defaults: opts.Ready(), parked: make(map[[16]byte]*call),
-		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy(), used: newUsedStates(defaultUsedStates), places: make(map[[16]byte]*resumePlace),
+		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy(), quick: newQuickTargets(), used: newUsedStates(defaultUsedStates), places: make(map[[16]byte]*resumePlace),
 		tasks: make(map[[16]byte]*task), tasks25: make(map[[16]byte]*task2025), taskSets: make(map[*BridgeOptions]*taskSet),
 		abandonGrace: defaultAbandonGrace}
 	b.ctx, b.cancel = context.WithCancel(context.Background())

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 )
 
@@ -17,6 +19,14 @@ import (
 // holding them would; a retry that reaches this instance meanwhile goes on
 // reading the stream (resumeLingering), with no GET and no replay. The
 // state is the resumable one all the same, and any instance can resume it.
+//
+// Only the calls of targets (upstream, method, tool, prompt or resource)
+// whose retries have come back that quickly linger (quickTargets): a
+// retry that reaches the parking instance within ResumeLinger of the park
+// teaches it, and a linger that ends with no retry unteaches it. A tool
+// whose questions a person answers never lingers, and costs nothing more
+// than a call parked holding no stream; the first round of a quick one
+// does not linger, the next do.
 //
 // The streams close (cool) when the linger ends, when the state's place is
 // taken (its retry, its expiry), when the bridge closes, and as soon as
@@ -41,17 +51,22 @@ const (
 // none.
 func (b *Bridge) lingerLocked(c *call, p *resumePlace, ttl time.Duration) bool {
 	d := min(c.opts.ResumeLinger, ttl)
-	if d <= 0 || b.closed {
+	if d <= 0 {
+		return false
+	}
+	p.parkedAt = time.Now().UnixNano()
+	if b.closed || !b.quick.has(b.gather.target(c)) {
 		return false
 	}
 	p.hot = c
-	p.cool = time.AfterFunc(d, func() { b.cool(p) })
-	c.up.Linger(func() { b.cool(p) })
+	p.cool = time.AfterFunc(d, func() { b.cool(p, true) })
+	c.up.Linger(func() { b.cool(p, false) })
 	return true
 }
 
-// cool closes the streams of the call lingering on p, if it still does.
-func (b *Bridge) cool(p *resumePlace) {
+// cool closes the streams of the call lingering on p, if it still does;
+// missed: its linger ended with no retry.
+func (b *Bridge) cool(p *resumePlace, missed bool) {
 	b.mu.Lock()
 	c := takeLingeringLocked(p)
 	var cooled chan struct{}
@@ -64,6 +79,9 @@ func (b *Bridge) cool(p *resumePlace) {
 	b.mu.Unlock()
 	if c == nil {
 		return
+	}
+	if missed {
+		b.quick.forget(b.gather.target(c))
 	}
 	b.closeLingering(c)
 	b.mu.Lock()
@@ -107,7 +125,7 @@ func (b *Bridge) coolAll() {
 	}
 	b.mu.Unlock()
 	for _, p := range hot {
-		b.cool(p)
+		b.cool(p, false)
 	}
 }
 
@@ -137,8 +155,38 @@ func (b *Bridge) resumeLingering(ctx context.Context, c *call, r Request, params
 	}
 	c.pending = still
 	c.base = &resumeBase{after: rs.After, seen: rs.Seen, expires: rs.Expires}
+	b.quick.learn(b.gather.target(c))
 	c.overhead += time.Since(opened)
 	resumeEvent(c.opts, ResumeResumed)
+	resumeEvent(c.opts, ResumeLingered)
 	served.Outcome, served.Cause = b.run(ctx, c, r, sink, nil, len(still) > 0)
 	return served
+}
+
+// quickTargets remembers the targets whose retries came back to the
+// parking instance within ResumeLinger: their calls linger. Bounded like
+// the gather policy's (a forgotten target stops lingering until a quick
+// retry teaches it again). Safe for concurrent use.
+type quickTargets struct {
+	known *lru.Cache[uint64, struct{}]
+}
+
+func newQuickTargets() *quickTargets {
+	known, err := lru.New[uint64, struct{}](maxGatherTargets)
+	if err != nil {
+		panic(err) // only for a size <= 0
+	}
+	return &quickTargets{known: known}
+}
+
+func (q *quickTargets) has(t uint64) bool { return q.known.Contains(t) }
+func (q *quickTargets) learn(t uint64)    { q.known.Add(t, struct{}{}) }
+func (q *quickTargets) forget(t uint64)   { q.known.Remove(t) }
+
+// cameQuickly teaches q c's target when c's retry reached the instance
+// that parked it (p) within its options' ResumeLinger of the park.
+func (b *Bridge) cameQuickly(c *call, p *resumePlace) {
+	if p.parkedAt != 0 && time.Since(time.Unix(0, p.parkedAt)) <= c.opts.ResumeLinger {
+		b.quick.learn(b.gather.target(c))
+	}
 }

@@ -38,16 +38,31 @@ func linger(d time.Duration) func(*BridgeOptions) {
 	return func(o *BridgeOptions) { o.ResumeLinger = d }
 }
 
-// TestLingerRetryReadsOn: a retry that comes back to the parking instance
-// while the call lingers reads on from the call's open stream: the
-// upstream sees no GET reopening it. With the linger off, every round
-// reopens the stream once.
+// teach makes the ask tool a quick target on b: a call whose retry comes
+// back to b at once (it does not linger: the target is not known yet).
+func teach(t *testing.T, b *Bridge, upstream string) {
+	t.Helper()
+	a := serve(b, resumeRequest(t, upstream, 100, 1, ""))
+	if lingering(b) != 0 {
+		t.Fatalf("the call of a target not known to be quick lingers")
+	}
+	extra, _ := answerRound(t, a, "warm")
+	if a = serve(b, resumeRequest(t, upstream, 101, 1, extra)); gjson.GetBytes(a.final, "result.content.0.text").String() != "accept:warm" {
+		t.Fatalf("teaching call: %d %s", a.status, a.final)
+	}
+}
+
+// TestLingerRetryReadsOn: the first round of a target not known to be
+// quick does not linger; its retry, back at once, teaches the parking
+// instance, and the next rounds linger: their retries read on from the
+// call's open stream, and the upstream sees no GET reopening it. With the
+// linger off, every round reopens the stream once.
 func TestLingerRetryReadsOn(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		linger  time.Duration
 		reopens int32
-	}{{"lingering", time.Minute, 0}, {"off", -1, 3}} {
+	}{{"lingering", time.Minute, 1}, {"off", -1, 3}} {
 		t.Run(c.name, func(t *testing.T) {
 			upstream, server, reopens := countedResumableUpstream(t)
 			b := fleet(t, 1, linger(c.linger))[0]
@@ -56,10 +71,12 @@ func TestLingerRetryReadsOn(t *testing.T) {
 				if p := b.Parked(); p != 0 {
 					t.Fatalf("round %d: %d calls parked holding (the state must be the resumable one)", round, p)
 				}
-				if want := 0; c.linger > 0 {
-					if want = 1; lingering(b) != want {
-						t.Fatalf("round %d: %d calls lingering, want %d", round, lingering(b), want)
-					}
+				want := 0
+				if c.linger > 0 && round > 1 {
+					want = 1
+				}
+				if lingering(b) != want {
+					t.Fatalf("round %d: %d calls lingering, want %d", round, lingering(b), want)
 				}
 				extra, _ := answerRound(t, a, fmt.Sprintf("x%d", round))
 				a = serve(b, resumeRequest(t, upstream, 1+round, 3, extra))
@@ -90,6 +107,9 @@ func TestLingerRetryReadsOn(t *testing.T) {
 func TestLingerRetryElsewhere(t *testing.T) {
 	upstream, server, reopens := countedResumableUpstream(t)
 	bs := fleet(t, 2, linger(time.Minute))
+	teach(t, bs[0], upstream)
+	teach(t, bs[1], upstream)
+	reopens.Store(0)
 	a := serve(bs[0], resumeRequest(t, upstream, 1, 3, ""))
 	for round := 1; round <= 3; round++ {
 		parker, next := bs[(round-1)%2], bs[round%2]
@@ -106,7 +126,11 @@ func TestLingerRetryElsewhere(t *testing.T) {
 	if reopens.Load() < 3 {
 		t.Fatalf("%d GETs reopened the call's stream, want one per round at least", reopens.Load())
 	}
-	waitNoSessions(t, server)
+	// The call's session ended with it; the teaching calls' wait in
+	// their pools.
+	_, idle0 := bs[0].pool.Stats()
+	_, idle1 := bs[1].pool.Stats()
+	waitSessions(t, server, idle0+idle1)
 }
 
 // TestLingerClose: closing the bridge lets go of the lingering calls'
@@ -115,6 +139,8 @@ func TestLingerRetryElsewhere(t *testing.T) {
 func TestLingerClose(t *testing.T) {
 	upstream, server, reopens := countedResumableUpstream(t)
 	bs := fleet(t, 2, linger(time.Minute))
+	teach(t, bs[0], upstream)
+	reopens.Store(0)
 	a := serve(bs[0], resumeRequest(t, upstream, 1, 1, ""))
 	if lingering(bs[0]) != 1 {
 		t.Fatalf("%d calls lingering, want 1", lingering(bs[0]))
@@ -132,4 +158,30 @@ func TestLingerClose(t *testing.T) {
 		t.Fatalf("%d GETs reopened the call's stream, want 1", reopens.Load())
 	}
 	waitNoSessions(t, server)
+}
+
+// TestLingerUnlearned: a linger that ends with no retry makes the target
+// not quick any more: its next call parks with no stream held at once.
+func TestLingerUnlearned(t *testing.T) {
+	upstream, server := resumableUpstream(t)
+	b := fleet(t, 1, linger(50*time.Millisecond))[0]
+	teach(t, b, upstream)
+	a := serve(b, resumeRequest(t, upstream, 1, 1, ""))
+	if lingering(b) != 1 {
+		t.Fatalf("%d calls lingering, want 1", lingering(b))
+	}
+	waitNotLingering(t, b)
+	late := serve(b, resumeRequest(t, upstream, 2, 1, ""))
+	if lingering(b) != 0 {
+		t.Fatalf("%d calls lingering after a linger that nobody came back to", lingering(b))
+	}
+	for i, x := range []*recordedAnswer{a, late} {
+		extra, _ := answerRound(t, x, "late")
+		if x = serve(b, resumeRequest(t, upstream, 3+i, 1, extra)); gjson.GetBytes(x.final, "result.content.0.text").String() != "accept:late" {
+			t.Fatalf("call %d: %d %s", i, x.status, x.final)
+		}
+	}
+	if _, idle := b.pool.Stats(); idle != sessionsOf(server) {
+		t.Fatalf("%d upstream sessions, %d idle in the pool", sessionsOf(server), idle)
+	}
 }

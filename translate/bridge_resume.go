@@ -132,9 +132,10 @@ type resumePlace struct {
 	seen   uint32
 	// hot is the call while it lingers with its streams open, cool the
 	// timer that ends that (bridge_linger.go); under Bridge.mu.
-	hot     *call
-	cool    *time.Timer
-	cooling chan struct{} // closed once cool has closed hot's streams
+	hot      *call
+	cool     *time.Timer
+	parkedAt int64         // unix nanoseconds; 0: the options want no linger
+	cooling  chan struct{} // closed once cool has closed hot's streams
 }
 
 // placeForLocked takes a place among the calls parked with o, for princ,
@@ -219,6 +220,9 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 		key: poolKey(r), always: r.GatherAlways, resumeOn: r.Resume, own: true, round: rs.Round, digest: rs.Digest}
 	_, _ = rand.Read(c.handle[:])
 	c.keys = decodeKeyCounter(rs.Keys)
+	if p != nil {
+		b.cameQuickly(c, p)
+	}
 	if p != nil && p.sess != nil && p.key == c.key && p.sess.ID == legacy.UpstreamSessionID(rs.Session) && p.sess.Relisten() {
 		// Back on the instance that parked it: its own session, which
 		// goes back to the pool at the end.
@@ -409,7 +413,9 @@ func decodeKeyCounter(b []byte) KeyCounter {
 // so never reach Observer.Unparked).
 type ResumeObserver interface {
 	// Resumable reports ResumeParked (a call parked holding no stream),
-	// ResumeResumed (a retry went on with one, on this instance),
+	// ResumeResumed (a retry went on with one, on this instance; also
+	// ResumeLingered when it read on from the call's stream, still open:
+	// bridge_linger.go),
 	// ResumeGone (the upstream no longer knew the call, or replayed it
 	// otherwise than it had sent it), and, for a state parked here that
 	// expired with no retry here (bridge_abandon.go), ResumeEnded (this
@@ -421,11 +427,12 @@ type ResumeObserver interface {
 
 // Events of ResumeObserver.Resumable.
 const (
-	ResumeParked  = "parked"
-	ResumeResumed = "resumed"
-	ResumeGone    = "gone"
-	ResumeEnded   = "ended"
-	ResumeLeft    = "left"
+	ResumeParked   = "parked"
+	ResumeResumed  = "resumed"
+	ResumeLingered = "lingered"
+	ResumeGone     = "gone"
+	ResumeEnded    = "ended"
+	ResumeLeft     = "left"
 )
 
 // resumeEvent tells o's observer, if it observes resumable calls.
