@@ -69,6 +69,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    max_parked         <count>
 //	    max_parked_per_principal <count>
 //	    gather_window      <duration>              # -1: off
+//	    resume_linger      <duration>              # -1: off
 //	    max_rounds         <count>
 //	    max_inputs_per_round <count>
 //	    max_buffered_notifications <count>
@@ -149,6 +150,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = parseDuration(d, &h.ParkTTL)
 		case "gather_window":
 			err = parseDuration(d, &h.GatherWindow)
+		case "resume_linger":
+			err = parseDuration(d, &h.ResumeLinger)
 		case "max_parked":
 			err = parseInt(d, &h.MaxParked)
 		case "max_parked_per_principal":

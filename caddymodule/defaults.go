@@ -56,6 +56,7 @@ func (h *Handler) setDefaults() {
 	// timeout.
 	setDuration(&h.ParkTTL, fwd.ParkTTL)
 	setDuration(&h.GatherWindow, fwd.GatherWindow)
+	setDuration(&h.ResumeLinger, fwd.ResumeLinger)
 	setDuration(&h.SessionLifetime, rev.SessionLifetime)
 	setDuration(&h.MaxTaskWait, rev.TaskWait)
 	setInt(&h.MaxParked, fwd.MaxParked)
@@ -100,6 +101,7 @@ func (h *Handler) bridgeOptions() *translate.BridgeOptions {
 	o.MaxParked = h.MaxParked
 	o.MaxParkedPerPrincipal = h.MaxParkedPerPrincipal
 	o.GatherWindow = orOff(h.GatherWindow)
+	o.ResumeLinger = orOff(h.ResumeLinger)
 	o.MaxRounds = h.MaxRounds
 	o.MaxInputsPerRound = h.MaxInputsPerRound
 	o.Lease.MaxPerPrincipal = h.MaxSessionsPerPrincipal

@@ -69,7 +69,7 @@ func newGatewayMetrics(reg *prometheus.Registry) *gatewayMetrics {
 		tasksEnded: counter("tasks_ended_total",
 			"Tasks of the forward bridge that reached a terminal status, by status: completed, failed, cancelled.", "status"),
 		resumable: counter("resumable_calls_total",
-			"Forward-bridge calls parked holding no stream (resume on), by event: parked, resumed (by a retry on this instance), gone (the upstream no longer knew the call); for a state parked here that expired with no retry here: ended (this instance cancelled the call and ended its upstream session), left (left to the upstream: the call went on elsewhere, or it could not tell).", "event"),
+			"Forward-bridge calls parked holding no stream (resume on), by event: parked, resumed (by a retry on this instance), lingered (of those resumed, read on from the call's stream, still open: resume_linger), gone (the upstream no longer knew the call); for a state parked here that expired with no retry here: ended (this instance cancelled the call and ended its upstream session), left (left to the upstream: the call went on elsewhere, or it could not tell).", "event"),
 	}
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("parked_calls",
 		"Calls parked at input_required, waiting for the client's retry.")), parkedCount))

@@ -292,6 +292,23 @@ type Handler struct {
 	// the questions already there. Default: 2ms (also when set to 0).
 	GatherWindow caddy.Duration `json:"gather_window,omitempty"`
 
+	// How long a call parked holding no stream (an upstream with `resume
+	// on` and resumable streams) keeps its upstream streams open all the
+	// same, for a retry that comes back to this instance at once: such a
+	// retry goes on reading the call's stream, with no new connection, no
+	// GET and no replay, as if the call had been held. Only the calls of a
+	// tool (prompt, resource) whose retry has come back to this instance
+	// within this time linger, until one lingers with no retry: a tool a
+	// person answers never does, and its first round never does. The streams close
+	// when the time is up, or as soon as the upstream sends anything on
+	// the call's stream (it may be answering a retry that reached another
+	// instance, which then reopens the stream itself; a go-sdk server
+	// refuses it that until the streams here close). The state is the
+	// resumable one all the same: any instance sharing `state_key` resumes
+	// it. A negative duration (`-1`) closes the streams at once. At most
+	// 1s. Default: 250ms (also when set to 0).
+	ResumeLinger caddy.Duration `json:"resume_linger,omitempty"`
+
 	// The most `input_required` rounds one request may go through, in both
 	// bridges. A modern client in front of a legacy server: asking again for
 	// missing or invalid answers counts as a round; beyond the limit the

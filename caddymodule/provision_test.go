@@ -61,6 +61,7 @@ func TestProvisionDefaults(t *testing.T) {
 		{"fail_duration", h.FailDuration, 10 * time.Second},
 		{"park_ttl", h.ParkTTL, 5 * time.Minute},
 		{"gather_window", h.GatherWindow, 2 * time.Millisecond},
+		{"resume_linger", h.ResumeLinger, 250 * time.Millisecond},
 		{"write_timeout", h.WriteTimeout, 30 * time.Second},
 		{"session_lifetime", h.SessionLifetime, 24 * time.Hour},
 		{"max_task_wait", h.MaxTaskWait, time.Hour},
@@ -97,7 +98,7 @@ func TestProvisionDefaults(t *testing.T) {
 	}
 
 	b, r := h.bridgeOpts, h.reverseOpts
-	if b.ParkTTL != 5*time.Minute || b.MaxParked != 10000 || b.MaxParkedPerPrincipal != 100 || b.GatherWindow != 2*time.Millisecond ||
+	if b.ParkTTL != 5*time.Minute || b.MaxParked != 10000 || b.MaxParkedPerPrincipal != 100 || b.GatherWindow != 2*time.Millisecond || b.ResumeLinger != 250*time.Millisecond ||
 		b.MaxRounds != 8 || b.MaxInputsPerRound != 16 || b.Lease.CallBuffer != 32 || b.Lease.MaxPerPrincipal != 1000 || b.Keyring == nil {
 		t.Errorf("forward bridge options %+v", *b)
 	}
@@ -116,6 +117,7 @@ func TestProvisionKeepsSetValues(t *testing.T) {
 	h.KeepAliveInterval = caddy.Duration(time.Second)
 	h.ParkTTL = caddy.Duration(time.Minute)
 	h.GatherWindow = caddy.Duration(50 * time.Millisecond)
+	h.ResumeLinger = caddy.Duration(time.Second)
 	h.MaxRounds = 3
 	h.MaxBufferedNotifications = 7
 	h.Principal = "{http.auth.user.id}"
@@ -127,23 +129,23 @@ func TestProvisionKeepsSetValues(t *testing.T) {
 		t.Fatalf("a set value changed: %+v", h)
 	}
 	b, r := h.bridgeOpts, h.reverseOpts
-	if b.ParkTTL != time.Minute || b.GatherWindow != 50*time.Millisecond || b.MaxRounds != 3 || b.Lease.CallBuffer != 7 ||
+	if b.ParkTTL != time.Minute || b.GatherWindow != 50*time.Millisecond || b.ResumeLinger != time.Second || b.MaxRounds != 3 || b.Lease.CallBuffer != 7 ||
 		r.RoundTimeout != time.Minute || r.MaxRounds != 3 {
 		t.Fatalf("bridge options %+v, reverse options %+v", *b, *r)
 	}
 }
 
 // TestProvisionNegativeMeansOff: a negative keepalive_interval,
-// write_timeout, gather_window or health_interval is kept (not defaulted)
+// write_timeout, gather_window, resume_linger or health_interval is kept (not defaulted)
 // and means off where it is used; it validates.
 func TestProvisionNegativeMeansOff(t *testing.T) {
 	h := oneUpstream()
 	off := caddy.Duration(-1)
-	h.KeepAliveInterval, h.WriteTimeout, h.GatherWindow, h.HealthInterval = off, off, off, off
+	h.KeepAliveInterval, h.WriteTimeout, h.GatherWindow, h.HealthInterval, h.ResumeLinger = off, off, off, off, off
 	if err := provisioned(t, h); err != nil {
 		t.Fatal(err)
 	}
-	if h.KeepAliveInterval != off || h.WriteTimeout != off || h.GatherWindow != off || h.HealthInterval != off {
+	if h.KeepAliveInterval != off || h.WriteTimeout != off || h.GatherWindow != off || h.HealthInterval != off || h.ResumeLinger != off {
 		t.Fatalf("an off value was defaulted: keepalive %v, write_timeout %v, gather_window %v, health_interval %v",
 			h.KeepAliveInterval, h.WriteTimeout, h.GatherWindow, h.HealthInterval)
 	}
@@ -155,6 +157,9 @@ func TestProvisionNegativeMeansOff(t *testing.T) {
 	}
 	if h.bridgeOpts.GatherWindow != 0 {
 		t.Fatalf("the forward bridge waits %v for sibling questions, want no wait", h.bridgeOpts.GatherWindow)
+	}
+	if h.bridgeOpts.ResumeLinger != 0 {
+		t.Fatalf("a call parked holding no stream lingers %v, want not at all", h.bridgeOpts.ResumeLinger)
 	}
 }
 
@@ -176,6 +181,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"max_inputs_per_round: must be at least 1, got -1", func(h *Handler) { h.MaxInputsPerRound = -1 }},
 		{"max_buffered_notifications: must be at least 1, got -1", func(h *Handler) { h.MaxBufferedNotifications = -1 }},
 		{"max_buffered_notifications: must be at most 4096", func(h *Handler) { h.MaxBufferedNotifications = 4097 }},
+		{"resume_linger: must be at most 1s, got 1.001s", func(h *Handler) { h.ResumeLinger = caddy.Duration(1001 * time.Millisecond) }},
 		{"max_sessions_per_principal: must be at least 1, got 0", func(h *Handler) { h.MaxSessionsPerPrincipal = 0 }},
 		{"stream_close_delay: must not be negative, got -1s", func(h *Handler) { h.StreamCloseDelay = caddy.Duration(-time.Second) }},
 		{"fail_duration: must be positive, got -1ns", func(h *Handler) { h.FailDuration = -1 }},

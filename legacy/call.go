@@ -52,6 +52,9 @@ type Call struct {
 	parked bool
 	aside  []Message
 	wake   chan struct{} // the holder parked or unparked: a waiting send looks again
+	// stir, while the call lingers (Linger), runs once when anything
+	// happens on its stream.
+	stir func()
 }
 
 // readAhead is how many messages wait in Messages() for a holder that reads.
@@ -156,6 +159,7 @@ func (c *Call) send(m Message) bool {
 			if len(c.aside)+len(c.ch) < c.limit {
 				c.aside = append(c.aside, m)
 				c.mu.Unlock()
+				c.stirred()
 				return true
 			}
 			if m.Kind == KindNotification {
@@ -192,6 +196,30 @@ func (c *Call) Park() {
 	c.signal()
 }
 
+// Linger parks the call (Park) for a holder that is about to let go of
+// it, and may come back to it only while its stream stays quiet: the
+// first message that arrives, or the stream's end or break (which is then
+// not resumed), runs stir once, on a goroutine of its own. Unpark stops
+// that.
+func (c *Call) Linger(stir func()) {
+	c.mu.Lock()
+	c.parked, c.stir = true, stir
+	c.mu.Unlock()
+	c.signal()
+}
+
+// stirred runs the call's stir function, if it lingers, once.
+func (c *Call) stirred() bool {
+	c.mu.Lock()
+	f := c.stir
+	c.stir = nil
+	c.mu.Unlock()
+	if f != nil {
+		go f()
+	}
+	return f != nil
+}
+
 // Unpark tells the call that its holder reads it again, and returns the
 // messages that arrived before, oldest first: the holder handles them
 // before those of Messages(). After the answer ended, Messages() is closed.
@@ -206,7 +234,7 @@ func (c *Call) Unpark() []Message {
 		held = append(held, m)
 	}
 	held = append(held, c.aside...)
-	c.parked, c.aside = false, nil
+	c.parked, c.aside, c.stir = false, nil, nil
 	c.mu.Unlock()
 	c.signal()
 	return held
@@ -339,7 +367,9 @@ func (c *Call) resumeStream(rd *MessageReader, err error, resumes int) (*Message
 	default:
 	}
 	lastID := rd.LastEventID()
-	if lastID == "" || resumes >= maxResumes || errors.Is(err, ErrJSONTooDeep) {
+	// A lingering call's stream is not resumed: its holder lets go of it,
+	// and whoever reopens it (another gateway instance, perhaps) does.
+	if c.stirred() || lastID == "" || resumes >= maxResumes || errors.Is(err, ErrJSONTooDeep) {
 		if errors.Is(err, io.EOF) && c.ID != nil {
 			err = io.ErrUnexpectedEOF
 		}

@@ -427,6 +427,11 @@ func (s *Session) post(ctx context.Context, body []byte) (*http.Response, error)
 	return s.client.Do(req)
 }
 
+// closeTimeout bounds a DELETE when Close's context has no deadline: an
+// upstream may hold it until its running requests return (go-sdk waits for
+// a tool blocked on a question nobody will answer).
+const closeTimeout = 10 * time.Second
+
 // Close ends the session upstream (DELETE) and stops its GET stream.
 func (s *Session) Close(ctx context.Context) {
 	s.closeOnce.Do(func() {
@@ -435,6 +440,11 @@ func (s *Session) Close(ctx context.Context) {
 		}
 		if s.ID == "" {
 			return
+		}
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, closeTimeout)
+			defer cancel()
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, s.URL, nil)
 		if err != nil {

@@ -8,6 +8,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -221,6 +222,67 @@ func TestResumeTSServer(t *testing.T) {
 	}
 }
 
+// TestResumeLingerElsewhere: resume_linger 1s. A first retry that comes
+// back at once to the instance that parked the call teaches it that the
+// tool is quick; from then on its calls linger (a retry there reads on
+// from the open stream: the lingered counter). Then each retry reaches
+// the other instance at once, while the parking instance still holds the
+// call's streams. In front of the go-sdk server, which lets one connection
+// hold a stream, the answer the other instance posts makes the tool ask
+// again on the stream the first still holds: the first lets go at that,
+// and the other's GET gets the stream (its first tries refused with 409).
+// In front of the TypeScript SDK 1.x server, a GET with Last-Event-ID
+// takes the stream over, and the instance that lingered must not take it
+// back. Every call completes with its answers.
+func TestResumeLingerElsewhere(t *testing.T) {
+	lingered := `caddy_mcp_gateway_resumable_calls_total{event="lingered"}`
+	t.Run("go-sdk", func(t *testing.T) {
+		up := newResumableServer(t)
+		block := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}\n\t\tresume_linger 1s\n\t\tstate_key " + testKey(0x3a)
+		g0, g1 := startGateway(t, block), startGateway(t, block)
+		// Round 1 back to g0 (it learns), round 2 lingers and comes back.
+		ir := parseInputRequired(t, askCall(t, g0.URL, 1, "tea", nil, nil))
+		ir = parseInputRequired(t, askCall(t, g0.URL, 2, "tea", answerWith(t, ir, "a"), nil))
+		x := askCall(t, g0.URL, 3, "tea", answerWith(t, ir, "b"), nil)
+		if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), `"accept:a,accept:b"`) {
+			t.Fatalf("first call: %s", x)
+		}
+		if got := fleetMetric(t, []*gateway{g0}, lingered, 1); got != 1 {
+			t.Fatalf("%s = %v on the parking instance, want 1", lingered, got)
+		}
+		// Round 1 lingers on g0 and goes on through g1.
+		first := parseInputRequired(t, askCall(t, g0.URL, 4, "tea", nil, nil))
+		second := parseInputRequired(t, askCall(t, g1.URL, 5, "tea", answerWith(t, first, "yes"), nil))
+		x = askCall(t, g0.URL, 6, "tea", answerWith(t, second, "sure"), nil)
+		if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), `"accept:yes,accept:sure"`) {
+			t.Fatalf("second call: %s", x)
+		}
+	})
+	t.Run("typescript-sdk", func(t *testing.T) {
+		up := startServerEverything(t)
+		block := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n\t\tresume_linger 1s\n\t\tstate_key " + testKey(0x3b)
+		g0, g1 := startGateway(t, block), startGateway(t, block)
+		for i, retry := range []*gateway{g0, g0, g1, g1} {
+			ir := parseInputRequired(t, tsCall(t, g0.URL, 10*i+1, "trigger-elicitation-request", nil))
+			var key string
+			for k := range ir.InputRequests {
+				key = k
+			}
+			name := fmt.Sprintf("Ada Lingered %d", i)
+			x := tsCall(t, retry.URL, 10*i+2, "trigger-elicitation-request", map[string]any{"requestState": ir.RequestState,
+				"inputResponses": map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"name": name}}}})
+			if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), name) {
+				t.Fatalf("call %d: %s", i, x)
+			}
+			if i == 1 {
+				if got := fleetMetric(t, []*gateway{g0}, lingered, 1); got != 1 {
+					t.Fatalf("%s = %v on the parking instance, want 1", lingered, got)
+				}
+			}
+		}
+	})
+}
+
 // waitMetric waits up to 30s for series to reach want on g (the probe of
 // an expired state runs 10s after its expiry).
 func waitMetric(t *testing.T, g *gateway, series string, want float64) {
@@ -295,7 +357,7 @@ func TestResumeAbandonedResumedElsewhere(t *testing.T) {
 // and the first leaves it (its session is already gone).
 func TestResumeAbandonedTSServer(t *testing.T) {
 	up := startServerEverything(t)
-	key := "\t\tstate_key " + testKey(0x37)
+	key := "\t\tstate_key " + testKey(0x39)
 	upstream := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n"
 	g0 := startGateway(t, upstream+"\t\tpark_ttl 3s\n"+key)
 	g1 := startGateway(t, upstream+key)

@@ -57,6 +57,11 @@ type BridgeOptions struct {
 	// others take the requests already there and park at once). Zero or
 	// negative: no wait.
 	GatherWindow time.Duration
+	// ResumeLinger is how long a call that parks holding no stream
+	// (bridge_resume.go) keeps its streams open all the same, for a retry
+	// that comes back at once to this instance (bridge_linger.go). Zero
+	// or negative: they close at once.
+	ResumeLinger time.Duration
 	// MaxRounds bounds the input_required rounds of one call (asking again
 	// for missing or invalid answers counts).
 	MaxRounds int
@@ -101,6 +106,7 @@ func DefaultBridgeOptions() BridgeOptions {
 		// hundred identities.
 		MaxParkedPerPrincipal: 100,
 		GatherWindow:          2 * time.Millisecond,
+		ResumeLinger:          defaultResumeLinger,
 		MaxRounds:             defaultMaxRounds,
 		MaxInputsPerRound:     defaultMaxInputsPerRound,
 		Lease:                 legacy.LeaseLimits{MaxPerPrincipal: 1000, CallBuffer: legacy.DefaultCallBuffer},
@@ -130,6 +136,7 @@ type Bridge struct {
 	pool     *legacy.Pool
 	defaults *BridgeOptions // of the requests that carry none
 	gather   *gatherPolicy
+	quick    *quickTargets // whose retries come back at once (bridge_linger.go)
 
 	mu     sync.Mutex
 	parked map[[16]byte]*call
@@ -165,7 +172,7 @@ type Bridge struct {
 // for the requests that carry no options of their own.
 func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
 	b := &Bridge{pool: pool, defaults: opts.Ready(), parked: make(map[[16]byte]*call),
-		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy(), used: newUsedStates(defaultUsedStates), places: make(map[[16]byte]*resumePlace),
+		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy(), quick: newQuickTargets(), used: newUsedStates(defaultUsedStates), places: make(map[[16]byte]*resumePlace),
 		tasks: make(map[[16]byte]*task), tasks25: make(map[[16]byte]*task2025), taskSets: make(map[*BridgeOptions]*taskSet),
 		abandonGrace: defaultAbandonGrace}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
@@ -205,6 +212,7 @@ func (b *Bridge) Close() {
 		b.unparked(c, ParkCancelled)
 		b.abandon(c, OutcomeCancelled, "gateway shutting down")
 	}
+	b.coolAll()
 	b.tmu.Lock()
 	tasks := make([]*task, 0, len(b.tasks))
 	for _, t := range b.tasks {

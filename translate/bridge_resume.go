@@ -96,14 +96,16 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 	// expiry whether the call was abandoned (bridge_abandon.go).
 	p.sess, p.key, p.pooled = c.sess, c.key, !c.own
 	p.callID, p.after, p.seen = c.up.ID, c.resumeAt, c.seen
-	b.mu.Unlock()
 	c.round, c.digest, c.expires = rs.Round, digest, expires
-	// No stream of the call stays open: its stream closes (the upstream
-	// goes on, keeping what it sends for the retry's GET), its session's
-	// GET stream stops, its place (from a round parked holding) is freed.
-	c.up.Close()
-	c.cancelUp()
-	c.sess.Detach()
+	lingers := b.lingerLocked(c, p, time.Until(expires))
+	b.mu.Unlock()
+	// No stream of the call stays open (once it stopped lingering): its
+	// stream closes (the upstream goes on, keeping what it sends for the
+	// retry's GET), its session's GET stream stops, its place (from a
+	// round parked holding) is freed.
+	if !lingers {
+		b.closeLingering(c)
+	}
 	b.release(c)
 	resumeEvent(c.opts, ResumeParked)
 	_ = sink.Respond(http.StatusOK, resultResponse(r.ID, InputRequiredResult(reqs, token)))
@@ -128,6 +130,12 @@ type resumePlace struct {
 	callID json.RawMessage
 	after  string
 	seen   uint32
+	// hot is the call while it lingers with its streams open, cool the
+	// timer that ends that (bridge_linger.go); under Bridge.mu.
+	hot      *call
+	cool     *time.Timer
+	parkedAt int64         // unix nanoseconds; 0: the options want no linger
+	cooling  chan struct{} // closed once cool has closed hot's streams
 }
 
 // placeForLocked takes a place among the calls parked with o, for princ,
@@ -145,23 +153,36 @@ func (b *Bridge) placeForLocked(o *BridgeOptions, princ [16]byte, id [16]byte, t
 	set.byPrin[princ]++
 	p := &resumePlace{opts: o, princ: princ}
 	b.places[id] = p
-	p.timer = time.AfterFunc(ttl, func() { b.expirePlace(b.takePlace(id)) })
+	p.timer = time.AfterFunc(ttl, func() {
+		p, hot := b.takePlace(id)
+		b.closeLingering(hot)
+		b.expirePlace(p)
+	})
 	return p
 }
 
-// takePlace frees the place id and returns it, if this instance holds it.
-func (b *Bridge) takePlace(id [16]byte) *resumePlace {
+// takePlace frees the place id and returns it, if this instance holds it,
+// with its call if that still lingers (its caller's now).
+func (b *Bridge) takePlace(id [16]byte) (p *resumePlace, hot *call) {
 	b.mu.Lock()
-	p := b.places[id]
+	p = b.places[id]
 	if p != nil {
 		delete(b.places, id)
 		b.freeLocked(p.opts, p.princ)
+		hot = takeLingeringLocked(p)
+	}
+	var cooling chan struct{}
+	if p != nil {
+		cooling = p.cooling
 	}
 	b.mu.Unlock()
 	if p != nil {
 		p.timer.Stop()
 	}
-	return p
+	if cooling != nil {
+		<-cooling
+	}
+	return p, hot
 }
 
 // dropPlace lets go of the session a taken place kept: out of the pool,
@@ -187,12 +208,21 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 			Message: "requestState was already used, or its call has ended: send the request again without it"}))
 		return served
 	}
-	p := b.takePlace(rs.Place)
+	p, hot := b.takePlace(rs.Place)
+	if hot != nil {
+		if hot.key == poolKey(r) && hot.sess.ID == legacy.UpstreamSessionID(rs.Session) {
+			return b.resumeLingering(ctx, hot, r, params, rs, sink)
+		}
+		b.closeLingering(hot)
+	}
 	opened := time.Now()
 	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: rs.Started, princ: r.Principal, caps: r.ClientCapabilities,
 		key: poolKey(r), always: r.GatherAlways, resumeOn: r.Resume, own: true, round: rs.Round, digest: rs.Digest}
 	_, _ = rand.Read(c.handle[:])
 	c.keys = decodeKeyCounter(rs.Keys)
+	if p != nil {
+		b.cameQuickly(c, p)
+	}
 	if p != nil && p.sess != nil && p.key == c.key && p.sess.ID == legacy.UpstreamSessionID(rs.Session) && p.sess.Relisten() {
 		// Back on the instance that parked it: its own session, which
 		// goes back to the pool at the end.
@@ -383,7 +413,9 @@ func decodeKeyCounter(b []byte) KeyCounter {
 // so never reach Observer.Unparked).
 type ResumeObserver interface {
 	// Resumable reports ResumeParked (a call parked holding no stream),
-	// ResumeResumed (a retry went on with one, on this instance),
+	// ResumeResumed (a retry went on with one, on this instance; also
+	// ResumeLingered when it read on from the call's stream, still open:
+	// bridge_linger.go),
 	// ResumeGone (the upstream no longer knew the call, or replayed it
 	// otherwise than it had sent it), and, for a state parked here that
 	// expired with no retry here (bridge_abandon.go), ResumeEnded (this
@@ -395,11 +427,12 @@ type ResumeObserver interface {
 
 // Events of ResumeObserver.Resumable.
 const (
-	ResumeParked  = "parked"
-	ResumeResumed = "resumed"
-	ResumeGone    = "gone"
-	ResumeEnded   = "ended"
-	ResumeLeft    = "left"
+	ResumeParked   = "parked"
+	ResumeResumed  = "resumed"
+	ResumeLingered = "lingered"
+	ResumeGone     = "gone"
+	ResumeEnded    = "ended"
+	ResumeLeft     = "left"
 )
 
 // resumeEvent tells o's observer, if it observes resumable calls.

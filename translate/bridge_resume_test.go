@@ -21,16 +21,31 @@ import (
 // streams' events carry ids, and replay after Last-Event-ID.
 func resumableUpstream(t *testing.T) (string, *mcp.Server) {
 	t.Helper()
+	url, server, _ := countedResumableUpstream(t)
+	return url, server
+}
+
+// countedResumableUpstream is resumableUpstream, counting the GETs that
+// reopen a stream (with Last-Event-ID).
+func countedResumableUpstream(t *testing.T) (string, *mcp.Server, *atomic.Int32) {
+	t.Helper()
 	server := askServer()
-	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
-		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)}))
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+	var reopens atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+			reopens.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(ts.Close)
-	return ts.URL, server
+	return ts.URL, server, &reopens
 }
 
 // fleet is n bridges sharing one key and nothing else (each its own pool),
-// as instances sharing only state_key.
-func fleet(t *testing.T, n int) []*Bridge {
+// as instances sharing only state_key, with options changed by set.
+func fleet(t *testing.T, n int, set ...func(*BridgeOptions)) []*Bridge {
 	t.Helper()
 	kr, err := seal.NewKeyring(seal.NewRandomKey())
 	if err != nil {
@@ -41,6 +56,9 @@ func fleet(t *testing.T, n int) []*Bridge {
 		p := legacy.NewPool(legacy.PoolOptions{MaxSessions: 100, IdleTimeout: time.Minute, Client: http.DefaultClient})
 		o := DefaultBridgeOptions()
 		o.Keyring, o.Instance = kr, fmt.Sprintf("gw-%d", i)
+		for _, f := range set {
+			f(&o)
+		}
 		b := NewBridge(p, o)
 		t.Cleanup(func() { b.Close(); p.Close() })
 		out = append(out, b)

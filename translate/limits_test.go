@@ -37,10 +37,16 @@ func limitedBridge(t *testing.T, opts BridgeOptions) *Bridge {
 // waitNoSessions fails unless server holds no session within 5s.
 func waitNoSessions(t *testing.T, server *mcp.Server) {
 	t.Helper()
+	waitSessions(t, server, 0)
+}
+
+// waitSessions fails unless server holds n sessions within 5s.
+func waitSessions(t *testing.T, server *mcp.Server, n int) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for sessionsOf(server) != 0 {
+	for sessionsOf(server) != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d upstream sessions left", sessionsOf(server))
+			t.Fatalf("%d upstream sessions left, want %d", sessionsOf(server), n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

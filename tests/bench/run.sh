@@ -212,6 +212,9 @@ EOC
 	echo "parking $PARKED calls ($label)..." >&2
 	park_line=$("$out/bench" park -url "http://127.0.0.1:$park_gw/mcp" -n "$PARKED" -c 32)
 	echo "$park_line" >&2
+	# Calls parked holding no stream let go of their streams after
+	# resume_linger (250ms, at most 1s): count them at rest.
+	sleep 1
 	peak_rss=$(rss) peak_heap=$(heap) peak_g=$(goroutines) peak_fd=$(fds) peak_parked=$(parked)
 	# Profiles at the peak, to account for what a parked call holds:
 	# go tool pprof -sample_index=inuse_space tests/.out/bench/park-default.heap
