@@ -45,10 +45,10 @@ const (
 	MaxResumeLinger = time.Second
 )
 
-// lingerLocked keeps c's streams open for its options' ResumeLinger, on the place
-// p its resumable state holds here (under b.mu, before the state reaches
-// the client); it reports false, and does nothing, when the options want
-// none.
+// lingerLocked keeps c's streams open for its options' ResumeLinger, on
+// the place p its resumable state holds here (under b.mu, before the state
+// reaches the client); it reports false, and keeps nothing, when the
+// options want no linger, or c's target is not known to be quick.
 func (b *Bridge) lingerLocked(c *call, p *resumePlace, ttl time.Duration) bool {
 	d := min(c.opts.ResumeLinger, ttl)
 	if d <= 0 {
@@ -136,30 +136,18 @@ func (b *Bridge) resumeLingering(ctx context.Context, c *call, r Request, params
 	served := Served{Round: int(rs.Round)}
 	opened := time.Now()
 	b.holdArrived(c)
-	answers := inputResponses(params)
-	pctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-	defer cancel()
-	var still []pendingInput
-	for _, p := range c.pending {
-		resp, ok := answers[p.Key]
-		if !ok || ValidateInputResponse(p.Method, resp) != nil {
-			still = append(still, p)
-			continue
-		}
-		if err := c.sess.Respond(pctx, p.upstreamID, resp, nil); err != nil {
-			b.abandon(c, OutcomeError, "upstream refused the answer")
-			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, upstreamError(err)))
-			served.Outcome, served.Cause = OutcomeError, err
-			return served
-		}
+	if err := b.respondAnswers(c, params); err != nil {
+		b.abandon(c, OutcomeError, "upstream refused the answer")
+		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, upstreamError(err)))
+		served.Outcome, served.Cause = OutcomeError, err
+		return served
 	}
-	c.pending = still
 	c.base = &resumeBase{after: rs.After, seen: rs.Seen, expires: rs.Expires}
 	b.quick.learn(b.gather.target(c))
 	c.overhead += time.Since(opened)
 	resumeEvent(c.opts, ResumeResumed)
 	resumeEvent(c.opts, ResumeLingered)
-	served.Outcome, served.Cause = b.run(ctx, c, r, sink, nil, len(still) > 0)
+	served.Outcome, served.Cause = b.run(ctx, c, r, sink, nil, len(c.pending) > 0)
 	return served
 }
 

@@ -257,8 +257,25 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 	b.unparked(c, ParkAnswered)
 	served := Served{Round: int(st.Round)}
 	c.overhead += time.Since(opened)
+	if err := b.respondAnswers(c, params); err != nil {
+		b.abandon(c, OutcomeError, "upstream refused the answer")
+		_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, upstreamError(err)))
+		served.Outcome, served.Cause = OutcomeError, err
+		return served
+	}
+	// Ask again for what is missing or invalid, with what arrived meanwhile;
+	// or go on with the call.
+	served.Outcome, served.Cause = b.run(ctx, c, r, sink, nil, len(c.pending) > 0)
+	return served
+}
+
+// respondAnswers POSTs upstream the retry's valid answers (its params'
+// inputResponses) to c's pending questions, which it leaves with those
+// still unanswered: missing or invalid.
+func (b *Bridge) respondAnswers(c *call, params []byte) error {
 	answers := inputResponses(params)
 	pctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
 	var still []pendingInput
 	for _, p := range c.pending {
 		resp, ok := answers[p.Key]
@@ -270,17 +287,9 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 			continue
 		}
 		if err := c.sess.Respond(pctx, p.upstreamID, resp, nil); err != nil {
-			cancel()
-			b.abandon(c, OutcomeError, "upstream refused the answer")
-			_ = sink.Respond(http.StatusBadGateway, ErrorResponse(r.ID, upstreamError(err)))
-			served.Outcome, served.Cause = OutcomeError, err
-			return served
+			return err
 		}
 	}
-	cancel()
 	c.pending = still
-	// Ask again for what is missing or invalid, with what arrived meanwhile;
-	// or go on with the call.
-	served.Outcome, served.Cause = b.run(ctx, c, r, sink, nil, len(still) > 0)
-	return served
+	return nil
 }
