@@ -299,11 +299,12 @@ type Handler struct {
 	// GET and no replay, as if the call had been held. Only the calls of a
 	// tool (prompt, resource) whose retry has come back to this instance
 	// within this time linger, until one lingers with no retry: a tool a
-	// person answers never does, and its first round never does. The streams close
-	// when the time is up, or as soon as the upstream sends anything on
-	// the call's stream (it may be answering a retry that reached another
-	// instance, which then reopens the stream itself; a go-sdk server
-	// refuses it that until the streams here close). The state is the
+	// person answers never does, and neither does a tool's first park.
+	// The streams close when the time is up, or as soon as the upstream
+	// sends anything on the call's stream (it may be answering a retry
+	// that reached another instance, which then reopens the stream
+	// itself; a go-sdk server refuses it that until the streams here
+	// close). The state is the
 	// resumable one all the same: any instance sharing `state_key` resumes
 	// it. A negative duration (`-1`) closes the streams at once. At most
 	// 1s. Default: 250ms (also when set to 0).

@@ -25,7 +25,7 @@ import (
 // retry that reaches the parking instance within ResumeLinger of the park
 // teaches it, and a linger that ends with no retry unteaches it. A tool
 // whose questions a person answers never lingers, and costs nothing more
-// than a call parked holding no stream; the first round of a quick one
+// than a call parked holding no stream; the first park of a quick one
 // does not linger, the next do.
 //
 // The streams close (cool) when the linger ends, when the state's place is
