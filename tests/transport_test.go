@@ -339,8 +339,12 @@ func TestTransportClientCertificate(t *testing.T) {
 		hdr, body := whoamiCall(t, 1)
 		checkRPCError(t, postRPC(t, g.URL, hdr, body, 1), http.StatusBadGateway, -32603, 1)
 		resp := post(t, g.URL, nil, legacyInit)
-		if resp.StatusCode != http.StatusBadGateway {
-			t.Errorf("pinned initialize: status %d, want 502", resp.StatusCode)
+		// 502; or 503 when the refusal showed as a reset on write (TLS 1.3
+		// lets the gateway write before the upstream refuses the missing
+		// certificate): a connection refused, after which no other
+		// upstream is left to try (as in hardening_failover_test.go).
+		if resp.StatusCode != http.StatusBadGateway && resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("pinned initialize: status %d, want 502 (or 503)", resp.StatusCode)
 		}
 		if n := legacyUp.requests.Load(); n != 0 {
 			t.Errorf("%d requests reached the upstream", n)
