@@ -166,21 +166,18 @@ func (b *Bridge) placeForLocked(o *BridgeOptions, princ [16]byte, id [16]byte, t
 func (b *Bridge) takePlace(id [16]byte) (p *resumePlace, hot *call) {
 	b.mu.Lock()
 	p = b.places[id]
-	if p != nil {
-		delete(b.places, id)
-		b.freeLocked(p.opts, p.princ)
-		hot = takeLingeringLocked(p)
+	if p == nil {
+		b.mu.Unlock()
+		return nil, nil
 	}
-	var cooling chan struct{}
-	if p != nil {
-		cooling = p.cooling
-	}
+	delete(b.places, id)
+	b.freeLocked(p.opts, p.princ)
+	hot = takeLingeringLocked(p)
+	cooling := p.cooling
 	b.mu.Unlock()
-	if p != nil {
-		p.timer.Stop()
-	}
+	p.timer.Stop()
 	if cooling != nil {
-		<-cooling
+		<-cooling // a cool in progress: the session is the place's again after
 	}
 	return p, hot
 }
