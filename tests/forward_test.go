@@ -4,9 +4,11 @@ package tests
 // servers, through input_required rounds and sealed requestState.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -102,7 +104,7 @@ type recordingServer struct {
 	requests atomic.Int32
 	gets     atomic.Int32 // GET requests (standalone streams)
 	conns    atomic.Int32 // open connections
-	answers  chan string  // the elicitation action, or "error: ..."
+	answers  chan string  // the action of each elicitation answer the upstream was sent
 	ended    chan string  // "done" or "cancelled" per tool call
 }
 
@@ -118,11 +120,6 @@ func newRecordingServer(t *testing.T) *recordingServer {
 				Message:         "About " + in.Topic + "?",
 				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}},
 			})
-			if err != nil {
-				rs.answers <- "error: " + err.Error()
-			} else {
-				rs.answers <- res.Action
-			}
 			if err != nil || res.Action != "accept" {
 				// An abandoned call is answered, then cancelled: wait for
 				// the cancellation (bounded).
@@ -151,6 +148,9 @@ func newRecordingServer(t *testing.T) *recordingServer {
 		if r.Method == http.MethodGet {
 			rs.gets.Add(1)
 		}
+		if r.Method == http.MethodPost {
+			rs.recordAnswer(r)
+		}
 		h.ServeHTTP(w, r)
 	}), ConnState: func(_ net.Conn, st http.ConnState) {
 		switch st {
@@ -164,6 +164,30 @@ func newRecordingServer(t *testing.T) *recordingServer {
 	t.Cleanup(func() { _ = srv.Close() })
 	rs.url = "http://" + ln.Addr().String() + "/mcp"
 	return rs
+}
+
+// recordAnswer puts on rs.answers the action of an elicitation answer r
+// carries. It reads what the gateway sent, not what the tool saw: an
+// abandoned call is answered and then cancelled, and the go-sdk's Elicit
+// returns either, whichever its select picks once both have arrived.
+func (rs *recordingServer) recordAnswer(r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Result *struct {
+			Action string `json:"action"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(body, &msg) == nil && msg.ID != nil && msg.Result != nil && msg.Result.Action != "" {
+		select {
+		case rs.answers <- msg.Result.Action:
+		default: // nobody reads them: never hold the upstream up
+		}
+	}
 }
 
 // drained waits, up to notHang, until no connection to rs is open. Once the
