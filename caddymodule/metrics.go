@@ -72,9 +72,9 @@ func newGatewayMetrics(reg *prometheus.Registry) *gatewayMetrics {
 			"Forward-bridge calls parked holding no stream (resume on), by event: parked, resumed (by a retry on this instance), lingered (of those resumed, read on from the call's stream, still open: resume_linger), gone (the upstream no longer knew the call); for a state parked here that expired with no retry here: ended (this instance cancelled the call and ended its upstream session), left (left to the upstream: the call went on elsewhere, or it could not tell).", "event"),
 	}
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("parked_calls",
-		"Calls parked at input_required, waiting for the client's retry.")), parkedCount))
+		"Calls parked at input_required, waiting for the client's retry.")), bridgesSum((*translate.Bridge).Parked)))
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("resumable_parked_calls",
-		"Calls parked holding no stream (resume on) whose requestState has not expired nor been used on this instance: each keeps its upstream session open.")), placesCount))
+		"Calls parked holding no stream (resume on) whose requestState has not expired nor been used on this instance: each keeps its upstream session open.")), bridgesSum((*translate.Bridge).Places)))
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("inline_requests_waiting",
 		"Reverse bridge: in-line requests sent to legacy clients and waiting for their answer.")), waitingCount))
 	registerOrExisting[prometheus.Collector](reg, upstreamCollector{})
@@ -172,24 +172,17 @@ func (m *gatewayMetrics) healthCheck(upstream string, healthy bool) {
 	m.checks.WithLabelValues(upstream, result).Inc()
 }
 
-// parkedCount reads the forward bridge's parked calls.
-func parkedCount() float64 {
-	n := 0
-	bridges.Range(func(_, v any) bool {
-		n += v.(*bridgeState).bridge.Parked()
-		return true
-	})
-	return float64(n)
-}
-
-// placesCount reads the forward bridge's calls parked holding no stream.
-func placesCount() float64 {
-	n := 0
-	bridges.Range(func(_, v any) bool {
-		n += v.(*bridgeState).bridge.Places()
-		return true
-	})
-	return float64(n)
+// bridgesSum returns a gauge function that adds count over the forward
+// bridges of the loaded configurations.
+func bridgesSum(count func(*translate.Bridge) int) func() float64 {
+	return func() float64 {
+		n := 0
+		bridges.Range(func(_, v any) bool {
+			n += count(v.(*bridgeState).bridge)
+			return true
+		})
+		return float64(n)
+	}
 }
 
 // waitingCount reads the reverse bridge's in-line requests waiting for an
