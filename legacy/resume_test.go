@@ -15,11 +15,16 @@ import (
 
 // resumableServer is a go-sdk server with an event store (its streams'
 // events carry ids and replay after Last-Event-ID), whose tool `ask`
-// elicits once and answers with what it got.
+// elicits once and answers with what it got. A question still unanswered
+// after toolPatience ends the tool: a failed test that leaves it waiting
+// would otherwise hang in its cleanup (the session's DELETE, and the test
+// server's Close, wait for the tool to return).
 func resumableServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	server := mcp.NewServer(&mcp.Implementation{Name: "resume-test", Version: "1"}, nil)
 	mcp.AddTool(server, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		ctx, cancel := context.WithTimeout(ctx, toolPatience)
+		defer cancel()
 		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "name?",
 			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "string"}}}})
 		if err != nil {
@@ -32,6 +37,9 @@ func resumableServer(t *testing.T) *httptest.Server {
 	t.Cleanup(ts.Close)
 	return ts
 }
+
+// toolPatience is how long resumableServer's tool waits for its answer.
+const toolPatience = 30 * time.Second
 
 func nextWithin(t *testing.T, c *Call) Message {
 	t.Helper()
