@@ -101,12 +101,8 @@ func (a *ForwardAuth) Sign(target string, r ForwardedRequest, now time.Time) str
 	}
 	k := a.keys[0]
 	exp := now.Add(forwardTTL).UnixMilli()
-	var id [4]byte
-	binary.BigEndian.PutUint32(id[:], k.ID)
-	return "v2;k=" + hex.EncodeToString(id[:]) + ";t=" + target + ";e=" + strconv.FormatInt(exp, 10) +
-		";n=" + base64.RawURLEncoding.EncodeToString(nonce[:]) +
-		";p=" + base64.RawURLEncoding.EncodeToString(r.Principal[:]) +
-		";s=" + base64.RawURLEncoding.EncodeToString(forwardMAC(k.Key, target, exp, nonce, r))
+	return forwardedHeader{keyID: k.ID, target: target, expires: exp, nonce: nonce, principal: r.Principal,
+		mac: forwardMAC(k.Key, target, exp, nonce, r)}.String()
 }
 
 // Verify checks a header value for r, received by this instance at now, and
@@ -162,6 +158,19 @@ type forwardedHeader struct {
 // expiry and fixed-size fields.
 const maxForwardedHeader = 440
 
+// String is the header's one canonical text.
+func (h forwardedHeader) String() string {
+	var id [4]byte
+	binary.BigEndian.PutUint32(id[:], h.keyID)
+	return "v2;k=" + hex.EncodeToString(id[:]) + ";t=" + h.target + ";e=" + strconv.FormatInt(h.expires, 10) +
+		";n=" + base64.RawURLEncoding.EncodeToString(h.nonce[:]) +
+		";p=" + base64.RawURLEncoding.EncodeToString(h.principal[:]) +
+		";s=" + base64.RawURLEncoding.EncodeToString(h.mac)
+}
+
+// parseForwarded accepts only the canonical text of a header (String):
+// hex case, a signed or zero-padded expiry and the unused bits of a
+// base64 character would otherwise give one signed header many texts.
 func parseForwarded(v string) (forwardedHeader, error) {
 	var h forwardedHeader
 	if len(v) > maxForwardedHeader {
@@ -202,6 +211,9 @@ func parseForwarded(v string) (forwardedHeader, error) {
 	}
 	if h.mac, err = base64.RawURLEncoding.DecodeString(field[5]); err != nil || len(h.mac) != sha256.Size {
 		return h, errors.New("bad signature encoding")
+	}
+	if h.String() != v {
+		return h, errors.New("not in canonical form")
 	}
 	return h, nil
 }
