@@ -153,22 +153,32 @@ func (c *ConnClient) Do(req *http.Request) (*http.Response, error) {
 
 type replayableKey struct{}
 
-// Replayable marks a request made with the returned context as safe to send
-// twice (a JSON-RPC response or notification): ConnClient sends it once more
-// when a reused connection fails before any answer.
+// Replayable marks a Session request made with the returned context as
+// safe to send twice (a JSON-RPC response or notification). The session
+// gives such a request an Idempotency-Key header with no value, which is
+// never written to the wire: by it both ConnClient and net/http's
+// Transport send the request once more when a reused connection fails
+// before any answer.
 func Replayable(ctx context.Context) context.Context {
 	return context.WithValue(ctx, replayableKey{}, true)
 }
 
+// idempotencyKey is the header by which net/http's Transport, and so
+// ConnClient, tells a request it may send twice.
+const idempotencyKey = "Idempotency-Key"
+
 // replayable reports whether req may be sent again: an idempotent method,
-// or a body marked Replayable, which can be read again.
+// or an Idempotency-Key header; and a body that can be read again.
 func replayable(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false
+	}
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodDelete:
-		return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+		return true
 	}
-	marked, _ := req.Context().Value(replayableKey{}).(bool)
-	return marked && req.GetBody != nil
+	_, marked := req.Header[idempotencyKey]
+	return marked
 }
 
 // get returns an idle connection to key that still looks open, or dials a

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -186,19 +187,19 @@ func TestConnClientSkipsClosedIdleConnection(t *testing.T) {
 
 // A request that meets a reused connection closed before any answer (the
 // upstream closed it as the request went out) is sent again, body and all,
-// on a new connection — when it may be sent twice (Replayable); a request
-// the upstream may have started fails instead.
+// on a new connection — when it may be sent twice (an Idempotency-Key
+// header, as net/http has it); a request the upstream may have started
+// fails instead.
 func TestConnClientResendsOnStaleConnection(t *testing.T) {
 	for _, marked := range []bool{true, false} {
 		t.Run(fmt.Sprint("replayable ", marked), func(t *testing.T) {
 			url, bodies := closeSecondRequest(t)
 			c := NewConnClient(ConnOptions{})
 			readAll(t, post(t, c, context.Background(), url, "first"))
-			ctx := context.Background()
+			req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("second"))
 			if marked {
-				ctx = Replayable(ctx)
+				req.Header[idempotencyKey] = nil
 			}
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader("second"))
 			resp, err := c.Do(req)
 			if !marked {
 				if err == nil {
@@ -222,9 +223,50 @@ func TestConnClientResendsOnStaleConnection(t *testing.T) {
 	}
 }
 
+// A session's answers and notifications (Replayable) are sent again over
+// such a connection by either of its clients, ConnClient and net/http's
+// Transport, and the marker never reaches the upstream; its requests are
+// not sent again.
+func TestSessionResendsAnswersOnStaleConnection(t *testing.T) {
+	clients := map[string]func() Doer{
+		"ConnClient": func() Doer { return NewConnClient(ConnOptions{}) },
+		"net/http":   func() Doer { return &http.Client{Transport: &http.Transport{}} },
+	}
+	for name, client := range clients {
+		t.Run(name, func(t *testing.T) {
+			url, bodies := closeSecondRequest(t)
+			s := &Session{URL: url, ID: "s1", client: client()}
+			ctx := context.Background()
+			if err := s.Notify(ctx, "first", nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Respond(ctx, json.RawMessage(`7`), []byte(`{"action":"accept"}`), nil); err != nil {
+				t.Fatalf("the answer was not sent again: %v", err)
+			}
+			if a, b := <-bodies, <-bodies; !strings.Contains(a, `"first"`) || !strings.Contains(b, `"id":7`) || strings.Contains(a+b, "idempotency") {
+				t.Fatalf("upstream got %q then %q", a, b)
+			}
+
+			url, bodies = closeSecondRequest(t)
+			s = &Session{URL: url, ID: "s1", client: client()}
+			if err := s.Notify(ctx, "first", nil); err != nil {
+				t.Fatal(err)
+			}
+			if resp, err := s.post(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)); err == nil {
+				resp.Body.Close()
+				t.Fatal("a request was sent again")
+			}
+			if a, b := <-bodies, len(bodies); !strings.Contains(a, `"first"`) || b != 0 {
+				t.Fatalf("upstream got %q and %d more", a, b)
+			}
+		})
+	}
+}
+
 // closeSecondRequest is a raw HTTP/1.1 server whose first connection
 // answers one request, then reads the second and closes without answering;
-// later connections answer everything. It reports the bodies it answered.
+// later connections answer everything. It reports the bodies it answered,
+// marked when a request carried an Idempotency-Key header.
 func closeSecondRequest(t *testing.T) (string, <-chan string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -248,6 +290,9 @@ func closeSecondRequest(t *testing.T) (string, <-chan string) {
 						return
 					}
 					b, _ := io.ReadAll(req.Body)
+					if _, ok := req.Header[idempotencyKey]; ok {
+						b = append(b, " +idempotency-key"...)
+					}
 					if first && i == 1 {
 						return // the second request on the first connection: close, answer nothing
 					}

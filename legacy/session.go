@@ -421,6 +421,9 @@ func (s *Session) post(ctx context.Context, body []byte) (*http.Response, error)
 		return nil, err
 	}
 	s.setHeaders(req.Header)
+	if marked, _ := ctx.Value(replayableKey{}).(bool); marked {
+		req.Header[idempotencyKey] = nil
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	s.touch()
