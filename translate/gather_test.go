@@ -178,7 +178,9 @@ func TestGatherAlways(t *testing.T) {
 		t.Fatalf("asked %v, want both questions in the first round", keys)
 	}
 	b.gather.learned.Add(b.gather.target(target(upstream, "pair")), false) // it just asked two
-	a = serve(b, toolRequest(t, upstream, "pair", 2, 100))
+	// The sibling comes well after the first question: a round that does
+	// not wait has ended by then, even on a loaded machine.
+	a = serve(b, toolRequest(t, upstream, "pair", 2, 1500))
 	if keys := inputKeys(t, a); len(keys) != 1 {
 		t.Fatalf("without GatherAlways asked %v, want the first question alone", keys)
 	}
