@@ -75,5 +75,11 @@ func forwardURL(base string, orig *url.URL) (*url.URL, error) {
 	if strings.ContainsFunc(path+out.RawQuery, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
 		return nil, fmt.Errorf("%w: control character or space in the request target", errForwardTarget)
 	}
+	// A request target has no fragment (RFC 9112 §3.2.1), but Go's server
+	// leaves a '#' in the query: written out and parsed again, the URL
+	// would end its query there.
+	if strings.Contains(out.RawQuery, "#") {
+		return nil, fmt.Errorf("%w: '#' in the request's query", errForwardTarget)
+	}
 	return out, nil
 }

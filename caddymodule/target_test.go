@@ -37,6 +37,7 @@ func TestForwardURL(t *testing.T) {
 		"http://10.0.0.1:8080@127.0.0.1:19999/steal",
 		"127.0.0.1:19999",
 		"*",
+		"/mcp?x#y", // the query would end at '#' once the URL is written out
 	} {
 		if got, err := forwardURL("http://10.0.0.1:8080", requestURL(t, target)); err == nil {
 			t.Errorf("forwardURL(%q) = %v, want an error", target, got)
