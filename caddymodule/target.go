@@ -29,15 +29,18 @@ func originalRequest(r *http.Request) *http.Request {
 }
 
 // checkOriginForm refuses a request whose request target is not a path
-// (origin form, RFC 9112 §3.2.1): absolute form, authority form or `*`.
+// (origin form, RFC 9112 §3.2.1): absolute form, authority form or `*`,
+// or a target holding a '#' (a request target has no fragment; Go's server
+// leaves it in the path or query, which a forwarded URL could not carry).
 func checkOriginForm(r *http.Request) *translate.RPCError {
 	orig := originalRequest(r)
 	u := orig.URL
-	if strings.HasPrefix(orig.RequestURI, "/") && u.Scheme == "" && u.Host == "" && u.User == nil && u.Opaque == "" {
+	if strings.HasPrefix(orig.RequestURI, "/") && !strings.Contains(orig.RequestURI, "#") &&
+		u.Scheme == "" && u.Host == "" && u.User == nil && u.Opaque == "" {
 		return nil
 	}
 	return &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.InvalidRequest,
-		Message: "Bad Request: the request target must be a path (origin form), not an absolute URL"}
+		Message: "Bad Request: the request target must be a path (origin form): not an absolute URL, and no '#'"}
 }
 
 // errForwardTarget: the owner's base URL or the request's target is not

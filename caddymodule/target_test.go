@@ -53,7 +53,7 @@ func TestForwardURL(t *testing.T) {
 func TestCheckOriginForm(t *testing.T) {
 	for target, ok := range map[string]bool{
 		"/mcp": true, "/mcp?x=1": true, "//x/mcp": true,
-		"http:@127.0.0.1:19999/steal": false, "http://gw/mcp": false, "*": false,
+		"http:@127.0.0.1:19999/steal": false, "http://gw/mcp": false, "*": false, "/mcp?x#y": false, "/mcp#y": false,
 	} {
 		req, err := http.ReadRequest(bufio.NewReader(strings.NewReader("POST " + target + " HTTP/1.1\r\nHost: gw\r\n\r\n")))
 		if err != nil {

@@ -146,6 +146,13 @@ func TestRelayAbsoluteForm(t *testing.T) {
 		resp, got := rawPost(t, hostOf(pair[1]), steal, hdr, body)
 		checkBadTarget(t, resp, got)
 		v.untouched(t)
+		// A target with a '#' (no request target has a fragment) is
+		// refused at the door too, by the owner as by the other instance:
+		// forwarded, its query would end there.
+		for _, g := range pair {
+			resp, got = rawPost(t, hostOf(g), "/mcp?x=1#frag", hdr, body)
+			checkBadTarget(t, resp, got)
+		}
 		if after := rs.requests.Load(); after != before {
 			t.Errorf("the upstream received %d requests", after-before)
 		}
