@@ -230,7 +230,11 @@ func TestConnClientResendsOnStaleConnection(t *testing.T) {
 func TestSessionResendsAnswersOnStaleConnection(t *testing.T) {
 	clients := map[string]func() Doer{
 		"ConnClient": func() Doer { return NewConnClient(ConnOptions{}) },
-		"net/http":   func() Doer { return &http.Client{Transport: &http.Transport{}} },
+		"net/http": func() Doer {
+			tr := &http.Transport{}
+			t.Cleanup(tr.CloseIdleConnections)
+			return &http.Client{Transport: tr}
+		},
 	}
 	for name, client := range clients {
 		t.Run(name, func(t *testing.T) {
