@@ -69,12 +69,12 @@ func newGatewayMetrics(reg *prometheus.Registry) *gatewayMetrics {
 		tasksEnded: counter("tasks_ended_total",
 			"Tasks of the forward bridge that reached a terminal status, by status: completed, failed, cancelled.", "status"),
 		resumable: counter("resumable_calls_total",
-			"Forward-bridge calls parked holding no stream (resume on), by event: parked, resumed (by a retry on this instance), lingered (of those resumed, read on from the call's stream, still open: resume_linger), gone (the upstream no longer knew the call); for a state parked here that expired with no retry here: ended (this instance cancelled the call and ended its upstream session), left (left to the upstream: the call went on elsewhere, or it could not tell).", "event"),
+			"Forward-bridge calls parked holding no stream (resume on), by event: parked, resumed (by a retry on this instance), lingered (of those resumed, read on from the call's stream, still open: resume_linger), gone (the upstream no longer knew the call); for a state parked here that expired with no retry here: ended (this instance cancelled the call and ended its upstream session), left (left to the upstream: the call went on elsewhere, or it could not tell); finished_elsewhere (a state parked here whose call ended on another instance, its upstream session gone, gave its place back).", "event"),
 	}
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("parked_calls",
 		"Calls parked at input_required, waiting for the client's retry.")), bridgesSum((*translate.Bridge).Parked)))
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("resumable_parked_calls",
-		"Calls parked holding no stream (resume on) whose requestState has not expired nor been used on this instance: each keeps its upstream session open.")), bridgesSum((*translate.Bridge).Places)))
+		"Calls parked holding no stream (resume on) whose requestState has not expired nor been used on this instance, and whose upstream session still lives: each keeps it open.")), bridgesSum((*translate.Bridge).Places)))
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("inline_requests_waiting",
 		"Reverse bridge: in-line requests sent to legacy clients and waiting for their answer.")), waitingCount))
 	registerOrExisting[prometheus.Collector](reg, upstreamCollector{})

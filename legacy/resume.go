@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -147,3 +149,33 @@ func (s *Session) Relisten() bool {
 	go s.listen(ctx, s.listenDone)
 	return true
 }
+
+// Alive asks the upstream whether it still knows the session, with a ping
+// on it: false when it answers 404 (the session ended, e.g. because the
+// instance that finished its call ended it), true when it answers the ping.
+// Anything else (a failure, another status) is an error, and the caller
+// should assume the session lives. The answer is read and dropped, so
+// that the connection is reused.
+func (s *Session) Alive(ctx context.Context) (bool, error) {
+	if s.ID == "" {
+		return false, errors.New("the upstream keeps no session")
+	}
+	id := strconv.Quote("gw-ping-" + strconv.FormatInt(s.nextID.Add(1), 10))
+	resp, err := s.post(ctx, []byte(`{"jsonrpc":"2.0","id":`+id+`,"method":"ping"}`))
+	if err != nil {
+		return true, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxPingAnswer))
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return false, nil
+	case resp.StatusCode/100 == 2:
+		return true, nil
+	}
+	return true, fmt.Errorf("the upstream answered a ping with %s", resp.Status)
+}
+
+// maxPingAnswer bounds what Alive reads of the answer to its ping (an empty
+// result, as JSON or one SSE event).
+const maxPingAnswer = 64 << 10

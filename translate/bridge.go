@@ -144,12 +144,15 @@ type Bridge struct {
 	places map[[16]byte]*resumePlace   // held by resumable states parked here (bridge_resume.go)
 	sets   map[*BridgeOptions]*parkSet // places held per options (bridge_admit.go)
 	closed bool
-	// Expired places whose calls wait to be probed, and how many probers
-	// run (bridge_abandon.go); abandonGrace: how long after a state's
-	// expiry its probe waits.
-	abandoned    []*resumePlace
-	probing      int
+	// The probes of expired places (bridge_abandon.go), and abandonGrace:
+	// how long after a state's expiry its probe waits; the checks of
+	// places whose calls may have ended elsewhere (bridge_places.go).
+	probes       *workQueue
 	abandonGrace time.Duration
+	checks       *workQueue
+	checkAfter   time.Duration // placeCheckAfter, but in tests
+	reclaiming   map[reclaimKey]*reclaimRun
+	bySession    map[placeSession]*resumePlace
 
 	// The tasks it hosts (bridge_task.go), under tmu.
 	tmu      sync.Mutex
@@ -174,7 +177,9 @@ func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
 	b := &Bridge{pool: pool, defaults: opts.Ready(), parked: make(map[[16]byte]*call),
 		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy(), quick: newQuickTargets(), used: newUsedStates(defaultUsedStates), places: make(map[[16]byte]*resumePlace),
 		tasks: make(map[[16]byte]*task), tasks25: make(map[[16]byte]*task2025), taskSets: make(map[*BridgeOptions]*taskSet),
-		abandonGrace: defaultAbandonGrace}
+		probes: &workQueue{workers: maxProbing, limit: maxAbandoned}, abandonGrace: defaultAbandonGrace,
+		checks: &workQueue{workers: maxChecking, limit: maxChecksQueued}, checkAfter: placeCheckAfter, reclaiming: make(map[reclaimKey]*reclaimRun),
+		bySession: make(map[placeSession]*resumePlace)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b
 }
@@ -202,6 +207,8 @@ func (b *Bridge) Parked() int {
 func (b *Bridge) Close() {
 	b.mu.Lock()
 	b.closed = true
+	b.probes.close()
+	b.checks.close()
 	var all []*call
 	for _, c := range b.parked {
 		b.unparkLocked(c)

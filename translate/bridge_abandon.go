@@ -44,7 +44,7 @@ import (
 //
 // The probes run in at most maxProbing goroutines, from a queue of at most
 // maxAbandoned expired places (beyond, the session is left to the
-// upstream); nothing else waits for them. When the instance that parked
+// upstream; workQueue); nothing else waits for them. When the instance that parked
 // the call is gone (or its bridge closed), nobody probes: the upstream's
 // own session expiry ends the call.
 
@@ -93,42 +93,10 @@ func (b *Bridge) expirePlace(p *resumePlace) {
 	time.AfterFunc(b.abandonGrace, func() { b.enqueueProbe(p) })
 }
 
-// enqueueProbe queues p's probe, starting a prober if fewer than maxProbing
-// run.
+// enqueueProbe queues p's probe (see above).
 func (b *Bridge) enqueueProbe(p *resumePlace) {
-	b.mu.Lock()
-	if b.closed || len(b.abandoned) >= maxAbandoned {
-		b.mu.Unlock()
+	if !b.probes.add(func() { resumeEvent(p.opts, b.probe(p)) }) {
 		resumeEvent(p.opts, ResumeLeft)
-		return
-	}
-	b.abandoned = append(b.abandoned, p)
-	start := b.probing < maxProbing
-	if start {
-		b.probing++
-	}
-	b.mu.Unlock()
-	if start {
-		go b.probeQueued()
-	}
-}
-
-// probeQueued probes queued places until none is left, or the bridge
-// closes.
-func (b *Bridge) probeQueued() {
-	for {
-		b.mu.Lock()
-		if len(b.abandoned) == 0 || b.closed {
-			b.abandoned = nil
-			b.probing--
-			b.mu.Unlock()
-			return
-		}
-		p := b.abandoned[0]
-		b.abandoned[0] = nil
-		b.abandoned = b.abandoned[1:]
-		b.mu.Unlock()
-		resumeEvent(p.opts, b.probe(p))
 	}
 }
 

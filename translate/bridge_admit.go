@@ -68,16 +68,18 @@ func (b *Bridge) roomLocked(o *BridgeOptions, princ [16]byte, sent bool) *RPCErr
 func (b *Bridge) room(o *BridgeOptions, princ [16]byte) *RPCError {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.roomLocked(o, princ, false)
+	return b.makeRoomLocked(o, princ, false)
 }
 
 // admitLocked gives c a place in its options' table, or returns the
-// refusal. A call that holds one already keeps it.
+// refusal (once places of calls that may have ended elsewhere were checked:
+// makeRoomLocked, which releases b.mu meanwhile). A call that holds one
+// already keeps it.
 func (b *Bridge) admitLocked(c *call) *RPCError {
 	if c.placed {
 		return nil
 	}
-	if rerr := b.roomLocked(c.opts, c.princ, true); rerr != nil {
+	if rerr := b.makeRoomLocked(c.opts, c.princ, true); rerr != nil {
 		return rerr
 	}
 	set := b.sets[c.opts]

@@ -82,8 +82,20 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 	// parked holding, or a call resumed from a state) is never turned away
 	// mid-way.
 	b.mu.Lock()
-	if !c.placed && !c.own {
-		if rerr := b.roomLocked(c.opts, c.princ, true); rerr != nil {
+	older := b.bySession[placeSession{c.sess.URL, c.sess.ID}]
+	if older != nil {
+		// The call's own place from an earlier round, whose retry went
+		// to another instance: the new one replaces it.
+		b.mu.Unlock()
+		olderPlace, hot := b.takePlace(older.id)
+		b.closeLingering(hot)
+		if olderPlace != nil && olderPlace.sess != c.sess {
+			b.dropPlace(olderPlace)
+		}
+		b.mu.Lock()
+	}
+	if !c.placed && !c.own && older == nil {
+		if rerr := b.makeRoomLocked(c.opts, c.princ, true); rerr != nil {
 			b.mu.Unlock()
 			return b.refuse(c, r, sink, rerr), true
 		}
@@ -95,6 +107,7 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 	// state says of the call's stream stays too, to tell at the state's
 	// expiry whether the call was abandoned (bridge_abandon.go).
 	p.sess, p.key, p.pooled = c.sess, c.key, !c.own
+	b.bySession[placeSession{c.sess.URL, c.sess.ID}] = p
 	p.callID, p.after, p.seen = c.up.ID, c.resumeAt, c.seen
 	c.round, c.digest, c.expires = rs.Round, digest, expires
 	lingers := b.lingerLocked(c, p, time.Until(expires))
@@ -116,9 +129,18 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 // parked it (placeForLocked): its id, the session object (no stream open)
 // and a timer.
 type resumePlace struct {
+	id    [16]byte
 	opts  *BridgeOptions
 	princ [16]byte
 	timer *time.Timer
+	// check is the timer of the next check that the call's session lives,
+	// checkEvery its interval, checkedAt when it was last known to (unix
+	// nanoseconds; 0: never checked), since when the place was taken:
+	// bridge_places.go.
+	check      *time.Timer
+	checkEvery time.Duration
+	checkedAt  int64
+	since      int64
 	// sess is the call's session, key its pool key, pooled whether the
 	// pool counts it (a session of the pool's, leased; not an attached
 	// one).
@@ -139,10 +161,10 @@ type resumePlace struct {
 }
 
 // placeForLocked takes a place among the calls parked with o, for princ,
-// under id, that frees itself after ttl (the state's life), or when a retry
-// carrying the state reaches this instance (freePlace). A state used on
-// another instance keeps its place here until it expires: no instance
-// tells another.
+// under id, that frees itself after ttl (the state's life), when a retry
+// carrying the state reaches this instance (takePlace), or when the call's
+// session turns out to have ended (a retry that reached another instance
+// finished the call there: bridge_places.go).
 func (b *Bridge) placeForLocked(o *BridgeOptions, princ [16]byte, id [16]byte, ttl time.Duration) *resumePlace {
 	set := b.sets[o]
 	if set == nil {
@@ -151,13 +173,16 @@ func (b *Bridge) placeForLocked(o *BridgeOptions, princ [16]byte, id [16]byte, t
 	}
 	set.held++
 	set.byPrin[princ]++
-	p := &resumePlace{opts: o, princ: princ}
+	p := &resumePlace{id: id, opts: o, princ: princ, since: time.Now().UnixNano()}
 	b.places[id] = p
 	p.timer = time.AfterFunc(ttl, func() {
 		p, hot := b.takePlace(id)
 		b.closeLingering(hot)
 		b.expirePlace(p)
 	})
+	if ttl > b.checkAfter {
+		b.armCheckLocked(p, b.checkAfter)
+	}
 	return p
 }
 
@@ -171,9 +196,17 @@ func (b *Bridge) takePlace(id [16]byte) (p *resumePlace, hot *call) {
 		return nil, nil
 	}
 	delete(b.places, id)
+	if p.sess != nil {
+		if k := (placeSession{p.sess.URL, p.sess.ID}); b.bySession[k] == p {
+			delete(b.bySession, k)
+		}
+	}
 	b.freeLocked(p.opts, p.princ)
 	hot = takeLingeringLocked(p)
 	cooling := p.cooling
+	if p.check != nil {
+		p.check.Stop()
+	}
 	b.mu.Unlock()
 	p.timer.Stop()
 	if cooling != nil {
@@ -418,7 +451,9 @@ type ResumeObserver interface {
 	// expired with no retry here (bridge_abandon.go), ResumeEnded (this
 	// instance ended the call's upstream session) or ResumeLeft (it left
 	// the session to the upstream: the call went on elsewhere, or it
-	// could not tell).
+	// could not tell); ResumeFinished: a state parked here whose call
+	// ended elsewhere (its session gone upstream: bridge_places.go) gave
+	// its place back.
 	Resumable(event string)
 }
 
@@ -430,6 +465,7 @@ const (
 	ResumeGone     = "gone"
 	ResumeEnded    = "ended"
 	ResumeLeft     = "left"
+	ResumeFinished = "finished_elsewhere"
 )
 
 // resumeEvent tells o's observer, if it observes resumable calls.

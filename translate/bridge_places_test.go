@@ -1,0 +1,110 @@
+package translate
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// TestPlacesFinishedElsewhere: calls parked on one instance whose retries
+// finish them on another give their places back: with max_parked 3, ten
+// such calls in a row all park (the 4th was refused with 503 before), the
+// upstream keeps none of their sessions, and the parking instance keeps at
+// most the places it checked last.
+func TestPlacesFinishedElsewhere(t *testing.T) {
+	upstream, server := resumableUpstream(t)
+	bs := fleet(t, 2, func(o *BridgeOptions) { o.MaxParked = 3; o.ResumeLinger = -1 })
+	for i := range 10 {
+		a := serve(bs[0], resumeRequest(t, upstream, 10*i, 1, ""))
+		if a.status != http.StatusOK {
+			t.Fatalf("call %d: the parking instance refused it: %d %s", i, a.status, a.final)
+		}
+		extra, _ := answerRound(t, a, fmt.Sprintf("x%d", i))
+		a = serve(bs[1], resumeRequest(t, upstream, 10*i+1, 1, extra))
+		if got := gjson.GetBytes(a.final, "result.content.0.text").String(); got != fmt.Sprintf("accept:x%d", i) {
+			t.Fatalf("call %d on the other instance: %d %s", i, a.status, a.final)
+		}
+	}
+	waitNoSessions(t, server)
+	if n := bs[0].Places(); n > 3 {
+		t.Fatalf("%d places on the parking instance, want at most max_parked", n)
+	}
+}
+
+// TestPlacesStillParkedCount: places of calls still parked keep counting:
+// a principal that parks max_parked_per_principal calls and never retries
+// is refused the next (429), the check having found their sessions alive,
+// while another principal still parks; the refused call's session is
+// ended upstream, the parked ones are not.
+func TestPlacesStillParkedCount(t *testing.T) {
+	upstream, server := resumableUpstream(t)
+	b := fleet(t, 1, func(o *BridgeOptions) { o.MaxParkedPerPrincipal = 2; o.ResumeLinger = -1 })[0]
+	for i := range 2 {
+		if a := serve(b, resumeRequest(t, upstream, i, 1, "")); a.status != http.StatusOK {
+			t.Fatalf("call %d: %d %s", i, a.status, a.final)
+		}
+	}
+	a := serve(b, resumeRequest(t, upstream, 2, 1, ""))
+	if a.status != http.StatusTooManyRequests || gjson.GetBytes(a.final, "error.code").Int() != InternalError {
+		t.Fatalf("third call of the principal: %d %s, want 429", a.status, a.final)
+	}
+	other := resumeRequest(t, upstream, 3, 1, "")
+	other.Principal = PrincipalHash("q")
+	if a := serve(b, other); a.status != http.StatusOK {
+		t.Fatalf("another principal's call: %d %s", a.status, a.final)
+	}
+	if b.Places() != 3 {
+		t.Fatalf("%d places, want the 3 parked calls'", b.Places())
+	}
+	waitSessions(t, server, 3)
+}
+
+// TestPlacesCheckedInTheBackground: a place whose call finished elsewhere
+// is freed by the background check, with no new call asking for room; a
+// place whose call is still parked stays.
+func TestPlacesCheckedInTheBackground(t *testing.T) {
+	upstream, _ := resumableUpstream(t)
+	bs := fleet(t, 2, func(o *BridgeOptions) { o.ResumeLinger = -1 })
+	bs[0].checkAfter = 50 * time.Millisecond
+	parked := serve(bs[0], resumeRequest(t, upstream, 1, 1, ""))
+	a := serve(bs[0], resumeRequest(t, upstream, 2, 1, ""))
+	extra, _ := answerRound(t, a, "y")
+	if a = serve(bs[1], resumeRequest(t, upstream, 3, 1, extra)); gjson.GetBytes(a.final, "result.content.0.text").String() != "accept:y" {
+		t.Fatalf("on the other instance: %d %s", a.status, a.final)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for bs[0].Places() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d places after the other instance finished one of two calls, want 1", bs[0].Places())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // several checks of the live one
+	if bs[0].Places() != 1 {
+		t.Fatalf("the place of the call still parked was freed")
+	}
+	extra, _ = answerRound(t, parked, "z")
+	if a = serve(bs[0], resumeRequest(t, upstream, 4, 1, extra)); gjson.GetBytes(a.final, "result.content.0.text").String() != "accept:z" {
+		t.Fatalf("the call still parked: %d %s", a.status, a.final)
+	}
+}
+
+// TestPlacesOneCallOnePlace: a call whose rounds alternate between two
+// instances holds one place on each, not one per round it parked there.
+func TestPlacesOneCallOnePlace(t *testing.T) {
+	upstream, _ := resumableUpstream(t)
+	bs := fleet(t, 2, func(o *BridgeOptions) { o.ResumeLinger = -1 })
+	a := serve(bs[0], resumeRequest(t, upstream, 1, 5, ""))
+	for round := 1; round <= 4; round++ {
+		extra, _ := answerRound(t, a, fmt.Sprintf("x%d", round))
+		a = serve(bs[round%2], resumeRequest(t, upstream, 1+round, 5, extra))
+		for i, b := range bs {
+			if n := b.Places(); n > 1 {
+				t.Fatalf("round %d: %d places of one call on instance %d", round, n, i)
+			}
+		}
+	}
+}
