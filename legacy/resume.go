@@ -152,7 +152,10 @@ func (s *Session) Relisten() bool {
 
 // Alive asks the upstream whether it still knows the session, with a ping
 // on it: false when it answers 404 (the session ended, e.g. because the
-// instance that finished its call ended it), true when it answers the ping.
+// instance that finished its call ended it), or 400, as servers built on
+// the TypeScript SDK's example answer a session id they do not know (a
+// server that knows the session answers a ping); true when it answers
+// the ping.
 // Anything else (a failure, another status) is an error, and the caller
 // should assume the session lives. The answer is read and dropped, so
 // that the connection is reused.
@@ -168,7 +171,7 @@ func (s *Session) Alive(ctx context.Context) (bool, error) {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxPingAnswer))
 	switch {
-	case resp.StatusCode == http.StatusNotFound:
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest:
 		return false, nil
 	case resp.StatusCode/100 == 2:
 		return true, nil

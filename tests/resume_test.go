@@ -30,6 +30,7 @@ import (
 type resumableServer struct {
 	url       string
 	current   atomic.Pointer[http.Handler]
+	server    atomic.Pointer[mcp.Server]
 	cancelled chan struct{}
 	deletes   atomic.Int32
 }
@@ -75,7 +76,17 @@ func (rs *resumableServer) restart() {
 		})
 	h := http.Handler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
 		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)}))
+	rs.server.Store(server)
 	rs.current.Store(&h)
+}
+
+// sessions is how many sessions the server holds now.
+func (rs *resumableServer) sessions() int {
+	n := 0
+	for range rs.server.Load().Sessions() {
+		n++
+	}
+	return n
 }
 
 // kill ends g at once (SIGKILL to its process group), as a crash would.

@@ -1,0 +1,121 @@
+package tests
+
+// Places of calls finished on another instance (issue 24): a call parked
+// holding no stream counts toward max_parked on the instance that parked
+// it while the upstream holds its session; when its retry finishes it on
+// another instance, which ends the session, the parking instance gives
+// the place back (it checks the session: a ping, 404 once it ended).
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPlacesFinishedElsewhere: two instances with max_parked 3 and
+// max_parked_per_principal 2. In front of the go-sdk server (two questions
+// a call) and of the TypeScript SDK 1.x server (server-everything, one),
+// four times max_parked calls park on the first instance, each from a new
+// principal, and finish on the second: the first keeps taking new calls,
+// gives their places back (finished_elsewhere) and, in front of the go-sdk
+// server, whose sessions the test can count, the upstream keeps none of
+// them. Then a principal parks two calls and never retries: its third is
+// refused with 429 (their places still count: their sessions live), while
+// another principal's call parks.
+func TestPlacesFinishedElsewhere(t *testing.T) {
+	limits := "\t\tmax_parked 3\n\t\tmax_parked_per_principal 2\n"
+	finished := `caddy_mcp_gateway_resumable_calls_total{event="finished_elsewhere"}`
+	t.Run("go-sdk", func(t *testing.T) {
+		up := newResumableServer(t)
+		block := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}\n" + limits + "\t\tstate_key " + testKey(0x3c)
+		g0, g1 := startGateway(t, block), startGateway(t, block)
+		for i := range 12 {
+			who := map[string]string{"Authorization": fmt.Sprintf("Bearer user%d", i)}
+			x := askCall(t, g0.URL, 10*i+1, "tea", nil, who)
+			if x.Status != http.StatusOK {
+				t.Fatalf("call %d refused by the parking instance: %s", i, x)
+			}
+			second := parseInputRequired(t, askCall(t, g1.URL, 10*i+2, "tea", answerWith(t, parseInputRequired(t, x), "yes"), who))
+			x = askCall(t, g1.URL, 10*i+3, "tea", answerWith(t, second, "sure"), who)
+			if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), `"accept:yes,accept:sure"`) {
+				t.Fatalf("call %d on the other instance: %s", i, x)
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for up.sessions() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d upstream sessions left after every call ended", up.sessions())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := fleetMetric(t, []*gateway{g0}, finished, 9); got < 9 {
+			t.Fatalf("%s = %v on the parking instance, want at least 9", finished, got)
+		}
+		stillParked(t, g0, func(id int, who map[string]string) rpcExchange { return askCall(t, g0.URL, id, "tea", nil, who) })
+		if n := up.sessions(); n != 3 {
+			t.Fatalf("%d upstream sessions, want the 3 parked calls'", n)
+		}
+	})
+	t.Run("typescript-sdk", func(t *testing.T) {
+		up := startServerEverything(t)
+		block := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n" + limits + "\t\tstate_key " + testKey(0x3d)
+		g0, g1 := startGateway(t, block), startGateway(t, block)
+		call := func(url string, id int, extra map[string]any, who map[string]string) rpcExchange {
+			m := meta(modernVersion)
+			m["io.modelcontextprotocol/clientCapabilities"] = map[string]any{"elicitation": map[string]any{}}
+			params := map[string]any{"name": "trigger-elicitation-request", "arguments": map[string]any{}, "_meta": m}
+			for k, v := range extra {
+				params[k] = v
+			}
+			h := modernHeaders(modernVersion, "tools/call", "trigger-elicitation-request")
+			for k, v := range who {
+				h[k] = v
+			}
+			return postRPC(t, url, h, rpcBody(t, id, "tools/call", params), id)
+		}
+		for i := range 12 {
+			who := map[string]string{"Authorization": fmt.Sprintf("Bearer user%d", i)}
+			x := call(g0.URL, 10*i+1, nil, who)
+			if x.Status != http.StatusOK {
+				t.Fatalf("call %d refused by the parking instance: %s", i, x)
+			}
+			ir := parseInputRequired(t, x)
+			var key string
+			for k := range ir.InputRequests {
+				key = k
+			}
+			name := fmt.Sprintf("Ada Elsewhere %d", i)
+			x = call(g1.URL, 10*i+2, map[string]any{"requestState": ir.RequestState,
+				"inputResponses": map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"name": name}}}}, who)
+			if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), name) {
+				t.Fatalf("call %d on the other instance: %s", i, x)
+			}
+		}
+		if got := fleetMetric(t, []*gateway{g0}, finished, 9); got < 9 {
+			t.Fatalf("%s = %v on the parking instance, want at least 9", finished, got)
+		}
+		stillParked(t, g0, func(id int, who map[string]string) rpcExchange { return call(g0.URL, id, nil, who) })
+	})
+}
+
+// stillParked checks that g, with max_parked_per_principal 2, refuses a
+// principal's third call while its first two are parked (never retried),
+// and parks another principal's call.
+func stillParked(t *testing.T, g *gateway, first func(id int, who map[string]string) rpcExchange) {
+	t.Helper()
+	mallory := map[string]string{"Authorization": "Bearer mallory"}
+	for i := range 2 {
+		parseInputRequired(t, first(1000+i, mallory))
+	}
+	x := first(1002, mallory)
+	if x.Status != http.StatusTooManyRequests || x.Resp == nil || x.Resp.Error == nil || x.Resp.Error.Code != -32603 ||
+		!strings.Contains(x.Resp.Error.Message, "max_parked_per_principal") {
+		t.Fatalf("a third call of a principal with two parked: %s, want 429", x)
+	}
+	parseInputRequired(t, first(1003, map[string]string{"Authorization": "Bearer trent"}))
+	if got := fleetMetric(t, []*gateway{g}, "caddy_mcp_gateway_resumable_parked_calls", 3); got != 3 {
+		t.Fatalf("resumable_parked_calls = %v, want the 3 parked calls", got)
+	}
+}
