@@ -83,9 +83,12 @@ func (l *legacyCaller) call(ctx context.Context) error {
 }
 
 // modernCaller makes stateless 2026-07-28 calls and answers input_required
-// by retrying with inputResponses and the echoed requestState.
+// by retrying with inputResponses and the echoed requestState. With several
+// clients (instances of a fleet), the k-th request of each call (k = 0 the
+// first, 1 the first retry, …) goes to cs[k % len(cs)]: with two, every
+// retry of a one-round call lands on the other instance.
 type modernCaller struct {
-	c    *client
+	cs   []*client
 	tool string
 	args string
 	hdr  map[string]string
@@ -94,21 +97,22 @@ type modernCaller struct {
 
 const maxRounds = 10
 
-func newModern(c *client, tool, args string) *modernCaller {
-	return &modernCaller{c: c, tool: tool, args: args, hdr: map[string]string{
+func newModern(cs []*client, tool, args string) *modernCaller {
+	return &modernCaller{cs: cs, tool: tool, args: args, hdr: map[string]string{
 		"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool,
 	}}
 }
 
 func (m *modernCaller) call(ctx context.Context) error {
 	extra := ""
-	for range maxRounds {
+	for k := range maxRounds {
 		m.id++
 		id := strconv.Itoa(m.id)
+		c := m.cs[k%len(m.cs)]
 		body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":` + strconv.Quote(m.tool) + `,"arguments":` + m.args + extra +
 			`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`
 		var final gjson.Result
-		if _, err := m.c.post(ctx, m.hdr, []byte(body), func(msg []byte) (bool, error) {
+		if _, err := c.post(ctx, m.hdr, []byte(body), func(msg []byte) (bool, error) {
 			r := gjson.ParseBytes(msg)
 			if r.Get("id").Raw != id {
 				return false, nil // a notification

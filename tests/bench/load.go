@@ -9,21 +9,33 @@ import (
 )
 
 // target is one endpoint under measurement: a name for the table, the
-// client's era and the URL.
+// client's era and the URLs. A legacy target has exactly one URL; a modern
+// one may have several (instances of one fleet), over which each call's
+// requests are spread: the k-th request of a call goes to urls[k % n].
 type target struct {
 	name string
 	era  string // legacy | modern
-	url  string
+	urls []string
 }
 
-// parseTarget reads name=era:url.
+// parseTarget reads name=era:url, or name=modern:url,url,… for a modern
+// target whose calls' requests go to several instances in turn.
 func parseTarget(s string) (target, error) {
 	name, rest, ok := strings.Cut(s, "=")
-	era, url, ok2 := strings.Cut(rest, ":")
-	if !ok || !ok2 || (era != "legacy" && era != "modern") || !strings.HasPrefix(url, "http") {
-		return target{}, fmt.Errorf("target %q: want name=legacy:URL or name=modern:URL", s)
+	era, list, ok2 := strings.Cut(rest, ":")
+	if !ok || !ok2 || (era != "legacy" && era != "modern") {
+		return target{}, fmt.Errorf("target %q: want name=legacy:URL or name=modern:URL[,URL…]", s)
 	}
-	return target{name: name, era: era, url: url}, nil
+	urls := strings.Split(list, ",")
+	for _, u := range urls {
+		if !strings.HasPrefix(u, "http") {
+			return target{}, fmt.Errorf("target %q: %q is no http(s) URL", s, u)
+		}
+	}
+	if era == "legacy" && len(urls) != 1 {
+		return target{}, fmt.Errorf("target %q: a legacy target has exactly one URL (its session lives on one instance)", s)
+	}
+	return target{name: name, era: era, urls: urls}, nil
 }
 
 // sample is what one run of a target measured.
@@ -84,15 +96,20 @@ func (s *sample) pct(p float64) time.Duration {
 // first. The CPU time of procs is read when the measurement starts and once
 // the last call has ended.
 func run(t target, conc int, d, warmup time.Duration, tool, args string, procs []proc) (sample, error) {
-	c := newClient(t.url, conc)
+	c := newClient(t.urls[0], conc)
 	defer c.close()
+	// One client per URL, all sharing c's connections.
+	cs := []*client{c}
+	for _, u := range t.urls[1:] {
+		cs = append(cs, c.at(u))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), warmup+d+time.Minute)
 	defer cancel()
 
 	callers := make([]caller, conc)
 	for i := range callers {
 		if t.era == "modern" {
-			callers[i] = newModern(c, tool, args)
+			callers[i] = newModern(cs, tool, args)
 			continue
 		}
 		l, err := openLegacy(ctx, c, tool, args)

@@ -14,7 +14,12 @@
 //	        gateway=legacy:http://127.0.0.1:9300/mcp direct=legacy:http://127.0.0.1:9201/mcp
 //	    runs the targets in turn (A B A B …) with c concurrent clients making
 //	    calls back to back; prints calls per second, p50/p90/p99 latency and
-//	    the first target's ratios against the others
+//	    the first target's ratios against the others. A modern target may
+//	    name several URLs, comma-separated (name=modern:URL_A,URL_B, e.g. two
+//	    gateway instances sharing state_key): the k-th request of each call
+//	    (k = 0 the first, 1 the first retry, …) goes to the (k mod n)-th URL,
+//	    so with two URLs and one round every retry lands on the other
+//	    instance. A legacy target has exactly one URL.
 //	bench park    -url URL -n 10000 -c 32
 //	    opens n modern calls that end in input_required and never retries them
 //	bench tasks   -url URL -n 3000 -c 32 [-tool hold]
@@ -26,7 +31,9 @@
 // sends stateless 2026-07-28 calls with _meta and the mirrored headers and
 // answers input_required by retrying with inputResponses and requestState.
 // A call's latency runs from its first request to its result, over every
-// round. tests/bench/run.sh runs every scenario of BENCHMARKS.md.
+// round. tests/bench/run.sh runs every scenario of BENCHMARKS.md;
+// tests/bench/fleet.sh the fleet one, two gateway instances in front of a
+// go-sdk and a TypeScript SDK server, with retries landing on the other.
 package main
 
 import (

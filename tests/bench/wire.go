@@ -30,6 +30,10 @@ func newClient(url string, conns int) *client {
 	return &client{hc: &http.Client{Transport: tr}, url: url}
 }
 
+// at is a client for url that shares c's transport, so its keep-alive
+// connections too (a transport keeps idle connections per host).
+func (c *client) at(url string) *client { return &client{hc: c.hc, url: url} }
+
 func (c *client) close() { c.hc.CloseIdleConnections() }
 
 // post sends body with hdr and hands each JSON-RPC message of the answer (a

