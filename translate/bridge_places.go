@@ -3,6 +3,7 @@ package translate
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,10 +30,13 @@ import (
 //   - at once, when a new call would be refused for want of room
 //     (makeRoomLocked): the places that would make room for it (its
 //     options' places, or its principal's at the per-principal bound) not
-//     checked within reclaimRecheck are checked, the oldest first, at most
+//     checked lately (see trustedUntil) are checked, the oldest first, at most
 //     maxReclaim of them within reclaimDeadline, and the call is admitted
 //     if that freed a place. One such pass runs at a time per options set
-//     and principal; a caller arriving meanwhile waits for it.
+//     and principal; a caller arriving meanwhile waits for it. The same,
+//     when the pool refuses a new call an upstream session
+//     (max_sessions_per_principal, max_sessions): a place of the pool's
+//     holds a session of it (reclaimSessions).
 //
 // So a place counts while the upstream holds the call's session, and no
 // call is refused because of calls that are over. A check that fails (the
@@ -47,17 +51,17 @@ import (
 const (
 	// placeCheckAfter is when a place is first checked after its park;
 	// the checks then come at doubling intervals.
-	placeCheckAfter = 15 * time.Second
+	placeCheckAfter = 2 * time.Second
 	// placeCheckTimeout bounds one check.
 	placeCheckTimeout = 5 * time.Second
 	// How many background checks run at once, and how many wait (beyond,
 	// a check comes again later).
 	maxChecking     = 16
 	maxChecksQueued = 100_000
-	// reclaimRecheck: a place checked this recently is taken to hold a
-	// live call by a pass that makes room: a flood of calls refused for
-	// want of room costs the upstream at most one ping per parked call
-	// in that time.
+	// reclaimRecheck bounds how long a pass that makes room takes a place
+	// found alive to hold a live call (trustedUntil): a flood of calls
+	// refused for want of room costs the upstream at most one ping per
+	// long-parked call in that time.
 	reclaimRecheck = 5 * time.Second
 	// maxReclaim bounds the places one pass checks, reclaimDeadline how
 	// long it may take: the refused call waits for it.
@@ -71,12 +75,21 @@ type placeSession struct {
 	id       legacy.UpstreamSessionID
 }
 
-// reclaimKey names what a pass makes room in: an options set, or one
-// principal's places in it.
+// reclaimKey names what a pass makes room in: an options set's places
+// (opts), or its principal's (own); or, with opts nil, the pool's upstream
+// sessions the places hold, all or the principal's (own).
 type reclaimKey struct {
 	opts  *BridgeOptions
 	princ [16]byte
-	own   bool // the principal's places only
+	own   bool
+}
+
+// holds reports whether p counts toward what k makes room in.
+func (k reclaimKey) holds(p *resumePlace) bool {
+	if k.opts == nil {
+		return p.pooled && (!k.own || p.princ == k.princ)
+	}
+	return p.opts == k.opts && (!k.own || p.princ == k.princ)
 }
 
 // reclaimRun is a pass in progress: done is closed when it ends, and
@@ -128,8 +141,14 @@ func (b *Bridge) verify(p *resumePlace) (freed bool) {
 	alive, err := sess.Alive(ctx)
 	cancel()
 	if alive || err != nil {
+		now := time.Now().UnixNano()
 		b.mu.Lock()
-		p.checkedAt = time.Now().UnixNano()
+		p.checkedAt = now
+		// A call found alive just after it parked may be ending right
+		// now elsewhere (its session's DELETE on the way): it is trusted
+		// as long as it had been parked, up to reclaimRecheck, so that
+		// the pings a place costs grow with the log of its age.
+		p.trustedUntil = now + min(int64(reclaimRecheck), now-p.since)
 		b.mu.Unlock()
 		return false
 	}
@@ -167,6 +186,27 @@ func (b *Bridge) reclaim(o *BridgeOptions, princ [16]byte) bool {
 	if set := b.sets[o]; set != nil && set.byPrin[princ] >= o.MaxParkedPerPrincipal {
 		key.princ, key.own = princ, true
 	}
+	return b.reclaimLocked(key)
+}
+
+// reclaimSessions is reclaim for a call the pool refused a session
+// (legacy.ErrPrincipalFull, legacy.ErrPoolFull): the places whose calls
+// may have ended elsewhere hold sessions of the pool.
+func (b *Bridge) reclaimSessions(princ [16]byte, err error) bool {
+	key := reclaimKey{}
+	switch {
+	case errors.Is(err, legacy.ErrPrincipalFull):
+		key.princ, key.own = princ, true
+	case !errors.Is(err, legacy.ErrPoolFull):
+		return false
+	}
+	b.mu.Lock()
+	return b.reclaimLocked(key)
+}
+
+// reclaimLocked runs, or waits for, the pass of key (called under b.mu,
+// which it releases).
+func (b *Bridge) reclaimLocked(key reclaimKey) bool {
 	if run := b.reclaiming[key]; run != nil {
 		b.mu.Unlock()
 		<-run.done
@@ -206,14 +246,14 @@ func (b *Bridge) reclaim(o *BridgeOptions, princ [16]byte) bool {
 	return run.freed
 }
 
-// staleLocked returns the places of key not checked within reclaimRecheck:
+// staleLocked returns the places of key no longer trusted (see verify):
 // those never checked first, the oldest first, then the least recently
 // checked; at most maxReclaim.
 func (b *Bridge) staleLocked(key reclaimKey) []*resumePlace {
-	before := time.Now().Add(-reclaimRecheck).UnixNano()
+	now := time.Now().UnixNano()
 	var cands []*resumePlace
 	for _, p := range b.places {
-		if p.opts == key.opts && (!key.own || p.princ == key.princ) && p.hot == nil && p.sess != nil && p.checkedAt < before {
+		if key.holds(p) && p.hot == nil && p.sess != nil && p.trustedUntil <= now {
 			cands = append(cands, p)
 		}
 	}

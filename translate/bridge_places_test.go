@@ -108,3 +108,23 @@ func TestPlacesOneCallOnePlace(t *testing.T) {
 		}
 	}
 }
+
+// TestPlacesHoldSessions: the places of calls finished elsewhere hold
+// sessions of the parking instance's pool; when the pool refuses a new
+// call a session (max_sessions_per_principal 2 here), they are checked
+// and given back, and the call goes on.
+func TestPlacesHoldSessions(t *testing.T) {
+	upstream, server := resumableUpstream(t)
+	bs := fleet(t, 2, func(o *BridgeOptions) { o.Lease.MaxPerPrincipal = 2; o.ResumeLinger = -1 })
+	for i := range 6 {
+		a := serve(bs[0], resumeRequest(t, upstream, 10*i, 1, ""))
+		if a.status != http.StatusOK {
+			t.Fatalf("call %d: the parking instance refused it: %d %s", i, a.status, a.final)
+		}
+		extra, _ := answerRound(t, a, fmt.Sprintf("x%d", i))
+		if a = serve(bs[1], resumeRequest(t, upstream, 10*i+1, 1, extra)); a.status != http.StatusOK {
+			t.Fatalf("call %d on the other instance: %d %s", i, a.status, a.final)
+		}
+		waitSessions(t, server, 0) // the other instance ended it
+	}
+}
