@@ -58,6 +58,9 @@ type Pool struct {
 	openBy map[string]int    // open sessions per upstream URL
 	byPrin map[string]int    // open sessions per principal
 	inits  map[string]uint64 // sessions ever initialized per upstream URL
+	// priming: a session is being opened for the key by Prime.
+	priming map[PoolKey]bool
+	closed  bool
 }
 
 type idleEntry struct {
@@ -70,7 +73,7 @@ type idleEntry struct {
 // NewPool returns an empty pool.
 func NewPool(opts PoolOptions) *Pool {
 	return &Pool{opts: opts, idle: make(map[PoolKey]*list.List), lru: list.New(), openBy: make(map[string]int), byPrin: make(map[string]int),
-		inits: make(map[string]uint64)}
+		inits: make(map[string]uint64), priming: make(map[PoolKey]bool)}
 }
 
 // LeaseLimits are the limits of one lease, set by whoever asks for it (the
@@ -251,6 +254,7 @@ func (p *Pool) Stats() (open, idle int) {
 // holders' Release.
 func (p *Pool) Close() {
 	p.mu.Lock()
+	p.closed = true
 	var all []*Session
 	for front := p.lru.Front(); front != nil; front = p.lru.Front() {
 		e := front.Value.(*idleEntry)

@@ -150,35 +150,41 @@ func (s *Session) Relisten() bool {
 	return true
 }
 
-// Alive asks the upstream whether it still knows the session, with a ping
-// on it: false when it answers 404 (the session ended, e.g. because the
-// instance that finished its call ended it), or 400, as servers built on
-// the TypeScript SDK's example answer a session id they do not know (a
-// server that knows the session answers a ping); true when it answers
-// the ping.
-// Anything else (a failure, another status) is an error, and the caller
-// should assume the session lives. The answer is read and dropped, so
-// that the connection is reused.
+// Alive asks the upstream whether it still knows the session: false when
+// it answers 404 (the session ended, e.g. because the instance that
+// finished its call ended it), or 400, as servers built on the TypeScript
+// SDK's example answer a session id they do not know; true when it takes
+// the message (2xx). Anything else (a failure, another status) is an
+// error, and the caller should assume the session lives.
+//
+// The message is a notification, notifications/cancelled for a request id
+// the session never used (a receiver ignores the cancellation of a request
+// it does not know), not a ping: an upstream keeps no answer to a
+// notification, whereas the answer to a ping goes into its event store,
+// and an event store that does not keep streams apart (server-everything's
+// replays every event after Last-Event-ID, whatever its stream) would
+// replay it on the stream of the call the session holds, as if the call
+// had gone on.
 func (s *Session) Alive(ctx context.Context) (bool, error) {
 	if s.ID == "" {
 		return false, errors.New("the upstream keeps no session")
 	}
-	id := strconv.Quote("gw-ping-" + strconv.FormatInt(s.nextID.Add(1), 10))
-	resp, err := s.post(ctx, []byte(`{"jsonrpc":"2.0","id":`+id+`,"method":"ping"}`))
+	id := strconv.Quote("gw-alive-" + strconv.FormatInt(s.nextID.Add(1), 10))
+	resp, err := s.post(ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`+id+`,"reason":"gateway liveness check"}}`))
 	if err != nil {
 		return true, err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxPingAnswer))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAliveAnswer))
 	switch {
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest:
 		return false, nil
 	case resp.StatusCode/100 == 2:
 		return true, nil
 	}
-	return true, fmt.Errorf("the upstream answered a ping with %s", resp.Status)
+	return true, fmt.Errorf("the upstream answered a liveness check with %s", resp.Status)
 }
 
-// maxPingAnswer bounds what Alive reads of the answer to its ping (an empty
-// result, as JSON or one SSE event).
-const maxPingAnswer = 64 << 10
+// maxAliveAnswer bounds what Alive reads of the answer to its notification
+// (none, or an error), so that the connection is reused.
+const maxAliveAnswer = 64 << 10

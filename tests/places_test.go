@@ -4,7 +4,8 @@ package tests
 // holding no stream counts toward max_parked on the instance that parked
 // it while the upstream holds its session; when its retry finishes it on
 // another instance, which ends the session, the parking instance gives
-// the place back (it checks the session: a ping, 404 once it ended).
+// the place back (it checks the session with a notification on it: 404
+// once it ended).
 
 import (
 	"fmt"
@@ -54,8 +55,10 @@ func TestPlacesFinishedElsewhere(t *testing.T) {
 			t.Fatalf("%s = %v on the parking instance, want at least 9", finished, got)
 		}
 		stillParked(t, g0, func(id int, who map[string]string) rpcExchange { return askCall(t, g0.URL, id, "tea", nil, who) })
-		if n := up.sessions(); n != 3 {
-			t.Fatalf("%d upstream sessions, want the 3 parked calls'", n)
+		// mallory parked before: the instance, whose calls finish
+		// elsewhere, keeps a session ready for its next call.
+		if n := up.sessions(); n != 3 && n != 4 {
+			t.Fatalf("%d upstream sessions, want the 3 parked calls' (and one primed)", n)
 		}
 	})
 	t.Run("typescript-sdk", func(t *testing.T) {

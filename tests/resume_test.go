@@ -365,7 +365,11 @@ func TestResumeAbandonedResumedElsewhere(t *testing.T) {
 // the TypeScript server's replay holds exactly what the gateway had seen
 // (the probe ends the call: event "ended", not "left"). Then a call
 // answered on another instance before the first's expiry completes there,
-// and the first leaves it (its session is already gone).
+// and the first, checking its place, finds its session gone
+// (finished_elsewhere) and never probes it. The checks of the first call's
+// place, while it waits, must not look like progress to the probe: the
+// TypeScript server's event store replays every event after Last-Event-ID,
+// whatever its stream.
 func TestResumeAbandonedTSServer(t *testing.T) {
 	up := startServerEverything(t)
 	key := "\t\tstate_key " + testKey(0x39)
@@ -384,7 +388,7 @@ func TestResumeAbandonedTSServer(t *testing.T) {
 	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), "Ada Resumed") {
 		t.Fatalf("retry on the other instance: %s", x)
 	}
-	waitMetric(t, g0, `caddy_mcp_gateway_resumable_calls_total{event="left"}`, 1)
+	waitMetric(t, g0, `caddy_mcp_gateway_resumable_calls_total{event="finished_elsewhere"}`, 1)
 	if got := fleetMetric(t, []*gateway{g0}, `caddy_mcp_gateway_resumable_calls_total{event="ended"}`, 1); got != 1 {
 		t.Fatalf("ended = %v, want 1", got)
 	}

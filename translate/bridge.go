@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // Sink is where the bridge writes its answer to the client's request.
@@ -153,6 +155,10 @@ type Bridge struct {
 	checkAfter   time.Duration // placeCheckAfter, but in tests
 	reclaiming   map[reclaimKey]*reclaimRun
 	bySession    map[placeSession]*resumePlace
+	// elsewhereAt is when a place here was last found finished on
+	// another instance (unix ns; bridge_prime.go).
+	elsewhereAt atomic.Int64
+	parkedKeys  *lru.Cache[legacy.PoolKey, struct{}]
 
 	// The tasks it hosts (bridge_task.go), under tmu.
 	tmu      sync.Mutex
@@ -179,7 +185,7 @@ func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
 		tasks: make(map[[16]byte]*task), tasks25: make(map[[16]byte]*task2025), taskSets: make(map[*BridgeOptions]*taskSet),
 		probes: &workQueue{workers: maxProbing, limit: maxAbandoned}, abandonGrace: defaultAbandonGrace,
 		checks: &workQueue{workers: maxChecking, limit: maxChecksQueued}, checkAfter: placeCheckAfter, reclaiming: make(map[reclaimKey]*reclaimRun),
-		bySession: make(map[placeSession]*resumePlace)}
+		bySession: make(map[placeSession]*resumePlace), parkedKeys: newParkedKeys()}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b
 }

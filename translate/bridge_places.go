@@ -21,7 +21,8 @@ import (
 // instance goes on with the call and, when the call ends, ends its
 // upstream session (DELETE). Nobody tells the parking instance; it learns
 // it from the upstream, which answers 404 on a session it no longer knows
-// (legacy.Session.Alive: a ping on the session):
+// (legacy.Session.Alive: a notification on the session, which a server
+// takes with 202 while it knows the session):
 //
 //   - in the background, each place is checked placeCheckAfter after the
 //     park, then again at doubling intervals until its state expires; a
@@ -60,7 +61,7 @@ const (
 	maxChecksQueued = 100_000
 	// reclaimRecheck bounds how long a pass that makes room takes a place
 	// found alive to hold a live call (trustedUntil): a flood of calls
-	// refused for want of room costs the upstream at most one ping per
+	// refused for want of room costs the upstream at most one check per
 	// long-parked call in that time.
 	reclaimRecheck = 5 * time.Second
 	// maxReclaim bounds the places one pass checks, reclaimDeadline how
@@ -147,7 +148,7 @@ func (b *Bridge) verify(p *resumePlace) (freed bool) {
 		// A call found alive just after it parked may be ending right
 		// now elsewhere (its session's DELETE on the way): it is trusted
 		// as long as it had been parked, up to reclaimRecheck, so that
-		// the pings a place costs grow with the log of its age.
+		// the checks a place costs grow with the log of its age.
 		p.trustedUntil = now + min(int64(reclaimRecheck), now-p.since)
 		b.mu.Unlock()
 		return false
@@ -155,6 +156,7 @@ func (b *Bridge) verify(p *resumePlace) (freed bool) {
 	if taken, hot := b.takePlace(p.id); taken == p {
 		b.closeLingering(hot)
 		b.dropPlace(p)
+		b.elsewhereAt.Store(time.Now().UnixNano())
 		resumeEvent(p.opts, ResumeFinished)
 		return true
 	}

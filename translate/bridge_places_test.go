@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
 )
 
@@ -28,7 +30,7 @@ func TestPlacesFinishedElsewhere(t *testing.T) {
 			t.Fatalf("call %d on the other instance: %d %s", i, a.status, a.final)
 		}
 	}
-	waitNoSessions(t, server)
+	waitPrimedOnly(t, server, bs[0])
 	if n := bs[0].Places(); n > 3 {
 		t.Fatalf("%d places on the parking instance, want at most max_parked", n)
 	}
@@ -125,6 +127,85 @@ func TestPlacesHoldSessions(t *testing.T) {
 		if a = serve(bs[1], resumeRequest(t, upstream, 10*i+1, 1, extra)); a.status != http.StatusOK {
 			t.Fatalf("call %d on the other instance: %d %s", i, a.status, a.final)
 		}
-		waitSessions(t, server, 0) // the other instance ended it
+		waitPrimedOnly(t, server, bs[0]) // the other instance ended it
+	}
+}
+
+// waitPrimedOnly fails unless, within 5s, the upstream holds no session
+// but the one b's pool may keep idle for its next call (bridge_prime.go).
+func waitPrimedOnly(t *testing.T, server *mcp.Server, b *Bridge) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, idle := b.pool.Stats()
+		n := sessionsOf(server)
+		if n == idle && idle <= 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d upstream sessions, %d idle in the parking instance's pool: want only the one it primed", n, idle)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestPlacesPrimed: once a place was found finished elsewhere, a call whose
+// key parked here before leaves an idle session ready in the pool as it
+// parks, and the next call here takes it instead of initializing one while
+// its client waits; a single instance, whose retries come back, primes
+// none.
+func TestPlacesPrimed(t *testing.T) {
+	upstream, server := resumableUpstream(t)
+	alone := fleet(t, 1, func(o *BridgeOptions) { o.ResumeLinger = -1 })[0]
+	a := serve(alone, resumeRequest(t, upstream, 1, 1, ""))
+	extra, _ := answerRound(t, a, "z")
+	if a = serve(alone, resumeRequest(t, upstream, 2, 1, extra)); gjson.GetBytes(a.final, "result.content.0.text").String() != "accept:z" {
+		t.Fatalf("single instance: %d %s", a.status, a.final)
+	}
+	if st := alone.pool.StatsByUpstream()[upstream]; st.Initialized != 1 {
+		t.Fatalf("a single instance initialized %d sessions for one call, want 1", st.Initialized)
+	}
+	alone.Close()
+	alone.pool.Close()
+	waitNoSessions(t, server)
+
+	bs := fleet(t, 2, func(o *BridgeOptions) { o.ResumeLinger = -1 })
+	bs[0].checkAfter = 20 * time.Millisecond
+	cross := func(i int) {
+		t.Helper()
+		a := serve(bs[0], resumeRequest(t, upstream, 10*i, 1, ""))
+		extra, _ := answerRound(t, a, "y")
+		if a = serve(bs[1], resumeRequest(t, upstream, 10*i+1, 1, extra)); gjson.GetBytes(a.final, "result.content.0.text").String() != "accept:y" {
+			t.Fatalf("call %d on the other instance: %d %s", i, a.status, a.final)
+		}
+	}
+	cross(0)
+	deadline := time.Now().Add(5 * time.Second)
+	for !bs[0].retriesGoElsewhere() {
+		if time.Now().After(deadline) {
+			t.Fatal("the place of a call finished elsewhere was not found so")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cross(1)
+	waitPrimedOnly(t, server, bs[0])
+	if _, idle := bs[0].pool.Stats(); idle != 1 {
+		t.Fatalf("%d idle sessions after a call went elsewhere, want the one primed", idle)
+	}
+	var primed legacy.UpstreamSessionID
+	for s := range server.Sessions() {
+		primed = legacy.UpstreamSessionID(s.ID())
+	}
+	if a := serve(bs[0], resumeRequest(t, upstream, 20, 1, "")); a.status != http.StatusOK {
+		t.Fatalf("call 2: %d %s", a.status, a.final)
+	}
+	bs[0].mu.Lock()
+	var parkedOn legacy.UpstreamSessionID
+	for _, p := range bs[0].places {
+		parkedOn = p.sess.ID
+	}
+	bs[0].mu.Unlock()
+	if parkedOn != primed {
+		t.Fatalf("the next call parked on session %q, want the primed %q", parkedOn, primed)
 	}
 }

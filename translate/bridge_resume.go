@@ -119,6 +119,9 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 	if !lingers {
 		b.closeLingering(c)
 	}
+	if p.pooled && b.primes(c.key) {
+		go b.prime(c.key, r.Header.Clone(), metaField(paramsOf(r.Raw), MetaClientInfo), c.opts.Lease)
+	}
 	b.release(c)
 	resumeEvent(c.opts, ResumeParked)
 	_ = sink.Respond(http.StatusOK, resultResponse(r.ID, InputRequiredResult(reqs, token)))
