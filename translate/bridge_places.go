@@ -34,7 +34,9 @@ import (
 //     checked lately (see trustedUntil) are checked, the oldest first, at most
 //     maxReclaim of them within reclaimDeadline, and the call is admitted
 //     if that freed a place. One such pass runs at a time per options set
-//     and principal; a caller arriving meanwhile waits for it. The same,
+//     and principal; a caller arriving meanwhile waits for it, and one
+//     arriving within reclaimCooldown after a pass that freed nothing is
+//     refused at once. The same,
 //     when the pool refuses a new call an upstream session
 //     (max_sessions_per_principal, max_sessions): a place of the pool's
 //     holds a session of it (reclaimSessions).
@@ -68,6 +70,10 @@ const (
 	// long it may take: the refused call waits for it.
 	maxReclaim      = 32
 	reclaimDeadline = 2 * time.Second
+	// reclaimCooldown is how long the result of a pass that freed nothing
+	// stands for the calls refused after it: a flood of refused calls
+	// walks the places once per cooldown, not once per call.
+	reclaimCooldown = 200 * time.Millisecond
 )
 
 // placeSession names an upstream session a place holds.
@@ -214,13 +220,9 @@ func (b *Bridge) reclaimLocked(key reclaimKey) bool {
 		<-run.done
 		return run.freed
 	}
-	cands := b.staleLocked(key)
-	if len(cands) == 0 {
-		b.mu.Unlock()
-		return false
-	}
 	run := &reclaimRun{done: make(chan struct{})}
 	b.reclaiming[key] = run
+	cands := b.staleLocked(key)
 	b.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(b.ctx, reclaimDeadline)
@@ -241,11 +243,24 @@ func (b *Bridge) reclaimLocked(key reclaimKey) bool {
 	case <-ctx.Done():
 	}
 	run.freed = freed.Load()
-	b.mu.Lock()
-	delete(b.reclaiming, key)
-	b.mu.Unlock()
 	close(run.done)
+	if run.freed {
+		b.endReclaim(key, run)
+	} else {
+		// A pass that freed nothing answers the calls refused right
+		// after it, rather than each of them looking again.
+		time.AfterFunc(reclaimCooldown, func() { b.endReclaim(key, run) })
+	}
 	return run.freed
+}
+
+// endReclaim forgets key's pass run.
+func (b *Bridge) endReclaim(key reclaimKey, run *reclaimRun) {
+	b.mu.Lock()
+	if b.reclaiming[key] == run {
+		delete(b.reclaiming, key)
+	}
+	b.mu.Unlock()
 }
 
 // staleLocked returns the places of key no longer trusted (see verify):

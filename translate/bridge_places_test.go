@@ -1,8 +1,12 @@
 package translate
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,5 +211,71 @@ func TestPlacesPrimed(t *testing.T) {
 	bs[0].mu.Unlock()
 	if parkedOn != primed {
 		t.Fatalf("the next call parked on session %q, want the primed %q", parkedOn, primed)
+	}
+}
+
+// TestPlacesRefusalsCheckOnce: a flood of calls refused for want of room
+// does not make the instance check the places once per call: a pass that
+// freed nothing answers the refusals within reclaimCooldown, and the next
+// pass after it checks again.
+func TestPlacesRefusalsCheckOnce(t *testing.T) {
+	server := askServer()
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+	var checks atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte(`"gw-alive-`)) {
+			checks.Add(1)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	b := fleet(t, 1, func(o *BridgeOptions) { o.MaxParked = 2; o.ResumeLinger = -1 })[0]
+	for i := range 2 {
+		if a := serve(b, resumeRequest(t, ts.URL, i, 1, "")); a.status != http.StatusOK {
+			t.Fatalf("call %d: %d %s", i, a.status, a.final)
+		}
+	}
+	distrust := func() {
+		b.mu.Lock()
+		for _, p := range b.places {
+			p.trustedUntil = 0
+		}
+		b.mu.Unlock()
+	}
+	var princ [16]byte
+	if b.reclaim(b.defaults, princ) {
+		t.Fatal("a pass freed a place of a live call")
+	}
+	if n := checks.Load(); n != 2 {
+		t.Fatalf("the first pass made %d checks, want 2", n)
+	}
+	distrust()
+	for range 10 {
+		if b.reclaim(b.defaults, princ) {
+			t.Fatal("a pass freed a place of a live call")
+		}
+	}
+	if n := checks.Load(); n != 2 {
+		t.Fatalf("ten refusals right after a pass made %d more checks, want none", n-2)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b.mu.Lock()
+		n := len(b.reclaiming)
+		b.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pass was never forgotten")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.reclaim(b.defaults, princ)
+	if n := checks.Load(); n != 4 {
+		t.Fatalf("a pass after the cooldown made %d checks, want 2", n-2)
 	}
 }
