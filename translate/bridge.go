@@ -288,6 +288,12 @@ type Request struct {
 	// nor for a retry carrying requestState, which belongs to the call it
 	// resumes.
 	Failover func(r *Request, cause error) bool
+	// GiveBack, if set, sends notice (MarshalNotice) to the instance home,
+	// signed for princ, and returns nil once home took the session it
+	// names: a call resumed here from a state parked there, which ends
+	// here, gives its upstream session back to home's pool instead of
+	// ending it (bridge_giveback.go). Nil: such sessions are ended.
+	GiveBack func(ctx context.Context, home Owner, princ [16]byte, notice []byte) error
 	*ModernRequest
 
 	retry *openedState // the requestState as RetryOf opened it

@@ -108,6 +108,9 @@ type call struct {
 	resumeAt   string
 	seen       uint32
 	inboxAsked bool
+	// home is where the session goes back when the call ends, for a call
+	// resumed away from the instance that parked it (bridge_giveback.go).
+	home *callHome
 	// base is what the state a retry resumed the call from said (nil for
 	// a call never resumed): a new park with nothing read past it keeps
 	// that state's expiry (bridge_abandon.go).
@@ -282,8 +285,13 @@ func (b *Bridge) finish(c *call, healthy bool) {
 		c.cancelUp()
 	}
 	if c.own {
-		// Out of the pool (a resumed call's): ended upstream.
-		go c.sess.Close(context.Background())
+		// Out of the pool (a resumed call's): given back to the pool of
+		// the instance that parked the call, or ended upstream.
+		if healthy && c.home != nil {
+			go b.giveBack(c)
+		} else {
+			go c.sess.Close(context.Background())
+		}
 		return
 	}
 	b.pool.Release(c.key, c.sess, healthy)

@@ -69,7 +69,16 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 		rs.Inputs = append(rs.Inputs, seal.ResumeInput{ID: p.upstreamID, Key: p.Key, Method: p.Method})
 	}
 	_, _ = rand.Read(rs.Place[:])
+	if !c.own {
+		// The session is of this instance's pool: an instance that ends
+		// the call gives it back here (bridge_giveback.go).
+		rs.Home, rs.HomeAddress = r.Options.Instance, r.Options.Address
+	}
 	token, err := seal.SealResume(r.Options.Keyring, rs)
+	if errors.Is(err, seal.ErrResumeTooLarge) && rs.Home != "" {
+		rs.Home, rs.HomeAddress = "", ""
+		token, err = seal.SealResume(r.Options.Keyring, rs)
+	}
 	w.stop()
 	if err != nil {
 		return "", false
@@ -257,6 +266,8 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 	c.keys = decodeKeyCounter(rs.Keys)
 	if p != nil {
 		b.cameQuickly(c, p)
+	} else {
+		homeOf(c, r, homeState{rs.Home, rs.HomeAddress, rs.Place})
 	}
 	if p != nil && p.sess != nil && p.key == c.key && p.sess.ID == legacy.UpstreamSessionID(rs.Session) && p.sess.Relisten() {
 		// Back on the instance that parked it: its own session, which
@@ -457,20 +468,24 @@ type ResumeObserver interface {
 	// instance ended the call's upstream session) or ResumeLeft (it left
 	// the session to the upstream: the call went on elsewhere, or it
 	// could not tell); ResumeFinished: a state parked here whose call
-	// ended elsewhere (its session gone upstream: bridge_places.go) gave
-	// its place back.
+	// ended elsewhere (its session gone upstream: bridge_places.go, or
+	// given back: bridge_giveback.go) gave its place back;
+	// ResumeGivenBack: a call resumed here from a state parked elsewhere
+	// ended here, and its session went back to the instance that parked
+	// it.
 	Resumable(event string)
 }
 
 // Events of ResumeObserver.Resumable.
 const (
-	ResumeParked   = "parked"
-	ResumeResumed  = "resumed"
-	ResumeLingered = "lingered"
-	ResumeGone     = "gone"
-	ResumeEnded    = "ended"
-	ResumeLeft     = "left"
-	ResumeFinished = "finished_elsewhere"
+	ResumeParked    = "parked"
+	ResumeResumed   = "resumed"
+	ResumeLingered  = "lingered"
+	ResumeGone      = "gone"
+	ResumeEnded     = "ended"
+	ResumeLeft      = "left"
+	ResumeFinished  = "finished_elsewhere"
+	ResumeGivenBack = "given_back"
 )
 
 // resumeEvent tells o's observer, if it observes resumable calls.

@@ -19,8 +19,13 @@ import (
 // resumePurpose separates resumable requestStates from every other token.
 const resumePurpose Purpose = "mcp-gateway/request-state-resume/v1"
 
-// resumeVersion is the first byte of the sealed plaintext.
-const resumeVersion = 1
+// The first byte of the sealed plaintext: resumeVersion, or
+// resumeVersionHome for a state with a Home (two more fields). States
+// without one are sealed byte for byte as before Home existed.
+const (
+	resumeVersion     = 1
+	resumeVersionHome = 2
+)
 
 // Bounds of a ResumeState's fields, in bytes (or entries). SealResume
 // refuses a state beyond them: the caller then parks the call holding its
@@ -99,6 +104,13 @@ type ResumeState struct {
 	Started time.Time
 	// Expires is when the state stops opening (second precision).
 	Expires time.Time
+	// Home is the instance id of the parking instance when the call's
+	// session belongs to its pool ("" otherwise), and HomeAddress that
+	// instance's advertised base URL ("" for none): the instance that
+	// ends the call elsewhere gives the session back to it rather than
+	// ending it upstream. Sealed only when Home is set (version 2).
+	Home        string
+	HomeAddress string
 }
 
 // Plaintext layout (varints minimal, strings and byte strings as
@@ -107,12 +119,14 @@ type ResumeState struct {
 //	version(1) | upstream | session | version | callID | after | uvarint(seen) |
 //	uvarint(n) | n × (id | key | method) | keys | serverInfo | uvarint(round) |
 //	principal(16) | digest(16) | place(16) | varint(started, Unix ms) | varint(expires, Unix s)
+//	[version 2: | home | homeAddress]
 
 func (s *ResumeState) check() error {
 	switch {
 	case len(s.Upstream) > MaxResumeUpstream, len(s.Session) > MaxResumeShort, len(s.Version) > MaxResumeShort,
 		len(s.CallID) > MaxResumeID, len(s.After) > MaxResumeShort, len(s.Inputs) > MaxResumeInputs,
-		len(s.Keys) > MaxResumeKeys, len(s.ServerInfo) > MaxResumeInfo:
+		len(s.Keys) > MaxResumeKeys, len(s.ServerInfo) > MaxResumeInfo,
+		len(s.Home) > MaxResumeShort, len(s.HomeAddress) > MaxResumeUpstream, s.Home == "" && s.HomeAddress != "":
 		return ErrResumeTooLarge
 	}
 	for _, in := range s.Inputs {
@@ -130,7 +144,11 @@ func appendField(b []byte, v string) []byte {
 
 // encode appends the plaintext of s to b.
 func (s *ResumeState) encode(b []byte) []byte {
-	b = append(b, resumeVersion)
+	if s.Home != "" {
+		b = append(b, resumeVersionHome)
+	} else {
+		b = append(b, resumeVersion)
+	}
 	b = appendField(b, s.Upstream)
 	b = appendField(b, s.Session)
 	b = appendField(b, s.Version)
@@ -150,7 +168,12 @@ func (s *ResumeState) encode(b []byte) []byte {
 	b = append(b, s.Digest[:]...)
 	b = append(b, s.Place[:]...)
 	b = binary.AppendVarint(b, s.Started.UnixMilli())
-	return binary.AppendVarint(b, s.Expires.Unix())
+	b = binary.AppendVarint(b, s.Expires.Unix())
+	if s.Home != "" {
+		b = appendField(b, s.Home)
+		b = appendField(b, s.HomeAddress)
+	}
+	return b
 }
 
 // resumeDecoder reads a plaintext; the first error sticks.
@@ -222,7 +245,7 @@ func (d *resumeDecoder) fixed(dst []byte) {
 // byte strings encode produces for states within the bounds.
 func decodeResume(b []byte) (ResumeState, error) {
 	var s ResumeState
-	if len(b) < 1 || len(b) > maxResumePlain || b[0] != resumeVersion {
+	if len(b) < 1 || len(b) > maxResumePlain || (b[0] != resumeVersion && b[0] != resumeVersionHome) {
 		return s, errMalformedState
 	}
 	d := &resumeDecoder{b: b[1:]}
@@ -244,6 +267,13 @@ func decodeResume(b []byte) (ResumeState, error) {
 	d.fixed(s.Place[:])
 	s.Started = time.UnixMilli(d.varint())
 	s.Expires = time.Unix(d.varint(), 0)
+	if b[0] == resumeVersionHome {
+		s.Home = d.field(MaxResumeShort)
+		s.HomeAddress = d.field(MaxResumeUpstream)
+		if s.Home == "" {
+			d.err = errMalformedState // encode writes version 2 only with a Home
+		}
+	}
 	if d.err != nil || len(d.b) != 0 {
 		return ResumeState{}, errMalformedState
 	}

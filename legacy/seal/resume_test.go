@@ -30,7 +30,12 @@ func TestResumeRoundTrip(t *testing.T) {
 	for i := range 8 {
 		long.Inputs = append(long.Inputs, ResumeInput{ID: bytes.Repeat([]byte{'1'}, MaxResumeID), Key: strings.Repeat("k", 100), Method: "elicitation/create" + string(rune('a'+i))})
 	}
-	for _, s := range []ResumeState{testResume(), {Expires: testNow.Add(time.Second), Started: time.UnixMilli(0)}, long} {
+	home := testResume()
+	home.Home, home.HomeAddress = "gw-a", "http://10.0.0.1:8080"
+	homeOnly := testResume()
+	homeOnly.Home = "gw-b"
+	long.Home, long.HomeAddress = strings.Repeat("h", 100), "http://10.0.0.1:8080"
+	for _, s := range []ResumeState{testResume(), {Expires: testNow.Add(time.Second), Started: time.UnixMilli(0)}, long, home, homeOnly} {
 		token, err := SealResume(kr, s)
 		if err != nil {
 			t.Fatal(err)
@@ -55,6 +60,11 @@ func TestResumeBounds(t *testing.T) {
 		"inputKey": func(s *ResumeState) { s.Inputs[0].Key = strings.Repeat("k", MaxResumeShort+1) },
 		"keys":     func(s *ResumeState) { s.Keys = make([]byte, MaxResumeKeys+1) },
 		"info":     func(s *ResumeState) { s.ServerInfo = make([]byte, MaxResumeInfo+1) },
+		"home":     func(s *ResumeState) { s.Home = strings.Repeat("h", MaxResumeShort+1) },
+		"homeAddress": func(s *ResumeState) {
+			s.Home, s.HomeAddress = "gw-a", strings.Repeat("a", MaxResumeUpstream+1)
+		},
+		"address without home": func(s *ResumeState) { s.HomeAddress = "http://10.0.0.1:8080" },
 		"total": func(s *ResumeState) {
 			for range MaxResumeInputs - 2 {
 				s.Inputs = append(s.Inputs, ResumeInput{ID: bytes.Repeat([]byte{'1'}, MaxResumeID)})
@@ -115,6 +125,8 @@ func FuzzDecodeResume(f *testing.F) {
 	f.Add(s.encode(nil))
 	f.Add((&ResumeState{}).encode(nil))
 	f.Add([]byte{resumeVersion, 0x80})
+	s.Home, s.HomeAddress = "gw-a", "http://10.0.0.1:8080"
+	f.Add(s.encode(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeResume(b)
 		if err != nil {
