@@ -75,6 +75,9 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 			return writeRPCError(w, requestID(body), rerr)
 		}
 		rt.method = gjson.GetBytes(body, "method").String()
+		if rt.method == translate.NoticeSessionReturned {
+			return h.takeBack(w, r, body)
+		}
 		// Modern, or unrecognizable: the modern ladder says what is wrong.
 		rt.era = eraModern
 		if translate.ClassifyRequest(r.Header, body) == translate.EraLegacy {
