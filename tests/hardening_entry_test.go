@@ -188,3 +188,46 @@ func TestHardeningBatchMemory(t *testing.T) {
 		t.Errorf("VmHWM grew by %d KiB, want at most %d KiB", grew, batchHWMBound)
 	}
 }
+
+// TestHardeningLegacyRoutingHeaders (issue 25, finding 9): the SEP-2243
+// headers (Mcp-Method, Mcp-Name, Mcp-Param-*) exist only in 2026-07-28,
+// where the gateway checks them against the body; a legacy client's own
+// ones are never checked, so they must not reach a pinned upstream, where a
+// router that trusts them would see another tool than the one that runs.
+// Its MCP-Protocol-Version and Authorization still pass.
+func TestHardeningLegacyRoutingHeaders(t *testing.T) {
+	up := newRecordingLegacy(t)
+	g := startGateway(t, upstreamBlock(up.url, "legacy"))
+	lies := map[string]string{"Mcp-Method": "tools/list", "Mcp-Name": "harmless_tool", "Mcp-Param-Region": "eu", "Authorization": "Bearer pinned"}
+
+	resp := post(t, g.URL, lies, strings.Replace(legacyInit, `"raw-test"`, `"routing-liar"`, 1))
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: HTTP %d, session %q", resp.StatusCode, sid)
+	}
+	hdr := legacyHeaders(sid)
+	for k, v := range lies {
+		hdr[k] = v
+	}
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"routed-by-body"}}}`
+	if text := checkToolResult(t, readRPC(t, post(t, g.URL, hdr, call), 2), 2); text != "routed-by-body" {
+		t.Fatalf("echo: %q", text)
+	}
+	for _, mark := range []string{"routing-liar", "routed-by-body"} {
+		got := up.received(mark)
+		if len(got) != 1 {
+			t.Fatalf("the upstream received %d requests marked %q, want 1", len(got), mark)
+		}
+		for k := range got[0].header {
+			if lk := strings.ToLower(k); lk == "mcp-method" || lk == "mcp-name" || strings.HasPrefix(lk, "mcp-param-") {
+				t.Errorf("%s: %s: %q reached the upstream", mark, k, got[0].header.Values(k))
+			}
+		}
+		if got[0].header.Get("Authorization") != "Bearer pinned" {
+			t.Errorf("%s: Authorization did not reach the upstream", mark)
+		}
+		if mark == "routed-by-body" && got[0].header.Get("MCP-Protocol-Version") != "2025-11-25" {
+			t.Errorf("MCP-Protocol-Version did not reach the upstream")
+		}
+	}
+}
