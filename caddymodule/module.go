@@ -45,7 +45,7 @@ func init() {
 // Placeholder | Description
 // ------------|-------------
 // `{http.mcp_gateway.era}` | The era of the client request: `legacy` or `modern`
-// `{http.mcp_gateway.method}` | The JSON-RPC method of the request, if any
+// `{http.mcp_gateway.method}` | The JSON-RPC method of the request, if any (its first 256 bytes)
 // `{http.mcp_gateway.upstream}` | The URL of the upstream that served the request
 // `{http.mcp_gateway.owner}` | The instance a request was forwarded to (the owner of its call)
 // `{http.mcp_gateway.cell}` | Client era and upstream era: `modern-legacy` (forward bridge), `legacy-modern` (reverse bridge), `legacy-legacy` or `modern-modern` (pass-through), `none` (refused before an upstream was chosen). A request forwarded to the instance owning its call is in its call's cell on both instances
