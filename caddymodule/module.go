@@ -437,16 +437,19 @@ type Handler struct {
 	// duration (`-1`) suggests none. Default: 1s.
 	TaskPollInterval caddy.Duration `json:"task_poll_interval,omitempty"`
 
-	// The most tasks this handler holds at once (running or finished,
-	// until their `task_ttl`). When full, a call that may become a task is
-	// refused with 503 (`-32603`) before it is sent. No task is ended to
-	// make room. At least 1. Default: 1000.
+	// The most tasks this handler runs at once (with the calls that may
+	// still become one). A task gives its place back the moment it is
+	// terminal (completed, failed or cancelled: by `tasks/cancel`, its
+	// `task_ttl` or the gateway stopping); its record stays readable until
+	// its `task_ttl` without counting. When full, a call that may become a
+	// task is refused with 503 (`-32603`) before it is sent. No task is
+	// ended to make room. At least 1. Default: 1000.
 	MaxTasks int `json:"max_tasks,omitempty"`
 
-	// The most tasks (counted as for `max_tasks`) one principal may hold
-	// in this handler: at the limit its new call that may become a task is
-	// refused with 429 (`-32603`) before it is sent; `tasks/cancel` does
-	// not free a place (the record stays until `task_ttl`). At least 1.
+	// The most running tasks (counted as for `max_tasks`) one principal
+	// may hold in this handler: at the limit its new call that may become
+	// a task is refused with 429 (`-32603`) before it is sent, until one
+	// of its tasks ends; `tasks/cancel` frees a place at once. At least 1.
 	// Default: 100.
 	MaxTasksPerPrincipal int `json:"max_tasks_per_principal,omitempty"`
 
