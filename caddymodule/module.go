@@ -45,7 +45,7 @@ func init() {
 // Placeholder | Description
 // ------------|-------------
 // `{http.mcp_gateway.era}` | The era of the client request: `legacy` or `modern`
-// `{http.mcp_gateway.method}` | The JSON-RPC method of the request, if any
+// `{http.mcp_gateway.method}` | The JSON-RPC method of the request, if any (its first 256 bytes)
 // `{http.mcp_gateway.upstream}` | The URL of the upstream that served the request
 // `{http.mcp_gateway.owner}` | The instance a request was forwarded to (the owner of its call)
 // `{http.mcp_gateway.cell}` | Client era and upstream era: `modern-legacy` (forward bridge), `legacy-modern` (reverse bridge), `legacy-legacy` or `modern-modern` (pass-through), `none` (refused before an upstream was chosen). A request forwarded to the instance owning its call is in its call's cell on both instances
@@ -437,16 +437,19 @@ type Handler struct {
 	// duration (`-1`) suggests none. Default: 1s.
 	TaskPollInterval caddy.Duration `json:"task_poll_interval,omitempty"`
 
-	// The most tasks this handler holds at once (running or finished,
-	// until their `task_ttl`). When full, a call that may become a task is
-	// refused with 503 (`-32603`) before it is sent. No task is ended to
-	// make room. At least 1. Default: 1000.
+	// The most tasks this handler runs at once (with the calls that may
+	// still become one). A task gives its place back the moment it is
+	// terminal (completed, failed or cancelled: by `tasks/cancel`, its
+	// `task_ttl` or the gateway stopping); its record stays readable until
+	// its `task_ttl` without counting. When full, a call that may become a
+	// task is refused with 503 (`-32603`) before it is sent. No task is
+	// ended to make room. At least 1. Default: 1000.
 	MaxTasks int `json:"max_tasks,omitempty"`
 
-	// The most tasks (counted as for `max_tasks`) one principal may hold
-	// in this handler: at the limit its new call that may become a task is
-	// refused with 429 (`-32603`) before it is sent; `tasks/cancel` does
-	// not free a place (the record stays until `task_ttl`). At least 1.
+	// The most running tasks (counted as for `max_tasks`) one principal
+	// may hold in this handler: at the limit its new call that may become
+	// a task is refused with 429 (`-32603`) before it is sent, until one
+	// of its tasks ends; `tasks/cancel` frees a place at once. At least 1.
 	// Default: 100.
 	MaxTasksPerPrincipal int `json:"max_tasks_per_principal,omitempty"`
 

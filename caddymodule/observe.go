@@ -35,6 +35,13 @@ const (
 // maxUnsafeBody bounds the request body logged with log_unsafe_details.
 const maxUnsafeBody = 4096
 
+// maxLogged bounds every string a client chose (a method, a tool's or
+// resource's name, a reason quoting them) in a log line.
+const maxLogged = translate.MaxMethodLength
+
+// clipLogged clips a client's string for a log line.
+func clipLogged(s string) string { return clipText(s, maxLogged) }
+
 // callObserver is the bridges' translate.Observer for one handler: the
 // call metrics and one log line per bridged call.
 type callObserver struct {
@@ -55,15 +62,15 @@ func (o callObserver) CallEnded(rep translate.CallReport) {
 		return
 	}
 	fields := []zap.Field{
-		zap.String("cell", cell), zap.String("method", rep.Method), zap.String("upstream", rep.Upstream),
+		zap.String("cell", cell), zap.String("method", clipLogged(rep.Method)), zap.String("upstream", rep.Upstream),
 		zap.Int("rounds", rep.Rounds), zap.String("outcome", rep.Outcome),
 		zap.Duration("duration", rep.Duration), zap.Duration("overhead", rep.Overhead),
 	}
 	if rep.Reason != "" {
-		fields = append(fields, zap.String("reason", rep.Reason))
+		fields = append(fields, zap.String("reason", clipLogged(rep.Reason)))
 	}
 	if o.logger.Core().Enabled(zapcore.DebugLevel) && rep.Name != "" {
-		fields = append(fields, zap.String("name", rep.Name))
+		fields = append(fields, zap.String("name", clipLogged(rep.Name)))
 	}
 	c.Write(fields...)
 }
@@ -82,7 +89,7 @@ func (o callObserver) TaskChanged(rep translate.TaskReport) {
 		level, msg = zapcore.InfoLevel, "task ended"
 	}
 	if c := o.logger.Check(level, msg); c != nil {
-		c.Write(zap.String("cell", cellForward), zap.String("upstream", rep.Upstream), zap.String("tool", rep.Tool),
+		c.Write(zap.String("cell", cellForward), zap.String("upstream", rep.Upstream), zap.String("tool", clipLogged(rep.Tool)),
 			zap.String("status", rep.Status), zap.Duration("age", rep.Age))
 	}
 }
@@ -164,7 +171,7 @@ func (h *Handler) observeRequest(r *http.Request, status int, body []byte, start
 		return
 	}
 	fields := []zap.Field{
-		zap.String("cell", cell), zap.String("method", method), zap.Int("status", status),
+		zap.String("cell", cell), zap.String("method", clipLogged(method)), zap.Int("status", status),
 		zap.String("outcome", outcome), zap.String("round", get("round")), zap.String("upstream", get("upstream")),
 		zap.Duration("duration", time.Since(start)),
 	}

@@ -2,10 +2,12 @@ package caddymodule
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // JSON-RPC codes the legacy transport uses for session problems (the values
@@ -19,7 +21,7 @@ const (
 // the GET stream, DELETE) on up, the upstream its session id names, with
 // the upstream's own session id. l.body is nil for GET and DELETE.
 func (h *Handler) servePinned(w http.ResponseWriter, r *http.Request, l *learned, up *Upstream) error {
-	hdr := upstreamHeader(r)
+	hdr := legacyUpstreamHeader(r)
 	if l.pin.Session != "" {
 		hdr.Set("Mcp-Session-Id", string(l.pin.Session))
 	}
@@ -35,7 +37,7 @@ func (h *Handler) servePinned(w http.ResponseWriter, r *http.Request, l *learned
 // the gateway id names the upstream session that really exists.
 func (h *Handler) initializeLegacy(w http.ResponseWriter, r *http.Request, body []byte, up *Upstream) error {
 	return h.forward(w, r, exchange{
-		up: up, method: http.MethodPost, header: upstreamHeader(r), body: body,
+		up: up, method: http.MethodPost, header: legacyUpstreamHeader(r), body: body,
 		reselect:   func(tried []*Upstream) *Upstream { return h.selectUpstream(r, w, speaksLegacy, tried...) },
 		idempotent: true, // at worst an unused upstream session is left to expire
 		answerSession: func(up *Upstream, upstreamSession string) string {
@@ -47,4 +49,28 @@ func (h *Handler) initializeLegacy(w http.ResponseWriter, r *http.Request, body 
 			}))
 		},
 	})
+}
+
+// legacyUpstreamHeader is upstreamHeader for a legacy request: without the
+// 2026-07-28 routing headers (SEP-2243: Mcp-Method, Mcp-Name, Mcp-Param-*).
+// Legacy has none, so the gateway checks nothing of what a legacy client
+// sends in them; passed on, they would let it show a router or policy in
+// front of the upstream that trusts them another method or tool than the
+// body's.
+func legacyUpstreamHeader(r *http.Request) http.Header {
+	hdr := upstreamHeader(r)
+	for k := range hdr {
+		if isRoutingHeader(k) {
+			delete(hdr, k)
+		}
+	}
+	return hdr
+}
+
+// isRoutingHeader reports whether the header named k is one of SEP-2243's:
+// Mcp-Method, Mcp-Name or Mcp-Param-<name>, in any case.
+func isRoutingHeader(k string) bool {
+	const param = "mcp-param-"
+	return strings.EqualFold(k, translate.HeaderMethod) || strings.EqualFold(k, translate.HeaderName) ||
+		len(k) >= len(param) && strings.EqualFold(k[:len(param)], param)
 }

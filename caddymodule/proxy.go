@@ -61,7 +61,8 @@ type exchange struct {
 // client's: end-to-end headers pass (Authorization, Accept,
 // MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Param-*, Last-Event-ID,
 // trace context), the gateway's own concerns do not. X-Forwarded-For,
-// -Proto and -Host are the gateway's (setForwarded).
+// -Proto and -Host are the gateway's (setForwarded). A legacy request's
+// go through legacyUpstreamHeader, which drops the 2026-07-28 ones.
 func upstreamHeader(r *http.Request) http.Header {
 	hdr := r.Header.Clone()
 	for _, k := range hopHeaders {

@@ -53,10 +53,11 @@ type routeInput struct {
 	// upstreamSession: a pinned session names an upstream session of its
 	// own (an upstream that keeps none has nothing for DELETE to end).
 	upstreamSession bool
-	// batch marks a legacy POST whose body is a JSON-RPC batch (checked
-	// element by element, translate.PeekBatch); batchAllowed says that the
-	// session's revision has batches (2025-03-26,
-	// translate.SessionBatchVersion). Only a pinned session passes one on.
+	// batch marks a legacy POST whose body is a JSON-RPC batch;
+	// batchAllowed says that the session's revision has batches
+	// (2025-03-26, translate.SessionBatchVersion). Only a pinned session
+	// passes one on, checked element by element (translate.CheckBatch)
+	// once its session is known.
 	batch, batchAllowed bool
 	// answerOwner, if set, is the instance whose in-line request a
 	// gateway-held session's POST answers (its id is `gw-<instance>-n`,
@@ -227,17 +228,15 @@ func (h *Handler) learnModern(w http.ResponseWriter, r *http.Request, body []byt
 
 // learnLegacy checks a legacy request (one JSON-RPC message; body is nil
 // for GET and DELETE) and learns what its session id names. A request that
-// fails a check is answered here (ok false).
+// fails a check is answered here (ok false). A batch is checked element by
+// element only once its session is known to take one (a pinned session of
+// 2025-03-26): without a session, with an unknown one, in a gateway-held
+// one or with another revision it is refused (decide) without its elements
+// being looked at.
 func (h *Handler) learnLegacy(w http.ResponseWriter, r *http.Request, body []byte) (l learned, ok bool, err error) {
 	l = learned{body: body, in: routeInput{method: r.Method, era: eraLegacy}, sid: r.Header.Get("Mcp-Session-Id")}
 	switch {
 	case body != nil && translate.IsBatch(body):
-		// 2025-03-26 batches: every element is checked as a single
-		// message would be; whether the session may send one is decided
-		// with its session.
-		if _, err := translate.PeekBatch(body); err != nil {
-			return l, false, writeRPCError(w, nil, asRPCError(err))
-		}
 		l.in.batch = true
 		l.batchVersion, l.in.batchAllowed = translate.SessionBatchVersion(r.Header)
 	case body != nil:
@@ -248,18 +247,31 @@ func (h *Handler) learnLegacy(w http.ResponseWriter, r *http.Request, body []byt
 		l.msg, l.id = msg, msg.ID
 		l.in.initialize = msg.Method == "initialize" && l.sid == ""
 	}
+	h.learnSession(r, &l)
+	if l.in.batch && l.in.batchAllowed && l.in.session == sessionPinned {
+		if err := translate.CheckBatch(body); err != nil {
+			return l, false, writeRPCError(w, nil, asRPCError(err))
+		}
+	}
+	return l, true, nil
+}
+
+// learnSession learns what a legacy request's session id names (l.in.session
+// stays noSession without one, sessionUnknown when it opens to nothing of
+// this principal's here).
+func (h *Handler) learnSession(r *http.Request, l *learned) {
 	if l.sid == "" {
-		return l, true, nil
+		return
 	}
 	l.in.session = sessionUnknown
 	opened, err := seal.OpenSessionID(h.keyring, seal.GatewaySessionID(l.sid))
 	if err != nil {
-		return l, true, nil
+		return
 	}
 	switch opened.Kind {
 	case seal.SessionPinned:
 		if opened.Pin.Principal != h.principal(r) {
-			return l, true, nil // another principal's session id is as good as unknown
+			return // another principal's session id is as good as unknown
 		}
 		if up := h.upstreamByURL(r, opened.Pin.Upstream); up != nil {
 			l.in.session, l.in.sessionUp = sessionPinned, up
@@ -269,19 +281,18 @@ func (h *Handler) learnLegacy(w http.ResponseWriter, r *http.Request, body []byt
 	case seal.SessionHeld:
 		s, err := h.reverse.Session(h.reverseOpts, opened.Held, h.principal(r), time.Now())
 		if err != nil {
-			return l, true, nil
+			return
 		}
 		if up := h.upstreamByURL(r, s.Upstream); up != nil {
 			l.in.session, l.in.sessionUp = sessionHeld, up
 			l.held = s
-			if body != nil && l.msg.Kind == legacy.KindResponse {
-				if owner, elsewhere := h.reverse.AnswerOwner(s, body); elsewhere {
+			if l.body != nil && l.msg.Kind == legacy.KindResponse {
+				if owner, elsewhere := h.reverse.AnswerOwner(s, l.body); elsewhere {
 					l.in.answerOwner = &owner
 				}
 			}
 		}
 	}
-	return l, true, nil
 }
 
 // route is what the gateway learned about one request and where it sent

@@ -74,7 +74,8 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 		if r, rerr = h.acceptForwarded(r, body); rerr != nil {
 			return writeRPCError(w, requestID(body), rerr)
 		}
-		rt.method = gjson.GetBytes(body, "method").String()
+		// {http.mcp_gateway.method} may reach access logs: clipped.
+		rt.method = clipText(gjson.GetBytes(body, "method").String(), translate.MaxMethodLength)
 		if rt.method == translate.NoticeSessionReturned {
 			return h.takeBack(w, r, body)
 		}

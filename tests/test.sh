@@ -34,7 +34,7 @@ if ((${#short[@]} == 0)); then
 	for target in "FuzzReader ./sse/" "FuzzWriter ./sse/" "FuzzPeek ./translate/" "FuzzValidateModern ./translate/" \
 		"FuzzOpenState ./legacy/seal/" "FuzzReshapeResult ./translate/" "FuzzOpenPin ./legacy/seal/" "FuzzOpenClientSession ./legacy/seal/" \
 		"FuzzInputs ./translate/" "FuzzParseMessage ./legacy/" "FuzzMessageReader ./legacy/" "FuzzVerifyForwarded ./legacy/seal/" \
-		"FuzzJSONDepth ./legacy/" "FuzzForwardURL ./caddymodule/" "FuzzPeekBatch ./translate/" "FuzzDecodeTask ./legacy/seal/" \
+		"FuzzJSONDepth ./legacy/" "FuzzForwardURL ./caddymodule/" "FuzzCheckBatch ./translate/" "FuzzDecodeTask ./legacy/seal/" \
 		"FuzzDecodeResume ./legacy/seal/"; do
 		set -- $target
 		if ! out="$(go test -run='^$' -fuzz="^$1\$" -fuzztime=200000x "$2" 2>&1)"; then

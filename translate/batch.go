@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
@@ -50,58 +48,129 @@ func SessionBatchVersion(h http.Header) (version string, allowed bool) {
 	return "", false
 }
 
-// PeekBatch checks that body is a JSON-RPC batch as 2025-03-26 allows it
-// (Streamable HTTP §Sending Messages to the Server): a non-empty array of
-// requests and notifications, or a non-empty array of responses, each
-// element a single message by the rules of Peek. initialize must not be part
-// of a batch (lifecycle.mdx). It returns the elements' envelopes. Every
-// error is an *RPCError with HTTPStatus 400: ParseError for a body that is
-// not JSON or is nested too deep, InvalidRequest otherwise, its message
-// naming the element at fault.
-func PeekBatch(body []byte) ([]legacy.Message, error) {
+// MaxBatchElements is the most messages a batch may hold: what the
+// TypeScript SDK's server accepts. A batch of more is refused before any of
+// its elements is looked at.
+const MaxBatchElements = 100
+
+// CheckBatch checks that body is a JSON-RPC batch as 2025-03-26 allows it
+// (Streamable HTTP §Sending Messages to the Server): a non-empty array of at
+// most MaxBatchElements requests and notifications, or of responses, each
+// element a single message by the rules of Peek. initialize must not be
+// part of a batch (lifecycle.mdx). It keeps nothing of the elements: each
+// is peeked in place, in body, and forgotten. Every error is an *RPCError
+// with HTTPStatus 400: ParseError for a body that is not JSON or is nested
+// too deep, InvalidRequest otherwise, its message naming the element at
+// fault.
+func CheckBatch(body []byte) error {
 	if err := legacy.ValidJSON(body); err != nil {
 		if errors.Is(err, legacy.ErrJSONTooDeep) {
-			return nil, errorf(http.StatusBadRequest, ParseError, "Parse error: %v", err)
+			return errorf(http.StatusBadRequest, ParseError, "Parse error: %v", err)
 		}
-		return nil, errorf(http.StatusBadRequest, ParseError, "Parse error: body is not valid JSON")
+		return errorf(http.StatusBadRequest, ParseError, "Parse error: body is not valid JSON")
 	}
-	root := gjson.ParseBytes(body)
-	if !root.IsArray() {
-		return nil, errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: a batch must be a JSON array")
+	if !IsBatch(body) {
+		return errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: a batch must be a JSON array")
 	}
-	var msgs []legacy.Message
+	n := 0
+	forEachElement(body, func([]byte) bool {
+		n++
+		return n <= MaxBatchElements
+	})
+	switch {
+	case n == 0:
+		return errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: empty batch")
+	case n > MaxBatchElements:
+		return errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: a batch holds at most %d messages", MaxBatchElements)
+	}
 	var rerr *RPCError
-	root.ForEach(func(_, elem gjson.Result) bool {
-		i := len(msgs)
-		if !elem.IsObject() {
-			rerr = errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: batch element %d must be a JSON object", i)
-			return false
-		}
-		m, err := Peek([]byte(elem.Raw))
-		if err != nil {
-			var re *RPCError
-			if !errors.As(err, &re) {
-				re = errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: %v", err)
-			}
-			rerr = &RPCError{HTTPStatus: re.HTTPStatus, Code: re.Code, Message: fmt.Sprintf("%s (batch element %d)", re.Message, i)}
-			return false
-		}
-		if m.Kind == legacy.KindRequest && m.Method == "initialize" {
-			rerr = errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: initialize must not be part of a batch (batch element %d)", i)
-			return false
-		}
-		if i > 0 && (m.Kind == legacy.KindResponse) != (msgs[0].Kind == legacy.KindResponse) {
-			rerr = errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: a batch holds either requests and notifications or responses, not both (batch element %d)", i)
-			return false
-		}
-		msgs = append(msgs, m)
-		return true
+	i, responses := 0, false
+	forEachElement(body, func(elem []byte) bool {
+		rerr = checkBatchElement(elem, i, &responses)
+		i++
+		return rerr == nil
 	})
 	if rerr != nil {
-		return nil, rerr
+		return rerr
 	}
-	if len(msgs) == 0 {
-		return nil, errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: empty batch")
+	return nil
+}
+
+// checkBatchElement checks element i of a batch; *responses says whether
+// the batch holds responses, as its first element does.
+func checkBatchElement(elem []byte, i int, responses *bool) *RPCError {
+	if elem[0] != '{' {
+		return errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: batch element %d must be a JSON object", i)
 	}
-	return msgs, nil
+	m, err := Peek(elem)
+	if err != nil {
+		var re *RPCError
+		if !errors.As(err, &re) {
+			re = errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: %v", err)
+		}
+		return &RPCError{HTTPStatus: re.HTTPStatus, Code: re.Code, Message: fmt.Sprintf("%s (batch element %d)", re.Message, i)}
+	}
+	if m.Kind == legacy.KindRequest && m.Method == "initialize" {
+		return errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: initialize must not be part of a batch (batch element %d)", i)
+	}
+	if i == 0 {
+		*responses = m.Kind == legacy.KindResponse
+	} else if (m.Kind == legacy.KindResponse) != *responses {
+		return errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: a batch holds either requests and notifications or responses, not both (batch element %d)", i)
+	}
+	return nil
+}
+
+// forEachElement calls fn with each element of body, a valid JSON text
+// whose top level is an array, as a sub-slice of body (no copy, no
+// allocation), until fn returns false.
+func forEachElement(body []byte, fn func(elem []byte) bool) {
+	i := 0
+	for i < len(body) && body[i] != '[' {
+		i++
+	}
+	depth, start, end := 0, -1, 0
+	inString, escaped := false, false
+	for i++; i < len(body); i++ {
+		c := body[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			end = i + 1
+			continue
+		}
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		case depth == 0 && c == ',':
+			if !fn(body[start:end]) {
+				return
+			}
+			start = -1
+			continue
+		case depth == 0 && c == ']':
+			if start >= 0 {
+				fn(body[start:end])
+			}
+			return
+		}
+		if start < 0 {
+			start = i
+		}
+		end = i + 1
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			depth++
+		case ']', '}':
+			depth--
+		}
+	}
 }

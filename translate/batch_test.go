@@ -3,8 +3,11 @@ package translate
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
@@ -44,19 +47,22 @@ func TestSessionBatchVersion(t *testing.T) {
 	}
 }
 
-func TestPeekBatch(t *testing.T) {
+func TestCheckBatch(t *testing.T) {
 	req := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
 	note := `{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`
 	resp := `{"jsonrpc":"2.0","id":"gw-1","result":{}}`
+	many := func(n int) string { return "[" + strings.TrimSuffix(strings.Repeat(note+",", n), ",") + "]" }
 	for _, ok := range []string{
 		"[" + req + "]",
 		"[" + req + "," + note + "]",
+		" [ " + note + " ,\n" + req + " ] ",
 		"[" + note + "]",
 		"[" + resp + "," + `{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"x"}}` + "]",
+		`[{"jsonrpc":"2.0","id":"a,]}\"[","method":"x"}]`,
+		many(MaxBatchElements),
 	} {
-		msgs, err := PeekBatch([]byte(ok))
-		if err != nil || len(msgs) != strings.Count(ok, `"jsonrpc"`) {
-			t.Errorf("%s: %v (%d messages)", ok, err, len(msgs))
+		if err := CheckBatch([]byte(ok)); err != nil {
+			t.Errorf("%.80s: %v", ok, err)
 		}
 	}
 	for _, c := range []struct {
@@ -73,14 +79,43 @@ func TestPeekBatch(t *testing.T) {
 		{`[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}]`, "initialize must not be part of a batch", InvalidRequest},
 		{`[` + req + `,` + resp + `]`, "not both (batch element 1)", InvalidRequest},
 		{`[` + resp + `,` + note + `]`, "not both (batch element 1)", InvalidRequest},
+		{many(MaxBatchElements + 1), "at most 100 messages", InvalidRequest},
+		{"[" + strings.Repeat("7,", 100000) + "7]", "at most 100 messages", InvalidRequest},
 		{`[` + req, "Parse error", ParseError},
 		{strings.Repeat("[", 200) + strings.Repeat("]", 200), "Parse error", ParseError},
 		{`{"jsonrpc":"2.0"}`, "must be a JSON array", InvalidRequest},
 	} {
-		_, err := PeekBatch([]byte(c.body))
+		err := CheckBatch([]byte(c.body))
 		var re *RPCError
 		if !errors.As(err, &re) || re.Code != c.code || re.HTTPStatus != http.StatusBadRequest || !strings.Contains(re.Message, c.want) {
 			t.Errorf("%.60s: got %v, want %d %q", c.body, err, c.code, c.want)
+		}
+	}
+}
+
+// TestCheckBatchAllocations: checking a batch keeps no copy of its
+// elements; what it allocates does not grow with the batch.
+func TestCheckBatchAllocations(t *testing.T) {
+	el := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"x","progress":1}},`
+	small := []byte("[" + strings.TrimSuffix(el, ",") + "]")
+	big := []byte("[" + strings.TrimSuffix(strings.Repeat(el, 100000), ",") + "]")
+	refused := testing.AllocsPerRun(5, func() { _ = CheckBatch(big) })
+	one := testing.AllocsPerRun(5, func() { _ = CheckBatch(small) })
+	if refused > one+8 {
+		t.Errorf("refusing a batch of 100000 elements took %v allocations, one element %v", refused, one)
+	}
+}
+
+func TestForEachElement(t *testing.T) {
+	for body, want := range map[string][]string{
+		`[]`:                               nil,
+		` [ 1 , "a,]" ,{"b":[2,3]}, [ ] ]`: {`1`, `"a,]"`, `{"b":[2,3]}`, `[ ]`},
+		`["\\",  "\"]" ]`:                  {`"\\"`, `"\"]"`},
+	} {
+		var got []string
+		forEachElement([]byte(body), func(e []byte) bool { got = append(got, string(e)); return true })
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("%s: %q, want %q", body, got, want)
 		}
 	}
 }
@@ -103,19 +138,29 @@ func TestUpstreamOffers(t *testing.T) {
 	}
 }
 
-// FuzzPeekBatch: PeekBatch never panics; it accepts only non-empty arrays of
-// objects each of which Peek accepts, and refuses everything else with a 400
-// ParseError or InvalidRequest.
-func FuzzPeekBatch(f *testing.F) {
+// FuzzCheckBatch: CheckBatch never panics; it accepts only non-empty arrays
+// of at most MaxBatchElements objects each of which Peek accepts, and
+// refuses everything else with a 400 ParseError or InvalidRequest. The
+// elements it walks are the ones gjson sees.
+func FuzzCheckBatch(f *testing.F) {
 	for _, s := range []string{
 		`[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]`,
 		`[{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":"a","method":"m","params":{}}]`,
 		`[{"jsonrpc":"2.0","id":1,"result":{}}]`, `[]`, `[1]`, `[[]]`, `{}`, `[`, `[{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}]`,
+		`[{"jsonrpc":"2.0","id":"\\\",]","method":"x"}, 7 ]`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		msgs, err := PeekBatch(body)
+		if legacy.ValidJSON(body) == nil && IsBatch(body) {
+			var walked, seen []string
+			forEachElement(body, func(e []byte) bool { walked = append(walked, string(e)); return true })
+			gjson.ParseBytes(body).ForEach(func(_, v gjson.Result) bool { seen = append(seen, v.Raw); return true })
+			if !slices.Equal(walked, seen) {
+				t.Fatalf("%q: walked %q, gjson sees %q", body, walked, seen)
+			}
+		}
+		err := CheckBatch(body)
 		if err != nil {
 			var re *RPCError
 			if !errors.As(err, &re) || re.HTTPStatus != http.StatusBadRequest || re.Code != ParseError && re.Code != InvalidRequest {
@@ -123,13 +168,16 @@ func FuzzPeekBatch(f *testing.F) {
 			}
 			return
 		}
-		if !IsBatch(body) || len(msgs) == 0 {
-			t.Fatalf("%q accepted as a batch of %d", body, len(msgs))
-		}
-		for _, m := range msgs {
-			if m.Kind == legacy.KindInvalid || m.Kind == legacy.KindRequest && m.Method == "initialize" {
-				t.Fatalf("%q: element %+v accepted", body, m)
+		n := 0
+		gjson.ParseBytes(body).ForEach(func(_, v gjson.Result) bool {
+			n++
+			if m, err := Peek([]byte(v.Raw)); err != nil || m.Kind == legacy.KindRequest && m.Method == "initialize" {
+				t.Fatalf("%q: element %s accepted", body, v.Raw)
 			}
+			return true
+		})
+		if !IsBatch(body) || n == 0 || n > MaxBatchElements {
+			t.Fatalf("%q accepted as a batch of %d", body, n)
 		}
 	})
 }

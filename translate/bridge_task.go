@@ -49,9 +49,11 @@ type TaskOptions struct {
 	TTL time.Duration
 	// PollInterval is the pollIntervalMs suggested to clients (0: none).
 	PollInterval time.Duration
-	// MaxTasks bounds the tasks held with these options (running or
-	// finished, until their TTL): a call that may become a task is
-	// refused (503, -32603) before it is sent when there is no room.
+	// MaxTasks bounds the tasks running with these options (and the
+	// calls that may become tasks): a call that may become a task is
+	// refused (503, -32603) before it is sent when there is no room. A
+	// terminal task gives its place back at once (task_place.go); its
+	// record, readable until its TTL, does not count.
 	MaxTasks int
 	// MaxTasksPerPrincipal bounds, within MaxTasks, those of one
 	// principal (429, -32603).
@@ -119,10 +121,10 @@ func (b *Bridge) takeTaskPlace(o *BridgeOptions, princ [16]byte) *RPCError {
 	switch {
 	case set.byPrin[princ] >= o.Tasks.MaxTasksPerPrincipal:
 		return &RPCError{HTTPStatus: http.StatusTooManyRequests, Code: InternalError,
-			Message: "too many tasks of this principal (max_tasks_per_principal); the call was not sent: cancel a task, or retry when one expires"}
+			Message: "too many running tasks of this principal (max_tasks_per_principal); the call was not sent: retry when one of its tasks ends (completed, failed, or cancelled with tasks/cancel)"}
 	case set.held >= o.Tasks.MaxTasks:
 		return &RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: InternalError,
-			Message: "the gateway holds too many tasks (max_tasks); the call was not sent: retry later"}
+			Message: "the gateway runs too many tasks (max_tasks); the call was not sent: retry when a task ends"}
 	}
 	set.held++
 	set.byPrin[princ]++
@@ -180,7 +182,7 @@ func (b *Bridge) newTask(c *call, r Request, status string) *task {
 	o := c.opts
 	now := time.Now()
 	t := &task{opts: o, princ: c.princ, tool: c.name, upstream: c.key.Upstream, stop: make(chan struct{}),
-		taskState: taskState{status: status, created: now, updated: now}, sess: c.sess}
+		taskState: taskState{status: status, created: now, updated: now, place: b.newTaskPlace(o, c.princ)}, sess: c.sess}
 	_, _ = rand.Read(t.handle[:])
 	sealer := r.Options
 	t.id = seal.SealTask(sealer.Keyring, seal.Task{Instance: sealer.Instance, Address: sealer.Address, Handle: t.handle, Principal: c.princ})
@@ -188,6 +190,9 @@ func (b *Bridge) newTask(c *call, r Request, status string) *task {
 	b.tmu.Lock()
 	b.tasks[t.handle] = t
 	b.tmu.Unlock()
+	if terminal(status) {
+		t.place.free() // made ended (completedTask): its record only
+	}
 	t.timer = time.AfterFunc(o.Tasks.TTL, func() { b.expireTask(t) })
 	b.taskEvent(c, "created", status)
 	return t
@@ -198,16 +203,14 @@ func (b *Bridge) newTask(c *call, r Request, status string) *task {
 func (b *Bridge) expireTask(t *task) {
 	b.cancelTask(t, "the task's ttl passed")
 	b.tmu.Lock()
-	_, held := b.tasks[t.handle]
 	delete(b.tasks, t.handle)
 	b.tmu.Unlock()
-	if held {
-		b.releaseTaskPlace(t.opts, t.princ)
-	}
+	t.place.free()
 }
 
-// cancelTask makes t cancelled, unless it already ended, and tells runTask
-// to abandon its call. It reports whether t was running.
+// cancelTask makes t cancelled, unless it already ended, gives its place
+// back and tells runTask to abandon its call. It reports whether t was
+// running.
 func (b *Bridge) cancelTask(t *task, why string) bool {
 	t.mu.Lock()
 	running := !terminal(t.status)
@@ -216,6 +219,7 @@ func (b *Bridge) cancelTask(t *task, why string) bool {
 	}
 	t.mu.Unlock()
 	if running {
+		t.place.free()
 		t.stopOnce.Do(func() { close(t.stop) })
 	}
 	return running

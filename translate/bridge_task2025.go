@@ -305,7 +305,8 @@ func (b *Bridge) newTask2025(c *call, r Request, u upstreamTask) *task2025 {
 	c.caps = r.ClientCapabilities
 	o := c.opts
 	t := &task2025{princ: c.princ, upID: u.id, c: c, born: time.Now(), stop: make(chan struct{}),
-		taskState: taskState{status: u.status, note: u.note, created: u.created, updated: u.updated}, pollMs: u.pollMs}
+		taskState: taskState{status: u.status, note: u.note, created: u.created, updated: u.updated, place: b.newTaskPlace(o, c.princ)},
+		pollMs:    u.pollMs}
 	if !knownStatus(t.status) || terminal(t.status) || t.status == taskInputRequired {
 		t.status = taskWorking // the result, or the questions, are still to fetch
 	}
@@ -346,16 +347,14 @@ func (b *Bridge) lookupTask2025(r Request, id string) *task2025 {
 func (b *Bridge) expireTask2025(t *task2025) {
 	b.stop2025(t, "the task's ttl passed")
 	b.tmu.Lock()
-	_, held := b.tasks25[t.handle]
 	delete(b.tasks25, t.handle)
 	b.tmu.Unlock()
-	if held {
-		b.releaseTaskPlace(t.c.opts, t.princ)
-	}
+	t.place.free()
 }
 
-// stop2025 makes t cancelled, unless it already ended, and tells run2025
-// to let the upstream's task go. It reports whether t was running.
+// stop2025 makes t cancelled, unless it already ended, gives its place
+// back and tells run2025 to let the upstream's task go. It reports whether
+// t was running.
 func (b *Bridge) stop2025(t *task2025, why string) bool {
 	t.mu.Lock()
 	running := !terminal(t.status)
@@ -364,6 +363,7 @@ func (b *Bridge) stop2025(t *task2025, why string) bool {
 	}
 	t.mu.Unlock()
 	if running {
+		t.place.free()
 		t.stopped.Do(func() { close(t.stop) })
 	}
 	return running

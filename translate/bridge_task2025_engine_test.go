@@ -448,3 +448,31 @@ func TestTask2025ClientLeaves(t *testing.T) {
 		t.Fatalf("tasks held: %v", b.Tasks())
 	}
 }
+
+// TestTask2025PlaceFreedAtEnd: a terminal upstream task gives its place
+// toward max_tasks_per_principal back at once (here the limit is 1): after
+// tasks/cancel the principal starts another task, and the cancelled one
+// stays readable until its ttl.
+func TestTask2025PlaceFreedAtEnd(t *testing.T) {
+	upstream, fake := newFake2025(t)
+	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) {
+		o.Tasks.TTL, o.Tasks.MaxTasksPerPrincipal = time.Minute, 1
+	}))
+	t.Cleanup(func() { close(fake.quit) })
+	b.support.learn(upstream, []byte(`{"tools":[{"name":"hang","execution":{"taskSupport":"optional"}}]}`))
+	call := func(id int) *recordedAnswer {
+		return serve(b, modernReq(t, upstream, "p", id, "tools/call", "hang", `"name":"hang","arguments":{}`))
+	}
+	first := gjson.GetBytes(call(1).final, "result.taskId").String()
+	if first == "" {
+		t.Fatal("no task")
+	}
+	if again := call(2); again.status != http.StatusTooManyRequests || !strings.Contains(string(again.final), "tasks/cancel") {
+		t.Fatalf("a second running task over max_tasks_per_principal: %d %s", again.status, again.final)
+	}
+	serve(b, modernReq(t, upstream, "p", 3, "tasks/cancel", first, fmt.Sprintf(`"taskId":%q`, first)))
+	if next := call(4); gjson.GetBytes(next.final, "result.taskId").String() == "" {
+		t.Fatalf("after tasks/cancel: %d %s, want a new task", next.status, next.final)
+	}
+	pollTask(t, b, upstream, "p", first, func(r gjson.Result) bool { return r.Get("status").String() == "cancelled" })
+}

@@ -167,6 +167,13 @@ func ErrorResponse(id json.RawMessage, e *RPCError) []byte {
 	return append(out, '}')
 }
 
+// MaxMethodLength bounds the JSON-RPC method names the reverse bridge
+// accepts from a legacy client: far above any method MCP defines (the
+// longest is under 40 bytes), so that a method name written into an
+// upstream's Mcp-Method header, a log line or a metric stays small. A
+// longer one is refused with -32600 before anything goes upstream.
+const MaxMethodLength = 256
+
 // Peek checks that body is a single JSON-RPC 2.0 message and returns its
 // envelope (a legacy.Message, the model every package shares) without
 // unmarshalling the rest. The rules are:

@@ -112,6 +112,12 @@ type ReverseRequest struct {
 // Serve answers a request or notification of session s through sink. It
 // returns when the answer is complete.
 func (rv *Reverse) Serve(ctx context.Context, s *ReverseSession, r ReverseRequest, sink Sink) Served {
+	if r.Kind == legacy.KindRequest && len(r.Method) > MaxMethodLength {
+		// Before it becomes an Mcp-Method header, a log line or a metric.
+		rv.respondError(r, sink, errorf(http.StatusBadRequest, InvalidRequest,
+			"Invalid Request: method names are at most %d bytes long", MaxMethodLength))
+		return Served{Outcome: OutcomeError}
+	}
 	if r.Kind == legacy.KindNotification {
 		if r.Method == "notifications/cancelled" {
 			rv.cancel(s, gjson.GetBytes(r.Raw, "params.requestId"))

@@ -271,3 +271,23 @@ func TestReverseEngineOpen(t *testing.T) {
 		t.Errorf("deleted: %v", err)
 	}
 }
+
+// TestReverseEngineMethodLength: a method name over MaxMethodLength is
+// refused with 400 -32600 and reaches no upstream (the one here would
+// answer -32601 to any name it does not know).
+func TestReverseEngineMethodLength(t *testing.T) {
+	rv := newTestReverse(t)
+	s := openSession(t, rv, modernUpstream(t), "p", `{}`)
+	for n, want := range map[int]int{MaxMethodLength: MethodNotFound, MaxMethodLength + 1: InvalidRequest, 1 << 20: InvalidRequest} {
+		msg, err := Peek([]byte(`{"jsonrpc":"2.0","id":2,"method":"` + strings.Repeat("m", n) + `"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sink := newRecordingSink()
+		rv.Serve(context.Background(), s, ReverseRequest{Message: msg}, sink)
+		f := wantFinal(t, sink)
+		if code := gjson.GetBytes(f.msg, "error.code").Int(); code != int64(want) {
+			t.Errorf("a method of %d bytes: HTTP %d %.200s; want %d", n, f.status, f.msg, want)
+		}
+	}
+}

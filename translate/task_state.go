@@ -22,6 +22,10 @@ type taskState struct {
 	inputs  []pendingInput // shown in inputRequests, not yet answered
 	result  []byte         // completed: the modern result
 	errObj  []byte         // failed: the JSON-RPC error object
+	// place is the task's place toward max_tasks, given back when the
+	// task becomes terminal (task_place.go); set before the task is
+	// shared, never changed.
+	place *taskPlace
 }
 
 // envelope is the task named id as a CreateTaskResult (resultType "task")
@@ -72,14 +76,16 @@ func (s *taskState) envelope(id, resultType string, ttl time.Duration, pollMs in
 }
 
 // end records the task's end, unless it is terminal already (a late
-// result never changes a cancelled task).
+// result never changes a cancelled task), and gives its place back.
 func (s *taskState) end(status string, result, errObj []byte) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if terminal(s.status) {
+		s.mu.Unlock()
 		return false
 	}
 	s.status, s.updated, s.result, s.errObj, s.inputs = status, time.Now(), result, errObj, nil
+	s.mu.Unlock()
+	s.place.free()
 	return true
 }
 
