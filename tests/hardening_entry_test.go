@@ -140,15 +140,17 @@ func TestHardeningBatchBeforeSession(t *testing.T) {
 
 // batchBodies is how many sessionless 4 MiB batches
 // TestHardeningBatchMemory sends at once, and batchHWMBound the most they
-// may raise the gateway's peak resident memory.
+// may raise the gateway's peak resident memory: twice the issue's target
+// (128 MiB, met: BENCHMARKS.md has the figures), so that the test fails on
+// the old code (+600 MiB) and not on a machine's noise.
 const (
 	batchBodies   = 16
-	batchHWMBound = 128 << 10 // KiB
+	batchHWMBound = 256 << 10 // KiB
 )
 
 // TestHardeningBatchMemory (issue 25, finding 3): 16 concurrent 4 MiB
 // batches of ~89,000 tiny elements each, sent without a session, raise the
-// gateway's VmHWM by at most 128 MiB (each element used to be copied and
+// gateway's VmHWM by at most 256 MiB (measured: 56-96 MiB; each element used to be copied and
 // kept while the batch was walked, before the session was checked: +600 to
 // +709 MiB). Reproduce the figures with:
 // go test -count=1 -run TestHardeningBatchMemory -v ./tests/
