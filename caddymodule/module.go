@@ -417,7 +417,8 @@ type Handler struct {
 	// (`io.modelcontextprotocol/tasks`). One rule per tool (`tool` `*`
 	// for every tool not named); a tool without a rule takes the
 	// upstream's own `execution.taskSupport`, as its `tools/list` said
-	// through the gateway, else `forbidden`. Caddyfile: `task <tool>
+	// through the gateway to the same principal (a listing is never
+	// applied to another principal's calls), else `forbidden`. Caddyfile: `task <tool>
 	// <forbidden|optional|required> [<window>]`, repeatable. Default: none.
 	Tasks []*TaskPolicy `json:"tasks,omitempty"`
 
