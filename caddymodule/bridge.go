@@ -126,6 +126,10 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq tran
 	}
 	s := h.bridge.Serve(ctx, breq, sink)
 	served(r, s)
+	if s.Refused != "" {
+		// The client's refusal says the same whatever the reason.
+		h.logger.Debug("requestState refused", zap.String("why", s.Refused), zap.String("method", breq.Method))
+	}
 	if up != nil {
 		h.logUpstreamCause(up.URL, s.Cause)
 	}
