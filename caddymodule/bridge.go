@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"encoding/hex"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"sync"
@@ -50,7 +51,8 @@ type bridgeState struct {
 func newBridgeState(logger *zap.Logger) *bridgeState {
 	// The upstream sessions' own HTTP/1.1 client: a parked call's two open
 	// streams cost a goroutine each, not three (see legacy.ConnClient).
-	client := legacy.NewConnClient(legacy.ConnOptions{MaxIdlePerHost: 128})
+	client := legacy.NewConnClient(legacy.ConnOptions{MaxIdlePerHost: 128,
+		Dial: guardDial((&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext)})
 	pool := legacy.NewPool(legacy.PoolOptions{MaxSessions: maxUpstreamSessions, IdleTimeout: sessionIdleTimeout, Client: client})
 	s := &bridgeState{bridge: translate.NewBridge(pool, translate.DefaultBridgeOptions()), pool: pool, client: client, stop: make(chan struct{})}
 	go s.reap(logger)
@@ -127,6 +129,10 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq tran
 	}
 	s := h.bridge.Serve(ctx, breq, sink)
 	served(r, s)
+	if s.Refused != "" {
+		// The client's refusal says the same whatever the reason.
+		h.logger.Debug("requestState refused", zap.String("why", s.Refused), zap.String("method", breq.Method))
+	}
 	if up != nil {
 		h.logUpstreamCause(up.URL, s.Cause)
 	}

@@ -49,6 +49,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        get_stream on|off
 //	        resume on|off
 //	    }
+//	    dynamic_refuse <loopback|link_local|metadata|unspecified|private|<cidr>|<ip>...>|none
+//	                                               # default: loopback link_local metadata unspecified
+//	                                               # (loopback allowed when the source's resolvers are all on loopback)
 //	    lb_policy          <name> [<options...>]   # a reverse_proxy selection policy
 //	    transport          <name> { <options...> } # a reverse_proxy transport, to the upstreams
 //	    state_key          <base64 32 bytes> [<older keys...>]
@@ -110,6 +113,17 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = h.unmarshalDynamic(d)
 		case "dynamic_endpoint":
 			err = h.unmarshalDynamicEndpoint(d)
+		case "dynamic_refuse":
+			if h.DynamicRefuse != nil {
+				return d.Err("dynamic_refuse already specified")
+			}
+			h.DynamicRefuse = d.RemainingArgs()
+			if len(h.DynamicRefuse) == 0 {
+				return d.ArgErr()
+			}
+			if _, perr := parseAddrPolicy(h.DynamicRefuse); perr != nil {
+				return d.Err(perr.Error())
+			}
 		case "max_fails":
 			err = parseInt(d, &h.MaxFails)
 		case "unhealthy_status":

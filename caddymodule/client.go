@@ -15,13 +15,14 @@ const connBufferSize = 1 << 10
 // newUpstreamClient returns the HTTP client the gateway reaches upstreams
 // with: direct (no proxy from the environment), bounded dial and TLS
 // handshake, keep-alive pooling with up to idlePerHost idle connections per
-// upstream, small connection buffers, and no redirects (an MCP endpoint does
+// upstream, small connection buffers, the dial guard (dynamic_refuse), and
+// no redirects (an MCP endpoint does
 // not redirect, and following one could leak tokens).
 func newUpstreamClient(idlePerHost int) *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{
 			Proxy:                 nil,
-			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			DialContext:           guardDial((&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext),
 			MaxIdleConns:          4 * idlePerHost,
 			MaxIdleConnsPerHost:   idlePerHost,
 			IdleConnTimeout:       90 * time.Second,

@@ -40,12 +40,16 @@ type dynamicUpstreams struct {
 	endpoint *url.URL
 	static   map[string]bool // the static upstreams' URLs, which win
 	logger   *zap.Logger
+	// refuse is the ranges its addresses may not be in (dynamic_refuse);
+	// nil refuses none.
+	refuse *addrPolicy
 
 	mu        sync.Mutex
 	released  bool                     // the configuration was unloaded
 	known     map[string]*dynamicEntry // by URL
 	current   []*Upstream              // the source's last answer
 	lastPrune time.Time
+	refused   map[string]bool // addresses refused and logged, by URL
 }
 
 type dynamicEntry struct {
@@ -75,8 +79,12 @@ func (h *Handler) provisionDynamic(ctx caddy.Context) error {
 		if h.DynamicEndpoint != nil {
 			return errors.New("dynamic_endpoint: needs a dynamic upstream source (dynamic)")
 		}
+		if h.DynamicRefuse != nil {
+			return errors.New("dynamic_refuse: needs a dynamic upstream source (dynamic)")
+		}
 		return nil
 	}
+	onLoopback := sourceOnLoopback(h.DynamicUpstreamsRaw) // LoadModule empties it
 	mod, err := ctx.LoadModule(h, "DynamicUpstreamsRaw")
 	if err != nil {
 		return fmt.Errorf("loading dynamic upstream source: %w", err)
@@ -112,8 +120,12 @@ func (h *Handler) provisionDynamic(ctx caddy.Context) error {
 			static[u.URL] = true
 		}
 	}
+	refuse, err := h.dynamicRefusePolicy(onLoopback)
+	if err != nil {
+		return err
+	}
 	h.dynamic = &dynamicUpstreams{source: src, template: tpl, endpoint: endpoint, static: static,
-		logger: h.logger, known: map[string]*dynamicEntry{}}
+		logger: h.logger, known: map[string]*dynamicEntry{}, refuse: refuse, refused: map[string]bool{}}
 	return nil
 }
 
@@ -172,6 +184,9 @@ func (d *dynamicUpstreams) get(r *http.Request) []*Upstream {
 			continue
 		}
 		seen[u] = true
+		if d.refusedAddress(u) {
+			continue
+		}
 		e := d.known[u]
 		if e == nil {
 			up := &Upstream{URL: u, Era: d.template.Era, Gather: d.template.Gather, GetStream: d.template.GetStream, Resume: d.template.Resume}
@@ -181,6 +196,7 @@ func (d *dynamicUpstreams) get(r *http.Request) []*Upstream {
 			}
 			e = &dynamicEntry{up: up}
 			d.known[u] = e
+			d.watch(u)
 		}
 		e.lastSeen = now
 		cur = append(cur, e.up)
@@ -198,6 +214,7 @@ func (d *dynamicUpstreams) prune(cutoff time.Time) {
 	for u, e := range d.known {
 		if e.lastSeen.Before(cutoff) {
 			delete(d.known, u)
+			d.unwatch(u)
 			_, _ = upstreamStates.Delete(u)
 		}
 	}
@@ -208,6 +225,7 @@ func (d *dynamicUpstreams) release() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for u := range d.known {
+		d.unwatch(u)
 		_, _ = upstreamStates.Delete(u)
 	}
 	clear(d.known)

@@ -87,6 +87,28 @@ type Handler struct {
 	// `dynamic_upstreams`. Default: `{"url": "http:///mcp"}` (era `auto`).
 	DynamicEndpoint *Upstream `json:"dynamic_endpoint,omitempty"`
 
+	// Address ranges a `dynamic` upstream may not have: clients'
+	// `Authorization` headers go to every upstream, so a DNS answer naming
+	// the gateway's own host, a link-local address or a cloud's metadata
+	// service must not become one. Each value is a class — `loopback`
+	// (127.0.0.0/8, ::1), `link_local` (169.254.0.0/16, fe80::/10),
+	// `metadata` (169.254.169.254, 169.254.170.2, fd00:ec2::254,
+	// 168.63.129.16, 100.100.100.200, 192.0.0.192), `unspecified`
+	// (0.0.0.0/8, ::), `private` (10.0.0.0/8, 172.16.0.0/12,
+	// 192.168.0.0/16, fc00::/7, 100.64.0.0/10) — a CIDR prefix or an
+	// address; `none` alone refuses nothing. An address the source answers
+	// is dropped from its answer (logged once, at warn); a name it answers
+	// (an SRV target) is checked on every connection, against the address
+	// actually connected to: one in a refused range is closed before
+	// anything is sent, and the request fails as if the upstream could not
+	// be reached. IPv4 addresses mapped into IPv6 or embedded in NAT64
+	// (64:ff9b::/96) are checked as themselves. Setting it replaces the
+	// default. Default: `loopback link_local metadata unspecified`, without
+	// `loopback` when the source asks only resolvers on loopback (`a` or
+	// `srv` with every `resolvers` address on loopback, or `multi` of such
+	// sources). Caddyfile: `dynamic_refuse <range...>`.
+	DynamicRefuse []string `json:"dynamic_refuse,omitempty"`
+
 	// How to spread new sessions and modern requests over the upstreams:
 	// any of Caddy's reverse_proxy selection policies (`random`,
 	// `round_robin`, `first`, `header`, `client_ip_hash`, ...). Upstreams
@@ -417,7 +439,8 @@ type Handler struct {
 	// (`io.modelcontextprotocol/tasks`). One rule per tool (`tool` `*`
 	// for every tool not named); a tool without a rule takes the
 	// upstream's own `execution.taskSupport`, as its `tools/list` said
-	// through the gateway, else `forbidden`. Caddyfile: `task <tool>
+	// through the gateway to the same principal (a listing is never
+	// applied to another principal's calls), else `forbidden`. Caddyfile: `task <tool>
 	// <forbidden|optional|required> [<window>]`, repeatable. Default: none.
 	Tasks []*TaskPolicy `json:"tasks,omitempty"`
 

@@ -49,6 +49,7 @@ func (h *Handler) provisionTransport(ctx caddy.Context) error {
 	h.client = &http.Client{Transport: rt, CheckRedirect: noRedirect}
 	h.reverseClient = h.client
 	ht, _ := mod.(*reverseproxy.HTTPTransport)
+	h.guardTransport(ht)
 	isHTTPS := func(u *Upstream) bool { return strings.HasPrefix(u.URL, "https:") }
 	if ht != nil && ht.TLS != nil && !slices.ContainsFunc(h.Upstreams, isHTTPS) && (h.DynamicEndpoint == nil || !isHTTPS(h.DynamicEndpoint)) {
 		h.logger.Warn("transport: tls options are set but no upstream URL is https: TLS is used for https upstreams only")
@@ -59,6 +60,25 @@ func (h *Handler) provisionTransport(ctx caddy.Context) error {
 		h.logger.Info("transport: the forward bridge sends through the transport itself, not its own connections", zap.String("because", why))
 	}
 	return nil
+}
+
+// guardTransport puts the dial guard (dynamic_refuse, dialguard.go) on the
+// dialers of ht, the http transport (nil: another transport module, whose
+// connections cannot be checked: a warning is logged when this handler's
+// dynamic upstreams have ranges to refuse).
+func (h *Handler) guardTransport(ht *reverseproxy.HTTPTransport) {
+	if ht == nil || ht.Transport == nil {
+		if h.dynamic != nil && h.dynamic.refuse != nil {
+			h.logger.Warn("transport: not the http transport: the addresses dynamic upstream names resolve to are not checked (dynamic_refuse applies to the addresses the source answers only)")
+		}
+		return
+	}
+	if t := ht.Transport; t.DialContext != nil {
+		t.DialContext = guardDial(t.DialContext)
+	}
+	if t := ht.Transport; t.DialTLSContext != nil {
+		t.DialTLSContext = guardDial(t.DialTLSContext)
+	}
 }
 
 // loadTransport loads the transport module in field of h (an
@@ -135,7 +155,8 @@ func (h *Handler) forwardBridgeClient(ht *reverseproxy.HTTPTransport) (client le
 	case t.DisableKeepAlives:
 		return h.client, "keepalive is off"
 	}
-	var dial func(context.Context, string, string) (net.Conn, error) // nil: ConnClient's own
+	// t's dialers are guarded already (guardTransport).
+	dial := guardDial((&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 	if t.DialContext != nil {
 		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			nc, err := t.DialContext(ctx, network, addr)

@@ -285,11 +285,13 @@ func TestForwardRejections(t *testing.T) {
 	}
 	good := map[string]any{"inputResponses": map[string]any{key: acceptAnswer}, "requestState": ir.RequestState}
 
-	refused := func(t *testing.T, x rpcExchange, id int, wantMsg string) {
+	// Every refusal says the same (TestHardeningStateOracleHeld); the
+	// case is named for the test's messages.
+	refused := func(t *testing.T, x rpcExchange, id int, what string) {
 		t.Helper()
 		before := rs.requests.Load()
-		if r := checkRPCError(t, x, http.StatusBadRequest, -32602, id); r != nil && !strings.Contains(r.Error.Message, wantMsg) {
-			t.Errorf("message %q, want it to mention %q", r.Error.Message, wantMsg)
+		if r := checkRPCError(t, x, http.StatusBadRequest, -32602, id); r != nil && r.Error.Message != stateRefused {
+			t.Errorf("%s: message %q, want %q", what, r.Error.Message, stateRefused)
 		}
 		if after := rs.requests.Load(); after != before {
 			t.Errorf("the upstream received %d requests for a refused retry", after-before)

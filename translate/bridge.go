@@ -414,7 +414,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink Sink) Served {
 func (b *Bridge) discover(c *call, r Request, sink Sink) string {
 	defer b.pool.Release(c.key, c.sess, true)
 	res, err := BuildDiscoverResult(c.sess.InitResult, b.reshapeOptions(c))
-	if err == nil && (r.Options.Tasks.Policy.Configured() || b.support.any(c.key.Upstream) || upstreamHasTasks(c.sess.InitResult)) {
+	if err == nil && (r.Options.Tasks.Policy.Configured() || b.support.any(c.key.Upstream, r.Principal) || upstreamHasTasks(c.sess.InitResult)) {
 		res, err = withTasksExtension(res)
 	}
 	if err != nil {

@@ -119,27 +119,27 @@ func (b *Bridge) park(c *call, r Request, sink Sink) string {
 }
 
 // openState opens the requestState of a retry with the keyring of r's
-// options, and checks that it belongs to the retry's principal and request.
-// A resumable state (seal.ResumeState, bridge_resume.go) comes back in rs,
-// st then zero.
+// options, and checks that it belongs to the retry's principal and request
+// and has not expired. Every refusal is the same to the client
+// (refuseState); the order of the checks only decides what the debug log
+// says. A resumable state (seal.ResumeState, bridge_resume.go) comes back
+// in rs, st then zero.
 func (b *Bridge) openState(r Request, params []byte, token string) (st seal.State, rs *seal.ResumeState, rerr *RPCError) {
-	reject := func(msg string) *RPCError {
-		return &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams, Message: msg}
-	}
 	st, rs, err := seal.OpenRequestState(r.Options.Keyring, token, time.Now())
+	expired := errors.Is(err, seal.ErrStateExpired)
 	princ, digest := st.Principal, st.Digest
 	if rs != nil {
 		princ, digest = rs.Principal, rs.Digest
 	}
 	switch {
-	case errors.Is(err, seal.ErrStateExpired):
-		return st, rs, reject("requestState expired: send the request again without it")
-	case err != nil:
-		return st, nil, reject("requestState is invalid")
+	case err != nil && !expired:
+		return st, nil, refuseState("it does not open (tampered, truncated, or sealed under other keys)")
 	case princ != r.Principal:
-		return st, rs, reject("requestState belongs to another principal")
+		return st, rs, refuseState("another principal's")
 	case digest != RequestDigest(r.Method, params):
-		return st, rs, reject("requestState belongs to another request")
+		return st, rs, refuseState("another request's")
+	case expired:
+		return st, rs, refuseState("expired")
 	}
 	return st, rs, nil
 }
@@ -245,13 +245,13 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 	}
 	if rerr != nil {
 		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
-		return Served{Round: int(st.Round), Outcome: OutcomeError}
+		return Served{Round: int(st.Round), Outcome: OutcomeError, Refused: refusedWhy(rerr)}
 	}
 	c := b.take(st.Handle, st.Round)
 	if c == nil {
-		_ = sink.Respond(http.StatusBadRequest, ErrorResponse(r.ID, &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams,
-			Message: "requestState was already used, or its call has ended: send the request again without it"}))
-		return Served{Round: int(st.Round), Outcome: OutcomeError}
+		rerr = refuseState("already used, or its call has ended")
+		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
+		return Served{Round: int(st.Round), Outcome: OutcomeError, Refused: refusedWhy(rerr)}
 	}
 	b.holdArrived(c)
 	b.unparked(c, ParkAnswered)

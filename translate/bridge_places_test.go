@@ -2,6 +2,7 @@ package translate
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -196,11 +197,17 @@ func TestPlacesPrimed(t *testing.T) {
 	if _, idle := bs[0].pool.Stats(); idle != 1 {
 		t.Fatalf("%d idle sessions after a call went elsewhere, want the one primed", idle)
 	}
-	var primed legacy.UpstreamSessionID
-	for s := range server.Sessions() {
-		primed = legacy.UpstreamSessionID(s.ID())
+	waitPlaces(t, bs[0], 0) // the second call's, found finished elsewhere
+	// The idle session, looked at by leasing it and giving it back.
+	next := resumeRequest(t, upstream, 20, 1, "")
+	key := poolKey(next)
+	sess, err := bs[0].pool.Lease(context.Background(), key, nil, []byte(key.Caps), nil, legacy.LeaseLimits{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if a := serve(bs[0], resumeRequest(t, upstream, 20, 1, "")); a.status != http.StatusOK {
+	primed := sess.ID
+	bs[0].pool.Release(key, sess, true)
+	if a := serve(bs[0], next); a.status != http.StatusOK {
 		t.Fatalf("call 2: %d %s", a.status, a.final)
 	}
 	bs[0].mu.Lock()

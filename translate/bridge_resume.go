@@ -248,8 +248,9 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 		return served
 	}
 	if !b.used.use(token, rs.Expires, time.Now()) {
-		_ = sink.Respond(http.StatusBadRequest, ErrorResponse(r.ID, &RPCError{HTTPStatus: http.StatusBadRequest, Code: InvalidParams,
-			Message: "requestState was already used, or its call has ended: send the request again without it"}))
+		rerr := refuseState("already used on this instance")
+		_ = sink.Respond(rerr.HTTPStatus, ErrorResponse(r.ID, rerr))
+		served.Refused = refusedWhy(rerr)
 		return served
 	}
 	p, hot := b.takePlace(rs.Place)

@@ -217,7 +217,7 @@ func (b *Bridge) respondFinal(c *call, r Request, m legacy.Message, sink Sink) s
 	w := startWatch(&c.overhead)
 	if res := resultOf(m.Raw); res != nil {
 		if r.Method == "tools/list" {
-			b.support.learn(c.key.Upstream, res)
+			b.support.learn(c.key.Upstream, r.Principal, res)
 		}
 		out, err := ReshapeResult(r.Method, res, b.reshapeOptions(c))
 		w.stop()

@@ -390,7 +390,7 @@ func (b *Bridge) mayBecomeTask(r Request) (*TaskRule, *RPCError) {
 	if r.Method != "tools/call" {
 		return nil, nil
 	}
-	rule := b.support.taskRule(&r.Options.Tasks.Policy, r.Upstream, r.Name)
+	rule := b.support.taskRule(&r.Options.Tasks.Policy, r.Upstream, r.Principal, r.Name)
 	declared := DeclaresTasks(r.ClientCapabilities)
 	switch {
 	case rule.Mode == TaskForbidden:

@@ -157,7 +157,7 @@ func (b *Bridge) upstreamTaskParams(r *Request, sess *legacy.Session, params []b
 		len(sess.ID) > seal.MaxUpstreamTaskLen {
 		return nil, false
 	}
-	if m, ok := b.support.mode(r.Upstream, r.Name); !ok || m == TaskForbidden {
+	if m, ok := b.support.mode(r.Upstream, r.Principal, r.Name); !ok || m == TaskForbidden {
 		return nil, false
 	}
 	up := string(upstreamParams(params))

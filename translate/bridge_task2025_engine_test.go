@@ -220,7 +220,9 @@ func pollTask(t *testing.T, b *Bridge, upstream, principal, id string, cond func
 func TestTask2025Engine(t *testing.T) {
 	upstream, _ := newFake2025(t)
 	b := newTestBridge(t, time.Minute)
-	b.support.learn(upstream, []byte(`{"tools":[{"name":"ask","execution":{"taskSupport":"optional"}},{"name":"hang","execution":{"taskSupport":"optional"}}]}`))
+	for n := range 6 {
+		b.support.learn(upstream, PrincipalHash(fmt.Sprint("p", n)), []byte(`{"tools":[{"name":"ask","execution":{"taskSupport":"optional"}},{"name":"hang","execution":{"taskSupport":"optional"}}]}`))
+	}
 	var wg sync.WaitGroup
 	for n := range 6 {
 		wg.Add(1)
@@ -273,7 +275,7 @@ func TestTask2025CancelHung(t *testing.T) {
 	upstream, fake := newFake2025(t)
 	b := newTestBridge(t, time.Minute)
 	t.Cleanup(func() { close(fake.quit) }) // before the bridge's Close, should this test fail
-	b.support.learn(upstream, []byte(`{"tools":[{"name":"hang","execution":{"taskSupport":"optional"}}]}`))
+	b.support.learn(upstream, PrincipalHash("p"), []byte(`{"tools":[{"name":"hang","execution":{"taskSupport":"optional"}}]}`))
 	ids := make([]string, 2)
 	for i := range ids {
 		a := serve(b, modernReq(t, upstream, "p", 1, "tools/call", "hang", `"name":"hang","arguments":{}`))
@@ -348,7 +350,7 @@ func TestTask2025ResultStreamEnds(t *testing.T) {
 	upstream, fake := newFake2025(t)
 	b := newTestBridge(t, time.Minute)
 	t.Cleanup(func() { close(fake.quit) })
-	b.support.learn(upstream, []byte(`{"tools":[{"name":"flaky","execution":{"taskSupport":"optional"}},{"name":"dead","execution":{"taskSupport":"optional"}}]}`))
+	b.support.learn(upstream, PrincipalHash("p"), []byte(`{"tools":[{"name":"flaky","execution":{"taskSupport":"optional"}},{"name":"dead","execution":{"taskSupport":"optional"}}]}`))
 
 	a := serve(b, modernReq(t, upstream, "p", 1, "tools/call", "flaky", `"name":"flaky","arguments":{}`))
 	id := gjson.GetBytes(a.final, "result.taskId").String()
@@ -383,7 +385,7 @@ func TestTask2025TTL(t *testing.T) {
 		o.Tasks.TTL, o.Tasks.MaxTasksPerPrincipal = 200*time.Millisecond, 1
 	}))
 	t.Cleanup(func() { close(fake.quit) })
-	b.support.learn(upstream, []byte(`{"tools":[{"name":"hang","execution":{"taskSupport":"optional"}}]}`))
+	b.support.learn(upstream, PrincipalHash("p"), []byte(`{"tools":[{"name":"hang","execution":{"taskSupport":"optional"}}]}`))
 	a := serve(b, modernReq(t, upstream, "p", 1, "tools/call", "hang", `"name":"hang","arguments":{}`))
 	id := gjson.GetBytes(a.final, "result.taskId").String()
 	if ttl := gjson.GetBytes(a.final, "result.ttlMs").Int(); id == "" || ttl != 200 {
@@ -420,7 +422,7 @@ func TestTask2025ClientLeaves(t *testing.T) {
 	upstream, fake := newFake2025(t)
 	b := newTestBridge(t, time.Minute)
 	t.Cleanup(func() { close(fake.quit) })
-	b.support.learn(upstream, []byte(`{"tools":[{"name":"slowcreate","execution":{"taskSupport":"optional"}}]}`))
+	b.support.learn(upstream, PrincipalHash("p"), []byte(`{"tools":[{"name":"slowcreate","execution":{"taskSupport":"optional"}}]}`))
 	ctx, leave := context.WithCancel(context.Background())
 	served := make(chan Served, 1)
 	go func() {
@@ -459,7 +461,7 @@ func TestTask2025PlaceFreedAtEnd(t *testing.T) {
 		o.Tasks.TTL, o.Tasks.MaxTasksPerPrincipal = time.Minute, 1
 	}))
 	t.Cleanup(func() { close(fake.quit) })
-	b.support.learn(upstream, []byte(`{"tools":[{"name":"hang","execution":{"taskSupport":"optional"}}]}`))
+	b.support.learn(upstream, PrincipalHash("p"), []byte(`{"tools":[{"name":"hang","execution":{"taskSupport":"optional"}}]}`))
 	call := func(id int) *recordedAnswer {
 		return serve(b, modernReq(t, upstream, "p", id, "tools/call", "hang", `"name":"hang","arguments":{}`))
 	}

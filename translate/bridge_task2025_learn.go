@@ -15,31 +15,33 @@ import (
 // so a tools/call for a tool not learned yet lists them itself.
 
 // toolLister remembers when the bridge last listed an upstream's tools
-// itself (learnToolTasks), so that a tool the list does not name costs one
-// listing per relistAfter at most.
+// itself for a principal (learnToolTasks), so that a tool the list does
+// not name costs one listing per relistAfter at most. A listing is the
+// principal's own (taskSupport): another principal's does not count.
 type toolLister struct {
 	mu sync.Mutex
-	at map[string]time.Time // upstream -> last listing
+	at map[supportKey]time.Time // (upstream, principal) -> last listing
 }
 
 // Bounds of toolLister.
 const (
 	relistAfter        = time.Minute
-	maxListedUpstreams = 1024
+	maxListedUpstreams = 4096 // (upstream, principal) pairs
 )
 
-// due reports whether upstream's tools may be listed now, and if so
-// records the listing.
-func (l *toolLister) due(upstream string) bool {
+// due reports whether upstream's tools may be listed now for principal,
+// and if so records the listing.
+func (l *toolLister) due(upstream string, principal [16]byte) bool {
+	k := supportKey{upstream, principal}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if at, ok := l.at[upstream]; ok && time.Since(at) < relistAfter {
+	if at, ok := l.at[k]; ok && time.Since(at) < relistAfter {
 		return false
 	}
 	if l.at == nil || len(l.at) >= maxListedUpstreams {
-		l.at = make(map[string]time.Time)
+		l.at = make(map[supportKey]time.Time)
 	}
-	l.at[upstream] = time.Now()
+	l.at[k] = time.Now()
 	return true
 }
 
@@ -59,7 +61,7 @@ func (b *Bridge) learnToolTasks(ctx context.Context, r *Request, sess *legacy.Se
 	if _, named := p.Tools[r.Name]; named || p.Default != nil {
 		return nil
 	}
-	if _, known := b.support.mode(r.Upstream, r.Name); known || !b.lister.due(r.Upstream) {
+	if _, known := b.support.mode(r.Upstream, r.Principal, r.Name); known || !b.lister.due(r.Upstream, r.Principal) {
 		return nil
 	}
 	lctx, cancel := context.WithTimeout(ctx, upstreamTaskTimeout)
@@ -73,8 +75,8 @@ func (b *Bridge) learnToolTasks(ctx context.Context, r *Request, sess *legacy.Se
 	if err != nil {
 		return nil
 	}
-	b.support.learn(r.Upstream, resultOf(m.Raw))
-	rule := b.support.taskRule(p, r.Upstream, r.Name)
+	b.support.learn(r.Upstream, r.Principal, resultOf(m.Raw))
+	rule := b.support.taskRule(p, r.Upstream, r.Principal, r.Name)
 	declared := DeclaresTasks(r.ClientCapabilities)
 	switch {
 	case rule.Mode == TaskForbidden:

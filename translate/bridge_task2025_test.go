@@ -65,7 +65,7 @@ func TestUpstreamTaskParams(t *testing.T) {
 	b := NewBridge(nil, DefaultBridgeOptions())
 	defer b.Close()
 	const up = "http://up/mcp"
-	b.support.learn(up, []byte(`{"tools":[{"name":"slow","execution":{"taskSupport":"optional"}},{"name":"plain"}]}`))
+	b.support.learn(up, [16]byte{}, []byte(`{"tools":[{"name":"slow","execution":{"taskSupport":"optional"}},{"name":"plain"}]}`))
 	withTasks := &legacy.Session{InitResult: []byte(`{"capabilities":{"tasks":{"requests":{"tools":{"call":{}}}}}}`), ID: "s1"}
 	without := &legacy.Session{InitResult: []byte(`{"capabilities":{"tools":{}}}`), ID: "s1"}
 	opts := DefaultBridgeOptions()

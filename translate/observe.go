@@ -75,6 +75,10 @@ type Served struct {
 	// only: it may name the upstream's address, which the client's
 	// message does not. Nil when no upstream failed.
 	Cause error
+	// Refused, when a retry's requestState was refused, says why
+	// (another principal's, expired, already used, ...), for the debug
+	// log only: the client's refusal is the same whatever the reason.
+	Refused string
 }
 
 // stopwatch adds the time since its start to *into when stopped:

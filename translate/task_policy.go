@@ -2,7 +2,6 @@ package translate
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -104,79 +103,15 @@ func DeclaresTasks(caps []byte) bool {
 	return found
 }
 
-// taskSupport remembers the execution.taskSupport of the tools each
-// upstream listed (tools/list through the bridge), for the tools the
-// policy does not name.
-type taskSupport struct {
-	mu sync.Mutex
-	m  map[string]map[string]TaskMode // upstream -> tool -> mode
-}
-
-// maxLearnedTools bounds what taskSupport keeps per upstream.
-const maxLearnedTools = 4096
-
-// learn records what a tools/list result says; a page replaces nothing
-// else (tools/list may be paginated).
-func (s *taskSupport) learn(upstream string, result []byte) {
-	tools := gjson.GetBytes(result, "tools")
-	if !tools.IsArray() {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = make(map[string]map[string]TaskMode)
-	}
-	known := s.m[upstream]
-	tools.ForEach(func(_, t gjson.Result) bool {
-		name := t.Get("name")
-		if name.Type != gjson.String {
-			return true
-		}
-		mode, err := ParseTaskMode(t.Get("execution.taskSupport").String())
-		if err != nil {
-			mode = TaskForbidden
-		}
-		if known == nil {
-			known = make(map[string]TaskMode)
-			s.m[upstream] = known
-		}
-		if _, ok := known[name.Str]; ok || len(known) < maxLearnedTools {
-			known[name.Str] = mode
-		}
-		return true
-	})
-}
-
-// mode returns what upstream's tools/list said of tool.
-func (s *taskSupport) mode(upstream, tool string) (TaskMode, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, ok := s.m[upstream][tool]
-	return m, ok
-}
-
-// any reports whether some tool of upstream may become a task.
-func (s *taskSupport) any(upstream string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, m := range s.m[upstream] {
-		if m != TaskForbidden {
-			return true
-		}
-	}
-	return false
-}
-
-// taskRule returns the rule of tool on upstream under p.
-func (s *taskSupport) taskRule(p *TaskPolicy, upstream, tool string) TaskRule {
+// taskRule returns the rule of tool on upstream under p, for principal.
+func (s *taskSupport) taskRule(p *TaskPolicy, upstream string, principal [16]byte, tool string) TaskRule {
 	if r, ok := p.Tools[tool]; ok {
 		return r
 	}
 	if p.Default != nil {
 		return *p.Default
 	}
-	if m, ok := s.mode(upstream, tool); ok {
+	if m, ok := s.mode(upstream, principal, tool); ok {
 		return TaskRule{Mode: m, Window: p.DefaultWindow}
 	}
 	return TaskRule{}

@@ -1,0 +1,56 @@
+package translate
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+)
+
+// TestStateRefusalsAlike: a requestState that does not open, another
+// principal's, another request's and an expired one (of the right
+// principal and request, or of another principal) are refused with one
+// status, code and message; only the reason kept for the log differs.
+func TestStateRefusalsAlike(t *testing.T) {
+	b := newTestBridge(t, time.Minute)
+	answer := func(state string) string {
+		return fmt.Sprintf(`,"inputResponses":{"elicitation-1":{"action":"accept","content":{"a":"y"}}},"requestState":%q`, state)
+	}
+	digest := RequestDigest("tools/call", paramsOf([]byte(askRequest(t, "", 2, 1, "").Raw)))
+	sealed := func(principal string, expires time.Duration) string {
+		return seal.SealState(b.defaults.Keyring, seal.State{Instance: "test", Principal: PrincipalHash(principal),
+			Digest: digest, Expires: time.Now().Add(expires)})
+	}
+	cases := map[string]Request{
+		"tampered":                     askRequest(t, "", 2, 1, answer(sealed("p", time.Minute)+"x")),
+		"another principal":            askRequest(t, "", 2, 1, answer(sealed("mallory", time.Minute))),
+		"another request":              askRequest(t, "", 2, 2, answer(sealed("p", time.Minute))),
+		"expired":                      askRequest(t, "", 2, 1, answer(sealed("p", -time.Second))),
+		"expired, another principal's": askRequest(t, "", 2, 1, answer(sealed("mallory", -time.Second))),
+	}
+	whys := map[string]bool{}
+	for name, r := range cases {
+		if rt := b.RetryOf(&r); rt.Whose != StateUnopened {
+			t.Fatalf("%s: %+v, want StateUnopened", name, rt)
+		}
+		rerr := r.retry.rerr
+		if rerr.HTTPStatus != 400 || rerr.Code != InvalidParams || rerr.Message != StateRefusedMessage || rerr.Data != nil {
+			t.Errorf("%s: refused with %d %d %q %v, want 400 %d %q", name, rerr.HTTPStatus, rerr.Code, rerr.Message, rerr.Data, InvalidParams, StateRefusedMessage)
+		}
+		why := refusedWhy(rerr)
+		if why == "" {
+			t.Errorf("%s: no reason for the log", name)
+		}
+		whys[why] = true
+		if name == "expired, another principal's" && why != "another principal's" {
+			t.Errorf("%s: the log says %q; the principal is checked before the expiry", name, why)
+		}
+		if a := serve(b, r); a.status != 400 || string(a.final) != string(ErrorResponse(r.ID, rerr)) {
+			t.Errorf("%s: served %d %s", name, a.status, a.final)
+		}
+	}
+	if len(whys) != 4 {
+		t.Errorf("reasons %v: want 4 kinds", whys)
+	}
+}
