@@ -72,10 +72,12 @@ func openStreams(t *testing.T, url, who string, n int) map[int]int {
 func TestHardeningReverseGetStreams(t *testing.T) {
 	up := newListenUpstream(t)
 	g := startGateway(t, up.block())
+	before := g.memKiB(t)
 	got := openStreams(t, g.URL, "", 400)
 	time.Sleep(500 * time.Millisecond) // subscriptions on their way
-	t.Logf("400 anonymous GET streams: %v (HTTP status: count); %d upstream subscriptions open, at most %d at once",
-		got, up.open.Load(), up.maxOpen.Load())
+	after := g.memKiB(t)
+	t.Logf("400 anonymous GET streams: %v (HTTP status: count); %d upstream subscriptions open, at most %d at once; VmHWM +%d KiB, VmRSS +%d KiB",
+		got, up.open.Load(), up.maxOpen.Load(), after["VmHWM"]-before["VmHWM"], after["VmRSS"]-before["VmRSS"])
 	if got[http.StatusOK] != 100 || got[http.StatusTooManyRequests] != 300 {
 		t.Errorf("400 anonymous GET streams: %v, want 100 × 200 and 300 × 429 (-32603)", got)
 	}
@@ -116,6 +118,7 @@ func TestHardeningReverseFactsFlush(t *testing.T) {
 		t.Fatalf("the deleted session's ping: HTTP %d, want 404", a.status)
 	}
 
+	before := g.memKiB(t)
 	start := time.Now()
 	statuses := map[int]*atomic.Int64{}
 	for _, s := range []int{200, 429, 503, 0} {
@@ -153,8 +156,10 @@ func TestHardeningReverseFactsFlush(t *testing.T) {
 	}
 	close(work)
 	wg.Wait()
-	t.Logf("110,100 sessions DELETEd in %v: %d × 200, %d × 429, %d × 503, %d other",
-		time.Since(start).Round(time.Second), statuses[200].Load(), statuses[429].Load(), statuses[503].Load(), statuses[0].Load())
+	after := g.memKiB(t)
+	t.Logf("110,100 sessions DELETEd in %v: %d × 200, %d × 429, %d × 503, %d other; VmHWM +%d KiB, VmRSS +%d KiB",
+		time.Since(start).Round(time.Second), statuses[200].Load(), statuses[429].Load(), statuses[503].Load(), statuses[0].Load(),
+		after["VmHWM"]-before["VmHWM"], after["VmRSS"]-before["VmRSS"])
 	if a, _ := heldCall(g.URL, http.MethodPost, victim, "Bearer victim", ping); a.status != http.StatusNotFound {
 		t.Errorf("after the flood, the deleted session's ping got HTTP %d, want 404", a.status)
 	}
