@@ -12,10 +12,11 @@ import (
 	"time"
 )
 
-// openStreams opens a GET stream for each session of who at once, and
-// returns how many each status got; the streams opened stay open until
-// the test ends.
-func openStreams(t *testing.T, url, who string, n int) map[int]int {
+// openStreams opens a GET stream for each of n new sessions of who at
+// once, and returns how many each status got (a refusal without -32603
+// counts as its status negated); the streams opened stay open until
+// closeAll is called or the test ends.
+func openStreams(t *testing.T, url, who string, n int) (got map[int]int, closeAll func()) {
 	t.Helper()
 	sids := make([]string, n)
 	for i := range sids {
@@ -28,7 +29,7 @@ func openStreams(t *testing.T, url, who string, n int) map[int]int {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	var mu sync.Mutex
-	got := map[int]int{}
+	got = map[int]int{}
 	var wg sync.WaitGroup
 	for _, sid := range sids {
 		wg.Add(1)
@@ -61,7 +62,7 @@ func openStreams(t *testing.T, url, who string, n int) map[int]int {
 		}()
 	}
 	wg.Wait()
-	return got
+	return got, cancel
 }
 
 // TestHardeningReverseGetStreams (issue 25, finding 4): 400 anonymous GET
@@ -73,7 +74,7 @@ func TestHardeningReverseGetStreams(t *testing.T) {
 	up := newListenUpstream(t)
 	g := startGateway(t, up.block())
 	before := g.memKiB(t)
-	got := openStreams(t, g.URL, "", 400)
+	got, closeAll := openStreams(t, g.URL, "", 400)
 	time.Sleep(500 * time.Millisecond) // subscriptions on their way
 	after := g.memKiB(t)
 	t.Logf("400 anonymous GET streams: %v (HTTP status: count); %d upstream subscriptions open, at most %d at once; VmHWM +%d KiB, VmRSS +%d KiB",
@@ -84,15 +85,20 @@ func TestHardeningReverseGetStreams(t *testing.T) {
 	if up.maxOpen.Load() > 120 {
 		t.Errorf("the upstream held %d subscriptions/listen at once, want at most 120", up.maxOpen.Load())
 	}
-	if bob := openStreams(t, g.URL, "Bearer bob", 5); bob[http.StatusOK] != 5 {
+	if bob, _ := openStreams(t, g.URL, "Bearer bob", 5); bob[http.StatusOK] != 5 {
 		t.Errorf("another principal's GET streams: %v, want 5 × 200", bob)
+	}
+	closeAll()
+	waitFor(t, "the closed streams' upstream subscriptions to end", func() bool { return up.open.Load() == 5 })
+	if again, _ := openStreams(t, g.URL, "", 100); again[http.StatusOK] != 100 {
+		t.Errorf("after the anonymous streams closed, 100 more: %v, want 100 × 200", again)
 	}
 
 	// max_get_streams, on a gateway of its own.
 	up2 := newListenUpstream(t)
 	g2 := startGateway(t, up2.block()+"\t\tmax_get_streams 30\n\t\tmax_get_streams_per_principal 20\n")
-	a := openStreams(t, g2.URL, "Bearer a", 25)
-	b := openStreams(t, g2.URL, "Bearer b", 15)
+	a, _ := openStreams(t, g2.URL, "Bearer a", 25)
+	b, _ := openStreams(t, g2.URL, "Bearer b", 15)
 	if a[http.StatusOK] != 20 || a[http.StatusTooManyRequests] != 5 || b[http.StatusOK] != 10 || b[http.StatusServiceUnavailable] != 5 {
 		t.Errorf("max_get_streams 30, max_get_streams_per_principal 20: a %v, b %v; want a 20 × 200, 5 × 429; b 10 × 200, 5 × 503", a, b)
 	}

@@ -201,3 +201,42 @@ func TestStreamCount(t *testing.T) {
 		t.Fatalf("open %d, of a %d", total, of)
 	}
 }
+
+// TestFactsTidy: an entry that holds nothing (its URIs unsubscribed, no
+// level, no DELETE, no live stream) leaves the table, so that only facts
+// count toward its bounds; a session keeps its subscriptions otherwise.
+func TestFactsTidy(t *testing.T) {
+	rv := newTestReverse(t)
+	s := heldSession(t, "p")
+	if rerr := rv.subscribe(s, "test://a", true, 0); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if n := rv.facts.len(); n != 1 {
+		t.Fatalf("%d entries with a subscription, want 1", n)
+	}
+	if rerr := rv.subscribe(s, "test://a", false, 0); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if n := rv.facts.len(); n != 0 {
+		t.Fatalf("%d entries after the last unsubscribe, want 0", n)
+	}
+	st, _ := rv.subscriptionsOf(s)
+	if ok, _ := st.claim(); !ok {
+		t.Fatal("no claim")
+	}
+	rv.facts.tidy(s.ID)
+	if n := rv.facts.len(); n != 1 {
+		t.Fatalf("%d entries with a live stream, want 1", n)
+	}
+	st.unclaim()
+	rv.facts.tidy(s.ID)
+	if rerr := rv.subscribe(s, "test://b", true, 0); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if st2, _ := rv.subscriptionsOf(s); st2 == st || !st2.subscribed([]byte(`{"method":"notifications/resources/updated","params":{"uri":"test://b"}}`)) {
+		t.Fatal("the subscription after a tidy went to the retired subscriptions")
+	}
+	if rerr := rv.setLevel(heldSession(t, "p"), "info"); rerr != nil || rv.facts.len() != 2 {
+		t.Fatalf("a level: %v, %d entries", rerr, rv.facts.len())
+	}
+}

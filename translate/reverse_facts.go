@@ -30,6 +30,7 @@ const (
 type sessionFacts struct {
 	id, principal [16]byte
 	expires       time.Time
+	index         int // in the table's heap
 
 	level   string // logging/setLevel; "" when never set
 	deleted bool   // DELETEd on this instance
@@ -100,16 +101,37 @@ func (t *factTable) view(id [16]byte, now time.Time, fn func(*sessionFacts)) {
 	releaseAll(dropped)
 }
 
+// tidy removes the entry of id when it holds nothing worth keeping: no
+// level, no DELETE, no subscribed URI and no live GET stream (its
+// subscriptions are then released, so that a request holding them takes
+// the table's again). Only facts count toward the bounds, not sessions
+// that merely opened a GET stream once.
+func (t *factTable) tidy(id [16]byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f := t.items[id]
+	if f == nil || f.deleted || f.level != "" || f.subs != nil && !f.subs.retire() {
+		return
+	}
+	heap.Remove(&t.byExpiry, f.index)
+	t.forget(f)
+}
+
+// forget removes f from the map and its principal's count. t.mu is held.
+func (t *factTable) forget(f *sessionFacts) {
+	delete(t.items, f.id)
+	if t.perPrincipal[f.principal]--; t.perPrincipal[f.principal] <= 0 {
+		delete(t.perPrincipal, f.principal)
+	}
+}
+
 // sweep removes the expired entries and returns their subscriptions, to
 // release once the lock is let go. t.mu is held.
 func (t *factTable) sweep(now time.Time) []*reverseSubscriptions {
 	var dropped []*reverseSubscriptions
 	for len(t.byExpiry) > 0 && !now.Before(t.byExpiry[0].expires) {
 		f := heap.Pop(&t.byExpiry).(*sessionFacts)
-		delete(t.items, f.id)
-		if t.perPrincipal[f.principal]--; t.perPrincipal[f.principal] <= 0 {
-			delete(t.perPrincipal, f.principal)
-		}
+		t.forget(f)
 		if f.subs != nil {
 			dropped = append(dropped, f.subs)
 		}
@@ -135,8 +157,16 @@ type factHeap []*sessionFacts
 
 func (h factHeap) Len() int           { return len(h) }
 func (h factHeap) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
-func (h factHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *factHeap) Push(x any)        { *h = append(*h, x.(*sessionFacts)) }
+func (h factHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+
+func (h *factHeap) Push(x any) {
+	f := x.(*sessionFacts)
+	f.index = len(*h)
+	*h = append(*h, f)
+}
 
 func (h *factHeap) Pop() any {
 	old := *h

@@ -80,14 +80,21 @@ func (rv *Reverse) Listen(ctx context.Context, s *ReverseSession, header http.He
 	if _, ok := reverseListenFilter(caps, nil); !ok {
 		return ErrNoNotifications
 	}
-	st, rerr := rv.subscriptionsOf(s)
-	if rerr != nil {
-		return rerr
+	var st *reverseSubscriptions
+	for {
+		if st, rerr = rv.subscriptionsOf(s); rerr != nil {
+			return rerr
+		}
+		ok, retry := st.claim()
+		if ok {
+			break
+		}
+		if !retry {
+			return ErrSessionStreamOpen
+		}
 	}
-	if !st.listening.CompareAndSwap(false, true) {
-		return ErrSessionStreamOpen
-	}
-	defer st.listening.Store(false)
+	defer rv.facts.tidy(s.ID) // nothing to remember of a stream alone
+	defer st.unclaim()
 	leave, rerr := rv.streams.enter(s.Principal, o.MaxGetStreams, o.MaxGetStreamsPerPrincipal)
 	if rerr != nil {
 		return rerr

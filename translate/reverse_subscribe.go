@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -84,19 +83,20 @@ type reverseSubscriptions struct {
 	principal [16]byte
 	wake      chan struct{} // a URI added, for the live stream (buffered, 1)
 	ended     chan struct{} // closed when the session ends here (DELETE, expiry)
-	listening atomic.Bool
 
-	mu       sync.Mutex
-	uris     map[string]struct{}
-	bytes    int64     // held against the budget
-	heard    int64     // bytes of the client's subscribes and unsubscribes
-	sent     int64     // bytes of the subscriptions/listen sent upstream (estimated: listenEnvelope and the URIs)
-	lastOpen time.Time // of the last upstream subscription with a new filter
-	released bool
+	mu        sync.Mutex
+	listening bool // a GET stream is live
+	uris      map[string]struct{}
+	bytes     int64     // held against the budget
+	heard     int64     // bytes of the client's subscribes and unsubscribes
+	sent      int64     // bytes of the subscriptions/listen sent upstream (estimated: listenEnvelope and the URIs)
+	lastOpen  time.Time // of the last upstream subscription with a new filter
+	released  bool      // given back: the session ended, or they held nothing (tidy)
 }
 
 // subscriptionsOf returns the subscriptions of s, creating them, or the
-// refusal of a full table.
+// refusal of a full table. Its caller must check, under their lock, that
+// they were not released meanwhile (then take them again).
 func (rv *Reverse) subscriptionsOf(s *ReverseSession) (*reverseSubscriptions, *RPCError) {
 	now := time.Now()
 	var st *reverseSubscriptions
@@ -126,16 +126,21 @@ func (rv *Reverse) subscribe(s *ReverseSession, uri string, add bool, size int) 
 	if len(uri) > maxSubscribeURI {
 		return errorf(http.StatusBadRequest, InvalidParams, "Invalid params: uri longer than %d bytes", maxSubscribeURI)
 	}
-	st, rerr := rv.subscriptionsOf(s)
-	if rerr != nil {
-		return rerr
+	var st *reverseSubscriptions
+	for {
+		var rerr *RPCError
+		if st, rerr = rv.subscriptionsOf(s); rerr != nil {
+			return rerr
+		}
+		st.mu.Lock()
+		if !st.released {
+			break
+		}
+		st.mu.Unlock() // tidied away, or the session ended meanwhile: look again
 	}
-	cost := int64(len(uri) + subscriptionOverhead)
-	st.mu.Lock()
+	defer rv.facts.tidy(s.ID) // after the unlock: an entry left empty goes
 	defer st.mu.Unlock()
-	if st.released {
-		return errSessionEnded
-	}
+	cost := int64(len(uri) + subscriptionOverhead)
 	_, has := st.uris[uri]
 	switch {
 	case add && !has && len(st.uris) >= maxReverseSubscriptions:
@@ -192,6 +197,41 @@ func (st *reverseSubscriptions) filterURIs() ([]string, int64) {
 	}
 	slices.Sort(uris)
 	return uris, n
+}
+
+// claim marks the live GET stream, unless there is one (false), or the
+// subscriptions were released meanwhile (retry: take them
+// again).
+func (st *reverseSubscriptions) claim() (ok, retry bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch {
+	case st.released:
+		return false, true
+	case st.listening:
+		return false, false
+	}
+	st.listening = true
+	return true, false
+}
+
+// unclaim marks the end of the live GET stream.
+func (st *reverseSubscriptions) unclaim() {
+	st.mu.Lock()
+	st.listening = false
+	st.mu.Unlock()
+}
+
+// retire marks subscriptions that hold nothing (no URI, no live stream)
+// as no longer the session's, and reports whether it did.
+func (st *reverseSubscriptions) retire() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.listening || len(st.uris) > 0 || st.released {
+		return false
+	}
+	st.released = true
+	return true
 }
 
 // release gives the subscriptions' bytes back and ends the live stream:
