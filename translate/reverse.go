@@ -29,7 +29,11 @@ import (
 // the sealed session id), reverse_inline.go (a round's in-line requests to
 // the client, and its answers), reverse_upstream.go (the modern upstream
 // over HTTP), reverse_params.go (x-mcp-header parameters),
-// reverse_listen.go (the GET stream), reverse_reshape.go (results and
+// reverse_listen.go (the GET stream), reverse_resubscribe.go (its upstream
+// subscription following the session's subscribes), reverse_subscribe.go
+// (resources/subscribe and its byte bounds), reverse_streams.go (the bounds
+// of GET streams), reverse_facts.go (what this instance knows of a
+// session: level, DELETE, subscriptions), reverse_reshape.go (results and
 // errors for legacy clients).
 
 // Bounds of the reverse bridge's caches (session facts: reverse_facts.go).
