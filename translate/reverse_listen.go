@@ -56,15 +56,17 @@ func reverseListenFilter(caps gjson.Result, uris []string) (filter []byte, ok bo
 
 // Listen serves the GET stream of s: notify receives each list-changed and
 // resource-updated notification until ctx ends, the client's stream fails,
-// or the upstream keeps refusing the subscription. It returns
-// ErrSessionStreamOpen, ErrNoNotifications or an *RPCError before sending
-// anything when there is no stream to serve; ready is called once the
-// stream is about to start.
+// the session ends here (DELETE, expiry) or the upstream keeps refusing the
+// subscription. It returns ErrSessionStreamOpen, ErrNoNotifications or an
+// *RPCError (among them the refusals of max_get_streams, 503, and
+// max_get_streams_per_principal, 429) before sending anything when there
+// is no stream to serve; ready is called once the stream is about to start.
 //
-// When the session's subscriptions change, a subscription with the new
+// When the session subscribes to a new URI, a subscription with the new
 // filter is opened and the old one is closed only once the new one is
 // acknowledged, so that no notification falls between the two (one may
-// come twice).
+// come twice); changes are coalesced (reverse_resubscribe.go). The updates
+// of a URI unsubscribed are dropped here.
 func (rv *Reverse) Listen(ctx context.Context, s *ReverseSession, header http.Header, ready func(), notify func([]byte) error) error {
 	// Whether there is a stream at all is the upstream's to say, and it is
 	// asked before the session's one stream is claimed: otherwise a second
