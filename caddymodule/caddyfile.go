@@ -79,6 +79,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    max_sessions_per_principal <count>
 //	    write_timeout      <duration>              # -1: off
 //	    session_lifetime   <duration>
+//	    max_get_streams    <count>
+//	    max_get_streams_per_principal <count>
 //	    max_task_wait      <duration>
 //	    principal          <placeholder expression>
 //	    health_interval    <duration>              # active health checks; default off
@@ -182,6 +184,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = parseDuration(d, &h.WriteTimeout)
 		case "session_lifetime":
 			err = parseDuration(d, &h.SessionLifetime)
+		case "max_get_streams":
+			err = parseInt(d, &h.MaxGetStreams)
+		case "max_get_streams_per_principal":
+			err = parseInt(d, &h.MaxGetStreamsPerPrincipal)
 		case "max_task_wait":
 			err = parseDuration(d, &h.MaxTaskWait)
 		case "principal":

@@ -59,6 +59,8 @@ func (h *Handler) setDefaults() {
 	setDuration(&h.ResumeLinger, fwd.ResumeLinger)
 	setDuration(&h.SessionLifetime, rev.SessionLifetime)
 	setDuration(&h.MaxTaskWait, rev.TaskWait)
+	setInt(&h.MaxGetStreams, rev.MaxGetStreams)
+	setInt(&h.MaxGetStreamsPerPrincipal, rev.MaxGetStreamsPerPrincipal)
 	setInt(&h.MaxParked, fwd.MaxParked)
 	setInt(&h.MaxParkedPerPrincipal, fwd.MaxParkedPerPrincipal)
 	setInt(&h.MaxRounds, fwd.MaxRounds)
@@ -125,6 +127,8 @@ func (h *Handler) reverseOptions() *translate.ReverseOptions {
 	o.SessionLifetime = time.Duration(h.SessionLifetime)
 	o.Client = h.reverseClient // nil without a transport: the bridge's own
 	o.TaskWait = time.Duration(h.MaxTaskWait)
+	o.MaxGetStreams = h.MaxGetStreams
+	o.MaxGetStreamsPerPrincipal = h.MaxGetStreamsPerPrincipal
 	for _, u := range h.Upstreams {
 		if u.Tasks == "off" {
 			if o.TasksOff == nil {

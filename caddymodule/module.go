@@ -387,6 +387,25 @@ type Handler struct {
 	// Must be positive. Default: 24h.
 	SessionLifetime caddy.Duration `json:"session_lifetime,omitempty"`
 
+	// The most GET streams of gateway-held sessions (legacy clients in
+	// front of modern servers) open at once, in the whole process: each
+	// holds an upstream `subscriptions/listen` (one connection, two while
+	// its subscriptions change) and about five goroutines, and a
+	// gateway-held session costs a client nothing to open. A GET beyond
+	// it gets 503 (`-32603`); no stream is closed to make room. The
+	// streams of every mcp_gateway handler count; this handler's limit
+	// applies to the GETs it serves. At least 1. Default: 10000.
+	MaxGetStreams int `json:"max_get_streams,omitempty"`
+
+	// The most GET streams of gateway-held sessions one principal holds
+	// open at once, in the whole process, counted as for
+	// `max_get_streams`; a GET beyond it gets 429 (`-32603`), and other
+	// principals are not affected. Without authentication in front every
+	// client without an `Authorization` header is the same principal, so
+	// this is then a limit for all of them together: set `principal` to a
+	// real identity. At least 1. Default: 100.
+	MaxGetStreamsPerPrincipal int `json:"max_get_streams_per_principal,omitempty"`
+
 	// How long the gateway follows a task for a legacy client in front of
 	// a modern server (an upstream with `tasks on` answered its
 	// `tools/call` with a task), counted from the task's creation; the

@@ -159,6 +159,8 @@ func (h *Handler) Validate() error {
 		{"max_inputs_per_round", int64(h.MaxInputsPerRound)},
 		{"max_buffered_notifications", int64(h.MaxBufferedNotifications)},
 		{"max_sessions_per_principal", int64(h.MaxSessionsPerPrincipal)},
+		{"max_get_streams", int64(h.MaxGetStreams)},
+		{"max_get_streams_per_principal", int64(h.MaxGetStreamsPerPrincipal)},
 		{"max_fails", int64(h.MaxFails)},
 		{"health_passes", int64(h.HealthPasses)},
 		{"health_fails", int64(h.HealthFails)},

@@ -84,6 +84,8 @@ func TestProvisionDefaults(t *testing.T) {
 		{"max_inputs_per_round", int64(h.MaxInputsPerRound), 16},
 		{"max_buffered_notifications", int64(h.MaxBufferedNotifications), 32},
 		{"max_sessions_per_principal", int64(h.MaxSessionsPerPrincipal), 1000},
+		{"max_get_streams", int64(h.MaxGetStreams), 10000},
+		{"max_get_streams_per_principal", int64(h.MaxGetStreamsPerPrincipal), 100},
 	}
 	for _, n := range ints {
 		if n.got != n.want {
@@ -183,6 +185,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"max_buffered_notifications: must be at most 4096", func(h *Handler) { h.MaxBufferedNotifications = 4097 }},
 		{"resume_linger: must be at most 1s, got 1.001s", func(h *Handler) { h.ResumeLinger = caddy.Duration(1001 * time.Millisecond) }},
 		{"max_sessions_per_principal: must be at least 1, got 0", func(h *Handler) { h.MaxSessionsPerPrincipal = 0 }},
+		{"max_get_streams_per_principal: must be at least 1, got -1", func(h *Handler) { h.MaxGetStreamsPerPrincipal = -1 }},
 		{"stream_close_delay: must not be negative, got -1s", func(h *Handler) { h.StreamCloseDelay = caddy.Duration(-time.Second) }},
 		{"fail_duration: must be positive, got -1ns", func(h *Handler) { h.FailDuration = -1 }},
 		{"park_ttl: must be positive, got -1ns", func(h *Handler) { h.ParkTTL = -1 }},

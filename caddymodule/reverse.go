@@ -126,7 +126,9 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, l *learne
 	s := l.held
 	switch r.Method {
 	case http.MethodDelete:
-		h.reverse.Delete(s)
+		if rerr := h.reverse.Delete(s); rerr != nil {
+			return writeRPCError(w, nil, rerr)
+		}
 		w.WriteHeader(http.StatusOK)
 		return nil
 	case http.MethodGet:

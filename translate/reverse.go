@@ -29,12 +29,15 @@ import (
 // the sealed session id), reverse_inline.go (a round's in-line requests to
 // the client, and its answers), reverse_upstream.go (the modern upstream
 // over HTTP), reverse_params.go (x-mcp-header parameters),
-// reverse_listen.go (the GET stream), reverse_reshape.go (results and
+// reverse_listen.go (the GET stream), reverse_resubscribe.go (its upstream
+// subscription following the session's subscribes), reverse_subscribe.go
+// (resources/subscribe and its byte bounds), reverse_streams.go (the bounds
+// of GET streams), reverse_facts.go (what this instance knows of a
+// session: level, DELETE, subscriptions), reverse_reshape.go (results and
 // errors for legacy clients).
 
-// Bounds of the reverse bridge's per-instance tables.
+// Bounds of the reverse bridge's caches (session facts: reverse_facts.go).
 const (
-	maxSessionFacts   = 100000 // log levels, deleted sessions
 	maxDiscoverCached = 1024
 	maxDiscoverTTL    = time.Hour
 )
@@ -54,14 +57,12 @@ type Reverse struct {
 	defaults *ReverseOptions // of the sessions opened without options
 	nextID   atomic.Uint64
 
-	levels   *expiringTable[[16]byte, string]   // logging/setLevel, per session
-	deleted  *expiringTable[[16]byte, struct{}] // DELETEd sessions
-	discover *expiringTable[string, []byte]     // server/discover results
+	facts    *factTable                     // per session: log level, DELETE, subscriptions
+	subBytes *subscriptionBudget            // bytes the subscriptions hold
+	streams  *streamCount                   // open GET streams
+	discover *expiringTable[string, []byte] // server/discover results
 
 	toolLists *expiringTable[string, toolHeaders] // x-mcp-header annotations (reverse_params.go)
-
-	subsMu sync.Mutex                                      // serializes creating subscriptions
-	subs   *expiringTable[[16]byte, *reverseSubscriptions] // resources/subscribe and the GET stream
 
 	mu      sync.Mutex
 	waiting map[string]*leg       // in-line request id -> the round waiting for it
@@ -83,10 +84,10 @@ func NewReverse(client *http.Client, opts ReverseOptions) *Reverse {
 	rv := &Reverse{
 		client:    client,
 		defaults:  opts.Ready(),
-		levels:    newExpiringTable[[16]byte, string](maxSessionFacts),
-		deleted:   newExpiringTable[[16]byte, struct{}](maxSessionFacts),
+		facts:     newFactTable(maxSessionFacts, maxSessionFactsPerPrincipal),
+		subBytes:  newSubscriptionBudget(),
+		streams:   newStreamCount(),
 		discover:  newExpiringTable[string, []byte](maxDiscoverCached),
-		subs:      newExpiringTable[[16]byte, *reverseSubscriptions](maxSessionFacts),
 		toolLists: newExpiringTable[string, toolHeaders](maxToolListsCached),
 		waiting:   make(map[string]*leg),
 		calls:     make(map[callKey]*liveCall),
@@ -138,8 +139,10 @@ func (rv *Reverse) Serve(ctx context.Context, s *ReverseSession, r ReverseReques
 			_ = sink.Respond(http.StatusOK, ErrorResponse(r.ID, errorf(http.StatusBadRequest, InvalidParams, "Invalid params: level must be one of %v", logLevels)))
 			return Served{}
 		}
-		now := time.Now()
-		rv.levels.put(s.ID, level.Str, s.Issued.Add(rv.options(s).SessionLifetime), now)
+		if rerr := rv.setLevel(s, level.Str); rerr != nil {
+			rv.respondError(r, sink, rerr)
+			return Served{}
+		}
 		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, []byte("{}")))
 	case "resources/subscribe", "resources/unsubscribe":
 		// Kept by this instance for the session's GET stream, which
@@ -149,8 +152,12 @@ func (rv *Reverse) Serve(ctx context.Context, s *ReverseSession, r ReverseReques
 			_ = sink.Respond(http.StatusOK, ErrorResponse(r.ID, errorf(http.StatusBadRequest, InvalidParams, "Invalid params: uri must be a string")))
 			return Served{}
 		}
-		if rerr := rv.subscribe(s, uri.Str, r.Method == "resources/subscribe"); rerr != nil {
-			_ = sink.Respond(http.StatusOK, ErrorResponse(r.ID, rerr))
+		if rerr := rv.subscribe(s, uri.Str, r.Method == "resources/subscribe", len(r.Raw)); rerr != nil {
+			status := rerr.HTTPStatus
+			if rerr.Code == InvalidParams {
+				status = http.StatusOK // in-band, as the other invalid params
+			}
+			_ = sink.Respond(status, ErrorResponse(r.ID, rerr))
 			return Served{}
 		}
 		_ = sink.Respond(http.StatusOK, resultResponse(r.ID, []byte("{}")))
@@ -219,7 +226,7 @@ func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest
 		rv.respondError(r, sink, rerr)
 		return served
 	}
-	level, _ := rv.levels.get(s.ID, time.Now())
+	level := rv.levelOf(s)
 	hdr := modernHeader(r.Header, r.Method, name, hasName)
 	paramHeaders := r.Method == "tools/call" && hasName
 	if paramHeaders {

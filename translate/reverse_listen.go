@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -20,9 +17,6 @@ import (
 // list-changed and resource-updated notifications, fed by an upstream
 // subscriptions/listen (PROTOCOL.md §1.7) whose filter follows the
 // session's resources/subscribe and resources/unsubscribe.
-
-// maxReverseSubscriptions bounds the resource URIs one session subscribes to.
-const maxReverseSubscriptions = 256
 
 // Reconnection of the upstream subscription: a stream the upstream ended is
 // opened again after reverseListenBackoff, at most reverseListenRetries times in a row.
@@ -38,53 +32,6 @@ var ErrSessionStreamOpen = errors.New("translate: the session already has a GET 
 // ErrNoNotifications means the upstream offers no notifications (no
 // listChanged, no resource subscriptions), so there is no GET stream.
 var ErrNoNotifications = errors.New("translate: the upstream offers no notifications")
-
-// reverseSubscriptions is what this instance knows of a session's
-// resources/subscribe calls, and its live GET stream.
-type reverseSubscriptions struct {
-	mu        sync.Mutex
-	uris      []string
-	wake      chan struct{} // a change for the live stream (buffered, 1)
-	listening atomic.Bool
-}
-
-// subscriptionsOf returns the subscriptions of s, creating them.
-func (rv *Reverse) subscriptionsOf(s *ReverseSession) *reverseSubscriptions {
-	now := time.Now()
-	rv.subsMu.Lock()
-	defer rv.subsMu.Unlock()
-	if st, ok := rv.subs.get(s.ID, now); ok {
-		return st
-	}
-	st := &reverseSubscriptions{wake: make(chan struct{}, 1)}
-	rv.subs.put(s.ID, st, s.Issued.Add(rv.options(s).SessionLifetime), now)
-	return st
-}
-
-// subscribe records resources/subscribe (add) or unsubscribe for s.
-func (rv *Reverse) subscribe(s *ReverseSession, uri string, add bool) *RPCError {
-	st := rv.subscriptionsOf(s)
-	st.mu.Lock()
-	i := slices.Index(st.uris, uri)
-	switch {
-	case add && i < 0 && len(st.uris) >= maxReverseSubscriptions:
-		st.mu.Unlock()
-		return errorf(http.StatusBadRequest, InvalidParams, "Invalid params: at most %d subscriptions per session", maxReverseSubscriptions)
-	case add && i < 0:
-		st.uris = append(st.uris, uri)
-	case !add && i >= 0:
-		st.uris = slices.Delete(st.uris, i, i+1)
-	default:
-		st.mu.Unlock()
-		return nil
-	}
-	st.mu.Unlock()
-	select {
-	case st.wake <- struct{}{}:
-	default:
-	}
-	return nil
-}
 
 // reverseListenFilter builds the notifications filter of a subscriptions/listen
 // from the upstream's capabilities and the session's subscriptions; ok is
@@ -109,22 +56,25 @@ func reverseListenFilter(caps gjson.Result, uris []string) (filter []byte, ok bo
 
 // Listen serves the GET stream of s: notify receives each list-changed and
 // resource-updated notification until ctx ends, the client's stream fails,
-// or the upstream keeps refusing the subscription. It returns
-// ErrSessionStreamOpen, ErrNoNotifications or an *RPCError before sending
-// anything when there is no stream to serve; ready is called once the
-// stream is about to start.
+// the session ends here (DELETE, expiry) or the upstream keeps refusing the
+// subscription. It returns ErrSessionStreamOpen, ErrNoNotifications or an
+// *RPCError (among them the refusals of max_get_streams, 503, and
+// max_get_streams_per_principal, 429) before sending anything when there
+// is no stream to serve; ready is called once the stream is about to start.
 //
-// When the session's subscriptions change, a subscription with the new
+// When the session subscribes to a new URI, a subscription with the new
 // filter is opened and the old one is closed only once the new one is
 // acknowledged, so that no notification falls between the two (one may
-// come twice).
+// come twice); changes are coalesced (reverse_resubscribe.go). The updates
+// of a URI unsubscribed are dropped here.
 func (rv *Reverse) Listen(ctx context.Context, s *ReverseSession, header http.Header, ready func(), notify func([]byte) error) error {
 	// Whether there is a stream at all is the upstream's to say, and it is
 	// asked before the session's one stream is claimed: otherwise a second
 	// GET arriving while the first waits for server/discover would be told
 	// 409 (a stream is open) where both must hear 405 (no stream exists), as
 	// clients that open the GET stream twice right after initialize do.
-	disc, rerr := rv.discoverResult(ctx, rv.options(s), s.Upstream, s.Principal, header)
+	o := rv.options(s)
+	disc, rerr := rv.discoverResult(ctx, o, s.Upstream, s.Principal, header)
 	if rerr != nil {
 		return rerr
 	}
@@ -132,57 +82,60 @@ func (rv *Reverse) Listen(ctx context.Context, s *ReverseSession, header http.He
 	if _, ok := reverseListenFilter(caps, nil); !ok {
 		return ErrNoNotifications
 	}
-	st := rv.subscriptionsOf(s)
-	if !st.listening.CompareAndSwap(false, true) {
-		return ErrSessionStreamOpen
+	var st *reverseSubscriptions
+	for {
+		if st, rerr = rv.subscriptionsOf(s); rerr != nil {
+			return rerr
+		}
+		ok, retry := st.claim()
+		if ok {
+			break
+		}
+		if !retry {
+			return ErrSessionStreamOpen
+		}
 	}
-	defer st.listening.Store(false)
+	defer rv.facts.tidy(s.ID) // nothing to remember of a stream alone
+	defer st.unclaim()
+	leave, rerr := rv.streams.enter(s.Principal, o.MaxGetStreams, o.MaxGetStreamsPerPrincipal)
+	if rerr != nil {
+		return rerr
+	}
+	defer leave()
 	ready()
 
 	ctx, cancelAll := context.WithCancel(ctx)
 	defer cancelAll()
-	hdr := modernHeader(header, "subscriptions/listen", "", false)
-	events := make(chan listenEvent)
-	gen := 0
-	open := func() context.CancelFunc {
-		st.mu.Lock()
-		filter, _ := reverseListenFilter(caps, st.uris)
-		st.mu.Unlock()
-		sctx, cancel := context.WithCancel(ctx)
-		go rv.subscribeUpstream(sctx, s, hdr, filter, gen, events)
-		return cancel
-	}
-	cur := open()
-	var prev context.CancelFunc // the subscription cur replaces, until cur is acknowledged
+	l := &listening{rv: rv, s: s, st: st, caps: caps, ctx: ctx,
+		hdr: modernHeader(header, "subscriptions/listen", "", false), events: make(chan listenEvent)}
+	l.start()
 	failures := 0
 	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-st.ended:
+			return nil // the session ended here (DELETE, expiry)
 		case <-st.wake:
-			if prev != nil {
-				prev()
-			}
-			retry = nil
-			gen++
-			prev, cur = cur, open()
+			l.change()
+		case <-l.due:
+			l.due = nil
+			l.change()
 		case <-retry:
 			retry = nil
-			cur() // already ended; release its context
-			gen++
-			cur = open()
-		case ev := <-events:
-			current := ev.gen == gen
-			if !current && !(prev != nil && ev.gen == gen-1) {
+			l.reopen()
+		case ev := <-l.events:
+			current := ev.gen == l.gen
+			if !current && !(l.prev != nil && ev.gen == l.prevGen) {
 				continue // a subscription already replaced
 			}
 			switch {
 			case ev.err != nil || ev.msg.Kind == legacy.KindResponse:
 				// That subscription ended (a result, an error, a broken stream).
 				if !current {
-					prev()
-					prev = nil
+					l.prev()
+					l.prev = nil
 					continue
 				}
 				if failures++; failures >= reverseListenRetries {
@@ -190,11 +143,8 @@ func (rv *Reverse) Listen(ctx context.Context, s *ReverseSession, header http.He
 				}
 				retry = time.After(reverseListenBackoff) // prev, if any, serves meanwhile
 			default:
-				if current && prev != nil {
-					// The new subscription is live (acknowledged, or
-					// already delivering): the old one can go.
-					prev()
-					prev = nil
+				if current {
+					l.acknowledged()
 				}
 				if ev.msg.Method == "notifications/subscriptions/acknowledged" {
 					if current {
@@ -202,7 +152,7 @@ func (rv *Reverse) Listen(ctx context.Context, s *ReverseSession, header http.He
 					}
 					continue
 				}
-				if ev.msg.Kind == legacy.KindNotification && notify(stripSubscriptionID(ev.msg.Raw)) != nil {
+				if ev.msg.Kind == legacy.KindNotification && st.subscribed(ev.msg.Raw) && notify(stripSubscriptionID(ev.msg.Raw)) != nil {
 					return nil // the client is gone
 				}
 			}

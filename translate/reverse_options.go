@@ -45,6 +45,14 @@ type ReverseOptions struct {
 	// the Tasks extension: such an upstream must answer without a task (or
 	// refuse a tool that needs one, -32021). Optional.
 	TasksOff map[string]bool
+	// MaxGetStreams bounds the GET streams of gateway-held sessions open at
+	// once in the process (each holds an upstream subscriptions/listen);
+	// a GET beyond it gets 503 (-32603). Checked against the options of
+	// the session opening one.
+	MaxGetStreams int
+	// MaxGetStreamsPerPrincipal bounds those of one principal; a GET
+	// beyond it gets 429 (-32603).
+	MaxGetStreamsPerPrincipal int
 	// Observer learns how calls end (metrics, logs). Optional.
 	Observer Observer
 	// Client, if set, makes the upstream requests of the sessions served
@@ -55,6 +63,14 @@ type ReverseOptions struct {
 	ownerTag string // Instance and Address sealed, for in-line ids
 	ready    bool   // made by Ready
 }
+
+// Defaults of the GET stream bounds: a hundred streams of one principal
+// (all anonymous clients are one) hold at most about a hundred upstream
+// connections.
+const (
+	defaultMaxGetStreams             = 10000
+	defaultMaxGetStreamsPerPrincipal = 100
+)
 
 // DefaultReverseOptions returns the documented defaults of the reverse
 // bridge's options, and is their one source (see DefaultBridgeOptions).
@@ -67,6 +83,9 @@ func DefaultReverseOptions() ReverseOptions {
 		SessionLifetime:   24 * time.Hour,
 		RetryPause:        250 * time.Millisecond,
 		TaskWait:          time.Hour,
+
+		MaxGetStreams:             defaultMaxGetStreams,
+		MaxGetStreamsPerPrincipal: defaultMaxGetStreamsPerPrincipal,
 	}
 }
 

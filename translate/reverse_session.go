@@ -149,7 +149,9 @@ func (rv *Reverse) Session(opts *ReverseOptions, s seal.ClientSession, principal
 	case !now.Before(s.Issued.Add(o.SessionLifetime)):
 		return nil, fmt.Errorf("%w: expired", ErrNoSession)
 	}
-	if _, gone := rv.deleted.get(s.ID, now); gone {
+	gone := false
+	rv.facts.view(s.ID, now, func(f *sessionFacts) { gone = f.deleted })
+	if gone {
 		return nil, fmt.Errorf("%w: deleted", ErrNoSession)
 	}
 	return &ReverseSession{ClientSession: s, opts: o}, nil
@@ -157,11 +159,23 @@ func (rv *Reverse) Session(opts *ReverseOptions, s seal.ClientSession, principal
 
 // Delete ends a session on this instance (DELETE): its calls in progress
 // here end as if the client cancelled them (an upstream task is
-// cancelled). The id stays sealed and valid elsewhere: another instance
-// only refuses it once it expires.
-func (rv *Reverse) Delete(s *ReverseSession) {
-	now := time.Now()
-	rv.deleted.put(s.ID, struct{}{}, s.Issued.Add(rv.options(s).SessionLifetime), now)
+// cancelled), its GET stream ends and its subscriptions are dropped. The
+// id stays sealed and valid elsewhere: another instance only refuses it
+// once it expires. Here it stays refused until then: when the table of
+// session facts is full, the DELETE is refused instead (503, or 429 when
+// the principal's share is full) and the session goes on.
+func (rv *Reverse) Delete(s *ReverseSession) *RPCError {
+	var subs *reverseSubscriptions
+	rerr := rv.facts.update(s.ID, s.Principal, rv.expiry(s), time.Now(), true, func(f *sessionFacts) {
+		f.deleted, f.level = true, ""
+		subs, f.subs = f.subs, nil
+	})
+	if rerr != nil {
+		return rerr
+	}
+	if subs != nil {
+		subs.release()
+	}
 	rv.mu.Lock()
 	for k, c := range rv.calls {
 		if k.session == s.ID {
@@ -169,6 +183,24 @@ func (rv *Reverse) Delete(s *ReverseSession) {
 		}
 	}
 	rv.mu.Unlock()
+	return nil
+}
+
+// setLevel records logging/setLevel for s, or refuses it when the table of
+// session facts is full.
+func (rv *Reverse) setLevel(s *ReverseSession, level string) *RPCError {
+	return rv.facts.update(s.ID, s.Principal, rv.expiry(s), time.Now(), true, func(f *sessionFacts) { f.level = level })
+}
+
+// levelOf returns the log level s set ("" if none).
+func (rv *Reverse) levelOf(s *ReverseSession) (level string) {
+	rv.facts.view(s.ID, time.Now(), func(f *sessionFacts) { level = f.level })
+	return level
+}
+
+// expiry is when s expires, and its facts with it.
+func (rv *Reverse) expiry(s *ReverseSession) time.Time {
+	return s.Issued.Add(rv.options(s).SessionLifetime)
 }
 
 // compactJSON returns raw without insignificant whitespace.

@@ -7,10 +7,11 @@ import (
 )
 
 // expiringTable is a bounded map whose entries expire: when full, the
-// least recently written entry goes. The reverse bridge keeps its
-// per-instance session facts (log levels, deleted sessions) and its
-// server/discover cache in such tables, so that memory stays bounded
-// whatever clients do. It is safe for concurrent use.
+// least recently written entry goes. The reverse bridge keeps caches in
+// such tables (server/discover results, tools' x-mcp-header annotations),
+// whose forgotten entries are only asked again, so that memory stays
+// bounded whatever clients do; facts that must not be forgotten are in a
+// factTable (reverse_facts.go). It is safe for concurrent use.
 type expiringTable[K comparable, V any] struct {
 	mu    sync.Mutex
 	max   int
