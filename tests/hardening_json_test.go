@@ -317,37 +317,41 @@ func TestHardeningJSONBombMemory(t *testing.T) {
 	g := startGateway(t, up.block())
 	sid, _ := initReverse(t, g.URL, "2025-11-25", `{}`, nil)
 	bomb := strings.Repeat("[", 4<<20)
-	send := func(parallel int) {
-		done := make(chan error, parallel)
-		for range parallel {
-			go func() {
-				resp, err := tryPost(g.URL, legacyHeaders(sid), bomb)
-				if err == nil {
-					_, err = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusBadRequest {
-						err = fmt.Errorf("HTTP %d, want 400", resp.StatusCode)
-					}
-				}
-				done <- err
-			}()
-		}
-		for range parallel {
-			if err := <-done; err != nil {
-				g.alive(t)
-				t.Fatal(err)
-			}
-		}
-	}
 	for _, run := range []struct{ bodies, parallel int }{{1, 1}, {8, 1}, {8, 4}} {
 		before := g.memKiB(t)
 		for range run.bodies / run.parallel {
-			send(run.parallel)
+			postAtOnce(t, g, legacyHeaders(sid), bomb, run.parallel)
 		}
 		g.alive(t)
 		after := g.memKiB(t)
 		t.Logf("%d bodies of 4 MiB of \"[\", %d at a time: VmHWM %d → %d KiB (+%d), VmRSS %d → %d KiB (+%d)", run.bodies, run.parallel,
 			before["VmHWM"], after["VmHWM"], after["VmHWM"]-before["VmHWM"], before["VmRSS"], after["VmRSS"], after["VmRSS"]-before["VmRSS"])
+	}
+}
+
+// postAtOnce posts body to g n times at once, and fails unless every
+// answer is 400 and g still runs.
+func postAtOnce(t *testing.T, g *gateway, hdr map[string]string, body string, n int) {
+	t.Helper()
+	done := make(chan error, n)
+	for range n {
+		go func() {
+			resp, err := tryPost(g.URL, hdr, body)
+			if err == nil {
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusBadRequest {
+					err = fmt.Errorf("HTTP %d, want 400", resp.StatusCode)
+				}
+			}
+			done <- err
+		}()
+	}
+	for range n {
+		if err := <-done; err != nil {
+			g.alive(t)
+			t.Fatal(err)
+		}
 	}
 }
 
