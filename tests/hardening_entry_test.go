@@ -150,9 +150,8 @@ const (
 // TestHardeningBatchMemory (issue 25, finding 3): 16 concurrent 4 MiB
 // batches of ~89,000 tiny elements each, sent without a session, raise the
 // gateway's VmHWM by at most 256 MiB (measured: 56-96 MiB; each element
-// used to be copied and
-// kept while the batch was walked, before the session was checked: +600 to
-// +709 MiB). Reproduce the figures with:
+// used to be copied and kept while the batch was walked, before the
+// session was checked: +600 to +709 MiB). Reproduce the figures with:
 // go test -count=1 -run TestHardeningBatchMemory -v ./tests/
 func TestHardeningBatchMemory(t *testing.T) {
 	up := newRecordingLegacy(t)
