@@ -12,30 +12,61 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files of tests/testdata/adapt from the README")
+var update = flag.Bool("update", false, "rewrite the golden files of tests/testdata/adapt from the README and docs/")
 
-// readmeExample is a code block of README.md tagged for the tests:
+// readmeExample is a code block of README.md or of a page of docs/ tagged
+// for the tests:
 //
 //	<!-- adapt: NAME -->   a Caddyfile adapted and validated
 //	<!-- json: NAME -->    the JSON the example NAME adapts to
+//
+// NAME is unique across the README and docs/, so that a JSON example on
+// one page may show a Caddyfile example of another.
 type readmeExample struct {
 	kind, name, code string
+	file             string // relative to the repository's root
 }
 
 var readmeTag = regexp.MustCompile("(?m)^<!-- (adapt|json): ([a-z0-9-]+) -->\\n```[a-z]*\\n((?s:.*?))```")
 
-func readmeExamples(t *testing.T) []readmeExample {
+// docFiles lists the Markdown files whose examples and links are tested:
+// README.md and docs/*.md, relative to the repository's root.
+func docFiles(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	pages, err := filepath.Glob(filepath.Join(repoRoot(t), "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(pages) == 0 {
+		t.Fatal("no pages in docs/")
+	}
+	files := []string{"README.md"}
+	for _, p := range pages {
+		files = append(files, filepath.Join("docs", filepath.Base(p)))
+	}
+	return files
+}
+
+func readmeExamples(t *testing.T) []readmeExample {
+	t.Helper()
 	var out []readmeExample
-	for _, m := range readmeTag.FindAllStringSubmatch(string(b), -1) {
-		out = append(out, readmeExample{kind: m[1], name: m[2], code: m[3]})
+	seen := map[string]string{}
+	for _, f := range docFiles(t) {
+		b, err := os.ReadFile(filepath.Join(repoRoot(t), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range readmeTag.FindAllStringSubmatch(string(b), -1) {
+			key := m[1] + ": " + m[2]
+			if other, dup := seen[key]; dup {
+				t.Fatalf("<!-- %s --> is in both %s and %s", key, other, f)
+			}
+			seen[key] = f
+			out = append(out, readmeExample{kind: m[1], name: m[2], code: m[3], file: f})
+		}
 	}
 	if len(out) == 0 {
-		t.Fatal("no tagged examples in README.md")
+		t.Fatal("no tagged examples in README.md or docs/")
 	}
 	return out
 }
@@ -46,8 +77,8 @@ var readmeEnv = []string{
 	"MCP_GATEWAY_KEY=" + testKey(1), "MCP_GATEWAY_OLD_KEY=" + testKey(2), "MCP_GATEWAY_ID=gw-a",
 }
 
-// TestReadmeExamples: every Caddyfile example of the README adapts to its
-// golden JSON (tests/testdata/adapt/NAME.json; `go test -run
+// TestReadmeExamples: every Caddyfile example of the README and of docs/
+// adapts to its golden JSON (tests/testdata/adapt/NAME.json; `go test -run
 // TestReadmeExamples -update` rewrites them) and validates, and every JSON
 // example is what its Caddyfile adapts to.
 func TestReadmeExamples(t *testing.T) {
@@ -65,7 +96,7 @@ func TestReadmeExamples(t *testing.T) {
 			}
 			out, errOut, err := runCaddy(t, dir, "adapt", "--config", file, "--pretty")
 			if err != nil {
-				t.Fatalf("caddy adapt: %v\n%s", err, errOut)
+				t.Fatalf("caddy adapt of %s's %q example: %v\n%s", ex.file, ex.name, err, errOut)
 			}
 			adapted[ex.name] = out
 			golden := filepath.Join(repoRoot(t), "tests", "testdata", "adapt", ex.name+".json")
@@ -82,13 +113,13 @@ func TestReadmeExamples(t *testing.T) {
 				t.Fatalf("%v (run with -update to create it)", err)
 			}
 			if !bytes.Equal(out, want) {
-				t.Fatalf("caddy adapt of the README's %q example differs from %s (run with -update if intended):\n%s", ex.name, golden, out)
+				t.Fatalf("caddy adapt of %s's %q example differs from %s (run with -update if intended):\n%s", ex.file, ex.name, golden, out)
 			}
 			// The files the examples name, which the transport options
 			// load: ca.pem, client.pem, client-key.pem.
 			newTestPKIIn(t, dir)
 			if _, errOut, err := runCaddy(t, dir, "validate", "--config", file, "--adapter", "caddyfile"); err != nil {
-				t.Fatalf("caddy validate: %v\n%s", err, errOut)
+				t.Fatalf("caddy validate of %s's %q example: %v\n%s", ex.file, ex.name, err, errOut)
 			}
 		})
 	}
@@ -103,13 +134,13 @@ func TestReadmeExamples(t *testing.T) {
 			}
 			var doc, want any
 			if err := json.Unmarshal([]byte(ex.code), &doc); err != nil {
-				t.Fatalf("the README's JSON for %q: %v", ex.name, err)
+				t.Fatalf("%s's JSON for %q: %v", ex.file, ex.name, err)
 			}
 			if err := json.Unmarshal(caddyJSON, &want); err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(doc, want) {
-				t.Fatalf("the README's JSON for %q is not what caddy adapt makes:\n%s", ex.name, caddyJSON)
+				t.Fatalf("%s's JSON for %q is not what caddy adapt makes:\n%s", ex.file, ex.name, caddyJSON)
 			}
 		})
 	}
