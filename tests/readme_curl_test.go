@@ -124,3 +124,77 @@ func runReadmeScript(t *testing.T, script string) string {
 	}
 	return out.String()
 }
+
+// readmeGoMain wraps the README's go-sdk example (which ends with
+// `res, err := cs.CallTool(...)`) into a program that prints the result's
+// text.
+const readmeGoMain = `package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func run(ctx context.Context) error {
+%s
+	if err != nil {
+		return err
+	}
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			fmt.Println(tc.Text)
+		}
+	}
+	return nil
+}
+
+func main() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+`
+
+// TestReadmeGoClient builds the README's go-sdk example, as written (the
+// demo's URL replaced), and runs it against the demo server behind the
+// gateway: it negotiates 2026-07-28, answers book_table's question and
+// gets the booking.
+func TestReadmeGoClient(t *testing.T) {
+	_, readme := readmeCurlScripts(t)
+	m := regexp.MustCompile("(?s)```go\n(.*?)```").FindStringSubmatch(readme)
+	if m == nil {
+		t.Fatal("no ```go block in README.md")
+	}
+	if !strings.Contains(m[1], `"`+readmeDemoURL+`"`) {
+		t.Fatalf("the README's go-sdk example does not use the demo's URL %s", readmeDemoURL)
+	}
+	g := startGateway(t, "\t\tupstream "+startDemoServer(t))
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	code := strings.ReplaceAll(m[1], readmeDemoURL, g.URL)
+	if err := os.WriteFile(src, []byte(strings.Replace(readmeGoMain, "%s", code, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "client")
+	build := exec.Command("go", "build", "-o", bin, src)
+	build.Dir = repoRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the README's go-sdk example: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README's go-sdk example: %v\n%s", err, out)
+	}
+	if got, want := strings.TrimSpace(string(out)), "Booked Chez Caddy for 2 on 2026-12-24."; got != want {
+		t.Fatalf("the README's go-sdk example printed %q, want %q", got, want)
+	}
+}
