@@ -281,7 +281,7 @@ func TestHardeningParkingPerPrincipal(t *testing.T) {
 // principal, so with max_parked_per_principal raised out of the way, 1000
 // anonymous calls park and the 1001st is refused with 429 naming
 // max_sessions_per_principal, before it reaches the upstream; a client with
-// a credential still parks. The README documents this limit as global for
+// a credential still parks. docs/configuration.md documents this limit as global for
 // a gateway without authentication.
 func TestHardeningParkingAnonymousSessions(t *testing.T) {
 	if testing.Short() {

@@ -2,7 +2,7 @@ package tests
 
 // Hardening of the fleet's relay (issue 12, findings 1, 7, 9 and 10): a
 // client cannot point an instance's forwarding at a host of its choosing,
-// a hung owner does not hang the client, the README's basic_auth recipe
+// a hung owner does not hang the client, the basic_auth recipe of docs/configuration.md
 // works across instances, and one client cannot starve forwarding.
 
 import (
@@ -291,7 +291,7 @@ func hashPassword(t *testing.T, password string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// basicAuthSite is the README's basic_auth recipe ("Authentication in
+// basicAuthSite is docs/configuration.md's basic_auth recipe ("Authentication in
 // front"), as site directives around `mcp_gateway /mcp`.
 func basicAuthSite(hash string) string {
 	return `	@protected {
@@ -308,7 +308,7 @@ func basicAuthSite(hash string) string {
 }
 
 // TestRelayBasicAuthRecipe (finding 9): two instances configured with the
-// README's basic_auth recipe. A call parked on one instance is resumed by a
+// basic_auth recipe of docs/configuration.md. A call parked on one instance is resumed by a
 // retry that lands on the other: the forwarded retry is not refused by the
 // owner's basic_auth (the credentials were stripped on the first instance),
 // and the owner serves it as the principal the first instance

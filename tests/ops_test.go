@@ -333,7 +333,7 @@ func sessionsOf(s *mcp.Server) int {
 	return n
 }
 
-// TestBasicAuthInFront: the README's basic_auth setup. Without valid
+// TestBasicAuthInFront: the basic_auth setup of docs/configuration.md. Without valid
 // credentials Caddy answers 401 and the gateway is not reached; with them,
 // a modern request goes through the forward bridge on an upstream session
 // of the user (principal {http.auth.user.id}), and the upstream never sees

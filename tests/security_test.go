@@ -1,6 +1,6 @@
 package tests
 
-// The security model (README, "Security model"): each claim that no other
+// The security model (docs/security.md): each claim that no other
 // test covers. Every refusal is checked to reach nothing upstream.
 
 import (
