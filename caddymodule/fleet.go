@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"errors"
 	"fmt"
 	"log"
 	"net/http"
@@ -88,12 +87,10 @@ func (h *Handler) provisionFleet() error {
 		}
 	}
 	if (h.Advertise != "" || len(h.Peers) > 0) && len(h.StateKeys) == 0 {
-		return errors.New("advertise and peer need state_key, shared by every instance: " +
-			"with a key made at start, no other instance can open this one's tokens")
+		return errFleetNeedsKey
 	}
 	if len(h.Peers) > 0 && h.InstanceID == "" && h.Advertise == "" {
-		return errors.New("peer needs instance_id (or advertise) on this instance: " +
-			"with a random id, the other instances cannot list this one")
+		return errPeerNeedsID
 	}
 	f.auth = seal.NewForwardAuth(h.keyring, f.instance, forwardNonces())
 	f.client = h.peerClient // peer_transport (transport.go)
