@@ -116,6 +116,7 @@ func TestAdaptAndValidate(t *testing.T) {
 		"missing upstream": {"keepalive_interval 5s", "at least one upstream (or a dynamic upstream source) is required", 2},
 		"bad state key":    {"upstream http://127.0.0.1/mcp\n\tstate_key c2hvcnQ=", "state_key 1: key decodes to 5 bytes, want 32: make one with `openssl rand -base64 32`", 4},
 		"unset key var":    {"upstream http://127.0.0.1/mcp\n\tstate_key {env.MCP_GATEWAY_TEST_UNSET_KEY}", "state_key 1 is empty (an unset environment variable?): make one with `openssl rand -base64 32`", 0},
+		"unset key $var":   {"upstream http://127.0.0.1/mcp\n\tstate_key {$MCP_GATEWAY_TEST_UNSET_KEY}", "state_key needs a key (an unset environment variable?): make one with `openssl rand -base64 32`", 4},
 		"negative ttl":     {"upstream http://127.0.0.1/mcp\n\tpark_ttl -1s", "park_ttl: must be positive, got -1s", 4},
 		"duplicate":        {"upstream http://127.0.0.1/mcp\n\tupstream http://127.0.0.1/mcp", "listed twice", 4},
 		"advertise no key": {"upstream http://127.0.0.1/mcp\n\tadvertise http://10.0.0.1:8080", "advertise and peer need state_key", 4},
