@@ -147,10 +147,17 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			err = checkLiteralStateKeys(d, h.StateKeys)
 		case "instance_id":
-			err = parseString(d, &h.InstanceID)
+			if err = parseString(d, &h.InstanceID); err == nil {
+				err = checkLiteral(d, h.InstanceID, checkInstanceID)
+			}
 		case "advertise":
 			at.fleetOption(d)
-			err = parseString(d, &h.Advertise)
+			if err = parseString(d, &h.Advertise); err == nil {
+				err = checkLiteral(d, h.Advertise, func(s string) error {
+					_, err := checkBaseURL(s)
+					return err
+				})
+			}
 		case "peer":
 			at.fleetOption(d)
 			err = h.unmarshalPeer(d)
@@ -403,6 +410,15 @@ func (h *Handler) unmarshalPeer(d *caddyfile.Dispenser) error {
 	}
 	if _, dup := h.Peers[id]; dup {
 		return d.Errf("peer %q listed twice", id)
+	}
+	if !instanceIDPattern.MatchString(id) {
+		return d.Errf("peer %q: want an instance id of 1 to 64 letters, digits, '.', '_' or '-'", id)
+	}
+	if err := checkLiteral(d, addr, func(s string) error {
+		_, err := checkBaseURL(s)
+		return err
+	}); err != nil {
+		return d.Errf("peer %s: %v", id, err)
 	}
 	if h.Peers == nil {
 		h.Peers = make(map[string]string)

@@ -79,6 +79,18 @@ func checkLiteralStateKeys(d *caddyfile.Dispenser, keys []string) error {
 	return nil
 }
 
+// checkLiteral checks a value written as it is with check; one holding a
+// placeholder is checked at provision, once expanded.
+func checkLiteral(d *caddyfile.Dispenser, s string, check func(string) error) error {
+	if strings.Contains(s, "{") {
+		return nil
+	}
+	if err := check(s); err != nil {
+		return d.Err(err.Error())
+	}
+	return nil
+}
+
 // parseDurationNotNegative parses a duration whose negative values mean
 // nothing (0 leaves the default); rule says what it must be.
 func parseDurationNotNegative(d *caddyfile.Dispenser, to *caddy.Duration, rule string) error {

@@ -137,6 +137,10 @@ func TestCaddyfileChecksCarryLine(t *testing.T) {
 		"duplicate upstream":    {"mcp_gateway {\n" + up + up + "}", `upstream "http://127.0.0.1:9/mcp" is listed twice, at Testfile:3`},
 		"peer without key":      {"mcp_gateway {\n" + up + " instance_id gw-1\n peer gw-2 http://10.0.0.2:8080\n}", "advertise and peer need state_key, shared by every instance: with a key made at start, no other instance can open this one's tokens, at Testfile:4"},
 		"advertise without key": {"mcp_gateway {\n" + up + " advertise http://10.0.0.1:8080\n}", "advertise and peer need state_key, shared by every instance"},
+		"advertise with a path": {"mcp_gateway {\n" + up + " state_key " + key + "\n advertise http://10.0.0.1:8080/mcp\n}", "no path, please: the client's request path is kept, at Testfile:4"},
+		"bad instance_id":       {"mcp_gateway {\n" + up + " instance_id gw/1\n}", `instance_id "gw/1": want 1 to 64 letters, digits, '.', '_' or '-', at Testfile:3`},
+		"peer bad url":          {"mcp_gateway {\n" + up + " peer gw-2 ftp://10.0.0.2\n}", `peer gw-2: "ftp://10.0.0.2": scheme must be http or https, at Testfile:3`},
+		"peer bad id":           {"mcp_gateway {\n" + up + " peer gw:2 http://10.0.0.2\n}", `peer "gw:2": want an instance id`},
 		"peer without id":       {"mcp_gateway {\n" + up + " state_key " + key + "\n peer gw-2 http://10.0.0.2:8080\n}", "peer needs instance_id (or advertise) on this instance: with a random id, the other instances cannot list this one, at Testfile:4"},
 	}
 	for name, c := range cases {
@@ -151,7 +155,7 @@ func TestCaddyfileChecksCarryLine(t *testing.T) {
 	// A placeholder is checked at provision, once expanded; a literal key
 	// that is right passes.
 	var h Handler
-	in := "mcp_gateway {\n" + up + " state_key {env.MCP_GATEWAY_KEY} " + key + "\n}"
+	in := "mcp_gateway {\n" + up + " state_key {env.MCP_GATEWAY_KEY} " + key + "\n instance_id {env.ID}\n advertise {env.ADDR}\n}"
 	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err != nil {
 		t.Fatalf("a placeholder key refused at parse time: %v", err)
 	}

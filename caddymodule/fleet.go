@@ -64,8 +64,8 @@ func (h *Handler) provisionFleet() error {
 			return fmt.Errorf("instance_id %q is empty once expanded", h.InstanceID)
 		}
 		f.instance = processInstance()
-	} else if !instanceIDPattern.MatchString(f.instance) {
-		return fmt.Errorf("instance_id %q: want 1 to 64 letters, digits, '.', '_' or '-'", f.instance)
+	} else if err := checkInstanceID(f.instance); err != nil {
+		return err
 	}
 	if h.Advertise != "" {
 		addr, err := checkBaseURL(repl.ReplaceAll(h.Advertise, ""))
@@ -99,6 +99,14 @@ func (h *Handler) provisionFleet() error {
 	}
 	f.errorLog = zap.NewStdLog(h.logger.Named("relay"))
 	h.fleet = f
+	return nil
+}
+
+// checkInstanceID checks an instance_id once expanded.
+func checkInstanceID(id string) error {
+	if !instanceIDPattern.MatchString(id) {
+		return fmt.Errorf("instance_id %q: want 1 to 64 letters, digits, '.', '_' or '-'", id)
+	}
 	return nil
 }
 

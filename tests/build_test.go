@@ -120,7 +120,7 @@ func TestAdaptAndValidate(t *testing.T) {
 		"negative ttl":     {"upstream http://127.0.0.1/mcp\n\tpark_ttl -1s", "park_ttl: must be positive, got -1s", 4},
 		"duplicate":        {"upstream http://127.0.0.1/mcp\n\tupstream http://127.0.0.1/mcp", "listed twice", 4},
 		"advertise no key": {"upstream http://127.0.0.1/mcp\n\tadvertise http://10.0.0.1:8080", "advertise and peer need state_key", 4},
-		"advertise path":   {"upstream http://127.0.0.1/mcp\n\tstate_key " + testKey(1) + "\n\tadvertise http://10.0.0.1:8080/mcp", "no path", 0},
+		"advertise path":   {"upstream http://127.0.0.1/mcp\n\tstate_key " + testKey(1) + "\n\tadvertise http://10.0.0.1:8080/mcp", "no path", 5},
 		"peer no id":       {"upstream http://127.0.0.1/mcp\n\tstate_key " + testKey(1) + "\n\tpeer gw-2 http://10.0.0.2:8080", "peer needs instance_id", 5},
 	}
 	for name, c := range cases {
