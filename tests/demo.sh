@@ -18,7 +18,7 @@ for port in 9100 9101 "${admin##*:}"; do
 	fi
 done
 
-echo "installing what the demo needs (first run: npm ci takes about 2 minutes)..."
+echo "checking what the demo needs (a first run installs the npm packages: about 2 minutes)..."
 bash tests/setup.sh --progress
 mkdir -p tests/.out
 echo "building Caddy with the mcp_gateway module (the first build takes a few minutes)..."
