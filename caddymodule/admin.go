@@ -22,7 +22,10 @@ func init() {
 //
 //	GET /mcp_gateway/upstreams  the upstreams: probed era, passive health, sessions
 //	GET /mcp_gateway/sessions   the forward bridge's upstream sessions per upstream
-//	GET /mcp_gateway/parked     one entry per parked call (no principals, ids or payloads)
+//	GET /mcp_gateway/parked     one entry per call parked here, holding its stream
+//	                            ("holding": "stream") or, resume on, nothing
+//	                            ("holding": "nothing", "resumable": true)
+//	                            (no principals, ids or payloads)
 //	GET /mcp_gateway/tasks      one entry per task the forward bridge holds (no taskIds,
 //	                            principals, arguments or results: salted digests instead)
 //

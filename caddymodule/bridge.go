@@ -132,6 +132,9 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq tran
 	if s.Refused != "" {
 		// The client's refusal says the same whatever the reason.
 		h.logger.Debug("requestState refused", zap.String("why", s.Refused), zap.String("method", breq.Method))
+		if s.Refused == translate.RefusedUnknownKey {
+			h.warnForeignKey(foreignRequestState)
+		}
 	}
 	if up != nil {
 		h.logUpstreamCause(up.URL, s.Cause)

@@ -97,6 +97,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
+	at := parsedAt{directive: d.Token()}
 	if d.NextArg() {
 		return d.Errf("unexpected argument %q: put upstreams in the block (upstream <url>)", d.Val())
 	}
@@ -131,7 +132,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "unhealthy_status":
 			err = h.unmarshalUnhealthyStatus(d)
 		case "unhealthy_latency":
-			err = parseDuration(d, &h.UnhealthyLatency)
+			err = parseDurationNotNegative(d, &h.UnhealthyLatency, "must not be negative")
 		case "health_passes":
 			err = parseInt(d, &h.HealthPasses)
 		case "health_fails":
@@ -142,13 +143,23 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.StateKeys = d.RemainingArgs()
 			if len(h.StateKeys) == 0 {
-				return d.ArgErr()
+				return d.Errf("state_key needs a key (an unset environment variable?): %s", makeKeyHint)
 			}
+			err = checkLiteralStateKeys(d, h.StateKeys)
 		case "instance_id":
-			err = parseString(d, &h.InstanceID)
+			if err = parseString(d, &h.InstanceID); err == nil {
+				err = checkLiteral(d, h.InstanceID, checkInstanceID)
+			}
 		case "advertise":
-			err = parseString(d, &h.Advertise)
+			at.fleetOption(d)
+			if err = parseString(d, &h.Advertise); err == nil {
+				err = checkLiteral(d, h.Advertise, func(s string) error {
+					_, err := checkBaseURL(s)
+					return err
+				})
+			}
 		case "peer":
+			at.fleetOption(d)
 			err = h.unmarshalPeer(d)
 		case "allowed_origins":
 			h.AllowedOrigins, err = appendArgs(d, h.AllowedOrigins)
@@ -157,17 +168,17 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "keepalive_interval":
 			err = parseDuration(d, &h.KeepAliveInterval)
 		case "stream_close_delay":
-			err = parseDuration(d, &h.StreamCloseDelay)
+			err = parseDurationNotNegative(d, &h.StreamCloseDelay, "must not be negative")
 		case "fail_duration":
-			err = parseDuration(d, &h.FailDuration)
+			err = parseDurationNotNegative(d, &h.FailDuration, "must be positive")
 		case "max_request_body":
 			err = parseSize(d, &h.MaxRequestBody)
 		case "park_ttl":
-			err = parseDuration(d, &h.ParkTTL)
+			err = parseDurationNotNegative(d, &h.ParkTTL, "must be positive")
 		case "gather_window":
 			err = parseDuration(d, &h.GatherWindow)
 		case "resume_linger":
-			err = parseDuration(d, &h.ResumeLinger)
+			err = parseResumeLinger(d, &h.ResumeLinger)
 		case "max_parked":
 			err = parseInt(d, &h.MaxParked)
 		case "max_parked_per_principal":
@@ -178,30 +189,34 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = parseInt(d, &h.MaxInputsPerRound)
 		case "max_buffered_notifications":
 			err = parseInt(d, &h.MaxBufferedNotifications)
+			if err == nil && h.MaxBufferedNotifications > maxBufferedNotifications {
+				err = d.Errf("max_buffered_notifications: must be at most %d (each call holds a buffer this large), got %d",
+					maxBufferedNotifications, h.MaxBufferedNotifications)
+			}
 		case "max_sessions_per_principal":
 			err = parseInt(d, &h.MaxSessionsPerPrincipal)
 		case "write_timeout":
 			err = parseDuration(d, &h.WriteTimeout)
 		case "session_lifetime":
-			err = parseDuration(d, &h.SessionLifetime)
+			err = parseDurationNotNegative(d, &h.SessionLifetime, "must be positive")
 		case "max_get_streams":
 			err = parseInt(d, &h.MaxGetStreams)
 		case "max_get_streams_per_principal":
 			err = parseInt(d, &h.MaxGetStreamsPerPrincipal)
 		case "max_task_wait":
-			err = parseDuration(d, &h.MaxTaskWait)
+			err = parseDurationNotNegative(d, &h.MaxTaskWait, "must be positive")
 		case "principal":
 			err = parseString(d, &h.Principal)
 		case "health_interval":
 			err = parseDuration(d, &h.HealthInterval)
 		case "health_timeout":
-			err = parseDuration(d, &h.HealthTimeout)
+			err = parseDurationNotNegative(d, &h.HealthTimeout, "must be positive")
 		case "task":
 			err = h.unmarshalTask(d)
 		case "task_window":
 			err = parseDuration(d, &h.TaskWindow)
 		case "task_ttl":
-			err = parseDuration(d, &h.TaskTTL)
+			err = parseDurationNotNegative(d, &h.TaskTTL, "must be positive")
 		case "task_poll_interval":
 			err = parseDuration(d, &h.TaskPollInterval)
 		case "max_tasks":
@@ -223,7 +238,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return err
 		}
 	}
-	return nil
+	return h.checkParsed(at)
 }
 
 func (h *Handler) unmarshalUpstream(d *caddyfile.Dispenser) error {
@@ -236,6 +251,11 @@ func (h *Handler) unmarshalUpstream(d *caddyfile.Dispenser) error {
 	}
 	if err := u.checkURL(); err != nil {
 		return d.Err(err.Error())
+	}
+	for _, o := range h.Upstreams {
+		if o.URL == u.URL {
+			return d.Errf("upstream %q is listed twice", u.URL)
+		}
 	}
 	if err := unmarshalUpstreamOptions(d, u); err != nil {
 		return err
@@ -390,6 +410,15 @@ func (h *Handler) unmarshalPeer(d *caddyfile.Dispenser) error {
 	}
 	if _, dup := h.Peers[id]; dup {
 		return d.Errf("peer %q listed twice", id)
+	}
+	if !instanceIDPattern.MatchString(id) {
+		return d.Errf("peer %q: want an instance id of 1 to 64 letters, digits, '.', '_' or '-'", id)
+	}
+	if err := checkLiteral(d, addr, func(s string) error {
+		_, err := checkBaseURL(s)
+		return err
+	}); err != nil {
+		return d.Errf("peer %s: %v", id, err)
 	}
 	if h.Peers == nil {
 		h.Peers = make(map[string]string)

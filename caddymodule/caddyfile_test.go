@@ -94,7 +94,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		"bad size":               {"mcp_gateway {\n max_request_body lots\n}", "invalid max_request_body"},
 		"unknown policy":         {"mcp_gateway {\n lb_policy smartest\n}", "smartest"},
 		"duplicate policy":       {"mcp_gateway {\n lb_policy random\n lb_policy first\n}", "lb_policy already specified"},
-		"state_key without args": {"mcp_gateway {\n state_key\n}", "wrong argument count"},
+		"state_key without args": {"mcp_gateway {\n state_key\n}", "state_key needs a key (an unset environment variable?)"},
 		"bad max_parked":         {"mcp_gateway {\n max_parked -3\n}", "invalid max_parked"},
 		"bad parked/principal":   {"mcp_gateway {\n max_parked_per_principal x\n}", "invalid max_parked_per_principal"},
 		"duplicate park_ttl":     {"mcp_gateway {\n park_ttl 1m\n park_ttl 2m\n}", "park_ttl already specified"},
@@ -114,5 +114,49 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 				t.Fatalf("error = %v, want it to contain %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestCaddyfileChecksCarryLine: the values checked while the Caddyfile is
+// parsed (issue 27, item 5) are refused there, with the file and line of
+// the option at fault (Testfile:N), not later at provision with no place.
+func TestCaddyfileChecksCarryLine(t *testing.T) {
+	const up = " upstream http://127.0.0.1:9/mcp\n"
+	key := "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+	cases := map[string]struct{ input, want string }{
+		"negative park_ttl":     {"mcp_gateway {\n" + up + " park_ttl -1s\n}", "park_ttl: must be positive, got -1s, at Testfile:3"},
+		"negative fail_dur":     {"mcp_gateway {\n" + up + " fail_duration -1\n}", "fail_duration: must be positive, got -1ns, at Testfile:3"},
+		"negative close delay":  {"mcp_gateway {\n" + up + " stream_close_delay -2s\n}", "stream_close_delay: must not be negative, got -2s, at Testfile:3"},
+		"negative task_ttl":     {"mcp_gateway {\n" + up + " task_ttl -1s\n}", "task_ttl: must be positive, got -1s, at Testfile:3"},
+		"long resume_linger":    {"mcp_gateway {\n" + up + " resume_linger 2s\n}", "resume_linger: must be at most 1s, got 2s, at Testfile:3"},
+		"too many buffered":     {"mcp_gateway {\n" + up + " max_buffered_notifications 5000\n}", "max_buffered_notifications: must be at most 4096"},
+		"short state_key":       {"mcp_gateway {\n" + up + " state_key c2hvcnQ=\n}", "state_key 1: key decodes to 5 bytes, want 32: make one with `openssl rand -base64 32`"},
+		"second key not base64": {"mcp_gateway {\n" + up + " state_key " + key + " not*base64\n}", "state_key 2: key is not valid base64: make one with `openssl rand -base64 32` and give every instance the same, at Testfile:3"},
+		"empty state_key":       {"mcp_gateway {\n" + up + " state_key \"\"\n}", "state_key 1 is empty (an unset environment variable?): make one with `openssl rand -base64 32`"},
+		"missing upstream":      {"mcp_gateway {\n keepalive_interval 5s\n}", "at least one upstream (or a dynamic upstream source) is required, at Testfile:1"},
+		"duplicate upstream":    {"mcp_gateway {\n" + up + up + "}", `upstream "http://127.0.0.1:9/mcp" is listed twice, at Testfile:3`},
+		"peer without key":      {"mcp_gateway {\n" + up + " instance_id gw-1\n peer gw-2 http://10.0.0.2:8080\n}", "advertise and peer need state_key, shared by every instance: with a key made at start, no other instance can open this one's tokens, at Testfile:4"},
+		"advertise without key": {"mcp_gateway {\n" + up + " advertise http://10.0.0.1:8080\n}", "advertise and peer need state_key, shared by every instance"},
+		"advertise with a path": {"mcp_gateway {\n" + up + " state_key " + key + "\n advertise http://10.0.0.1:8080/mcp\n}", "no path, please: the client's request path is kept, at Testfile:4"},
+		"bad instance_id":       {"mcp_gateway {\n" + up + " instance_id gw/1\n}", `instance_id "gw/1": want 1 to 64 letters, digits, '.', '_' or '-', at Testfile:3`},
+		"peer bad url":          {"mcp_gateway {\n" + up + " peer gw-2 ftp://10.0.0.2\n}", `peer gw-2: "ftp://10.0.0.2": scheme must be http or https, at Testfile:3`},
+		"peer bad id":           {"mcp_gateway {\n" + up + " peer gw:2 http://10.0.0.2\n}", `peer "gw:2": want an instance id`},
+		"peer without id":       {"mcp_gateway {\n" + up + " state_key " + key + "\n peer gw-2 http://10.0.0.2:8080\n}", "peer needs instance_id (or advertise) on this instance: with a random id, the other instances cannot list this one, at Testfile:4"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			var h Handler
+			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(c.input))
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), ", at Testfile:") {
+				t.Fatalf("error = %v, want it to contain %q and the file and line", err, c.want)
+			}
+		})
+	}
+	// A placeholder is checked at provision, once expanded; a literal key
+	// that is right passes.
+	var h Handler
+	in := "mcp_gateway {\n" + up + " state_key {env.MCP_GATEWAY_KEY} " + key + "\n instance_id {env.ID}\n advertise {env.ADDR}\n}"
+	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err != nil {
+		t.Fatalf("a placeholder key refused at parse time: %v", err)
 	}
 }

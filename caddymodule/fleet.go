@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"errors"
 	"fmt"
 	"log"
 	"net/http"
@@ -65,8 +64,8 @@ func (h *Handler) provisionFleet() error {
 			return fmt.Errorf("instance_id %q is empty once expanded", h.InstanceID)
 		}
 		f.instance = processInstance()
-	} else if !instanceIDPattern.MatchString(f.instance) {
-		return fmt.Errorf("instance_id %q: want 1 to 64 letters, digits, '.', '_' or '-'", f.instance)
+	} else if err := checkInstanceID(f.instance); err != nil {
+		return err
 	}
 	if h.Advertise != "" {
 		addr, err := checkBaseURL(repl.ReplaceAll(h.Advertise, ""))
@@ -88,12 +87,10 @@ func (h *Handler) provisionFleet() error {
 		}
 	}
 	if (h.Advertise != "" || len(h.Peers) > 0) && len(h.StateKeys) == 0 {
-		return errors.New("advertise and peer need state_key, shared by every instance: " +
-			"with a key made at start, no other instance can open this one's tokens")
+		return errFleetNeedsKey
 	}
 	if len(h.Peers) > 0 && h.InstanceID == "" && h.Advertise == "" {
-		return errors.New("peer needs instance_id (or advertise) on this instance: " +
-			"with a random id, the other instances cannot list this one")
+		return errPeerNeedsID
 	}
 	f.auth = seal.NewForwardAuth(h.keyring, f.instance, forwardNonces())
 	f.client = h.peerClient // peer_transport (transport.go)
@@ -102,6 +99,14 @@ func (h *Handler) provisionFleet() error {
 	}
 	f.errorLog = zap.NewStdLog(h.logger.Named("relay"))
 	h.fleet = f
+	return nil
+}
+
+// checkInstanceID checks an instance_id once expanded.
+func checkInstanceID(id string) error {
+	if !instanceIDPattern.MatchString(id) {
+		return fmt.Errorf("instance_id %q: want 1 to 64 letters, digits, '.', '_' or '-'", id)
+	}
 	return nil
 }
 

@@ -69,3 +69,22 @@ func TestParseStatusArg(t *testing.T) {
 		}
 	}
 }
+
+// TestNeitherEraError: an upstream answering neither era probe is named
+// with the statuses it answered; 404 to both with the hint to check the
+// path (issue 27, item 4).
+func TestNeitherEraError(t *testing.T) {
+	for _, c := range []struct {
+		discover, initialize int
+		want                 string
+	}{
+		{404, 404, "(HTTP 404 to both): check the MCP endpoint's path in the upstream URL (such as /mcp)"},
+		{500, 500, "(HTTP 500 to both)"},
+		{405, 404, "(HTTP 405 to server/discover, 404 to initialize)"},
+	} {
+		got := neitherEraError(c.discover, c.initialize).Error()
+		if got != "the upstream answered neither server/discover nor initialize "+c.want {
+			t.Errorf("%d, %d: %q", c.discover, c.initialize, got)
+		}
+	}
+}

@@ -119,35 +119,35 @@ func (h *Handler) healthCheck(ctx context.Context, u *Upstream) error {
 		return nil
 	}
 	if eras.has(speaksModern) {
-		res, _, err := h.probeCall(ctx, u, discoverHeader(), discoverProbe)
+		a, err := h.probeCall(ctx, u, discoverHeader(), discoverProbe)
 		if err != nil {
 			return err
 		}
-		if !res.Get("result").IsObject() {
-			return errors.New("server/discover: no result")
+		if !a.msg.Get("result").IsObject() {
+			return fmt.Errorf("server/discover: no result (HTTP %d)", a.status)
 		}
 		return nil
 	}
-	res, sid, err := h.probeCall(ctx, u, http.Header{}, initializeProbe)
+	a, err := h.probeCall(ctx, u, http.Header{}, initializeProbe)
 	if err != nil {
 		return err
 	}
-	version := res.Get("result.protocolVersion").String()
+	version := a.msg.Get("result.protocolVersion").String()
 	if version == "" {
-		return errors.New("initialize: no result")
+		return fmt.Errorf("initialize: no result (HTTP %d)", a.status)
 	}
 	hdr := http.Header{}
 	hdr.Set("MCP-Protocol-Version", version)
-	if sid != "" {
-		hdr.Set("Mcp-Session-Id", sid)
-		defer h.endProbeSession(ctx, u, sid)
+	if a.session != "" {
+		hdr.Set("Mcp-Session-Id", a.session)
+		defer h.endProbeSession(ctx, u, a.session)
 	}
-	res, _, err = h.probeCall(ctx, u, hdr, pingProbe)
+	a, err = h.probeCall(ctx, u, hdr, pingProbe)
 	if err != nil {
 		return err
 	}
-	if !res.Get("result").Exists() {
-		return fmt.Errorf("ping: no result (%s)", clipText(res.Get("error.message").String(), 200))
+	if !a.msg.Get("result").Exists() {
+		return fmt.Errorf("ping: no result (HTTP %d: %s)", a.status, clipText(a.msg.Get("error.message").String(), 200))
 	}
 	return nil
 }

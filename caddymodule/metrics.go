@@ -72,7 +72,7 @@ func newGatewayMetrics(reg *prometheus.Registry) *gatewayMetrics {
 			"Forward-bridge calls parked holding no stream (resume on), by event: parked, resumed (by a retry on this instance), lingered (of those resumed, read on from the call's stream, still open: resume_linger), gone (the upstream no longer knew the call); for a state parked here that expired with no retry here: ended (this instance cancelled the call and ended its upstream session), left (left to the upstream: the call went on elsewhere, or it could not tell); finished_elsewhere (a state parked here whose call ended on another instance gave its place back: that instance gave the session back, or it was found gone); given_back (a call resumed here from a state another instance parked ended here, and its session went back to that instance).", "event"),
 	}
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("parked_calls",
-		"Calls parked at input_required, waiting for the client's retry.")), bridgesSum((*translate.Bridge).Parked)))
+		"Calls parked at input_required holding their stream, waiting for the client's retry (those parked holding nothing are resumable_parked_calls; /mcp_gateway/parked lists both).")), bridgesSum((*translate.Bridge).Parked)))
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("resumable_parked_calls",
 		"Calls parked holding no stream (resume on) whose requestState has not expired nor been used on this instance, and whose upstream session still lives: each keeps it open.")), bridgesSum((*translate.Bridge).Places)))
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("inline_requests_waiting",

@@ -147,10 +147,15 @@ type Handler struct {
 	// example `openssl rand -base64 32`). The first key seals; all keys
 	// open, so a key is rotated by putting a new one first and keeping the
 	// old one until its sessions are gone. Every instance of a fleet must
-	// share them. Placeholders such as `{env.MCP_GATEWAY_KEY}` are expanded.
-	// Default: a random key made at start, so sessions do not survive a
-	// restart of the process and cannot be served by another instance (they
-	// do survive a config reload).
+	// share them: an instance given a session id or requestState sealed
+	// under a key it lacks refuses it as any invalid one, and logs a
+	// warning naming `state_key` (at most once per 10 seconds for each).
+	// Placeholders such as `{env.MCP_GATEWAY_KEY}` are expanded; a key
+	// that is empty once expanded (an unset variable) is an error, not a
+	// reason to make one. Default (no `state_key` at all): a random key
+	// made at start, so sessions do not survive a restart of the process
+	// and cannot be served by another instance (they do survive a config
+	// reload).
 	StateKeys []string `json:"state_keys,omitempty"`
 
 	// The id of this gateway instance in a fleet of several behind a load

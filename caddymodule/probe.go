@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -98,54 +97,78 @@ func discoverHeader() http.Header {
 // (legacy); a dual-era server answers both.
 func (h *Handler) probe(ctx context.Context, u *Upstream) (eraSet, error) {
 	var eras eraSet
-	res, _, err := h.probeCall(ctx, u, discoverHeader(), discoverProbe)
+	discover, err := h.probeCall(ctx, u, discoverHeader(), discoverProbe)
 	if err != nil {
 		return 0, err
 	}
-	for _, v := range res.Get("result.supportedVersions").Array() {
+	for _, v := range discover.msg.Get("result.supportedVersions").Array() {
 		if v.String() == translate.ModernVersion {
 			eras |= speaksModern
 		}
 	}
 
-	res, sid, err := h.probeCall(ctx, u, http.Header{}, initializeProbe)
+	initialize, err := h.probeCall(ctx, u, http.Header{}, initializeProbe)
 	if err != nil {
 		return 0, err
 	}
-	if res.Get("result.protocolVersion").Exists() {
+	if initialize.msg.Get("result.protocolVersion").Exists() {
 		eras |= speaksLegacy
-		if sid != "" {
-			h.endProbeSession(ctx, u, sid)
+		if initialize.session != "" {
+			h.endProbeSession(ctx, u, initialize.session)
 		}
 	}
 	if eras == 0 {
-		return 0, errors.New("the upstream answered neither server/discover nor initialize")
+		return 0, neitherEraError(discover.status, initialize.status)
 	}
 	return eras, nil
 }
 
-// probeCall POSTs one JSON-RPC request and returns its response message and
-// the Mcp-Session-Id header of the answer. An HTTP error status is not an
-// error here: the body may still be a JSON-RPC error that tells the era.
-func (h *Handler) probeCall(ctx context.Context, u *Upstream, hdr http.Header, body string) (gjson.Result, string, error) {
+// neitherEraError says that an upstream answered neither probe, with the
+// HTTP statuses it answered them with. 404 to both is most often a URL
+// without the MCP endpoint's path (http://host:port instead of .../mcp).
+func neitherEraError(discover, initialize int) error {
+	const msg = "the upstream answered neither server/discover nor initialize"
+	switch {
+	case discover == http.StatusNotFound && initialize == http.StatusNotFound:
+		return fmt.Errorf("%s (HTTP 404 to both): check the MCP endpoint's path in the upstream URL (such as /mcp)", msg)
+	case discover == initialize:
+		return fmt.Errorf("%s (HTTP %d to both)", msg, discover)
+	default:
+		return fmt.Errorf("%s (HTTP %d to server/discover, %d to initialize)", msg, discover, initialize)
+	}
+}
+
+// probeAnswer is what a probe request was answered.
+type probeAnswer struct {
+	msg     gjson.Result // the JSON-RPC response, or none
+	session string       // the Mcp-Session-Id header
+	status  int          // the HTTP status
+}
+
+// probeCall POSTs one JSON-RPC request and returns its answer. An HTTP
+// error status is not an error here: the body may still be a JSON-RPC
+// error that tells the era.
+func (h *Handler) probeCall(ctx context.Context, u *Upstream, hdr http.Header, body string) (probeAnswer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.URL, bytes.NewReader([]byte(body)))
 	if err != nil {
-		return gjson.Result{}, "", err
+		return probeAnswer{}, err
 	}
 	req.Header = hdr
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return gjson.Result{}, "", fmt.Errorf("probing %s: %w", u.URL, err)
+		return probeAnswer{}, fmt.Errorf("probing %s: %w", u.URL, err)
 	}
 	defer resp.Body.Close()
+	a := probeAnswer{status: resp.StatusCode}
 	msg, err := readResponseMessage(resp, "gateway-probe")
 	if err != nil {
 		// Not JSON-RPC at all (an HTML 404, say): this era is not spoken.
-		return gjson.Result{}, "", nil
+		return a, nil
 	}
-	return msg, resp.Header.Get("Mcp-Session-Id"), nil
+	a.msg, a.session = msg, resp.Header.Get("Mcp-Session-Id")
+	return a, nil
 }
 
 // endProbeSession deletes the session a probe's initialize opened.

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -121,9 +120,9 @@ func (h *Handler) provisionKeys() error {
 	repl := caddy.NewReplacer()
 	keys := make([][]byte, 0, len(h.StateKeys))
 	for i, s := range h.StateKeys {
-		k, err := seal.ParseKey(repl.ReplaceAll(s, ""))
+		k, err := parseStateKey(i+1, repl.ReplaceAll(s, ""))
 		if err != nil {
-			return fmt.Errorf("state_key %d: %w", i+1, err)
+			return err
 		}
 		keys = append(keys, k)
 	}
@@ -135,11 +134,28 @@ func (h *Handler) provisionKeys() error {
 	return nil
 }
 
+// makeKeyHint says how to make a state_key.
+const makeKeyHint = "make one with `openssl rand -base64 32` and give every instance the same"
+
+// parseStateKey decodes the n-th (from 1) state_key, placeholders expanded.
+// An empty key is most often an environment variable left unset: say so,
+// rather than that it decodes to 0 bytes.
+func parseStateKey(n int, s string) ([]byte, error) {
+	if s == "" {
+		return nil, fmt.Errorf("state_key %d is empty (an unset environment variable?): %s", n, makeKeyHint)
+	}
+	k, err := seal.ParseKey(s)
+	if err != nil {
+		return nil, fmt.Errorf("state_key %d: %w: %s", n, err, makeKeyHint)
+	}
+	return k, nil
+}
+
 // Validate checks the configuration Provision completed, and changes
 // nothing. Each error names the option that is wrong.
 func (h *Handler) Validate() error {
 	if len(h.Upstreams) == 0 && h.dynamic == nil {
-		return errors.New("at least one upstream (or a dynamic upstream source) is required")
+		return errNoUpstream
 	}
 	seen := make(map[string]bool, len(h.Upstreams))
 	for _, u := range h.Upstreams {

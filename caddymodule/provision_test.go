@@ -236,3 +236,22 @@ func TestCaddyfileOff(t *testing.T) {
 		t.Fatalf("keepalive_interval 5 (no unit): %v", err)
 	}
 }
+
+// TestProvisionEmptyStateKey: state_key {env.X} with X unset says the key
+// is empty, maybe an unset variable, and how to make one (issue 27, item
+// 3), rather than that it decodes to 0 bytes.
+func TestProvisionEmptyStateKey(t *testing.T) {
+	t.Setenv("MCP_GATEWAY_TEST_UNSET_KEY", "")
+	h := oneUpstream()
+	h.StateKeys = []string{"{env.MCP_GATEWAY_TEST_UNSET_KEY}"}
+	err := provisioned(t, h)
+	want := "state_key 1 is empty (an unset environment variable?): make one with `openssl rand -base64 32` and give every instance the same"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Provision() = %v, want %q", err, want)
+	}
+	h = oneUpstream()
+	h.StateKeys = []string{"c2hvcnQ="}
+	if err := provisioned(t, h); err == nil || !strings.Contains(err.Error(), "state_key 1: key decodes to 5 bytes, want 32: make one with `openssl rand -base64 32`") {
+		t.Fatalf("Provision() = %v, want a short key named with the way to make one", err)
+	}
+}

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -266,6 +267,9 @@ func (h *Handler) learnSession(r *http.Request, l *learned) {
 	l.in.session = sessionUnknown
 	opened, err := seal.OpenSessionID(h.keyring, seal.GatewaySessionID(l.sid))
 	if err != nil {
+		if errors.Is(err, seal.ErrUnknownKey) {
+			h.warnForeignKey(foreignSessionID)
+		}
 		return
 	}
 	switch opened.Kind {

@@ -68,8 +68,10 @@ type Upstream struct {
 	// instance keeps a place toward `max_parked` and
 	// `max_parked_per_principal` and the session (no stream open, still
 	// counted by `max_sessions_per_principal`), which a retry reaching it
-	// goes on with. `off`, or a server whose events carry no ids: the call
-	// parks holding its stream. Default: `on`.
+	// goes on with; the admin API's `/mcp_gateway/parked` lists the call
+	// there with `"holding": "nothing"` and `"resumable": true`. `off`, or
+	// a server whose events carry no ids: the call parks holding its
+	// stream (`"holding": "stream"`). Default: `on`.
 	Resume string `json:"resume,omitempty"`
 
 	// Whether legacy clients' `tools/call`, sent to this server when it

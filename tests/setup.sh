@@ -5,7 +5,14 @@
 #   - the Go modules of go.mod (go mod download);
 #   - curl, with apt-get when missing and run as root.
 # Prints one line saying what it did. Safe to run any number of times.
+# With --progress (tests/demo.sh), it also says what it is doing before each
+# step and, every 15 seconds while one runs, that it still runs.
 set -euo pipefail
+
+progress=false
+if [[ "${1:-}" == --progress ]]; then
+	progress=true
+fi
 
 tests_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo_root="$(cd "$tests_dir/.." && pwd)"
@@ -15,9 +22,29 @@ trap 'rm -f "$log"' EXIT
 
 did=()
 
-# run CMD... quietly; on failure show its output and stop.
+# say MESSAGE prints a progress line with --progress.
+say() {
+	if $progress; then echo "tests/setup.sh: $*"; fi
+}
+
+# run CMD... quietly; on failure show its output and stop. With --progress,
+# a line every 15 seconds says it still runs.
 run() {
-	if ! "$@" >"$log" 2>&1; then
+	local ticker=""
+	if $progress; then
+		(
+			start=$SECONDS
+			while sleep 15; do echo "tests/setup.sh:   ... still running '$*' ($((SECONDS - start))s)"; done
+		) &
+		ticker=$!
+	fi
+	local rc=0
+	"$@" >"$log" 2>&1 || rc=$?
+	if [[ -n "$ticker" ]]; then
+		kill "$ticker" 2>/dev/null || true
+		wait "$ticker" 2>/dev/null || true
+	fi
+	if ((rc != 0)); then
 		echo "tests/setup.sh: '$*' failed:" >&2
 		cat "$log" >&2
 		exit 1
@@ -41,6 +68,7 @@ command -v go >/dev/null || { echo "tests/setup.sh: go is not installed" >&2; ex
 # npm writes node_modules/.package-lock.json on every install: it is our stamp.
 stamp="$tests_dir/node_modules/.package-lock.json"
 if [[ ! -f "$stamp" || ! -x "$node22" || "$tests_dir/package-lock.json" -nt "$stamp" ]]; then
+	say "installing the npm packages of tests/package-lock.json (npm ci: MCP clients and servers, Node 22; about 2 minutes the first time)..."
 	(cd "$tests_dir" && run npm ci --no-audit --no-fund --loglevel=error)
 	did+=("npm ci")
 fi
@@ -51,6 +79,7 @@ if [[ "$node_version" != v22.* ]]; then
 	exit 1
 fi
 
+say "downloading the Go modules (go mod download)..."
 (cd "$repo_root" && run go mod download)
 
 if ((${#did[@]})); then

@@ -132,8 +132,10 @@ func (b *Bridge) openState(r Request, params []byte, token string) (st seal.Stat
 		princ, digest = rs.Principal, rs.Digest
 	}
 	switch {
+	case errors.Is(err, seal.ErrUnknownKey):
+		return st, nil, refuseState(RefusedUnknownKey)
 	case err != nil && !expired:
-		return st, nil, refuseState("it does not open (tampered, truncated, or sealed under other keys)")
+		return st, nil, refuseState("it does not open (tampered, truncated, or sealed for another purpose)")
 	case princ != r.Principal:
 		return st, rs, refuseState("another principal's")
 	case digest != RequestDigest(r.Method, params):

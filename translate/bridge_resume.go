@@ -118,6 +118,7 @@ func (b *Bridge) parkResumable(c *call, r Request, sink Sink) (outcome string, o
 	p.sess, p.key, p.pooled = c.sess, c.key, !c.own
 	b.bySession[placeSession{c.sess.URL, c.sess.ID}] = p
 	p.callID, p.after, p.seen = c.up.ID, c.resumeAt, c.seen
+	p.method, p.name, p.round, p.waiting, p.started, p.expires = c.method, c.name, rs.Round, len(c.pending), c.started, expires
 	c.round, c.digest, c.expires = rs.Round, digest, expires
 	lingers := b.lingerLocked(c, p, time.Until(expires))
 	b.mu.Unlock()
@@ -172,6 +173,13 @@ type resumePlace struct {
 	cool     *time.Timer
 	parkedAt int64         // unix nanoseconds; 0: the options want no linger
 	cooling  chan struct{} // closed once cool has closed hot's streams
+	// What the admin API lists of the call (ParkedCall): its method and
+	// name, the round its state answers, how many questions it asked,
+	// when it started and when its state expires.
+	method, name     string
+	round            uint32
+	waiting          int
+	started, expires time.Time
 }
 
 // placeForLocked takes a place among the calls parked with o, for princ,

@@ -301,3 +301,37 @@ func TestResumeObserved(t *testing.T) {
 		t.Fatalf("events %v", obs.events)
 	}
 }
+
+// TestResumeParkedListed: a call parked holding nothing is listed by the
+// instance that parked it (ParkedCalls, the admin API's
+// /mcp_gateway/parked) as holding nothing, with what the place knows and no
+// principal; a call parked holding its stream is listed as holding it.
+// Once the retry is served here, the entry leaves.
+func TestResumeParkedListed(t *testing.T) {
+	upstream, _ := resumableUpstream(t)
+	bs := fleet(t, 1)
+	a := serve(bs[0], resumeRequest(t, upstream, 1, 2, ""))
+	list := bs[0].ParkedCalls()
+	if len(list) != 1 {
+		t.Fatalf("parked %+v, want the one call parked holding nothing", list)
+	}
+	p := list[0]
+	if p.Holding != HoldingNothing || !p.Resumable || p.Upstream != upstream || p.Method != "tools/call" ||
+		p.Name != "ask" || p.Round != 1 || p.Waiting != 1 || p.Started.IsZero() || !p.Expires.After(time.Now()) {
+		t.Fatalf("parked %+v", p)
+	}
+	extra, _ := answerRound(t, a, "x1")
+	serve(bs[0], resumeRequest(t, upstream, 2, 2, extra))
+	if list := bs[0].ParkedCalls(); len(list) != 1 || list[0].Round != 2 || list[0].Holding != HoldingNothing {
+		t.Fatalf("after the first retry: %+v, want the call in round 2 only", list)
+	}
+
+	serve(bs[0], askRequest(t, upstream, 3, 1, ""))
+	var holding []string
+	for _, p := range bs[0].ParkedCalls() {
+		holding = append(holding, p.Holding)
+	}
+	if len(holding) != 2 || holding[0] != HoldingNothing || holding[1] != HoldingStream {
+		t.Fatalf("holding %v, want the resumable call first (parked first), then the held one", holding)
+	}
+}

@@ -8,10 +8,12 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 )
 
-// TestStateRefusalsAlike: a requestState that does not open, another
+// TestStateRefusalsAlike: a requestState that does not open, one sealed
+// under a key this instance lacks (another instance's), another
 // principal's, another request's and an expired one (of the right
 // principal and request, or of another principal) are refused with one
-// status, code and message; only the reason kept for the log differs.
+// status, code and message; only the reason kept for the log differs
+// (RefusedUnknownKey, which the caller tells operators, for the other key).
 func TestStateRefusalsAlike(t *testing.T) {
 	b := newTestBridge(t, time.Minute)
 	answer := func(state string) string {
@@ -22,7 +24,14 @@ func TestStateRefusalsAlike(t *testing.T) {
 		return seal.SealState(b.defaults.Keyring, seal.State{Instance: "test", Principal: PrincipalHash(principal),
 			Digest: digest, Expires: time.Now().Add(expires)})
 	}
+	otherKeys, err := seal.NewKeyring(seal.NewRandomKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := seal.SealState(otherKeys, seal.State{Instance: "test", Principal: PrincipalHash("p"),
+		Digest: digest, Expires: time.Now().Add(time.Minute)})
 	cases := map[string]Request{
+		"another instance's key":       askRequest(t, "", 2, 1, answer(foreign)),
 		"tampered":                     askRequest(t, "", 2, 1, answer(sealed("p", time.Minute)+"x")),
 		"another principal":            askRequest(t, "", 2, 1, answer(sealed("mallory", time.Minute))),
 		"another request":              askRequest(t, "", 2, 2, answer(sealed("p", time.Minute))),
@@ -43,6 +52,9 @@ func TestStateRefusalsAlike(t *testing.T) {
 			t.Errorf("%s: no reason for the log", name)
 		}
 		whys[why] = true
+		if (name == "another instance's key") != (why == RefusedUnknownKey) {
+			t.Errorf("%s: the log says %q", name, why)
+		}
 		if name == "expired, another principal's" && why != "another principal's" {
 			t.Errorf("%s: the log says %q; the principal is checked before the expiry", name, why)
 		}
@@ -50,7 +62,7 @@ func TestStateRefusalsAlike(t *testing.T) {
 			t.Errorf("%s: served %d %s", name, a.status, a.final)
 		}
 	}
-	if len(whys) != 4 {
-		t.Errorf("reasons %v: want 4 kinds", whys)
+	if len(whys) != 5 {
+		t.Errorf("reasons %v: want 5 kinds", whys)
 	}
 }

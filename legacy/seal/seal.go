@@ -28,6 +28,12 @@ type Purpose string
 // purpose. Callers must not tell these apart to clients.
 var ErrUnsealable = errors.New("token does not open")
 
+// ErrUnknownKey (which wraps ErrUnsealable) is returned, wrapped, for a
+// token that is well formed but sealed under a key the keyring lacks: most
+// often another instance's, configured with another state_key. Clients
+// must not be told; operators may (a fleet that shares no key).
+var ErrUnknownKey = fmt.Errorf("%w: unknown key", ErrUnsealable)
+
 // Keyring seals and opens tokens with AES-256-GCM. The first key seals; every
 // key opens, so keys can be rotated by prepending a new one. A Keyring is
 // immutable and safe for concurrent use; the AEADs are built once, so sealing
@@ -179,7 +185,7 @@ func (kr *Keyring) OpenAny(token string, purposes ...Purpose) (Purpose, []byte, 
 		}
 		return "", nil, fmt.Errorf("%w: authentication failed", ErrUnsealable)
 	}
-	return "", nil, fmt.Errorf("%w: unknown key", ErrUnsealable)
+	return "", nil, ErrUnknownKey
 }
 
 func aad(purpose Purpose, header []byte) []byte {

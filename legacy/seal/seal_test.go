@@ -65,8 +65,14 @@ func TestOpenRejects(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			if _, err := c.kr.Open(c.purpose, c.token); !errors.Is(err, ErrUnsealable) {
+			_, err := c.kr.Open(c.purpose, c.token)
+			if !errors.Is(err, ErrUnsealable) {
 				t.Fatalf("err = %v, want ErrUnsealable", err)
+			}
+			// Only a well-formed token under a key the keyring lacks is
+			// ErrUnknownKey (the gateway tells operators of those).
+			if unknown := name == "other key" || name == "flipped key id"; errors.Is(err, ErrUnknownKey) != unknown {
+				t.Fatalf("err = %v: ErrUnknownKey %v, want %v", err, errors.Is(err, ErrUnknownKey), unknown)
 			}
 		})
 	}

@@ -1,0 +1,69 @@
+package caddymodule
+
+import (
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// A session id or requestState sealed under a key this instance lacks is
+// refused as any invalid one is (404 Session not found, 400 requestState
+// not valid): the client learns nothing more. The operator is told, at
+// warn and at most once per foreignKeyEvery per kind, since it is most
+// often a fleet whose instances do not share state_key, or an instance
+// that restarted with no state_key. No token is logged.
+
+// foreignKeyEvery is the least time between two such lines of one kind.
+const foreignKeyEvery = 10 * time.Second
+
+// The kinds of token told apart in the log (field "kind").
+const (
+	foreignSessionID    = "session_id"
+	foreignRequestState = "request_state"
+)
+
+// foreignKeyWarnings are process-wide, so that a reload does not reset them.
+var foreignKeyWarnings = map[string]*everyLimiter{
+	foreignSessionID:    {every: foreignKeyEvery},
+	foreignRequestState: {every: foreignKeyEvery},
+}
+
+// warnForeignKey logs, rate-limited, that a token of kind was sealed under
+// a key this instance lacks.
+func (h *Handler) warnForeignKey(kind string) {
+	l := foreignKeyWarnings[kind]
+	ok, skipped := l.allow(time.Now())
+	if !ok {
+		return
+	}
+	what := "a session id"
+	if kind == foreignRequestState {
+		what = "a requestState"
+	}
+	h.logger.Warn(what+" sealed under a key this instance lacks was refused: every instance of a fleet must share state_key "+
+		"(and one with no state_key opens nothing sealed before it restarted)",
+		zap.String("kind", kind), zap.Int64("not_logged_since_last_line", skipped))
+}
+
+// everyLimiter allows one event per period and counts the others.
+type everyLimiter struct {
+	every   time.Duration
+	last    atomic.Int64 // UnixNano of the last allowed event, 0 for none
+	skipped atomic.Int64 // events not allowed since
+}
+
+// allow reports whether an event at now may be logged and, if so, how many
+// were not since the last one that was.
+func (l *everyLimiter) allow(now time.Time) (bool, int64) {
+	for {
+		last := l.last.Load()
+		if last != 0 && now.UnixNano()-last < int64(l.every) {
+			l.skipped.Add(1)
+			return false, 0
+		}
+		if l.last.CompareAndSwap(last, now.UnixNano()) {
+			return true, l.skipped.Swap(0)
+		}
+	}
+}
