@@ -48,7 +48,7 @@ func forwardedOf(r *http.Request) (forwardedFrom, bool) {
 // acceptForwarded verifies the forwarding header of r, if it has one: a
 // request carrying one that does not verify is refused, whatever else it
 // is. A verified request is returned marked (and without the header, so
-// that nothing passes it on). The README's basic_auth recipe lets requests
+// that nothing passes it on). The basic_auth recipe (docs/configuration.md) lets requests
 // carrying the header skip authentication on the gateway's path: that is
 // safe only because every one of them is verified here, before anything
 // reaches an upstream.

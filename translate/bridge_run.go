@@ -242,7 +242,7 @@ func (b *Bridge) respondFinal(c *call, r Request, m legacy.Message, sink Sink) s
 	status := http.StatusOK
 	switch code {
 	case MissingRequiredClientCapability:
-		status = http.StatusBadRequest // the gateway's convention for legacy servers, see README
+		status = http.StatusBadRequest // the gateway's convention for legacy servers, see docs/behaviour.md
 	case MethodNotFound:
 		// 404 is the transport's answer for a method the server does not
 		// implement; a -32601 from the handler of a method the upstream

@@ -11,7 +11,7 @@ import (
 // retry already used, until they expire: such a state names no table
 // entry that its first use could take, so this is what makes it single
 // use on the instance. Another instance sharing the key does not know of
-// it (README, security model: what a replay elsewhere can and cannot do).
+// it (docs/security.md: what a replay elsewhere can and cannot do).
 // It holds at most max states; when full, it forgets the one that
 // expires first, after those already expired. Safe for concurrent use.
 type usedStates struct {
