@@ -174,34 +174,48 @@ func TestDocsLinks(t *testing.T) {
 	}
 }
 
-// TestDocsModernClientSnippet: the README's TypeScript SDK 2.x example
-// imports the package and sets the version negotiation exactly as
-// tests/node/modern-client.mjs, which the demo and the tests run, does.
-func TestDocsModernClientSnippet(t *testing.T) {
+// TestDocsClientSnippets: the README's TypeScript examples, SDK 2.x then
+// 1.x, import their packages and set the client up exactly as
+// tests/node/modern-client.mjs and legacy-client.mjs, which the demo and the
+// tests run, do.
+func TestDocsClientSnippets(t *testing.T) {
 	root := repoRoot(t)
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	script, err := os.ReadFile(filepath.Join(root, "tests", "node", "modern-client.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	block := regexp.MustCompile("(?s)```js\n(.*?)```").FindSubmatch(readme)
-	if block == nil {
-		t.Fatal("no ```js block in README.md")
-	}
-	for _, want := range []string{
-		"import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';",
-		"versionNegotiation: { mode: 'auto' },",
-		"capabilities: { elicitation: { form: {}, url: {} }, sampling: {}, roots: { listChanged: true } },",
-		"client.setRequestHandler('elicitation/create', ",
+	blocks := regexp.MustCompile("(?s)```js\n(.*?)```").FindAllSubmatch(readme, -1)
+	for i, c := range []struct {
+		script string
+		want   []string
+	}{
+		{"modern-client.mjs", []string{
+			"import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';",
+			"versionNegotiation: { mode: 'auto' },",
+			"capabilities: { elicitation: { form: {}, url: {} }, sampling: {}, roots: { listChanged: true } },",
+			"client.setRequestHandler('elicitation/create', ",
+		}},
+		{"legacy-client.mjs", []string{
+			"import { Client } from '@modelcontextprotocol/sdk/client/index.js';",
+			"import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';",
+			"{ capabilities: { elicitation: {}, sampling: {}, roots: { listChanged: true } } },",
+			"client.setRequestHandler(ElicitRequestSchema, ",
+		}},
 	} {
-		if !strings.Contains(string(block[1]), want) {
-			t.Errorf("the README's TypeScript example lacks %q", want)
+		if i >= len(blocks) {
+			t.Fatalf("README.md has %d ```js blocks, want the example of tests/node/%s as block %d", len(blocks), c.script, i+1)
 		}
-		if !strings.Contains(string(script), want) {
-			t.Errorf("tests/node/modern-client.mjs lacks %q, which the README shows", want)
+		script, err := os.ReadFile(filepath.Join(root, "tests", "node", c.script))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range c.want {
+			if !strings.Contains(string(blocks[i][1]), want) {
+				t.Errorf("the README's example of %s lacks %q", c.script, want)
+			}
+			if !strings.Contains(string(script), want) {
+				t.Errorf("tests/node/%s lacks %q, which the README shows", c.script, want)
+			}
 		}
 	}
 }
