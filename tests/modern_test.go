@@ -1,7 +1,7 @@
 package tests
 
-// Modern (2026-07-28) traffic through the gateway: the validation ladder of
-// PROTOCOL.md §1.5 with raw HTTP, the modern SDK client against modern and
+// Modern (2026-07-28) traffic through the gateway: the validation ladder
+// (translate.ValidateModern; the refusals in docs/behaviour.md) with raw HTTP, the modern SDK client against modern and
 // legacy upstreams, and the Host/Origin checks.
 
 import (

@@ -16,7 +16,7 @@ import (
 
 // This file turns the in-line requests of a legacy server
 // (elicitation/create, sampling/createMessage, roots/list) into the input
-// requests of a modern InputRequiredResult (SEP-2322, PROTOCOL.md §3), and
+// requests of a modern InputRequiredResult (SEP-2322), and
 // checks the client's input responses before they go upstream.
 
 // InputKeyHint is the params._meta key by which a legacy server may choose
@@ -143,7 +143,7 @@ func validInputKey(k string) bool {
 //   - elicitation/create loses elicitationId (2025 URL mode; 2026
 //     ElicitRequestURLParams has none) and task;
 //   - sampling/createMessage loses task (2025 TaskAugmentedRequestParams,
-//     gone in 2026, PROTOCOL.md §2.3);
+//     gone in 2026);
 //   - InputKeyHint is removed from params._meta, and so is a _meta that
 //     this leaves empty.
 //
@@ -295,8 +295,8 @@ func samplingUsesTools(params []byte) bool {
 
 // RequiredCapability returns the client capabilities an input request
 // needs, as the JSON ClientCapabilities object for the requiredCapabilities
-// of a MissingRequiredClientCapability error (PROTOCOL.md §1.2, §3.3 item
-// 7): elicitation/create needs {"elicitation":{}} (form, which an empty
+// of a MissingRequiredClientCapability error (2026-07-28 schema.ts,
+// SEP-2322): elicitation/create needs {"elicitation":{}} (form, which an empty
 // elicitation object implies) or {"elicitation":{"url":{}}} (mode "url");
 // sampling/createMessage needs {"sampling":{}}, or {"sampling":{"tools":{}}}
 // when params has tools or toolChoice; roots/list needs {"roots":{}}. It
@@ -542,7 +542,7 @@ func appendJSONString(b []byte, s string) []byte {
 //     user who "dismissed without making an explicit choice";
 //   - sampling/createMessage: error {"code":-1,"message":"User rejected
 //     sampling request"}, the client error that 2025-11-25
-//     client/sampling.mdx §Error Handling lists (PROTOCOL.md §5.7);
+//     client/sampling.mdx §Error Handling lists;
 //   - roots/list: error -32603 (InternalError), the other error 2025-11-25
 //     client/roots.mdx §Error Handling lists; -32601 would tell the server
 //     the client has no roots capability, which is not what happened;
@@ -563,7 +563,7 @@ func CancelAnswer(method string) (result []byte, errObj []byte) {
 // -32042, 2025-11-25 schema.ts: data.elicitations is an array of
 // ElicitRequestURLParams {mode:"url", message, elicitationId, url}) into
 // URL-mode elicitation/create input requests, since 2026-07-28 removed the
-// error (PROTOCOL.md §2.4 item 4). Each entry loses elicitationId (and
+// error. Each entry loses elicitationId (and
 // task); its other members are kept. Keys are "url-elicitation-1",
 // "url-elicitation-2", ... in order: the error ends the upstream call, so
 // these are the only keys of their InputRequiredResult. ok is false when

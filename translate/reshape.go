@@ -111,11 +111,11 @@ func (o ReshapeOptions) check() (serverInfo []byte, scope string, err error) {
 //     absent from the 2026-07-28 Tool and from the Tasks extension
 //     (schema/2025-11-25/schema.ts Tool.execution, schema/2026-07-28/schema.ts
 //     Tool, ext-tasks schema/draft/schema.ts), and the gateway does not
-//     bridge 2025 tasks (PROTOCOL.md §8.1.7);
+//     bridge 2025 tasks;
 //   - a tools/call result that is a 2025 CreateTaskResult (an object "task"
 //     member and no "content") is refused with ErrUpstreamResult: the
 //     gateway never asks a legacy upstream for a task, and the 2026 Tasks
-//     extension's CreateTaskResult has another shape (PROTOCOL.md §4).
+//     extension's CreateTaskResult has another shape.
 //
 // Everything else is preserved byte for byte (see the file comment). The
 // result must be a JSON object without repeated member names, else the
@@ -259,7 +259,7 @@ func malformedUpstreamError() (int, []byte) {
 
 // BuildDiscoverResult builds the result of a modern server/discover from the
 // result of a legacy initialize ({protocolVersion, capabilities, serverInfo,
-// instructions}), as described in PROTOCOL.md §1.3 and §2.3:
+// instructions}), in the shape of the 2026-07-28 DiscoverResult:
 // {"resultType":"complete","supportedVersions":[ModernVersion],
 // "capabilities":...,"_meta":{...serverInfo},"instructions":...,
 // "ttlMs":...,"cacheScope":...}.

@@ -175,7 +175,7 @@ func TestReshapeError(t *testing.T) {
 }
 
 // goSDKInitResult is an InitializeResult shaped like the one the go-sdk and
-// the TypeScript SDK send (PROTOCOL.md §5.1), with 2025 tasks.
+// the TypeScript SDK send, with 2025 tasks.
 const goSDKInitResult = `{"capabilities":{"completions":{},"logging":{},"prompts":{"listChanged":true},` +
 	`"resources":{"listChanged":true,"subscribe":true},"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}},` +
 	`"tools":{"listChanged":true}},"instructions":"Use the tools.","protocolVersion":"2025-11-25",` +

@@ -21,8 +21,7 @@ import (
 // session itself, in a sealed session id; sends each legacy request upstream
 // statelessly with the full _meta; and turns every input_required round of
 // the upstream into in-line requests on the SSE answer to the legacy
-// client, whose POSTed answers it collects before retrying upstream
-// (PROTOCOL.md §8.2, §8.3).
+// client, whose POSTed answers it collects before retrying upstream.
 //
 // Here is the engine: the bridge, Serve, and a call's rounds (call). Its
 // parts: reverse_options.go (options), reverse_session.go (initialize and

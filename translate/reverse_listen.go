@@ -15,7 +15,7 @@ import (
 
 // This file is the standalone GET stream of a gateway-held legacy session:
 // list-changed and resource-updated notifications, fed by an upstream
-// subscriptions/listen (PROTOCOL.md §1.7) whose filter follows the
+// subscriptions/listen (2026-07-28) whose filter follows the
 // session's resources/subscribe and resources/unsubscribe.
 
 // Reconnection of the upstream subscription: a stream the upstream ended is

@@ -13,7 +13,7 @@ import (
 )
 
 // This file gives the reverse bridge's tools/call requests the Mcp-Param-*
-// headers of SEP-2243 (PROTOCOL.md §1.4): a modern server mirrors tool
+// headers of SEP-2243: a modern server mirrors tool
 // arguments annotated "x-mcp-header" into headers and rejects a call that
 // lacks them (-32020). A legacy client knows nothing of them, so the gateway
 // reads the annotations from the upstream's tools/list.

@@ -14,7 +14,7 @@ import (
 // This file turns modern (2026-07-28) results and errors into legacy
 // (2025-11-25 and earlier) ones for the reverse bridge, builds a legacy
 // InitializeResult from a DiscoverResult, and maps legacy client
-// capabilities to modern ones (PROTOCOL.md §2.3, §2.4, §8.2).
+// capabilities to modern ones.
 
 // ReverseVersions lists the legacy protocol versions the reverse bridge
 // negotiates with legacy clients, newest first.

@@ -14,7 +14,7 @@ import (
 
 // Tasks in the reverse bridge: a modern upstream may answer a legacy
 // client's tools/call with a task (the 2026-07-28 Tasks extension,
-// io.modelcontextprotocol/tasks, PROTOCOL.md §4.1). A legacy client knows
+// io.modelcontextprotocol/tasks). A legacy client knows
 // nothing of tasks, so the gateway follows the task for it and the client
 // sees one blocking call: the gateway polls tasks/get, asks an
 // input_required task's inputRequests in-line on the call's stream (the

@@ -11,7 +11,7 @@ import (
 // This file is the codec of the requestState the forward bridge hands to a
 // modern client with an InputRequiredResult. The state names the parked
 // upstream call and binds it to the principal, the originating request and
-// an expiry (SEP-2322 server requirements 4 and 5, PROTOCOL.md §3.3); it is
+// an expiry (SEP-2322 server requirements 4 and 5); it is
 // sealed with AES-256-GCM by a Keyring, so clients can neither read nor
 // forge it. Single use is enforced by the parked-call registry, not
 // here.

@@ -18,8 +18,8 @@
 //   failing_task{}        optional: a task that fails after 300 ms
 //   echo{text}            a plain tool (no tasks)
 //
-// and, for the conformance suite's tasks-* scenarios (../shared/TASKS.md
-// lists what they expect), the same tools as 2025 task tools:
+// and, for the conformance suite's tasks-* scenarios (docs/testing.md says
+// what they check), the same tools as 2025 task tools:
 //   slow_compute{seconds,label} optional, completes after `seconds`
 //   failing_job{}               required, completes after 1 s with isError
 //   protocol_error_job{}        required, fails after 500 ms
