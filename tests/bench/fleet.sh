@@ -64,30 +64,9 @@ fi
 
 bin=tests/.out/bench
 out=$bin/fleet
+source tests/bench/lib.sh
+build_bench "$bin"
 mkdir -p "$out"
-echo "building Caddy and the load tool..." >&2
-go build -o "$bin/caddy" ./caddymodule/cmd/caddy
-go build -o "$bin/bench" ./tests/bench
-
-pids=()
-cleanup() {
-	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-}
-trap cleanup EXIT INT TERM
-
-# waitport PORT PID LOG: waits until something listens on 127.0.0.1:PORT;
-# fails, showing LOG, if process PID ended or after 20 s.
-waitport() {
-	for _ in $(seq 200); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-		if ! kill -0 "$2" 2>/dev/null; then break; fi
-		sleep 0.1
-	done
-	echo "nothing listens on 127.0.0.1:$1; $3:" >&2
-	tail -20 "$3" >&2
-	exit 1
-}
 
 "$bin/bench" serve -era legacy -event-store -addr "127.0.0.1:$go_up" >"$out/go-upstream.log" 2>&1 &
 go_pid=$!

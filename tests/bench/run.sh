@@ -38,17 +38,8 @@ legacy_up=$((P + 1)) modern_up=$((P + 2)) gw_legacy=$((P + 11)) gw_modern=$((P +
 park_gw=$((P + 21)) park_admin=$((P + 29))
 
 out=tests/.out/bench
-mkdir -p "$out"
-echo "building Caddy and the load tool..." >&2
-go build -o "$out/caddy" ./caddymodule/cmd/caddy
-go build -o "$out/bench" ./tests/bench
-
-pids=()
-cleanup() {
-	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-}
-trap cleanup EXIT INT TERM
+source tests/bench/lib.sh
+build_bench "$out"
 
 # Readings of the gateway whose admin endpoint is $park_admin (the
 # memory scenarios run one at a time there), and of a process by pid.
@@ -59,15 +50,6 @@ heap() {
 	curl -s "http://127.0.0.1:$park_admin/debug/vars" | grep -o '"HeapInuse": *[0-9]*' | grep -o '[0-9]*$' | awk '{print int($1/1024)}' || true
 }
 goroutines() { curl -s "http://127.0.0.1:$park_admin/debug/pprof/goroutine?debug=1" | head -1 | grep -o '[0-9]*$' || true; }
-
-waitport() {
-	for _ in $(seq 200); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-		sleep 0.1
-	done
-	echo "nothing listens on 127.0.0.1:$1" >&2
-	exit 1
-}
 
 # A parked call holds two upstream connections (its call stream and its
 # session's GET stream), in the gateway and in the upstream: raise the

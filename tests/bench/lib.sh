@@ -1,0 +1,34 @@
+# Sourced by the bench scripts (run.sh, fleet.sh): what each needs to start
+# processes on loopback and stop them at the end.
+
+# pids are the processes the script started: cleanup stops them, on exit
+# or interrupt.
+pids=()
+cleanup() {
+	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+# build_bench DIR: builds Caddy (with the mcp_gateway module) and the load
+# tool into DIR.
+build_bench() {
+	mkdir -p "$1"
+	echo "building Caddy and the load tool..." >&2
+	go build -o "$1/caddy" ./caddymodule/cmd/caddy
+	go build -o "$1/bench" ./tests/bench
+}
+
+# waitport PORT [PID LOG]: waits until something listens on
+# 127.0.0.1:PORT; fails after 20 s or, given PID, as soon as that process
+# ended, showing LOG.
+waitport() {
+	for _ in $(seq 200); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		if [[ -n "${2:-}" ]] && ! kill -0 "$2" 2>/dev/null; then break; fi
+		sleep 0.1
+	done
+	echo "nothing listens on 127.0.0.1:$1${3:+; $3:}" >&2
+	[[ -n "${3:-}" ]] && tail -20 "$3" >&2
+	exit 1
+}
