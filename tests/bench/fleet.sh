@@ -168,14 +168,4 @@ fi
 echo
 echo "cross: a modern client's first request to gw-a, its retry to gw-b, which gives the session back; ended: the same through sites listing no peers (gw-b ends the session); same: both to gw-a; inline: a legacy client straight to the upstream."
 echo
-echo "Ratios (first target ÷ second, same run; server CPU: both Caddy processes and the upstream, per call):"
-echo
-echo "| scenario | clients | A vs B | throughput A÷B | p50 A÷B | p99 A÷B | server CPU per call A÷B |"
-echo "|---|---|---|---|---|---|---|"
-sed -n 's/^RATIO //p' "$results"
-echo
-echo "Figures:"
-echo
-echo "| scenario | clients | target | calls/s | p50 | p90 | p99 | errors | CPU µs per call |"
-echo "|---|---|---|---|---|---|---|---|---|"
-sed -n 's/^FIG //p' "$results"
+compare_tables "$results" "both Caddy processes and the upstream"

@@ -32,3 +32,20 @@ waitport() {
 	[[ -n "${3:-}" ]] && tail -20 "$3" >&2
 	exit 1
 }
+
+# compare_tables RESULTS WHOSE_CPU: prints, as Markdown, the ratio and
+# figure tables of the `bench compare` lines in RESULTS; WHOSE_CPU says
+# which processes the server CPU counts.
+compare_tables() {
+	echo "Ratios (first target ÷ second, same run; server CPU: $2, per call):"
+	echo
+	echo "| scenario | clients | A vs B | throughput A÷B | p50 A÷B | p99 A÷B | server CPU per call A÷B |"
+	echo "|---|---|---|---|---|---|---|"
+	sed -n 's/^RATIO //p' "$1"
+	echo
+	echo "Figures:"
+	echo
+	echo "| scenario | clients | target | calls/s | p50 | p90 | p99 | errors | CPU µs per call |"
+	echo "|---|---|---|---|---|---|---|---|---|"
+	sed -n 's/^FIG //p' "$1"
+}

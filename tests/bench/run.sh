@@ -295,17 +295,7 @@ echo
 echo "## Results ($(date -u '+%Y-%m-%d %H:%M UTC'); legacy upstream event store: ${BENCH_EVENT_STORE:-0}; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); ${D} × ${REPS} per target, interleaved)"
 if [[ -s "$results" ]]; then
 	echo
-	echo "Ratios (first target ÷ second, same run; server CPU: the Caddy processes and the upstreams, per call):"
-	echo
-	echo "| scenario | clients | A vs B | throughput A÷B | p50 A÷B | p99 A÷B | server CPU per call A÷B |"
-	echo "|---|---|---|---|---|---|---|"
-	sed -n 's/^RATIO //p' "$results"
-	echo
-	echo "Figures:"
-	echo
-	echo "| scenario | clients | target | calls/s | p50 | p90 | p99 | errors | CPU µs per call |"
-	echo "|---|---|---|---|---|---|---|---|---|"
-	sed -n 's/^FIG //p' "$results"
+	compare_tables "$results" "the Caddy processes and the upstreams"
 fi
 if [[ -n "$memory" ]]; then
 	echo
