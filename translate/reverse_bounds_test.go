@@ -142,11 +142,11 @@ func TestReverseSubscribeBounds(t *testing.T) {
 	if rerr := rv.subscribe(heldSession(t, "q"), uri(0), true, 0); rerr != nil {
 		t.Errorf("another principal: %v", rerr)
 	}
-	before := rv.subBytes.perPrincipal[s.Principal]
+	_, before := rv.subBytes.c.held(s.Principal)
 	if rerr := rv.Delete(s); rerr != nil {
 		t.Fatal(rerr)
 	}
-	if after := rv.subBytes.perPrincipal[s.Principal]; before-after != 7*(maxSubscribeURI+subscriptionOverhead) {
+	if _, after := rv.subBytes.c.held(s.Principal); before-after != 7*(maxSubscribeURI+subscriptionOverhead) {
 		t.Errorf("DELETE gave back %d bytes", before-after)
 	}
 }

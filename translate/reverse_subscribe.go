@@ -35,46 +35,26 @@ const (
 )
 
 // subscriptionBudget counts the bytes the sessions' subscriptions hold,
-// per principal and in all. It is safe for concurrent use.
-type subscriptionBudget struct {
-	mu           sync.Mutex
-	total        int64
-	perPrincipal map[[16]byte]int64
-}
+// per principal and in all.
+type subscriptionBudget struct{ c *principalCount }
 
-func newSubscriptionBudget() *subscriptionBudget {
-	return &subscriptionBudget{perPrincipal: make(map[[16]byte]int64)}
-}
+func newSubscriptionBudget() *subscriptionBudget { return &subscriptionBudget{newPrincipalCount()} }
 
 // take reserves n bytes for principal, or refuses.
 func (b *subscriptionBudget) take(principal [16]byte, n int64) *RPCError {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch {
-	case b.total+n > maxSubscriptionBytesTotal:
+	switch b.c.take(principal, n, maxSubscriptionBytesTotal, maxSubscriptionBytesPerPrincipal) {
+	case refusedInAll:
 		return &RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: InternalError,
 			Message: "the gateway holds too many resource subscriptions; retry later"}
-	case b.perPrincipal[principal]+n > maxSubscriptionBytesPerPrincipal:
+	case refusedForPrincipal:
 		return &RPCError{HTTPStatus: http.StatusTooManyRequests, Code: InternalError,
 			Message: "too many resource subscriptions for this principal; unsubscribe, or delete sessions no longer used"}
 	}
-	b.total += n
-	b.perPrincipal[principal] += n
 	return nil
 }
 
 // give returns n bytes of principal's.
-func (b *subscriptionBudget) give(principal [16]byte, n int64) {
-	if n == 0 {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.total -= n
-	if b.perPrincipal[principal] -= n; b.perPrincipal[principal] <= 0 {
-		delete(b.perPrincipal, principal)
-	}
-}
+func (b *subscriptionBudget) give(principal [16]byte, n int64) { b.c.give(principal, n) }
 
 // reverseSubscriptions is what this instance knows of a session's
 // resources/subscribe calls, and its live GET stream.
