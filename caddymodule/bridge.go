@@ -122,7 +122,6 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq tran
 	sink := h.newSink(w)
 	defer sink.close()
 	breq.Header = bridgedHeader(r)
-	breq.GiveBack = h.giveBackVia(r)
 	if up != nil {
 		aim(&breq, up)
 		breq.Failover = h.bridgeFailover(w, r, &up)

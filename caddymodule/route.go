@@ -221,6 +221,10 @@ func (h *Handler) learnModern(w http.ResponseWriter, r *http.Request, body []byt
 		retry = h.bridge.TaskOf(&l.breq)
 	}
 	l.in.state, l.in.stateOwner = retry.Whose, retry.Owner
+	if retry.Whose == translate.Resumable {
+		// A call parked elsewhere may end here: its session goes back.
+		l.breq.GiveBack = h.giveBackVia(r)
+	}
 	if retry.Upstream != "" {
 		l.in.stateUp = h.upstreamByURL(r, retry.Upstream)
 	}
