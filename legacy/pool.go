@@ -130,21 +130,26 @@ func (p *Pool) Lease(ctx context.Context, key PoolKey, header http.Header, caps,
 	for _, s := range evicted {
 		go s.Close(context.Background())
 	}
-	client := p.opts.Client
-	if key.Client != nil {
-		client = key.Client
-	}
-	s, err := Open(ctx, client, key.Upstream, header, caps, clientInfo, !key.NoGetStream)
+	s, err := p.openCounted(ctx, key, header, caps, clientInfo)
 	if err != nil {
-		p.mu.Lock()
-		p.countLocked(key, -1)
-		p.mu.Unlock()
 		return nil, err
 	}
 	s.buffer.Store(buffer)
+	return s, nil
+}
+
+// openCounted opens a session for key, which the caller counted already
+// (countLocked): it is uncounted if the upstream refuses, and counted
+// among the upstream's initializations if not.
+func (p *Pool) openCounted(ctx context.Context, key PoolKey, header http.Header, caps, clientInfo []byte) (*Session, error) {
+	s, err := Open(ctx, p.Client(key), key.Upstream, header, caps, clientInfo, !key.NoGetStream)
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.countLocked(key, -1)
+		return nil, err
+	}
 	p.inits[key.Upstream]++
-	p.mu.Unlock()
 	return s, nil
 }
 

@@ -24,19 +24,15 @@ func (p *Pool) Prime(ctx context.Context, key PoolKey, header http.Header, caps,
 	p.priming[key] = true
 	p.countLocked(key, 1)
 	p.mu.Unlock()
-	s, err := Open(ctx, p.Client(key), key.Upstream, header, caps, clientInfo, !key.NoGetStream)
+	s, err := p.openCounted(ctx, key, header, caps, clientInfo)
 	p.mu.Lock()
 	delete(p.priming, key)
-	if err != nil || p.closed {
-		p.countLocked(key, -1)
-		p.mu.Unlock()
-		if err == nil {
-			s.Close(ctx)
-		}
+	closed := p.closed
+	p.mu.Unlock()
+	if err != nil {
 		return false
 	}
-	p.inits[key.Upstream]++
-	p.mu.Unlock()
-	p.Release(key, s, true)
-	return true
+	// Idle in the pool, or, if it closed meanwhile, ended at once.
+	p.Release(key, s, !closed)
+	return !closed
 }
