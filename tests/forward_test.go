@@ -239,13 +239,21 @@ type inputRequired struct {
 // askCall POSTs tools/call ask (with extra params merged) and returns the exchange.
 func askCall(t *testing.T, url string, id int, topic string, extra map[string]any, hdr map[string]string) rpcExchange {
 	t.Helper()
+	return elicitingCall(t, url, id, "ask", map[string]any{"topic": topic}, extra, hdr)
+}
+
+// elicitingCall posts a modern tools/call of tool with args, from a client
+// declaring elicitation, with extra params (a retry's requestState and
+// inputResponses) and extra headers (hdr).
+func elicitingCall(t *testing.T, url string, id int, tool string, args, extra map[string]any, hdr map[string]string) rpcExchange {
+	t.Helper()
 	m := meta(modernVersion)
 	m["io.modelcontextprotocol/clientCapabilities"] = map[string]any{"elicitation": map[string]any{}}
-	params := map[string]any{"name": "ask", "arguments": map[string]any{"topic": topic}, "_meta": m}
+	params := map[string]any{"name": tool, "arguments": args, "_meta": m}
 	for k, v := range extra {
 		params[k] = v
 	}
-	h := modernHeaders(modernVersion, "tools/call", "ask")
+	h := modernHeaders(modernVersion, "tools/call", tool)
 	for k, v := range hdr {
 		h[k] = v
 	}

@@ -66,17 +66,7 @@ func TestPlacesFinishedElsewhere(t *testing.T) {
 		block := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n" + limits + "\t\tstate_key " + testKey(0x3d)
 		g0, g1 := startGateway(t, block), startGateway(t, block)
 		call := func(url string, id int, extra map[string]any, who map[string]string) rpcExchange {
-			m := meta(modernVersion)
-			m["io.modelcontextprotocol/clientCapabilities"] = map[string]any{"elicitation": map[string]any{}}
-			params := map[string]any{"name": "trigger-elicitation-request", "arguments": map[string]any{}, "_meta": m}
-			for k, v := range extra {
-				params[k] = v
-			}
-			h := modernHeaders(modernVersion, "tools/call", "trigger-elicitation-request")
-			for k, v := range who {
-				h[k] = v
-			}
-			return postRPC(t, url, h, rpcBody(t, id, "tools/call", params), id)
+			return elicitingCall(t, url, id, "trigger-elicitation-request", map[string]any{}, extra, who)
 		}
 		for i := range 12 {
 			who := map[string]string{"Authorization": fmt.Sprintf("Bearer user%d", i)}

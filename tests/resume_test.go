@@ -198,13 +198,7 @@ func TestResumeUpstreamRestarted(t *testing.T) {
 // through the gateway, with extra params merged.
 func tsCall(t *testing.T, url string, id int, tool string, extra map[string]any) rpcExchange {
 	t.Helper()
-	m := meta(modernVersion)
-	m["io.modelcontextprotocol/clientCapabilities"] = map[string]any{"elicitation": map[string]any{}}
-	params := map[string]any{"name": tool, "arguments": map[string]any{}, "_meta": m}
-	for k, v := range extra {
-		params[k] = v
-	}
-	return postRPC(t, url, modernHeaders(modernVersion, "tools/call", tool), rpcBody(t, id, "tools/call", params), id)
+	return elicitingCall(t, url, id, tool, map[string]any{}, extra, nil)
 }
 
 // TestResumeTSServer: in front of the TypeScript SDK 1.x server
