@@ -11,7 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 )
 
 func init() {
@@ -95,7 +95,7 @@ func (a adminAPI) parked(w http.ResponseWriter, r *http.Request) error {
 	if err := onlyGET(r); err != nil {
 		return err
 	}
-	out := []translate.ParkedCall{}
+	out := []forward.ParkedCall{}
 	bridges.Range(func(_, v any) bool {
 		out = append(out, v.(*bridgeState).bridge.ParkedCalls()...)
 		return true
@@ -107,7 +107,7 @@ func (a adminAPI) tasks(w http.ResponseWriter, r *http.Request) error {
 	if err := onlyGET(r); err != nil {
 		return err
 	}
-	out := []translate.TaskInfo{}
+	out := []forward.TaskInfo{}
 	bridges.Range(func(_, v any) bool {
 		out = append(out, v.(*bridgeState).bridge.TaskList()...)
 		return true

@@ -16,7 +16,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 )
 
 // Pool limits of the upstream sessions the forward bridge opens. Every
@@ -41,7 +41,7 @@ const bridgeKey = "forward"
 // bridgeState is the UsagePool value: the bridge and the goroutine that
 // reaps idle upstream sessions.
 type bridgeState struct {
-	bridge *translate.Bridge
+	bridge *forward.Bridge
 	pool   *legacy.Pool
 	client *legacy.ConnClient
 	stop   chan struct{}
@@ -54,7 +54,7 @@ func newBridgeState(logger *zap.Logger) *bridgeState {
 	client := legacy.NewConnClient(legacy.ConnOptions{MaxIdlePerHost: 128,
 		Dial: guardDial((&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext)})
 	pool := legacy.NewPool(legacy.PoolOptions{MaxSessions: maxUpstreamSessions, IdleTimeout: sessionIdleTimeout, Client: client})
-	s := &bridgeState{bridge: translate.NewBridge(pool, translate.DefaultBridgeOptions()), pool: pool, client: client, stop: make(chan struct{})}
+	s := &bridgeState{bridge: forward.NewBridge(pool, forward.DefaultBridgeOptions()), pool: pool, client: client, stop: make(chan struct{})}
 	go s.reap(logger)
 	return s
 }
@@ -111,7 +111,7 @@ func (h *Handler) provisionBridge() error {
 // resumes, whichever upstream that runs on: up is then that upstream, or
 // nil when the call is no longer parked here (or its upstream left the
 // configuration), and the bridge answers.
-func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq translate.Request, up *Upstream) error {
+func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq forward.Request, up *Upstream) error {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	if breq.Method == "subscriptions/listen" {
@@ -131,7 +131,7 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq tran
 	if s.Refused != "" {
 		// The client's refusal says the same whatever the reason.
 		h.logger.Debug("requestState refused", zap.String("why", s.Refused), zap.String("method", breq.Method))
-		if s.Refused == translate.RefusedUnknownKey {
+		if s.Refused == forward.RefusedUnknownKey {
 			h.warnForeignKey(foreignRequestState)
 		}
 	}

@@ -5,10 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // The checks here are made while the Caddyfile is parsed, so that their
@@ -109,8 +108,8 @@ func parseResumeLinger(d *caddyfile.Dispenser, to *caddy.Duration) error {
 	if err := parseDuration(d, to); err != nil {
 		return err
 	}
-	if time.Duration(*to) > translate.MaxResumeLinger {
-		return d.Errf("resume_linger: must be at most %v, got %v", translate.MaxResumeLinger, time.Duration(*to))
+	if time.Duration(*to) > forward.MaxResumeLinger {
+		return d.Errf("resume_linger: must be at most %v, got %v", forward.MaxResumeLinger, time.Duration(*to))
 	}
 	return nil
 }

@@ -3,11 +3,11 @@ package caddymodule
 import (
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/reverse"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // The defaults of the handler's options, set in one place: setDefaults,
@@ -34,7 +34,7 @@ const (
 // setDefaults gives every option left unset (zero) its documented default.
 // It changes only zero values: a negative duration (off) is kept.
 func (h *Handler) setDefaults() {
-	fwd, rev := translate.DefaultBridgeOptions(), translate.DefaultReverseOptions()
+	fwd, rev := forward.DefaultBridgeOptions(), reverse.DefaultReverseOptions()
 
 	if h.SelectionPolicyRaw == nil {
 		h.SelectionPolicyRaw = caddyconfig.JSONModuleObject(reverseproxy.RandomSelection{}, "policy", "random", nil)
@@ -96,8 +96,8 @@ func orOff(d caddy.Duration) time.Duration {
 
 // bridgeOptions are this handler's forward bridge options, from its
 // (defaulted) configuration.
-func (h *Handler) bridgeOptions() *translate.BridgeOptions {
-	o := translate.DefaultBridgeOptions()
+func (h *Handler) bridgeOptions() *forward.BridgeOptions {
+	o := forward.DefaultBridgeOptions()
 	o.Keyring, o.Instance, o.Address, o.Observer = h.keyring, h.fleet.instance, h.fleet.address, h.observer
 	o.ParkTTL = time.Duration(h.ParkTTL)
 	o.MaxParked = h.MaxParked
@@ -109,7 +109,7 @@ func (h *Handler) bridgeOptions() *translate.BridgeOptions {
 	o.Lease.MaxPerPrincipal = h.MaxSessionsPerPrincipal
 	o.Lease.CallBuffer = h.MaxBufferedNotifications
 	o.Client = h.bridgeClient // nil without a transport: the bridge's own
-	o.Tasks = translate.TaskOptions{
+	o.Tasks = forward.TaskOptions{
 		Policy: h.taskPolicy(), TTL: time.Duration(h.TaskTTL), PollInterval: orOff(h.TaskPollInterval),
 		MaxTasks: h.MaxTasks, MaxTasksPerPrincipal: h.MaxTasksPerPrincipal,
 	}
@@ -118,8 +118,8 @@ func (h *Handler) bridgeOptions() *translate.BridgeOptions {
 
 // reverseOptions are this handler's reverse bridge options, from its
 // (defaulted) configuration; RetryPause keeps translate's default.
-func (h *Handler) reverseOptions() *translate.ReverseOptions {
-	o := translate.DefaultReverseOptions()
+func (h *Handler) reverseOptions() *reverse.ReverseOptions {
+	o := reverse.DefaultReverseOptions()
 	o.Keyring, o.Instance, o.Address, o.Observer = h.keyring, h.fleet.instance, h.fleet.address, h.observer
 	o.MaxRounds = h.MaxRounds
 	o.MaxInputsPerRound = h.MaxInputsPerRound

@@ -3,9 +3,8 @@ package caddymodule
 import (
 	"net/http"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 	"go.uber.org/zap"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // The bridges' side of upstream failures: a new forward-bridge session
@@ -14,7 +13,7 @@ import (
 // wrong, which the client reads only in general terms, is logged here.
 
 // aim points breq at up, with up's per-upstream options.
-func aim(breq *translate.Request, up *Upstream) {
+func aim(breq *forward.Request, up *Upstream) {
 	breq.Upstream, breq.GatherAlways = up.URL, up.Gather == gatherAlways
 	breq.NoGetStream = up.GetStream == "off"
 	breq.Resume = up.Resume != "off"
@@ -24,9 +23,9 @@ func aim(breq *translate.Request, up *Upstream) {
 // open a session (nothing of the request reached it) is marked down, and
 // breq moves to another legacy upstream the selection policy picks, never
 // one it already tried. *up follows the moves.
-func (h *Handler) bridgeFailover(w http.ResponseWriter, r *http.Request, up **Upstream) func(*translate.Request, error) bool {
+func (h *Handler) bridgeFailover(w http.ResponseWriter, r *http.Request, up **Upstream) func(*forward.Request, error) bool {
 	var tried []*Upstream
-	return func(breq *translate.Request, cause error) bool {
+	return func(breq *forward.Request, cause error) bool {
 		h.countFailure(*up, "connection", cause)
 		h.logger.Warn("upstream could not open a session; trying another", zap.String("upstream", (*up).URL), zap.Error(cause))
 		tried = append(tried, *up)

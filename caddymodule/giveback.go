@@ -11,9 +11,10 @@ import (
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 )
 
-// Sessions given back between instances (translate/bridge_giveback.go): an
+// Sessions given back between instances (translate/forward/bridge_giveback.go): an
 // instance that ends a call another instance parked sends that instance a
 // notice, signed as a forwarded request (relay.go) and posted to the same
 // path as the client's request, and the other takes the call's upstream
@@ -79,9 +80,9 @@ func (h *Handler) takeBack(w http.ResponseWriter, r *http.Request, body []byte) 
 	from, forwarded := forwardedOf(r)
 	if !forwarded {
 		return writeRPCError(w, nil, &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.InvalidRequest,
-			Message: "Bad Request: " + translate.NoticeSessionReturned + " is sent only between the gateway's instances"})
+			Message: "Bad Request: " + forward.NoticeSessionReturned + " is sent only between the gateway's instances"})
 	}
-	n, err := translate.ParseNotice(body)
+	n, err := forward.ParseNotice(body)
 	if err != nil {
 		return writeRPCError(w, nil, &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.InvalidParams,
 			Message: "Bad Request: " + err.Error()})

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 )
 
 // The gateway's Prometheus series, registered on the registry of each
@@ -72,9 +73,9 @@ func newGatewayMetrics(reg *prometheus.Registry) *gatewayMetrics {
 			"Forward-bridge calls parked holding no stream (resume on), by event: parked, resumed (by a retry on this instance), lingered (of those resumed, read on from the call's stream, still open: resume_linger), gone (the upstream no longer knew the call); for a state parked here that expired with no retry here: ended (this instance cancelled the call and ended its upstream session), left (left to the upstream: the call went on elsewhere, or it could not tell); finished_elsewhere (a state parked here whose call ended on another instance gave its place back: that instance gave the session back, or it was found gone); given_back (a call resumed here from a state another instance parked ended here, and its session went back to that instance).", "event"),
 	}
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("parked_calls",
-		"Calls parked at input_required holding their stream, waiting for the client's retry (those parked holding nothing are resumable_parked_calls; /mcp_gateway/parked lists both).")), bridgesSum((*translate.Bridge).Parked)))
+		"Calls parked at input_required holding their stream, waiting for the client's retry (those parked holding nothing are resumable_parked_calls; /mcp_gateway/parked lists both).")), bridgesSum((*forward.Bridge).Parked)))
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("resumable_parked_calls",
-		"Calls parked holding no stream (resume on) whose requestState has not expired nor been used on this instance, and whose upstream session still lives: each keeps it open.")), bridgesSum((*translate.Bridge).Places)))
+		"Calls parked holding no stream (resume on) whose requestState has not expired nor been used on this instance, and whose upstream session still lives: each keeps it open.")), bridgesSum((*forward.Bridge).Places)))
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("inline_requests_waiting",
 		"Reverse bridge: in-line requests sent to legacy clients and waiting for their answer.")), waitingCount))
 	registerOrExisting[prometheus.Collector](reg, upstreamCollector{})
@@ -148,7 +149,7 @@ func (m *gatewayMetrics) resumableEvent(event string) {
 }
 
 // taskChanged counts a task created or ended.
-func (m *gatewayMetrics) taskChanged(rep translate.TaskReport) {
+func (m *gatewayMetrics) taskChanged(rep forward.TaskReport) {
 	if m == nil {
 		return
 	}
@@ -174,7 +175,7 @@ func (m *gatewayMetrics) healthCheck(upstream string, healthy bool) {
 
 // bridgesSum returns a gauge function that adds count over the forward
 // bridges of the loaded configurations.
-func bridgesSum(count func(*translate.Bridge) int) func() float64 {
+func bridgesSum(count func(*forward.Bridge) int) func() float64 {
 	return func() float64 {
 		n := 0
 		bridges.Range(func(_, v any) bool {

@@ -16,7 +16,8 @@ import (
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/reverse"
 )
 
 func init() {
@@ -520,11 +521,11 @@ type Handler struct {
 	calls         *streamRegistry // calls no client can pick up again: openCalls, closed when Caddy exits
 	allowedOrigin map[string]bool
 	hosts         hostGuard // allowed_hosts (guard.go)
-	bridge        *translate.Bridge
-	bridgeOpts    *translate.BridgeOptions  // this handler's, carried by its requests
-	reverse       *translate.Reverse        // the reverse bridge (reverse.go)
-	reverseOpts   *translate.ReverseOptions // this handler's, sealing and serving its sessions
-	fleet         fleet                     // instance id, address, peers (fleet.go)
+	bridge        *forward.Bridge
+	bridgeOpts    *forward.BridgeOptions  // this handler's, carried by its requests
+	reverse       *reverse.Reverse        // the reverse bridge (reverse.go)
+	reverseOpts   *reverse.ReverseOptions // this handler's, sealing and serving its sessions
+	fleet         fleet                   // instance id, address, peers (fleet.go)
 	metrics       *gatewayMetrics
 	observer      callObserver // of both bridges' calls
 }

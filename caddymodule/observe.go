@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 )
 
 // The cells: the era of the client, then the era of the upstream
@@ -82,7 +83,7 @@ func (o callObserver) Resumable(event string) { metricsFor(o.done, o.metrics).re
 // TaskChanged implements translate.TaskObserver: the task metrics, and a
 // log line when a task is created (debug) and when it ends (info). The
 // lines carry no taskId, principal, arguments or result.
-func (o callObserver) TaskChanged(rep translate.TaskReport) {
+func (o callObserver) TaskChanged(rep forward.TaskReport) {
 	metricsFor(o.done, o.metrics).taskChanged(rep)
 	level, msg := zapcore.DebugLevel, "task created"
 	if rep.Event == "ended" {
@@ -189,8 +190,8 @@ func (h *Handler) observeRequest(r *http.Request, status int, body []byte, start
 
 // Interface guards
 var (
-	_ translate.Observer       = callObserver{}
-	_ translate.TaskObserver   = callObserver{}
-	_ translate.ResumeObserver = callObserver{}
-	_ http.ResponseWriter      = (*statusWriter)(nil)
+	_ translate.Observer     = callObserver{}
+	_ forward.TaskObserver   = callObserver{}
+	_ forward.ResumeObserver = callObserver{}
+	_ http.ResponseWriter    = (*statusWriter)(nil)
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 )
 
 // openCalls tracks the calls no client can pick up again (both bridges'
@@ -205,8 +205,8 @@ func (h *Handler) Validate() error {
 			return fmt.Errorf("unhealthy_status: %d is neither a status (100-599) nor a class (1-5)", code)
 		}
 	}
-	if time.Duration(h.ResumeLinger) > translate.MaxResumeLinger {
-		return fmt.Errorf("resume_linger: must be at most %v, got %v", translate.MaxResumeLinger, time.Duration(h.ResumeLinger))
+	if time.Duration(h.ResumeLinger) > forward.MaxResumeLinger {
+		return fmt.Errorf("resume_linger: must be at most %v, got %v", forward.MaxResumeLinger, time.Duration(h.ResumeLinger))
 	}
 	if h.StreamCloseDelay < 0 {
 		return fmt.Errorf("stream_close_delay: must not be negative, got %v", time.Duration(h.StreamCloseDelay))

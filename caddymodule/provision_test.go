@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/reverse"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // runningCaddy starts, once per test binary, a Caddy with an empty
@@ -105,7 +104,7 @@ func TestProvisionDefaults(t *testing.T) {
 		t.Errorf("forward bridge options %+v", *b)
 	}
 	if r.RoundTimeout != 5*time.Minute || r.SessionLifetime != 24*time.Hour || r.MaxRounds != 8 || r.MaxInputsPerRound != 16 ||
-		r.RetryPause != translate.DefaultReverseOptions().RetryPause || r.Keyring == nil {
+		r.RetryPause != reverse.DefaultReverseOptions().RetryPause || r.Keyring == nil {
 		t.Errorf("reverse bridge options %+v", *r)
 	}
 	if err := h.Validate(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/reverse"
 )
 
 // The reverse bridge: legacy clients in front of modern-only upstreams. The
@@ -30,7 +31,7 @@ const reverseKey = "reverse"
 
 // reverseState is the UsagePool value.
 type reverseState struct {
-	rv     *translate.Reverse
+	rv     *reverse.Reverse
 	client *http.Client
 }
 
@@ -45,7 +46,7 @@ func (s *reverseState) Destruct() error {
 func (h *Handler) provisionReverse() error {
 	val, _, err := reverses.LoadOrNew(reverseKey, func() (caddy.Destructor, error) {
 		client := newUpstreamClient(64)
-		return &reverseState{rv: translate.NewReverse(client, translate.DefaultReverseOptions()), client: client}, nil
+		return &reverseState{rv: reverse.NewReverse(client, reverse.DefaultReverseOptions()), client: client}, nil
 	})
 	if err != nil {
 		return err
@@ -88,7 +89,7 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, l *l
 	var rerr *translate.RPCError
 	var tried []*Upstream
 	for {
-		resp, sid, rerr = h.reverse.Initialize(ctx, translate.InitRequest{
+		resp, sid, rerr = h.reverse.Initialize(ctx, reverse.InitRequest{
 			Upstream: up.URL, Principal: h.principal(r), Header: bridgedHeader(r), ID: msg.ID, Body: body, Options: h.reverseOpts,
 		})
 		// The session's server/discover did not reach the upstream, or
@@ -148,7 +149,7 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, l *learne
 	defer h.calls.add(cancel)() // a call survives a reload
 	sink := h.newSink(w)
 	defer sink.close()
-	res := h.reverse.Serve(ctx, s, translate.ReverseRequest{Message: l.msg, Header: bridgedHeader(r)}, sink)
+	res := h.reverse.Serve(ctx, s, reverse.ReverseRequest{Message: l.msg, Header: bridgedHeader(r)}, sink)
 	served(r, res)
 	h.logUpstreamCause(up.URL, res.Cause)
 	return nil
@@ -157,7 +158,7 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, l *learne
 // listenReverse serves the standalone GET stream of a gateway-held session:
 // list-changed and resource-updated notifications from an upstream
 // subscriptions/listen.
-func (h *Handler) listenReverse(w http.ResponseWriter, r *http.Request, s *translate.ReverseSession) error {
+func (h *Handler) listenReverse(w http.ResponseWriter, r *http.Request, s *reverse.ReverseSession) error {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	defer h.streams.add(cancel)()
@@ -178,7 +179,7 @@ func (h *Handler) listenReverse(w http.ResponseWriter, r *http.Request, s *trans
 	}
 	var rerr *translate.RPCError
 	switch {
-	case errors.Is(err, translate.ErrSessionStreamOpen):
+	case errors.Is(err, reverse.ErrSessionStreamOpen):
 		return writeRPCError(w, nil, &translate.RPCError{HTTPStatus: http.StatusConflict, Code: translate.InvalidRequest,
 			Message: "Conflict: only one GET stream is allowed per session"})
 	case errors.As(err, &rerr):

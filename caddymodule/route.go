@@ -12,6 +12,8 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/reverse"
 )
 
 // The routing decision. A request that passed the front door (serve.go:
@@ -44,7 +46,7 @@ type routeInput struct {
 	// holds it, the upstream is nil); stateOwner names the instance,
 	// stateUp the upstream a call parked here runs on (nil once it is
 	// no longer parked, or when its upstream left the configuration).
-	state      translate.Whose
+	state      forward.Whose
 	stateOwner translate.Owner
 	stateUp    *Upstream
 	// session is what a legacy request's Mcp-Session-Id names, and
@@ -140,11 +142,11 @@ type decision struct {
 // only when the choice is the selection policy's.
 func decide(in routeInput, pick func(eraSet) *Upstream) decision {
 	switch {
-	case in.era == eraModern && in.state == translate.ParkedThere:
+	case in.era == eraModern && in.state == forward.ParkedThere:
 		return decision{cell: cellForward, relayTo: &in.stateOwner}
-	case in.era == eraModern && in.state == translate.ParkedHere:
+	case in.era == eraModern && in.state == forward.ParkedHere:
 		return decision{cell: cellForward, up: in.stateUp}
-	case in.era == eraModern && in.state == translate.Resumable:
+	case in.era == eraModern && in.state == forward.Resumable:
 		// The state holds the whole call: served here, never relayed, on
 		// the upstream it names (nil when not configured here: refused).
 		return decision{cell: cellForward, up: in.stateUp}
@@ -188,13 +190,13 @@ type learned struct {
 	id   json.RawMessage // the JSON-RPC id, for errors of the gateway's own
 	// Modern requests: the request for the forward bridge (its
 	// requestState opened once, by RetryOf).
-	breq translate.Request
+	breq forward.Request
 	// Legacy requests: the message (POST), the client's session id, and
 	// what it opened to.
 	msg  legacy.Message
 	sid  string
 	pin  seal.Pin
-	held *translate.ReverseSession
+	held *reverse.ReverseSession
 	// batchVersion is the revision a batch's session speaks
 	// (translate.SessionBatchVersion), for its refusal.
 	batchVersion string
@@ -212,16 +214,16 @@ func (h *Handler) learnModern(w http.ResponseWriter, r *http.Request, body []byt
 		return l, false, writeRPCError(w, req.ID, translate.NewMethodNotFound(req.Method))
 	}
 	l = learned{body: body, id: req.ID, in: routeInput{method: r.Method, era: eraModern},
-		breq: translate.Request{Principal: h.principal(r), ModernRequest: req, Options: h.bridgeOpts}}
+		breq: forward.Request{Principal: h.principal(r), ModernRequest: req, Options: h.bridgeOpts}}
 	retry := h.bridge.RetryOf(&l.breq)
-	if retry.Whose == translate.NotRetry {
+	if retry.Whose == forward.NotRetry {
 		// tasks/get, tasks/update, tasks/cancel: a taskId of the
 		// principal's names the instance holding the task, as a
 		// requestState does.
 		retry = h.bridge.TaskOf(&l.breq)
 	}
 	l.in.state, l.in.stateOwner = retry.Whose, retry.Owner
-	if retry.Whose == translate.Resumable {
+	if retry.Whose == forward.Resumable {
 		// A call parked elsewhere may end here: its session goes back.
 		l.breq.GiveBack = h.giveBackVia(r)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 )
 
 // TestDecide: what a request carries decides its cell, its upstream and
@@ -32,25 +33,25 @@ func TestDecide(t *testing.T) {
 		{"modern, nothing up", routeInput{method: http.MethodPost, era: eraModern}, none,
 			decision{refuse: refuseNoUpstream}, []eraSet{speaksModern, speaksLegacy}},
 		{"retry of a call parked here, modern upstream up again", routeInput{method: http.MethodPost, era: eraModern,
-			state: translate.ParkedHere, stateUp: parkedOn}, both,
+			state: forward.ParkedHere, stateUp: parkedOn}, both,
 			decision{cell: cellForward, up: parkedOn}, nil},
 		{"retry of a call parked here, nothing up", routeInput{method: http.MethodPost, era: eraModern,
-			state: translate.ParkedHere, stateUp: parkedOn}, none,
+			state: forward.ParkedHere, stateUp: parkedOn}, none,
 			decision{cell: cellForward, up: parkedOn}, nil},
 		{"retry of a call no longer parked here", routeInput{method: http.MethodPost, era: eraModern,
-			state: translate.ParkedHere}, both,
+			state: forward.ParkedHere}, both,
 			decision{cell: cellForward}, nil},
 		{"retry of a call parked on another instance", routeInput{method: http.MethodPost, era: eraModern,
-			state: translate.ParkedThere, stateOwner: peer}, both,
+			state: forward.ParkedThere, stateOwner: peer}, both,
 			decision{cell: cellForward, relayTo: &peer}, nil},
 		{"resumable retry: served here, never relayed", routeInput{method: http.MethodPost, era: eraModern,
-			state: translate.Resumable, stateUp: parkedOn}, both,
+			state: forward.Resumable, stateUp: parkedOn}, both,
 			decision{cell: cellForward, up: parkedOn}, nil},
 		{"resumable retry naming an upstream not configured here", routeInput{method: http.MethodPost, era: eraModern,
-			state: translate.Resumable}, both,
+			state: forward.Resumable}, both,
 			decision{cell: cellForward}, nil},
 		{"requestState that does not open (an upstream's own)", routeInput{method: http.MethodPost, era: eraModern,
-			state: translate.StateUnopened}, both,
+			state: forward.StateUnopened}, both,
 			decision{cell: cellModern, up: modernUp}, []eraSet{speaksModern}},
 		{"legacy initialize, legacy upstream up", routeInput{method: http.MethodPost, era: eraLegacy, initialize: true}, both,
 			decision{cell: cellPinned, up: legacyUp}, []eraSet{speaksLegacy}},

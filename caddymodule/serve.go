@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 )
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler. The handler is terminal:
@@ -76,7 +77,7 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 		}
 		// {http.mcp_gateway.method} may reach access logs: clipped.
 		rt.method = clipText(gjson.GetBytes(body, "method").String(), translate.MaxMethodLength)
-		if rt.method == translate.NoticeSessionReturned {
+		if rt.method == forward.NoticeSessionReturned {
 			return h.takeBack(w, r, body)
 		}
 		// Modern, or unrecognizable: the modern ladder says what is wrong.

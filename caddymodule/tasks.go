@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // TaskPolicy is one `task` rule: whether a tool's calls may become tasks
@@ -41,7 +40,7 @@ func (h *Handler) unmarshalTask(d *caddyfile.Dispenser) error {
 	if !d.Args(&p.Tool, &p.Mode) {
 		return d.Err("task needs a tool name (or *) and forbidden, optional or required")
 	}
-	if _, err := translate.ParseTaskMode(p.Mode); err != nil {
+	if _, err := forward.ParseTaskMode(p.Mode); err != nil {
 		return d.Err(err.Error())
 	}
 	if d.NextArg() {
@@ -75,7 +74,7 @@ func checkTasks(rules []*TaskPolicy) error {
 			return fmt.Errorf("tasks: tool %q has two rules", p.Tool)
 		}
 		seen[p.Tool] = true
-		if _, err := translate.ParseTaskMode(p.Mode); err != nil {
+		if _, err := forward.ParseTaskMode(p.Mode); err != nil {
 			return fmt.Errorf("tasks: tool %q: %w", p.Tool, err)
 		}
 		if p.Window != nil && *p.Window < 0 {
@@ -86,11 +85,11 @@ func checkTasks(rules []*TaskPolicy) error {
 }
 
 // taskPolicy is the bridge's form of the rules.
-func (h *Handler) taskPolicy() translate.TaskPolicy {
-	out := translate.TaskPolicy{Tools: map[string]translate.TaskRule{}, DefaultWindow: orOff(h.TaskWindow)}
+func (h *Handler) taskPolicy() forward.TaskPolicy {
+	out := forward.TaskPolicy{Tools: map[string]forward.TaskRule{}, DefaultWindow: orOff(h.TaskWindow)}
 	for _, p := range h.Tasks {
-		mode, _ := translate.ParseTaskMode(p.Mode) // checked by Validate
-		rule := translate.TaskRule{Mode: mode, Window: out.DefaultWindow}
+		mode, _ := forward.ParseTaskMode(p.Mode) // checked by Validate
+		rule := forward.TaskRule{Mode: mode, Window: out.DefaultWindow}
 		if p.Window != nil {
 			rule.Window = time.Duration(*p.Window)
 		}

@@ -25,7 +25,7 @@ fi
 go vet ./...
 
 step "unit tests (race detector)"
-go test -race -count=1 "${short[@]}" ./sse/ ./translate/ ./legacy/... ./caddymodule/
+go test -race -count=1 "${short[@]}" ./sse/ ./translate/... ./legacy/... ./caddymodule/
 
 if ((${#short[@]} == 0)); then
 	step "fuzzing, briefly"

@@ -65,12 +65,12 @@ const MaxBatchElements = 100
 func CheckBatch(body []byte) error {
 	if err := legacy.ValidJSON(body); err != nil {
 		if errors.Is(err, legacy.ErrJSONTooDeep) {
-			return errorf(http.StatusBadRequest, ParseError, "Parse error: %v", err)
+			return Errorf(http.StatusBadRequest, ParseError, "Parse error: %v", err)
 		}
-		return errorf(http.StatusBadRequest, ParseError, "Parse error: body is not valid JSON")
+		return Errorf(http.StatusBadRequest, ParseError, "Parse error: body is not valid JSON")
 	}
 	if !IsBatch(body) {
-		return errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: a batch must be a JSON array")
+		return Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: a batch must be a JSON array")
 	}
 	n := 0
 	forEachElement(body, func([]byte) bool {
@@ -79,9 +79,9 @@ func CheckBatch(body []byte) error {
 	})
 	switch {
 	case n == 0:
-		return errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: empty batch")
+		return Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: empty batch")
 	case n > MaxBatchElements:
-		return errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: a batch holds at most %d messages", MaxBatchElements)
+		return Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: a batch holds at most %d messages", MaxBatchElements)
 	}
 	var rerr *RPCError
 	i, responses := 0, false
@@ -100,23 +100,23 @@ func CheckBatch(body []byte) error {
 // the batch holds responses, as its first element does.
 func checkBatchElement(elem []byte, i int, responses *bool) *RPCError {
 	if elem[0] != '{' {
-		return errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: batch element %d must be a JSON object", i)
+		return Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: batch element %d must be a JSON object", i)
 	}
 	m, err := Peek(elem)
 	if err != nil {
 		var re *RPCError
 		if !errors.As(err, &re) {
-			re = errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: %v", err)
+			re = Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: %v", err)
 		}
 		return &RPCError{HTTPStatus: re.HTTPStatus, Code: re.Code, Message: fmt.Sprintf("%s (batch element %d)", re.Message, i)}
 	}
 	if m.Kind == legacy.KindRequest && m.Method == "initialize" {
-		return errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: initialize must not be part of a batch (batch element %d)", i)
+		return Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: initialize must not be part of a batch (batch element %d)", i)
 	}
 	if i == 0 {
 		*responses = m.Kind == legacy.KindResponse
 	} else if (m.Kind == legacy.KindResponse) != *responses {
-		return errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: a batch holds either requests and notifications or responses, not both (batch element %d)", i)
+		return Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: a batch holds either requests and notifications or responses, not both (batch element %d)", i)
 	}
 	return nil
 }

@@ -75,7 +75,7 @@ func TestUpstreamParams(t *testing.T) {
 		{`{}`, `{}`},
 		{`[1]`, `[1]`},
 	} {
-		if got := string(upstreamParams([]byte(tc.in))); got != tc.want {
+		if got := string(UpstreamParams([]byte(tc.in))); got != tc.want {
 			t.Errorf("upstreamParams(%s) = %s, want %s", tc.in, got, tc.want)
 		}
 	}
@@ -86,7 +86,7 @@ func BenchmarkUpstreamParams(b *testing.B) {
 		`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},"progressToken":"p1"}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = upstreamParams(params)
-		_ = legacyCapabilities([]byte(`{"elicitation":{"form":{}},"sampling":{}}`))
+		_ = UpstreamParams(params)
+		_ = LegacyCapabilities([]byte(`{"elicitation":{"form":{}},"sampling":{}}`))
 	}
 }

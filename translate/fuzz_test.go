@@ -123,7 +123,7 @@ func FuzzValidateModern(f *testing.F) {
 			if !json.Valid(req.ClientCapabilities) {
 				t.Fatalf("ClientCapabilities %q", req.ClientCapabilities)
 			}
-			if nameSourceField(req.Method) != "" {
+			if NameSourceField(req.Method) != "" {
 				if d, e := DecodeHeaderValue(name); e != nil || d != req.Name {
 					t.Fatalf("Mcp-Name %q accepted for name %q", name, req.Name)
 				}

@@ -19,8 +19,8 @@ var ErrInvalidHeaderValue = errors.New("invalid MCP header value")
 // The Base64 sentinel of SEP-2243: =?base64?{payload}?= (markers are
 // lowercase and case-sensitive).
 const (
-	sentinelPrefix = "=?base64?"
-	sentinelSuffix = "?="
+	SentinelPrefix = "=?base64?"
+	SentinelSuffix = "?="
 )
 
 // strictBase64 is padded standard Base64 that also rejects non-zero
@@ -37,9 +37,9 @@ var strictBase64 = base64.StdEncoding.Strict()
 // SP and HTAB only. Errors wrap ErrInvalidHeaderValue.
 func DecodeHeaderValue(v string) (string, error) {
 	v = trimOWS(v)
-	if len(v) >= len(sentinelPrefix)+len(sentinelSuffix) &&
-		strings.HasPrefix(v, sentinelPrefix) && strings.HasSuffix(v, sentinelSuffix) {
-		payload := v[len(sentinelPrefix) : len(v)-len(sentinelSuffix)]
+	if len(v) >= len(SentinelPrefix)+len(SentinelSuffix) &&
+		strings.HasPrefix(v, SentinelPrefix) && strings.HasSuffix(v, SentinelSuffix) {
+		payload := v[len(SentinelPrefix) : len(v)-len(SentinelSuffix)]
 		// encoding/base64 skips CR and LF; the sentinel allows neither.
 		if i := strings.IndexFunc(payload, func(r rune) bool { return !isBase64Char(r) }); i >= 0 {
 			return "", fmt.Errorf("%w: base64 sentinel has an invalid character at offset %d", ErrInvalidHeaderValue, i)
@@ -107,21 +107,21 @@ func singleHeader(h http.Header, name string, required bool) (value string, pres
 	vals := headerValues(h, name)
 	switch {
 	case len(vals) > 1:
-		return "", true, errorf(http.StatusBadRequest, HeaderMismatch, "Header mismatch: %s header must not be repeated", name)
+		return "", true, Errorf(http.StatusBadRequest, HeaderMismatch, "Header mismatch: %s header must not be repeated", name)
 	case len(vals) == 0 || trimOWS(vals[0]) == "":
 		if required {
-			return "", false, errorf(http.StatusBadRequest, HeaderMismatch, "Header mismatch: missing required %s header", name)
+			return "", false, Errorf(http.StatusBadRequest, HeaderMismatch, "Header mismatch: missing required %s header", name)
 		}
 		return "", len(vals) > 0, nil
 	}
 	return trimOWS(vals[0]), true, nil
 }
 
-// nameSourceField returns the params member that the Mcp-Name header
+// NameSourceField returns the params member that the Mcp-Name header
 // mirrors for method, or "" when the method has no Mcp-Name. Only the core
 // 2026-07-28 methods are listed; the Tasks extension's params.taskId is not
 // validated because the gateway does not offer that extension.
-func nameSourceField(method string) string {
+func NameSourceField(method string) string {
 	switch method {
 	case "tools/call", "prompts/get":
 		return "name"
@@ -145,10 +145,10 @@ func checkStandardHeaders(h http.Header, msg legacy.Message, bodyName string) *R
 		return e
 	}
 	if present && hm != msg.Method {
-		return errorf(http.StatusBadRequest, HeaderMismatch,
-			"Header mismatch: %s header value %q does not match body method %q", HeaderMethod, clip(hm), clip(msg.Method))
+		return Errorf(http.StatusBadRequest, HeaderMismatch,
+			"Header mismatch: %s header value %q does not match body method %q", HeaderMethod, Clip(hm), Clip(msg.Method))
 	}
-	if msg.Kind != legacy.KindRequest || nameSourceField(msg.Method) == "" {
+	if msg.Kind != legacy.KindRequest || NameSourceField(msg.Method) == "" {
 		return nil
 	}
 	hn, _, e := singleHeader(h, HeaderName, true)
@@ -157,11 +157,11 @@ func checkStandardHeaders(h http.Header, msg legacy.Message, bodyName string) *R
 	}
 	decoded, err := DecodeHeaderValue(hn)
 	if err != nil {
-		return errorf(http.StatusBadRequest, HeaderMismatch, "Header mismatch: %s header: %v", HeaderName, err)
+		return Errorf(http.StatusBadRequest, HeaderMismatch, "Header mismatch: %s header: %v", HeaderName, err)
 	}
 	if decoded != bodyName {
-		return errorf(http.StatusBadRequest, HeaderMismatch,
-			"Header mismatch: %s header value %q does not match body value %q", HeaderName, clip(decoded), clip(bodyName))
+		return Errorf(http.StatusBadRequest, HeaderMismatch,
+			"Header mismatch: %s header value %q does not match body value %q", HeaderName, Clip(decoded), Clip(bodyName))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,6 +103,63 @@ func (kc *KeyCounter) next(method string) int {
 	return 1
 }
 
+// AppendBinary appends kc's state: the counts per method, then the keys
+// handed out (uvarint lengths). It is sealed, so DecodeKeyCounter trusts
+// its shape and only guards against running off the end.
+func (kc *KeyCounter) AppendBinary(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(kc.counts)))
+	for _, mc := range kc.counts {
+		b = binary.AppendUvarint(b, uint64(len(mc.method)))
+		b = append(b, mc.method...)
+		b = binary.AppendUvarint(b, uint64(mc.n))
+	}
+	for _, k := range kc.used {
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+	}
+	return b
+}
+
+// DecodeKeyCounter reads what AppendBinary wrote (a zero counter for
+// anything else).
+func DecodeKeyCounter(b []byte) KeyCounter {
+	var kc KeyCounter
+	str := func() (string, bool) {
+		n, w := binary.Uvarint(b)
+		if w <= 0 || n > uint64(len(b)-w) {
+			return "", false
+		}
+		s := string(b[w : w+int(n)])
+		b = b[w+int(n):]
+		return s, true
+	}
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > 16 {
+		return KeyCounter{}
+	}
+	b = b[w:]
+	for range n {
+		m, ok := str()
+		if !ok {
+			return KeyCounter{}
+		}
+		c, w := binary.Uvarint(b)
+		if w <= 0 || c > 1<<20 {
+			return KeyCounter{}
+		}
+		b = b[w:]
+		kc.counts = append(kc.counts, methodCount{m, int(c)})
+	}
+	for len(b) > 0 {
+		k, ok := str()
+		if !ok {
+			return KeyCounter{}
+		}
+		kc.used = append(kc.used, k)
+	}
+	return kc
+}
+
 // assign picks the key of the next request of method: hint when it is a
 // valid key not yet used, else "<base>-<ordinal>" with ordinal one more
 // than the number of requests of method keyed so far (skipping ordinals
@@ -161,7 +219,7 @@ func validInputKey(k string) bool {
 // sampling/createMessage needs a messages array and a numeric maxTokens.
 func NewInputRequest(method string, params []byte, kc *KeyCounter) (InputRequest, error) {
 	if !IsInputMethod(method) {
-		return InputRequest{}, fmt.Errorf("%w: method %q is not an input method", ErrInputRequest, clip(method))
+		return InputRequest{}, fmt.Errorf("%w: method %q is not an input method", ErrInputRequest, Clip(method))
 	}
 	if kc == nil {
 		kc = new(KeyCounter)
@@ -177,9 +235,9 @@ func NewInputRequest(method string, params []byte, kc *KeyCounter) (InputRequest
 	if src[0] != '{' || legacy.ValidJSONString(src) != nil {
 		return InputRequest{}, fmt.Errorf("%w: params is not a JSON object", ErrInputRequest)
 	}
-	ms, dup := members(src)
+	ms, dup := Members(src)
 	if dup != "" {
-		return InputRequest{}, fmt.Errorf("%w: repeated member %q in params", ErrInputRequest, clip(dup))
+		return InputRequest{}, fmt.Errorf("%w: repeated member %q in params", ErrInputRequest, Clip(dup))
 	}
 	if err := checkInputParams(method, ms); err != nil {
 		return InputRequest{}, err
@@ -189,27 +247,27 @@ func NewInputRequest(method string, params []byte, kc *KeyCounter) (InputRequest
 	hint := ""
 	metaRepl, metaEmptied := "", false
 	for _, m := range ms {
-		switch m.name {
+		switch m.Name {
 		case "elicitationId":
 			if method == MethodElicit {
-				drop = append(drop, m.name)
+				drop = append(drop, m.Name)
 			}
 		case "task":
 			if method != MethodListRoots {
-				drop = append(drop, m.name)
+				drop = append(drop, m.Name)
 			}
 		case "_meta":
-			if !m.val.IsObject() {
+			if !m.Val.IsObject() {
 				continue
 			}
-			hv := m.val.Get(gjson.Escape(InputKeyHint))
+			hv := m.Val.Get(gjson.Escape(InputKeyHint))
 			if !hv.Exists() {
 				continue
 			}
 			if hv.Type == gjson.String {
 				hint = hv.Str
 			}
-			metaRepl = removeMembers(m.val.Raw, InputKeyHint)
+			metaRepl = RemoveMembers(m.Val.Raw, InputKeyHint)
 			metaEmptied = metaRepl == "{}"
 		}
 	}
@@ -218,16 +276,16 @@ func NewInputRequest(method string, params []byte, kc *KeyCounter) (InputRequest
 		b := make([]byte, 0, len(src))
 		b = append(b, '{')
 		for _, m := range ms {
-			val := m.val.Raw
-			if m.name == "_meta" && metaRepl != "" {
+			val := m.Val.Raw
+			if m.Name == "_meta" && metaRepl != "" {
 				if metaEmptied {
 					continue
 				}
 				val = metaRepl
-			} else if contains(drop, m.name) {
+			} else if contains(drop, m.Name) {
 				continue
 			}
-			b = appendMember(b, m.key, val)
+			b = AppendMember(b, m.Key, val)
 		}
 		out = string(append(b, '}'))
 	}
@@ -248,8 +306,8 @@ func contains(list []string, s string) bool {
 func checkInputParams(method string, ms []jsonMember) error {
 	get := func(name string) gjson.Result {
 		for _, m := range ms {
-			if m.name == name {
-				return m.val
+			if m.Name == name {
+				return m.Val
 			}
 		}
 		return gjson.Result{}
@@ -269,7 +327,7 @@ func checkInputParams(method string, ms []jsonMember) error {
 				return fmt.Errorf("%w: URL elicitation needs a string url", ErrInputRequest)
 			}
 		default:
-			return fmt.Errorf("%w: unknown elicitation mode %s", ErrInputRequest, clip(mode.Raw))
+			return fmt.Errorf("%w: unknown elicitation mode %s", ErrInputRequest, Clip(mode.Raw))
 		}
 	case MethodSample:
 		if !get("messages").IsArray() || get("maxTokens").Type != gjson.Number {
@@ -279,8 +337,8 @@ func checkInputParams(method string, ms []jsonMember) error {
 	return nil
 }
 
-// elicitMode returns "url" for a URL-mode elicitation and "form" otherwise.
-func elicitMode(params []byte) string {
+// ElicitMode returns "url" for a URL-mode elicitation and "form" otherwise.
+func ElicitMode(params []byte) string {
 	if m := gjson.GetBytes(params, "mode"); m.Type == gjson.String && m.Str == "url" {
 		return "url"
 	}
@@ -304,7 +362,7 @@ func samplingUsesTools(params []byte) bool {
 func RequiredCapability(method string, params []byte) []byte {
 	switch method {
 	case MethodElicit:
-		if elicitMode(params) == "url" {
+		if ElicitMode(params) == "url" {
 			return []byte(`{"elicitation":{"url":{}}}`)
 		}
 		return []byte(`{"elicitation":{}}`)
@@ -347,7 +405,7 @@ func ClientSupports(caps []byte, method string, params []byte) bool {
 			return false
 		}
 		form, url := e.Get("form"), e.Get("url")
-		if elicitMode(params) == "url" {
+		if ElicitMode(params) == "url" {
 			return url.IsObject()
 		}
 		return form.IsObject() || (!form.Exists() && !url.Exists())
@@ -383,19 +441,19 @@ func ClientSupports(caps []byte, method string, params []byte) bool {
 func ValidateInputResponse(method string, resp []byte) error {
 	resp = bytes.TrimSpace(resp)
 	if !IsInputMethod(method) {
-		return fmt.Errorf("%w: %q is not an input method", ErrInputResponse, clip(method))
+		return fmt.Errorf("%w: %q is not an input method", ErrInputResponse, Clip(method))
 	}
 	if len(resp) == 0 || resp[0] != '{' || legacy.ValidJSON(resp) != nil {
 		return fmt.Errorf("%w: the response to %s must be a JSON object", ErrInputResponse, method)
 	}
-	ms, dup := members(string(resp))
+	ms, dup := Members(string(resp))
 	if dup != "" {
-		return fmt.Errorf("%w: repeated member %q", ErrInputResponse, clip(dup))
+		return fmt.Errorf("%w: repeated member %q", ErrInputResponse, Clip(dup))
 	}
 	get := func(name string) gjson.Result {
 		for _, m := range ms {
-			if m.name == name {
-				return m.val
+			if m.Name == name {
+				return m.Val
 			}
 		}
 		return gjson.Result{}
@@ -409,7 +467,7 @@ func ValidateInputResponse(method string, resp []byte) error {
 		case a.Type != gjson.String:
 			return bad("action must be a string")
 		case a.Str != "accept" && a.Str != "decline" && a.Str != "cancel":
-			return bad(`action %q is not "accept", "decline" or "cancel"`, clip(a.Str))
+			return bad(`action %q is not "accept", "decline" or "cancel"`, Clip(a.Str))
 		}
 		c := get("content")
 		if !c.Exists() {
@@ -434,7 +492,7 @@ func ValidateInputResponse(method string, resp []byte) error {
 					return true
 				}
 			}
-			err = bad("content %q must be a string, number, boolean or array of strings", clip(k.Str))
+			err = bad("content %q must be a string, number, boolean or array of strings", Clip(k.Str))
 			return false
 		})
 		return err
@@ -509,9 +567,9 @@ func InputRequiredResult(reqs []InputRequest, state string) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, r.Key)
+			b = AppendJSONString(b, r.Key)
 			b = append(b, `:{"method":`...)
-			b = appendJSONString(b, r.Method)
+			b = AppendJSONString(b, r.Method)
 			if len(r.Params) > 0 {
 				b = append(b, `,"params":`...)
 				b = append(b, r.Params...)
@@ -522,13 +580,13 @@ func InputRequiredResult(reqs []InputRequest, state string) []byte {
 	}
 	if state != "" {
 		b = append(b, `,"requestState":`...)
-		b = appendJSONString(b, state)
+		b = AppendJSONString(b, state)
 	}
 	return append(b, '}')
 }
 
-// appendJSONString appends s as a JSON string.
-func appendJSONString(b []byte, s string) []byte {
+// AppendJSONString appends s as a JSON string.
+func AppendJSONString(b []byte, s string) []byte {
 	q, _ := json.Marshal(s) // a string always marshals
 	return append(b, q...)
 }

@@ -45,7 +45,7 @@ const (
 // alone.
 //
 // Message and Data reach the client; Cause never does (see
-// upstreamFailure): an upstream's address and the transport's words about
+// UpstreamFailure): an upstream's address and the transport's words about
 // it are for the logs only.
 type RPCError struct {
 	// HTTPStatus is the status code of the HTTP reply, e.g. 400.
@@ -94,12 +94,12 @@ func NewMethodNotFound(method string) *RPCError {
 	return &RPCError{
 		HTTPStatus: http.StatusNotFound,
 		Code:       MethodNotFound,
-		Message:    "Method not found: " + clip(method),
+		Message:    "Method not found: " + Clip(method),
 	}
 }
 
-// errorf builds an *RPCError with a formatted message.
-func errorf(status, code int, format string, args ...any) *RPCError {
+// Errorf builds an *RPCError with a formatted message.
+func Errorf(status, code int, format string, args ...any) *RPCError {
 	return &RPCError{HTTPStatus: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
@@ -198,19 +198,19 @@ func Peek(body []byte) (legacy.Message, error) {
 	msg := legacy.Message{Raw: body}
 	if err := legacy.ValidJSON(body); err != nil {
 		if errors.Is(err, legacy.ErrJSONTooDeep) {
-			return msg, errorf(http.StatusBadRequest, ParseError, "Parse error: %v", err)
+			return msg, Errorf(http.StatusBadRequest, ParseError, "Parse error: %v", err)
 		}
-		return msg, errorf(http.StatusBadRequest, ParseError, "Parse error: body is not valid JSON")
+		return msg, Errorf(http.StatusBadRequest, ParseError, "Parse error: body is not valid JSON")
 	}
 	root := gjson.ParseBytes(body)
 	if root.IsArray() {
-		return msg, errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: JSON-RPC batches are not supported")
+		return msg, Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: JSON-RPC batches are not supported")
 	}
 	if !root.IsObject() {
-		return msg, errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: message must be a JSON object")
+		return msg, Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: message must be a JSON object")
 	}
 	var vals [6]gjson.Result
-	dup := scanMembers(root, peekMembers[:], vals[:])
+	dup := ScanMembers(root, peekMembers[:], vals[:])
 	id, method, jsonrpc, result, errMember, params := vals[0], vals[1], vals[2], vals[3], vals[4], vals[5]
 	hasID, hasMethod, hasResult, hasError := id.Exists(), method.Exists(), result.Exists(), errMember.Exists()
 	if isIDType(id) {
@@ -220,28 +220,28 @@ func Peek(body []byte) (legacy.Message, error) {
 		msg.Method = method.Str
 	}
 	if dup != "" {
-		return msg, errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: duplicate member %q", clip(dup))
+		return msg, Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: duplicate member %q", Clip(dup))
 	}
 	if v := jsonrpc; v.Type != gjson.String || v.Str != "2.0" {
-		return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "jsonrpc" must be "2.0"`)
+		return msg, Errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "jsonrpc" must be "2.0"`)
 	}
 
 	if hasMethod {
 		if method.Type != gjson.String || method.Str == "" {
-			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "method" must be a non-empty string`)
+			return msg, Errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "method" must be a non-empty string`)
 		}
 		if hasResult || hasError {
-			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: a request must not carry "result" or "error"`)
+			return msg, Errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: a request must not carry "result" or "error"`)
 		}
 		if p := params; p.Exists() && !p.IsObject() && !p.IsArray() {
-			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "params" must be an object or an array`)
+			return msg, Errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "params" must be an object or an array`)
 		}
 		if !hasID {
 			msg.Kind = legacy.KindNotification
 			return msg, nil
 		}
 		if !isIDType(id) {
-			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "id" must be a string or a number`)
+			return msg, Errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "id" must be a string or a number`)
 		}
 		msg.Kind = legacy.KindRequest
 		return msg, nil
@@ -249,22 +249,22 @@ func Peek(body []byte) (legacy.Message, error) {
 
 	switch {
 	case !hasResult && !hasError:
-		return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: missing "method"`)
+		return msg, Errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: missing "method"`)
 	case hasResult && hasError:
-		return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: a response must not carry both "result" and "error"`)
+		return msg, Errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: a response must not carry both "result" and "error"`)
 	case hasResult:
 		if !isIDType(id) {
-			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: a result response needs a string or number "id"`)
+			return msg, Errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: a result response needs a string or number "id"`)
 		}
 	default:
 		if hasID && !isIDType(id) && id.Type != gjson.Null {
-			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "id" must be a string, a number or null`)
+			return msg, Errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "id" must be a string, a number or null`)
 		}
 		if !errMember.IsObject() {
-			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "error" must be an object`)
+			return msg, Errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "error" must be an object`)
 		}
 		if errMember.Get("code").Type != gjson.Number || errMember.Get("message").Type != gjson.String {
-			return msg, errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "error" needs a numeric "code" and a string "message"`)
+			return msg, Errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "error" needs a numeric "code" and a string "message"`)
 		}
 		if hasID && id.Type == gjson.Null {
 			msg.ID = json.RawMessage("null")
@@ -279,14 +279,14 @@ func isIDType(r gjson.Result) bool {
 	return r.Type == gjson.String || r.Type == gjson.Number
 }
 
-// scanMembers walks the JSON object obj once. The value of each member
+// ScanMembers walks the JSON object obj once. The value of each member
 // named in names goes to the same index of vals (absent members stay the
 // zero Result, whose Exists is false), and the first repeated member name is
 // returned ("" if none): parsers disagree on which duplicate wins (gjson
 // keeps the first, encoding/json and JSON.parse the last), so a gateway that
 // validates one value while the upstream acts on another must refuse such
 // messages. Small objects are checked for repeats without allocating.
-func scanMembers(obj gjson.Result, names []string, vals []gjson.Result) (dup string) {
+func ScanMembers(obj gjson.Result, names []string, vals []gjson.Result) (dup string) {
 	var seen nameSet
 	obj.ForEach(func(k, v gjson.Result) bool {
 		if !seen.add(k.Str) {
@@ -339,9 +339,9 @@ func (s *nameSet) add(name string) bool {
 // peekMembers are the envelope members Peek reads, in the order of its vals.
 var peekMembers = [6]string{"id", "method", "jsonrpc", "result", "error", "params"}
 
-// clip shortens a client-supplied value before it is quoted in an error
+// Clip shortens a client-supplied value before it is quoted in an error
 // message, so that error bodies stay small.
-func clip(s string) string {
+func Clip(s string) string {
 	const limit = 128
 	if len(s) <= limit {
 		return s

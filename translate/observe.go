@@ -81,13 +81,13 @@ type Served struct {
 	Refused string
 }
 
-// stopwatch adds the time since its start to *into when stopped:
+// Stopwatch adds the time since its start to *into when stopped:
 // `defer startWatch(&c.overhead).stop()`.
-type stopwatch struct {
+type Stopwatch struct {
 	into  *time.Duration
 	start time.Time
 }
 
-func startWatch(into *time.Duration) stopwatch { return stopwatch{into, time.Now()} }
+func StartWatch(into *time.Duration) Stopwatch { return Stopwatch{into, time.Now()} }
 
-func (s stopwatch) stop() { *s.into += time.Since(s.start) }
+func (s Stopwatch) Stop() { *s.into += time.Since(s.start) }

@@ -2,45 +2,45 @@ package translate
 
 import "sync"
 
-// principalCount counts what principals hold of something bounded (GET
+// PrincipalCount counts what principals hold of something bounded (GET
 // streams, bytes of subscriptions), per principal and in all. It is safe
 // for concurrent use.
-type principalCount struct {
+type PrincipalCount struct {
 	mu    sync.Mutex
 	total int64
 	of    map[[16]byte]int64
 }
 
-func newPrincipalCount() *principalCount {
-	return &principalCount{of: make(map[[16]byte]int64)}
+func NewPrincipalCount() *PrincipalCount {
+	return &PrincipalCount{of: make(map[[16]byte]int64)}
 }
 
 // Which bound principalCount.take found in the way.
 const (
 	takenOK = iota
-	refusedInAll
-	refusedForPrincipal
+	RefusedInAll
+	RefusedForPrincipal
 )
 
-// take counts n more for principal, unless that would pass max in all
+// Take counts n more for principal, unless that would pass max in all
 // (refusedInAll, looked at first) or maxPer of the principal's
 // (refusedForPrincipal).
-func (c *principalCount) take(principal [16]byte, n, max, maxPer int64) int {
+func (c *PrincipalCount) Take(principal [16]byte, n, max, maxPer int64) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case c.total+n > max:
-		return refusedInAll
+		return RefusedInAll
 	case c.of[principal]+n > maxPer:
-		return refusedForPrincipal
+		return RefusedForPrincipal
 	}
 	c.total += n
 	c.of[principal] += n
 	return takenOK
 }
 
-// give counts n less for principal.
-func (c *principalCount) give(principal [16]byte, n int64) {
+// Give counts n less for principal.
+func (c *PrincipalCount) Give(principal [16]byte, n int64) {
 	if n == 0 {
 		return
 	}
@@ -52,8 +52,8 @@ func (c *principalCount) give(principal [16]byte, n int64) {
 	}
 }
 
-// held returns what is counted, in all and for principal.
-func (c *principalCount) held(principal [16]byte) (total, of int64) {
+// Held returns what is counted, in all and for principal.
+func (c *PrincipalCount) Held(principal [16]byte) (total, of int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.total, c.of[principal]

@@ -80,7 +80,7 @@ func (o ReshapeOptions) check() (serverInfo []byte, scope string, err error) {
 		scope = CacheScopePrivate
 	}
 	if scope != CacheScopePrivate && scope != CacheScopePublic {
-		return nil, "", fmt.Errorf("translate: ReshapeOptions.CacheScope %q is not %q or %q", clip(o.CacheScope), CacheScopePrivate, CacheScopePublic)
+		return nil, "", fmt.Errorf("translate: ReshapeOptions.CacheScope %q is not %q or %q", Clip(o.CacheScope), CacheScopePrivate, CacheScopePublic)
 	}
 	if o.TTLMs < 0 {
 		return nil, "", fmt.Errorf("translate: ReshapeOptions.TTLMs %d is negative", o.TTLMs)
@@ -127,12 +127,12 @@ func ReshapeResult(method string, result []byte, o ReshapeOptions) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	src, ms, err := parseObject(result)
+	src, ms, err := ParseObject(result)
 	if err != nil {
 		return nil, err
 	}
 	var (
-		sp                            []splice
+		sp                            []Splice
 		rtIndex, ttlIndex, scopeIndex = -1, -1, -1
 		hasMeta, hasTask, hasContent  bool
 		complete                      = true // resultType is (or will be) "complete"
@@ -142,13 +142,13 @@ func ReshapeResult(method string, result []byte, o ReshapeOptions) ([]byte, erro
 		serverInfoMember = strconv.Quote(MetaServerInfo) + ":" + string(serverInfo)
 	}
 	for i, m := range ms {
-		switch m.name {
+		switch m.Name {
 		case "resultType":
 			rtIndex = i
-			if m.val.Type == gjson.String {
-				complete = m.val.Str == "complete"
+			if m.Val.Type == gjson.String {
+				complete = m.Val.Str == "complete"
 			} else {
-				sp = append(sp, splice{m.val.Index, m.end(), `"complete"`})
+				sp = append(sp, Splice{m.Val.Index, m.End(), `"complete"`})
 			}
 		case "ttlMs":
 			ttlIndex = i
@@ -156,25 +156,25 @@ func ReshapeResult(method string, result []byte, o ReshapeOptions) ([]byte, erro
 			scopeIndex = i
 		case "_meta":
 			hasMeta = true
-			if !m.val.IsObject() {
+			if !m.Val.IsObject() {
 				repl := "{}"
 				if serverInfo != nil {
 					repl = "{" + serverInfoMember + "}"
 				}
-				sp = append(sp, splice{m.val.Index, m.end(), repl})
+				sp = append(sp, Splice{m.Val.Index, m.End(), repl})
 			} else if serverInfo != nil {
-				if at, text, ok := insertMember(m.val.Raw, MetaServerInfo, serverInfoMember); ok {
-					sp = append(sp, splice{m.val.Index + at, m.val.Index + at, text})
+				if at, text, ok := InsertMember(m.Val.Raw, MetaServerInfo, serverInfoMember); ok {
+					sp = append(sp, Splice{m.Val.Index + at, m.Val.Index + at, text})
 				}
 			}
 		case "tools":
-			if method == "tools/list" && m.val.IsArray() {
-				if repl, changed := removeFromElements(m.val.Raw, "execution"); changed {
-					sp = append(sp, splice{m.val.Index, m.end(), repl})
+			if method == "tools/list" && m.Val.IsArray() {
+				if repl, changed := removeFromElements(m.Val.Raw, "execution"); changed {
+					sp = append(sp, Splice{m.Val.Index, m.End(), repl})
 				}
 			}
 		case "task":
-			hasTask = method == "tools/call" && m.val.IsObject()
+			hasTask = method == "tools/call" && m.Val.IsObject()
 		case "content":
 			hasContent = true
 		}
@@ -190,29 +190,29 @@ func ReshapeResult(method string, result []byte, o ReshapeOptions) ([]byte, erro
 		ttlText := strconv.FormatInt(o.TTLMs, 10)
 		if ttlIndex < 0 {
 			add = append(add, `"ttlMs":`+ttlText)
-		} else if m := ms[ttlIndex]; !validTTL(m.val) {
-			sp = append(sp, splice{m.val.Index, m.end(), ttlText})
+		} else if m := ms[ttlIndex]; !ValidTTL(m.Val) {
+			sp = append(sp, Splice{m.Val.Index, m.End(), ttlText})
 		}
 		scopeText := strconv.Quote(scope)
 		if scopeIndex < 0 {
 			add = append(add, `"cacheScope":`+scopeText)
-		} else if m := ms[scopeIndex]; m.val.Type != gjson.String || (m.val.Str != CacheScopePrivate && m.val.Str != CacheScopePublic) {
-			sp = append(sp, splice{m.val.Index, m.end(), scopeText})
+		} else if m := ms[scopeIndex]; m.Val.Type != gjson.String || (m.Val.Str != CacheScopePrivate && m.Val.Str != CacheScopePublic) {
+			sp = append(sp, Splice{m.Val.Index, m.End(), scopeText})
 		}
 	}
 	if serverInfo != nil && !hasMeta {
 		add = append(add, `"_meta":{`+serverInfoMember+`}`)
 	}
 	if len(add) > 0 {
-		sp = append(sp, appendMembers(src, ms, add))
+		sp = append(sp, AppendMembers(src, ms, add))
 	}
-	sortSplices(sp)
-	return applySplices(src, sp), nil
+	SortSplices(sp)
+	return ApplySplices(src, sp), nil
 }
 
-// validTTL reports whether v is a valid ttlMs: an integer >= 0 that a
+// ValidTTL reports whether v is a valid ttlMs: an integer >= 0 that a
 // float64 holds exactly.
-func validTTL(v gjson.Result) bool {
+func ValidTTL(v gjson.Result) bool {
 	return v.Type == gjson.Number && v.Num >= 0 && v.Num <= 1<<53 && v.Num == math.Trunc(v.Num)
 }
 
@@ -226,34 +226,34 @@ func validTTL(v gjson.Result) bool {
 // An errObj that is not an object with an integer code and a string
 // message, without repeated members, is replaced by an InternalError.
 func ReshapeError(errObj []byte) (code int, out []byte) {
-	src, ms, err := parseObject(errObj)
+	src, ms, err := ParseObject(errObj)
 	if err != nil {
-		return malformedUpstreamError()
+		return MalformedUpstreamError()
 	}
 	codeIndex, hasMessage := -1, false
 	for i, m := range ms {
-		switch m.name {
+		switch m.Name {
 		case "code":
 			codeIndex = i
 		case "message":
-			hasMessage = m.val.Type == gjson.String
+			hasMessage = m.Val.Type == gjson.String
 		}
 	}
 	if codeIndex < 0 || !hasMessage {
-		return malformedUpstreamError()
+		return MalformedUpstreamError()
 	}
-	cv := ms[codeIndex].val
+	cv := ms[codeIndex].Val
 	if cv.Type != gjson.Number || cv.Num != math.Trunc(cv.Num) || math.Abs(cv.Num) > 1<<53 {
-		return malformedUpstreamError()
+		return MalformedUpstreamError()
 	}
 	code = int(cv.Num)
 	if code == ResourceNotFoundLegacy {
-		return InvalidParams, applySplices(src, []splice{{cv.Index, ms[codeIndex].end(), strconv.Itoa(InvalidParams)}})
+		return InvalidParams, ApplySplices(src, []Splice{{cv.Index, ms[codeIndex].End(), strconv.Itoa(InvalidParams)}})
 	}
 	return code, []byte(src)
 }
 
-func malformedUpstreamError() (int, []byte) {
+func MalformedUpstreamError() (int, []byte) {
 	return InternalError, []byte(`{"code":-32603,"message":"Internal error: malformed upstream error"}`)
 }
 
@@ -277,32 +277,32 @@ func BuildDiscoverResult(initResult []byte, o ReshapeOptions) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, ms, err := parseObject(initResult)
+	_, ms, err := ParseObject(initResult)
 	if err != nil {
 		return nil, err
 	}
 	caps, meta, instructions := "{}", "", ""
 	for _, m := range ms {
-		switch m.name {
+		switch m.Name {
 		case "capabilities":
-			if !m.val.IsObject() {
+			if !m.Val.IsObject() {
 				return nil, fmt.Errorf("%w: initialize result capabilities is not an object", ErrUpstreamResult)
 			}
-			caps = m.val.Raw
-			if objectHas(caps, "tasks") {
-				caps = removeMembers(caps, "tasks")
+			caps = m.Val.Raw
+			if ObjectHas(caps, "tasks") {
+				caps = RemoveMembers(caps, "tasks")
 			}
 		case "serverInfo":
-			if serverInfo == nil && m.val.IsObject() {
-				serverInfo = []byte(m.val.Raw)
+			if serverInfo == nil && m.Val.IsObject() {
+				serverInfo = []byte(m.Val.Raw)
 			}
 		case "_meta":
-			if m.val.IsObject() {
-				meta = m.val.Raw
+			if m.Val.IsObject() {
+				meta = m.Val.Raw
 			}
 		case "instructions":
-			if m.val.Type == gjson.String {
-				instructions = m.val.Raw
+			if m.Val.Type == gjson.String {
+				instructions = m.Val.Raw
 			}
 		}
 	}
@@ -310,7 +310,7 @@ func BuildDiscoverResult(initResult []byte, o ReshapeOptions) ([]byte, error) {
 		member := strconv.Quote(MetaServerInfo) + ":" + string(serverInfo)
 		if meta == "" {
 			meta = "{" + member + "}"
-		} else if at, text, ok := insertMember(meta, MetaServerInfo, member); ok {
+		} else if at, text, ok := InsertMember(meta, MetaServerInfo, member); ok {
 			meta = meta[:at] + text + meta[at:]
 		}
 	}
@@ -339,17 +339,17 @@ func BuildDiscoverResult(initResult []byte, o ReshapeOptions) ([]byte, error) {
 // jsonMember is one member of a JSON object as listed by members. Offsets
 // are relative to the start of the object text.
 type jsonMember struct {
-	name string       // unescaped member name
-	key  string       // the name as written, quotes included
-	val  gjson.Result // the value; val.Index is its offset
+	Name string       // unescaped member name
+	Key  string       // the name as written, quotes included
+	Val  gjson.Result // the value; val.Index is its offset
 }
 
-// end returns the offset just past the member's value.
-func (m jsonMember) end() int { return m.val.Index + len(m.val.Raw) }
+// End returns the offset just past the member's value.
+func (m jsonMember) End() int { return m.Val.Index + len(m.Val.Raw) }
 
-// members lists the members of obj, which must be valid JSON starting with
+// Members lists the members of obj, which must be valid JSON starting with
 // '{', in order, and returns the first repeated name ("" if none).
-func members(obj string) ([]jsonMember, string) {
+func Members(obj string) ([]jsonMember, string) {
 	ms := make([]jsonMember, 0, 4)
 	dup := ""
 	var seen nameSet
@@ -357,28 +357,28 @@ func members(obj string) ([]jsonMember, string) {
 		if dup == "" && !seen.add(k.Str) {
 			dup = k.Str
 		}
-		ms = append(ms, jsonMember{name: k.Str, key: k.Raw, val: v})
+		ms = append(ms, jsonMember{Name: k.Str, Key: k.Raw, Val: v})
 		return true
 	})
 	return ms, dup
 }
 
-// parseObject trims b and checks that it is a JSON object without repeated
+// ParseObject trims b and checks that it is a JSON object without repeated
 // member names; errors wrap ErrUpstreamResult.
-func parseObject(b []byte) (string, []jsonMember, error) {
+func ParseObject(b []byte) (string, []jsonMember, error) {
 	src := string(bytes.TrimSpace(b))
 	if len(src) == 0 || src[0] != '{' || legacy.ValidJSONString(src) != nil {
 		return "", nil, fmt.Errorf("%w: not a JSON object", ErrUpstreamResult)
 	}
-	ms, dup := members(src)
+	ms, dup := Members(src)
 	if dup != "" {
-		return "", nil, fmt.Errorf("%w: repeated member %q", ErrUpstreamResult, clip(dup))
+		return "", nil, fmt.Errorf("%w: repeated member %q", ErrUpstreamResult, Clip(dup))
 	}
 	return src, ms, nil
 }
 
-// objectHas reports whether the JSON object obj has a member called name.
-func objectHas(obj, name string) bool {
+// ObjectHas reports whether the JSON object obj has a member called name.
+func ObjectHas(obj, name string) bool {
 	found := false
 	gjson.Parse(obj).ForEach(func(k, _ gjson.Result) bool {
 		found = k.Str == name
@@ -387,27 +387,27 @@ func objectHas(obj, name string) bool {
 	return found
 }
 
-// insertMember returns where and what to insert into the JSON object obj to
+// InsertMember returns where and what to insert into the JSON object obj to
 // add member (a complete `"name":value` text) when obj has no member called
 // name; ok is false when it has one.
-func insertMember(obj, name, member string) (at int, text string, ok bool) {
-	ms, _ := members(obj)
+func InsertMember(obj, name, member string) (at int, text string, ok bool) {
+	ms, _ := Members(obj)
 	for _, m := range ms {
-		if m.name == name {
+		if m.Name == name {
 			return 0, "", false
 		}
 	}
-	sp := appendMembers(obj, ms, []string{member})
-	return sp.at, sp.text, true
+	sp := AppendMembers(obj, ms, []string{member})
+	return sp.At, sp.Text, true
 }
 
-// appendMembers returns the splice that adds the given member texts at the
-// end of the object obj, whose members are ms.
-func appendMembers(obj string, ms []jsonMember, add []string) splice {
+// AppendMembers returns the splice that adds the given member texts at the
+// End of the object obj, whose members are ms.
+func AppendMembers(obj string, ms []jsonMember, add []string) Splice {
 	var b []byte
 	at := 1 // just past '{'
 	if len(ms) > 0 {
-		at = ms[len(ms)-1].end()
+		at = ms[len(ms)-1].End()
 		b = append(b, ',')
 	}
 	for i, a := range add {
@@ -416,30 +416,30 @@ func appendMembers(obj string, ms []jsonMember, add []string) splice {
 		}
 		b = append(b, a...)
 	}
-	return splice{at, at, string(b)}
+	return Splice{at, at, string(b)}
 }
 
-// removeMembers re-writes the JSON object obj compactly without the members
+// RemoveMembers re-writes the JSON object obj compactly without the members
 // called one of names (every copy). Member values are copied verbatim.
-func removeMembers(obj string, names ...string) string {
-	ms, _ := members(obj)
+func RemoveMembers(obj string, names ...string) string {
+	ms, _ := Members(obj)
 	b := make([]byte, 0, len(obj))
 	b = append(b, '{')
 outer:
 	for _, m := range ms {
 		for _, name := range names {
-			if m.name == name {
+			if m.Name == name {
 				continue outer
 			}
 		}
-		b = appendMember(b, m.key, m.val.Raw)
+		b = AppendMember(b, m.Key, m.Val.Raw)
 	}
 	return string(append(b, '}'))
 }
 
-// appendMember appends key:val to the JSON object being written at the end
+// AppendMember appends key:val to the JSON object being written at the end
 // of b (opened with '{'), after a comma unless it is the first member.
-func appendMember(b []byte, key, val string) []byte {
+func AppendMember(b []byte, key, val string) []byte {
 	if b[len(b)-1] != '{' {
 		b = append(b, ',')
 	}
@@ -452,46 +452,46 @@ func appendMember(b []byte, key, val string) []byte {
 // the JSON array arr. It reports whether anything changed; untouched
 // elements are copied verbatim.
 func removeFromElements(arr, name string) (string, bool) {
-	var sp []splice
+	var sp []Splice
 	gjson.Parse(arr).ForEach(func(_, v gjson.Result) bool {
-		if v.IsObject() && objectHas(v.Raw, name) {
-			sp = append(sp, splice{v.Index, v.Index + len(v.Raw), removeMembers(v.Raw, name)})
+		if v.IsObject() && ObjectHas(v.Raw, name) {
+			sp = append(sp, Splice{v.Index, v.Index + len(v.Raw), RemoveMembers(v.Raw, name)})
 		}
 		return true
 	})
 	if len(sp) == 0 {
 		return arr, false
 	}
-	return string(applySplices(arr, sp)), true
+	return string(ApplySplices(arr, sp)), true
 }
 
-// splice replaces src[at:end] with text (an insertion when at == end).
-type splice struct {
-	at, end int
-	text    string
+// Splice replaces src[at:end] with text (an insertion when at == end).
+type Splice struct {
+	At, End int
+	Text    string
 }
 
-// sortSplices orders splices by position (insertion sort: there are few).
-func sortSplices(sp []splice) {
+// SortSplices orders splices by position (insertion sort: there are few).
+func SortSplices(sp []Splice) {
 	for i := 1; i < len(sp); i++ {
-		for j := i; j > 0 && sp[j].at < sp[j-1].at; j-- {
+		for j := i; j > 0 && sp[j].At < sp[j-1].At; j-- {
 			sp[j], sp[j-1] = sp[j-1], sp[j]
 		}
 	}
 }
 
-// applySplices applies sorted, non-overlapping splices to src.
-func applySplices(src string, sp []splice) []byte {
+// ApplySplices applies sorted, non-overlapping splices to src.
+func ApplySplices(src string, sp []Splice) []byte {
 	n := len(src)
 	for _, s := range sp {
-		n += len(s.text) - (s.end - s.at)
+		n += len(s.Text) - (s.End - s.At)
 	}
 	b := make([]byte, 0, n)
 	last := 0
 	for _, s := range sp {
-		b = append(b, src[last:s.at]...)
-		b = append(b, s.text...)
-		last = s.end
+		b = append(b, src[last:s.At]...)
+		b = append(b, s.Text...)
+		last = s.End
 	}
 	return append(b, src[last:]...)
 }

@@ -17,23 +17,23 @@ import (
 // be reached or failed before answering, in every cell.
 const MsgUpstreamUnavailable = "upstream MCP server unavailable"
 
-// upstreamFailure is the error a client gets for an upstream's failure:
+// UpstreamFailure is the error a client gets for an upstream's failure:
 // public says what happened, cause how (for the logs only).
-func upstreamFailure(public string, cause error) *RPCError {
+func UpstreamFailure(public string, cause error) *RPCError {
 	return &RPCError{HTTPStatus: http.StatusBadGateway, Code: InternalError, Message: public, Cause: cause}
 }
 
-// detail is the message with its cause, for the logs (CallReport.Reason).
-func (e *RPCError) detail() string {
+// Detail is the message with its cause, for the logs (CallReport.Reason).
+func (e *RPCError) Detail() string {
 	if e.Cause == nil {
 		return e.Message
 	}
 	return e.Message + ": " + e.Cause.Error()
 }
 
-// upstreamError is the error of a request whose upstream session could not
+// UpstreamError is the error of a request whose upstream session could not
 // be leased, or whose upstream request could not be sent.
-func upstreamError(err error) *RPCError {
+func UpstreamError(err error) *RPCError {
 	switch {
 	case errors.Is(err, legacy.ErrPoolFull):
 		return &RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: InternalError, Message: "too many upstream sessions; retry later"}
@@ -41,13 +41,13 @@ func upstreamError(err error) *RPCError {
 		return &RPCError{HTTPStatus: http.StatusTooManyRequests, Code: InternalError,
 			Message: "too many upstream sessions for this principal (max_sessions_per_principal); retry when a call ends"}
 	}
-	return upstreamFailure(MsgUpstreamUnavailable, err)
+	return UpstreamFailure(MsgUpstreamUnavailable, err)
 }
 
-// unopened reports whether err, from opening a new upstream session, left
+// Unopened reports whether err, from opening a new upstream session, left
 // nothing behind on the upstream that matters: the connection was refused,
 // or dropped before the upstream answered initialize (a session it may
 // have opened is never used). The session can then be opened elsewhere.
-func unopened(ctx context.Context, err error) bool {
+func Unopened(ctx context.Context, err error) bool {
 	return ctx.Err() == nil && (legacy.Refused(err) || legacy.Dropped(err))
 }

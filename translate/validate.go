@@ -29,8 +29,8 @@ type ModernRequest struct {
 	LogLevel string
 }
 
-// logLevels are the 2026-07-28 LoggingLevel values (RFC 5424 severities).
-var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+// LogLevels are the 2026-07-28 LoggingLevel values (RFC 5424 severities).
+var LogLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 
 // ValidateModern runs the validation ladder for a POST that ClassifyRequest
 // put in the modern era. httpMethod is the HTTP method, h the request
@@ -90,12 +90,12 @@ func ValidateModern(httpMethod string, h http.Header, body []byte, supported []s
 	if err != nil {
 		var re *RPCError
 		if !errors.As(err, &re) {
-			re = errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: %v", err)
+			re = Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: %v", err)
 		}
 		return req, re
 	}
 	if msg.Kind == legacy.KindResponse {
-		return req, errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: clients must not send JSON-RPC responses")
+		return req, Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: clients must not send JSON-RPC responses")
 	}
 	hv, _, e := singleHeader(h, HeaderProtocolVersion, true)
 	if e != nil {
@@ -106,8 +106,8 @@ func ValidateModern(httpMethod string, h http.Header, body []byte, supported []s
 		return req, e
 	}
 	if env.hasVersion && env.version != hv {
-		return req, errorf(http.StatusBadRequest, HeaderMismatch,
-			"Header mismatch: %s header value %q does not match _meta %s %q", HeaderProtocolVersion, clip(hv), MetaProtocolVersion, clip(env.version))
+		return req, Errorf(http.StatusBadRequest, HeaderMismatch,
+			"Header mismatch: %s header value %q does not match _meta %s %q", HeaderProtocolVersion, Clip(hv), MetaProtocolVersion, Clip(env.version))
 	}
 	if len(supported) == 0 {
 		supported = []string{ModernVersion}
@@ -120,8 +120,8 @@ func ValidateModern(httpMethod string, h http.Header, body []byte, supported []s
 			Data:       UnsupportedVersionData{Supported: slices.Clone(supported), Requested: hv},
 		}
 	}
-	if env.hasLogLevel && !slices.Contains(logLevels, env.logLevel) {
-		return req, errorf(http.StatusBadRequest, InvalidParams, "Invalid params: _meta %s must be one of %v", MetaLogLevel, logLevels)
+	if env.hasLogLevel && !slices.Contains(LogLevels, env.logLevel) {
+		return req, Errorf(http.StatusBadRequest, InvalidParams, "Invalid params: _meta %s must be one of %v", MetaLogLevel, LogLevels)
 	}
 	if e := checkStandardHeaders(h, msg, env.name); e != nil {
 		return req, e
@@ -151,11 +151,11 @@ func readEnvelope(body []byte, msg legacy.Message) (envelope, *RPCError) {
 	var env envelope
 	isRequest := msg.Kind == legacy.KindRequest
 	invalid := func(format string, args ...any) (envelope, *RPCError) {
-		return env, errorf(http.StatusBadRequest, InvalidParams, "Invalid params: "+format, args...)
+		return env, Errorf(http.StatusBadRequest, InvalidParams, "Invalid params: "+format, args...)
 	}
 
 	var top [1]gjson.Result
-	scanMembers(gjson.ParseBytes(body), []string{"params"}, top[:]) // Peek rejected duplicates
+	ScanMembers(gjson.ParseBytes(body), []string{"params"}, top[:]) // Peek rejected duplicates
 	params := top[0]
 	if !params.Exists() && !isRequest {
 		return env, nil
@@ -168,10 +168,10 @@ func readEnvelope(body []byte, msg legacy.Message) (envelope, *RPCError) {
 	}
 	// The member that names the request's target (tools/call's name, …),
 	// looked up in the same pass as _meta.
-	field := nameSourceField(msg.Method)
+	field := NameSourceField(msg.Method)
 	var pv [2]gjson.Result
-	if dup := scanMembers(params, []string{"_meta", field}, pv[:]); dup != "" {
-		return invalid("duplicate member %q in params", clip(dup))
+	if dup := ScanMembers(params, []string{"_meta", field}, pv[:]); dup != "" {
+		return invalid("duplicate member %q in params", Clip(dup))
 	}
 	meta := pv[0]
 	if !meta.Exists() {
@@ -184,8 +184,8 @@ func readEnvelope(body []byte, msg legacy.Message) (envelope, *RPCError) {
 		return invalid("params._meta must be an object")
 	}
 	var mv [3]gjson.Result
-	if dup := scanMembers(meta, []string{MetaProtocolVersion, MetaClientCapabilities, MetaLogLevel}, mv[:]); dup != "" {
-		return invalid("duplicate member %q in params._meta", clip(dup))
+	if dup := ScanMembers(meta, []string{MetaProtocolVersion, MetaClientCapabilities, MetaLogLevel}, mv[:]); dup != "" {
+		return invalid("duplicate member %q in params._meta", Clip(dup))
 	}
 
 	if v := mv[0]; v.Exists() {

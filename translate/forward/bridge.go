@@ -1,0 +1,420 @@
+package forward
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// BridgeOptions configure the forward bridge's calls: those of one
+// configuration (one mcp_gateway handler), which passes them with each
+// Request, or the bridge's own for requests without. They are taken as
+// given, with no defaulting here: start from DefaultBridgeOptions, which
+// holds the documented defaults, and set what differs.
+type BridgeOptions struct {
+	// Keyring seals and opens requestState. Required.
+	Keyring *seal.Keyring
+	// Instance names this gateway instance inside the requestState it seals.
+	Instance string
+	// Address is this instance's advertised base URL, sealed into the
+	// requestState so that another instance can forward the retry here
+	// without a peer list ("" for none).
+	Address string
+	// ParkTTL is how long a parked call waits for the client's retry.
+	ParkTTL time.Duration
+	// MaxParked bounds the calls parked with these options (the same
+	// *BridgeOptions): a call counts from its first park until it ends,
+	// its later rounds included. When full, a new call that wants to park
+	// is refused (503, -32603) and cancelled upstream; no parked call is
+	// ended to make room (see bridge_admit.go). Calls parked with other
+	// options do not count.
+	MaxParked int
+	// MaxParkedPerPrincipal bounds, within MaxParked, the calls of one
+	// principal: at the bound the principal's new call is refused (429,
+	// -32603) the same way.
+	MaxParkedPerPrincipal int
+	// GatherWindow is how long a round waits, after the upstream's first
+	// request for input, for sibling requests to ask in the same round:
+	// on the first round of a target (tool, prompt, resource), and on every
+	// round of the targets that asked several at once (see gather.go;
+	// others take the requests already there and park at once). Zero or
+	// negative: no wait.
+	GatherWindow time.Duration
+	// ResumeLinger is how long a call that parks holding no stream
+	// (bridge_resume.go) keeps its streams open all the same, for a retry
+	// that comes back at once to this instance (bridge_linger.go). Zero
+	// or negative: they close at once.
+	ResumeLinger time.Duration
+	// MaxRounds bounds the input_required rounds of one call (asking again
+	// for missing or invalid answers counts).
+	MaxRounds int
+	// MaxInputsPerRound bounds the requests for input one round may hold.
+	MaxInputsPerRound int
+	// Lease bounds the upstream sessions a principal holds when a call
+	// leases one, and how many messages a parked call holds unread.
+	Lease legacy.LeaseLimits
+	// Observer learns how calls end and parked calls leave (metrics,
+	// logs). Optional.
+	Observer translate.Observer
+	// Client, if set, makes the upstream requests of the sessions these
+	// options lease (a configured transport) instead of the pool's: such
+	// sessions are kept apart from those of other clients (PoolKey.Client).
+	// It must be comparable (a pointer). Optional.
+	Client legacy.Doer
+	// Tasks configure the tasks the bridge hosts for legacy tools
+	// (bridge_task.go).
+	Tasks TaskOptions
+
+	ready bool // made by Ready
+}
+
+// DefaultBridgeOptions returns the documented defaults of the forward
+// bridge's options, and is their one source: the gateway's Provision takes
+// the defaults of the options a configuration leaves unset from here, and a
+// caller outside Caddy starts from it. Keyring, Instance, Address and
+// Observer are left unset.
+func DefaultBridgeOptions() BridgeOptions {
+	return BridgeOptions{
+		ParkTTL:   translate.DefaultRoundTimeout,
+		MaxParked: 10000,
+		// 100 waiting questions is more than one person or agent answers
+		// at once, and a hundredth of MaxParked: filling the table takes a
+		// hundred identities.
+		MaxParkedPerPrincipal: 100,
+		GatherWindow:          2 * time.Millisecond,
+		ResumeLinger:          defaultResumeLinger,
+		MaxRounds:             translate.DefaultMaxRounds,
+		MaxInputsPerRound:     translate.DefaultMaxInputsPerRound,
+		Lease:                 legacy.LeaseLimits{MaxPerPrincipal: 1000, CallBuffer: legacy.DefaultCallBuffer},
+		Tasks: TaskOptions{
+			Policy: TaskPolicy{DefaultWindow: defaultTaskWindow},
+			TTL:    defaultTaskTTL, PollInterval: defaultTaskPollInterval,
+			MaxTasks: 1000, MaxTasksPerPrincipal: 100,
+		},
+	}
+}
+
+// Ready returns o as the options of one configuration, to be passed with
+// every request of it: make it once, since the calls parked with one
+// *BridgeOptions share its MaxParked. o is taken as given (see
+// DefaultBridgeOptions).
+func (o BridgeOptions) Ready() *BridgeOptions {
+	o.ready = true
+	return &o
+}
+
+// Bridge serves modern (2026-07-28) clients from legacy upstreams: it leases
+// upstream sessions initialized with the client's declared capabilities,
+// reshapes results, and parks calls that ask for input until the client
+// retries with inputResponses. The life of a call (start, run, park,
+// resume, and its ends) is drawn in bridge_call.go.
+type Bridge struct {
+	pool     *legacy.Pool
+	defaults *BridgeOptions // of the requests that carry none
+	gather   *gatherPolicy
+	quick    *quickTargets // whose retries come back at once (bridge_linger.go)
+
+	mu     sync.Mutex
+	parked map[[16]byte]*call
+	used   *usedStates                 // resumable states used here
+	places map[[16]byte]*resumePlace   // held by resumable states parked here (bridge_resume.go)
+	sets   map[*BridgeOptions]*parkSet // places held per options (bridge_admit.go)
+	closed bool
+	// The probes of expired places (bridge_abandon.go), and abandonGrace:
+	// how long after a state's expiry its probe waits; the checks of
+	// places whose calls may have ended elsewhere (bridge_places.go).
+	probes       *workQueue
+	abandonGrace time.Duration
+	checks       *workQueue
+	checkAfter   time.Duration // placeCheckAfter, but in tests
+	reclaiming   map[reclaimKey]*reclaimRun
+	bySession    map[placeSession]*resumePlace
+	// elsewhereAt is when a place here was last found finished on
+	// another instance (unix ns; bridge_prime.go).
+	elsewhereAt atomic.Int64
+	parkedKeys  *lru.Cache[legacy.PoolKey, struct{}]
+
+	// The tasks it hosts (bridge_task.go), under tmu.
+	tmu      sync.Mutex
+	tasks    map[[16]byte]*task
+	taskSets map[*BridgeOptions]*taskSet
+	taskRuns sync.WaitGroup // runTask and run2025 goroutines
+	support  taskSupport    // the upstreams' own execution.taskSupport
+	lister   toolLister     // when the bridge listed an upstream's tools itself
+	// tasks25 are the upstreams' own tasks (2025 experimental tasks,
+	// bridge_task2025.go), under tmu.
+	tasks25 map[[16]byte]*task2025
+
+	// ctx outlives every client request: upstream calls run in it, so a
+	// parked call survives its first request.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// NewBridge returns a bridge using pool for upstream sessions, with opts
+// for the requests that carry no options of their own.
+func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
+	b := &Bridge{pool: pool, defaults: opts.Ready(), parked: make(map[[16]byte]*call),
+		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy(), quick: newQuickTargets(), used: newUsedStates(defaultUsedStates), places: make(map[[16]byte]*resumePlace),
+		tasks: make(map[[16]byte]*task), tasks25: make(map[[16]byte]*task2025), taskSets: make(map[*BridgeOptions]*taskSet),
+		probes: &workQueue{workers: maxProbing, limit: maxAbandoned}, abandonGrace: defaultAbandonGrace,
+		checks: &workQueue{workers: maxChecking, limit: maxChecksQueued}, checkAfter: placeCheckAfter, reclaiming: make(map[reclaimKey]*reclaimRun),
+		bySession: make(map[placeSession]*resumePlace), parkedKeys: newParkedKeys()}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	return b
+}
+
+// optionsOf returns the options r carries, or the bridge's own.
+func (b *Bridge) optionsOf(r *Request) *BridgeOptions {
+	switch {
+	case r.Options == nil:
+		return b.defaults
+	case !r.Options.ready:
+		return r.Options.Ready()
+	}
+	return r.Options
+}
+
+// Parked returns how many calls are parked.
+func (b *Bridge) Parked() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.parked)
+}
+
+// Close abandons every parked call (their upstream requests are answered
+// and cancelled) and refuses new ones.
+func (b *Bridge) Close() {
+	b.mu.Lock()
+	b.closed = true
+	b.probes.close()
+	b.checks.close()
+	var all []*call
+	for _, c := range b.parked {
+		b.unparkLocked(c)
+		all = append(all, c)
+	}
+	b.mu.Unlock()
+	for _, c := range all {
+		b.unparked(c, translate.ParkCancelled)
+		b.abandon(c, translate.OutcomeCancelled, "gateway shutting down")
+	}
+	b.coolAll()
+	b.tmu.Lock()
+	tasks := make([]*task, 0, len(b.tasks))
+	for _, t := range b.tasks {
+		tasks = append(tasks, t)
+	}
+	tasks25 := make([]*task2025, 0, len(b.tasks25))
+	for _, t := range b.tasks25 {
+		tasks25 = append(tasks25, t)
+	}
+	b.tmu.Unlock()
+	for _, t := range tasks {
+		t.timer.Stop()
+		b.cancelTask(t, "gateway shutting down")
+	}
+	for _, t := range tasks25 {
+		t.timer.Stop()
+		b.stop2025(t, "gateway shutting down")
+	}
+	b.taskRuns.Wait() // their calls abandoned upstream
+	b.cancel()
+}
+
+// Request is one validated modern request for the bridge.
+type Request struct {
+	// Upstream is the URL of the legacy upstream.
+	Upstream string
+	// Principal identifies who is calling: PrincipalHash of the evaluated
+	// principal expression (e.g. of Authorization). Sessions and parked
+	// calls are never shared across principals.
+	Principal [16]byte
+	// Header is sent upstream with the session's requests.
+	Header http.Header
+	// NoGetStream: the upstream sends everything a call needs on the
+	// call's own stream, so the sessions leased for calls open no
+	// standalone GET stream (subscriptions/listen still does).
+	NoGetStream bool
+	// Options are those of the configuration that received the request,
+	// made by Ready (nil: the bridge's own). A call keeps the
+	// options of its first request for its whole life (limits, park TTL,
+	// observer); a retry's requestState is opened, and the next round's
+	// sealed, with the options of the request carrying it.
+	Options *BridgeOptions
+	// Resume: the upstream's call streams may be resumed (its resume
+	// option): a call whose stream is resumable parks holding nothing
+	// (bridge_resume.go).
+	Resume bool
+	// GatherAlways makes every round of the call wait GatherWindow for
+	// sibling questions (the upstream is configured with gather always).
+	GatherAlways bool
+	// Failover, if set, is asked for another upstream when a new upstream
+	// session could not be opened on Upstream and nothing of the request
+	// reached it: the connection was refused, or dropped before the
+	// upstream answered initialize (or, on an idle session the call
+	// would have used, the connection of its first request was refused).
+	// It points r at another upstream (Upstream, NoGetStream,
+	// GatherAlways) and returns true, or returns false to give up: the
+	// client then gets the error.
+	// It must give up after finitely many calls (say, once per upstream).
+	// It is never asked once the request may have reached an upstream,
+	// nor for a retry carrying requestState, which belongs to the call it
+	// resumes.
+	Failover func(r *Request, cause error) bool
+	// GiveBack, if set, sends notice (MarshalNotice) to the instance home,
+	// signed for princ, and returns nil once home took the session it
+	// names: a call resumed here from a state parked there, which ends
+	// here, gives its upstream session back to home's pool instead of
+	// ending it (bridge_giveback.go). Nil: such sessions are ended.
+	GiveBack func(ctx context.Context, home translate.Owner, princ [16]byte, notice []byte) error
+	*translate.ModernRequest
+
+	retry *openedState // the requestState as RetryOf opened it
+	// hosting is the task rule of a call that may become a task.
+	hosting *TaskRule
+}
+
+// openedState is a retry's requestState, opened and checked once.
+type openedState struct {
+	st   seal.State
+	rs   *seal.ResumeState
+	rerr *translate.RPCError
+}
+
+// bridgedMethods are the 2026-07-28 client requests a legacy server can
+// serve through the bridge.
+var bridgedMethods = map[string]bool{
+	"server/discover": true, "subscriptions/listen": true, "completion/complete": true,
+	"tools/list": true, "tools/call": true, "prompts/list": true, "prompts/get": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+}
+
+// Serve answers r through sink. It returns when the answer is complete
+// (possibly with the call parked).
+func (b *Bridge) Serve(ctx context.Context, r Request, sink translate.Sink) translate.Served {
+	if r.Kind == legacy.KindNotification {
+		// notifications/cancelled is stdio-only in 2026-07-28; nothing else
+		// is meaningful for a legacy upstream.
+		_ = sink.Respond(http.StatusAccepted, nil)
+		return translate.Served{}
+	}
+	if taskMethods[r.Method] {
+		r.Options = b.optionsOf(&r)
+		return b.serveTask(ctx, r, sink)
+	}
+	if !bridgedMethods[r.Method] {
+		// A legacy server cannot serve other modern methods (the Tasks
+		// extension's are not wire-compatible with 2025 tasks).
+		_ = sink.Respond(http.StatusNotFound, translate.ErrorResponse(r.ID, translate.NewMethodNotFound(r.Method)))
+		return translate.Served{Outcome: translate.OutcomeError}
+	}
+	r.Options = b.optionsOf(&r)
+	params := translate.ParamsOf(r.Raw)
+	if translate.InputCapable[r.Method] {
+		if state := translate.StringField(params, "requestState"); state != "" {
+			return b.resume(ctx, r, params, state, sink)
+		}
+	}
+	started := time.Now()
+	hosting, rerr := b.mayBecomeTask(r)
+	if rerr != nil {
+		_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+		outcome := translate.OutcomeRefused
+		if rerr.Code == translate.MissingRequiredClientCapability {
+			outcome = translate.OutcomeError
+		}
+		b.report(unstarted(r, started), outcome, rerr.Message)
+		return translate.Served{Outcome: outcome}
+	}
+	if rerr := b.roomBeforeStart(r); rerr != nil {
+		if hosting != nil {
+			b.releaseTaskPlace(r.Options, r.Principal)
+		}
+		// Refused before it reached the upstream: no side effect there.
+		_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+		c := unstarted(r, started)
+		b.unparked(c, translate.ParkRefused)
+		b.report(c, translate.OutcomeRefused, rerr.Message)
+		return translate.Served{Outcome: translate.OutcomeRefused}
+	}
+	r.hosting = hosting
+	c, rerr := b.start(ctx, &r, params) // may set r.hosting (learnToolTasks)
+	if rerr != nil && r.hosting != nil {
+		b.releaseTaskPlace(r.Options, r.Principal)
+	}
+	if rerr != nil {
+		_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+		outcome := translate.OutcomeError
+		if rerr.HTTPStatus == 499 {
+			outcome = translate.OutcomeCancelled
+		}
+		if r.Method != "server/discover" && r.Method != "subscriptions/listen" {
+			// A call that never reached the upstream still ended.
+			b.report(unstarted(r, started), outcome, rerr.Detail())
+		}
+		return translate.Served{Outcome: outcome, Cause: rerr.Cause}
+	}
+	switch r.Method {
+	case "server/discover":
+		return translate.Served{Outcome: b.discover(c, r, sink)}
+	case "subscriptions/listen":
+		b.listen(ctx, c, r, params, sink)
+		return translate.Served{}
+	}
+	if hosting = r.hosting; hosting != nil {
+		c.taskRule, c.taskPlaced = hosting, true
+		if c.upTask {
+			// The upstream runs the task itself (bridge_task2025.go).
+			return translate.Served{Outcome: b.createTask2025(ctx, c, r, sink)}
+		}
+		if hosting.Window <= 0 {
+			// The task exists before any question of the tool's.
+			return translate.Served{Outcome: b.becomeTask(c, r, sink)}
+		}
+	}
+	var fresh map[string]json.RawMessage
+	if translate.InputCapable[r.Method] {
+		fresh = translate.InputResponses(params)
+	}
+	outcome, cause := b.run(ctx, c, r, sink, fresh, false)
+	return translate.Served{Outcome: outcome, Cause: cause}
+}
+
+// discover answers server/discover from the session's InitializeResult.
+func (b *Bridge) discover(c *call, r Request, sink translate.Sink) string {
+	defer b.pool.Release(c.key, c.sess, true)
+	res, err := translate.BuildDiscoverResult(c.sess.InitResult, b.reshapeOptions(c))
+	if err == nil && (r.Options.Tasks.Policy.Configured() || b.support.any(c.key.Upstream, r.Principal) || upstreamHasTasks(c.sess.InitResult)) {
+		res, err = withTasksExtension(res)
+	}
+	if err != nil {
+		_ = sink.Respond(http.StatusBadGateway, translate.ErrorResponse(r.ID, translate.BadGateway(err.Error())))
+		return translate.OutcomeError
+	}
+	_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, res))
+	return translate.OutcomeComplete
+}
+
+func (b *Bridge) reshapeOptions(c *call) translate.ReshapeOptions {
+	return translate.ReshapeOptions{ServerInfo: translate.ServerInfo(c.sess.InitResult)}
+}
+
+// poolKey derives the session key of a request.
+func poolKey(r Request) legacy.PoolKey {
+	key := legacy.PoolKey{Upstream: r.Upstream, Principal: hex.EncodeToString(r.Principal[:]), Caps: translate.LegacyCapabilities(r.ClientCapabilities),
+		NoGetStream: r.NoGetStream && r.Method != "subscriptions/listen"}
+	if r.Options != nil {
+		key.Client = r.Options.Client
+	}
+	return key
+}

@@ -1,0 +1,187 @@
+package forward
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// lingering counts the calls lingering with their streams open on b.
+func lingering(b *Bridge) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, p := range b.places {
+		if p.hot != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// waitNotLingering fails unless no call lingers on b within 5s.
+func waitNotLingering(t *testing.T, b *Bridge) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for lingering(b) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls still linger with their streams open", lingering(b))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func linger(d time.Duration) func(*BridgeOptions) {
+	return func(o *BridgeOptions) { o.ResumeLinger = d }
+}
+
+// teach makes the ask tool a quick target on b: a call whose retry comes
+// back to b at once (it does not linger: the target is not known yet).
+func teach(t *testing.T, b *Bridge, upstream string) {
+	t.Helper()
+	a := serve(b, resumeRequest(t, upstream, 100, 1, ""))
+	if lingering(b) != 0 {
+		t.Fatalf("the call of a target not known to be quick lingers")
+	}
+	extra, _ := answerRound(t, a, "warm")
+	if a = serve(b, resumeRequest(t, upstream, 101, 1, extra)); gjson.GetBytes(a.final, "result.content.0.text").String() != "accept:warm" {
+		t.Fatalf("teaching call: %d %s", a.status, a.final)
+	}
+}
+
+// TestLingerRetryReadsOn: the first round of a target not known to be
+// quick does not linger; its retry, back at once, teaches the parking
+// instance, and the next rounds linger: their retries read on from the
+// call's open stream, and the upstream sees no GET reopening it. With the
+// linger off, every round reopens the stream once.
+func TestLingerRetryReadsOn(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		linger  time.Duration
+		reopens int32
+	}{{"lingering", time.Minute, 1}, {"off", -1, 3}} {
+		t.Run(c.name, func(t *testing.T) {
+			upstream, server, reopens := countedResumableUpstream(t)
+			b := fleet(t, 1, linger(c.linger))[0]
+			a := serve(b, resumeRequest(t, upstream, 1, 3, ""))
+			for round := 1; round <= 3; round++ {
+				if p := b.Parked(); p != 0 {
+					t.Fatalf("round %d: %d calls parked holding (the state must be the resumable one)", round, p)
+				}
+				want := 0
+				if c.linger > 0 && round > 1 {
+					want = 1
+				}
+				if lingering(b) != want {
+					t.Fatalf("round %d: %d calls lingering, want %d", round, lingering(b), want)
+				}
+				extra, _ := answerRound(t, a, fmt.Sprintf("x%d", round))
+				a = serve(b, resumeRequest(t, upstream, 1+round, 3, extra))
+			}
+			if got := gjson.GetBytes(a.final, "result.content.0.text").String(); got != "accept:x1,accept:x2,accept:x3" {
+				t.Fatalf("final %d %s", a.status, a.final)
+			}
+			if got := reopens.Load(); got != c.reopens {
+				t.Fatalf("the upstream saw %d GETs reopening the call's stream, want %d", got, c.reopens)
+			}
+			if _, idle := b.pool.Stats(); idle != 1 {
+				t.Fatalf("%d idle sessions in the pool after the call, want its session back", idle)
+			}
+			if sessionsOf(server) != 1 || lingering(b) != 0 || b.Places() != 0 {
+				t.Fatalf("after the call: %d upstream sessions, %d lingering, %d places", sessionsOf(server), lingering(b), b.Places())
+			}
+		})
+	}
+}
+
+// TestLingerRetryElsewhere: a call lingering on the instance that parked
+// it (for a minute: only a stir on its stream ends that) is resumed by
+// another instance at once. The go-sdk server lets one connection hold a
+// stream; the answer posted by the other instance makes the tool ask
+// again on the stream the first still holds, which lets go of it at that
+// stir, and the other instance's GET gets it: each round of three goes on
+// through the other instance.
+func TestLingerRetryElsewhere(t *testing.T) {
+	upstream, server, reopens := countedResumableUpstream(t)
+	bs := fleet(t, 2, linger(time.Minute))
+	teach(t, bs[0], upstream)
+	teach(t, bs[1], upstream)
+	reopens.Store(0)
+	a := serve(bs[0], resumeRequest(t, upstream, 1, 3, ""))
+	for round := 1; round <= 3; round++ {
+		parker, next := bs[(round-1)%2], bs[round%2]
+		if lingering(parker) != 1 {
+			t.Fatalf("round %d: %d calls lingering on the parking instance, want 1", round, lingering(parker))
+		}
+		extra, _ := answerRound(t, a, fmt.Sprintf("x%d", round))
+		a = serve(next, resumeRequest(t, upstream, 1+round, 3, extra))
+		waitNotLingering(t, parker)
+	}
+	if got := gjson.GetBytes(a.final, "result.content.0.text").String(); got != "accept:x1,accept:x2,accept:x3" {
+		t.Fatalf("final %d %s", a.status, a.final)
+	}
+	if reopens.Load() < 3 {
+		t.Fatalf("%d GETs reopened the call's stream, want one per round at least", reopens.Load())
+	}
+	// The call's session ended with it; the teaching calls' wait in
+	// their pools.
+	_, idle0 := bs[0].pool.Stats()
+	_, idle1 := bs[1].pool.Stats()
+	waitSessions(t, server, idle0+idle1)
+}
+
+// TestLingerClose: closing the bridge lets go of the lingering calls'
+// streams; their states stay resumable, and another instance finishes the
+// call.
+func TestLingerClose(t *testing.T) {
+	upstream, server, reopens := countedResumableUpstream(t)
+	bs := fleet(t, 2, linger(time.Minute))
+	teach(t, bs[0], upstream)
+	reopens.Store(0)
+	a := serve(bs[0], resumeRequest(t, upstream, 1, 1, ""))
+	if lingering(bs[0]) != 1 {
+		t.Fatalf("%d calls lingering, want 1", lingering(bs[0]))
+	}
+	bs[0].Close()
+	if lingering(bs[0]) != 0 {
+		t.Fatalf("%d calls lingering after Close", lingering(bs[0]))
+	}
+	extra, _ := answerRound(t, a, "after")
+	a = serve(bs[1], resumeRequest(t, upstream, 2, 1, extra))
+	if got := gjson.GetBytes(a.final, "result.content.0.text").String(); got != "accept:after" || a.status != http.StatusOK {
+		t.Fatalf("final %d %s", a.status, a.final)
+	}
+	if reopens.Load() != 1 {
+		t.Fatalf("%d GETs reopened the call's stream, want 1", reopens.Load())
+	}
+	waitNoSessions(t, server)
+}
+
+// TestLingerUnlearned: a linger that ends with no retry makes the target
+// not quick any more: its next call parks with no stream held at once.
+func TestLingerUnlearned(t *testing.T) {
+	upstream, server := resumableUpstream(t)
+	b := fleet(t, 1, linger(50*time.Millisecond))[0]
+	teach(t, b, upstream)
+	a := serve(b, resumeRequest(t, upstream, 1, 1, ""))
+	if lingering(b) != 1 {
+		t.Fatalf("%d calls lingering, want 1", lingering(b))
+	}
+	waitNotLingering(t, b)
+	late := serve(b, resumeRequest(t, upstream, 2, 1, ""))
+	if lingering(b) != 0 {
+		t.Fatalf("%d calls lingering after a linger that nobody came back to", lingering(b))
+	}
+	for i, x := range []*recordedAnswer{a, late} {
+		extra, _ := answerRound(t, x, "late")
+		if x = serve(b, resumeRequest(t, upstream, 3+i, 1, extra)); gjson.GetBytes(x.final, "result.content.0.text").String() != "accept:late" {
+			t.Fatalf("call %d: %d %s", i, x.status, x.final)
+		}
+	}
+	if _, idle := b.pool.Stats(); idle != sessionsOf(server) {
+		t.Fatalf("%d upstream sessions, %d idle in the pool", sessionsOf(server), idle)
+	}
+}

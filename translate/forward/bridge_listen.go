@@ -1,0 +1,121 @@
+package forward
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// listenFilter is what a subscriptions/listen request asks for.
+type listenFilter struct {
+	ToolsListChanged      bool     `json:"toolsListChanged,omitempty"`
+	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
+	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
+	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
+}
+
+// listen serves subscriptions/listen from a legacy upstream: a session of its
+// own, whose GET stream carries the list-changed and resource-updated
+// notifications (with resources/subscribe for each requested URI). The
+// stream starts with the acknowledgement of what is honoured; every
+// notification carries the subscription id. The session is ended with the
+// subscription.
+func (b *Bridge) listen(ctx context.Context, c *call, r Request, params []byte, sink translate.Sink) {
+	defer b.pool.Release(c.key, c.sess, false)
+	var asked listenFilter
+	_ = json.Unmarshal([]byte(gjson.GetBytes(params, "notifications").Raw), &asked)
+	caps := gjson.GetBytes(c.sess.InitResult, "capabilities")
+	honoured := listenFilter{
+		ToolsListChanged:     asked.ToolsListChanged && caps.Get("tools.listChanged").Bool(),
+		PromptsListChanged:   asked.PromptsListChanged && caps.Get("prompts.listChanged").Bool(),
+		ResourcesListChanged: asked.ResourcesListChanged && caps.Get("resources.listChanged").Bool(),
+	}
+	if caps.Get("resources.subscribe").Bool() {
+		for _, uri := range asked.ResourceSubscriptions {
+			p, _ := json.Marshal(map[string]string{"uri": uri})
+			if call, err := c.sess.Call(ctx, "resources/subscribe", p); err == nil {
+				m, err := call.Final()
+				call.Close()
+				if err == nil && gjson.GetBytes(m.Raw, "result").Exists() {
+					honoured.ResourceSubscriptions = append(honoured.ResourceSubscriptions, uri)
+				}
+			}
+		}
+	}
+	// Notifications sent upstream before the GET stream is open would be
+	// lost: wait for it (briefly) before acknowledging.
+	select {
+	case <-c.sess.Listening():
+	case <-time.After(2 * time.Second):
+	case <-ctx.Done():
+		return
+	}
+	subID := r.ID
+	ack, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+		"params": map[string]any{"notifications": honoured, "_meta": map[string]any{translate.MetaSubscriptionID: subID}},
+	})
+	if sink.Notify(ack) != nil {
+		return
+	}
+	for {
+		select {
+		case m := <-c.sess.Inbox():
+			switch {
+			case m.Kind == legacy.KindRequest:
+				// Nobody can answer for the client on a subscription.
+				res, errObj := translate.CancelAnswer(m.Method)
+				rctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+				_ = c.sess.Respond(rctx, m.ID, res, errObj)
+				cancel()
+			case m.Kind == legacy.KindNotification && honoured.wants(m):
+				if sink.Notify(tagSubscription(m, subID)) != nil {
+					return
+				}
+			}
+		case <-ctx.Done():
+			// Client gone, or the gateway is closing the stream: end it the
+			// graceful way (harmless if nobody reads it any more).
+			done, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]any{translate.MetaSubscriptionID: subID}})
+			_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, done))
+			return
+		}
+	}
+}
+
+func (f listenFilter) wants(m legacy.Message) bool {
+	switch m.Method {
+	case "notifications/tools/list_changed":
+		return f.ToolsListChanged
+	case "notifications/prompts/list_changed":
+		return f.PromptsListChanged
+	case "notifications/resources/list_changed":
+		return f.ResourcesListChanged
+	case "notifications/resources/updated":
+		uri := gjson.GetBytes(m.Raw, "params.uri").String()
+		for _, u := range f.ResourceSubscriptions {
+			if u == uri {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// tagSubscription adds _meta.subscriptionId to a notification.
+func tagSubscription(m legacy.Message, id json.RawMessage) []byte {
+	params := map[string]json.RawMessage{}
+	_ = json.Unmarshal(m.Params(), &params)
+	meta := map[string]json.RawMessage{}
+	_ = json.Unmarshal(params["_meta"], &meta)
+	meta[translate.MetaSubscriptionID] = id
+	params["_meta"], _ = json.Marshal(meta)
+	out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": m.Method, "params": params})
+	return out
+}

@@ -1,0 +1,282 @@
+package forward
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// Places of calls finished elsewhere (issue 24). A call parked holding no
+// stream (bridge_resume.go) keeps a place toward MaxParked and
+// MaxParkedPerPrincipal on the instance that parked it, because the
+// upstream holds its session (and its tool, waiting) until somebody ends
+// it: the bound keeps one principal from making the upstream hold
+// sessions without end. When the retry reaches another instance, that
+// instance goes on with the call and, when the call ends, ends its
+// upstream session (DELETE). Nobody tells the parking instance; it learns
+// it from the upstream, which answers 404 on a session it no longer knows
+// (legacy.Session.Alive: a notification on the session, which a server
+// takes with 202 while it knows the session):
+//
+//   - in the background, each place is checked placeCheckAfter after the
+//     park, then again at doubling intervals until its state expires; a
+//     place whose session is gone is freed at once (and its call needs no
+//     probe at its expiry: bridge_abandon.go);
+//   - at once, when a new call would be refused for want of room
+//     (makeRoomLocked): the places that would make room for it (its
+//     options' places, or its principal's at the per-principal bound) not
+//     checked lately (see trustedUntil) are checked, the oldest first, at most
+//     maxReclaim of them within reclaimDeadline, and the call is admitted
+//     if that freed a place. One such pass runs at a time per options set
+//     and principal; a caller arriving meanwhile waits for it, and one
+//     arriving within reclaimCooldown after a pass that freed nothing is
+//     refused at once. The same,
+//     when the pool refuses a new call an upstream session
+//     (max_sessions_per_principal, max_sessions): a place of the pool's
+//     holds a session of it (reclaimSessions).
+//
+// So a place counts while the upstream holds the call's session, and no
+// call is refused because of calls that are over. A check that fails (the
+// upstream unreachable, slow, or answering otherwise) keeps the place: it
+// may hold a live call. A call that goes on elsewhere and parks again
+// there keeps its session: its place here counts until the session ends,
+// as the other instance's new place does there (each instance bounds what
+// it admitted). A call that comes back here with a newer state and parks
+// again takes the place of its own older one (bySession): one call holds
+// one place per instance.
+
+const (
+	// placeCheckAfter is when a place is first checked after its park;
+	// the checks then come at doubling intervals.
+	placeCheckAfter = 2 * time.Second
+	// placeCheckTimeout bounds one check.
+	placeCheckTimeout = 5 * time.Second
+	// How many background checks run at once, and how many wait (beyond,
+	// a check comes again later).
+	maxChecking     = 16
+	maxChecksQueued = 100_000
+	// reclaimRecheck bounds how long a pass that makes room takes a place
+	// found alive to hold a live call (trustedUntil): a flood of calls
+	// refused for want of room costs the upstream at most one check per
+	// long-parked call in that time.
+	reclaimRecheck = 5 * time.Second
+	// maxReclaim bounds the places one pass checks, reclaimDeadline how
+	// long it may take: the refused call waits for it.
+	maxReclaim      = 32
+	reclaimDeadline = 2 * time.Second
+	// reclaimCooldown is how long the result of a pass that freed nothing
+	// stands for the calls refused after it: a flood of refused calls
+	// walks the places once per cooldown, not once per call.
+	reclaimCooldown = 200 * time.Millisecond
+)
+
+// placeSession names an upstream session a place holds.
+type placeSession struct {
+	upstream string
+	id       legacy.UpstreamSessionID
+}
+
+// reclaimKey names what a pass makes room in: an options set's places
+// (opts), or its principal's (own); or, with opts nil, the pool's upstream
+// sessions the places hold, all or the principal's (own).
+type reclaimKey struct {
+	opts  *BridgeOptions
+	princ [16]byte
+	own   bool
+}
+
+// holds reports whether p counts toward what k makes room in.
+func (k reclaimKey) holds(p *resumePlace) bool {
+	if k.opts == nil {
+		return p.pooled && (!k.own || p.princ == k.princ)
+	}
+	return p.opts == k.opts && (!k.own || p.princ == k.princ)
+}
+
+// reclaimRun is a pass in progress: done is closed when it ends, and
+// freed then says whether it freed any place.
+type reclaimRun struct {
+	done  chan struct{}
+	freed bool
+}
+
+// armCheckLocked schedules p's next background check after d (under b.mu).
+func (b *Bridge) armCheckLocked(p *resumePlace, d time.Duration) {
+	p.checkEvery = d
+	p.check = time.AfterFunc(d, func() {
+		if !b.checks.add(func() { b.checkPlace(p) }) {
+			b.mu.Lock()
+			if b.places[p.id] == p {
+				b.armCheckLocked(p, p.checkEvery)
+			}
+			b.mu.Unlock()
+		}
+	})
+}
+
+// checkPlace checks p in the background: freed if its session is gone,
+// checked again later otherwise.
+func (b *Bridge) checkPlace(p *resumePlace) {
+	if b.verify(p) {
+		return
+	}
+	b.mu.Lock()
+	if b.places[p.id] == p {
+		b.armCheckLocked(p, 2*p.checkEvery)
+	}
+	b.mu.Unlock()
+}
+
+// verify asks the upstream whether p's session lives, and frees p if it
+// does not; it reports whether it freed p. A lingering call's place, or one
+// already taken, is not checked.
+func (b *Bridge) verify(p *resumePlace) (freed bool) {
+	b.mu.Lock()
+	if b.places[p.id] != p || p.hot != nil || p.sess == nil {
+		b.mu.Unlock()
+		return false
+	}
+	sess := p.sess
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(b.ctx, placeCheckTimeout)
+	alive, err := sess.Alive(ctx)
+	cancel()
+	if alive || err != nil {
+		now := time.Now().UnixNano()
+		b.mu.Lock()
+		p.checkedAt = now
+		// A call found alive just after it parked may be ending right
+		// now elsewhere (its session's DELETE on the way): it is trusted
+		// as long as it had been parked, up to reclaimRecheck, so that
+		// the checks a place costs grow with the log of its age.
+		p.trustedUntil = now + min(int64(reclaimRecheck), now-p.since)
+		b.mu.Unlock()
+		return false
+	}
+	if taken, hot := b.takePlace(p.id); taken == p {
+		b.closeLingering(hot)
+		b.dropPlace(p)
+		b.elsewhereAt.Store(time.Now().UnixNano())
+		resumeEvent(p.opts, ResumeFinished)
+		return true
+	}
+	return false
+}
+
+// makeRoomLocked is roomLocked, but before it refuses a call for want of
+// room, it checks at once the places that could make room (see above) and
+// asks again. It is called under b.mu, which it releases meanwhile.
+func (b *Bridge) makeRoomLocked(o *BridgeOptions, princ [16]byte, sent bool) *translate.RPCError {
+	rerr := b.roomLocked(o, princ, sent)
+	if rerr == nil {
+		return nil
+	}
+	b.mu.Unlock()
+	freed := b.reclaim(o, princ)
+	b.mu.Lock()
+	if !freed {
+		return rerr
+	}
+	return b.roomLocked(o, princ, sent)
+}
+
+// reclaim runs, or waits for, a pass checking the places that may make
+// room for a new call of princ with o, and reports whether it freed any.
+func (b *Bridge) reclaim(o *BridgeOptions, princ [16]byte) bool {
+	b.mu.Lock()
+	key := reclaimKey{opts: o}
+	if set := b.sets[o]; set != nil && set.byPrin[princ] >= o.MaxParkedPerPrincipal {
+		key.princ, key.own = princ, true
+	}
+	return b.reclaimLocked(key)
+}
+
+// reclaimSessions is reclaim for a call the pool refused a session
+// (legacy.ErrPrincipalFull, legacy.ErrPoolFull): the places whose calls
+// may have ended elsewhere hold sessions of the pool.
+func (b *Bridge) reclaimSessions(princ [16]byte, err error) bool {
+	key := reclaimKey{}
+	switch {
+	case errors.Is(err, legacy.ErrPrincipalFull):
+		key.princ, key.own = princ, true
+	case !errors.Is(err, legacy.ErrPoolFull):
+		return false
+	}
+	b.mu.Lock()
+	return b.reclaimLocked(key)
+}
+
+// reclaimLocked runs, or waits for, the pass of key (called under b.mu,
+// which it releases).
+func (b *Bridge) reclaimLocked(key reclaimKey) bool {
+	if run := b.reclaiming[key]; run != nil {
+		b.mu.Unlock()
+		<-run.done
+		return run.freed
+	}
+	run := &reclaimRun{done: make(chan struct{})}
+	b.reclaiming[key] = run
+	cands := b.staleLocked(key)
+	b.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(b.ctx, reclaimDeadline)
+	defer cancel()
+	var wg sync.WaitGroup
+	var freed atomic.Bool // checks still running at the deadline go on
+	for _, p := range cands {
+		wg.Go(func() {
+			if b.verify(p) {
+				freed.Store(true)
+			}
+		})
+	}
+	waited := make(chan struct{})
+	go func() { wg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+	}
+	run.freed = freed.Load()
+	close(run.done)
+	if run.freed {
+		b.endReclaim(key, run)
+	} else {
+		// A pass that freed nothing answers the calls refused right
+		// after it, rather than each of them looking again.
+		time.AfterFunc(reclaimCooldown, func() { b.endReclaim(key, run) })
+	}
+	return run.freed
+}
+
+// endReclaim forgets key's pass run.
+func (b *Bridge) endReclaim(key reclaimKey, run *reclaimRun) {
+	b.mu.Lock()
+	if b.reclaiming[key] == run {
+		delete(b.reclaiming, key)
+	}
+	b.mu.Unlock()
+}
+
+// staleLocked returns the places of key no longer trusted (see verify):
+// those never checked first, the oldest first, then the least recently
+// checked; at most maxReclaim.
+func (b *Bridge) staleLocked(key reclaimKey) []*resumePlace {
+	now := time.Now().UnixNano()
+	var cands []*resumePlace
+	for _, p := range b.places {
+		if key.holds(p) && p.hot == nil && p.sess != nil && p.trustedUntil <= now {
+			cands = append(cands, p)
+		}
+	}
+	slices.SortFunc(cands, func(x, y *resumePlace) int {
+		return cmp.Or(cmp.Compare(x.checkedAt, y.checkedAt), cmp.Compare(x.since, y.since))
+	})
+	return cands[:min(len(cands), maxReclaim)]
+}

@@ -1,0 +1,428 @@
+package forward
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// Tasks of an upstream's own: a legacy (2025-11-25) server with the 2025
+// experimental tasks (capabilities.tasks.requests.tools.call) runs the task
+// itself, and the bridge shows it to a modern client as a task of the Tasks
+// extension (2026-07-28), instead of holding the call (bridge_task.go):
+//
+//	tools/call, the tool's rule optional or required and the request
+//	declaring the extension (mayBecomeTask; for a tool no rule names and
+//	no tools/list has shown yet, learnToolTasks in
+//	bridge_task2025_learn.go), the upstream declaring tasks for
+//	tools/call and its tools/list giving the tool an execution.taskSupport
+//	other than forbidden: start sends the call with params.task {ttl}
+//	(upstreamTaskParams)
+//	  |  the upstream answers a 2025 CreateTaskResult (createTask2025):
+//	  |  the client gets a flat 2026 one; the session the task lives on
+//	  v  stays leased to the task (a 2025 task is visible on it only)
+//	WORKING / INPUT_REQUIRED: run2025 (bridge_task2025_run.go) holds the
+//	  |  upstream's tasks/result open: the TypeScript SDK 1.x delivers a
+//	  |  task's questions only there, in-line; they become the task's
+//	  |  inputRequests, and tasks/update answers them as JSON-RPC responses.
+//	  |  tasks/get asks the upstream's tasks/get (statusMessage, a
+//	  |  cancellation of the upstream's), shown as working until the
+//	  v  questions or the result are in hand
+//	COMPLETED (tasks/result's result) / FAILED (its error, or the upstream's
+//	task failed) / CANCELLED (tasks/cancel: the upstream's tasks/cancel,
+//	then terminal at once; the ttl; the gateway stopping). The session goes
+//	back to the pool; the record and result stay until the ttl.
+//
+// The client's taskId is sealed like the gateway's own (seal.Task, with
+// Upstream and Session): it names the owner and the principal. A modern
+// client's tasks/result and tasks/list never reach such an upstream (Serve
+// answers -32601), nor does a modern client's own params.task
+// (upstreamParams drops it).
+
+// task2025 is an upstream's task shown to a modern client.
+type task2025 struct {
+	id      string
+	handle  [16]byte
+	princ   [16]byte
+	upID    string    // the upstream's taskId (at most seal.MaxUpstreamTaskLen bytes)
+	c       *call     // the tools/call that made it: key, session, options, reports
+	born    time.Time // when the gateway made it (its ttl runs from here)
+	ttl     time.Duration
+	timer   *time.Timer
+	stop    chan struct{}
+	stopped sync.Once
+
+	taskState // mu guards it, pollMs and cancelled
+	pollMs    int64
+	cancelled bool // the upstream was sent tasks/cancel already
+}
+
+// upstreamTask is a 2025 task object (tasks/get's result, a
+// CreateTaskResult's task), checked.
+type upstreamTask struct {
+	id, status, note string
+	created, updated time.Time
+	ttlMs, pollMs    int64 // 0: none
+}
+
+// Bounds of what an upstream's task object may carry.
+const (
+	maxUpstreamNote   = 512
+	maxUpstreamPollMs = int64(time.Hour / time.Millisecond)
+)
+
+// parseUpstreamTask checks a 2025 task object (hostile input): a taskId of
+// 1 to seal.MaxUpstreamTaskLen bytes, a known status; statusMessage is
+// clipped, ttl and pollInterval become integer milliseconds (0 when absent,
+// null or invalid), timestamps that do not parse become now.
+func parseUpstreamTask(obj gjson.Result) (upstreamTask, bool) {
+	var u upstreamTask
+	if !obj.IsObject() {
+		return u, false
+	}
+	id, status := obj.Get("taskId"), obj.Get("status")
+	if id.Type != gjson.String || id.Str == "" || len(id.Str) > seal.MaxUpstreamTaskLen ||
+		status.Type != gjson.String || !knownStatus(status.Str) {
+		return u, false
+	}
+	u.id, u.status = id.Str, status.Str
+	if n := obj.Get("statusMessage"); n.Type == gjson.String {
+		u.note = n.Str
+		if len(u.note) > maxUpstreamNote {
+			u.note = u.note[:maxUpstreamNote]
+		}
+	}
+	u.ttlMs = millis(obj.Get("ttl"), math.MaxInt64)
+	u.pollMs = millis(obj.Get("pollInterval"), maxUpstreamPollMs)
+	now := time.Now()
+	u.created, u.updated = timeOr(obj.Get("createdAt"), now), timeOr(obj.Get("lastUpdatedAt"), now)
+	return u, true
+}
+
+// knownStatus reports whether s is a task status (the same five in 2025 and
+// 2026).
+func knownStatus(s string) bool {
+	switch s {
+	case taskWorking, taskInputRequired, taskCompleted, taskFailed, taskCancelled:
+		return true
+	}
+	return false
+}
+
+// millis returns a positive number of milliseconds as an integer, at most
+// limit; 0 for anything else.
+func millis(v gjson.Result, limit int64) int64 {
+	if v.Type != gjson.Number || !(v.Num >= 1) {
+		return 0
+	}
+	if v.Num >= float64(limit) {
+		return limit
+	}
+	return int64(math.Round(v.Num))
+}
+
+// timeOr parses an RFC 3339 timestamp, or returns or.
+func timeOr(v gjson.Result, or time.Time) time.Time {
+	if v.Type == gjson.String && len(v.Str) <= 64 {
+		if t, err := time.Parse(time.RFC3339Nano, v.Str); err == nil {
+			return t
+		}
+	}
+	return or
+}
+
+// upstreamHasTasks reports whether an InitializeResult declares 2025 tasks
+// for tools/call.
+func upstreamHasTasks(init []byte) bool {
+	return gjson.GetBytes(init, "capabilities.tasks.requests.tools.call").IsObject()
+}
+
+// upstreamTaskParams returns the legacy params of r's tools/call made
+// task-augmented (params.task {ttl}), and true, when the upstream of sess
+// runs the task itself: r may become a task (r.hosting), the upstream
+// declares 2025 tasks for tools/call and its tools/list gave the tool an
+// execution.taskSupport of optional or required.
+func (b *Bridge) upstreamTaskParams(r *Request, sess *legacy.Session, params []byte) ([]byte, bool) {
+	if r.hosting == nil || r.Method != "tools/call" || !upstreamHasTasks(sess.InitResult) ||
+		len(sess.ID) > seal.MaxUpstreamTaskLen {
+		return nil, false
+	}
+	if m, ok := b.support.mode(r.Upstream, r.Principal, r.Name); !ok || m == TaskForbidden {
+		return nil, false
+	}
+	up := string(translate.UpstreamParams(params))
+	if up == "" {
+		up = "{}"
+	}
+	if !gjson.Parse(up).IsObject() {
+		return nil, false
+	}
+	ms, _ := translate.Members(up)
+	task := `"task":{"ttl":` + strconv.FormatInt(r.Options.Tasks.TTL.Milliseconds(), 10) + `}`
+	sp := translate.AppendMembers(up, ms, []string{task})
+	return []byte(translate.ApplySplices(up, []translate.Splice{sp})), true
+}
+
+// createTask2025 reads the upstream's answer to a task-augmented tools/call:
+// a CreateTaskResult makes the task and the client gets it flat; any other
+// answer is relayed as for a plain call.
+func (b *Bridge) createTask2025(ctx context.Context, c *call, r Request, sink translate.Sink) string {
+	msgs := c.up.Messages()
+	for {
+		var m legacy.Message
+		var ok bool
+		select {
+		case m, ok = <-msgs:
+		case <-c.sess.Inbox():
+			continue
+		case <-ctx.Done():
+			b.cancelOrphan2025(c)
+			return b.requestEnded(ctx, c, r, sink)
+		}
+		if !ok {
+			outcome, _ := b.upstreamEnded(c, r, sink)
+			return outcome
+		}
+		switch {
+		case m.Kind == legacy.KindRequest:
+			// Nothing can be asked before the task exists.
+			answerAside(b.ctx, c.sess, m)
+			continue
+		case m.Kind == legacy.KindNotification:
+			if err := relayNotification(m, r, sink); err != nil {
+				b.abandon(c, translate.OutcomeCancelled, "client stopped reading")
+				return translate.OutcomeCancelled
+			}
+			continue
+		case m.Kind != legacy.KindResponse || string(m.ID) != string(c.up.ID):
+			continue
+		}
+		res := translate.ResultOf(m.Raw)
+		tv := gjson.GetBytes(res, "task")
+		if res == nil || !tv.Exists() {
+			// An error, or the upstream ran the call without a task.
+			b.finish(c, true)
+			outcome := b.respondFinal(c, r, m, sink)
+			b.report(c, outcome, "")
+			return outcome
+		}
+		u, valid := parseUpstreamTask(tv)
+		if !valid {
+			b.finish(c, false)
+			rerr := &translate.RPCError{HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,
+				Message: "the upstream answered with an invalid task (2025 CreateTaskResult)"}
+			_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+			b.report(c, translate.OutcomeError, rerr.Message)
+			return translate.OutcomeError
+		}
+		if ctx.Err() != nil {
+			// The client left meanwhile: nobody will ever see the task.
+			cctx, cancel := context.WithTimeout(b.ctx, upstreamTaskTimeout)
+			cancelUpstreamTask(cctx, c.sess, u.id)
+			cancel()
+			return b.requestEnded(ctx, c, r, sink)
+		}
+		t := b.newTask2025(c, r, u)
+		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, t.envelope("task", false)))
+		b.taskRuns.Add(1)
+		go b.run2025(t)
+		return OutcomeTask
+	}
+}
+
+// orphanWait bounds how long a task-augmented call whose client left waits
+// for the upstream's answer, to cancel the task it may have made.
+const orphanWait = 5 * time.Second
+
+// cancelOrphan2025 reads, for at most orphanWait, the answer to c (whose
+// client left): when it is a task, the upstream is sent tasks/cancel for
+// it, since nobody will ever see it (a 2025 task lives on until its ttl).
+func (b *Bridge) cancelOrphan2025(c *call) {
+	timer := time.NewTimer(orphanWait)
+	defer timer.Stop()
+	msgs := c.up.Messages()
+	for {
+		var m legacy.Message
+		var ok bool
+		select {
+		case m, ok = <-msgs:
+		case <-timer.C:
+			return
+		case <-b.ctx.Done():
+			return
+		}
+		switch {
+		case !ok:
+			return
+		case m.Kind == legacy.KindRequest:
+			answerAside(b.ctx, c.sess, m)
+		case m.Kind == legacy.KindResponse && string(m.ID) == string(c.up.ID):
+			if u, valid := parseUpstreamTask(gjson.GetBytes(translate.ResultOf(m.Raw), "task")); valid {
+				ctx, cancel := context.WithTimeout(b.ctx, upstreamTaskTimeout)
+				defer cancel()
+				cancelUpstreamTask(ctx, c.sess, u.id)
+			}
+			return
+		}
+	}
+}
+
+// answerAside answers a request the upstream made outside a task's
+// questions: ping, else a refusal.
+func answerAside(ctx context.Context, sess *legacy.Session, m legacy.Message) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if m.Method == "ping" {
+		_ = sess.Respond(ctx, m.ID, []byte("{}"), nil)
+		return
+	}
+	if translate.IsInputMethod(m.Method) {
+		res, errObj := translate.CancelAnswer(m.Method)
+		_ = sess.Respond(ctx, m.ID, res, errObj)
+		return
+	}
+	_ = sess.Respond(ctx, m.ID, nil, []byte(`{"code":-32601,"message":"Method not found"}`))
+}
+
+// newTask2025 makes the task of c, which the upstream answered with u, and
+// puts it in the table. The call's stream is done with; its session stays
+// leased to the task, and the task place c took moves to the task.
+func (b *Bridge) newTask2025(c *call, r Request, u upstreamTask) *task2025 {
+	c.up.Close()
+	c.cancelUp()
+	b.release(c)
+	c.taskPlaced = false
+	c.caps = r.ClientCapabilities
+	o := c.opts
+	t := &task2025{princ: c.princ, upID: u.id, c: c, born: time.Now(), stop: make(chan struct{}),
+		taskState: taskState{status: u.status, note: u.note, created: u.created, updated: u.updated, place: b.newTaskPlace(o, c.princ)},
+		pollMs:    u.pollMs}
+	if !knownStatus(t.status) || terminal(t.status) || t.status == taskInputRequired {
+		t.status = taskWorking // the result, or the questions, are still to fetch
+	}
+	t.ttl = o.Tasks.TTL
+	if u.ttlMs > 0 && time.Duration(u.ttlMs)*time.Millisecond < t.ttl {
+		t.ttl = time.Duration(u.ttlMs) * time.Millisecond
+	}
+	_, _ = rand.Read(t.handle[:])
+	sealer := r.Options
+	t.id = seal.SealTask(sealer.Keyring, seal.Task{Instance: sealer.Instance, Address: sealer.Address,
+		Handle: t.handle, Principal: c.princ, Upstream: u.id, Session: string(c.sess.ID)})
+	b.tmu.Lock()
+	b.tasks25[t.handle] = t
+	b.tmu.Unlock()
+	t.timer = time.AfterFunc(t.ttl, func() { b.expireTask2025(t) })
+	b.taskEvent(c, "created", taskWorking)
+	return t
+}
+
+// lookupTask2025 returns r's principal's upstream task named by id on this
+// instance, or nil.
+func (b *Bridge) lookupTask2025(r Request, id string) *task2025 {
+	tk, err := seal.OpenTask(r.Options.Keyring, id)
+	if err != nil || tk.Upstream == "" || tk.Principal != r.Principal || tk.Instance != r.Options.Instance {
+		return nil
+	}
+	b.tmu.Lock()
+	defer b.tmu.Unlock()
+	t := b.tasks25[tk.Handle]
+	if t == nil || t.princ != r.Principal || t.upID != tk.Upstream || string(t.c.sess.ID) != tk.Session {
+		return nil
+	}
+	return t
+}
+
+// expireTask2025 removes t at the end of its ttl, cancelling it if it
+// still runs.
+func (b *Bridge) expireTask2025(t *task2025) {
+	b.stop2025(t, "the task's ttl passed")
+	b.tmu.Lock()
+	delete(b.tasks25, t.handle)
+	b.tmu.Unlock()
+	t.place.free()
+}
+
+// stop2025 makes t cancelled, unless it already ended, gives its place
+// back and tells run2025 to let the upstream's task go. It reports whether
+// t was running.
+func (b *Bridge) stop2025(t *task2025, why string) bool {
+	t.mu.Lock()
+	running := !terminal(t.status)
+	if running {
+		t.status, t.updated, t.note, t.inputs = taskCancelled, time.Now(), why, nil
+	}
+	t.mu.Unlock()
+	if running {
+		t.place.free()
+		t.stopped.Do(func() { close(t.stop) })
+	}
+	return running
+}
+
+// envelope is t as a flat 2026 CreateTaskResult or DetailedTask
+// (taskState's).
+func (t *task2025) envelope(resultType string, detailed bool) []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.taskState.envelope(t.id, resultType, t.ttl, t.pollMs, detailed)
+}
+
+// metaRelatedTask is the 2025 _meta key naming the task a message belongs
+// to; a 2026 client never sees it.
+const metaRelatedTask = "io.modelcontextprotocol/related-task"
+
+// withoutRelatedTask returns obj (a JSON object) without the related-task
+// member of its _meta (and without _meta when that leaves it empty).
+func withoutRelatedTask(obj []byte) []byte {
+	src := string(obj)
+	if !gjson.Parse(src).IsObject() || !gjson.Get(src, "_meta").IsObject() {
+		return obj
+	}
+	ms, _ := translate.Members(src)
+	out := make([]byte, 0, len(src))
+	out = append(out, '{')
+	changed := false
+	for _, m := range ms {
+		val := m.Val.Raw
+		if m.Name == "_meta" && m.Val.IsObject() && translate.ObjectHas(val, metaRelatedTask) {
+			changed = true
+			if val = translate.RemoveMembers(val, metaRelatedTask); val == "{}" {
+				continue
+			}
+		}
+		out = translate.AppendMember(out, m.Key, val)
+	}
+	if !changed {
+		return obj
+	}
+	return append(out, '}')
+}
+
+// taskParams is the params of a 2025 tasks/* request naming id.
+func taskParams(id string) []byte {
+	p, _ := json.Marshal(map[string]string{"taskId": id})
+	return p
+}
+
+// info describes t for operators (TaskList).
+func (t *task2025) info(now time.Time) TaskInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return TaskInfo{
+		ID: shortDigest("task", t.handle), Upstream: t.c.key.Upstream, Tool: t.c.name, Status: t.status,
+		Principal: shortDigest("principal", t.princ), Waiting: len(t.inputs),
+		Created: t.born, Expires: t.born.Add(t.ttl), TTLMillis: t.ttl.Milliseconds(),
+		AgeMillis: now.Sub(t.born).Milliseconds(),
+	}
+}

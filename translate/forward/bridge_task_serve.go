@@ -1,0 +1,110 @@
+package forward
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// The Tasks extension's requests on the tasks the forward bridge holds:
+// tasks/get, tasks/update and tasks/cancel (tasks/result and tasks/list are
+// no methods of 2026-07-28: RemovedMethod). The checks run in the order the
+// conformance suite expects: the headers (-32020, ValidateModern: Mcp-Name
+// is the taskId), then the capability (-32021, even for a task that does
+// not exist), then the task (-32602: unknown, expired, another principal's
+// or another instance's that could not be reached).
+
+// taskMethods are the Tasks extension's requests the bridge answers.
+var taskMethods = map[string]bool{"tasks/get": true, "tasks/update": true, "tasks/cancel": true}
+
+// TaskOf says whose task a tasks/get, tasks/update or tasks/cancel names,
+// as RetryOf does for a requestState: ParkedHere or ParkedThere (with the
+// owner) when its taskId is one of the gateway's for r's principal, else
+// NotRetry (the bridge answers -32021 or -32602; a modern upstream may own
+// it).
+func (b *Bridge) TaskOf(r *Request) Retry {
+	if r.Kind != legacy.KindRequest || !taskMethods[r.Method] {
+		return Retry{}
+	}
+	r.Options = b.optionsOf(r)
+	tk, err := seal.OpenTask(r.Options.Keyring, translate.StringField(translate.ParamsOf(r.Raw), "taskId"))
+	if err != nil || tk.Principal != r.Principal {
+		return Retry{}
+	}
+	rt := Retry{Whose: ParkedHere, Owner: translate.Owner{Instance: tk.Instance, Address: tk.Address}}
+	if tk.Instance != r.Options.Instance {
+		rt.Whose = ParkedThere
+	}
+	return rt
+}
+
+// serveTask answers tasks/get, tasks/update and tasks/cancel.
+func (b *Bridge) serveTask(ctx context.Context, r Request, sink translate.Sink) translate.Served {
+	if !DeclaresTasks(r.ClientCapabilities) {
+		rerr := &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.MissingRequiredClientCapability,
+			Message: "Missing required client capability: the Tasks extension (" + ExtTasks + ")",
+			Data:    requiredTasksData}
+		_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+		return translate.Served{Outcome: translate.OutcomeError}
+	}
+	params := translate.ParamsOf(r.Raw)
+	if t := b.lookupTask2025(r, translate.StringField(params, "taskId")); t != nil {
+		return b.serveTask2025(ctx, r, params, t, sink) // an upstream's own task
+	}
+	t := b.lookupTask(r, translate.StringField(params, "taskId"))
+	if t == nil {
+		rerr := &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.InvalidParams,
+			Message: "Invalid params: unknown taskId (it never existed, expired, or is not yours)"}
+		_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+		return translate.Served{Outcome: translate.OutcomeError}
+	}
+	switch r.Method {
+	case "tasks/get":
+		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, t.envelope("complete", true)))
+	case "tasks/update":
+		if rerr := b.updateTask(t, translate.InputResponses(params)); rerr != nil {
+			_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+			return translate.Served{Outcome: translate.OutcomeError}
+		}
+		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, []byte(`{"resultType":"complete"}`)))
+	default: // tasks/cancel: the same ack for a task that already ended
+		b.cancelTask(t, "tasks/cancel")
+		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, []byte(`{"resultType":"complete"}`)))
+	}
+	return translate.Served{Outcome: translate.OutcomeComplete}
+}
+
+// requiredTasksData is the data of -32021 for the Tasks extension.
+var requiredTasksData = json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + ExtTasks + `":{}}}}`)
+
+// lookupTask returns r's principal's task named by id on this instance, or
+// nil.
+func (b *Bridge) lookupTask(r Request, id string) *task {
+	tk, err := seal.OpenTask(r.Options.Keyring, id)
+	if err != nil || tk.Principal != r.Principal || tk.Instance != r.Options.Instance {
+		return nil
+	}
+	b.tmu.Lock()
+	defer b.tmu.Unlock()
+	t := b.tasks[tk.Handle]
+	if t == nil || t.princ != r.Principal {
+		return nil
+	}
+	return t
+}
+
+// updateTask posts the answers to t's questions upstream (takeAnswers).
+func (b *Bridge) updateTask(t *task, answers map[string]json.RawMessage) *translate.RPCError {
+	t.mu.Lock()
+	took := t.takeAnswers(answers)
+	sess := t.sess
+	t.mu.Unlock()
+	if sess == nil {
+		return nil
+	}
+	return b.postAnswers(&t.taskState, sess, took, func() { t.stopOnce.Do(func() { close(t.stop) }) })
+}

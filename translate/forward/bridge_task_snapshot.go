@@ -1,0 +1,74 @@
+package forward
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"time"
+)
+
+// TaskInfo describes one task the forward bridge holds, for operators
+// (the admin API). It carries no taskId, principal, arguments or result:
+// ID and Principal are short digests, salted per process, that tell tasks
+// and principals apart without revealing either.
+type TaskInfo struct {
+	ID        string    `json:"id"`        // a digest of the task's handle, not its taskId
+	Upstream  string    `json:"upstream"`  // the upstream's URL
+	Tool      string    `json:"tool"`      // the tool's name
+	Status    string    `json:"status"`    // working, input_required, completed, failed or cancelled
+	Principal string    `json:"principal"` // a digest of the principal
+	Waiting   int       `json:"waiting_inputs"`
+	Created   time.Time `json:"created"`
+	Expires   time.Time `json:"expires"` // the end of its ttl: then it is forgotten (cancelled if still running)
+	TTLMillis int64     `json:"ttl_ms"`
+	AgeMillis int64     `json:"age_ms"`
+}
+
+// snapshotSalt keys the digests of TaskInfo, so that a principal's digest
+// cannot be matched against a guessed credential.
+var snapshotSalt = func() (s [16]byte) {
+	_, _ = rand.Read(s[:])
+	return s
+}()
+
+// shortDigest is 12 hex digits of a salted digest of b.
+func shortDigest(kind string, b [16]byte) string {
+	h := sha256.New()
+	h.Write(snapshotSalt[:])
+	h.Write([]byte(kind))
+	h.Write(b[:])
+	return hex.EncodeToString(h.Sum(nil)[:6])
+}
+
+// TaskList lists the tasks the bridge holds, oldest first.
+func (b *Bridge) TaskList() []TaskInfo {
+	now := time.Now()
+	b.tmu.Lock()
+	all := make([]*task, 0, len(b.tasks))
+	for _, t := range b.tasks {
+		all = append(all, t)
+	}
+	all25 := make([]*task2025, 0, len(b.tasks25)) // the upstreams' own (bridge_task2025.go)
+	for _, t := range b.tasks25 {
+		all25 = append(all25, t)
+	}
+	b.tmu.Unlock()
+	out := make([]TaskInfo, 0, len(all)+len(all25))
+	for _, t := range all25 {
+		out = append(out, t.info(now))
+	}
+	for _, t := range all {
+		ttl := t.opts.Tasks.TTL
+		t.mu.Lock()
+		out = append(out, TaskInfo{
+			ID: shortDigest("task", t.handle), Upstream: t.upstream, Tool: t.tool, Status: t.status,
+			Principal: shortDigest("principal", t.princ), Waiting: len(t.inputs),
+			Created: t.created, Expires: t.created.Add(ttl), TTLMillis: ttl.Milliseconds(),
+			AgeMillis: now.Sub(t.created).Milliseconds(),
+		})
+		t.mu.Unlock()
+	}
+	slices.SortFunc(out, func(x, y TaskInfo) int { return x.Created.Compare(y.Created) })
+	return out
+}

@@ -1,0 +1,398 @@
+package reverse
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/tidwall/gjson"
+)
+
+// Tasks in the reverse bridge: a modern upstream may answer a legacy
+// client's tools/call with a task (the 2026-07-28 Tasks extension,
+// io.modelcontextprotocol/tasks). A legacy client knows
+// nothing of tasks, so the gateway follows the task for it and the client
+// sees one blocking call: the gateway polls tasks/get, asks an
+// input_required task's inputRequests in-line on the call's stream (the
+// machinery of the input_required rounds, reverse_inline.go) and sends the
+// answers with tasks/update, then answers the call with the task's result
+// (completed), its JSON-RPC error (failed) or an error (cancelled). The
+// client's cancellation (notifications/cancelled, a closed stream, DELETE
+// of the session) becomes tasks/cancel.
+//
+// The gateway declares the extension in the per-request client
+// capabilities of tools/call (and of the tasks/* requests, which require
+// it) because it can serve tasks: a server MUST NOT answer with a task
+// otherwise, and one whose tool needs a task would refuse the call
+// (-32021). ReverseOptions.TasksOff turns the declaration off per upstream.
+
+// reverseTasksExtension names the Tasks extension in capabilities.
+const reverseTasksExtension = "io.modelcontextprotocol/tasks"
+
+// Polling bounds. The upstream's pollIntervalMs is honoured within
+// [revPollFloor, revPollCeiling]: the floor spares an upstream that asks
+// for a zero interval, the ceiling keeps a blocked legacy client from
+// waiting long after its task ended.
+const (
+	revPollDefault     = time.Second // when the upstream gives no pollIntervalMs
+	revPollFloor       = 100 * time.Millisecond
+	revPollCeiling     = 5 * time.Second
+	revPollFailures    = 3               // tasks/get failing this many times in a row ends the call
+	revCancelTimeout   = 5 * time.Second // the best-effort tasks/cancel
+	revStatusWorking   = "working"
+	revStatusInput     = "input_required"
+	revStatusCompleted = "completed"
+	revStatusFailed    = "failed"
+	revStatusCancelled = "cancelled"
+)
+
+// errSessionDeleted is the cause of a call whose session was deleted.
+var errSessionDeleted = fmt.Errorf("the session was deleted: %w", errCallCancelled)
+
+// declaresTasks reports whether requests of s declare the Tasks
+// extension upstream.
+func (s *ReverseSession) declaresTasks() bool {
+	return s.opts == nil || !s.opts.TasksOff[s.Upstream]
+}
+
+// revDeclareTasks returns the 2026 client capabilities caps (a JSON
+// object) with the Tasks extension declared.
+func revDeclareTasks(caps []byte) []byte {
+	m := map[string]json.RawMessage{}
+	if err := json.Unmarshal(caps, &m); err != nil {
+		m = map[string]json.RawMessage{}
+	}
+	ext := map[string]json.RawMessage{}
+	if raw, ok := m["extensions"]; ok {
+		_ = json.Unmarshal(raw, &ext)
+	}
+	ext[reverseTasksExtension] = json.RawMessage("{}")
+	m["extensions"], _ = json.Marshal(ext)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return caps
+	}
+	return b
+}
+
+// revPollInterval is the wait between two tasks/get: v (pollIntervalMs)
+// within the bounds, or the default when v is not a positive number.
+func revPollInterval(v gjson.Result) time.Duration {
+	if v.Type != gjson.Number || v.Num <= 0 {
+		return revPollDefault
+	}
+	d := time.Duration(v.Num * float64(time.Millisecond))
+	return min(max(d, revPollFloor), revPollCeiling)
+}
+
+// revTask is one upstream task the bridge follows for a legacy call.
+type revTask struct {
+	rv     *Reverse
+	s      *ReverseSession
+	r      ReverseRequest
+	sink   translate.Sink
+	o      *ReverseOptions
+	id     string // the taskId
+	level  string
+	asked  map[string]bool // input keys asked already: they are unique for the task's life
+	served *translate.Served
+	reason *string
+}
+
+// followTask serves a tools/call the upstream answered with a task:
+// created is the CreateTaskResult. served and reason, the call's, are
+// updated (served.Round counts on from the rounds already run).
+func (rv *Reverse) followTask(ctx context.Context, s *ReverseSession, r ReverseRequest, sink translate.Sink, created gjson.Result, level string, served *translate.Served, reason *string) {
+	o := rv.options(s)
+	tid := created.Get("taskId")
+	if tid.Type != gjson.String || tid.Str == "" {
+		*reason = "the upstream answered with a task without a taskId"
+		rv.respondError(r, sink, translate.BadGateway(*reason))
+		return
+	}
+	t := &revTask{rv: rv, s: s, r: r, sink: sink, o: o, id: tid.Str, level: level, asked: map[string]bool{}, served: served, reason: reason}
+
+	// The task is followed for at most TaskWait, and no longer than the
+	// upstream keeps it (its ttlMs from creation).
+	wait, bound := o.TaskWait, "max_task_wait"
+	if ttl := created.Get("ttlMs"); ttl.Type == gjson.Number && ttl.Num > 0 {
+		if d := time.Duration(ttl.Num * float64(time.Millisecond)); d < wait {
+			wait, bound = d, "the task's ttlMs"
+		}
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+
+	interval := revPollInterval(created.Get("pollIntervalMs"))
+	next := interval
+	if st := created.Get("status").Str; st != revStatusWorking && st != revStatusInput {
+		next = 0 // already terminal: read it at once
+	}
+	failures := 0
+	var lastErr *translate.RPCError
+	for {
+		if next > 0 {
+			pause := time.NewTimer(next)
+			select {
+			case <-pause.C:
+			case <-ctx.Done():
+				pause.Stop()
+				t.abandon(ctx)
+				return
+			case <-deadline.C:
+				pause.Stop()
+				t.expire(ctx, fmt.Sprintf("the upstream's task %s did not end within %v (%s); it was cancelled", translate.Clip(t.id), wait, bound))
+				return
+			}
+		}
+		next = interval
+		task, rerr := t.request(ctx, "tasks/get", nil)
+		if ctx.Err() != nil {
+			t.abandon(ctx)
+			return
+		}
+		if rerr == nil {
+			if e := task.Get("error"); e.Exists() {
+				if e.Get("code").Int() == translate.InvalidParams {
+					// Unknown or expired: the task is gone.
+					*reason = fmt.Sprintf("the upstream no longer knows task %s: %s", translate.Clip(t.id), translate.Clip(e.Get("message").String()))
+					rv.respondError(r, sink, &translate.RPCError{HTTPStatus: http.StatusOK, Code: translate.InternalError, Message: *reason})
+					return
+				}
+				rerr = &translate.RPCError{HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,
+					Message: fmt.Sprintf("tasks/get failed: %s (code %d)", translate.Clip(e.Get("message").String()), e.Get("code").Int())}
+			} else if !task.Get("result").IsObject() {
+				rerr = translate.BadGateway("tasks/get answered without a result object")
+			}
+		}
+		if rerr != nil {
+			failures++
+			lastErr = rerr
+			if failures < revPollFailures {
+				continue
+			}
+			t.cancelUpstream(ctx)
+			*reason = fmt.Sprintf("the upstream's task %s could not be read %d times in a row; it was cancelled: %s", translate.Clip(t.id), failures, lastErr.Message)
+			served.Cause = lastErr.Cause
+			rv.respondError(r, sink, &translate.RPCError{HTTPStatus: lastErr.HTTPStatus, Code: lastErr.Code, Message: *reason, Cause: lastErr.Cause})
+			return
+		}
+		failures = 0
+		res := task.Get("result")
+		if v := res.Get("pollIntervalMs"); v.Exists() {
+			interval = revPollInterval(v)
+			next = interval
+		}
+		switch st := res.Get("status"); st.Str {
+		case revStatusWorking:
+		case revStatusInput:
+			if !t.answer(ctx, res.Get("inputRequests")) {
+				return
+			}
+		case revStatusCompleted:
+			t.complete(res.Get("result"))
+			return
+		case revStatusFailed:
+			e := res.Get("error")
+			if !e.IsObject() || e.Get("code").Type != gjson.Number {
+				*reason = "the upstream's task failed without a JSON-RPC error object"
+				rv.respondError(r, sink, translate.BadGateway(*reason))
+				return
+			}
+			*reason = "the upstream's task failed: " + translate.Clip(e.Get("message").String())
+			_ = sink.Respond(http.StatusOK, translate.ErrorObjectResponse(r.ID, LegacyError(r.Method, []byte(e.Raw))))
+			return
+		case revStatusCancelled:
+			*reason = "the upstream cancelled task " + translate.Clip(t.id)
+			if m := res.Get("statusMessage"); m.Type == gjson.String && m.Str != "" {
+				*reason += ": " + translate.Clip(m.Str)
+			}
+			rv.respondError(r, sink, &translate.RPCError{HTTPStatus: http.StatusOK, Code: translate.InternalError, Message: *reason})
+			return
+		default:
+			t.cancelUpstream(ctx)
+			*reason = fmt.Sprintf("the upstream's task has an unknown status %s; it was cancelled", translate.Clip(st.Raw))
+			rv.respondError(r, sink, translate.BadGateway(*reason))
+			return
+		}
+	}
+}
+
+// answer asks the client the questions of an input_required task it has
+// not asked yet, and sends the answers with tasks/update. It reports
+// whether the task is still followed (else the call was answered).
+func (t *revTask) answer(ctx context.Context, reqs gjson.Result) bool {
+	if !reqs.IsObject() {
+		return true // nothing in hand yet: poll again
+	}
+	fresh := map[string]json.RawMessage{}
+	reqs.ForEach(func(k, v gjson.Result) bool {
+		if !t.asked[k.Str] {
+			fresh[k.Str] = json.RawMessage(v.Raw)
+		}
+		return true
+	})
+	if len(fresh) == 0 {
+		return true // answered already; the upstream has not caught up
+	}
+	if t.served.Round >= t.o.MaxRounds {
+		t.cancelUpstream(ctx)
+		*t.reason = fmt.Sprintf("the server asked for input more than %d times; giving up", t.o.MaxRounds)
+		t.rv.fail(t.r, t.sink, *t.reason)
+		return false
+	}
+	raw, err := marshalVerbatim(fresh)
+	if err != nil {
+		*t.reason = err.Error()
+		t.rv.respondError(t.r, t.sink, translate.BadGateway(*t.reason))
+		return false
+	}
+	var overhead time.Duration
+	responses, fail := t.rv.ask(ctx, t.s, t.r, t.sink, gjson.ParseBytes(raw), translate.StartWatch(&overhead))
+	if ctx.Err() != nil {
+		t.abandon(ctx)
+		return false
+	}
+	if fail != "" {
+		t.cancelUpstream(ctx)
+		*t.reason = fail
+		if strings.HasPrefix(fail, noAnswer) {
+			t.served.Outcome = translate.OutcomeExpired
+		}
+		t.rv.fail(t.r, t.sink, fail)
+		return false
+	}
+	for k := range fresh {
+		t.asked[k] = true
+	}
+	t.served.Round++
+	ack, rerr := t.request(ctx, "tasks/update", responses)
+	if ctx.Err() != nil {
+		t.abandon(ctx)
+		return false
+	}
+	if rerr == nil {
+		if e := ack.Get("error"); e.Exists() {
+			rerr = &translate.RPCError{HTTPStatus: http.StatusOK, Code: translate.InternalError,
+				Message: fmt.Sprintf("tasks/update failed: %s (code %d)", translate.Clip(e.Get("message").String()), e.Get("code").Int())}
+		}
+	}
+	if rerr != nil {
+		t.cancelUpstream(ctx)
+		*t.reason = fmt.Sprintf("the client's answers could not reach the upstream's task %s; it was cancelled: %s", translate.Clip(t.id), rerr.Message)
+		t.served.Cause = rerr.Cause
+		t.rv.respondError(t.r, t.sink, &translate.RPCError{HTTPStatus: rerr.HTTPStatus, Code: rerr.Code, Message: *t.reason, Cause: rerr.Cause})
+		return false
+	}
+	return true
+}
+
+// complete answers the call with the completed task's result.
+func (t *revTask) complete(res gjson.Result) {
+	if !res.IsObject() {
+		*t.reason = "the upstream's task completed without a result object"
+		t.rv.respondError(t.r, t.sink, translate.BadGateway(*t.reason))
+		return
+	}
+	out, err := LegacyResult(t.r.Method, []byte(res.Raw))
+	if err != nil {
+		*t.reason = err.Error()
+		t.rv.respondError(t.r, t.sink, translate.BadGateway(*t.reason))
+		return
+	}
+	_ = t.sink.Respond(http.StatusOK, translate.ResultResponse(t.r.ID, out))
+	t.served.Outcome = translate.OutcomeComplete
+}
+
+// abandon ends a call whose context ended (the client cancelled or left,
+// its session was deleted, the gateway stops): the task is cancelled
+// upstream first.
+func (t *revTask) abandon(ctx context.Context) {
+	t.cancelUpstream(ctx)
+	t.served.Outcome, *t.reason = t.rv.abandoned(ctx, t.r, t.sink, nil)
+}
+
+// expire ends a call whose task outlived its bound, cancelling it upstream.
+func (t *revTask) expire(ctx context.Context, msg string) {
+	t.cancelUpstream(ctx)
+	*t.reason = msg
+	t.served.Outcome = translate.OutcomeExpired
+	t.rv.respondError(t.r, t.sink, &translate.RPCError{HTTPStatus: http.StatusOK, Code: translate.InternalError, Message: msg})
+}
+
+// cancelUpstream sends tasks/cancel, best effort: it outlives ctx (the
+// call's, often ended already) by at most revCancelTimeout.
+func (t *revTask) cancelUpstream(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revCancelTimeout)
+	defer cancel()
+	_, _ = t.request(cctx, "tasks/cancel", nil)
+}
+
+// request sends one tasks/* request about the task upstream, with the
+// session's _meta (the extension declared) and Mcp-Name = the taskId, and
+// returns the JSON-RPC response.
+func (t *revTask) request(ctx context.Context, method string, responses map[string]json.RawMessage) (gjson.Result, *translate.RPCError) {
+	id := t.rv.upstreamID(t.o)
+	params := map[string]json.RawMessage{"taskId": json.RawMessage(strconv.Quote(t.id))}
+	if responses != nil {
+		raw, err := marshalVerbatim(responses)
+		if err != nil {
+			return gjson.Result{}, translate.BadGateway(err.Error())
+		}
+		params["inputResponses"] = raw
+	}
+	meta := map[string]json.RawMessage{
+		translate.MetaProtocolVersion:    json.RawMessage(`"` + translate.ModernVersion + `"`),
+		translate.MetaClientCapabilities: revDeclareTasks(ModernClientCapabilities(t.s.Capabilities)),
+	}
+	if t.s.ClientInfo != nil {
+		meta[translate.MetaClientInfo] = t.s.ClientInfo
+	}
+	if t.level != "" {
+		meta[translate.MetaLogLevel] = json.RawMessage(strconv.Quote(t.level))
+	}
+	var err error
+	if params["_meta"], err = marshalVerbatim(meta); err != nil {
+		return gjson.Result{}, translate.BadGateway(err.Error())
+	}
+	pb, err := marshalVerbatim(params)
+	if err != nil {
+		return gjson.Result{}, translate.BadGateway(err.Error())
+	}
+	body := `{"jsonrpc":"2.0","id":` + strconv.Quote(id) + `,"method":` + strconv.Quote(method) + `,"params":` + string(pb) + `}`
+	res, rerr := t.rv.exchange(ctx, t.o, t.s.Upstream, modernHeader(t.r.Header, method, t.id, true), []byte(body), id, nil, "")
+	if rerr == nil && ctx.Err() != nil {
+		return gjson.Result{}, &translate.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError, Message: method + " was interrupted", Cause: context.Cause(ctx)}
+	}
+	return res, rerr
+}
+
+// revDropTaskSupport removes execution.taskSupport from every tool of the
+// JSON array tools (a tools/list result for a legacy client). In 2025 it
+// asks the client for the experimental, task-augmented tools/call, which
+// the gateway does not offer legacy clients: it follows the upstream's
+// tasks itself, so every tool is an ordinary blocking call for them (and
+// a 2025 client refuses to call a tool marked required otherwise).
+func revDropTaskSupport(tools string) string {
+	var sp []translate.Splice
+	gjson.Parse(tools).ForEach(func(_, tool gjson.Result) bool {
+		if !tool.IsObject() {
+			return true
+		}
+		// Nested indexes are relative to the whole array.
+		if ex := tool.Get("execution"); ex.IsObject() && ex.Get("taskSupport").Exists() {
+			sp = append(sp, translate.Splice{At: ex.Index, End: ex.Index + len(ex.Raw), Text: translate.RemoveMembers(ex.Raw, "taskSupport")})
+		}
+		return true
+	})
+	if len(sp) == 0 {
+		return tools
+	}
+	translate.SortSplices(sp)
+	return string(translate.ApplySplices(tools, sp))
+}
