@@ -54,7 +54,7 @@ func newBridgeState(logger *zap.Logger) *bridgeState {
 	client := legacy.NewConnClient(legacy.ConnOptions{MaxIdlePerHost: 128,
 		Dial: guardDial((&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext)})
 	pool := legacy.NewPool(legacy.PoolOptions{MaxSessions: maxUpstreamSessions, IdleTimeout: sessionIdleTimeout, Client: client})
-	s := &bridgeState{bridge: forward.NewBridge(pool, forward.DefaultBridgeOptions()), pool: pool, client: client, stop: make(chan struct{})}
+	s := &bridgeState{bridge: forward.New(pool, forward.DefaultOptions()), pool: pool, client: client, stop: make(chan struct{})}
 	go s.reap(logger)
 	return s
 }

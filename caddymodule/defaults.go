@@ -16,7 +16,7 @@ import (
 // behaviour off makes sense (keepalive_interval, write_timeout,
 // gather_window, health_interval) a negative one means "off", as Caddy's
 // reverse_proxy `flush_interval -1`. The limits both bridges share have
-// their values in translate (DefaultBridgeOptions, DefaultReverseOptions),
+// their values in translate/forward and translate/reverse (forward.DefaultOptions, reverse.DefaultOptions),
 // the one source of them; the leaf packages take the options as given.
 
 // Defaults of the options only the Caddy side knows.
@@ -34,7 +34,7 @@ const (
 // setDefaults gives every option left unset (zero) its documented default.
 // It changes only zero values: a negative duration (off) is kept.
 func (h *Handler) setDefaults() {
-	fwd, rev := forward.DefaultBridgeOptions(), reverse.DefaultReverseOptions()
+	fwd, rev := forward.DefaultOptions(), reverse.DefaultOptions()
 
 	if h.SelectionPolicyRaw == nil {
 		h.SelectionPolicyRaw = caddyconfig.JSONModuleObject(reverseproxy.RandomSelection{}, "policy", "random", nil)
@@ -96,8 +96,8 @@ func orOff(d caddy.Duration) time.Duration {
 
 // bridgeOptions are this handler's forward bridge options, from its
 // (defaulted) configuration.
-func (h *Handler) bridgeOptions() *forward.BridgeOptions {
-	o := forward.DefaultBridgeOptions()
+func (h *Handler) bridgeOptions() *forward.Options {
+	o := forward.DefaultOptions()
 	o.Keyring, o.Instance, o.Address, o.Observer = h.keyring, h.fleet.instance, h.fleet.address, h.observer
 	o.ParkTTL = time.Duration(h.ParkTTL)
 	o.MaxParked = h.MaxParked
@@ -118,8 +118,8 @@ func (h *Handler) bridgeOptions() *forward.BridgeOptions {
 
 // reverseOptions are this handler's reverse bridge options, from its
 // (defaulted) configuration; RetryPause keeps translate's default.
-func (h *Handler) reverseOptions() *reverse.ReverseOptions {
-	o := reverse.DefaultReverseOptions()
+func (h *Handler) reverseOptions() *reverse.Options {
+	o := reverse.DefaultOptions()
 	o.Keyring, o.Instance, o.Address, o.Observer = h.keyring, h.fleet.instance, h.fleet.address, h.observer
 	o.MaxRounds = h.MaxRounds
 	o.MaxInputsPerRound = h.MaxInputsPerRound

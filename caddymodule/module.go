@@ -522,10 +522,10 @@ type Handler struct {
 	allowedOrigin map[string]bool
 	hosts         hostGuard // allowed_hosts (guard.go)
 	bridge        *forward.Bridge
-	bridgeOpts    *forward.BridgeOptions  // this handler's, carried by its requests
-	reverse       *reverse.Reverse        // the reverse bridge (reverse.go)
-	reverseOpts   *reverse.ReverseOptions // this handler's, sealing and serving its sessions
-	fleet         fleet                   // instance id, address, peers (fleet.go)
+	bridgeOpts    *forward.Options // this handler's, carried by its requests
+	reverse       *reverse.Bridge  // the reverse bridge (reverse.go)
+	reverseOpts   *reverse.Options // this handler's, sealing and serving its sessions
+	fleet         fleet            // instance id, address, peers (fleet.go)
 	metrics       *gatewayMetrics
 	observer      callObserver // of both bridges' calls
 }

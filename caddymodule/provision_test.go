@@ -104,7 +104,7 @@ func TestProvisionDefaults(t *testing.T) {
 		t.Errorf("forward bridge options %+v", *b)
 	}
 	if r.RoundTimeout != 5*time.Minute || r.SessionLifetime != 24*time.Hour || r.MaxRounds != 8 || r.MaxInputsPerRound != 16 ||
-		r.RetryPause != reverse.DefaultReverseOptions().RetryPause || r.Keyring == nil {
+		r.RetryPause != reverse.DefaultOptions().RetryPause || r.Keyring == nil {
 		t.Errorf("reverse bridge options %+v", *r)
 	}
 	if err := h.Validate(); err != nil {

@@ -31,7 +31,7 @@ const reverseKey = "reverse"
 
 // reverseState is the UsagePool value.
 type reverseState struct {
-	rv     *reverse.Reverse
+	rv     *reverse.Bridge
 	client *http.Client
 }
 
@@ -46,7 +46,7 @@ func (s *reverseState) Destruct() error {
 func (h *Handler) provisionReverse() error {
 	val, _, err := reverses.LoadOrNew(reverseKey, func() (caddy.Destructor, error) {
 		client := newUpstreamClient(64)
-		return &reverseState{rv: reverse.NewReverse(client, reverse.DefaultReverseOptions()), client: client}, nil
+		return &reverseState{rv: reverse.New(client, reverse.DefaultOptions()), client: client}, nil
 	})
 	if err != nil {
 		return err
@@ -149,7 +149,7 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, l *learne
 	defer h.calls.add(cancel)() // a call survives a reload
 	sink := h.newSink(w)
 	defer sink.close()
-	res := h.reverse.Serve(ctx, s, reverse.ReverseRequest{Message: l.msg, Header: bridgedHeader(r)}, sink)
+	res := h.reverse.Serve(ctx, s, reverse.Request{Message: l.msg, Header: bridgedHeader(r)}, sink)
 	served(r, res)
 	h.logUpstreamCause(up.URL, res.Cause)
 	return nil
@@ -158,7 +158,7 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, l *learne
 // listenReverse serves the standalone GET stream of a gateway-held session:
 // list-changed and resource-updated notifications from an upstream
 // subscriptions/listen.
-func (h *Handler) listenReverse(w http.ResponseWriter, r *http.Request, s *reverse.ReverseSession) error {
+func (h *Handler) listenReverse(w http.ResponseWriter, r *http.Request, s *reverse.Session) error {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	defer h.streams.add(cancel)()

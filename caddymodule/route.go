@@ -196,7 +196,7 @@ type learned struct {
 	msg  legacy.Message
 	sid  string
 	pin  seal.Pin
-	held *reverse.ReverseSession
+	held *reverse.Session
 	// batchVersion is the revision a batch's session speaks
 	// (translate.SessionBatchVersion), for its refusal.
 	batchVersion string

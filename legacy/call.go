@@ -63,7 +63,7 @@ const readAhead = 4
 // DefaultCallBuffer is how many messages a call holds while nobody reads it
 // on a session no lease gave a buffer (LeaseLimits.CallBuffer): one opened
 // with Open, which still needs one. It is also the default of the gateway's
-// max_buffered_notifications, which translate.DefaultBridgeOptions takes
+// max_buffered_notifications, which forward.DefaultOptions takes
 // from here and the gateway passes on every lease.
 const DefaultCallBuffer = 32
 

@@ -15,12 +15,12 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 )
 
-// BridgeOptions configure the forward bridge's calls: those of one
+// Options configure the forward bridge's calls: those of one
 // configuration (one mcp_gateway handler), which passes them with each
 // Request, or the bridge's own for requests without. They are taken as
-// given, with no defaulting here: start from DefaultBridgeOptions, which
+// given, with no defaulting here: start from DefaultOptions, which
 // holds the documented defaults, and set what differs.
-type BridgeOptions struct {
+type Options struct {
 	// Keyring seals and opens requestState. Required.
 	Keyring *seal.Keyring
 	// Instance names this gateway instance inside the requestState it seals.
@@ -32,7 +32,7 @@ type BridgeOptions struct {
 	// ParkTTL is how long a parked call waits for the client's retry.
 	ParkTTL time.Duration
 	// MaxParked bounds the calls parked with these options (the same
-	// *BridgeOptions): a call counts from its first park until it ends,
+	// *Options): a call counts from its first park until it ends,
 	// its later rounds included. When full, a new call that wants to park
 	// is refused (503, -32603) and cancelled upstream; no parked call is
 	// ended to make room (see bridge_admit.go). Calls parked with other
@@ -77,13 +77,13 @@ type BridgeOptions struct {
 	ready bool // made by Ready
 }
 
-// DefaultBridgeOptions returns the documented defaults of the forward
+// DefaultOptions returns the documented defaults of the forward
 // bridge's options, and is their one source: the gateway's Provision takes
 // the defaults of the options a configuration leaves unset from here, and a
 // caller outside Caddy starts from it. Keyring, Instance, Address and
 // Observer are left unset.
-func DefaultBridgeOptions() BridgeOptions {
-	return BridgeOptions{
+func DefaultOptions() Options {
+	return Options{
 		ParkTTL:   translate.DefaultRoundTimeout,
 		MaxParked: 10000,
 		// 100 waiting questions is more than one person or agent answers
@@ -105,9 +105,9 @@ func DefaultBridgeOptions() BridgeOptions {
 
 // Ready returns o as the options of one configuration, to be passed with
 // every request of it: make it once, since the calls parked with one
-// *BridgeOptions share its MaxParked. o is taken as given (see
-// DefaultBridgeOptions).
-func (o BridgeOptions) Ready() *BridgeOptions {
+// *Options share its MaxParked. o is taken as given (see
+// DefaultOptions).
+func (o Options) Ready() *Options {
 	o.ready = true
 	return &o
 }
@@ -119,15 +119,15 @@ func (o BridgeOptions) Ready() *BridgeOptions {
 // resume, and its ends) is drawn in bridge_call.go.
 type Bridge struct {
 	pool     *legacy.Pool
-	defaults *BridgeOptions // of the requests that carry none
+	defaults *Options // of the requests that carry none
 	gather   *gatherPolicy
 	quick    *quickTargets // whose retries come back at once (bridge_linger.go)
 
 	mu     sync.Mutex
 	parked map[[16]byte]*call
-	used   *usedStates                 // resumable states used here
-	places map[[16]byte]*resumePlace   // held by resumable states parked here (bridge_resume.go)
-	sets   map[*BridgeOptions]*parkSet // places held per options (bridge_admit.go)
+	used   *usedStates               // resumable states used here
+	places map[[16]byte]*resumePlace // held by resumable states parked here (bridge_resume.go)
+	sets   map[*Options]*parkSet     // places held per options (bridge_admit.go)
 	closed bool
 	// The probes of expired places (bridge_abandon.go), and abandonGrace:
 	// how long after a state's expiry its probe waits; the checks of
@@ -146,7 +146,7 @@ type Bridge struct {
 	// The tasks it hosts (bridge_task.go), under tmu.
 	tmu      sync.Mutex
 	tasks    map[[16]byte]*task
-	taskSets map[*BridgeOptions]*taskSet
+	taskSets map[*Options]*taskSet
 	taskRuns sync.WaitGroup // runTask and run2025 goroutines
 	support  taskSupport    // the upstreams' own execution.taskSupport
 	lister   toolLister     // when the bridge listed an upstream's tools itself
@@ -160,12 +160,12 @@ type Bridge struct {
 	cancel context.CancelFunc
 }
 
-// NewBridge returns a bridge using pool for upstream sessions, with opts
+// New returns a bridge using pool for upstream sessions, with opts
 // for the requests that carry no options of their own.
-func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
+func New(pool *legacy.Pool, opts Options) *Bridge {
 	b := &Bridge{pool: pool, defaults: opts.Ready(), parked: make(map[[16]byte]*call),
-		sets: make(map[*BridgeOptions]*parkSet), gather: newGatherPolicy(), quick: newQuickTargets(), used: newUsedStates(defaultUsedStates), places: make(map[[16]byte]*resumePlace),
-		tasks: make(map[[16]byte]*task), tasks25: make(map[[16]byte]*task2025), taskSets: make(map[*BridgeOptions]*taskSet),
+		sets: make(map[*Options]*parkSet), gather: newGatherPolicy(), quick: newQuickTargets(), used: newUsedStates(defaultUsedStates), places: make(map[[16]byte]*resumePlace),
+		tasks: make(map[[16]byte]*task), tasks25: make(map[[16]byte]*task2025), taskSets: make(map[*Options]*taskSet),
 		probes: &workQueue{workers: maxProbing, limit: maxAbandoned}, abandonGrace: defaultAbandonGrace,
 		checks: &workQueue{workers: maxChecking, limit: maxChecksQueued}, checkAfter: placeCheckAfter, reclaiming: make(map[reclaimKey]*reclaimRun),
 		bySession: make(map[placeSession]*resumePlace), parkedKeys: newParkedKeys()}
@@ -174,7 +174,7 @@ func NewBridge(pool *legacy.Pool, opts BridgeOptions) *Bridge {
 }
 
 // optionsOf returns the options r carries, or the bridge's own.
-func (b *Bridge) optionsOf(r *Request) *BridgeOptions {
+func (b *Bridge) optionsOf(r *Request) *Options {
 	switch {
 	case r.Options == nil:
 		return b.defaults
@@ -250,7 +250,7 @@ type Request struct {
 	// options of its first request for its whole life (limits, park TTL,
 	// observer); a retry's requestState is opened, and the next round's
 	// sealed, with the options of the request carrying it.
-	Options *BridgeOptions
+	Options *Options
 	// Resume: the upstream's call streams may be resumed (its resume
 	// option): a call whose stream is resumable parks holding nothing
 	// (bridge_resume.go).

@@ -19,13 +19,13 @@ func (e resumeEvents) Resumable(event string)       { e <- event }
 
 // abandonFleet is fleet(t, len(ttls)) whose bridge i parks for ttls[i],
 // probes expired states at once, and reports its events on evs[i].
-func abandonFleet(t *testing.T, ttls ...time.Duration) (bs []*Bridge, opts []*BridgeOptions, evs []resumeEvents) {
+func abandonFleet(t *testing.T, ttls ...time.Duration) (bs []*Bridge, opts []*Options, evs []resumeEvents) {
 	t.Helper()
 	bs = fleet(t, len(ttls))
 	for i, b := range bs {
 		b.abandonGrace = 0
 		ev := make(resumeEvents, 64)
-		o := DefaultBridgeOptions()
+		o := DefaultOptions()
 		o.Keyring, o.Instance, o.Observer, o.ParkTTL = b.defaults.Keyring, fmt.Sprintf("gw-%d", i), ev, ttls[i]
 		opts, evs = append(opts, o.Ready()), append(evs, ev)
 	}

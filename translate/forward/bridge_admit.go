@@ -45,7 +45,7 @@ type parkSet struct {
 // roomLocked returns the refusal of a new call of princ parked with o, or
 // nil if it fits. sent says whether the call already runs upstream (it is
 // then cancelled), for the message.
-func (b *Bridge) roomLocked(o *BridgeOptions, princ [16]byte, sent bool) *translate.RPCError {
+func (b *Bridge) roomLocked(o *Options, princ [16]byte, sent bool) *translate.RPCError {
 	set := b.sets[o]
 	if set == nil {
 		return nil
@@ -69,7 +69,7 @@ func (b *Bridge) roomLocked(o *BridgeOptions, princ [16]byte, sent bool) *transl
 
 // room reports whether a new call of princ could park with o now, for a
 // check before the call is sent (the park itself checks again).
-func (b *Bridge) room(o *BridgeOptions, princ [16]byte) *translate.RPCError {
+func (b *Bridge) room(o *Options, princ [16]byte) *translate.RPCError {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.makeRoomLocked(o, princ, false)
@@ -109,7 +109,7 @@ func (b *Bridge) release(c *call) {
 }
 
 // freeLocked frees a place of princ among the calls parked with o.
-func (b *Bridge) freeLocked(o *BridgeOptions, princ [16]byte) {
+func (b *Bridge) freeLocked(o *Options, princ [16]byte) {
 	set := b.sets[o]
 	if set == nil {
 		return // Close dropped the tables

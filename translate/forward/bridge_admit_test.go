@@ -58,7 +58,7 @@ func (b *Bridge) placesHeld() (held int, sets int) {
 func TestBridgeFullRefusesNewCall(t *testing.T) {
 	upA, _ := legacyUpstream(t)
 	upB, serverB := legacyUpstream(t)
-	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) { o.ParkTTL, o.MaxParked = time.Minute, 2 }))
+	b := limitedBridge(t, bridgeOptions(func(o *Options) { o.ParkTTL, o.MaxParked = time.Minute, 2 }))
 	var alice []*recordedAnswer
 	for i := range 2 {
 		a := serve(b, as(askRequest(t, upA, 1+i, 1, ""), "alice"))
@@ -100,7 +100,7 @@ func TestBridgeFullRefusesNewCall(t *testing.T) {
 func TestBridgeParkedPerPrincipal(t *testing.T) {
 	upA, _ := legacyUpstream(t)
 	upB, serverB := legacyUpstream(t)
-	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) { o.ParkTTL, o.MaxParked, o.MaxParkedPerPrincipal = time.Minute, 10, 2 }))
+	b := limitedBridge(t, bridgeOptions(func(o *Options) { o.ParkTTL, o.MaxParked, o.MaxParkedPerPrincipal = time.Minute, 10, 2 }))
 	var alice []*recordedAnswer
 	for i := range 2 {
 		alice = append(alice, serve(b, as(askRequest(t, upA, 1+i, 1, ""), "alice")))
@@ -127,8 +127,8 @@ func TestBridgeParkedPerPrincipal(t *testing.T) {
 // concurrent admissions and releases (run with -race), and every place is
 // given back.
 func TestParkTable(t *testing.T) {
-	b := NewBridge(nil, DefaultBridgeOptions())
-	o := bridgeOptions(func(o *BridgeOptions) { o.MaxParked, o.MaxParkedPerPrincipal = 5, 2 }).Ready()
+	b := New(nil, DefaultOptions())
+	o := bridgeOptions(func(o *Options) { o.MaxParked, o.MaxParkedPerPrincipal = 5, 2 }).Ready()
 	admit := func(c *call) *translate.RPCError {
 		b.mu.Lock()
 		defer b.mu.Unlock()

@@ -66,8 +66,8 @@ import (
 type call struct {
 	// Set by start, then fixed.
 	key      legacy.PoolKey
-	opts     *BridgeOptions // of the call's first request
-	always   bool           // Request.GatherAlways
+	opts     *Options // of the call's first request
+	always   bool     // Request.GatherAlways
 	sess     *legacy.Session
 	up       *legacy.Call // nil for server/discover
 	cancelUp context.CancelFunc

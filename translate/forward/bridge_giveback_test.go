@@ -21,7 +21,7 @@ import (
 // principal, or naming another session, is not taken.
 func TestGiveBack(t *testing.T) {
 	upstream, server := resumableUpstream(t)
-	bs := fleet(t, 2, func(o *BridgeOptions) { o.ResumeLinger = -1 })
+	bs := fleet(t, 2, func(o *Options) { o.ResumeLinger = -1 })
 	var homes []translate.Owner
 	toFirst := func(_ context.Context, home translate.Owner, princ [16]byte, notice []byte) error {
 		homes = append(homes, home)

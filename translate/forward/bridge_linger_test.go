@@ -34,8 +34,8 @@ func waitNotLingering(t *testing.T, b *Bridge) {
 	}
 }
 
-func linger(d time.Duration) func(*BridgeOptions) {
-	return func(o *BridgeOptions) { o.ResumeLinger = d }
+func linger(d time.Duration) func(*Options) {
+	return func(o *Options) { o.ResumeLinger = d }
 }
 
 // teach makes the ask tool a quick target on b: a call whose retry comes

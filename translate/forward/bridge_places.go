@@ -87,7 +87,7 @@ type placeSession struct {
 // (opts), or its principal's (own); or, with opts nil, the pool's upstream
 // sessions the places hold, all or the principal's (own).
 type reclaimKey struct {
-	opts  *BridgeOptions
+	opts  *Options
 	princ [16]byte
 	own   bool
 }
@@ -173,7 +173,7 @@ func (b *Bridge) verify(p *resumePlace) (freed bool) {
 // makeRoomLocked is roomLocked, but before it refuses a call for want of
 // room, it checks at once the places that could make room (see above) and
 // asks again. It is called under b.mu, which it releases meanwhile.
-func (b *Bridge) makeRoomLocked(o *BridgeOptions, princ [16]byte, sent bool) *translate.RPCError {
+func (b *Bridge) makeRoomLocked(o *Options, princ [16]byte, sent bool) *translate.RPCError {
 	rerr := b.roomLocked(o, princ, sent)
 	if rerr == nil {
 		return nil
@@ -189,7 +189,7 @@ func (b *Bridge) makeRoomLocked(o *BridgeOptions, princ [16]byte, sent bool) *tr
 
 // reclaim runs, or waits for, a pass checking the places that may make
 // room for a new call of princ with o, and reports whether it freed any.
-func (b *Bridge) reclaim(o *BridgeOptions, princ [16]byte) bool {
+func (b *Bridge) reclaim(o *Options, princ [16]byte) bool {
 	b.mu.Lock()
 	key := reclaimKey{opts: o}
 	if set := b.sets[o]; set != nil && set.byPrin[princ] >= o.MaxParkedPerPrincipal {

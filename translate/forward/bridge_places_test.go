@@ -24,7 +24,7 @@ import (
 // most the places it checked last.
 func TestPlacesFinishedElsewhere(t *testing.T) {
 	upstream, server := resumableUpstream(t)
-	bs := fleet(t, 2, func(o *BridgeOptions) { o.MaxParked = 3; o.ResumeLinger = -1 })
+	bs := fleet(t, 2, func(o *Options) { o.MaxParked = 3; o.ResumeLinger = -1 })
 	for i := range 10 {
 		a := serve(bs[0], resumeRequest(t, upstream, 10*i, 1, ""))
 		if a.status != http.StatusOK {
@@ -49,7 +49,7 @@ func TestPlacesFinishedElsewhere(t *testing.T) {
 // ended upstream, the parked ones are not.
 func TestPlacesStillParkedCount(t *testing.T) {
 	upstream, server := resumableUpstream(t)
-	b := fleet(t, 1, func(o *BridgeOptions) { o.MaxParkedPerPrincipal = 2; o.ResumeLinger = -1 })[0]
+	b := fleet(t, 1, func(o *Options) { o.MaxParkedPerPrincipal = 2; o.ResumeLinger = -1 })[0]
 	for i := range 2 {
 		if a := serve(b, resumeRequest(t, upstream, i, 1, "")); a.status != http.StatusOK {
 			t.Fatalf("call %d: %d %s", i, a.status, a.final)
@@ -75,7 +75,7 @@ func TestPlacesStillParkedCount(t *testing.T) {
 // place whose call is still parked stays.
 func TestPlacesCheckedInTheBackground(t *testing.T) {
 	upstream, _ := resumableUpstream(t)
-	bs := fleet(t, 2, func(o *BridgeOptions) { o.ResumeLinger = -1 })
+	bs := fleet(t, 2, func(o *Options) { o.ResumeLinger = -1 })
 	bs[0].checkAfter = 50 * time.Millisecond
 	parked := serve(bs[0], resumeRequest(t, upstream, 1, 1, ""))
 	a := serve(bs[0], resumeRequest(t, upstream, 2, 1, ""))
@@ -104,7 +104,7 @@ func TestPlacesCheckedInTheBackground(t *testing.T) {
 // instances holds one place on each, not one per round it parked there.
 func TestPlacesOneCallOnePlace(t *testing.T) {
 	upstream, _ := resumableUpstream(t)
-	bs := fleet(t, 2, func(o *BridgeOptions) { o.ResumeLinger = -1 })
+	bs := fleet(t, 2, func(o *Options) { o.ResumeLinger = -1 })
 	a := serve(bs[0], resumeRequest(t, upstream, 1, 5, ""))
 	for round := 1; round <= 4; round++ {
 		extra, _ := answerRound(t, a, fmt.Sprintf("x%d", round))
@@ -123,7 +123,7 @@ func TestPlacesOneCallOnePlace(t *testing.T) {
 // and given back, and the call goes on.
 func TestPlacesHoldSessions(t *testing.T) {
 	upstream, server := resumableUpstream(t)
-	bs := fleet(t, 2, func(o *BridgeOptions) { o.Lease.MaxPerPrincipal = 2; o.ResumeLinger = -1 })
+	bs := fleet(t, 2, func(o *Options) { o.Lease.MaxPerPrincipal = 2; o.ResumeLinger = -1 })
 	for i := range 6 {
 		a := serve(bs[0], resumeRequest(t, upstream, 10*i, 1, ""))
 		if a.status != http.StatusOK {
@@ -162,7 +162,7 @@ func waitPrimedOnly(t *testing.T, server *mcp.Server, b *Bridge) {
 // none.
 func TestPlacesPrimed(t *testing.T) {
 	upstream, server := resumableUpstream(t)
-	alone := fleet(t, 1, func(o *BridgeOptions) { o.ResumeLinger = -1 })[0]
+	alone := fleet(t, 1, func(o *Options) { o.ResumeLinger = -1 })[0]
 	a := serve(alone, resumeRequest(t, upstream, 1, 1, ""))
 	extra, _ := answerRound(t, a, "z")
 	if a = serve(alone, resumeRequest(t, upstream, 2, 1, extra)); gjson.GetBytes(a.final, "result.content.0.text").String() != "accept:z" {
@@ -175,7 +175,7 @@ func TestPlacesPrimed(t *testing.T) {
 	alone.pool.Close()
 	waitNoSessions(t, server)
 
-	bs := fleet(t, 2, func(o *BridgeOptions) { o.ResumeLinger = -1 })
+	bs := fleet(t, 2, func(o *Options) { o.ResumeLinger = -1 })
 	bs[0].checkAfter = 20 * time.Millisecond
 	cross := func(i int) {
 		t.Helper()
@@ -240,7 +240,7 @@ func TestPlacesRefusalsCheckOnce(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
-	b := fleet(t, 1, func(o *BridgeOptions) { o.MaxParked = 2; o.ResumeLinger = -1 })[0]
+	b := fleet(t, 1, func(o *Options) { o.MaxParked = 2; o.ResumeLinger = -1 })[0]
 	for i := range 2 {
 		if a := serve(b, resumeRequest(t, ts.URL, i, 1, "")); a.status != http.StatusOK {
 			t.Fatalf("call %d: %d %s", i, a.status, a.final)

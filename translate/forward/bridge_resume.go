@@ -143,7 +143,7 @@ func (b *Bridge) parkResumable(c *call, r Request, sink translate.Sink) (outcome
 // and a timer.
 type resumePlace struct {
 	id    [16]byte
-	opts  *BridgeOptions
+	opts  *Options
 	princ [16]byte
 	timer *time.Timer
 	// check is the timer of the next check that the call's session lives,
@@ -187,7 +187,7 @@ type resumePlace struct {
 // carrying the state reaches this instance (takePlace), or when the call's
 // session turns out to have ended (a retry that reached another instance
 // finished the call there: bridge_places.go).
-func (b *Bridge) placeForLocked(o *BridgeOptions, princ [16]byte, id [16]byte, ttl time.Duration) *resumePlace {
+func (b *Bridge) placeForLocked(o *Options, princ [16]byte, id [16]byte, ttl time.Duration) *resumePlace {
 	set := b.sets[o]
 	if set == nil {
 		set = &parkSet{byPrin: make(map[[16]byte]int)}
@@ -441,7 +441,7 @@ const (
 )
 
 // resumeEvent tells o's observer, if it observes resumable calls.
-func resumeEvent(o *BridgeOptions, event string) {
+func resumeEvent(o *Options, event string) {
 	if obs, ok := o.Observer.(ResumeObserver); ok {
 		obs.Resumable(event)
 	}

@@ -46,7 +46,7 @@ func countedResumableUpstream(t *testing.T) (string, *mcp.Server, *atomic.Int32)
 
 // fleet is n bridges sharing one key and nothing else (each its own pool),
 // as instances sharing only state_key, with options changed by set.
-func fleet(t *testing.T, n int, set ...func(*BridgeOptions)) []*Bridge {
+func fleet(t *testing.T, n int, set ...func(*Options)) []*Bridge {
 	t.Helper()
 	kr, err := seal.NewKeyring(seal.NewRandomKey())
 	if err != nil {
@@ -55,12 +55,12 @@ func fleet(t *testing.T, n int, set ...func(*BridgeOptions)) []*Bridge {
 	var out []*Bridge
 	for i := range n {
 		p := legacy.NewPool(legacy.PoolOptions{MaxSessions: 100, IdleTimeout: time.Minute, Client: http.DefaultClient})
-		o := DefaultBridgeOptions()
+		o := DefaultOptions()
 		o.Keyring, o.Instance = kr, fmt.Sprintf("gw-%d", i)
 		for _, f := range set {
 			f(&o)
 		}
-		b := NewBridge(p, o)
+		b := New(p, o)
 		t.Cleanup(func() { b.Close(); p.Close() })
 		out = append(out, b)
 	}
@@ -215,7 +215,7 @@ func TestResumeHeldOtherwise(t *testing.T) {
 func TestResumeBounded(t *testing.T) {
 	upstream, _ := resumableUpstream(t)
 	bs := fleet(t, 1)
-	o := DefaultBridgeOptions()
+	o := DefaultOptions()
 	o.Keyring, o.Instance, o.MaxParkedPerPrincipal = bs[0].defaults.Keyring, "gw-0", 2
 	opts := o.Ready()
 	req := func(id int, extra string) Request {
@@ -244,7 +244,7 @@ func TestResumeBounded(t *testing.T) {
 func TestResumeSequentialRounds(t *testing.T) {
 	upstream, _ := resumableUpstream(t)
 	b := fleet(t, 1)[0]
-	o := DefaultBridgeOptions()
+	o := DefaultOptions()
 	o.Keyring, o.Instance, o.MaxParkedPerPrincipal = b.defaults.Keyring, "gw-0", 1
 	opts := o.Ready()
 	for i := range 5 {
@@ -286,7 +286,7 @@ func TestResumeObserved(t *testing.T) {
 	upstream, _ := resumableUpstream(t)
 	b := fleet(t, 1)[0]
 	obs := &resumeCounter{events: map[string]int{}}
-	o := DefaultBridgeOptions()
+	o := DefaultOptions()
 	o.Keyring, o.Instance, o.Observer = b.defaults.Keyring, "gw-0", obs
 	opts := o.Ready()
 	req := func(id int, extra string) Request {

@@ -90,10 +90,10 @@ type task struct {
 	id       string
 	handle   [16]byte
 	princ    [16]byte
-	tool     string         // the tool's name, for operators
-	upstream string         // the upstream's URL, for operators
-	opts     *BridgeOptions // of the call's first request: limits, TTL
-	timer    *time.Timer    // TTL
+	tool     string      // the tool's name, for operators
+	upstream string      // the upstream's URL, for operators
+	opts     *Options    // of the call's first request: limits, TTL
+	timer    *time.Timer // TTL
 	stop     chan struct{}
 
 	taskState                 // mu guards it and sess
@@ -111,7 +111,7 @@ func terminal(status string) bool {
 
 // taskRoom returns the refusal of a new task of princ with o, or nil, and
 // takes the place when there is room.
-func (b *Bridge) takeTaskPlace(o *BridgeOptions, princ [16]byte) *translate.RPCError {
+func (b *Bridge) takeTaskPlace(o *Options, princ [16]byte) *translate.RPCError {
 	b.tmu.Lock()
 	defer b.tmu.Unlock()
 	set := b.taskSets[o]
@@ -133,7 +133,7 @@ func (b *Bridge) takeTaskPlace(o *BridgeOptions, princ [16]byte) *translate.RPCE
 }
 
 // releaseTaskPlace frees a place taken by takeTaskPlace.
-func (b *Bridge) releaseTaskPlace(o *BridgeOptions, princ [16]byte) {
+func (b *Bridge) releaseTaskPlace(o *Options, princ [16]byte) {
 	b.tmu.Lock()
 	defer b.tmu.Unlock()
 	set := b.taskSets[o]

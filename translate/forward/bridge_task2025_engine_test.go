@@ -382,7 +382,7 @@ func TestTask2025ResultStreamEnds(t *testing.T) {
 // cancelled upstream and forgotten (-32602), and its place is free again.
 func TestTask2025TTL(t *testing.T) {
 	upstream, fake := newFake2025(t)
-	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) {
+	b := limitedBridge(t, bridgeOptions(func(o *Options) {
 		o.Tasks.TTL, o.Tasks.MaxTasksPerPrincipal = 200*time.Millisecond, 1
 	}))
 	t.Cleanup(func() { close(fake.quit) })
@@ -458,7 +458,7 @@ func TestTask2025ClientLeaves(t *testing.T) {
 // stays readable until its ttl.
 func TestTask2025PlaceFreedAtEnd(t *testing.T) {
 	upstream, fake := newFake2025(t)
-	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) {
+	b := limitedBridge(t, bridgeOptions(func(o *Options) {
 		o.Tasks.TTL, o.Tasks.MaxTasksPerPrincipal = time.Minute, 1
 	}))
 	t.Cleanup(func() { close(fake.quit) })

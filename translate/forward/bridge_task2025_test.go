@@ -63,13 +63,13 @@ func TestWithoutRelatedTask(t *testing.T) {
 // gave the tool a taskSupport other than forbidden; a client's own
 // params.task never goes.
 func TestUpstreamTaskParams(t *testing.T) {
-	b := NewBridge(nil, DefaultBridgeOptions())
+	b := New(nil, DefaultOptions())
 	defer b.Close()
 	const up = "http://up/mcp"
 	b.support.learn(up, [16]byte{}, []byte(`{"tools":[{"name":"slow","execution":{"taskSupport":"optional"}},{"name":"plain"}]}`))
 	withTasks := &legacy.Session{InitResult: []byte(`{"capabilities":{"tasks":{"requests":{"tools":{"call":{}}}}}}`), ID: "s1"}
 	without := &legacy.Session{InitResult: []byte(`{"capabilities":{"tools":{}}}`), ID: "s1"}
-	opts := DefaultBridgeOptions()
+	opts := DefaultOptions()
 	opts.Tasks.TTL = 90 * time.Second
 	req := func(tool string, hosting bool) *Request {
 		r := &Request{Upstream: up, Options: opts.Ready(), ModernRequest: &translate.ModernRequest{Message: legacy.Message{Method: "tools/call"}, Name: tool}}

@@ -73,7 +73,7 @@ func askServer() *mcp.Server {
 
 func newTestBridge(t *testing.T, ttl time.Duration) *Bridge {
 	t.Helper()
-	return limitedBridge(t, bridgeOptions(func(o *BridgeOptions) { o.ParkTTL = ttl }))
+	return limitedBridge(t, bridgeOptions(func(o *Options) { o.ParkTTL = ttl }))
 }
 
 // askRequest builds a validated tools/call ask request.

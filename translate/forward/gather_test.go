@@ -95,7 +95,7 @@ func target(upstream, tool string) *call {
 // asking several.
 func TestGatherNoWindowForOneQuestion(t *testing.T) {
 	upstream, _ := legacyUpstream(t)
-	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) { o.ParkTTL, o.GatherWindow = time.Minute, 20*time.Millisecond }))
+	b := limitedBridge(t, bridgeOptions(func(o *Options) { o.ParkTTL, o.GatherWindow = time.Minute, 20*time.Millisecond }))
 	a := serve(b, askRequest(t, upstream, 1, 3, ""))
 	if !b.gather.waits(target(upstream, "other")) {
 		t.Fatal("a target not seen yet does not wait the window")
@@ -124,7 +124,7 @@ func TestGatherNoWindowForOneQuestion(t *testing.T) {
 // the window and asks both questions in one round.
 func TestGatherLearnsLateSibling(t *testing.T) {
 	upstream, late := staggeredUpstream(t)
-	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) { o.ParkTTL, o.GatherWindow = time.Minute, 500*time.Millisecond }))
+	b := limitedBridge(t, bridgeOptions(func(o *Options) { o.ParkTTL, o.GatherWindow = time.Minute, 500*time.Millisecond }))
 	const gap = 1500 // ms, beyond the window: the sibling misses the first round
 
 	a := serve(b, toolRequest(t, upstream, "pair", 1, gap))
@@ -170,7 +170,7 @@ func TestGatherLearnsLateSibling(t *testing.T) {
 // without does not.
 func TestGatherAlways(t *testing.T) {
 	upstream, _ := staggeredUpstream(t)
-	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) { o.ParkTTL, o.GatherWindow = time.Minute, 2*time.Second }))
+	b := limitedBridge(t, bridgeOptions(func(o *Options) { o.ParkTTL, o.GatherWindow = time.Minute, 2*time.Second }))
 	b.gather.learn(target(upstream, "pair"), false)
 	r := toolRequest(t, upstream, "pair", 1, 100)
 	r.GatherAlways = true
@@ -229,7 +229,7 @@ func TestGatherPolicyBound(t *testing.T) {
 // parked, in one round.
 func TestGatherReaskTakesArrived(t *testing.T) {
 	upstream, late := staggeredUpstream(t)
-	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) { o.ParkTTL = time.Minute }))
+	b := limitedBridge(t, bridgeOptions(func(o *Options) { o.ParkTTL = time.Minute }))
 	a := serve(b, toolRequest(t, upstream, "pair", 1, 300))
 	first := inputKeys(t, a)
 	if len(first) != 1 {

@@ -22,7 +22,7 @@ import (
 
 // limitedBridge is a bridge with the given options (and keyring and
 // instance of its own) over a fresh pool.
-func limitedBridge(t *testing.T, opts BridgeOptions) *Bridge {
+func limitedBridge(t *testing.T, opts Options) *Bridge {
 	t.Helper()
 	kr, err := seal.NewKeyring(seal.NewRandomKey())
 	if err != nil {
@@ -30,7 +30,7 @@ func limitedBridge(t *testing.T, opts BridgeOptions) *Bridge {
 	}
 	p := legacy.NewPool(legacy.PoolOptions{MaxSessions: 100, IdleTimeout: time.Minute, Client: http.DefaultClient})
 	opts.Keyring, opts.Instance = kr, "test"
-	b := NewBridge(p, opts)
+	b := New(p, opts)
 	t.Cleanup(func() { b.Close(); p.Close() })
 	return b
 }
@@ -57,7 +57,7 @@ func waitSessions(t *testing.T, server *mcp.Server, n int) {
 // an error and its upstream session is closed.
 func TestBridgeMaxRounds(t *testing.T) {
 	upstream, server := legacyUpstream(t)
-	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) { o.ParkTTL, o.MaxRounds = time.Minute, 2 }))
+	b := limitedBridge(t, bridgeOptions(func(o *Options) { o.ParkTTL, o.MaxRounds = time.Minute, 2 }))
 	a := serve(b, askRequest(t, upstream, 1, 3, ""))
 	for round := 1; round <= 2; round++ {
 		res := gjson.GetBytes(a.final, "result")
@@ -119,7 +119,7 @@ func toolRequest(t *testing.T, upstream, tool string, id, n int) Request {
 // questions ends the call with an error; within the limit it parks.
 func TestBridgeMaxInputsPerRound(t *testing.T) {
 	upstream, server := manyUpstream(t)
-	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) {
+	b := limitedBridge(t, bridgeOptions(func(o *Options) {
 		o.ParkTTL, o.MaxInputsPerRound, o.GatherWindow = time.Minute, 2, 200*time.Millisecond
 	}))
 	always := func(r Request) Request { r.GatherAlways = true; return r } // every round waits for the siblings
@@ -144,7 +144,7 @@ func (s *blockedSink) Notify([]byte) error { return fmt.Errorf("write timeout") 
 // abandons the call (the upstream session is closed).
 func TestBridgeClientStopsReading(t *testing.T) {
 	upstream, server := manyUpstream(t)
-	b := limitedBridge(t, DefaultBridgeOptions())
+	b := limitedBridge(t, DefaultOptions())
 	b.Serve(context.Background(), toolRequest(t, upstream, "chatty", 1, 3), &blockedSink{})
 	waitNoSessions(t, server)
 }
@@ -166,7 +166,7 @@ func (s *slowSink) Notify(msg []byte) error {
 // is relayed and the call completes.
 func TestBridgeBurstWhileStreaming(t *testing.T) {
 	upstream, _ := manyUpstream(t)
-	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) { o.Lease = legacy.LeaseLimits{CallBuffer: 4} }))
+	b := limitedBridge(t, bridgeOptions(func(o *Options) { o.Lease = legacy.LeaseLimits{CallBuffer: 4} }))
 	a := &slowSink{}
 	b.Serve(context.Background(), toolRequest(t, upstream, "chatty", 1, 50), a)
 	if gjson.GetBytes(a.final, "result.content.0.text").String() != "done" || len(a.notifications) != 50 {
@@ -180,7 +180,7 @@ func TestBridgeBurstWhileStreaming(t *testing.T) {
 // refused.
 func TestBridgeParkedOverflow(t *testing.T) {
 	upstream, server := manyUpstream(t)
-	b := limitedBridge(t, bridgeOptions(func(o *BridgeOptions) { o.ParkTTL, o.Lease = time.Minute, legacy.LeaseLimits{CallBuffer: 4} }))
+	b := limitedBridge(t, bridgeOptions(func(o *Options) { o.ParkTTL, o.Lease = time.Minute, legacy.LeaseLimits{CallBuffer: 4} }))
 	a := serve(b, toolRequest(t, upstream, "parkchatty", 1, 20))
 	state := gjson.GetBytes(a.final, "result.requestState").String()
 	if state == "" || b.Parked() != 1 {

@@ -19,7 +19,7 @@ import (
 // with.
 
 // withOptions returns r carrying o.
-func withOptions(r Request, o *BridgeOptions) Request {
+func withOptions(r Request, o *Options) Request {
 	r.Options = o
 	return r
 }
@@ -46,8 +46,8 @@ func TestBridgeOptionsPerRequest(t *testing.T) {
 	upstream, server := legacyUpstream(t)
 	b := newTestBridge(t, time.Minute)
 	kA, kB := testkit.Keyring(t), testkit.Keyring(t, bytes.Repeat([]byte{8}, seal.KeySize))
-	optA := bridgeOptions(func(o *BridgeOptions) { o.Keyring, o.Instance, o.ParkTTL, o.MaxRounds = kA, "test", time.Minute, 1 }).Ready()
-	optB := bridgeOptions(func(o *BridgeOptions) { o.Keyring, o.Instance, o.ParkTTL, o.MaxRounds = kB, "test", time.Minute, 3 }).Ready()
+	optA := bridgeOptions(func(o *Options) { o.Keyring, o.Instance, o.ParkTTL, o.MaxRounds = kA, "test", time.Minute, 1 }).Ready()
+	optB := bridgeOptions(func(o *Options) { o.Keyring, o.Instance, o.ParkTTL, o.MaxRounds = kB, "test", time.Minute, 3 }).Ready()
 
 	a := serve(b, withOptions(askRequest(t, upstream, 1, 2, ""), optA))
 	a = serve(b, withOptions(retryOf(t, upstream, 2, 2, a), optA))
@@ -80,7 +80,7 @@ func TestBridgeOptionsPerRequest(t *testing.T) {
 
 	// C shares A's key but allows three rounds: a call A started and C
 	// retries keeps A's max_rounds.
-	optC := bridgeOptions(func(o *BridgeOptions) { o.Keyring, o.Instance, o.ParkTTL, o.MaxRounds = kA, "test", time.Minute, 3 }).Ready()
+	optC := bridgeOptions(func(o *Options) { o.Keyring, o.Instance, o.ParkTTL, o.MaxRounds = kA, "test", time.Minute, 3 }).Ready()
 	a = serve(b, withOptions(askRequest(t, upstream, 20, 2, ""), optA))
 	a = serve(b, withOptions(retryOf(t, upstream, 21, 2, a), optC))
 	if a.status != http.StatusBadGateway {
@@ -97,13 +97,13 @@ func TestBridgeOptionsParked(t *testing.T) {
 	b := newTestBridge(t, time.Minute)
 	kr := testkit.Keyring(t)
 	obsA, obsB := &testkit.Observer{}, &testkit.Observer{}
-	optA := bridgeOptions(func(o *BridgeOptions) {
+	optA := bridgeOptions(func(o *Options) {
 		o.Keyring, o.Instance, o.ParkTTL, o.MaxParked, o.Observer = kr, "test", time.Minute, 1, obsA
 	}).Ready()
-	optB := bridgeOptions(func(o *BridgeOptions) {
+	optB := bridgeOptions(func(o *Options) {
 		o.Keyring, o.Instance, o.ParkTTL, o.MaxParked, o.Observer = kr, "test", time.Minute, 2, obsB
 	}).Ready()
-	short := bridgeOptions(func(o *BridgeOptions) {
+	short := bridgeOptions(func(o *Options) {
 		o.Keyring, o.Instance, o.ParkTTL, o.Observer = kr, "test", 100*time.Millisecond, obsA
 	}).Ready()
 
@@ -142,9 +142,9 @@ func TestBridgeOptionsParked(t *testing.T) {
 	}
 }
 
-// bridgeOptions is DefaultBridgeOptions changed by set.
-func bridgeOptions(set func(*BridgeOptions)) BridgeOptions {
-	o := DefaultBridgeOptions()
+// bridgeOptions is DefaultOptions changed by set.
+func bridgeOptions(set func(*Options)) Options {
+	o := DefaultOptions()
 	set(&o)
 	return o
 }

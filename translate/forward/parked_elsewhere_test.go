@@ -14,7 +14,7 @@ import (
 // and names another instance is to be forwarded, with the sealed address.
 func TestParkedElsewhere(t *testing.T) {
 	kr := testkit.Keyring(t)
-	b := NewBridge(nil, bridgeOptions(func(o *BridgeOptions) { o.Keyring, o.Instance = kr, "gw-b" }))
+	b := New(nil, bridgeOptions(func(o *Options) { o.Keyring, o.Instance = kr, "gw-b" }))
 	defer b.Close()
 	params := func(state string) []byte {
 		return []byte(`{"name":"t","arguments":{"a":1},"inputResponses":{},"requestState":"` + state + `"}`)

@@ -14,13 +14,13 @@ import "sync"
 // taskPlace is the place one task holds; free gives it back, once.
 type taskPlace struct {
 	b     *Bridge
-	opts  *BridgeOptions
+	opts  *Options
 	princ [16]byte
 	once  sync.Once
 }
 
 // newTaskPlace is the place a task of princ made with o holds.
-func (b *Bridge) newTaskPlace(o *BridgeOptions, princ [16]byte) *taskPlace {
+func (b *Bridge) newTaskPlace(o *Options, princ [16]byte) *taskPlace {
 	return &taskPlace{b: b, opts: o, princ: princ}
 }
 

@@ -35,7 +35,7 @@ func TestReverseMaxInputsPerRound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rv := NewReverse(http.DefaultClient, reverseOptions(func(o *ReverseOptions) {
+	rv := New(http.DefaultClient, reverseOptions(func(o *Options) {
 		o.Keyring, o.Instance, o.MaxInputsPerRound = kr, "0123456789abcdef", 2
 	}))
 	s := openSession(t, rv, srv.URL, "p", `{"elicitation":{}}`)

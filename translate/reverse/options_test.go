@@ -21,14 +21,14 @@ func TestReverseOptionsPerSession(t *testing.T) {
 	up := modernUpstream(t)
 	rv := newTestReverse(t)
 	kB := testkit.Keyring(t, bytes.Repeat([]byte{5}, seal.KeySize))
-	optA := reverseOptions(func(o *ReverseOptions) {
+	optA := reverseOptions(func(o *Options) {
 		o.Keyring, o.Instance, o.MaxRounds, o.RoundTimeout = rv.defaults.Keyring, "0123456789abcdef", 1, 5*time.Second
 	}).Ready()
-	optB := reverseOptions(func(o *ReverseOptions) {
+	optB := reverseOptions(func(o *Options) {
 		o.Keyring, o.Instance, o.MaxRounds, o.RoundTimeout = kB, "0123456789abcdef", 3, 5*time.Second
 	}).Ready()
 
-	open := func(o *ReverseOptions) (*ReverseSession, string) {
+	open := func(o *Options) (*Session, string) {
 		body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}`)
 		_, sid, rerr := rv.Initialize(context.Background(), InitRequest{Upstream: up, Principal: translate.PrincipalHash("p"), ID: []byte("1"), Body: body, Options: o})
 		if rerr != nil {
@@ -40,7 +40,7 @@ func TestReverseOptionsPerSession(t *testing.T) {
 		}
 		return s, string(sid)
 	}
-	run := func(s *ReverseSession, rounds int) (int, sinkResponse) {
+	run := func(s *Session, rounds int) (int, sinkResponse) {
 		sink := newRecordingSink()
 		go rv.Serve(t.Context(), s, callRequest(t, 1, rounds), sink)
 		for asked := 0; ; asked++ {
@@ -71,9 +71,9 @@ func TestReverseOptionsPerSession(t *testing.T) {
 	}
 }
 
-// reverseOptions is DefaultReverseOptions changed by set.
-func reverseOptions(set func(*ReverseOptions)) ReverseOptions {
-	o := DefaultReverseOptions()
+// reverseOptions is DefaultOptions changed by set.
+func reverseOptions(set func(*Options)) Options {
+	o := DefaultOptions()
 	set(&o)
 	return o
 }

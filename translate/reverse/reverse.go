@@ -51,10 +51,10 @@ var ErrNoSession = errors.New("translate: no such session")
 // notifications/cancelled.
 var errCallCancelled = errors.New("cancelled by the client")
 
-// Reverse is the reverse bridge. It is safe for concurrent use.
-type Reverse struct {
+// Bridge is the reverse bridge. It is safe for concurrent use.
+type Bridge struct {
 	client   *http.Client
-	defaults *ReverseOptions // of the sessions opened without options
+	defaults *Options // of the sessions opened without options
 	nextID   atomic.Uint64
 
 	facts    *factTable                     // per session: log level, DELETE, subscriptions
@@ -78,10 +78,10 @@ type liveCall struct {
 	cancel context.CancelCauseFunc
 }
 
-// NewReverse returns a reverse bridge that reaches modern upstreams with
+// New returns a reverse bridge that reaches modern upstreams with
 // client, with opts for the sessions opened without options of their own.
-func NewReverse(client *http.Client, opts ReverseOptions) *Reverse {
-	rv := &Reverse{
+func New(client *http.Client, opts Options) *Bridge {
+	rv := &Bridge{
 		client:    client,
 		defaults:  opts.Ready(),
 		facts:     newFactTable(maxSessionFacts, maxSessionFactsPerPrincipal),
@@ -96,14 +96,14 @@ func NewReverse(client *http.Client, opts ReverseOptions) *Reverse {
 }
 
 // Waiting returns how many in-line requests wait for a client's answer.
-func (rv *Reverse) Waiting() int {
+func (rv *Bridge) Waiting() int {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
 	return len(rv.waiting)
 }
 
-// ReverseRequest is one legacy request or notification of a session.
-type ReverseRequest struct {
+// Request is one legacy request or notification of a session.
+type Request struct {
 	// Message is the envelope Peek returned; Raw is the message as received.
 	legacy.Message
 	// Header is sent upstream (Authorization, trace context).
@@ -112,7 +112,7 @@ type ReverseRequest struct {
 
 // Serve answers a request or notification of session s through sink. It
 // returns when the answer is complete.
-func (rv *Reverse) Serve(ctx context.Context, s *ReverseSession, r ReverseRequest, sink translate.Sink) translate.Served {
+func (rv *Bridge) Serve(ctx context.Context, s *Session, r Request, sink translate.Sink) translate.Served {
 	if r.Kind == legacy.KindRequest && len(r.Method) > translate.MaxMethodLength {
 		// Before it becomes an Mcp-Method header, a log line or a metric.
 		rv.respondError(r, sink, translate.Errorf(http.StatusBadRequest, translate.InvalidRequest,
@@ -168,7 +168,7 @@ func (rv *Reverse) Serve(ctx context.Context, s *ReverseSession, r ReverseReques
 }
 
 // cancel ends the call of s whose request id is id.
-func (rv *Reverse) cancel(s *ReverseSession, id gjson.Result) {
+func (rv *Bridge) cancel(s *Session, id gjson.Result) {
 	if !id.Exists() {
 		return
 	}
@@ -182,7 +182,7 @@ func (rv *Reverse) cancel(s *ReverseSession, id gjson.Result) {
 
 // call sends a request upstream and answers it, running the input rounds
 // the upstream asks for.
-func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest, sink translate.Sink) (served translate.Served) {
+func (rv *Bridge) call(ctx context.Context, s *Session, r Request, sink translate.Sink) (served translate.Served) {
 	o := rv.options(s)
 	started := time.Now()
 	var overhead time.Duration
@@ -352,7 +352,7 @@ func (rv *Reverse) call(ctx context.Context, s *ReverseSession, r ReverseRequest
 // for a call the client cancelled or left; a call the gateway ended gets
 // an error (the client may be listening still).
 // It returns the call's outcome and why.
-func (rv *Reverse) abandoned(ctx context.Context, r ReverseRequest, sink translate.Sink, rerr *translate.RPCError) (outcome, reason string) {
+func (rv *Bridge) abandoned(ctx context.Context, r Request, sink translate.Sink, rerr *translate.RPCError) (outcome, reason string) {
 	if rerr == nil {
 		cause := context.Cause(ctx)
 		if cause == nil || errors.Is(cause, errCallCancelled) || errors.Is(cause, context.Canceled) {
@@ -368,12 +368,12 @@ func (rv *Reverse) abandoned(ctx context.Context, r ReverseRequest, sink transla
 	return translate.OutcomeError, rerr.Detail()
 }
 
-func (rv *Reverse) respondError(r ReverseRequest, sink translate.Sink, e *translate.RPCError) {
+func (rv *Bridge) respondError(r Request, sink translate.Sink, e *translate.RPCError) {
 	_ = sink.Respond(e.HTTPStatus, translate.ErrorResponse(r.ID, e))
 }
 
 // fail ends a call with LegacyFailure.
-func (rv *Reverse) fail(r ReverseRequest, sink translate.Sink, msg string) {
+func (rv *Bridge) fail(r Request, sink translate.Sink, msg string) {
 	res, errObj := LegacyFailure(r.Method, msg)
 	if res != nil {
 		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, res))

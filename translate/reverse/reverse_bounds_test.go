@@ -14,9 +14,9 @@ import (
 
 // heldSession is a gateway-held session of principal, issued now, as
 // Session returns it (nothing is sent upstream).
-func heldSession(t *testing.T, principal string) *ReverseSession {
+func heldSession(t *testing.T, principal string) *Session {
 	t.Helper()
-	s := &ReverseSession{ClientSession: seal.ClientSession{Principal: translate.PrincipalHash(principal), Issued: time.Now(), Upstream: "http://127.0.0.1:9/mcp"}}
+	s := &Session{ClientSession: seal.ClientSession{Principal: translate.PrincipalHash(principal), Issued: time.Now(), Upstream: "http://127.0.0.1:9/mcp"}}
 	if _, err := rand.Read(s.ID[:]); err != nil {
 		t.Fatal(err)
 	}

@@ -78,17 +78,17 @@ func (s *recordingSink) Respond(status int, msg []byte) error {
 	return nil
 }
 
-func newTestReverse(t *testing.T) *Reverse {
+func newTestReverse(t *testing.T) *Bridge {
 	t.Helper()
 	kr, err := seal.NewKeyring(seal.NewRandomKey())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewReverse(http.DefaultClient, reverseOptions(func(o *ReverseOptions) { o.Keyring, o.Instance, o.RoundTimeout = kr, "0123456789abcdef", 5*time.Second }))
+	return New(http.DefaultClient, reverseOptions(func(o *Options) { o.Keyring, o.Instance, o.RoundTimeout = kr, "0123456789abcdef", 5*time.Second }))
 }
 
 // openSession initializes a legacy session on rv for principal.
-func openSession(t *testing.T, rv *Reverse, upstream, principal, caps string) *ReverseSession {
+func openSession(t *testing.T, rv *Bridge, upstream, principal, caps string) *Session {
 	t.Helper()
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":` + caps + `,"clientInfo":{"name":"t","version":"1"}}}`)
 	resp, sid, rerr := rv.Initialize(context.Background(), InitRequest{Upstream: upstream, Principal: translate.PrincipalHash(principal), ID: []byte("1"), Body: body})
@@ -105,14 +105,14 @@ func openSession(t *testing.T, rv *Reverse, upstream, principal, caps string) *R
 	return s
 }
 
-func callRequest(t *testing.T, id int, n int) ReverseRequest {
+func callRequest(t *testing.T, id int, n int) Request {
 	t.Helper()
 	body := []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"rounds","arguments":{"n":%d}}}`, id, n))
 	msg, err := translate.Peek(body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ReverseRequest{Message: msg}
+	return Request{Message: msg}
 }
 
 func wantNote(t *testing.T, sink *recordingSink) gjson.Result {
@@ -215,7 +215,7 @@ func TestReverseEngineAbandon(t *testing.T) {
 		cancel := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`)
 		msg, _ := translate.Peek(cancel)
 		csink := newRecordingSink()
-		rv.Serve(context.Background(), s, ReverseRequest{Message: msg}, csink)
+		rv.Serve(context.Background(), s, Request{Message: msg}, csink)
 		if f := wantFinal(t, csink); f.status != http.StatusAccepted {
 			t.Fatalf("the notification got HTTP %d", f.status)
 		}
@@ -285,7 +285,7 @@ func TestReverseEngineMethodLength(t *testing.T) {
 			t.Fatal(err)
 		}
 		sink := newRecordingSink()
-		rv.Serve(context.Background(), s, ReverseRequest{Message: msg}, sink)
+		rv.Serve(context.Background(), s, Request{Message: msg}, sink)
 		f := wantFinal(t, sink)
 		if code := gjson.GetBytes(f.msg, "error.code").Int(); code != int64(want) {
 			t.Errorf("a method of %d bytes: HTTP %d %.200s; want %d", n, f.status, f.msg, want)

@@ -43,7 +43,7 @@ const noAnswer = "the client did not answer"
 //
 // w, started by the caller, measures the time spent building the in-line
 // requests; it is stopped before they are sent.
-func (rv *Reverse) ask(ctx context.Context, s *ReverseSession, r ReverseRequest, sink translate.Sink, reqs gjson.Result, w translate.Stopwatch) (map[string]json.RawMessage, string) {
+func (rv *Bridge) ask(ctx context.Context, s *Session, r Request, sink translate.Sink, reqs gjson.Result, w translate.Stopwatch) (map[string]json.RawMessage, string) {
 	o := rv.options(s)
 	type inline struct {
 		id, key, method string
@@ -141,7 +141,7 @@ func (rv *Reverse) ask(ctx context.Context, s *ReverseSession, r ReverseRequest,
 
 // Answer takes a client's JSON-RPC response (its answer to an in-line
 // request) for session s. nil means accepted (202).
-func (rv *Reverse) Answer(s *ReverseSession, body []byte) *translate.RPCError {
+func (rv *Bridge) Answer(s *Session, body []byte) *translate.RPCError {
 	id := gjson.GetBytes(body, "id")
 	if id.Type != gjson.String {
 		return translate.Errorf(http.StatusBadRequest, translate.InvalidRequest, "Invalid Request: no pending request of this session has id %s", translate.Clip(id.Raw))
@@ -170,7 +170,7 @@ func (rv *Reverse) Answer(s *ReverseSession, body []byte) *translate.RPCError {
 
 // inlineID mints the id of an in-line request: "gw:<instance>:<n>", and
 // when the instance advertises an address, "gw:<instance>:<n>:<owner tag>".
-func (rv *Reverse) inlineID(o *ReverseOptions) string {
+func (rv *Bridge) inlineID(o *Options) string {
 	id := "gw:" + o.Instance + ":" + strconv.FormatUint(rv.nextID.Add(1), 10)
 	if o.ownerTag != "" {
 		id += ":" + o.ownerTag
@@ -200,7 +200,7 @@ func inlineOwner(id string) (inst, tag string, ok bool) {
 // to session s, answers an in-line request another instance than s's
 // options name sent, and which. The owner's address is set only from a tag
 // sealed with s's keyring that opens and names the same instance.
-func (rv *Reverse) AnswerOwner(s *ReverseSession, body []byte) (translate.Owner, bool) {
+func (rv *Bridge) AnswerOwner(s *Session, body []byte) (translate.Owner, bool) {
 	id := gjson.GetBytes(body, "id")
 	if id.Type != gjson.String {
 		return translate.Owner{}, false

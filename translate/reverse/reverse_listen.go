@@ -68,7 +68,7 @@ func reverseListenFilter(caps gjson.Result, uris []string) (filter []byte, ok bo
 // acknowledged, so that no notification falls between the two (one may
 // come twice); changes are coalesced (reverse_resubscribe.go). The updates
 // of a URI unsubscribed are dropped here.
-func (rv *Reverse) Listen(ctx context.Context, s *ReverseSession, header http.Header, ready func(), notify func([]byte) error) error {
+func (rv *Bridge) Listen(ctx context.Context, s *Session, header http.Header, ready func(), notify func([]byte) error) error {
 	// Whether there is a stream at all is the upstream's to say, and it is
 	// asked before the session's one stream is claimed: otherwise a second
 	// GET arriving while the first waits for server/discover would be told
@@ -170,7 +170,7 @@ type listenEvent struct {
 
 // subscribeUpstream holds one upstream subscriptions/listen with filter and
 // sends its messages, then its end, to events, until ctx ends.
-func (rv *Reverse) subscribeUpstream(ctx context.Context, s *ReverseSession, hdr http.Header, filter []byte, gen int, events chan<- listenEvent) {
+func (rv *Bridge) subscribeUpstream(ctx context.Context, s *Session, hdr http.Header, filter []byte, gen int, events chan<- listenEvent) {
 	send := func(ev listenEvent) bool {
 		select {
 		case events <- ev:

@@ -8,12 +8,12 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
-// ReverseOptions configure the reverse bridge's sessions: those of one
+// Options configure the reverse bridge's sessions: those of one
 // configuration (one mcp_gateway handler), which opens them with its own
 // options (InitRequest.Options, Open); the bridge's own serve the rest. They
 // are taken as given, with no defaulting here: start from
-// DefaultReverseOptions, which holds the documented defaults.
-type ReverseOptions struct {
+// DefaultOptions, which holds the documented defaults.
+type Options struct {
 	// Keyring seals and opens the gateway-held session ids. Required.
 	Keyring *seal.Keyring
 	// Instance names this gateway instance in the ids of the in-line
@@ -73,11 +73,11 @@ const (
 	defaultMaxGetStreamsPerPrincipal = 100
 )
 
-// DefaultReverseOptions returns the documented defaults of the reverse
-// bridge's options, and is their one source (see DefaultBridgeOptions).
+// DefaultOptions returns the documented defaults of the reverse
+// bridge's options, and is their one source (see forward.DefaultOptions).
 // Keyring, Instance, Address and Observer are left unset.
-func DefaultReverseOptions() ReverseOptions {
-	return ReverseOptions{
+func DefaultOptions() Options {
+	return Options{
 		MaxRounds:         translate.DefaultMaxRounds,
 		MaxInputsPerRound: translate.DefaultMaxInputsPerRound,
 		RoundTimeout:      translate.DefaultRoundTimeout,
@@ -92,8 +92,8 @@ func DefaultReverseOptions() ReverseOptions {
 
 // Ready returns o as the options of one configuration, made once and passed
 // to Initialize and Open: it seals Instance and Address for the ids of
-// in-line requests. o is taken as given (see DefaultReverseOptions).
-func (o ReverseOptions) Ready() *ReverseOptions {
+// in-line requests. o is taken as given (see DefaultOptions).
+func (o Options) Ready() *Options {
 	if o.Address != "" && o.Keyring != nil {
 		o.ownerTag = seal.SealOwner(o.Keyring, o.Instance, o.Address)
 	}
@@ -102,7 +102,7 @@ func (o ReverseOptions) Ready() *ReverseOptions {
 }
 
 // optionsOf returns o made Ready, or the bridge's own when nil.
-func (rv *Reverse) optionsOf(o *ReverseOptions) *ReverseOptions {
+func (rv *Bridge) optionsOf(o *Options) *Options {
 	switch {
 	case o == nil:
 		return rv.defaults
@@ -113,7 +113,7 @@ func (rv *Reverse) optionsOf(o *ReverseOptions) *ReverseOptions {
 }
 
 // clientOf returns the client of o, or the bridge's own.
-func (rv *Reverse) clientOf(o *ReverseOptions) *http.Client {
+func (rv *Bridge) clientOf(o *Options) *http.Client {
 	if o != nil && o.Client != nil {
 		return o.Client
 	}
@@ -121,4 +121,4 @@ func (rv *Reverse) clientOf(o *ReverseOptions) *http.Client {
 }
 
 // options returns the options s was opened with.
-func (rv *Reverse) options(s *ReverseSession) *ReverseOptions { return rv.optionsOf(s.opts) }
+func (rv *Bridge) options(s *Session) *Options { return rv.optionsOf(s.opts) }

@@ -143,7 +143,7 @@ func setParamHeaders(hdr http.Header, hs []paramHeader, arguments gjson.Result) 
 
 // toolHeadersOf returns the x-mcp-header annotations of the upstream's
 // tools, from the cache unless refresh is set.
-func (rv *Reverse) toolHeadersOf(ctx context.Context, s *ReverseSession, header http.Header, refresh bool) toolHeaders {
+func (rv *Bridge) toolHeadersOf(ctx context.Context, s *Session, header http.Header, refresh bool) toolHeaders {
 	now := time.Now()
 	key := s.Upstream + "\x00" + string(s.Principal[:])
 	if !refresh {

@@ -17,20 +17,20 @@ import (
 // InitializeResult from a DiscoverResult, and maps legacy client
 // capabilities to modern ones.
 
-// ReverseVersions lists the legacy protocol versions the reverse bridge
+// Versions lists the legacy protocol versions the reverse bridge
 // negotiates with legacy clients, newest first.
-var ReverseVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+var Versions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
 
 // NegotiateLegacyVersion returns the version the gateway answers a legacy
 // initialize with: the client's own when the gateway speaks it, else the
 // newest it speaks (2025-11-25 lifecycle §Version Negotiation).
 func NegotiateLegacyVersion(requested string) string {
-	for _, v := range ReverseVersions {
+	for _, v := range Versions {
 		if v == requested {
 			return v
 		}
 	}
-	return ReverseVersions[0]
+	return Versions[0]
 }
 
 // ModernClientCapabilities maps the capabilities a legacy client declared at

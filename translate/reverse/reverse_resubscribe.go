@@ -33,8 +33,8 @@ const resubscribeAllowance = 4 << 10
 
 // listening is the state of one GET stream's upstream subscriptions.
 type listening struct {
-	rv     *Reverse
-	s      *ReverseSession
+	rv     *Bridge
+	s      *Session
 	st     *reverseSubscriptions
 	caps   gjson.Result
 	ctx    context.Context

@@ -19,10 +19,10 @@ import (
 // This file is the session side of the reverse bridge: initialize, the
 // sealed gateway-held session id, and its per-instance end (DELETE).
 
-// ReverseSession is an opened gateway-held session.
-type ReverseSession struct {
+// Session is an opened gateway-held session.
+type Session struct {
 	seal.ClientSession
-	opts *ReverseOptions // it was opened with (nil: the bridge's own)
+	opts *Options // it was opened with (nil: the bridge's own)
 }
 
 // InitRequest is a legacy initialize for the reverse bridge.
@@ -40,7 +40,7 @@ type InitRequest struct {
 	Body []byte
 	// Options are those of the configuration that received the request,
 	// made by Ready (nil: the bridge's own); they seal the session.
-	Options *ReverseOptions
+	Options *Options
 }
 
 // Initialize terminates a legacy initialize: it negotiates the version,
@@ -48,7 +48,7 @@ type InitRequest struct {
 // per upstream and principal for its ttlMs, at most an hour) and seals a
 // session id carrying what later requests need. It returns the JSON-RPC
 // response to send with the session id.
-func (rv *Reverse) Initialize(ctx context.Context, r InitRequest) (response []byte, sid seal.GatewaySessionID, rerr *translate.RPCError) {
+func (rv *Bridge) Initialize(ctx context.Context, r InitRequest) (response []byte, sid seal.GatewaySessionID, rerr *translate.RPCError) {
 	o := rv.optionsOf(r.Options)
 	p := gjson.GetBytes(r.Body, "params")
 	caps := []byte("{}")
@@ -96,7 +96,7 @@ func (rv *Reverse) Initialize(ctx context.Context, r InitRequest) (response []by
 
 // discoverResult returns the upstream's DiscoverResult, from the cache when
 // fresh.
-func (rv *Reverse) discoverResult(ctx context.Context, o *ReverseOptions, upstream string, princ [16]byte, header http.Header) ([]byte, *translate.RPCError) {
+func (rv *Bridge) discoverResult(ctx context.Context, o *Options, upstream string, princ [16]byte, header http.Header) ([]byte, *translate.RPCError) {
 	now := time.Now()
 	key := upstream + "\x00" + string(princ[:])
 	if res, ok := rv.discover.get(key, now); ok {
@@ -131,7 +131,7 @@ func (rv *Reverse) discoverResult(ctx context.Context, o *ReverseOptions, upstre
 // session lifetime of opts (made by Ready; nil: the bridge's own),
 // which then serve the session's requests. Every failure is ErrNoSession
 // (wrapped).
-func (rv *Reverse) Open(opts *ReverseOptions, token string, principal [16]byte, now time.Time) (*ReverseSession, error) {
+func (rv *Bridge) Open(opts *Options, token string, principal [16]byte, now time.Time) (*Session, error) {
 	s, err := seal.OpenClientSession(rv.optionsOf(opts).Keyring, seal.GatewaySessionID(token))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoSession, err)
@@ -142,7 +142,7 @@ func (rv *Reverse) Open(opts *ReverseOptions, token string, principal [16]byte, 
 // Session is Open for a session id already opened (seal.OpenSessionID,
 // with opts' keyring): it checks what the seal does not — the principal,
 // the session's lifetime, a DELETE on this instance.
-func (rv *Reverse) Session(opts *ReverseOptions, s seal.ClientSession, principal [16]byte, now time.Time) (*ReverseSession, error) {
+func (rv *Bridge) Session(opts *Options, s seal.ClientSession, principal [16]byte, now time.Time) (*Session, error) {
 	o := rv.optionsOf(opts)
 	switch {
 	case s.Principal != principal:
@@ -155,7 +155,7 @@ func (rv *Reverse) Session(opts *ReverseOptions, s seal.ClientSession, principal
 	if gone {
 		return nil, fmt.Errorf("%w: deleted", ErrNoSession)
 	}
-	return &ReverseSession{ClientSession: s, opts: o}, nil
+	return &Session{ClientSession: s, opts: o}, nil
 }
 
 // Delete ends a session on this instance (DELETE): its calls in progress
@@ -165,7 +165,7 @@ func (rv *Reverse) Session(opts *ReverseOptions, s seal.ClientSession, principal
 // once it expires. Here it stays refused until then: when the table of
 // session facts is full, the DELETE is refused instead (503, or 429 when
 // the principal's share is full) and the session goes on.
-func (rv *Reverse) Delete(s *ReverseSession) *translate.RPCError {
+func (rv *Bridge) Delete(s *Session) *translate.RPCError {
 	var subs *reverseSubscriptions
 	rerr := rv.facts.update(s.ID, s.Principal, rv.expiry(s), time.Now(), true, func(f *sessionFacts) {
 		f.deleted, f.level = true, ""
@@ -189,18 +189,18 @@ func (rv *Reverse) Delete(s *ReverseSession) *translate.RPCError {
 
 // setLevel records logging/setLevel for s, or refuses it when the table of
 // session facts is full.
-func (rv *Reverse) setLevel(s *ReverseSession, level string) *translate.RPCError {
+func (rv *Bridge) setLevel(s *Session, level string) *translate.RPCError {
 	return rv.facts.update(s.ID, s.Principal, rv.expiry(s), time.Now(), true, func(f *sessionFacts) { f.level = level })
 }
 
 // levelOf returns the log level s set ("" if none).
-func (rv *Reverse) levelOf(s *ReverseSession) (level string) {
+func (rv *Bridge) levelOf(s *Session) (level string) {
 	rv.facts.view(s.ID, time.Now(), func(f *sessionFacts) { level = f.level })
 	return level
 }
 
 // expiry is when s expires, and its facts with it.
-func (rv *Reverse) expiry(s *ReverseSession) time.Time {
+func (rv *Bridge) expiry(s *Session) time.Time {
 	return s.Issued.Add(rv.options(s).SessionLifetime)
 }
 

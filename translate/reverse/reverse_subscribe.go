@@ -80,7 +80,7 @@ type reverseSubscriptions struct {
 // subscriptionsOf returns the subscriptions of s, creating them, or the
 // refusal of a full table. Its caller must check, under their lock, that
 // they were not released meanwhile (then take them again).
-func (rv *Reverse) subscriptionsOf(s *ReverseSession) (*reverseSubscriptions, *translate.RPCError) {
+func (rv *Bridge) subscriptionsOf(s *Session) (*reverseSubscriptions, *translate.RPCError) {
 	now := time.Now()
 	var st *reverseSubscriptions
 	rerr := rv.facts.update(s.ID, s.Principal, rv.expiry(s), now, true, func(f *sessionFacts) {
@@ -105,7 +105,7 @@ var errSessionEnded = &translate.RPCError{HTTPStatus: http.StatusNotFound, Code:
 // Only a new URI wakes the GET stream: an unsubscribed URI leaves the
 // upstream filter at its next change, and its notifications are dropped
 // here meanwhile (subscribed).
-func (rv *Reverse) subscribe(s *ReverseSession, uri string, add bool, size int) *translate.RPCError {
+func (rv *Bridge) subscribe(s *Session, uri string, add bool, size int) *translate.RPCError {
 	if len(uri) > maxSubscribeURI {
 		return translate.Errorf(http.StatusBadRequest, translate.InvalidParams, "Invalid params: uri longer than %d bytes", maxSubscribeURI)
 	}

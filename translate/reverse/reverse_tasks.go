@@ -29,7 +29,7 @@ import (
 // capabilities of tools/call (and of the tasks/* requests, which require
 // it) because it can serve tasks: a server MUST NOT answer with a task
 // otherwise, and one whose tool needs a task would refuse the call
-// (-32021). ReverseOptions.TasksOff turns the declaration off per upstream.
+// (-32021). Options.TasksOff turns the declaration off per upstream.
 
 // reverseTasksExtension names the Tasks extension in capabilities.
 const reverseTasksExtension = "io.modelcontextprotocol/tasks"
@@ -56,7 +56,7 @@ var errSessionDeleted = fmt.Errorf("the session was deleted: %w", errCallCancell
 
 // declaresTasks reports whether requests of s declare the Tasks
 // extension upstream.
-func (s *ReverseSession) declaresTasks() bool {
+func (s *Session) declaresTasks() bool {
 	return s.opts == nil || !s.opts.TasksOff[s.Upstream]
 }
 
@@ -92,11 +92,11 @@ func revPollInterval(v gjson.Result) time.Duration {
 
 // revTask is one upstream task the bridge follows for a legacy call.
 type revTask struct {
-	rv     *Reverse
-	s      *ReverseSession
-	r      ReverseRequest
+	rv     *Bridge
+	s      *Session
+	r      Request
 	sink   translate.Sink
-	o      *ReverseOptions
+	o      *Options
 	id     string // the taskId
 	level  string
 	asked  map[string]bool // input keys asked already: they are unique for the task's life
@@ -107,7 +107,7 @@ type revTask struct {
 // followTask serves a tools/call the upstream answered with a task:
 // created is the CreateTaskResult. served and reason, the call's, are
 // updated (served.Round counts on from the rounds already run).
-func (rv *Reverse) followTask(ctx context.Context, s *ReverseSession, r ReverseRequest, sink translate.Sink, created gjson.Result, level string, served *translate.Served, reason *string) {
+func (rv *Bridge) followTask(ctx context.Context, s *Session, r Request, sink translate.Sink, created gjson.Result, level string, served *translate.Served, reason *string) {
 	o := rv.options(s)
 	tid := created.Get("taskId")
 	if tid.Type != gjson.String || tid.Str == "" {

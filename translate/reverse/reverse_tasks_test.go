@@ -52,10 +52,10 @@ func TestRevDeclareTasks(t *testing.T) {
 // methods do not, nor tools/call to an upstream whose tasks are off.
 func TestUpstreamRequestTasks(t *testing.T) {
 	caps := translate.MetaPath("params", translate.MetaClientCapabilities) + ".extensions"
-	on := &ReverseSession{ClientSession: seal.ClientSession{Upstream: "http://a/mcp", Capabilities: []byte(`{}`)}}
-	off := &ReverseSession{ClientSession: on.ClientSession, opts: &ReverseOptions{TasksOff: map[string]bool{"http://a/mcp": true}}}
+	on := &Session{ClientSession: seal.ClientSession{Upstream: "http://a/mcp", Capabilities: []byte(`{}`)}}
+	off := &Session{ClientSession: on.ClientSession, opts: &Options{TasksOff: map[string]bool{"http://a/mcp": true}}}
 	for _, c := range []struct {
-		s      *ReverseSession
+		s      *Session
 		method string
 		want   bool
 	}{

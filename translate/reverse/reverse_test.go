@@ -146,7 +146,7 @@ func TestEncodeHeaderValue(t *testing.T) {
 }
 
 func TestUpstreamRequest(t *testing.T) {
-	s := &ReverseSession{ClientSession: seal.ClientSession{
+	s := &Session{ClientSession: seal.ClientSession{
 		Capabilities: []byte(`{"elicitation":{},"roots":{"listChanged":true}}`),
 		ClientInfo:   []byte(`{"name":"c","version":"1"}`),
 	}}
@@ -218,8 +218,8 @@ func TestAnswerOwner(t *testing.T) {
 		return tag[:i] + string(c) + tag[i+1:]
 	}
 	kr := testkit.Keyring(t)
-	a := NewReverse(http.DefaultClient, reverseOptions(func(o *ReverseOptions) { o.Keyring, o.Instance, o.Address = kr, "gw-a", "http://10.0.0.1:8080" }))
-	b := NewReverse(http.DefaultClient, reverseOptions(func(o *ReverseOptions) { o.Keyring, o.Instance = kr, "gw-b" }))
+	a := New(http.DefaultClient, reverseOptions(func(o *Options) { o.Keyring, o.Instance, o.Address = kr, "gw-a", "http://10.0.0.1:8080" }))
+	b := New(http.DefaultClient, reverseOptions(func(o *Options) { o.Keyring, o.Instance = kr, "gw-b" }))
 	idA := a.inlineID(a.defaults)
 	if !strings.HasPrefix(idA, "gw:gw-a:") || strings.Count(idA, ":") != 3 {
 		t.Fatalf("an advertising instance minted %q, want gw:gw-a:<n>:<tag>", idA)
@@ -229,17 +229,17 @@ func TestAnswerOwner(t *testing.T) {
 		t.Fatalf("an instance without address minted %q, want gw:gw-b:<n>", idB)
 	}
 	answer := func(id string) []byte { return []byte(`{"jsonrpc":"2.0","id":"` + id + `","result":{}}`) }
-	if o, ok := b.AnswerOwner(&ReverseSession{}, answer(idA)); !ok || o != (translate.Owner{Instance: "gw-a", Address: "http://10.0.0.1:8080"}) {
-		t.Errorf("b.AnswerOwner(&ReverseSession{}, a's id) = %+v, %t", o, ok)
+	if o, ok := b.AnswerOwner(&Session{}, answer(idA)); !ok || o != (translate.Owner{Instance: "gw-a", Address: "http://10.0.0.1:8080"}) {
+		t.Errorf("b.AnswerOwner(&Session{}, a's id) = %+v, %t", o, ok)
 	}
-	if o, ok := a.AnswerOwner(&ReverseSession{}, answer(idB)); !ok || o != (translate.Owner{Instance: "gw-b"}) {
-		t.Errorf("a.AnswerOwner(&ReverseSession{}, b's id) = %+v, %t", o, ok)
+	if o, ok := a.AnswerOwner(&Session{}, answer(idB)); !ok || o != (translate.Owner{Instance: "gw-b"}) {
+		t.Errorf("a.AnswerOwner(&Session{}, b's id) = %+v, %t", o, ok)
 	}
-	if _, ok := a.AnswerOwner(&ReverseSession{}, answer(idA)); ok {
+	if _, ok := a.AnswerOwner(&Session{}, answer(idA)); ok {
 		t.Error("an instance's own id is elsewhere")
 	}
 	tag := idA[strings.LastIndex(idA, ":")+1:]
-	other := NewReverse(http.DefaultClient, reverseOptions(func(o *ReverseOptions) {
+	other := New(http.DefaultClient, reverseOptions(func(o *Options) {
 		o.Keyring, o.Instance, o.Address = testkit.Keyring(t, bytes.Repeat([]byte{9}, seal.KeySize)), "gw-a", "http://evil:1"
 	}))
 	otherID := other.inlineID(other.defaults)
@@ -249,13 +249,13 @@ func TestAnswerOwner(t *testing.T) {
 		"tag under another key":         otherID,
 		"tag not sealed":                "gw:gw-a:1:aHR0cDovL2V2aWw",
 	} {
-		o, ok := b.AnswerOwner(&ReverseSession{}, answer(id))
+		o, ok := b.AnswerOwner(&Session{}, answer(id))
 		if !ok || o.Address != "" {
 			t.Errorf("%s: %+v, %t; want the instance without an address", name, o, ok)
 		}
 	}
 	for _, body := range []string{`{"jsonrpc":"2.0","id":7,"result":{}}`, `{"jsonrpc":"2.0","id":"client-1","result":{}}`} {
-		if _, ok := b.AnswerOwner(&ReverseSession{}, []byte(body)); ok {
+		if _, ok := b.AnswerOwner(&Session{}, []byte(body)); ok {
 			t.Errorf("%s is elsewhere", body)
 		}
 	}

@@ -62,7 +62,7 @@ func (a *modernAnswer) close() {
 
 // upstreamID mints the JSON-RPC id of an upstream request; every round
 // gets a new one.
-func (rv *Reverse) upstreamID(o *ReverseOptions) string {
+func (rv *Bridge) upstreamID(o *Options) string {
 	return "gw-" + o.Instance + "-" + strconv.FormatUint(rv.nextID.Add(1), 10)
 }
 
@@ -70,7 +70,7 @@ func (rv *Reverse) upstreamID(o *ReverseOptions) string {
 // its JSON-RPC response, relaying the request's progress notifications (and
 // log messages when level is set) to sink, which may be nil. A JSON-RPC
 // error response is a response; rerr is for answers that are not one.
-func (rv *Reverse) exchange(ctx context.Context, o *ReverseOptions, upstream string, hdr http.Header, body []byte, id string, sink translate.Sink, level string) (gjson.Result, *translate.RPCError) {
+func (rv *Bridge) exchange(ctx context.Context, o *Options, upstream string, hdr http.Header, body []byte, id string, sink translate.Sink, level string) (gjson.Result, *translate.RPCError) {
 	a, err := postModern(ctx, rv.clientOf(o), upstream, hdr, body)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -139,7 +139,7 @@ func modernHeader(base http.Header, method, name string, hasName bool) http.Head
 // the client's params (arguments, progressToken and its other _meta kept),
 // the per-request _meta of the session (on tools/call, the Tasks extension
 // declared unless the upstream's tasks are off), and the MRTR retry fields.
-func upstreamRequest(id, method string, params []byte, s *ReverseSession, level string, responses map[string]json.RawMessage, state string) ([]byte, error) {
+func upstreamRequest(id, method string, params []byte, s *Session, level string, responses map[string]json.RawMessage, state string) ([]byte, error) {
 	p := map[string]json.RawMessage{}
 	if len(params) > 0 {
 		if err := json.Unmarshal(params, &p); err != nil {
