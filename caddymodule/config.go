@@ -30,9 +30,9 @@ type ActiveHealthChecks struct {
 	// is deleted), a modern one with `server/discover`, an `auto` one whose
 	// era is not known with the era probe. An upstream that fails
 	// `fails` checks in a row is skipped for new sessions and modern
-	// requests until it passes `passes` in a row. Zero or a negative
-	// duration (`-1`) means no active checks (the passive ones still
-	// apply).
+	// requests until it passes `passes` in a row; then it is taken back
+	// at once, even within `fail_duration`. Zero or a negative duration
+	// (`-1`) means no active checks (the passive ones still apply).
 	// Default: 0 (off).
 	// Caddyfile: `health_interval`.
 	HealthInterval caddy.Duration `json:"interval,omitempty"`
@@ -44,7 +44,8 @@ type ActiveHealthChecks struct {
 	// request is served by an upstream whose era is known, while the
 	// others are probed. Only when no available upstream's era is known
 	// at all does a request wait, holding no lock, for the first probe in
-	// flight to end, at most this long. Must be positive. Default: 5s.
+	// flight to end, at most this long; then it gets 503 if none answered.
+	// Must be positive. Default: 5s.
 	// Caddyfile: `health_timeout`.
 	HealthTimeout caddy.Duration `json:"timeout,omitempty"`
 
@@ -210,8 +211,10 @@ type SecurityConfig struct {
 	// UNSAFE, for debugging only: add to the debug-level log line of every
 	// request its `Mcp-Session-Id`, the evaluated principal (often a
 	// bearer token) and the first 4 KiB of its body (params,
-	// `requestState`, answers). Without it, logs never carry tokens,
-	// params, `requestState` or session ids. Default: false.
+	// `requestState`, answers), in fields named `unsafe_*`; a warning is
+	// logged at start while it is on. Without it, logs never carry tokens,
+	// params, `requestState` or session ids. Never in production. Default:
+	// false.
 	LogUnsafeDetails bool `json:"log_unsafe_details,omitempty"`
 }
 
@@ -253,29 +256,40 @@ type StreamsConfig struct {
 type ParkingConfig struct {
 	// How long a call parked at `input_required` (a modern client in front
 	// of a legacy server) waits for the client's retry. Then the upstream's
-	// questions are answered with a cancellation and the call is cancelled.
-	// In front of a modern server, how long a round waits for a legacy
-	// client's answers. Must be positive (a call cannot wait for ever).
+	// questions are answered with a cancellation, the call is cancelled and
+	// its upstream session ended. In front of a modern server, how long a
+	// round waits for a legacy client's answers before the call ends with
+	// an error. Must be positive (a call cannot wait for ever).
 	// Default: 5m.
 	ParkTTL caddy.Duration `json:"park_ttl,omitempty"`
 
 	// The most calls this handler keeps parked at once (a modern client in
 	// front of a legacy server). A call counts from its first
 	// `input_required` until it ends, its later rounds included. When full,
-	// a new call that wants to park is refused with 503 (`-32603`): the
+	// a new call that wants to park is refused with 503 (`-32603`, "the
+	// gateway has too many calls waiting for input (max_parked)"): the
 	// legacy server has already asked its question, so the gateway answers
-	// it with a cancellation and cancels the upstream call. A call to a
-	// tool, prompt or resource known to ask for input is refused before it
-	// is sent at all. No parked call is ever ended to make room. Calls
-	// parked by other mcp_gateway handlers do not count. At least 1.
-	// Default: 10000.
+	// it with a cancellation, sends the upstream `notifications/cancelled`
+	// and ends the call's session. A call to a tool, prompt or resource
+	// that has asked for input before is refused before it is sent at all,
+	// so the upstream sees nothing of it; other calls go through and are
+	// refused only if they ask. No parked call is ever ended to make room,
+	// and there is no `Retry-After`: a place frees when a parked call is
+	// answered or expires (`park_ttl`), or, for a call parked holding no
+	// stream, when it is found finished on another instance (checked at
+	// once before a refusal; see the upstream's `resume`). Calls parked by
+	// other mcp_gateway handlers do not count. At least 1. Default: 10000.
 	MaxParked int `json:"max_parked,omitempty"`
 
 	// The most parked calls (counted as for `max_parked`) one principal may
 	// hold in this handler. At the limit, the principal's new call that
-	// wants to park is refused with 429 (`-32603`), the same way; its own
-	// parked calls are not ended, and other principals are not affected.
-	// Without authentication in front every client without an
+	// wants to park is refused with 429 (`-32603`, "…
+	// (max_parked_per_principal)"), the same way; its own parked calls are
+	// not ended (all are work in progress, unlike the idle sessions
+	// `max_sessions_per_principal` closes first), and other principals are
+	// not affected. 100 waiting questions is more than one person or agent
+	// answers at once, and filling the default `max_parked` takes a hundred
+	// principals. Without authentication in front every client without an
 	// `Authorization` header is the same principal, so this is then a limit
 	// for all of them together: set `principal` to a real identity. At
 	// least 1. Default: 100.
@@ -284,10 +298,13 @@ type ParkingConfig struct {
 	// How long, after a legacy server's first in-line request for input,
 	// the gateway waits for sibling requests so that they are asked in the
 	// same round: on the first round of each tool, prompt or resource, and
-	// on every round of those that asked several questions at once (see the
-	// upstream's `gather`). Other rounds do not wait: they take the
-	// questions already there. A round that waits pays
-	// this before the client gets its `input_required`, so keep it short;
+	// on every round of those that asked several questions at once (two or
+	// more in one round, or one that arrived while their call was parked,
+	// which is asked in the next round, not lost), and on every round in
+	// front of an upstream with `gather always`. The gateway remembers what
+	// the 4096 most recently used tools, prompts and resources did (per
+	// upstream, per Caddy process). Other rounds do not wait: they take the
+	// questions already there. A round that waits pays this before the client gets its `input_required`, so keep it short;
 	// raise it for a server whose simultaneous questions arrive further
 	// apart (a sibling that misses the window is asked in a round of its
 	// own). A negative duration (`-1`) turns the wait off: every round takes
@@ -296,20 +313,30 @@ type ParkingConfig struct {
 
 	// How long a call parked holding no stream (an upstream with `resume
 	// on` and resumable streams) keeps its upstream streams open all the
-	// same, for a retry that comes back to this instance at once: such a
-	// retry goes on reading the call's stream, with no new connection, no
-	// GET and no replay, as if the call had been held. Only the calls of a
-	// tool (prompt, resource) whose retry has come back to this instance
-	// within this time linger, until one lingers with no retry: a tool a
-	// person answers never does, and neither does a tool's first park.
-	// The streams close when the time is up, or as soon as the upstream
-	// sends anything on the call's stream (it may be answering a retry
-	// that reached another instance, which then reopens the stream
-	// itself; a go-sdk server refuses it that until the streams here
-	// close). The state is the
-	// resumable one all the same: any instance sharing `state_key` resumes
-	// it. A negative duration (`-1`) closes the streams at once. At most
-	// 1s. Default: 250ms (also when set to 0).
+	// same, for a retry that comes back to this instance at once (a client
+	// that answers without asking anybody: roots, an agent's own
+	// sampling): such a retry goes on reading the call's stream, with no
+	// new connection, no GET and no replay, as if the call had been held
+	// (a round then costs about what a held round does). Only the calls of
+	// a tool (prompt, resource) whose retry has come back to this instance
+	// within this time linger, until one lingers with no retry (the
+	// gateway remembers 4096 of them, per Caddy process, as for
+	// `gather_window`): a tool a person answers never does, and neither
+	// does a tool's first park. The streams close when the time is up, or
+	// as soon as the upstream sends anything on the call's stream or ends
+	// it: it may be answering a retry that reached another instance, which
+	// then reopens the stream itself (a go-sdk server refuses that
+	// instance's GET with 409 until the streams here close, and the
+	// gateway tries again after 4ms, doubling, for up to 2s: such a retry
+	// takes about 5ms more; a TypeScript SDK server hands the stream over
+	// at once). In a fleet behind a balancer that spreads retries, set
+	// `-1` if those milliseconds matter more than the held round's
+	// savings. The state is the resumable one either way: any instance
+	// sharing `state_key` resumes it, and the call survives this one.
+	// Calls lingering when the gateway stops let go of their streams then
+	// (a reload keeps them, as it keeps parked calls). A negative duration
+	// (`-1`) closes the streams at `input_required`. At most 1s. Default:
+	// 250ms (also when set to 0).
 	ResumeLinger caddy.Duration `json:"resume_linger,omitempty"`
 
 	// The most `input_required` rounds one request may go through, in both
@@ -409,12 +436,13 @@ type TasksConfig struct {
 
 	// How long a task's record lives from its creation (the `ttlMs` its
 	// client sees): its result stays readable until then, and a task still
-	// running then is cancelled (its upstream call too). Must be positive.
-	// Default: 1h.
+	// running then is cancelled (its upstream call too); afterwards
+	// `tasks/get` answers `-32602`. Must be positive. Default: 1h.
 	TaskTTL caddy.Duration `json:"task_ttl,omitempty"`
 
-	// The `pollIntervalMs` suggested to clients polling a task. A negative
-	// duration (`-1`) suggests none. Default: 1s.
+	// The `pollIntervalMs` suggested to clients polling a task (advice
+	// only: polls are never refused for coming early). A negative duration
+	// (`-1`) suggests none. Default: 1s.
 	TaskPollInterval caddy.Duration `json:"task_poll_interval,omitempty"`
 
 	// The most tasks this handler runs at once (with the calls that may

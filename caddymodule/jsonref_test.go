@@ -281,6 +281,8 @@ func renderJSONReference(keys []configKey) string {
 	var b strings.Builder
 	b.WriteString(`# JSON reference
 
+*Part of the reference of [caddy-mcp-gateway](../README.md#where-the-reference-is).*
+
 <!-- Made by TestJSONReference (caddymodule/jsonref_test.go) from the doc
 comments of the config fields in caddymodule/: edit those, then run
 go test ./caddymodule -run TestJSONReference -update -->

@@ -92,22 +92,28 @@ type Handler struct {
 	// `Authorization` headers go to every upstream, so a DNS answer naming
 	// the gateway's own host, a link-local address or a cloud's metadata
 	// service must not become one. Each value is a class — `loopback`
-	// (127.0.0.0/8, ::1), `link_local` (169.254.0.0/16, fe80::/10),
-	// `metadata` (169.254.169.254, 169.254.170.2, fd00:ec2::254,
-	// 168.63.129.16, 100.100.100.200, 192.0.0.192), `unspecified`
-	// (0.0.0.0/8, ::), `private` (10.0.0.0/8, 172.16.0.0/12,
-	// 192.168.0.0/16, fc00::/7, 100.64.0.0/10) — a CIDR prefix or an
-	// address; `none` alone refuses nothing. An address the source answers
-	// is dropped from its answer (logged once, at warn); a name it answers
-	// (an SRV target) is checked on every connection, against the address
-	// actually connected to: one in a refused range is closed before
-	// anything is sent, and the request fails as if the upstream could not
-	// be reached. IPv4 addresses mapped into IPv6 or embedded in NAT64
-	// (64:ff9b::/96) are checked as themselves. Setting it replaces the
+	// (127.0.0.0/8, ::1), `link_local` (169.254.0.0/16, fe80::/10, where
+	// most clouds' metadata service is), `metadata` (169.254.169.254,
+	// 169.254.170.2, fd00:ec2::254, 168.63.129.16, 100.100.100.200,
+	// 192.0.0.192), `unspecified` (0.0.0.0/8, ::, which reach the host
+	// itself), `private` (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16,
+	// fc00::/7, 100.64.0.0/10; never by default: in-cluster upstreams live
+	// there) — a CIDR prefix or an address; `none` alone refuses nothing.
+	// An address the source answers is dropped from its answer (logged
+	// once, at warn); a name it answers (an SRV target) is checked on
+	// every connection, against the address actually connected to
+	// (whatever the transport's resolver said then, so DNS rebinding does
+	// not pass): one in a refused range is closed before anything is sent,
+	// and the request fails as if the upstream could not be reached (a
+	// failure counted against it). IPv4 addresses mapped into IPv6 or
+	// embedded in NAT64 (64:ff9b::/96) are checked as themselves. With a
+	// `transport` other than `http`, or through a network proxy, only the
+	// addresses the source answers are checked. Setting it replaces the
 	// default. Default: `loopback link_local metadata unspecified`, without
 	// `loopback` when the source asks only resolvers on loopback (`a` or
-	// `srv` with every `resolvers` address on loopback, or `multi` of such
-	// sources). Caddyfile: `dynamic_refuse <range...>`.
+	// `srv` with every `resolvers` address on loopback or `localhost`, or
+	// `multi` of such sources; one on the system's resolvers never does).
+	// Caddyfile: `dynamic_refuse <range...>`.
 	DynamicRefuse []string `json:"dynamic_refuse,omitempty"`
 
 	// How to spread new sessions and modern requests over the upstreams:
@@ -126,21 +132,28 @@ type Handler struct {
 	// request to an upstream goes through it: both pass-throughs, the
 	// probes and health checks, and both bridges. An upstream URL's scheme
 	// says whether TLS is used (`https`); the `tls*` options configure
-	// it, they do not turn an `http` URL into TLS. The transport's own
-	// defaults apply, as under reverse_proxy (a dial timeout of 3s, a proxy
-	// from `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` if set, HTTP/2 with
-	// upstreams that offer it). The forward bridge (a modern client in
-	// front of a legacy server) keeps its own HTTP/1.1 connections, made
-	// with the transport's dialer, TLS configuration, TLS handshake
-	// timeout, idle pool and response header limit; it sends through the
-	// transport itself instead when those connections cannot do what it
-	// asks (another transport module, `versions` without `1.1`, a
-	// `tls_server_name` with placeholders, a network proxy,
+	// it, they do not turn an `http` URL into TLS (a warning is logged
+	// when no upstream is `https`). The transport's own defaults apply, as
+	// under reverse_proxy (a dial timeout of 3s, a proxy from
+	// `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` if set, which the built-in
+	// transport ignores, HTTP/2 with upstreams that offer it). The forward
+	// bridge (a modern client in front of a legacy server) keeps its own
+	// HTTP/1.1 connections, two goroutines fewer per parked call, made
+	// with the transport's dialer (timeout, resolvers, local address,
+	// keep-alive probes, read and write timeouts), TLS configuration, TLS
+	// handshake timeout, idle pool and response header limit; it sends
+	// through the transport itself instead when those connections cannot
+	// do what it asks (another transport module, `versions` without `1.1`,
+	// a `tls_server_name` with placeholders, a network proxy,
 	// `response_header_timeout`, `max_conns_per_host`, `keepalive off`;
-	// or, for one upstream, a proxy from the environment), and logs why.
-	// `proxy_protocol` is refused. Default: a built-in transport: direct
-	// (no proxy from the environment), the system's roots, 5s dial and
-	// 10s TLS handshake timeouts, HTTP/1.1.
+	// or, for one upstream, a proxy from the environment), and logs why at
+	// start. `proxy_protocol` is refused (the gateway's own requests have
+	// no client to announce). After a reload with a transport, idle
+	// upstream sessions of the old configuration are not reused (they are
+	// closed once idle for 2 minutes); new ones are opened with the new
+	// transport. Default: a built-in transport: direct (no proxy from the
+	// environment), the system's roots, 5s dial and 10s TLS handshake
+	// timeouts, HTTP/1.1.
 	TransportRaw json.RawMessage `json:"transport,omitempty" caddy:"namespace=http.reverse_proxy.transport inline_key=protocol"`
 
 	// The groups of options (config.go), each a JSON object of its own.
