@@ -30,70 +30,71 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 	return m, err
 }
 
-// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Each
+// option sets one config field: the one whose JSON key has the option's
+// name, in the group noted on the right (with the key, where it differs).
+// What an option means is its field's doc comment (docs/json.md). Syntax:
 //
 //	mcp_gateway [<matcher>] {
-//	    upstream <url> {            # repeatable; at least one
-//	        era auto|legacy|modern  # default auto
-//	        gather learn|always     # default learn
-//	        get_stream on|off       # default on
-//	        tasks on|off            # default on
-//	        resume on|off           # default on
-//	    }
-//	    dynamic <source> [<args...>] {             # a reverse_proxy dynamic upstream source: a, srv, multi, ...
-//	        <source options...>
-//	    }
-//	    dynamic_endpoint <http|https>:///<path> {  # default http:///mcp
-//	        era auto|legacy|modern
-//	        gather learn|always
+//	    upstream <url> {                       # upstreams; repeatable; at least one (or dynamic)
+//	        era        auto|legacy|modern
+//	        gather     learn|always
 //	        get_stream on|off
-//	        resume on|off
+//	        tasks      on|off
+//	        resume     on|off
 //	    }
-//	    dynamic_refuse <loopback|link_local|metadata|unspecified|private|<cidr>|<ip>...>|none
-//	                                               # default: loopback link_local metadata unspecified
-//	                                               # (loopback allowed when the source's resolvers are all on loopback)
-//	    lb_policy          <name> [<options...>]   # a reverse_proxy selection policy
-//	    transport          <name> { <options...> } # a reverse_proxy transport, to the upstreams
-//	    state_key          <base64 32 bytes> [<older keys...>]
-//	    instance_id        <id>
-//	    advertise          <base url>
-//	    peer               <id> <base url>   # repeatable
-//	    peer_transport     <name> { <options...> } # a reverse_proxy transport, to the other instances
-//	    allowed_origins    <origins...>
-//	    allowed_hosts      <hosts...>
-//	    keepalive_interval <duration>              # -1: off
-//	    stream_close_delay <duration>
-//	    fail_duration      <duration>
-//	    max_fails          <count>
-//	    unhealthy_status   <status|class (5xx)...>
-//	    unhealthy_latency  <duration>
-//	    max_request_body   <size>
-//	    park_ttl           <duration>
-//	    max_parked         <count>
-//	    max_parked_per_principal <count>
-//	    gather_window      <duration>              # -1: off
-//	    resume_linger      <duration>              # -1: off
-//	    max_rounds         <count>
-//	    max_inputs_per_round <count>
-//	    max_buffered_notifications <count>
-//	    max_sessions_per_principal <count>
-//	    write_timeout      <duration>              # -1: off
-//	    session_lifetime   <duration>
-//	    max_get_streams    <count>
-//	    max_get_streams_per_principal <count>
-//	    max_task_wait      <duration>
-//	    principal          <placeholder expression>
-//	    health_interval    <duration>              # active health checks; default off
-//	    health_timeout     <duration>
-//	    health_passes      <count>
-//	    health_fails       <count>
-//	    task <tool>|* forbidden|optional|required [<window>]   # repeatable
-//	    task_window        <duration>
-//	    task_ttl           <duration>
-//	    task_poll_interval <duration>              # -1: none
-//	    max_tasks          <count>
-//	    max_tasks_per_principal <count>
-//	    log_unsafe_details                         # UNSAFE: secrets in debug logs
+//	    dynamic <source> [<args...>] { <source options...> }       # dynamic_upstreams
+//	    dynamic_endpoint <http|https>:///<path> { <upstream options...> }
+//	    dynamic_refuse   <loopback|link_local|metadata|unspecified|private|<cidr>|<ip>...>|none
+//	    lb_policy        <name> [<options...>]                      # selection_policy
+//	    transport        <name> { <options...> }
+//
+//	    health_interval    <duration>          # health.active.interval; -1: off
+//	    health_timeout     <duration>          # health.active.timeout
+//	    health_passes      <count>             # health.active.passes
+//	    health_fails       <count>             # health.active.fails
+//	    fail_duration      <duration>          # health.passive
+//	    max_fails          <count>             # health.passive
+//	    unhealthy_status   <status|class (5xx)...>   # health.passive
+//	    unhealthy_latency  <duration>          # health.passive
+//
+//	    state_key          <base64 32 bytes> [<older keys...>]  # fleet.state_keys
+//	    instance_id        <id>                # fleet
+//	    advertise          <base url>          # fleet
+//	    peer               <id> <base url>     # fleet.peers; repeatable
+//	    peer_transport     <name> { <options...> }   # fleet
+//
+//	    allowed_origins    <origins...>        # security
+//	    allowed_hosts      <hosts...>          # security
+//	    principal          <placeholder expression>  # security
+//	    max_request_body   <size>              # security
+//	    log_unsafe_details                     # security; UNSAFE: secrets in debug logs
+//
+//	    keepalive_interval <duration>          # streams; -1: off
+//	    stream_close_delay <duration>          # streams
+//	    write_timeout      <duration>          # streams; -1: off
+//
+//	    park_ttl           <duration>          # parking
+//	    max_parked         <count>             # parking
+//	    max_parked_per_principal <count>       # parking
+//	    gather_window      <duration>          # parking; -1: off
+//	    resume_linger      <duration>          # parking; -1: off
+//	    max_rounds         <count>             # parking
+//	    max_inputs_per_round <count>           # parking
+//	    max_buffered_notifications <count>     # parking
+//
+//	    max_sessions_per_principal <count>     # sessions
+//	    session_lifetime   <duration>          # sessions
+//	    max_get_streams    <count>             # sessions
+//	    max_get_streams_per_principal <count>  # sessions
+//
+//	    task <tool>|* forbidden|optional|required [<window>]   # tasks.rules; repeatable
+//	    task_window        <duration>          # tasks
+//	    task_ttl           <duration>          # tasks
+//	    task_poll_interval <duration>          # tasks; -1: none
+//	    max_tasks          <count>             # tasks
+//	    max_tasks_per_principal <count>        # tasks
+//	    max_task_wait      <duration>          # tasks
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name

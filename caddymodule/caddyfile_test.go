@@ -58,11 +58,13 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 	}
 	want := `{"upstreams":[{"url":"http://127.0.0.1:9101/mcp"},{"url":"https://mcp.example.com/mcp","era":"modern","tasks":"off"},{"url":"http://127.0.0.1:9102/mcp","era":"legacy","gather":"always","get_stream":"off","resume":"off"}],` +
 		`"selection_policy":{"policy":"round_robin"},` +
-		`"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="],` +
-		`"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],` +
-		`"keepalive_interval":20000000000,"stream_close_delay":2000000000,"fail_duration":30000000000,"max_request_body":1048576,` +
-		`"park_ttl":120000000000,"max_parked":500,"max_parked_per_principal":20,"gather_window":50000000,"resume_linger":100000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64,"max_sessions_per_principal":50,"write_timeout":10000000000,"session_lifetime":3600000000000,"max_get_streams":2000,"max_get_streams_per_principal":20,"max_task_wait":600000000000,"principal":"{http.auth.user.id}",` +
-		`"health_interval":30000000000,"health_timeout":2000000000,"log_unsafe_details":true}`
+		`"health":{"active":{"interval":30000000000,"timeout":2000000000},"passive":{"fail_duration":30000000000}},` +
+		`"fleet":{"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="]},` +
+		`"security":{"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],"principal":"{http.auth.user.id}","max_request_body":1048576,"log_unsafe_details":true},` +
+		`"streams":{"keepalive_interval":20000000000,"stream_close_delay":2000000000,"write_timeout":10000000000},` +
+		`"parking":{"park_ttl":120000000000,"max_parked":500,"max_parked_per_principal":20,"gather_window":50000000,"resume_linger":100000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64},` +
+		`"sessions":{"max_sessions_per_principal":50,"session_lifetime":3600000000000,"max_get_streams":2000,"max_get_streams_per_principal":20},` +
+		`"tasks":{"max_task_wait":600000000000}}`
 	if string(got) != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}

@@ -34,7 +34,7 @@ func TestUnmarshalDynamicAndHealth(t *testing.T) {
 	}
 	want := `{"dynamic_upstreams":{"name":"_mcp._tcp.mcp.internal","refresh":10000000000,"resolver":{"addresses":["10.0.0.53"]},"source":"srv"},` +
 		`"dynamic_endpoint":{"url":"https:///v1/mcp","era":"legacy","gather":"always"},` +
-		`"max_fails":3,"unhealthy_status":[5,429],"unhealthy_latency":2000000000,"health_passes":2,"health_fails":4}`
+		`"health":{"active":{"passes":2,"fails":4},"passive":{"max_fails":3,"unhealthy_status":[5,429],"unhealthy_latency":2000000000}}}`
 	if string(got) != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}

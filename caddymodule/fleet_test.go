@@ -33,8 +33,8 @@ func TestUnmarshalCaddyfileFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"upstreams":[{"url":"http://127.0.0.1:9101/mcp"}],"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="],` +
-		`"instance_id":"gw-1","advertise":"http://10.0.0.1:8080","peers":{"gw-2":"http://10.0.0.2:8080","gw-3":"https://gw-3.internal"}}`
+	want := `{"upstreams":[{"url":"http://127.0.0.1:9101/mcp"}],"fleet":{"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="],` +
+		`"instance_id":"gw-1","advertise":"http://10.0.0.1:8080","peers":{"gw-2":"http://10.0.0.2:8080","gw-3":"https://gw-3.internal"}}}`
 	if string(got) != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
@@ -60,9 +60,10 @@ func TestUnmarshalCaddyfileFleetErrors(t *testing.T) {
 	}
 }
 
-// fleetHandler provisions the fleet part of a handler.
-func fleetHandler(t *testing.T, h Handler) (Handler, error) {
+// fleetHandler provisions the fleet part of a handler with these options.
+func fleetHandler(t *testing.T, f FleetConfig) (Handler, error) {
 	t.Helper()
+	h := Handler{FleetConfig: f}
 	h.logger = zap.NewNop()
 	kr, err := seal.NewKeyring(seal.NewRandomKey())
 	if err != nil {
@@ -75,7 +76,7 @@ func fleetHandler(t *testing.T, h Handler) (Handler, error) {
 func TestProvisionFleet(t *testing.T) {
 	key := []string{"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}
 	t.Setenv("MCP_TEST_INSTANCE", "gw-env")
-	h, err := fleetHandler(t, Handler{StateKeys: key, InstanceID: "{env.MCP_TEST_INSTANCE}", Advertise: "http://10.0.0.1:8080/",
+	h, err := fleetHandler(t, FleetConfig{StateKeys: key, InstanceID: "{env.MCP_TEST_INSTANCE}", Advertise: "http://10.0.0.1:8080/",
 		Peers: map[string]string{"gw-env": "http://10.0.0.1:8080", "gw-2": "https://gw-2.internal:8443"}})
 	if err != nil {
 		t.Fatal(err)
@@ -93,33 +94,33 @@ func TestProvisionFleet(t *testing.T) {
 		t.Fatalf("an unlisted owner is reached at %q, want its sealed address", got)
 	}
 
-	single, err := fleetHandler(t, Handler{})
+	single, err := fleetHandler(t, FleetConfig{})
 	if err != nil || single.fleet.instance != processInstance() || single.fleet.address != "" {
 		t.Fatalf("without options: %v, instance %q, address %q", err, single.fleet.instance, single.fleet.address)
 	}
 
 	for name, c := range map[string]struct {
-		h    Handler
+		f    FleetConfig
 		want string
 	}{
-		"bad id":              {Handler{InstanceID: "gw:1"}, "instance_id \"gw:1\""},
-		"long id":             {Handler{InstanceID: strings.Repeat("a", 65)}, "1 to 64"},
-		"empty once expanded": {Handler{InstanceID: "{env.MCP_TEST_UNSET}"}, "empty once expanded"},
-		"advertise scheme":    {Handler{StateKeys: key, Advertise: "ftp://a"}, "scheme must be http or https"},
-		"advertise path":      {Handler{StateKeys: key, Advertise: "http://a/mcp"}, "no path"},
-		"advertise query":     {Handler{StateKeys: key, Advertise: "http://a?x=1"}, "only scheme://host[:port]"},
-		"advertise userinfo":  {Handler{StateKeys: key, Advertise: "http://u:p@a"}, "only scheme://host[:port]"},
-		"advertise no host":   {Handler{StateKeys: key, Advertise: "http://"}, "no host"},
-		"advertise too long":  {Handler{StateKeys: key, Advertise: "http://" + strings.Repeat("a", 250) + ".example"}, "longer than"},
-		"peer bad id":         {Handler{StateKeys: key, InstanceID: "a", Peers: map[string]string{"b c": "http://b"}}, `peer "b c"`},
-		"peer bad url":        {Handler{StateKeys: key, InstanceID: "a", Peers: map[string]string{"b": "b:8080"}}, "peer b:"},
-		"advertise no key":    {Handler{Advertise: "http://a"}, "need state_key"},
-		"peer no key":         {Handler{InstanceID: "a", Peers: map[string]string{"b": "http://b"}}, "need state_key"},
-		"peer no id":          {Handler{StateKeys: key, Peers: map[string]string{"b": "http://b"}}, "peer needs instance_id"},
-		"peer with advertise": {Handler{StateKeys: key, Advertise: "http://a", Peers: map[string]string{"b": "http://b"}}, ""},
+		"bad id":              {FleetConfig{InstanceID: "gw:1"}, "instance_id \"gw:1\""},
+		"long id":             {FleetConfig{InstanceID: strings.Repeat("a", 65)}, "1 to 64"},
+		"empty once expanded": {FleetConfig{InstanceID: "{env.MCP_TEST_UNSET}"}, "empty once expanded"},
+		"advertise scheme":    {FleetConfig{StateKeys: key, Advertise: "ftp://a"}, "scheme must be http or https"},
+		"advertise path":      {FleetConfig{StateKeys: key, Advertise: "http://a/mcp"}, "no path"},
+		"advertise query":     {FleetConfig{StateKeys: key, Advertise: "http://a?x=1"}, "only scheme://host[:port]"},
+		"advertise userinfo":  {FleetConfig{StateKeys: key, Advertise: "http://u:p@a"}, "only scheme://host[:port]"},
+		"advertise no host":   {FleetConfig{StateKeys: key, Advertise: "http://"}, "no host"},
+		"advertise too long":  {FleetConfig{StateKeys: key, Advertise: "http://" + strings.Repeat("a", 250) + ".example"}, "longer than"},
+		"peer bad id":         {FleetConfig{StateKeys: key, InstanceID: "a", Peers: map[string]string{"b c": "http://b"}}, `peer "b c"`},
+		"peer bad url":        {FleetConfig{StateKeys: key, InstanceID: "a", Peers: map[string]string{"b": "b:8080"}}, "peer b:"},
+		"advertise no key":    {FleetConfig{Advertise: "http://a"}, "need state_key"},
+		"peer no key":         {FleetConfig{InstanceID: "a", Peers: map[string]string{"b": "http://b"}}, "need state_key"},
+		"peer no id":          {FleetConfig{StateKeys: key, Peers: map[string]string{"b": "http://b"}}, "peer needs instance_id"},
+		"peer with advertise": {FleetConfig{StateKeys: key, Advertise: "http://a", Peers: map[string]string{"b": "http://b"}}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := fleetHandler(t, c.h)
+			_, err := fleetHandler(t, c.f)
 			if c.want == "" {
 				if err != nil {
 					t.Fatalf("error %v, want none", err)
@@ -137,7 +138,7 @@ func TestProvisionFleet(t *testing.T) {
 // is; one whose header verifies passes marked, without the header; any
 // other is refused with 403.
 func TestAcceptForwarded(t *testing.T) {
-	h, err := fleetHandler(t, Handler{InstanceID: "gw-a"})
+	h, err := fleetHandler(t, FleetConfig{InstanceID: "gw-a"})
 	if err != nil {
 		t.Fatal(err)
 	}

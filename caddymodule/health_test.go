@@ -21,7 +21,7 @@ func testUpstream(t *testing.T, url string) *Upstream {
 }
 
 func TestCountFailureMaxFails(t *testing.T) {
-	h := &Handler{MaxFails: 3, FailDuration: caddy.Duration(time.Hour), logger: zap.NewNop()}
+	h := &Handler{HealthChecks: HealthChecks{PassiveHealthChecks: PassiveHealthChecks{MaxFails: 3, FailDuration: caddy.Duration(time.Hour)}}, logger: zap.NewNop()}
 	u := testUpstream(t, "http://127.0.0.1:9/count-failure")
 	u.state.eras.Store(uint32(speaksLegacy))
 	for i := range 2 {
@@ -43,7 +43,7 @@ func TestCountFailureMaxFails(t *testing.T) {
 }
 
 func TestCountFailureWindow(t *testing.T) {
-	h := &Handler{MaxFails: 2, FailDuration: caddy.Duration(time.Hour), logger: zap.NewNop()}
+	h := &Handler{HealthChecks: HealthChecks{PassiveHealthChecks: PassiveHealthChecks{MaxFails: 2, FailDuration: caddy.Duration(time.Hour)}}, logger: zap.NewNop()}
 	u := testUpstream(t, "http://127.0.0.1:9/count-window")
 	// A failure older than fail_duration no longer counts.
 	u.state.failures = []int64{time.Now().Add(-2 * time.Hour).UnixNano()}

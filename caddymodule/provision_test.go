@@ -43,7 +43,7 @@ func oneUpstream() *Handler {
 }
 
 // TestProvisionDefaults: every option left unset gets the default its doc
-// comment (module.go) states, the bridges' options are built from them, and
+// comment (module.go, config.go) states, the bridges' options are built from them, and
 // the result passes Validate.
 func TestProvisionDefaults(t *testing.T) {
 	h := oneUpstream()

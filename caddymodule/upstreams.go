@@ -84,7 +84,8 @@ type Upstream struct {
 	// cancels) until the task ends or `max_task_wait` passes; the client
 	// sees one blocking call. `off`: no task is declared, so the server
 	// runs the call without one, or refuses a tool that needs a task
-	// (`-32021`, relayed to the client). Default: `on`.
+	// (`-32021`, relayed to the client: a 2025 client gets `-32600` with
+	// the server's message). Default: `on`.
 	Tasks string `json:"tasks,omitempty"`
 
 	state *upstreamState

@@ -96,10 +96,11 @@ func TestValidateOffAndRange(t *testing.T) {
 
 	// JSON reaches Validate with what the Caddyfile refuses while parsing.
 	for field, want := range map[string]string{
-		`"max_rounds": -2`:                   "max_rounds: must be at least 1, got -2",
-		`"max_buffered_notifications": 5000`: "max_buffered_notifications: must be at most 4096",
-		`"max_request_body": -1`:             "max_request_body: must be at least 1, got -1",
-		`"max_sessions_per_principal": -1`:   "max_sessions_per_principal: must be at least 1, got -1",
+		`"parking": {"max_rounds": -2}`:                   "max_rounds: must be at least 1, got -2",
+		`"parking": {"max_buffered_notifications": 5000}`: "max_buffered_notifications: must be at most 4096",
+		`"security": {"max_request_body": -1}`:            "max_request_body: must be at least 1, got -1",
+		`"sessions": {"max_sessions_per_principal": -1}`:  "max_sessions_per_principal: must be at least 1, got -1",
+		`"health": {"active": {"fails": -1}}`:             "health_fails: must be at least 1, got -1",
 	} {
 		t.Run(field, func(t *testing.T) {
 			cfg := `{"apps":{"http":{"servers":{"s":{"listen":[":9999"],"routes":[{"handle":[{"handler":"mcp_gateway",` +
