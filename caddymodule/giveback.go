@@ -14,7 +14,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 )
 
-// Sessions given back between instances (translate/forward/bridge_giveback.go): an
+// Sessions given back between instances (translate/forward/giveback.go): an
 // instance that ends a call another instance parked sends that instance a
 // notice, signed as a forwarded request (relay.go) and posted to the same
 // path as the client's request, and the other takes the call's upstream

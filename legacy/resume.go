@@ -15,7 +15,7 @@ import (
 // instance: the forward bridge parks a call in front of a resumable
 // upstream (its call streams' events carry ids) with no stream open, and
 // the client's retry goes on with it from the sealed requestState alone
-// (translate/forward/bridge_resume.go). Attach names the session again; Reopen
+// (translate/forward/resume.go). Attach names the session again; Reopen
 // opens the call's stream again with GET and Last-Event-ID, and the
 // upstream replays what the stream sent after that event, then goes on.
 

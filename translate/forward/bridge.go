@@ -35,7 +35,7 @@ type Options struct {
 	// *Options): a call counts from its first park until it ends,
 	// its later rounds included. When full, a new call that wants to park
 	// is refused (503, -32603) and cancelled upstream; no parked call is
-	// ended to make room (see bridge_admit.go). Calls parked with other
+	// ended to make room (see admit.go). Calls parked with other
 	// options do not count.
 	MaxParked int
 	// MaxParkedPerPrincipal bounds, within MaxParked, the calls of one
@@ -50,8 +50,8 @@ type Options struct {
 	// negative: no wait.
 	GatherWindow time.Duration
 	// ResumeLinger is how long a call that parks holding no stream
-	// (bridge_resume.go) keeps its streams open all the same, for a retry
-	// that comes back at once to this instance (bridge_linger.go). Zero
+	// (resume.go) keeps its streams open all the same, for a retry
+	// that comes back at once to this instance (linger.go). Zero
 	// or negative: they close at once.
 	ResumeLinger time.Duration
 	// MaxRounds bounds the input_required rounds of one call (asking again
@@ -71,7 +71,7 @@ type Options struct {
 	// It must be comparable (a pointer). Optional.
 	Client legacy.Doer
 	// Tasks configure the tasks the bridge hosts for legacy tools
-	// (bridge_task.go).
+	// (task.go).
 	Tasks TaskOptions
 
 	ready bool // made by Ready
@@ -116,22 +116,22 @@ func (o Options) Ready() *Options {
 // upstream sessions initialized with the client's declared capabilities,
 // reshapes results, and parks calls that ask for input until the client
 // retries with inputResponses. The life of a call (start, run, park,
-// resume, and its ends) is drawn in bridge_call.go.
+// resume, and its ends) is drawn in call.go.
 type Bridge struct {
 	pool     *legacy.Pool
 	defaults *Options // of the requests that carry none
 	gather   *gatherPolicy
-	quick    *quickTargets // whose retries come back at once (bridge_linger.go)
+	quick    *quickTargets // whose retries come back at once (linger.go)
 
 	mu     sync.Mutex
 	parked map[[16]byte]*call
 	used   *usedStates               // resumable states used here
-	places map[[16]byte]*resumePlace // held by resumable states parked here (bridge_resume.go)
-	sets   map[*Options]*parkSet     // places held per options (bridge_admit.go)
+	places map[[16]byte]*resumePlace // held by resumable states parked here (resume.go)
+	sets   map[*Options]*parkSet     // places held per options (admit.go)
 	closed bool
-	// The probes of expired places (bridge_abandon.go), and abandonGrace:
+	// The probes of expired places (abandon.go), and abandonGrace:
 	// how long after a state's expiry its probe waits; the checks of
-	// places whose calls may have ended elsewhere (bridge_places.go).
+	// places whose calls may have ended elsewhere (places.go).
 	probes       *workQueue
 	abandonGrace time.Duration
 	checks       *workQueue
@@ -139,11 +139,11 @@ type Bridge struct {
 	reclaiming   map[reclaimKey]*reclaimRun
 	bySession    map[placeSession]*resumePlace
 	// elsewhereAt is when a place here was last found finished on
-	// another instance (unix ns; bridge_prime.go).
+	// another instance (unix ns; prime.go).
 	elsewhereAt atomic.Int64
 	parkedKeys  *lru.Cache[legacy.PoolKey, struct{}]
 
-	// The tasks it hosts (bridge_task.go), under tmu.
+	// The tasks it hosts (task.go), under tmu.
 	tmu      sync.Mutex
 	tasks    map[[16]byte]*task
 	taskSets map[*Options]*taskSet
@@ -151,7 +151,7 @@ type Bridge struct {
 	support  taskSupport    // the upstreams' own execution.taskSupport
 	lister   toolLister     // when the bridge listed an upstream's tools itself
 	// tasks25 are the upstreams' own tasks (2025 experimental tasks,
-	// bridge_task2025.go), under tmu.
+	// task2025.go), under tmu.
 	tasks25 map[[16]byte]*task2025
 
 	// ctx outlives every client request: upstream calls run in it, so a
@@ -253,7 +253,7 @@ type Request struct {
 	Options *Options
 	// Resume: the upstream's call streams may be resumed (its resume
 	// option): a call whose stream is resumable parks holding nothing
-	// (bridge_resume.go).
+	// (resume.go).
 	Resume bool
 	// GatherAlways makes every round of the call wait GatherWindow for
 	// sibling questions (the upstream is configured with gather always).
@@ -275,7 +275,7 @@ type Request struct {
 	// signed for princ, and returns nil once home took the session it
 	// names: a call resumed here from a state parked there, which ends
 	// here, gives its upstream session back to home's pool instead of
-	// ending it (bridge_giveback.go). Nil: such sessions are ended.
+	// ending it (giveback.go). Nil: such sessions are ended.
 	GiveBack func(ctx context.Context, home translate.Owner, princ [16]byte, notice []byte) error
 	*translate.ModernRequest
 
@@ -374,7 +374,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink translate.Sink) tran
 	if hosting = r.hosting; hosting != nil {
 		c.taskRule, c.taskPlaced = hosting, true
 		if c.upTask {
-			// The upstream runs the task itself (bridge_task2025.go).
+			// The upstream runs the task itself (task2025.go).
 			return translate.Served{Outcome: b.createTask2025(ctx, c, r, sink)}
 		}
 		if hosting.Window <= 0 {

@@ -7,22 +7,21 @@
 //
 // What it owns, by file:
 //
-//   - bridge.go: Bridge, Options, Request, Serve; the life of a call is
-//     drawn at the top of bridge_call.go; bridge_run.go relays a running
-//     call, bridge_park.go parks one and resumes it from its retry,
-//     bridge_admit.go bounds the parked calls (max_parked and per principal),
-//     gather.go decides how long a round waits for sibling questions,
-//     bridge_abandon.go ends calls nobody retries;
-//   - resumable parking (an upstream with an event store): bridge_resume.go
-//     parks a call holding no stream and resumes it with Last-Event-ID on
-//     any instance, bridge_linger.go keeps the stream open briefly for a
-//     retry on this instance, bridge_places.go counts what the upstream
-//     still holds, bridge_giveback.go and bridge_prime.go hand sessions
-//     back and prime them;
-//   - Tasks the gateway hosts for legacy tools (bridge_task*.go, task_*.go),
-//     and the 2025 experimental tasks of an upstream that runs them itself
-//     (bridge_task2025*.go);
-//   - the requestState's replay filter (used_states.go) and its refusals
+//   - bridge.go: Bridge, Options, Request, Serve. The life of a call is
+//     drawn at the top of call.go; run.go relays a running call, park.go
+//     parks one and resumes it from its retry, admit.go bounds the parked
+//     calls (max_parked and per principal), gather.go decides how long a
+//     round waits for sibling questions, abandon.go ends calls nobody
+//     retries.
+//   - Resumable parking (an upstream with an event store): resume.go parks
+//     a call holding no stream and resumes it with Last-Event-ID on any
+//     instance, linger.go keeps the stream open briefly for a retry on this
+//     instance, places.go counts what the upstream still holds, giveback.go
+//     and prime.go hand sessions back and prime them.
+//   - Tasks the gateway hosts for legacy tools (task*.go), including the
+//     2025 experimental tasks of an upstream that runs them itself
+//     (task2025*.go).
+//   - The requestState's replay filter (used_states.go) and its refusals
 //     (state_refusal.go).
 //
 // Options are passed with each request, so each configuration's limits

@@ -77,7 +77,7 @@ func (g *gatherPolicy) targetOf(upstream, method, name string) uint64 {
 // asked reports whether the target (upstream, method, name) is known to
 // have asked for input: one of its calls reached a round. The bridge
 // refuses such a call before sending it when the parked table has no room
-// for it (see bridge_admit.go); a target forgotten by the LRU is simply not
+// for it (see admit.go); a target forgotten by the LRU is simply not
 // known.
 func (g *gatherPolicy) asked(upstream, method, name string) bool {
 	return g.learned.Contains(g.targetOf(upstream, method, name))

@@ -12,7 +12,7 @@ import (
 // principal's or another request's, the client gets the same status, code
 // and message, so that nobody learns from a refusal whether a token is
 // genuine, nor whose it is not. Why it was refused goes to the debug log
-// only (Served.Refused), as taskIds do (bridge_task_serve.go).
+// only (Served.Refused), as taskIds do (task_serve.go).
 
 // StateRefusedMessage is the message of every refused requestState.
 const StateRefusedMessage = "Invalid params: requestState is not valid for this request (invalid, expired, already used, or not yours): send the request again without it"

@@ -4,8 +4,8 @@ import "sync"
 
 // workQueue runs jobs in the background in at most workers goroutines, from
 // a queue of at most limit jobs: the bridge's probes of expired resumable
-// states (bridge_abandon.go) and checks of the places calls hold
-// (bridge_places.go), which may come by the thousand at once (every call
+// states (abandon.go) and checks of the places calls hold
+// (places.go), which may come by the thousand at once (every call
 // parked in one busy second expires in the same second) and must neither
 // start a goroutine each nor wait for each other's callers. Safe for
 // concurrent use.

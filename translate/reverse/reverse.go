@@ -25,18 +25,18 @@ import (
 // client, whose POSTed answers it collects before retrying upstream.
 //
 // Here is the engine: the bridge, Serve, and a call's rounds (call). Its
-// parts: reverse_options.go (options), reverse_session.go (initialize and
-// the sealed session id), reverse_inline.go (a round's in-line requests to
-// the client, and its answers), reverse_upstream.go (the modern upstream
-// over HTTP), reverse_params.go (x-mcp-header parameters),
-// reverse_listen.go (the GET stream), reverse_resubscribe.go (its upstream
-// subscription following the session's subscribes), reverse_subscribe.go
-// (resources/subscribe and its byte bounds), reverse_streams.go (the bounds
-// of GET streams), reverse_facts.go (what this instance knows of a
-// session: level, DELETE, subscriptions), reverse_reshape.go (results and
+// parts: options.go (options), session.go (initialize and
+// the sealed session id), inline.go (a round's in-line requests to
+// the client, and its answers), upstream.go (the modern upstream
+// over HTTP), params.go (x-mcp-header parameters),
+// listen.go (the GET stream), resubscribe.go (its upstream
+// subscription following the session's subscribes), subscribe.go
+// (resources/subscribe and its byte bounds), streams.go (the bounds
+// of GET streams), facts.go (what this instance knows of a
+// session: level, DELETE, subscriptions), reshape.go (results and
 // errors for legacy clients).
 
-// Bounds of the reverse bridge's caches (session facts: reverse_facts.go).
+// Bounds of the reverse bridge's caches (session facts: facts.go).
 const (
 	maxDiscoverCached = 1024
 	maxDiscoverTTL    = time.Hour
@@ -62,7 +62,7 @@ type Bridge struct {
 	streams  *streamCount                   // open GET streams
 	discover *expiringTable[string, []byte] // server/discover results
 
-	toolLists *expiringTable[string, toolHeaders] // x-mcp-header annotations (reverse_params.go)
+	toolLists *expiringTable[string, toolHeaders] // x-mcp-header annotations (params.go)
 
 	mu      sync.Mutex
 	waiting map[string]*leg       // in-line request id -> the round waiting for it
@@ -146,7 +146,7 @@ func (rv *Bridge) Serve(ctx context.Context, s *Session, r Request, sink transla
 		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, []byte("{}")))
 	case "resources/subscribe", "resources/unsubscribe":
 		// Kept by this instance for the session's GET stream, which
-		// subscribes upstream (reverse_listen.go).
+		// subscribes upstream (listen.go).
 		uri := gjson.GetBytes(r.Raw, "params.uri")
 		if uri.Type != gjson.String {
 			_ = sink.Respond(http.StatusOK, translate.ErrorResponse(r.ID, translate.Errorf(http.StatusBadRequest, translate.InvalidParams, "Invalid params: uri must be a string")))

@@ -16,7 +16,7 @@ import (
 // Running: a call relays the upstream's answer to its client's request
 // (progress, log messages), answers or holds the upstream's requests, and
 // ends with the result, or parks when the upstream asks for input (the
-// life of a call: bridge_call.go).
+// life of a call: call.go).
 
 // run relays the upstream answer until the result, or until the upstream
 // asks for input and the call parks. It returns the request's outcome, and
@@ -29,7 +29,7 @@ import (
 func (b *Bridge) run(ctx context.Context, c *call, r Request, sink translate.Sink, fresh map[string]json.RawMessage, reask bool) (string, error) {
 	var gather, window <-chan time.Time
 	if c.taskRule != nil && !reask && DeclaresTasks(r.ClientCapabilities) {
-		// Held up to the window, then a task (bridge_task.go).
+		// Held up to the window, then a task (task.go).
 		window = time.After(c.taskRule.Window)
 	}
 	asked := 0          // new questions this round

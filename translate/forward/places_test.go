@@ -138,7 +138,7 @@ func TestPlacesHoldSessions(t *testing.T) {
 }
 
 // waitPrimedOnly fails unless, within 5s, the upstream holds no session
-// but the one b's pool may keep idle for its next call (bridge_prime.go).
+// but the one b's pool may keep idle for its next call (prime.go).
 func waitPrimedOnly(t *testing.T, server *mcp.Server, b *Bridge) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)

@@ -14,7 +14,7 @@ import (
 )
 
 // Places of calls finished elsewhere (issue 24). A call parked holding no
-// stream (bridge_resume.go) keeps a place toward MaxParked and
+// stream (resume.go) keeps a place toward MaxParked and
 // MaxParkedPerPrincipal on the instance that parked it, because the
 // upstream holds its session (and its tool, waiting) until somebody ends
 // it: the bound keeps one principal from making the upstream hold
@@ -28,7 +28,7 @@ import (
 //   - in the background, each place is checked placeCheckAfter after the
 //     park, then again at doubling intervals until its state expires; a
 //     place whose session is gone is freed at once (and its call needs no
-//     probe at its expiry: bridge_abandon.go);
+//     probe at its expiry: abandon.go);
 //   - at once, when a new call would be refused for want of room
 //     (makeRoomLocked): the places that would make room for it (its
 //     options' places, or its principal's at the per-principal bound) not

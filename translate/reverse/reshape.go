@@ -158,7 +158,7 @@ func legacyServerCapabilities(caps gjson.Result, notify bool) string {
 //     {"result":<schema>},"required":["result"]}, which matches the wrapped
 //     structuredContent.
 //   - on tools/list, each tool's execution.taskSupport is removed (the
-//     gateway follows tasks for legacy clients, reverse_tasks.go).
+//     gateway follows tasks for legacy clients, tasks.go).
 //
 // ttlMs, cacheScope and _meta (serverInfo) are kept: a 2025 Result allows
 // extra members. Everything else is copied byte for byte. The result must be

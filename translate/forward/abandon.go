@@ -6,7 +6,7 @@ import (
 )
 
 // Abandoned resumable calls (issue 14). A call parked holding no stream
-// (bridge_resume.go) keeps its upstream session open, and its tool waiting
+// (resume.go) keeps its upstream session open, and its tool waiting
 // for the answer, until somebody ends it. When its state expires on the
 // instance that parked it with no retry there, that instance checks, a
 // little later (abandonGrace), whether the call went on elsewhere, and

@@ -11,7 +11,7 @@ import (
 // such tables (server/discover results, tools' x-mcp-header annotations),
 // whose forgotten entries are only asked again, so that memory stays
 // bounded whatever clients do; facts that must not be forgotten are in a
-// factTable (reverse_facts.go). It is safe for concurrent use.
+// factTable (facts.go). It is safe for concurrent use.
 type expiringTable[K comparable, V any] struct {
 	mu    sync.Mutex
 	max   int

@@ -66,7 +66,7 @@ func reverseListenFilter(caps gjson.Result, uris []string) (filter []byte, ok bo
 // When the session subscribes to a new URI, a subscription with the new
 // filter is opened and the old one is closed only once the new one is
 // acknowledged, so that no notification falls between the two (one may
-// come twice); changes are coalesced (reverse_resubscribe.go). The updates
+// come twice); changes are coalesced (resubscribe.go). The updates
 // of a URI unsubscribed are dropped here.
 func (rv *Bridge) Listen(ctx context.Context, s *Session, header http.Header, ready func(), notify func([]byte) error) error {
 	// Whether there is a stream at all is the upstream's to say, and it is

@@ -20,22 +20,22 @@ import (
 // the file where that is not this one.
 //
 //	client's first request: Serve (bridge.go)
-//	  |  roomBeforeStart (bridge_admit.go): no room -----> refused, never sent
+//	  |  roomBeforeStart (admit.go): no room -----> refused, never sent
 //	  |  start: lease a session, send the request; fails -> error, never sent
 //	  v
-//	RUNNING: run (bridge_run.go) relays the upstream's answer <-------------+
+//	RUNNING: run (run.go) relays the upstream's answer <-------------+
 //	  |  the result: finish, respondFinal ------------------> ENDED         |
 //	  |  the client's request ended (requestEnded), the upstream's answer   |
 //	  |  ended (upstreamEnded), the client stopped reading, too many        |
 //	  |  inputs: abandon, or finish ------------------------> ENDED         |
 //	  |  the round's questions are in (gather.go): parkRound                |
 //	  v                                                                     |
-//	park (bridge_park.go): takes a place (admitLocked, bridge_admit.go)     |
+//	park (park.go): takes a place (admitLocked, admit.go)     |
 //	  |  max_rounds, Close: abandon; no room: refuse -------> ENDED         |
 //	  |  input_required, with the sealed requestState, to the client        |
 //	  v                                                                     |
 //	PARKED: in Bridge.parked, until one of these takes it out:              |
-//	  |  the retry: resume (bridge_park.go), take, holdArrived,             |
+//	  |  the retry: resume (park.go), take, holdArrived,             |
 //	  |             the answers posted upstream ----------------------------+
 //	  |             (unless the upstream refuses them: abandon -> ENDED)
 //	  |  park_ttl, the upstream call failing: endParked ----> ENDED
@@ -55,7 +55,7 @@ import (
 // failure race for it, one wins, and the others find nothing. take checks
 // the round too, so that a timer of an earlier round cannot take the call
 // parked again in a later one. The call's place in the parked table
-// (bridge_admit.go) is a separate matter: taken at its first park, kept
+// (admit.go) is a separate matter: taken at its first park, kept
 // across later rounds (RUNNING again included), freed by finish.
 //
 // server/discover and subscriptions/listen only start (a session leased,
@@ -78,12 +78,12 @@ type call struct {
 	princ    [16]byte
 	// taskRule is the tool's rule when the call may become a task (its
 	// first request declared the Tasks extension), and taskPlaced whether
-	// it holds a task place (bridge_task.go) that finish frees: one that
+	// it holds a task place (task.go) that finish frees: one that
 	// became a task has handed it over.
 	taskRule   *TaskRule
 	taskPlaced bool
 	// upTask: the call was sent task-augmented to an upstream with 2025
-	// tasks, which runs the task itself (bridge_task2025.go).
+	// tasks, which runs the task itself (task2025.go).
 	upTask bool
 	// caps are the client capabilities the upstream's questions are
 	// checked against: the first request's, then the request that made
@@ -98,7 +98,7 @@ type call struct {
 	held     []legacy.Message // arrived while parked, for run
 	overhead time.Duration    // spent translating (CallReport.Overhead)
 
-	// Resuming without holding (bridge_resume.go). resumeOn: the
+	// Resuming without holding (resume.go). resumeOn: the
 	// upstream's resume option; own: the session is the call's own (out
 	// of the pool, ended by finish); resumeAt: the id of the event before
 	// the round's first question; seen: the call's stream's messages
@@ -110,17 +110,17 @@ type call struct {
 	seen       uint32
 	inboxAsked bool
 	// home is where the session goes back when the call ends, for a call
-	// resumed away from the instance that parked it (bridge_giveback.go).
+	// resumed away from the instance that parked it (giveback.go).
 	home *callHome
 	// base is what the state a retry resumed the call from said (nil for
 	// a call never resumed): a new park with nothing read past it keeps
-	// that state's expiry (bridge_abandon.go).
+	// that state's expiry (abandon.go).
 	base *resumeBase
 
 	// While PARKED.
 	expires time.Time
 	timer   *time.Timer // park_ttl; stopped by unparkLocked
-	placed  bool        // holds a place in Bridge.sets[opts] (bridge_admit.go), under Bridge.mu
+	placed  bool        // holds a place in Bridge.sets[opts] (admit.go), under Bridge.mu
 }
 
 type pendingInput struct {

@@ -12,7 +12,7 @@ import (
 
 // This file is what a gateway-held session's resources/subscribe and
 // resources/unsubscribe keep on this instance, for its GET stream
-// (reverse_listen.go), and the bounds of it. A gateway-held session costs
+// (listen.go), and the bounds of it. A gateway-held session costs
 // a client nothing to open (the gateway answers initialize itself), so
 // what it keeps is bounded by bytes: per URI, per session, per principal
 // and in all.

@@ -17,7 +17,7 @@ import (
 // waits (initialize, notifications/initialized and the GET stream: three
 // upstream round trips). Behind a balancer that is most calls. So, while
 // retries of this instance's calls are seen to end elsewhere (a place
-// found finished elsewhere within primeWindow, bridge_places.go), a park
+// found finished elsewhere within primeWindow, places.go), a park
 // whose key (principal, upstream, capabilities) parked here before opens
 // one idle session for that key in the background if the pool has none
 // (legacy.Pool.Prime: never past the pool's or the principal's bound,

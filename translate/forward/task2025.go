@@ -20,19 +20,19 @@ import (
 // Tasks of an upstream's own: a legacy (2025-11-25) server with the 2025
 // experimental tasks (capabilities.tasks.requests.tools.call) runs the task
 // itself, and the bridge shows it to a modern client as a task of the Tasks
-// extension (2026-07-28), instead of holding the call (bridge_task.go):
+// extension (2026-07-28), instead of holding the call (task.go):
 //
 //	tools/call, the tool's rule optional or required and the request
 //	declaring the extension (mayBecomeTask; for a tool no rule names and
 //	no tools/list has shown yet, learnToolTasks in
-//	bridge_task2025_learn.go), the upstream declaring tasks for
+//	task2025_learn.go), the upstream declaring tasks for
 //	tools/call and its tools/list giving the tool an execution.taskSupport
 //	other than forbidden: start sends the call with params.task {ttl}
 //	(upstreamTaskParams)
 //	  |  the upstream answers a 2025 CreateTaskResult (createTask2025):
 //	  |  the client gets a flat 2026 one; the session the task lives on
 //	  v  stays leased to the task (a 2025 task is visible on it only)
-//	WORKING / INPUT_REQUIRED: run2025 (bridge_task2025_run.go) holds the
+//	WORKING / INPUT_REQUIRED: run2025 (task2025_run.go) holds the
 //	  |  upstream's tasks/result open: the TypeScript SDK 1.x delivers a
 //	  |  task's questions only there, in-line; they become the task's
 //	  |  inputRequests, and tasks/update answers them as JSON-RPC responses.

@@ -18,7 +18,7 @@ import (
 // bridge holds its call open instead, for as long as the task lives:
 //
 //	tools/call, the tool's rule optional or required (task_policy.go) and
-//	the request declaring the extension: start, then run (bridge_run.go)
+//	the request declaring the extension: start, then run (run.go)
 //	holds the call up to the rule's window
 //	  |  the result within the window: plain (optional), or a task
 //	  |  already completed (required)
@@ -29,7 +29,7 @@ import (
 //	  |  the upstream's answer; its questions become the task's
 //	  |  inputRequests (after TaskGather, so that siblings asked at once
 //	  |  show together); tasks/update posts answers upstream
-//	  v  (bridge_task_serve.go)
+//	  v  (task_serve.go)
 //	COMPLETED (a result, isError included) / FAILED (a JSON-RPC error, or
 //	the upstream ended the call) / CANCELLED (tasks/cancel, the task's
 //	ttl, the gateway stopping: terminal at once, then runTask abandons the

@@ -55,7 +55,7 @@ func (b *Bridge) parkResumable(c *call, r Request, sink translate.Sink) (outcome
 	expires := time.Now().Add(c.opts.ParkTTL)
 	if c.base != nil && c.resumeAt == c.base.after && c.seen == c.base.seen {
 		// Nothing happened upstream since the state the retry resumed
-		// from: the new state ends when that one did (bridge_abandon.go).
+		// from: the new state ends when that one did (abandon.go).
 		expires = c.base.expires
 	}
 	rs := seal.ResumeState{
@@ -71,7 +71,7 @@ func (b *Bridge) parkResumable(c *call, r Request, sink translate.Sink) (outcome
 	_, _ = rand.Read(rs.Place[:])
 	if !c.own {
 		// The session is of this instance's pool: an instance that ends
-		// the call gives it back here (bridge_giveback.go).
+		// the call gives it back here (giveback.go).
 		rs.Home, rs.HomeAddress = r.Options.Instance, r.Options.Address
 	}
 	token, err := seal.SealResume(r.Options.Keyring, rs)
@@ -114,7 +114,7 @@ func (b *Bridge) parkResumable(c *call, r Request, sink translate.Sink) (outcome
 	// session of the pool as leased): a retry reaching this instance goes
 	// on with it, and gives it back to the pool at the end. What the
 	// state says of the call's stream stays too, to tell at the state's
-	// expiry whether the call was abandoned (bridge_abandon.go).
+	// expiry whether the call was abandoned (abandon.go).
 	p.sess, p.key, p.pooled = c.sess, c.key, !c.own
 	b.bySession[placeSession{c.sess.URL, c.sess.ID}] = p
 	p.callID, p.after, p.seen = c.up.ID, c.resumeAt, c.seen
@@ -150,7 +150,7 @@ type resumePlace struct {
 	// checkEvery its interval, checkedAt when it was last known to (unix
 	// nanoseconds; 0: never checked), trustedUntil until when a pass that
 	// makes room takes that for granted, since when the place was taken:
-	// bridge_places.go.
+	// places.go.
 	check        *time.Timer
 	checkEvery   time.Duration
 	checkedAt    int64
@@ -168,7 +168,7 @@ type resumePlace struct {
 	after  string
 	seen   uint32
 	// hot is the call while it lingers with its streams open, cool the
-	// timer that ends that (bridge_linger.go); under Bridge.mu.
+	// timer that ends that (linger.go); under Bridge.mu.
 	hot      *call
 	cool     *time.Timer
 	parkedAt int64         // unix nanoseconds; 0: the options want no linger
@@ -186,7 +186,7 @@ type resumePlace struct {
 // under id, that frees itself after ttl (the state's life), when a retry
 // carrying the state reaches this instance (takePlace), or when the call's
 // session turns out to have ended (a retry that reached another instance
-// finished the call there: bridge_places.go).
+// finished the call there: places.go).
 func (b *Bridge) placeForLocked(o *Options, princ [16]byte, id [16]byte, ttl time.Duration) *resumePlace {
 	set := b.sets[o]
 	if set == nil {
@@ -413,15 +413,15 @@ type ResumeObserver interface {
 	// Resumable reports ResumeParked (a call parked holding no stream),
 	// ResumeResumed (a retry went on with one, on this instance; also
 	// ResumeLingered when it read on from the call's stream, still open:
-	// bridge_linger.go),
+	// linger.go),
 	// ResumeGone (the upstream no longer knew the call, or replayed it
 	// otherwise than it had sent it), and, for a state parked here that
-	// expired with no retry here (bridge_abandon.go), ResumeEnded (this
+	// expired with no retry here (abandon.go), ResumeEnded (this
 	// instance ended the call's upstream session) or ResumeLeft (it left
 	// the session to the upstream: the call went on elsewhere, or it
 	// could not tell); ResumeFinished: a state parked here whose call
-	// ended elsewhere (its session gone upstream: bridge_places.go, or
-	// given back: bridge_giveback.go) gave its place back;
+	// ended elsewhere (its session gone upstream: places.go, or
+	// given back: giveback.go) gave its place back;
 	// ResumeGivenBack: a call resumed here from a state parked elsewhere
 	// ended here, and its session went back to the instance that parked
 	// it.

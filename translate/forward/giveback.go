@@ -15,11 +15,11 @@ import (
 
 // Sessions given back (issue 24). A call parked holding no stream keeps
 // its upstream session in the pool of the instance that parked it, its
-// home (bridge_resume.go). When the retry lands on another instance, which
+// home (resume.go). When the retry lands on another instance, which
 // finishes the call, ending the session there (DELETE) would make the
 // home open a new one for its next call (initialize,
 // notifications/initialized, its GET stream) and find the old one gone
-// only by a check (bridge_places.go): five upstream requests a call, and
+// only by a check (places.go): five upstream requests a call, and
 // most of the upstream's extra work behind a balancer. So the home seals
 // its id and advertised address into the state (seal.ResumeState.Home,
 // only for a session of its pool), and the instance that ends the call

@@ -13,10 +13,10 @@ import (
 )
 
 // Parking and resuming: a call that asked for input waits in the bridge's
-// table (bounded per options set and per principal, see bridge_admit.go;
+// table (bounded per options set and per principal, see admit.go;
 // expiring after ParkTTL) for the client's retry, whose requestState leads
 // back to it. Which function moves a call in and out of the table:
-// bridge_call.go.
+// call.go.
 
 // parkRound parks c with the round's questions, remembering whether its
 // target asked one or several at once.
@@ -123,7 +123,7 @@ func (b *Bridge) park(c *call, r Request, sink translate.Sink) string {
 // options, and checks that it belongs to the retry's principal and request
 // and has not expired. Every refusal is the same to the client
 // (refuseState); the order of the checks only decides what the debug log
-// says. A resumable state (seal.ResumeState, bridge_resume.go) comes back
+// says. A resumable state (seal.ResumeState, resume.go) comes back
 // in rs, st then zero.
 func (b *Bridge) openState(r Request, params []byte, token string) (st seal.State, rs *seal.ResumeState, rerr *translate.RPCError) {
 	st, rs, err := seal.OpenRequestState(r.Options.Keyring, token, time.Now())
@@ -166,7 +166,7 @@ const (
 	// ParkedThere: the state names a call another instance parked.
 	ParkedThere
 	// Resumable: the state holds all the call needs (it parked holding
-	// nothing, bridge_resume.go): any instance serves it, on the upstream
+	// nothing, resume.go): any instance serves it, on the upstream
 	// Retry.Upstream names; it is never relayed.
 	Resumable
 )

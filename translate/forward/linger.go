@@ -12,7 +12,7 @@ import (
 )
 
 // Lingering (issue 14). A call that parks holding no stream
-// (bridge_resume.go) costs its retry an upstream connection and a GET that
+// (resume.go) costs its retry an upstream connection and a GET that
 // reopens the stream and replays what it sent. A retry that comes back at
 // once (a client that answers without asking anybody: roots, an agent's
 // own sampling) need not pay that: for ResumeLinger after the park, the

@@ -49,7 +49,7 @@ func (b *Bridge) TaskList() []TaskInfo {
 	for _, t := range b.tasks {
 		all = append(all, t)
 	}
-	all25 := make([]*task2025, 0, len(b.tasks25)) // the upstreams' own (bridge_task2025.go)
+	all25 := make([]*task2025, 0, len(b.tasks25)) // the upstreams' own (task2025.go)
 	for _, t := range b.tasks25 {
 		all25 = append(all25, t)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
-// The life of an upstream's task after its creation (bridge_task2025.go):
+// The life of an upstream's task after its creation (task2025.go):
 // run2025 holds the upstream's tasks/result, and the client's tasks/get,
 // tasks/update and tasks/cancel are answered from the task and the
 // upstream's own tasks/get and tasks/cancel.
@@ -362,7 +362,7 @@ func (b *Bridge) refresh2025(ctx context.Context, t *task2025) {
 
 // update2025 posts the answers to t's questions upstream, as JSON-RPC
 // responses to the requests tasks/result delivered; as updateTask
-// (bridge_task_serve.go) does for the gateway's own tasks.
+// (task_serve.go) does for the gateway's own tasks.
 func (b *Bridge) update2025(t *task2025, answers map[string]json.RawMessage) *translate.RPCError {
 	t.mu.Lock()
 	took := t.takeAnswers(answers)

@@ -157,7 +157,7 @@ func upstreamRequest(id, method string, params []byte, s *Session, level string,
 	meta[translate.MetaProtocolVersion] = json.RawMessage(`"` + translate.ModernVersion + `"`)
 	meta[translate.MetaClientCapabilities] = ModernClientCapabilities(s.Capabilities)
 	if method == "tools/call" && s.declaresTasks() {
-		// The gateway serves tasks for the legacy client (reverse_tasks.go).
+		// The gateway serves tasks for the legacy client (tasks.go).
 		meta[translate.MetaClientCapabilities] = revDeclareTasks(meta[translate.MetaClientCapabilities])
 	}
 	if s.ClientInfo != nil {

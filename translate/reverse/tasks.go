@@ -19,7 +19,7 @@ import (
 // nothing of tasks, so the gateway follows the task for it and the client
 // sees one blocking call: the gateway polls tasks/get, asks an
 // input_required task's inputRequests in-line on the call's stream (the
-// machinery of the input_required rounds, reverse_inline.go) and sends the
+// machinery of the input_required rounds, inline.go) and sends the
 // answers with tasks/update, then answers the call with the task's result
 // (completed), its JSON-RPC error (failed) or an error (cancelled). The
 // client's cancellation (notifications/cancelled, a closed stream, DELETE
