@@ -39,15 +39,15 @@ const (
 	forwardDialTimeout = 3 * time.Second
 	// maxForwardNonces bounds the nonces of forwarded requests remembered
 	// against replay (for 30 s each). Beyond it, those expiring soonest
-	// are forgotten and headers as old are refused (seal.NonceCache):
+	// are forgotten and headers as old are refused (seal.ReplayFilter):
 	// fresh ones pass whatever the rate.
 	maxForwardNonces = 1 << 16
 )
 
 // forwardNonces is process-wide, so that a config reload does not forget
 // which forwarding headers were already used.
-var forwardNonces = sync.OnceValue(func() *seal.NonceCache {
-	return seal.NewNonceCache(maxForwardNonces)
+var forwardNonces = sync.OnceValue(func() *seal.ReplayFilter {
+	return seal.NewReplayFilter(maxForwardNonces)
 })
 
 // instanceIDPattern is what an instance id may be: it appears in in-line

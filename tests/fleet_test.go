@@ -307,7 +307,7 @@ func fleetAuth(t *testing.T, keyByte byte) *seal.ForwardAuth {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return seal.NewForwardAuth(kr, "test-member", seal.NewNonceCache(16))
+	return seal.NewForwardAuth(kr, "test-member", seal.NewReplayFilter(16))
 }
 
 // retryRequest is a retry of the recording server's ask tool, as sent to

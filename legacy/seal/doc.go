@@ -12,7 +12,7 @@
 //   - State: the requestState of a parked forward-bridge call.
 //   - SealOwner: the owner tag of in-line request ids (reverse bridge).
 //   - ForwardAuth: the HMAC of the forwarding header (Mcp-Gateway-Forwarded)
-//     and NonceCache, its replay cache.
+//     and ReplayFilter, the replay filter it and the resumable requestStates share.
 //
 // It takes bytes and plain values: what a token binds (a principal's hash,
 // a request's digest) is computed by its callers. It imports legacy only

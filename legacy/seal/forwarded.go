@@ -1,7 +1,6 @@
 package seal
 
 import (
-	"container/heap"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -13,7 +12,6 @@ import (
 	"hash"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -79,13 +77,13 @@ type ForwardedRequest struct {
 type ForwardAuth struct {
 	self string
 	keys []MACKey
-	seen *NonceCache
+	seen *ReplayFilter
 }
 
 // NewForwardAuth returns the forwarding authenticator of instance self,
 // with MAC keys derived once from kr; seen remembers the nonces of verified
 // headers (share it across config reloads).
-func NewForwardAuth(kr *Keyring, self string, seen *NonceCache) *ForwardAuth {
+func NewForwardAuth(kr *Keyring, self string, seen *ReplayFilter) *ForwardAuth {
 	return &ForwardAuth{self: self, keys: kr.MACKeys(forwardPurpose), seen: seen}
 }
 
@@ -142,7 +140,13 @@ func (a *ForwardAuth) verify(h forwardedHeader, r ForwardedRequest, now time.Tim
 	if !now.Before(exp) || exp.After(now.Add(forwardTTL+maxClockSkew)) {
 		return fmt.Errorf("%w (expiry %s, now %s)", ErrForwardExpired, exp.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
-	return a.seen.add(h.nonce, exp, now)
+	switch err := a.seen.Use(h.nonce, exp, now); {
+	case errors.Is(err, ErrReplayed):
+		return ErrForwardReplayed
+	case err != nil:
+		return fmt.Errorf("%w: the header is older than the nonces still remembered; a fresh one passes", ErrForwardBusy)
+	}
+	return nil
 }
 
 type forwardedHeader struct {
@@ -234,77 +238,6 @@ func forwardMAC(key []byte, target string, expires int64, nonce [16]byte, r Forw
 	writeField(m, []byte(r.SessionID))
 	writeField(m, r.Principal[:])
 	return m.Sum(nil)
-}
-
-// NonceCache remembers the nonces of verified forwarding headers until they
-// expire, so that a header is accepted once. It is bounded without letting
-// a flood of forwarded requests deny forwarding to everyone, and without
-// opening a replay window: when full, it forgets the nonces that expire
-// soonest and raises a floor to their expiry; a header expiring at or
-// before the floor is refused (ErrForwardBusy: it may be one of those
-// forgotten), while fresh headers, which expire forwardTTL after signing,
-// keep passing. So a header older than the cache's window (max nonces over
-// the rate of forwarded requests) is refused during a flood; a fresh one
-// never is. It is safe for concurrent use.
-type NonceCache struct {
-	mu    sync.Mutex
-	max   int
-	seen  map[[16]byte]struct{}
-	byExp nonceHeap // soonest expiry first
-	floor time.Time // the latest expiry forgotten while still live
-}
-
-type nonceEntry struct {
-	nonce   [16]byte
-	expires time.Time
-}
-
-// nonceHeap is a min-heap of nonces by expiry (container/heap): forwarders'
-// clocks differ, so expiries do not arrive in order.
-type nonceHeap []nonceEntry
-
-func (h nonceHeap) Len() int           { return len(h) }
-func (h nonceHeap) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
-func (h nonceHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *nonceHeap) Push(x any)        { *h = append(*h, x.(nonceEntry)) }
-func (h *nonceHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
-}
-
-// NewNonceCache returns a cache of at most max live nonces (at least 1).
-func NewNonceCache(size int) *NonceCache {
-	return &NonceCache{max: max(size, 1), seen: make(map[[16]byte]struct{})}
-}
-
-func (c *NonceCache) add(n [16]byte, expires, now time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for len(c.byExp) > 0 && !now.Before(c.byExp[0].expires) {
-		delete(c.seen, heap.Pop(&c.byExp).(nonceEntry).nonce)
-	}
-	if _, ok := c.seen[n]; ok {
-		return ErrForwardReplayed
-	}
-	if !expires.After(c.floor) {
-		return fmt.Errorf("%w: the header is older than the nonces still remembered; a fresh one passes", ErrForwardBusy)
-	}
-	if len(c.seen) >= c.max {
-		oldest := c.byExp[0]
-		if !expires.After(oldest.expires) {
-			return fmt.Errorf("%w: the header is older than the nonces still remembered; a fresh one passes", ErrForwardBusy)
-		}
-		heap.Pop(&c.byExp)
-		delete(c.seen, oldest.nonce)
-		if oldest.expires.After(c.floor) {
-			c.floor = oldest.expires
-		}
-	}
-	c.seen[n] = struct{}{}
-	heap.Push(&c.byExp, nonceEntry{nonce: n, expires: expires})
-	return nil
 }
 
 // writeField writes b length-prefixed, so that fields cannot run together.

@@ -20,8 +20,8 @@ func testForwardedRequest() ForwardedRequest {
 
 func TestForwardAuthRoundTrip(t *testing.T) {
 	kr := testKeyring(t)
-	a := NewForwardAuth(kr, "gw-a", NewNonceCache(16))
-	b := NewForwardAuth(kr, "gw-b", NewNonceCache(16))
+	a := NewForwardAuth(kr, "gw-a", NewReplayFilter(16))
+	b := NewForwardAuth(kr, "gw-b", NewReplayFilter(16))
 	r := testForwardedRequest()
 	v := a.Sign("gw-b", r, testNow)
 	if len(v) > maxForwardedHeader || strings.ContainsAny(v, " \r\n,") {
@@ -42,13 +42,13 @@ func TestForwardAuthRoundTrip(t *testing.T) {
 
 func TestForwardAuthRejects(t *testing.T) {
 	kr := testKeyring(t)
-	a := NewForwardAuth(kr, "gw-a", NewNonceCache(16))
+	a := NewForwardAuth(kr, "gw-a", NewReplayFilter(16))
 	r := testForwardedRequest()
 	v := a.Sign("gw-b", r, testNow)
 	later := testNow.Add(time.Second)
 	verify := func(value string, r ForwardedRequest, now time.Time) error {
 		// A fresh verifier each time, so that only the header is judged.
-		_, err := NewForwardAuth(kr, "gw-b", NewNonceCache(16)).Verify(value, r, now)
+		_, err := NewForwardAuth(kr, "gw-b", NewReplayFilter(16)).Verify(value, r, now)
 		return err
 	}
 
@@ -107,7 +107,7 @@ func TestForwardAuthRejects(t *testing.T) {
 		}
 	}
 
-	if _, err := NewForwardAuth(kr, "gw-c", NewNonceCache(16)).Verify(v, r, later); !errors.Is(err, ErrForwardTarget) {
+	if _, err := NewForwardAuth(kr, "gw-c", NewReplayFilter(16)).Verify(v, r, later); !errors.Is(err, ErrForwardTarget) {
 		t.Errorf("at another instance: %v, want ErrForwardTarget", err)
 	}
 	if err := verify(v, r, testNow.Add(forwardTTL)); !errors.Is(err, ErrForwardExpired) {
@@ -125,13 +125,13 @@ func TestForwardAuthRejects(t *testing.T) {
 // an instance that already seals with the new one, and the other way round.
 func TestForwardAuthKeyRotation(t *testing.T) {
 	oldKey, newKey := bytes.Repeat([]byte{1}, KeySize), bytes.Repeat([]byte{2}, KeySize)
-	before := NewForwardAuth(testKeyring(t, oldKey), "gw-a", NewNonceCache(16))
-	after := NewForwardAuth(testKeyring(t, newKey, oldKey), "gw-a", NewNonceCache(16))
+	before := NewForwardAuth(testKeyring(t, oldKey), "gw-a", NewReplayFilter(16))
+	after := NewForwardAuth(testKeyring(t, newKey, oldKey), "gw-a", NewReplayFilter(16))
 	r := testForwardedRequest()
 	if _, err := after.Verify(before.Sign("gw-a", r, testNow), r, testNow); err != nil {
 		t.Errorf("old key at a rotated instance: %v", err)
 	}
-	if _, err := NewForwardAuth(testKeyring(t, oldKey, newKey), "gw-a", NewNonceCache(16)).Verify(after.Sign("gw-a", r, testNow), r, testNow); err != nil {
+	if _, err := NewForwardAuth(testKeyring(t, oldKey, newKey), "gw-a", NewReplayFilter(16)).Verify(after.Sign("gw-a", r, testNow), r, testNow); err != nil {
 		t.Errorf("new key at an instance that knows it second: %v", err)
 	}
 	if _, err := before.Verify(after.Sign("gw-a", r, testNow), r, testNow); !errors.Is(err, ErrForwardInvalid) {
@@ -139,50 +139,15 @@ func TestForwardAuthKeyRotation(t *testing.T) {
 	}
 }
 
-func TestNonceCache(t *testing.T) {
-	c := NewNonceCache(2)
-	n := func(b byte) [16]byte { return [16]byte{b} }
-	exp := testNow.Add(forwardTTL)
-	if c.add(n(1), exp, testNow) != nil || c.add(n(2), exp, testNow) != nil {
-		t.Fatal("the first two nonces refused")
-	}
-	if err := c.add(n(1), exp, testNow); !errors.Is(err, ErrForwardReplayed) {
-		t.Fatalf("a seen nonce: %v", err)
-	}
-	// Full: a header expiring no later than every remembered nonce is
-	// refused (it could be one forgotten), a fresher one evicts the oldest.
-	if err := c.add(n(3), exp, testNow); !errors.Is(err, ErrForwardBusy) {
-		t.Fatalf("a full cache, a header as old as the rest: %v, want ErrForwardBusy", err)
-	}
-	if err := c.add(n(3), exp.Add(time.Millisecond), testNow); err != nil {
-		t.Fatalf("a full cache, a fresher header: %v", err)
-	}
-	for _, b := range []byte{1, 2} {
-		// Forgotten or not, a nonce of expiry exp is refused now.
-		if err := c.add(n(b), exp, testNow); err == nil {
-			t.Fatalf("nonce %d accepted again after eviction", b)
-		}
-	}
-	if err := c.add(n(3), exp.Add(time.Millisecond), testNow); !errors.Is(err, ErrForwardReplayed) {
-		t.Fatalf("the fresher nonce again: %v, want ErrForwardReplayed", err)
-	}
-	if err := c.add(n(4), exp.Add(forwardTTL), exp.Add(time.Second)); err != nil {
-		t.Fatalf("after the others expired: %v", err)
-	}
-	if len(c.seen) != 1 || c.byExp.Len() != 1 {
-		t.Fatalf("expired nonces kept: %d, %d", len(c.seen), c.byExp.Len())
-	}
-}
-
-// TestNonceCacheFlood is the starvation attack: one client makes an
+// TestForwardFlood is the starvation attack: one client makes an
 // instance forward as fast as it can, filling the owner's cache with live
 // nonces. A fresh header of another client still passes, a replay of any
 // header it accepted is still refused, and a header that waited longer than
 // the cache's window is refused as possibly replayed (503, not 403).
-func TestNonceCacheFlood(t *testing.T) {
+func TestForwardFlood(t *testing.T) {
 	kr := testKeyring(t)
 	const size = 1000
-	owner := NewForwardAuth(kr, "gw-b", NewNonceCache(size))
+	owner := NewForwardAuth(kr, "gw-b", NewReplayFilter(size))
 	flooder := NewForwardAuth(kr, "gw-a", nil)
 	r := testForwardedRequest()
 	now := testNow
@@ -223,7 +188,7 @@ func TestNonceCacheFlood(t *testing.T) {
 // header, exactly one is accepted.
 func TestForwardAuthConcurrentReplay(t *testing.T) {
 	kr := testKeyring(t)
-	b := NewForwardAuth(kr, "gw-b", NewNonceCache(1024))
+	b := NewForwardAuth(kr, "gw-b", NewReplayFilter(1024))
 	r := testForwardedRequest()
 	v := NewForwardAuth(kr, "gw-a", nil).Sign("gw-b", r, testNow)
 	var wg sync.WaitGroup
@@ -246,7 +211,7 @@ func TestForwardAuthConcurrentReplay(t *testing.T) {
 
 func BenchmarkForwardAuth(b *testing.B) {
 	kr := testKeyring(b)
-	a := NewForwardAuth(kr, "gw-a", NewNonceCache(1<<16))
+	a := NewForwardAuth(kr, "gw-a", NewReplayFilter(1<<16))
 	r := testForwardedRequest()
 	now := testNow
 	b.ReportAllocs()
@@ -275,7 +240,7 @@ func FuzzVerifyForwarded(f *testing.F) {
 	f.Add("v2;k=00000000;t=gw-b;e=-1;n=AAAAAAAAAAAAAAAAAAAAAA;p=AAAAAAAAAAAAAAAAAAAAAA;s=" + strings.Repeat("A", 43))
 	f.Add(strings.Repeat(";", 300))
 	f.Fuzz(func(t *testing.T, v string) {
-		_, err := NewForwardAuth(kr, "gw-b", NewNonceCache(4)).Verify(v, r, testNow)
+		_, err := NewForwardAuth(kr, "gw-b", NewReplayFilter(4)).Verify(v, r, testNow)
 		if err == nil && v != good {
 			t.Fatalf("accepted %q, which is not the signed header", v)
 		}

@@ -79,11 +79,11 @@ func TestGoldenTokens(t *testing.T) {
 	sameToken(t, kr, "owner", ownerPurpose, goldenOwner, SealOwner(kr, "gw-a", "http://10.0.0.1:8080"))
 
 	// The forwarding MAC is deterministic: the golden header verifies.
-	p, err := NewForwardAuth(kr, "gw-b", NewNonceCache(4)).Verify(goldenForwarded, goldenRequest, goldenSigned)
+	p, err := NewForwardAuth(kr, "gw-b", NewReplayFilter(4)).Verify(goldenForwarded, goldenRequest, goldenSigned)
 	if err != nil || p != goldenRequest.Principal {
 		t.Errorf("golden forwarding header: %x, %v", p, err)
 	}
-	h := NewForwardAuth(kr, "gw-a", NewNonceCache(4)).Sign("gw-b", goldenRequest, goldenSigned)
+	h := NewForwardAuth(kr, "gw-a", NewReplayFilter(4)).Sign("gw-b", goldenRequest, goldenSigned)
 	if prefix := "v2;k=425ed4e4;t=gw-b;e=1800000030123;n="; len(h) != len(goldenForwarded) || h[:len(prefix)] != prefix {
 		t.Errorf("forwarding header %q is not shaped like %q", h, goldenForwarded)
 	}

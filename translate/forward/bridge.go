@@ -125,7 +125,7 @@ type Bridge struct {
 
 	mu     sync.Mutex
 	parked map[[16]byte]*call
-	used   *usedStates               // resumable states used here
+	used   *seal.ReplayFilter        // resumable states used here (stateID)
 	places map[[16]byte]*resumePlace // held by resumable states parked here (resume.go)
 	sets   map[*Options]*parkSet     // places held per options (admit.go)
 	closed bool
@@ -164,7 +164,7 @@ type Bridge struct {
 // for the requests that carry no options of their own.
 func New(pool *legacy.Pool, opts Options) *Bridge {
 	b := &Bridge{pool: pool, defaults: opts.Ready(), parked: make(map[[16]byte]*call),
-		sets: make(map[*Options]*parkSet), gather: newGatherPolicy(), quick: newQuickTargets(), used: newUsedStates(defaultUsedStates), places: make(map[[16]byte]*resumePlace),
+		sets: make(map[*Options]*parkSet), gather: newGatherPolicy(), quick: newQuickTargets(), used: seal.NewReplayFilter(maxUsedStates), places: make(map[[16]byte]*resumePlace),
 		tasks: make(map[[16]byte]*task), tasks25: make(map[[16]byte]*task2025), taskSets: make(map[*Options]*taskSet),
 		probes: &workQueue{workers: maxProbing, limit: maxAbandoned}, abandonGrace: defaultAbandonGrace,
 		checks: &workQueue{workers: maxChecking, limit: maxChecksQueued}, checkAfter: placeCheckAfter, reclaiming: make(map[reclaimKey]*reclaimRun),

@@ -32,7 +32,7 @@ import (
 // call's own stream after a numbered event, the call may not become a task,
 // and the state fits its bounds; otherwise it parks holding its stream, as
 // before. Single use: the instance that serves the retry records the state
-// as used until it expires (usedStates); another instance sharing the key
+// as used until it expires (Bridge.used, a seal.ReplayFilter); another instance sharing the key
 // does not know, so a state replayed there within its expiry reopens the
 // stream — and reads the result again — but cannot change the call: the
 // upstream takes the first answer to a question and drops the others.
@@ -255,8 +255,12 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 			Message: "requestState names an upstream this gateway does not serve: send the request again without it"}))
 		return served
 	}
-	if !b.used.use(token, rs.Expires, time.Now()) {
-		rerr := refuseState("already used on this instance")
+	if err := b.used.Use(stateID(token), rs.Expires, time.Now()); err != nil {
+		why := "already used on this instance"
+		if errors.Is(err, seal.ErrReplayFloor) {
+			why = "older than the states this instance still remembers, after a flood of retries"
+		}
+		rerr := refuseState(why)
 		_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
 		served.Refused = refusedWhy(rerr)
 		return served
