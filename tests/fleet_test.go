@@ -367,7 +367,7 @@ func TestFleetForwardingHeader(t *testing.T) {
 		refused(t, owner, with(strings.Join(good, ";")), body, 2, "invalid forwarding header")
 		refused(t, owner, with("v1;garbage"), body, 2, "invalid forwarding header")
 		other := fleetAuth(t, fleetKeyByte+1).Sign("gw-0", seal.ForwardedRequest{Method: "POST", URI: "/mcp", Body: []byte(body), Authorization: "Bearer alice"}, now)
-		refused(t, owner, with(other), body, 2, "unknown key")
+		refused(t, owner, with(other), body, 2, "unknown key (every instance of a fleet must share state_key)")
 	})
 	t.Run("another request", func(t *testing.T) {
 		_, otherBody := retryRequest(t, 3, "tea", ir)

@@ -128,7 +128,7 @@ func (a *ForwardAuth) verify(h forwardedHeader, r ForwardedRequest, now time.Tim
 		}
 	}
 	if key == nil {
-		return fmt.Errorf("%w: unknown key", ErrForwardInvalid)
+		return fmt.Errorf("%w: unknown key (every instance of a fleet must share state_key)", ErrForwardInvalid)
 	}
 	if !hmac.Equal(h.mac, forwardMAC(key, h.target, h.expires, h.nonce, r)) {
 		return fmt.Errorf("%w: signature mismatch", ErrForwardInvalid)
