@@ -145,6 +145,9 @@ func (r *MessageReader) nextJSON() (Message, error) {
 	}
 	b = bytes.TrimSpace(b)
 	if len(b) > r.max || len(b) == 0 || b[0] != '{' {
+		if r.status == http.StatusNotFound {
+			return Message{}, fmt.Errorf("the upstream answered HTTP 404 without a JSON-RPC message: %w: check the MCP endpoint's path in the upstream URL (such as /mcp)", errNotFound)
+		}
 		return Message{}, fmt.Errorf("the upstream answered HTTP %d without a JSON-RPC message", r.status)
 	}
 	if err := ValidJSON(b); err != nil {

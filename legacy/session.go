@@ -93,6 +93,9 @@ func Open(ctx context.Context, client Doer, url string, header http.Header, caps
 	// A session the upstream opens twice is left unused: initialize may be
 	// sent again on a fresh connection when a reused one was closed.
 	c, err := s.Call(Replayable(ctx), "initialize", params)
+	if errors.Is(err, errNotFound) {
+		return nil, fmt.Errorf("initializing upstream session: %w: check the MCP endpoint's path in the upstream URL (such as /mcp)", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("initializing upstream session: %w", err)
 	}
@@ -366,12 +369,20 @@ func checkAnswer(s *Session, resp *http.Response, err error) error {
 	case resp.StatusCode == http.StatusNotFound && s.ID != "":
 		resp.Body.Close()
 		return ErrSessionGone
+	case resp.StatusCode == http.StatusNotFound && !isJSON(resp):
+		resp.Body.Close()
+		return fmt.Errorf("upstream answered %s: %w", resp.Status, errNotFound)
 	case resp.StatusCode/100 != 2 && !isJSON(resp):
 		resp.Body.Close()
 		return fmt.Errorf("upstream answered %s", resp.Status)
 	}
 	return nil
 }
+
+// errNotFound is a 404 without a JSON-RPC message to a request outside any
+// upstream session (an initialize, a modern server's stateless request):
+// most often an upstream URL without the MCP endpoint's path.
+var errNotFound = errors.New("no MCP endpoint at this URL")
 
 // Respond POSTs the client's answer to a request the upstream made: result
 // or errObj (raw JSON) under the upstream's request id.

@@ -40,6 +40,39 @@ func TestWrongUpstreamPath(t *testing.T) {
 	}
 }
 
+// TestWrongUpstreamPathExplicitEra: with the era declared there is no
+// probe; the forward bridge's initialize meets the 404 itself, and the log
+// line of the failure names the status and the path to check.
+func TestWrongUpstreamPathExplicitEra(t *testing.T) {
+	up := httptest.NewServer(http.NotFoundHandler())
+	defer up.Close()
+	t.Run("modern", func(t *testing.T) {
+		g := startGateway(t, "upstream "+up.URL+" {\n\t\t\tera modern\n\t\t}")
+		resp := send(t, http.MethodPost, g.URL, nil, legacyInit)
+		resp.Body.Close()
+		if resp.StatusCode < 500 {
+			t.Fatalf("initialize through a wrong upstream path: HTTP %d, want 5xx", resp.StatusCode)
+		}
+		lines := waitLogLines(t, g, "upstream failed", 1)
+		const want = "the upstream answered HTTP 404 without a JSON-RPC message: no MCP endpoint at this URL: check the MCP endpoint's path in the upstream URL (such as /mcp)"
+		if got, _ := lines[0]["error"].(string); !strings.Contains(got, want) {
+			t.Fatalf("logged error %q, want it to contain %q", got, want)
+		}
+	})
+	g := startGateway(t, "upstream "+up.URL+" {\n\t\t\tera legacy\n\t\t}")
+
+	resp := modernCall(t, g.URL, 1, "echo", map[string]any{}, nil)
+	resp.Body.Close()
+	if resp.StatusCode < 500 {
+		t.Fatalf("a call through a wrong upstream path: HTTP %d, want 5xx", resp.StatusCode)
+	}
+	lines := waitLogLines(t, g, "upstream failed", 1)
+	const want = "initializing upstream session: upstream answered 404 Not Found: no MCP endpoint at this URL: check the MCP endpoint's path in the upstream URL (such as /mcp)"
+	if got, _ := lines[0]["error"].(string); got != want {
+		t.Fatalf("logged error %q, want %q", got, want)
+	}
+}
+
 // TestForeignStateKeyLogged: two instances that do not share state_key.
 // A session id and a requestState made by one are refused by the other as
 // any invalid one is (404 Session not found; 400 with the one requestState
