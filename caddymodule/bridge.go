@@ -123,7 +123,7 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq tran
 	defer sink.close()
 	breq.Header = bridgedHeader(r)
 	if up != nil {
-		aim(&breq, up)
+		breq.Target = up.target
 		breq.Failover = h.bridgeFailover(w, r, &up)
 	}
 	s := h.bridge.Serve(ctx, breq, sink)

@@ -129,13 +129,5 @@ func (h *Handler) reverseOptions() *translate.ReverseOptions {
 	o.TaskWait = time.Duration(h.MaxTaskWait)
 	o.MaxGetStreams = h.MaxGetStreams
 	o.MaxGetStreamsPerPrincipal = h.MaxGetStreamsPerPrincipal
-	for _, u := range h.Upstreams {
-		if u.Tasks == "off" {
-			if o.TasksOff == nil {
-				o.TasksOff = map[string]bool{}
-			}
-			o.TasksOff[u.URL] = true
-		}
-	}
 	return o.Ready()
 }

@@ -527,6 +527,10 @@ type Handler struct {
 	fleet         fleet                     // instance id, address, peers (fleet.go)
 	metrics       *gatewayMetrics
 	observer      callObserver // of both bridges' calls
+	// viaProxy, set under an http transport whose connections the forward
+	// bridge makes itself, reports the upstreams the transport reaches
+	// through a proxy from the environment (upstreamTarget).
+	viaProxy func(*Upstream) bool
 }
 
 // CaddyModule returns the Caddy module information.

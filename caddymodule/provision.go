@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -59,6 +60,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 	if err := h.provisionTransport(ctx); err != nil {
 		return err
+	}
+	for _, u := range h.Upstreams {
+		h.upstreamTarget(u)
 	}
 	if err := h.provisionPeerTransport(ctx); err != nil {
 		return err
@@ -243,8 +247,8 @@ func (h *Handler) Cleanup() error {
 	if h.client != nil {
 		h.client.CloseIdleConnections()
 	}
-	if d, ok := h.bridgeClient.(*transportDoer); ok {
-		d.CloseIdleConnections()
+	if c, ok := h.bridgeClient.(*legacy.ConnClient); ok {
+		c.CloseIdleConnections()
 	}
 	if h.fleet.client != nil {
 		h.fleet.client.CloseIdleConnections()

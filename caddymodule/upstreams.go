@@ -10,8 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // Upstream is one MCP server behind the gateway.
@@ -87,8 +91,9 @@ type Upstream struct {
 	// (`-32021`, relayed to the client). Default: `on`.
 	Tasks string `json:"tasks,omitempty"`
 
-	state *upstreamState
-	proxy *reverseproxy.Upstream // what the selection policy sees
+	state  *upstreamState
+	proxy  *reverseproxy.Upstream // what the selection policy sees
+	target translate.Target       // what the bridges' requests to it carry (target.go)
 }
 
 // era values of Upstream.Era.
@@ -237,6 +242,28 @@ func (u *Upstream) provision() error {
 	u.state.configured.Store(uint32(u.configuredEras()))
 	u.proxy = &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: u.URL}
 	return nil
+}
+
+// upstreamTarget sets u.target, what the bridges' requests to u carry: its
+// URL and per-upstream options, and, when the forward bridge keeps its own
+// connections under a transport that reaches u through a proxy from the
+// environment (viaProxy), the transport as the bridge's client for u. It
+// runs once per upstream, after the transport is provisioned: in Provision
+// for the static upstreams, when the dynamic source first returns it for a
+// dynamic one.
+func (h *Handler) upstreamTarget(u *Upstream) {
+	u.target = translate.Target{
+		Upstream:     u.URL,
+		NoGetStream:  u.GetStream == "off",
+		Resume:       u.Resume != "off",
+		GatherAlways: u.Gather == gatherAlways,
+		NoTasks:      u.Tasks == "off",
+	}
+	if h.viaProxy != nil && h.viaProxy(u) {
+		u.target.Client = h.client
+		h.logger.Info("transport: the forward bridge reaches this upstream through the transport itself (a proxy from the environment applies)",
+			zap.String("upstream", u.URL))
+	}
 }
 
 // configuredEras is what the config says, or 0 for auto.

@@ -71,7 +71,7 @@ func TestUpstreamTaskParams(t *testing.T) {
 	opts := DefaultBridgeOptions()
 	opts.Tasks.TTL = 90 * time.Second
 	req := func(tool string, hosting bool) *Request {
-		r := &Request{Upstream: up, Options: opts.Ready(), ModernRequest: &ModernRequest{Message: legacy.Message{Method: "tools/call"}, Name: tool}}
+		r := &Request{Target: Target{Upstream: up}, Options: opts.Ready(), ModernRequest: &ModernRequest{Message: legacy.Message{Method: "tools/call"}, Name: tool}}
 		if hosting {
 			r.hosting = &TaskRule{Mode: TaskOptional}
 		}

@@ -56,7 +56,7 @@ func taskRequest(t *testing.T, upstream string, id, rounds int, principal string
 	if rerr != nil {
 		t.Fatalf("invalid test request: %v", rerr)
 	}
-	return Request{Upstream: upstream, Principal: PrincipalHash(principal), ModernRequest: req}
+	return Request{Target: Target{Upstream: upstream}, Principal: PrincipalHash(principal), ModernRequest: req}
 }
 
 // TestTaskEventsAndList: a required tool that ends within its window is a

@@ -85,7 +85,7 @@ func askRequest(t *testing.T, upstream string, id, rounds int, extra string) Req
 	if rerr != nil {
 		t.Fatalf("invalid test request: %v", rerr)
 	}
-	return Request{Upstream: upstream, Principal: PrincipalHash("p"), ModernRequest: req}
+	return Request{Target: Target{Upstream: upstream}, Principal: PrincipalHash("p"), ModernRequest: req}
 }
 
 func serve(b *Bridge, r Request) *recordedAnswer {

@@ -90,7 +90,7 @@ func newTestReverse(t *testing.T) *Reverse {
 func openSession(t *testing.T, rv *Reverse, upstream, principal, caps string) *ReverseSession {
 	t.Helper()
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":` + caps + `,"clientInfo":{"name":"t","version":"1"}}}`)
-	resp, sid, rerr := rv.Initialize(context.Background(), InitRequest{Upstream: upstream, Principal: PrincipalHash(principal), ID: []byte("1"), Body: body})
+	resp, sid, rerr := rv.Initialize(context.Background(), InitRequest{Target: Target{Upstream: upstream}, Principal: PrincipalHash(principal), ID: []byte("1"), Body: body})
 	if rerr != nil {
 		t.Fatal(rerr)
 	}

@@ -52,7 +52,7 @@ func TestRevDeclareTasks(t *testing.T) {
 func TestUpstreamRequestTasks(t *testing.T) {
 	caps := MetaPath("params", MetaClientCapabilities) + ".extensions"
 	on := &ReverseSession{ClientSession: seal.ClientSession{Upstream: "http://a/mcp", Capabilities: []byte(`{}`)}}
-	off := &ReverseSession{ClientSession: on.ClientSession, opts: &ReverseOptions{TasksOff: map[string]bool{"http://a/mcp": true}}}
+	off := &ReverseSession{ClientSession: on.ClientSession, Target: Target{Upstream: "http://a/mcp", NoTasks: true}}
 	for _, c := range []struct {
 		s      *ReverseSession
 		method string
@@ -67,7 +67,7 @@ func TestUpstreamRequestTasks(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := gjson.GetBytes(body, caps).Get(gjson.Escape(reverseTasksExtension)).Exists(); got != c.want {
-			t.Errorf("%s (tasks off: %t): extension declared %t, want %t: %s", c.method, c.s.opts != nil, got, c.want, body)
+			t.Errorf("%s (tasks off: %t): extension declared %t, want %t: %s", c.method, c.s.Target.NoTasks, got, c.want, body)
 		}
 	}
 }
