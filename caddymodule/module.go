@@ -531,6 +531,7 @@ type Handler struct {
 	// bridge makes itself, reports the upstreams the transport reaches
 	// through a proxy from the environment (upstreamTarget).
 	viaProxy func(*Upstream) bool
+	events   healthEvents // healthy and unhealthy (health.go)
 }
 
 // CaddyModule returns the Caddy module information.

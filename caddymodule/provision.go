@@ -106,6 +106,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if events, err := ctx.App("events"); err == nil {
 		if app, ok := events.(*caddyevents.App); ok {
 			_ = app.On("stopping", stoppingHandler{h.streams, h.calls, delay})
+			h.events = healthEvents{app: app, ctx: ctx}
 		}
 	}
 	h.startHealthChecks(ctx)

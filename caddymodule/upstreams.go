@@ -292,16 +292,22 @@ func (u *Upstream) available(now time.Time) bool {
 
 // markDown takes u out of selection until now+d at least (an earlier mark
 // that lasts longer is kept), and forgets its probed era so that it is
-// probed again when it comes back.
-func (u *Upstream) markDown(now time.Time, d time.Duration) {
+// probed again when it comes back. It reports whether u was up until this
+// mark: of the marks made at once, only one takes it down.
+func (u *Upstream) markDown(now time.Time, d time.Duration) (tookDown bool) {
 	until := now.Add(d).UnixNano()
 	for {
 		cur := u.state.downUntil.Load()
-		if cur >= until || u.state.downUntil.CompareAndSwap(cur, until) {
+		if cur >= until {
+			break
+		}
+		if u.state.downUntil.CompareAndSwap(cur, until) {
+			tookDown = cur <= now.UnixNano()
 			break
 		}
 	}
 	u.state.eras.Store(0)
+	return tookDown
 }
 
 // upstreams returns the upstreams of this configuration for r: the static
