@@ -90,9 +90,9 @@ func (s *bridgeState) Destruct() error {
 }
 
 // provisionBridge takes (or makes) the shared bridge and builds this
-// handler's options, which its requests carry: each mcp_gateway block's
-// options apply to the calls it serves.
-func (h *Handler) provisionBridge() error {
+// handler's options from base (setDefaults), which its requests carry: each
+// mcp_gateway block's options apply to the calls it serves.
+func (h *Handler) provisionBridge(base translate.BridgeOptions) error {
 	val, _, err := bridges.LoadOrNew(bridgeKey, func() (caddy.Destructor, error) {
 		return newBridgeState(h.logger.Named("bridge")), nil
 	})
@@ -101,7 +101,7 @@ func (h *Handler) provisionBridge() error {
 	}
 	st := val.(*bridgeState)
 	h.bridge = st.bridge
-	h.bridgeOpts = h.bridgeOptions()
+	h.bridgeOpts = h.bridgeOptions(base)
 	return nil
 }
 

@@ -29,7 +29,7 @@ var processKey = sync.OnceValue(seal.NewRandomKey)
 // Provision sets up the handler: first the defaults of the options left
 // unset (setDefaults, the only place they are set), then the rest.
 func (h *Handler) Provision(ctx caddy.Context) error {
-	h.setDefaults()
+	fwdBase, revBase := h.setDefaults()
 	h.logger = ctx.Logger()
 	h.ctx = ctx
 	h.streams = newStreamRegistry()
@@ -80,10 +80,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionFleet(); err != nil {
 		return err
 	}
-	if err := h.provisionBridge(); err != nil {
+	if err := h.provisionBridge(fwdBase); err != nil {
 		return err
 	}
-	if err := h.provisionReverse(); err != nil {
+	if err := h.provisionReverse(revBase); err != nil {
 		return err
 	}
 

@@ -39,8 +39,9 @@ func (s *reverseState) Destruct() error {
 }
 
 // provisionReverse takes (or makes) the shared reverse bridge and builds
-// this handler's options, which seal and serve the sessions it opens.
-func (h *Handler) provisionReverse() error {
+// this handler's options from base (setDefaults), which seal and serve the
+// sessions it opens.
+func (h *Handler) provisionReverse(base translate.ReverseOptions) error {
 	val, _, err := reverses.LoadOrNew(reverseKey, func() (caddy.Destructor, error) {
 		client := newUpstreamClient(64)
 		return &reverseState{rv: translate.NewReverse(client, translate.DefaultReverseOptions()), client: client}, nil
@@ -49,7 +50,7 @@ func (h *Handler) provisionReverse() error {
 		return err
 	}
 	h.reverse = val.(*reverseState).rv
-	h.reverseOpts = h.reverseOptions()
+	h.reverseOpts = h.reverseOptions(base)
 	return nil
 }
 
