@@ -32,7 +32,7 @@ const (
 )
 
 // healthEvents emits the health events of one configuration's upstreams
-// through the events app (nil: none is emitted).
+// through the events app (zero: none is emitted).
 type healthEvents struct {
 	app *caddyevents.App
 	ctx caddy.Context // the handler's: the events' origin module
