@@ -90,9 +90,9 @@ func (s *bridgeState) Destruct() error {
 }
 
 // provisionBridge takes (or makes) the shared bridge and builds this
-// handler's options, which its requests carry: each mcp_gateway block's
-// options apply to the calls it serves.
-func (h *Handler) provisionBridge() error {
+// handler's options from base (setDefaults), which its requests carry: each
+// mcp_gateway block's options apply to the calls it serves.
+func (h *Handler) provisionBridge(base forward.Options) error {
 	val, _, err := bridges.LoadOrNew(bridgeKey, func() (caddy.Destructor, error) {
 		return newBridgeState(h.logger.Named("bridge")), nil
 	})
@@ -101,7 +101,7 @@ func (h *Handler) provisionBridge() error {
 	}
 	st := val.(*bridgeState)
 	h.bridge = st.bridge
-	h.bridgeOpts = h.bridgeOptions()
+	h.bridgeOpts = h.bridgeOptions(base)
 	return nil
 }
 
@@ -123,7 +123,7 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq forw
 	defer sink.close()
 	breq.Header = bridgedHeader(r)
 	if up != nil {
-		aim(&breq, up)
+		breq.Target = up.target
 		breq.Failover = h.bridgeFailover(w, r, &up)
 	}
 	s := h.bridge.Serve(ctx, breq, sink)

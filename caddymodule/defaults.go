@@ -10,14 +10,18 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 )
 
-// The defaults of the handler's options, set in one place: setDefaults,
-// called first in Provision. Each is documented on its field (module.go).
-// A zero value means "the default"; for the durations where turning the
-// behaviour off makes sense (keepalive_interval, write_timeout,
+// The defaults of the handler's options, resolved in one place:
+// setDefaults, called first in Provision. Each is documented on its field
+// (module.go). A zero value means "the default"; for the durations where
+// turning the behaviour off makes sense (keepalive_interval, write_timeout,
 // gather_window, health_interval) a negative one means "off", as Caddy's
 // reverse_proxy `flush_interval -1`. The limits both bridges share have
 // their values in translate/forward and translate/reverse (forward.DefaultOptions, reverse.DefaultOptions),
-// the one source of them; the leaf packages take the options as given.
+// the one source of them: setDefaults takes them once, fills the handler's
+// options from them, and returns them as the base of the bridges' options
+// (bridgeOptions, reverseOptions), which set every configurable field from
+// the defaulted handler and keep the base's values for the rest. The leaf
+// packages take the options as given.
 
 // Defaults of the options only the Caddy side knows.
 const (
@@ -31,10 +35,12 @@ const (
 	maxBufferedNotifications = 4096
 )
 
-// setDefaults gives every option left unset (zero) its documented default.
-// It changes only zero values: a negative duration (off) is kept.
-func (h *Handler) setDefaults() {
-	fwd, rev := forward.DefaultOptions(), reverse.DefaultOptions()
+// setDefaults gives every option left unset (zero) its documented default,
+// and returns the bridges' default options it took them from (the base of
+// bridgeOptions and reverseOptions). It changes only zero values: a
+// negative duration (off) is kept.
+func (h *Handler) setDefaults() (fwd forward.Options, rev reverse.Options) {
+	fwd, rev = forward.DefaultOptions(), reverse.DefaultOptions()
 
 	if h.SelectionPolicyRaw == nil {
 		h.SelectionPolicyRaw = caddyconfig.JSONModuleObject(reverseproxy.RandomSelection{}, "policy", "random", nil)
@@ -75,6 +81,7 @@ func (h *Handler) setDefaults() {
 	setDuration(&h.TaskPollInterval, fwd.Tasks.PollInterval)
 	setInt(&h.MaxTasks, fwd.Tasks.MaxTasks)
 	setInt(&h.MaxTasksPerPrincipal, fwd.Tasks.MaxTasksPerPrincipal)
+	return fwd, rev
 }
 
 func setDuration(d *caddy.Duration, def time.Duration) {
@@ -94,10 +101,10 @@ func orOff(d caddy.Duration) time.Duration {
 	return max(time.Duration(d), 0)
 }
 
-// bridgeOptions are this handler's forward bridge options, from its
-// (defaulted) configuration.
-func (h *Handler) bridgeOptions() *forward.Options {
-	o := forward.DefaultOptions()
+// bridgeOptions are this handler's forward bridge options: base
+// (setDefaults') with its (defaulted) configuration.
+func (h *Handler) bridgeOptions(base forward.Options) *forward.Options {
+	o := base
 	o.Keyring, o.Instance, o.Address, o.Observer = h.keyring, h.fleet.instance, h.fleet.address, h.observer
 	o.ParkTTL = time.Duration(h.ParkTTL)
 	o.MaxParked = h.MaxParked
@@ -116,10 +123,11 @@ func (h *Handler) bridgeOptions() *forward.Options {
 	return o.Ready()
 }
 
-// reverseOptions are this handler's reverse bridge options, from its
-// (defaulted) configuration; RetryPause keeps translate's default.
-func (h *Handler) reverseOptions() *reverse.Options {
-	o := reverse.DefaultOptions()
+// reverseOptions are this handler's reverse bridge options: base
+// (setDefaults') with its (defaulted) configuration; RetryPause keeps the
+// base's.
+func (h *Handler) reverseOptions(base reverse.Options) *reverse.Options {
+	o := base
 	o.Keyring, o.Instance, o.Address, o.Observer = h.keyring, h.fleet.instance, h.fleet.address, h.observer
 	o.MaxRounds = h.MaxRounds
 	o.MaxInputsPerRound = h.MaxInputsPerRound
@@ -129,13 +137,5 @@ func (h *Handler) reverseOptions() *reverse.Options {
 	o.TaskWait = time.Duration(h.MaxTaskWait)
 	o.MaxGetStreams = h.MaxGetStreams
 	o.MaxGetStreamsPerPrincipal = h.MaxGetStreamsPerPrincipal
-	for _, u := range h.Upstreams {
-		if u.Tasks == "off" {
-			if o.TasksOff == nil {
-				o.TasksOff = map[string]bool{}
-			}
-			o.TasksOff[u.URL] = true
-		}
-	}
 	return o.Ready()
 }

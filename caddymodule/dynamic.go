@@ -37,6 +37,9 @@ const defaultDynamicEndpoint = "http:///mcp"
 type dynamicUpstreams struct {
 	source   reverseproxy.UpstreamSource
 	template Upstream // URL: scheme:///path[?query], no host
+	// ready completes an upstream the source returned for the first time
+	// (Handler.upstreamTarget).
+	ready    func(*Upstream)
 	endpoint *url.URL
 	static   map[string]bool // the static upstreams' URLs, which win
 	logger   *zap.Logger
@@ -114,6 +117,9 @@ func (h *Handler) provisionDynamic(ctx caddy.Context) error {
 	if err := checkOnOff("resume", tpl.Resume); err != nil {
 		return fmt.Errorf("dynamic_endpoint: %w", err)
 	}
+	if err := checkOnOff("tasks", tpl.Tasks); err != nil {
+		return fmt.Errorf("dynamic_endpoint: %w", err)
+	}
 	static := make(map[string]bool, len(h.Upstreams))
 	for _, u := range h.Upstreams {
 		if u != nil {
@@ -124,7 +130,7 @@ func (h *Handler) provisionDynamic(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	h.dynamic = &dynamicUpstreams{source: src, template: tpl, endpoint: endpoint, static: static,
+	h.dynamic = &dynamicUpstreams{source: src, template: tpl, ready: h.upstreamTarget, endpoint: endpoint, static: static,
 		logger: h.logger, known: map[string]*dynamicEntry{}, refuse: refuse, refused: map[string]bool{}}
 	return nil
 }
@@ -189,10 +195,17 @@ func (d *dynamicUpstreams) get(r *http.Request) []*Upstream {
 		}
 		e := d.known[u]
 		if e == nil {
-			up := &Upstream{URL: u, Era: d.template.Era, Gather: d.template.Gather, GetStream: d.template.GetStream, Resume: d.template.Resume}
+			// Every per-upstream option of the template, the URL made
+			// from the address.
+			up := new(Upstream)
+			*up = d.template
+			up.URL = u
 			if err := up.provision(); err != nil {
 				d.logger.Warn("dynamic upstream skipped", zap.String("upstream", u), zap.Error(err))
 				continue
+			}
+			if d.ready != nil {
+				d.ready(up)
 			}
 			e = &dynamicEntry{up: up}
 			d.known[u] = e

@@ -7,6 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
@@ -16,6 +18,32 @@ import (
 // counted for `fail_duration`; when `max_fails` of them are counted at
 // once, the upstream is skipped for new sessions and modern requests for
 // `fail_duration`, and its era is probed again before it takes work.
+
+// Health events: when health takes an upstream out of selection (a passive
+// mark at max_fails, a failed era probe, health_fails failed active
+// checks) the handler emits `unhealthy` through Caddy's events app, and
+// when active checks take it back, `healthy`, as reverse_proxy does for
+// its hosts. The event's data names the upstream: {"host": its URL}. The
+// end of a passive mark (fail_duration passing) emits nothing: nothing
+// happens then, the upstream is simply a candidate again.
+const (
+	upstreamHealthy   = "healthy"
+	upstreamUnhealthy = "unhealthy"
+)
+
+// healthEvents emits the health events of one configuration's upstreams
+// through the events app (zero: none is emitted).
+type healthEvents struct {
+	app *caddyevents.App
+	ctx caddy.Context // the handler's: the events' origin module
+}
+
+// emit emits the event name (upstreamHealthy, upstreamUnhealthy) for u.
+func (e healthEvents) emit(name string, u *Upstream) {
+	if e.app != nil {
+		e.app.Emit(e.ctx, name, map[string]any{"host": u.URL})
+	}
+}
 
 // countFailure counts one passive failure of u (why says what, for the
 // log) and takes u out of selection when it reaches max_fails.
@@ -41,7 +69,9 @@ func (h *Handler) countFailure(u *Upstream, why string, cause error) {
 		h.logger.Debug("upstream failure counted", zap.String("upstream", u.URL), zap.String("failure", why), zap.Error(cause))
 		return
 	}
-	u.markDown(now, window)
+	if u.markDown(now, window) {
+		h.events.emit(upstreamUnhealthy, u)
+	}
 	h.logger.Warn("upstream marked unhealthy", zap.String("upstream", u.URL), zap.String("failure", why),
 		zap.Int("max_fails", max(h.MaxFails, 1)), zap.Duration("fail_duration", window), zap.Error(cause))
 }

@@ -1,12 +1,16 @@
 package caddymodule
 
 import (
+	"context"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 )
 
 // testUpstream is a provisioned upstream whose state no other test shares.
@@ -54,6 +58,55 @@ func TestCountFailureWindow(t *testing.T) {
 	h.countFailure(u, "test", nil)
 	if u.available(time.Now()) {
 		t.Fatal("two failures within fail_duration did not reach max_fails 2")
+	}
+}
+
+// eventRecorder is an events app handler that records what it gets.
+type eventRecorder struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *eventRecorder) Handle(_ context.Context, e caddy.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, e.Name()+" "+e.Data["host"].(string))
+	return nil
+}
+
+func (r *eventRecorder) events() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+// TestHealthEventsEmitted: a passive mark at max_fails emits `unhealthy`
+// to a handler subscribed in Caddy's events app, once: a mark made while
+// the upstream is down emits nothing. (tests/health_test.go's
+// TestHealthEvents runs the active checker's through Caddy.)
+func TestHealthEventsEmitted(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	app := new(caddyevents.App)
+	if err := app.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec := new(eventRecorder)
+	if err := app.Subscribe(&caddyevents.Subscription{Events: []string{upstreamHealthy, upstreamUnhealthy}, Handlers: []caddyevents.Handler{rec}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{HealthChecks: HealthChecks{PassiveHealthChecks: PassiveHealthChecks{MaxFails: 1, FailDuration: caddy.Duration(time.Hour)}}, logger: zap.NewNop(), events: healthEvents{app: app, ctx: ctx}}
+	u := testUpstream(t, "http://127.0.0.1:9/health-events")
+	h.countFailure(u, "test", nil)
+	h.countFailure(u, "test", nil) // already down: no second event
+	if got, want := rec.events(), []string{"unhealthy " + u.URL}; !slices.Equal(got, want) {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+	if u.markDown(time.Now(), time.Minute) {
+		t.Fatal("markDown of an upstream already down took it down")
 	}
 }
 

@@ -78,7 +78,9 @@ func (h *Handler) checkUpstream(ctx context.Context, u *Upstream) {
 			return
 		}
 		// probed again when it answers: it may come back as another server
-		u.markDown(now, downFor)
+		if u.markDown(now, downFor) {
+			h.events.emit(upstreamUnhealthy, u)
+		}
 		if wasUp {
 			h.logger.Warn("upstream failed its health check", zap.String("upstream", u.URL), zap.Error(err))
 		}
@@ -97,7 +99,9 @@ func (h *Handler) checkUpstream(ctx context.Context, u *Upstream) {
 		}
 		return
 	}
-	s.downUntil.Store(0)
+	if s.downUntil.Swap(0) > now.UnixNano() {
+		h.events.emit(upstreamHealthy, u)
+	}
 	h.logger.Info("upstream passed its health check", zap.String("upstream", u.URL))
 }
 

@@ -18,11 +18,11 @@ var readOnly = map[string]bool{
 
 // serveModern forwards a modern (2026-07-28) request, validated already,
 // statelessly to the modern upstream up, or to another modern one when up
-// cannot take it (forward's reselect).
+// cannot take it (forward's failover).
 func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, l *learned, up *Upstream) error {
 	return h.forward(w, r, exchange{
 		up: up, method: http.MethodPost, header: upstreamHeader(r), body: l.body,
-		reselect:   func(tried []*Upstream) *Upstream { return h.selectUpstream(r, w, speaksModern, tried...) },
+		failover:   h.newFailover(w, r, speaksModern, "take the request", false),
 		idempotent: readOnly[l.breq.Method],
 		failID:     l.breq.ID,
 		listen:     l.breq.Method == "subscriptions/listen",

@@ -84,8 +84,9 @@ type Handler struct {
 	// The MCP endpoint of each dynamic upstream, and its options: `url` is
 	// a template `http:///path` or `https:///path` (scheme and path, and a
 	// query if any, but no host: the address from the source goes there,
-	// a trailing dot of a host name dropped), and `era`, `gather` and
-	// `get_stream` mean what they mean for an upstream. Only with
+	// a trailing dot of a host name dropped), and `era`, `gather`,
+	// `get_stream`, `resume` and `tasks` mean what they mean for an
+	// upstream, for every dynamic upstream. Only with
 	// `dynamic_upstreams`. Default: `{"url": "http:///mcp"}` (era `auto`).
 	DynamicEndpoint *Upstream `json:"dynamic_endpoint,omitempty"`
 
@@ -147,8 +148,9 @@ type Handler struct {
 	// do what it asks (another transport module, `versions` without `1.1`,
 	// a `tls_server_name` with placeholders, a network proxy,
 	// `response_header_timeout`, `max_conns_per_host`, `keepalive off`;
-	// or, for one upstream, a proxy from the environment), and logs why at
-	// start. `proxy_protocol` is refused (the gateway's own requests have
+	// or, for one upstream — a static one, or a dynamic one when its
+	// source first returns it — a proxy from the environment), and logs
+	// why. `proxy_protocol` is refused (the gateway's own requests have
 	// no client to announce). After a reload with a transport, idle
 	// upstream sessions of the old configuration are not reused (they are
 	// closed once idle for 2 minutes); new ones are opened with the new
@@ -187,6 +189,11 @@ type Handler struct {
 	fleet         fleet            // instance id, address, peers (fleet.go)
 	metrics       *gatewayMetrics
 	observer      callObserver // of both bridges' calls
+	// viaProxy, set under an http transport whose connections the forward
+	// bridge makes itself, reports the upstreams the transport reaches
+	// through a proxy from the environment (upstreamTarget).
+	viaProxy func(*Upstream) bool
+	events   healthEvents // healthy and unhealthy (health.go)
 }
 
 // CaddyModule returns the Caddy module information.

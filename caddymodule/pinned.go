@@ -33,12 +33,12 @@ func (h *Handler) servePinned(w http.ResponseWriter, r *http.Request, l *learned
 
 // initializeLegacy opens a new pinned session on up, chosen by the
 // selection policy (or on another legacy upstream when up cannot take it:
-// forward's reselect). The pin is made from the initialize *response*, so
+// forward's failover). The pin is made from the initialize *response*, so
 // the gateway id names the upstream session that really exists.
 func (h *Handler) initializeLegacy(w http.ResponseWriter, r *http.Request, body []byte, up *Upstream) error {
 	return h.forward(w, r, exchange{
 		up: up, method: http.MethodPost, header: legacyUpstreamHeader(r), body: body,
-		reselect:   func(tried []*Upstream) *Upstream { return h.selectUpstream(r, w, speaksLegacy, tried...) },
+		failover:   h.newFailover(w, r, speaksLegacy, "take the request", false),
 		idempotent: true, // at worst an unused upstream session is left to expire
 		answerSession: func(up *Upstream, upstreamSession string) string {
 			return string(seal.SealPin(h.keyring, seal.Pin{

@@ -61,7 +61,9 @@ func (h *Handler) probeEra(ctx context.Context, u *Upstream) {
 		if h.ctx.Err() != nil {
 			return // the configuration was unloaded mid-probe: no verdict
 		}
-		u.markDown(time.Now(), time.Duration(h.FailDuration))
+		if u.markDown(time.Now(), time.Duration(h.FailDuration)) {
+			h.events.emit(upstreamUnhealthy, u)
+		}
 		h.logger.Warn("probing upstream era failed", zap.String("upstream", u.URL), zap.Error(err))
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 )
@@ -28,7 +29,7 @@ var processKey = sync.OnceValue(seal.NewRandomKey)
 // Provision sets up the handler: first the defaults of the options left
 // unset (setDefaults, the only place they are set), then the rest.
 func (h *Handler) Provision(ctx caddy.Context) error {
-	h.setDefaults()
+	fwdBase, revBase := h.setDefaults()
 	h.logger = ctx.Logger()
 	h.ctx = ctx
 	h.streams = newStreamRegistry()
@@ -60,6 +61,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionTransport(ctx); err != nil {
 		return err
 	}
+	for _, u := range h.Upstreams {
+		h.upstreamTarget(u)
+	}
 	if err := h.provisionPeerTransport(ctx); err != nil {
 		return err
 	}
@@ -76,10 +80,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionFleet(); err != nil {
 		return err
 	}
-	if err := h.provisionBridge(); err != nil {
+	if err := h.provisionBridge(fwdBase); err != nil {
 		return err
 	}
-	if err := h.provisionReverse(); err != nil {
+	if err := h.provisionReverse(revBase); err != nil {
 		return err
 	}
 
@@ -102,6 +106,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if events, err := ctx.App("events"); err == nil {
 		if app, ok := events.(*caddyevents.App); ok {
 			_ = app.On("stopping", stoppingHandler{h.streams, h.calls, delay})
+			h.events = healthEvents{app: app, ctx: ctx}
 		}
 	}
 	h.startHealthChecks(ctx)
@@ -243,8 +248,8 @@ func (h *Handler) Cleanup() error {
 	if h.client != nil {
 		h.client.CloseIdleConnections()
 	}
-	if d, ok := h.bridgeClient.(*transportDoer); ok {
-		d.CloseIdleConnections()
+	if c, ok := h.bridgeClient.(*legacy.ConnClient); ok {
+		c.CloseIdleConnections()
 	}
 	if h.fleet.client != nil {
 		h.fleet.client.CloseIdleConnections()

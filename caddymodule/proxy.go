@@ -38,12 +38,12 @@ type exchange struct {
 	// when absent) of a successful answer to the value the client gets; nil,
 	// or a "" result, drops the header.
 	answerSession func(up *Upstream, upstreamValue string) string
-	// reselect, if set, picks another upstream, none of tried, when up
-	// could not take the request: it refused the connection (nothing was
+	// failover, if set, moves the request to another upstream when up
+	// could not take it: it refused the connection (nothing was
 	// delivered), or, for an idempotent request, dropped it without an
 	// answer. A new session or a modern request is then not lost to a dead
 	// or restarting upstream.
-	reselect func(tried []*Upstream) *Upstream
+	failover *failover
 	// idempotent requests may be sent again after a connection dropped
 	// without an answer.
 	idempotent bool
@@ -88,12 +88,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex exchange) e
 	}
 
 	resp, err := h.send(ctx, ex)
-	var tried []*Upstream
-	for err != nil && ex.reselect != nil && ctx.Err() == nil && (refused(err) || ex.idempotent && dropped(err)) {
-		h.countFailure(ex.up, "connection", err)
-		h.logger.Warn("upstream could not take the request; trying another", zap.String("upstream", ex.up.URL), zap.Error(err))
-		tried = append(tried, ex.up)
-		if ex.up = ex.reselect(tried); ex.up == nil {
+	for err != nil && ex.failover != nil && ctx.Err() == nil && (refused(err) || ex.idempotent && dropped(err)) {
+		if ex.up = ex.failover.next(ex.up, err); ex.up == nil {
 			break
 		}
 		resp, err = h.send(ctx, ex)

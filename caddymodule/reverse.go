@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
@@ -42,8 +40,9 @@ func (s *reverseState) Destruct() error {
 }
 
 // provisionReverse takes (or makes) the shared reverse bridge and builds
-// this handler's options, which seal and serve the sessions it opens.
-func (h *Handler) provisionReverse() error {
+// this handler's options from base (setDefaults), which seal and serve the
+// sessions it opens.
+func (h *Handler) provisionReverse(base reverse.Options) error {
 	val, _, err := reverses.LoadOrNew(reverseKey, func() (caddy.Destructor, error) {
 		client := newUpstreamClient(64)
 		return &reverseState{rv: reverse.New(client, reverse.DefaultOptions()), client: client}, nil
@@ -52,7 +51,7 @@ func (h *Handler) provisionReverse() error {
 		return err
 	}
 	h.reverse = val.(*reverseState).rv
-	h.reverseOpts = h.reverseOptions()
+	h.reverseOpts = h.reverseOptions(base)
 	return nil
 }
 
@@ -87,25 +86,21 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, l *l
 	var resp []byte
 	var sid seal.GatewaySessionID
 	var rerr *translate.RPCError
-	var tried []*Upstream
+	f := h.newFailover(w, r, speaksModern, "open a session", true)
 	for {
 		resp, sid, rerr = h.reverse.Initialize(ctx, reverse.InitRequest{
-			Upstream: up.URL, Principal: h.principal(r), Header: bridgedHeader(r), ID: msg.ID, Body: body, Options: h.reverseOpts,
+			Target: up.target, Principal: h.principal(r), Header: bridgedHeader(r), ID: msg.ID, Body: body, Options: h.reverseOpts,
 		})
 		// The session's server/discover did not reach the upstream, or
 		// got no answer (it is read-only): open the session on another.
 		if rerr == nil || ctx.Err() != nil || !legacy.Refused(rerr.Cause) && !legacy.Dropped(rerr.Cause) {
 			break
 		}
-		h.countFailure(up, "connection", rerr.Cause)
-		h.logger.Warn("upstream could not open a session; trying another", zap.String("upstream", up.URL), zap.Error(rerr.Cause))
-		tried = append(tried, up)
-		next := h.selectUpstream(r, w, speaksModern, tried...)
+		next := f.next(up, rerr.Cause)
 		if next == nil {
 			break
 		}
 		up = next
-		routeOf(r).up = up
 	}
 	if rerr != nil {
 		served(r, translate.Served{Outcome: translate.OutcomeError})

@@ -26,7 +26,7 @@ import (
 // it to. Nothing tries one path and falls back to another: the only
 // choices left to run time are the selection policy's (pick) and the
 // pass-through and new-session failover among upstreams of the decided era
-// (forward's reselect, bridgeFailover, initializeReverse).
+// (failover.go).
 
 // routeInput is what decides a request's route.
 type routeInput struct {
@@ -295,6 +295,7 @@ func (h *Handler) learnSession(r *http.Request, l *learned) {
 		}
 		if up := h.upstreamByURL(r, s.Upstream); up != nil {
 			l.in.session, l.in.sessionUp = sessionHeld, up
+			s.Target = up.target
 			l.held = s
 			if l.body != nil && l.msg.Kind == legacy.KindResponse {
 				if owner, elsewhere := h.reverse.AnswerOwner(s, l.body); elsewhere {

@@ -132,10 +132,11 @@ func asDialError(err error) error {
 // legacy.ConnClient with ht's dialer (dial_timeout, resolvers,
 // local_address, keepalive probes, read and write timeouts), TLS
 // configuration (trust pool, client certificate, server name, ...) and
-// TLS handshake timeout, idle pool and response header limit, sending
-// through h.client the requests to upstreams the transport sends through a
-// proxy. When ConnClient cannot do what the transport asks, every request
-// goes through h.client, and why says what.
+// TLS handshake timeout, idle pool and response header limit. The
+// upstreams the transport reaches through a proxy from the environment
+// are reached through h.client instead: h.viaProxy says which, for each
+// upstream once (upstreamTarget). When ConnClient cannot do what the
+// transport asks, every request goes through h.client, and why says what.
 func (h *Handler) forwardBridgeClient(ht *reverseproxy.HTTPTransport) (client legacy.Doer, why string) {
 	if ht == nil {
 		return h.client, "the transport is not the http transport"
@@ -171,44 +172,19 @@ func (h *Handler) forwardBridgeClient(ht *reverseproxy.HTTPTransport) (client le
 		IdleTimeout:         t.IdleConnTimeout,
 		MaxHeaderBytes:      int(t.MaxResponseHeaderBytes),
 	})
-	d := &transportDoer{conn: conn, std: h.client, proxied: make(map[string]bool)}
-	for _, u := range h.Upstreams {
+	if proxy := t.Proxy; proxy != nil {
 		// A proxy from the environment (HTTP_PROXY, HTTPS_PROXY,
 		// NO_PROXY), as the transport itself would use it.
-		parsed, err := url.Parse(u.URL)
-		if err != nil || t.Proxy == nil {
-			continue
-		}
-		if p, err := t.Proxy(&http.Request{Method: http.MethodPost, URL: parsed, Header: http.Header{}}); err != nil || p != nil {
-			d.proxied[parsed.Scheme+"://"+parsed.Host] = true
-			h.logger.Info("transport: the forward bridge reaches this upstream through the transport itself (a proxy from the environment applies)",
-				zap.String("upstream", u.URL))
+		h.viaProxy = func(u *Upstream) bool {
+			parsed, err := url.Parse(u.URL)
+			if err != nil {
+				return false
+			}
+			p, err := proxy(&http.Request{Method: http.MethodPost, URL: parsed, Header: http.Header{}})
+			return err != nil || p != nil
 		}
 	}
-	return d, ""
-}
-
-// transportDoer is the forward bridge's client under a configured
-// transport: its own connections (conn), or the transport (std) for the
-// upstreams reached through a proxy.
-type transportDoer struct {
-	conn    *legacy.ConnClient
-	std     *http.Client
-	proxied map[string]bool // scheme://host of the upstreams std serves
-}
-
-// Do implements legacy.Doer.
-func (d *transportDoer) Do(req *http.Request) (*http.Response, error) {
-	if d.proxied[req.URL.Scheme+"://"+req.URL.Host] {
-		return d.std.Do(req)
-	}
-	return d.conn.Do(req)
-}
-
-// CloseIdleConnections closes the idle connections of both.
-func (d *transportDoer) CloseIdleConnections() {
-	d.conn.CloseIdleConnections()
-	d.std.CloseIdleConnections()
+	return conn, ""
 }
 
 // provisionPeerTransport loads peer_transport, the client of forwarding

@@ -85,7 +85,7 @@ func TestProvisionTransport(t *testing.T) {
 		if _, ok := h.client.Transport.(caddyTransport); !ok {
 			t.Fatalf("client transport %T, want the module's", h.client.Transport)
 		}
-		if _, ok := h.bridgeClient.(*transportDoer); !ok || h.bridgeOpts.Client != h.bridgeClient {
+		if _, ok := h.bridgeClient.(*legacy.ConnClient); !ok || h.bridgeOpts.Client != h.bridgeClient {
 			t.Fatalf("forward bridge client %T (options %T), want its own connections", h.bridgeClient, h.bridgeOpts.Client)
 		}
 		if h.reverseClient != h.client || h.reverseOpts.Client != h.client {
@@ -141,8 +141,8 @@ func TestAsDialError(t *testing.T) {
 }
 
 // TestForwardBridgeProxied: the forward bridge sends to an upstream the
-// transport reaches through a proxy through the transport itself, and to
-// the others on its own connections.
+// transport reaches through a proxy through the transport itself (its
+// Target's client), and to the others on its own connections.
 func TestForwardBridgeProxied(t *testing.T) {
 	var direct, viaStd atomic.Int32
 	ok := func(n *atomic.Int32) *httptest.Server {
@@ -170,8 +170,13 @@ func TestForwardBridgeProxied(t *testing.T) {
 		t.Fatalf("fell back: %s", why)
 	}
 	for _, u := range h.Upstreams {
+		h.upstreamTarget(u)
+		c := client
+		if u.target.Client != nil {
+			c = u.target.Client
+		}
 		req, _ := http.NewRequest(http.MethodGet, u.URL, nil)
-		resp, err := client.Do(req)
+		resp, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,9 +186,8 @@ func TestForwardBridgeProxied(t *testing.T) {
 	if direct.Load() != 1 || viaStd.Load() != 1 {
 		t.Fatalf("direct %d, through the transport %d: want 1 and 1", direct.Load(), viaStd.Load())
 	}
-	d := client.(*transportDoer)
-	if !d.proxied[proxied.URL] || d.proxied[plain.URL] {
-		t.Fatalf("proxied upstreams %v", d.proxied)
+	if h.Upstreams[0].target.Client != legacy.Doer(std) || h.Upstreams[1].target.Client != nil {
+		t.Fatalf("clients of the upstreams' targets: %v, %v", h.Upstreams[0].target.Client, h.Upstreams[1].target.Client)
 	}
 }
 

@@ -10,8 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // Upstream is one MCP server behind the gateway.
@@ -88,8 +92,9 @@ type Upstream struct {
 	// the server's message). Default: `on`.
 	Tasks string `json:"tasks,omitempty"`
 
-	state *upstreamState
-	proxy *reverseproxy.Upstream // what the selection policy sees
+	state  *upstreamState
+	proxy  *reverseproxy.Upstream // what the selection policy sees
+	target translate.Target       // what the bridges' requests to it carry (target.go)
 }
 
 // era values of Upstream.Era.
@@ -240,6 +245,28 @@ func (u *Upstream) provision() error {
 	return nil
 }
 
+// upstreamTarget sets u.target, what the bridges' requests to u carry: its
+// URL and per-upstream options, and, when the forward bridge keeps its own
+// connections under a transport that reaches u through a proxy from the
+// environment (viaProxy), the transport as the bridge's client for u. It
+// runs once per upstream, after the transport is provisioned: in Provision
+// for the static upstreams, when the dynamic source first returns it for a
+// dynamic one.
+func (h *Handler) upstreamTarget(u *Upstream) {
+	u.target = translate.Target{
+		Upstream:     u.URL,
+		NoGetStream:  u.GetStream == "off",
+		Resume:       u.Resume != "off",
+		GatherAlways: u.Gather == gatherAlways,
+		NoTasks:      u.Tasks == "off",
+	}
+	if h.viaProxy != nil && h.viaProxy(u) {
+		u.target.Client = h.client
+		h.logger.Info("transport: the forward bridge reaches this upstream through the transport itself (a proxy from the environment applies)",
+			zap.String("upstream", u.URL))
+	}
+}
+
 // configuredEras is what the config says, or 0 for auto.
 func (u *Upstream) configuredEras() eraSet {
 	switch u.Era {
@@ -266,16 +293,22 @@ func (u *Upstream) available(now time.Time) bool {
 
 // markDown takes u out of selection until now+d at least (an earlier mark
 // that lasts longer is kept), and forgets its probed era so that it is
-// probed again when it comes back.
-func (u *Upstream) markDown(now time.Time, d time.Duration) {
+// probed again when it comes back. It reports whether u was up until this
+// mark: of the marks made at once, only one takes it down.
+func (u *Upstream) markDown(now time.Time, d time.Duration) (tookDown bool) {
 	until := now.Add(d).UnixNano()
 	for {
 		cur := u.state.downUntil.Load()
-		if cur >= until || u.state.downUntil.CompareAndSwap(cur, until) {
+		if cur >= until {
+			break
+		}
+		if u.state.downUntil.CompareAndSwap(cur, until) {
+			tookDown = cur <= now.UnixNano()
 			break
 		}
 	}
 	u.state.eras.Store(0)
+	return tookDown
 }
 
 // upstreams returns the upstreams of this configuration for r: the static

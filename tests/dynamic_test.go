@@ -19,13 +19,14 @@ import (
 
 // srvServer is a DNS server written for the dynamic-upstream tests, on
 // 127.0.0.1 over UDP: it answers every SRV question with one record per
-// port the test set (target `localhost.`, the port), and every other
-// question with no record. set changes the answer.
+// port the test set (target `localhost.`, or target when set, the port),
+// and every other question with no record. set changes the answer.
 type srvServer struct {
-	addr  string
-	conn  net.PacketConn
-	mu    sync.Mutex
-	ports []int
+	addr   string
+	conn   net.PacketConn
+	target string // a fully qualified name; "": localhost.
+	mu     sync.Mutex
+	ports  []int
 }
 
 func newSRVServer(t *testing.T) *srvServer {
@@ -85,9 +86,13 @@ func (s *srvServer) answer(query []byte) ([]byte, error) {
 		s.mu.Lock()
 		ports := append([]int(nil), s.ports...)
 		s.mu.Unlock()
+		target := "localhost."
+		if s.target != "" {
+			target = s.target
+		}
 		for _, port := range ports {
 			err := b.SRVResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 1},
-				dnsmessage.SRVResource{Priority: 10, Weight: 10, Port: uint16(port), Target: dnsmessage.MustNewName("localhost.")})
+				dnsmessage.SRVResource{Priority: 10, Weight: 10, Port: uint16(port), Target: dnsmessage.MustNewName(target)})
 			if err != nil {
 				return nil, err
 			}

@@ -332,3 +332,68 @@ func TestProbeOffRequestPath(t *testing.T) {
 		t.Fatal("b's probe ended before the request completed: the test proves nothing")
 	}
 }
+
+// healthEventLogged waits (up to notHang) for the debug line Caddy's
+// events app writes when the event name is emitted, by mcp_gateway, for
+// the upstream url.
+func healthEventLogged(t *testing.T, g *gateway, name, url string) {
+	t.Helper()
+	deadline := time.Now().Add(notHang)
+	for {
+		for line := range strings.SplitSeq(g.Log(), "\n") {
+			if strings.Contains(line, `"msg":"event"`) && strings.Contains(line, `"name":"`+name+`"`) &&
+				strings.Contains(line, `"origin":"http.handlers.mcp_gateway"`) && strings.Contains(line, `"data":{"host":"`+url+`"}`) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q event for %s was logged", name, url)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestHealthEvents: when health takes an upstream out of selection or
+// back, mcp_gateway emits reverse_proxy's `unhealthy` and `healthy` events
+// through Caddy's events app, with the upstream's URL as the data's host:
+// the events app's debug log line shows each (a subscribed handler would
+// get the same event). Active checks emit both; a passive mark emits
+// `unhealthy`.
+func TestHealthEvents(t *testing.T) {
+	t.Run("active", func(t *testing.T) {
+		f := newFaultyLegacy(t, "f")
+		f.gated.Store(true)
+		g := startGatewayWith(t, "\tdebug", "", fmt.Sprintf("\t\tupstream %s {\n\t\t\tera legacy\n\t\t}\n"+
+			"\t\thealth_interval 50ms\n\t\thealth_timeout 1m", f.url()))
+		step := func(pass bool) {
+			t.Helper()
+			select {
+			case <-f.probes:
+			case <-time.After(notHang):
+				t.Fatal("no health check arrived")
+			}
+			select {
+			case f.verdicts <- pass:
+			case <-time.After(notHang):
+				t.Fatal("the health check did not take its verdict")
+			}
+		}
+		step(false)
+		healthEventLogged(t, g, "unhealthy", f.url())
+		if strings.Contains(g.Log(), `"name":"healthy"`) {
+			t.Fatal("a healthy event before any check passed")
+		}
+		step(true)
+		healthEventLogged(t, g, "healthy", f.url())
+	})
+	t.Run("passive", func(t *testing.T) {
+		a, b := newFaultyLegacy(t, "a"), newFaultyLegacy(t, "b")
+		g := startGatewayWith(t, "\tdebug", "", passiveBlock(a, b, "\t\tfail_duration 5s\n\t\tunhealthy_status 503"))
+		a.status.Store(503)
+		failOnce(t, g, "a")
+		healthEventLogged(t, g, "unhealthy", a.url())
+		if got := newSessionOn(t, g); got != "b" {
+			t.Fatalf("after the unhealthy event a new session went to %q, want b", got)
+		}
+	})
+}

@@ -233,39 +233,27 @@ func (b *Bridge) Close() {
 
 // Request is one validated modern request for the bridge.
 type Request struct {
-	// Upstream is the URL of the legacy upstream.
-	Upstream string
+	// Target is the legacy upstream and its per-upstream options.
+	translate.Target
 	// Principal identifies who is calling: PrincipalHash of the evaluated
 	// principal expression (e.g. of Authorization). Sessions and parked
 	// calls are never shared across principals.
 	Principal [16]byte
 	// Header is sent upstream with the session's requests.
 	Header http.Header
-	// NoGetStream: the upstream sends everything a call needs on the
-	// call's own stream, so the sessions leased for calls open no
-	// standalone GET stream (subscriptions/listen still does).
-	NoGetStream bool
 	// Options are those of the configuration that received the request,
 	// made by Ready (nil: the bridge's own). A call keeps the
 	// options of its first request for its whole life (limits, park TTL,
 	// observer); a retry's requestState is opened, and the next round's
 	// sealed, with the options of the request carrying it.
 	Options *Options
-	// Resume: the upstream's call streams may be resumed (its resume
-	// option): a call whose stream is resumable parks holding nothing
-	// (resume.go).
-	Resume bool
-	// GatherAlways makes every round of the call wait GatherWindow for
-	// sibling questions (the upstream is configured with gather always).
-	GatherAlways bool
 	// Failover, if set, is asked for another upstream when a new upstream
 	// session could not be opened on Upstream and nothing of the request
 	// reached it: the connection was refused, or dropped before the
 	// upstream answered initialize (or, on an idle session the call
 	// would have used, the connection of its first request was refused).
-	// It points r at another upstream (Upstream, NoGetStream,
-	// GatherAlways) and returns true, or returns false to give up: the
-	// client then gets the error.
+	// It points r at another upstream (its Target) and returns true, or
+	// returns false to give up: the client then gets the error.
 	// It must give up after finitely many calls (say, once per upstream).
 	// It is never asked once the request may have reached an upstream,
 	// nor for a retry carrying requestState, which belongs to the call it
@@ -413,7 +401,10 @@ func (b *Bridge) reshapeOptions(c *call) translate.ReshapeOptions {
 func poolKey(r Request) legacy.PoolKey {
 	key := legacy.PoolKey{Upstream: r.Upstream, Principal: hex.EncodeToString(r.Principal[:]), Caps: translate.LegacyCapabilities(r.ClientCapabilities),
 		NoGetStream: r.NoGetStream && r.Method != "subscriptions/listen"}
-	if r.Options != nil {
+	switch {
+	case r.Client != nil:
+		key.Client = r.Client
+	case r.Options != nil:
 		key.Client = r.Options.Client
 	}
 	return key

@@ -86,7 +86,7 @@ func askRequest(t *testing.T, upstream string, id, rounds int, extra string) Req
 	if rerr != nil {
 		t.Fatalf("invalid test request: %v", rerr)
 	}
-	return Request{Upstream: upstream, Principal: translate.PrincipalHash("p"), ModernRequest: req}
+	return Request{Target: translate.Target{Upstream: upstream}, Principal: translate.PrincipalHash("p"), ModernRequest: req}
 }
 
 func serve(b *Bridge, r Request) *recordedAnswer {

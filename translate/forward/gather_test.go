@@ -59,7 +59,7 @@ func answerAll(t *testing.T, upstream, tool string, id, n int, a *recordedAnswer
 	if rerr != nil {
 		t.Fatalf("invalid retry: %v", rerr)
 	}
-	return Request{Upstream: upstream, Principal: translate.PrincipalHash("p"), ModernRequest: req}
+	return Request{Target: translate.Target{Upstream: upstream}, Principal: translate.PrincipalHash("p"), ModernRequest: req}
 }
 
 // parkedHolds waits until the one parked call has an unread message (a
@@ -245,7 +245,7 @@ func TestGatherReaskTakesArrived(t *testing.T) {
 	if rerr != nil {
 		t.Fatalf("invalid retry: %v", rerr)
 	}
-	a = serve(b, Request{Upstream: upstream, Principal: translate.PrincipalHash("p"), ModernRequest: req})
+	a = serve(b, Request{Target: translate.Target{Upstream: upstream}, Principal: translate.PrincipalHash("p"), ModernRequest: req})
 	both := inputKeys(t, a)
 	if len(both) != 2 || !slices.Contains(both, first[0]) {
 		t.Fatalf("the round asking again asked %v, want %s again and the sibling", both, first[0])

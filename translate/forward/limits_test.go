@@ -112,7 +112,7 @@ func toolRequest(t *testing.T, upstream, tool string, id, n int) Request {
 	if rerr != nil {
 		t.Fatalf("invalid test request: %v", rerr)
 	}
-	return Request{Upstream: upstream, Principal: translate.PrincipalHash("p"), ModernRequest: req}
+	return Request{Target: translate.Target{Upstream: upstream}, Principal: translate.PrincipalHash("p"), ModernRequest: req}
 }
 
 // TestBridgeMaxInputsPerRound: a round asking more than MaxInputsPerRound
@@ -201,7 +201,7 @@ func TestBridgeParkedOverflow(t *testing.T) {
 	if rerr != nil {
 		t.Fatal(rerr)
 	}
-	retry := serve(b, Request{Upstream: upstream, Principal: translate.PrincipalHash("p"), ModernRequest: req})
+	retry := serve(b, Request{Target: translate.Target{Upstream: upstream}, Principal: translate.PrincipalHash("p"), ModernRequest: req})
 	if code := gjson.GetBytes(retry.final, "error.code").Int(); code != translate.InvalidParams || retry.status != http.StatusBadRequest {
 		t.Fatalf("retry: HTTP %d %s, want 400 -32602", retry.status, retry.final)
 	}

@@ -196,7 +196,7 @@ func modernReq(t *testing.T, upstream, principal string, id int, method, name, p
 	if rerr != nil {
 		t.Fatalf("invalid test request %s: %v", body, rerr)
 	}
-	return Request{Upstream: upstream, Principal: translate.PrincipalHash(principal), NoGetStream: true, ModernRequest: req}
+	return Request{Target: translate.Target{Upstream: upstream, NoGetStream: true}, Principal: translate.PrincipalHash(principal), ModernRequest: req}
 }
 
 // pollTask sends tasks/get for id until cond holds (5 s at most).

@@ -72,7 +72,7 @@ func TestUpstreamTaskParams(t *testing.T) {
 	opts := DefaultOptions()
 	opts.Tasks.TTL = 90 * time.Second
 	req := func(tool string, hosting bool) *Request {
-		r := &Request{Upstream: up, Options: opts.Ready(), ModernRequest: &translate.ModernRequest{Message: legacy.Message{Method: "tools/call"}, Name: tool}}
+		r := &Request{Target: translate.Target{Upstream: up}, Options: opts.Ready(), ModernRequest: &translate.ModernRequest{Message: legacy.Message{Method: "tools/call"}, Name: tool}}
 		if hosting {
 			r.hosting = &TaskRule{Mode: TaskOptional}
 		}

@@ -58,7 +58,7 @@ func taskRequest(t *testing.T, upstream string, id, rounds int, principal string
 	if rerr != nil {
 		t.Fatalf("invalid test request: %v", rerr)
 	}
-	return Request{Upstream: upstream, Principal: translate.PrincipalHash(principal), ModernRequest: req}
+	return Request{Target: translate.Target{Upstream: upstream}, Principal: translate.PrincipalHash(principal), ModernRequest: req}
 }
 
 // TestTaskEventsAndList: a required tool that ends within its window is a

@@ -91,7 +91,7 @@ func newTestReverse(t *testing.T) *Bridge {
 func openSession(t *testing.T, rv *Bridge, upstream, principal, caps string) *Session {
 	t.Helper()
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":` + caps + `,"clientInfo":{"name":"t","version":"1"}}}`)
-	resp, sid, rerr := rv.Initialize(context.Background(), InitRequest{Upstream: upstream, Principal: translate.PrincipalHash(principal), ID: []byte("1"), Body: body})
+	resp, sid, rerr := rv.Initialize(context.Background(), InitRequest{Target: translate.Target{Upstream: upstream}, Principal: translate.PrincipalHash(principal), ID: []byte("1"), Body: body})
 	if rerr != nil {
 		t.Fatal(rerr)
 	}

@@ -42,10 +42,6 @@ type Options struct {
 	// task's creation; the task's own ttlMs, when shorter, bounds it too.
 	// Then the task is cancelled upstream and the client gets an error.
 	TaskWait time.Duration
-	// TasksOff lists the upstream URLs to which tools/call does not declare
-	// the Tasks extension: such an upstream must answer without a task (or
-	// refuse a tool that needs one, -32021). Optional.
-	TasksOff map[string]bool
 	// MaxGetStreams bounds the GET streams of gateway-held sessions open at
 	// once in the process (each holds an upstream subscriptions/listen);
 	// a GET beyond it gets 503 (-32603). Checked against the options of

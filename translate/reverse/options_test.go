@@ -30,7 +30,7 @@ func TestReverseOptionsPerSession(t *testing.T) {
 
 	open := func(o *Options) (*Session, string) {
 		body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}`)
-		_, sid, rerr := rv.Initialize(context.Background(), InitRequest{Upstream: up, Principal: translate.PrincipalHash("p"), ID: []byte("1"), Body: body, Options: o})
+		_, sid, rerr := rv.Initialize(context.Background(), InitRequest{Target: translate.Target{Upstream: up}, Principal: translate.PrincipalHash("p"), ID: []byte("1"), Body: body, Options: o})
 		if rerr != nil {
 			t.Fatal(rerr)
 		}

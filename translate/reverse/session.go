@@ -22,13 +22,18 @@ import (
 // Session is an opened gateway-held session.
 type Session struct {
 	seal.ClientSession
-	opts *Options // it was opened with (nil: the bridge's own)
+	// Target is the upstream the session names (ClientSession.Upstream)
+	// with its per-upstream options, set by whoever opened the session
+	// and knows that upstream; zero: the options' defaults.
+	Target translate.Target
+	opts   *Options // it was opened with (nil: the bridge's own)
 }
 
 // InitRequest is a legacy initialize for the reverse bridge.
 type InitRequest struct {
-	// Upstream is the URL of the modern upstream chosen for the session.
-	Upstream string
+	// Target is the modern upstream chosen for the session (Upstream, its
+	// URL, is sealed in the session id).
+	translate.Target
 	// Principal identifies who is calling (PrincipalHash of the evaluated
 	// principal expression); the session opens only for it.
 	Principal [16]byte

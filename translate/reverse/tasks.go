@@ -29,7 +29,7 @@ import (
 // capabilities of tools/call (and of the tasks/* requests, which require
 // it) because it can serve tasks: a server MUST NOT answer with a task
 // otherwise, and one whose tool needs a task would refuse the call
-// (-32021). Options.TasksOff turns the declaration off per upstream.
+// (-32021). Target.NoTasks turns the declaration off for an upstream.
 
 // reverseTasksExtension names the Tasks extension in capabilities.
 const reverseTasksExtension = "io.modelcontextprotocol/tasks"
@@ -57,7 +57,7 @@ var errSessionDeleted = fmt.Errorf("the session was deleted: %w", errCallCancell
 // declaresTasks reports whether requests of s declare the Tasks
 // extension upstream.
 func (s *Session) declaresTasks() bool {
-	return s.opts == nil || !s.opts.TasksOff[s.Upstream]
+	return !s.Target.NoTasks
 }
 
 // revDeclareTasks returns the 2026 client capabilities caps (a JSON

@@ -53,7 +53,7 @@ func TestRevDeclareTasks(t *testing.T) {
 func TestUpstreamRequestTasks(t *testing.T) {
 	caps := translate.MetaPath("params", translate.MetaClientCapabilities) + ".extensions"
 	on := &Session{ClientSession: seal.ClientSession{Upstream: "http://a/mcp", Capabilities: []byte(`{}`)}}
-	off := &Session{ClientSession: on.ClientSession, opts: &Options{TasksOff: map[string]bool{"http://a/mcp": true}}}
+	off := &Session{ClientSession: on.ClientSession, Target: translate.Target{Upstream: "http://a/mcp", NoTasks: true}}
 	for _, c := range []struct {
 		s      *Session
 		method string
@@ -68,7 +68,7 @@ func TestUpstreamRequestTasks(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := gjson.GetBytes(body, caps).Get(gjson.Escape(reverseTasksExtension)).Exists(); got != c.want {
-			t.Errorf("%s (tasks off: %t): extension declared %t, want %t: %s", c.method, c.s.opts != nil, got, c.want, body)
+			t.Errorf("%s (tasks off: %t): extension declared %t, want %t: %s", c.method, c.s.Target.NoTasks, got, c.want, body)
 		}
 	}
 }
