@@ -92,30 +92,27 @@ func (a adminAPI) sessions(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a adminAPI) parked(w http.ResponseWriter, r *http.Request) error {
-	if err := onlyGET(r); err != nil {
-		return err
-	}
-	out := []forward.ParkedCall{}
-	bridges.Range(func(_, v any) bool {
-		out = append(out, v.(*bridgeState).bridge.ParkedCalls()...)
-		return true
-	})
-	return writeJSON(w, out)
+	return writeFromBridges(w, r, (*forward.Bridge).ParkedCalls)
 }
 
 func (a adminAPI) tasks(w http.ResponseWriter, r *http.Request) error {
+	return writeFromBridges(w, r, (*forward.Bridge).TaskList)
+}
+
+// writeFromBridges answers a GET with the entries list gives of every
+// forward bridge of the process, gathered in one JSON array ([] for none).
+func writeFromBridges[T any](w http.ResponseWriter, r *http.Request, list func(*forward.Bridge) []T) error {
 	if err := onlyGET(r); err != nil {
 		return err
 	}
-	out := []forward.TaskInfo{}
+	out := []T{}
 	bridges.Range(func(_, v any) bool {
-		out = append(out, v.(*bridgeState).bridge.TaskList()...)
+		out = append(out, list(v.(*bridgeState).bridge)...)
 		return true
 	})
 	return writeJSON(w, out)
 }
 
-// bridgeStats counts the forward bridge's upstream sessions per upstream.
 func bridgeStats() map[string]legacy.UpstreamStats {
 	out := map[string]legacy.UpstreamStats{}
 	bridges.Range(func(_, v any) bool {

@@ -88,13 +88,9 @@ func (h *Handler) provisionDynamic(ctx caddy.Context) error {
 		return nil
 	}
 	onLoopback := sourceOnLoopback(h.DynamicUpstreamsRaw) // LoadModule empties it
-	mod, err := ctx.LoadModule(h, "DynamicUpstreamsRaw")
+	src, _, err := loadAs[reverseproxy.UpstreamSource](ctx, h, "DynamicUpstreamsRaw", "dynamic upstream source")
 	if err != nil {
-		return fmt.Errorf("loading dynamic upstream source: %w", err)
-	}
-	src, ok := mod.(reverseproxy.UpstreamSource)
-	if !ok {
-		return fmt.Errorf("dynamic upstream source %T is not a reverseproxy.UpstreamSource", mod)
+		return err
 	}
 	tpl := Upstream{URL: defaultDynamicEndpoint}
 	if h.DynamicEndpoint != nil {

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -48,13 +49,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 
-	mod, err := ctx.LoadModule(h, "SelectionPolicyRaw")
+	sel, _, err := loadAs[reverseproxy.Selector](ctx, h, "SelectionPolicyRaw", "selection policy")
 	if err != nil {
-		return fmt.Errorf("loading selection policy: %w", err)
-	}
-	sel, ok := mod.(reverseproxy.Selector)
-	if !ok {
-		return fmt.Errorf("selection policy %T is not a reverseproxy.Selector", mod)
+		return err
 	}
 	h.selector = sel
 
@@ -281,3 +278,18 @@ func (s stoppingHandler) Handle(context.Context, caddy.Event) error {
 }
 
 var _ caddyevents.Handler = stoppingHandler{}
+
+// loadAs loads the module configured in field of h (what names it in
+// errors) and returns it as a T, and as loaded.
+func loadAs[T any](ctx caddy.Context, h *Handler, field, what string) (T, any, error) {
+	var zero T
+	mod, err := ctx.LoadModule(h, field)
+	if err != nil {
+		return zero, nil, fmt.Errorf("loading %s: %w", what, err)
+	}
+	t, ok := mod.(T)
+	if !ok {
+		return zero, nil, fmt.Errorf("%s: module %T is not a %s", what, mod, reflect.TypeFor[T]())
+	}
+	return t, mod, nil
+}

@@ -85,13 +85,9 @@ func (h *Handler) guardTransport(ht *reverseproxy.HTTPTransport) {
 // http.reverse_proxy.transport module), checks it can serve the gateway,
 // and returns it and the RoundTripper to use.
 func loadTransport(ctx caddy.Context, h *Handler, field, option string) (any, http.RoundTripper, error) {
-	mod, err := ctx.LoadModule(h, field)
+	rt, mod, err := loadAs[http.RoundTripper](ctx, h, field, option)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: loading transport: %w", option, err)
-	}
-	rt, ok := mod.(http.RoundTripper)
-	if !ok {
-		return nil, nil, fmt.Errorf("%s: module %T is not an http.RoundTripper", option, mod)
+		return nil, nil, err
 	}
 	if pp, ok := mod.(reverseproxy.ProxyProtocolTransport); ok && pp.ProxyProtocolEnabled() {
 		// The PROXY header names the client of the request being

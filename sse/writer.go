@@ -64,21 +64,7 @@ func NewWriter(w http.ResponseWriter) *Writer {
 // Retry is rejected with an error matching [ErrInvalidField]; nothing is
 // written and the Writer stays usable.
 func (w *Writer) WriteEvent(ev Event) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return w.closedErr()
-	}
-	buf, err := appendEvent(w.buf[:0], ev)
-	if err != nil {
-		return err
-	}
-	if len(buf) == 0 {
-		return nil
-	}
-	err = w.write(buf)
-	w.keepBuf(buf)
-	return err
+	return w.writeBuilt(func(b []byte) ([]byte, error) { return appendEvent(b, ev) })
 }
 
 // WriteComment writes the comment ": text" followed by a blank line, and
@@ -86,14 +72,23 @@ func (w *Writer) WriteEvent(ev Event) error {
 // text containing CR or LF is rejected with an error matching
 // [ErrInvalidField].
 func (w *Writer) WriteComment(text string) error {
+	return w.writeBuilt(func(b []byte) ([]byte, error) { return appendComment(b, text) })
+}
+
+// writeBuilt writes and flushes what build appends to the Writer's buffer
+// (nothing when it appends nothing), under the Writer's lock.
+func (w *Writer) writeBuilt(build func([]byte) ([]byte, error)) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return w.closedErr()
 	}
-	buf, err := appendComment(w.buf[:0], text)
+	buf, err := build(w.buf[:0])
 	if err != nil {
 		return err
+	}
+	if len(buf) == 0 {
+		return nil
 	}
 	err = w.write(buf)
 	w.keepBuf(buf)

@@ -91,23 +91,16 @@ var errMalformedState = errors.New("malformed state")
 // byte strings encode produces.
 func decodeState(b []byte) (State, error) {
 	var s State
-	if len(b) < 2 || b[0] != stateVersion {
+	if len(b) < 1 || b[0] != stateVersion {
 		return s, errMalformedState
 	}
-	n := int(b[1])
-	b = b[2:]
-	if len(b) < n+1 {
+	var ok bool
+	if s.Instance, b, ok = lenPrefixed(b[1:]); !ok {
 		return s, errMalformedState
 	}
-	s.Instance = string(b[:n])
-	b = b[n:]
-	n = int(b[0])
-	b = b[1:]
-	if len(b) < n+16 {
+	if s.Address, b, ok = lenPrefixed(b); !ok || len(b) < 16 {
 		return s, errMalformedState
 	}
-	s.Address = string(b[:n])
-	b = b[n:]
 	copy(s.Handle[:], b)
 	b = b[16:]
 	round, w := binary.Uvarint(b)

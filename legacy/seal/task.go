@@ -124,30 +124,23 @@ func OpenTask(kr *Keyring, token string) (Task, error) {
 // decodeTask parses a plaintext made by SealTask, and only those.
 func decodeTask(b []byte) (Task, error) {
 	var t Task
-	if len(b) < 2 || (b[0] != taskVersion && b[0] != task2025Version) {
+	if len(b) < 1 || (b[0] != taskVersion && b[0] != task2025Version) {
 		return t, errMalformedTask
 	}
 	version := b[0]
-	n := int(b[1])
-	b = b[2:]
-	if len(b) < n+1 {
+	var ok bool
+	if t.Instance, b, ok = lenPrefixed(b[1:]); !ok {
 		return t, errMalformedTask
 	}
-	t.Instance = string(b[:n])
-	b = b[n:]
-	n = int(b[0])
-	b = b[1:]
-	if len(b) < n+32 || (version == taskVersion && len(b) != n+32) {
+	if t.Address, b, ok = lenPrefixed(b); !ok || len(b) < 32 || (version == taskVersion && len(b) != 32) {
 		return t, errMalformedTask
 	}
-	t.Address = string(b[:n])
-	copy(t.Handle[:], b[n:])
-	copy(t.Principal[:], b[n+16:])
+	copy(t.Handle[:], b)
+	copy(t.Principal[:], b[16:])
 	if version == taskVersion {
 		return t, nil
 	}
-	b = b[n+32:]
-	var ok bool
+	b = b[32:]
 	if t.Upstream, b, ok = lenPrefixed(b); !ok || t.Upstream == "" {
 		return t, errMalformedTask
 	}
