@@ -55,13 +55,7 @@ type failingLegacy struct {
 // await waits until count() is 0, failing after notHang.
 func (f *failingLegacy) await(t *testing.T, what string, count func() int) {
 	t.Helper()
-	deadline := time.Now().Add(notHang)
-	for count() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d %s left after %v", count(), what, notHang)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitForWithin(t, notHang, "no "+what+" left", func() bool { return count() == 0 })
 }
 
 func newFailingLegacy(t *testing.T) *failingLegacy {

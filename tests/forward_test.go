@@ -195,13 +195,7 @@ func (rs *recordingServer) recordAnswer(r *http.Request) {
 // has been counted: a connection closes after its last request is read.
 func (rs *recordingServer) drained(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(notHang)
-	for rs.conns.Load() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections to the upstream still open after %v", rs.conns.Load(), notHang)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForWithin(t, notHang, "every connection to the upstream to close", func() bool { return rs.conns.Load() == 0 })
 }
 
 // cancelledWithin waits up to d for ctx to be cancelled and reports on
@@ -214,18 +208,6 @@ func (rs *recordingServer) cancelledWithin(ctx context.Context, d time.Duration)
 	case <-time.After(d):
 		rs.ended <- "done"
 		return false
-	}
-}
-
-// wait returns the next value on ch, failing after d.
-func wait(t *testing.T, ch <-chan string, d time.Duration, what string) string {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(d):
-		t.Fatalf("no %s within %v", what, d)
-		return ""
 	}
 }
 
@@ -511,13 +493,7 @@ func TestForwardNoGetStream(t *testing.T) {
 			}
 			if opt == "on" {
 				// The session opens its GET stream on its own: wait for it.
-				deadline := time.Now().Add(notHang)
-				for rs.gets.Load() == 0 {
-					if time.Now().After(deadline) {
-						t.Fatalf("no GET request upstream within %v with get_stream on", notHang)
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+				waitForWithin(t, notHang, "a GET request upstream with get_stream on", func() bool { return rs.gets.Load() != 0 })
 				return
 			}
 			// Nothing more can reach the upstream once the gateway has

@@ -85,25 +85,6 @@ func checkHidden(t *testing.T, what, body, port string) {
 	}
 }
 
-// waitLogged waits until Caddy's log names the upstream's port and the
-// transport's error (refused, reset, broken pipe or EOF).
-func waitLogged(t *testing.T, g *gateway, port string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		for _, line := range strings.Split(g.Log(), "\n") {
-			if strings.Contains(line, `"level":"warn"`) && strings.Contains(line, "127.0.0.1:"+port) &&
-				(strings.Contains(line, "refused") || strings.Contains(line, "reset") || strings.Contains(line, "broken pipe") || strings.Contains(line, "EOF")) {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no warn log line names 127.0.0.1:%s and the transport's error", port)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestHardeningUpstreamErrorsHidden: in every cell, a client whose upstream
 // is a closed port, or accepts and resets, gets a JSON-RPC error that names
 // neither the upstream's address nor the transport's error, while the Caddy

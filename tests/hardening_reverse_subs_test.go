@@ -175,15 +175,3 @@ func TestHardeningReverseResubscribe(t *testing.T) {
 		break
 	}
 }
-
-// waitFor waits up to 10 s for cond.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

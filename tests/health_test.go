@@ -157,13 +157,7 @@ func failOnce(t *testing.T, g *gateway, want string) {
 // awaitBack opens sessions until one lands on want again, for at most 20s.
 func awaitBack(t *testing.T, g *gateway, want string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for newSessionOn(t, g) != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("no new session reached %s again within 20s", want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitForWithin(t, 20*time.Second, "a new session to reach "+want+" again", func() bool { return newSessionOn(t, g) == want })
 }
 
 // passiveBlock is a gateway with upstreams a then b (both legacy, `first`
@@ -338,19 +332,15 @@ func TestProbeOffRequestPath(t *testing.T) {
 // the upstream url.
 func healthEventLogged(t *testing.T, g *gateway, name, url string) {
 	t.Helper()
-	deadline := time.Now().Add(notHang)
-	for {
+	waitForWithin(t, notHang, "the "+name+" event for "+url+" in the log", func() bool {
 		for line := range strings.SplitSeq(g.Log(), "\n") {
 			if strings.Contains(line, `"msg":"event"`) && strings.Contains(line, `"name":"`+name+`"`) &&
 				strings.Contains(line, `"origin":"http.handlers.mcp_gateway"`) && strings.Contains(line, `"data":{"host":"`+url+`"}`) {
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q event for %s was logged", name, url)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 // TestHealthEvents: when health takes an upstream out of selection or

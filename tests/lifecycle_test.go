@@ -40,22 +40,6 @@ func openGetStream(t *testing.T, url, sid string) <-chan string {
 	return lines
 }
 
-// waitClosed waits for a stream to end and fails after d.
-func waitClosed(t *testing.T, lines <-chan string, d time.Duration) {
-	t.Helper()
-	deadline := time.After(d)
-	for {
-		select {
-		case _, ok := <-lines:
-			if !ok {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("stream still open after %v", d)
-		}
-	}
-}
-
 // TestKeepAliveOnIdleStream: an idle GET stream gets keep-alive comments.
 func TestKeepAliveOnIdleStream(t *testing.T) {
 	g := startGateway(t, "\t\tupstream "+startDemoServer(t)+"\n\t\tkeepalive_interval 200ms")

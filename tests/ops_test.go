@@ -46,22 +46,6 @@ func metricValue(text, series string) float64 {
 	return -1
 }
 
-// waitMetrics scrapes the gateway until every series has the wanted value
-// (a request is counted when its handler returns, which may be just after
-// the client has read the answer), and fails the test after 10s.
-func waitMetrics(t *testing.T, g *gateway, want map[string]float64) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		text := scrape(t, g)
-		if time.Now().After(deadline) || metricsMatch(text, want) {
-			checkMetrics(t, text, want)
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func metricsMatch(text string, want map[string]float64) bool {
 	for series, v := range want {
 		if metricValue(text, series) != v {
@@ -102,22 +86,6 @@ func logLines(g *gateway, msg string) []map[string]any {
 		}
 	}
 	return out
-}
-
-// waitLogLines waits until n lines with msg are logged.
-func waitLogLines(t *testing.T, g *gateway, msg string, n int) []map[string]any {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		lines := logLines(g, msg)
-		if len(lines) >= n {
-			return lines
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d %q log lines, want %d", len(lines), msg, n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // accessLogSite appends the gateway's placeholders to JSON access logs.
@@ -229,13 +197,9 @@ func TestMetricsLogsPlaceholders(t *testing.T) {
 		"caddy_mcp_gateway_requests_total{" + fwd + `,outcome="complete"}`:       -1,
 		"caddy_mcp_gateway_upstream_session_initializations_total" + up:          1, // the idle session, reused
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(g.Log(), `"unsafe_principal":"Bearer secret-token"`) {
-		if time.Now().After(deadline) {
-			t.Fatal("log_unsafe_details did not log the principal")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitFor(t, "log_unsafe_details to log the principal", func() bool {
+		return strings.Contains(g.Log(), `"unsafe_principal":"Bearer secret-token"`)
+	})
 }
 
 // TestActiveHealthChecks: with health_interval, an upstream that stops is
@@ -269,23 +233,13 @@ func TestActiveHealthChecks(t *testing.T) {
 	}
 	waitHealth := func(url string, want bool) {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for healthOf(url) != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s healthy=%v after 15s, want %v", url, !want, want)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		waitForWithin(t, 15*time.Second, fmt.Sprintf("%s healthy=%v", url, want), func() bool { return healthOf(url) == want })
 	}
 
 	// Five rounds of checks (one may be under way) leave no session behind.
-	deadline := time.Now().Add(10 * time.Second)
-	for metricValue(scrape(t, g), `caddy_mcp_gateway_health_checks_total{result="healthy",upstream="`+a.url()+`"}`) < 5 {
-		if time.Now().After(deadline) {
-			t.Fatal("fewer than 5 healthy checks of a within 10s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitFor(t, "5 healthy checks of a", func() bool {
+		return metricValue(scrape(t, g), `caddy_mcp_gateway_health_checks_total{result="healthy",upstream="`+a.url()+`"}`) >= 5
+	})
 	if n := sessionsOf(a.server); n > 1 {
 		t.Fatalf("%d sessions open on a after its health checks, want at most the one under way", n)
 	}

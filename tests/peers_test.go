@@ -68,46 +68,6 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// waitHTTP waits until the host:port of rawURL accepts TCP connections.
-func waitHTTP(t *testing.T, rawURL string, timeout time.Duration) {
-	t.Helper()
-	if err := waitTCP(rawURL, timeout, nil); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// waitTCP polls rawURL's host:port; it gives up early when exited is closed.
-func waitTCP(rawURL string, timeout time.Duration, exited <-chan struct{}) error {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return err
-	}
-	host := u.Host
-	if u.Port() == "" {
-		port := "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-		host = net.JoinHostPort(u.Hostname(), port)
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		c, err := net.DialTimeout("tcp", host, 500*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not accept connections within %v: %w", host, timeout, err)
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("the process exited before %s accepted connections", host)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // testsDir returns <repo>/tests.
 func testsDir(t *testing.T) string {
 	t.Helper()

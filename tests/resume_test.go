@@ -294,22 +294,6 @@ func TestResumeLingerElsewhere(t *testing.T) {
 	})
 }
 
-// waitMetric waits up to 30s for series to reach want on g (the probe of
-// an expired state runs 10s after its expiry).
-func waitMetric(t *testing.T, g *gateway, series string, want float64) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got := fleetMetric(t, []*gateway{g}, series, want)
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v, want %v", series, got, want)
-		}
-	}
-}
-
 // TestResumeAbandonedEnded: a call parked holding no stream and never
 // retried is ended upstream by the instance that parked it, once its
 // requestState expired (park_ttl 1s, then the 10s grace): the upstream's

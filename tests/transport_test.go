@@ -312,17 +312,6 @@ func TestTransportUntrustedUpstream(t *testing.T) {
 	}
 }
 
-// waitLog waits until g's log contains want, failing after 5s.
-func waitLog(t *testing.T, g *gateway, want string) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(g.Log(), want); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the gateway never logged %q", want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestTransportClientCertificate: upstreams that require a client
 // certificate (mTLS) refuse the gateway without `tls_client_auth` (502,
 // nothing reaches them), and serve it, in the forward bridge, the pinned
