@@ -28,7 +28,7 @@ var errNoHomeAddress = errors.New("the home instance's address is unknown")
 // maxNoticeAnswer bounds what is read of the home's answer to a notice.
 const maxNoticeAnswer = 4 << 10
 
-// giveBackVia returns r's translate.Request.GiveBack: it posts the notice
+// giveBackVia returns r's forward.Request.GiveBack: it posts the notice
 // to the home instance at r's path, signed for that instance and the
 // call's principal, and succeeds when the home answers 202. Nil without a
 // fleet key (no instance could verify the notice).

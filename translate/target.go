@@ -17,7 +17,7 @@ type Target struct {
 	NoGetStream bool
 	// Resume (forward bridge): the upstream's call streams may be resumed
 	// (its resume option): a call whose stream is resumable parks holding
-	// nothing (bridge_resume.go).
+	// nothing (forward/resume.go).
 	Resume bool
 	// GatherAlways (forward bridge) makes every round of a call wait
 	// GatherWindow for sibling questions (the upstream is configured with
@@ -28,7 +28,7 @@ type Target struct {
 	// refuse a tool that needs one, -32021).
 	NoTasks bool
 	// Client, if set, makes the forward bridge's upstream requests to this
-	// upstream instead of BridgeOptions.Client (say, the configured
+	// upstream instead of forward.Options.Client (say, the configured
 	// transport, for an upstream reached through a proxy). Its sessions
 	// are kept apart from those of other clients (legacy.PoolKey.Client).
 	Client legacy.Doer
