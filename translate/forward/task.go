@@ -72,15 +72,6 @@ const (
 	TaskGather = 50 * time.Millisecond
 )
 
-// Task statuses.
-const (
-	taskWorking       = "working"
-	taskInputRequired = "input_required"
-	taskCompleted     = "completed"
-	taskFailed        = "failed"
-	taskCancelled     = "cancelled"
-)
-
 // OutcomeTask is the outcome of a request answered with a CreateTaskResult
 // (Served.Outcome); the call's own end is reported when the task ends.
 const OutcomeTask = "task"
@@ -103,11 +94,6 @@ type task struct {
 
 // taskSet counts the tasks of one options set.
 type taskSet = parkSet
-
-// terminal reports whether status is a terminal one.
-func terminal(status string) bool {
-	return status == taskCompleted || status == taskFailed || status == taskCancelled
-}
 
 // taskRoom returns the refusal of a new task of princ with o, or nil, and
 // takes the place when there is room.
@@ -191,7 +177,7 @@ func (b *Bridge) newTask(c *call, r Request, status string) *task {
 	b.tmu.Lock()
 	b.tasks[t.handle] = t
 	b.tmu.Unlock()
-	if terminal(status) {
+	if translate.TaskTerminal(status) {
 		t.place.free() // made ended (completedTask): its record only
 	}
 	t.timer = time.AfterFunc(o.Tasks.TTL, func() { b.expireTask(t) })
@@ -214,9 +200,9 @@ func (b *Bridge) expireTask(t *task) {
 // running.
 func (b *Bridge) cancelTask(t *task, why string) bool {
 	t.mu.Lock()
-	running := !terminal(t.status)
+	running := !translate.TaskTerminal(t.status)
 	if running {
-		t.status, t.updated, t.note = taskCancelled, time.Now(), why
+		t.status, t.updated, t.note = translate.TaskCancelled, time.Now(), why
 	}
 	t.mu.Unlock()
 	if running {
@@ -230,7 +216,7 @@ func (b *Bridge) cancelTask(t *task, why string) bool {
 // a CreateTaskResult, and runTask goes on with the call.
 func (b *Bridge) becomeTask(c *call, r Request, sink translate.Sink) string {
 	c.caps = r.ClientCapabilities // the questions from now on are the task's client's
-	t := b.newTask(c, r, taskWorking)
+	t := b.newTask(c, r, translate.TaskWorking)
 	_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, t.envelope("task", false)))
 	b.taskRuns.Add(1)
 	go func() {
@@ -259,12 +245,12 @@ func (b *Bridge) taskEnding(c *call, method string, m legacy.Message) (status st
 		out, err := translate.ReshapeResult(method, res, b.reshapeOptions(c))
 		if err != nil {
 			_, e := translate.MalformedUpstreamError()
-			return taskFailed, nil, e
+			return translate.TaskFailed, nil, e
 		}
-		return taskCompleted, out, nil
+		return translate.TaskCompleted, out, nil
 	}
 	_, out := translate.ReshapeError(translate.ErrorOf(m.Raw))
-	return taskFailed, nil, out
+	return translate.TaskFailed, nil, out
 }
 
 // runTask reads c's upstream answer for t until the call ends or t is
@@ -294,9 +280,9 @@ func (b *Bridge) runTask(t *task, c *call) {
 			case <-gather:
 				gather = nil
 				t.mu.Lock()
-				if !terminal(t.status) {
+				if !translate.TaskTerminal(t.status) {
 					t.inputs = append(t.inputs, fresh...)
-					t.status, t.updated = taskInputRequired, time.Now()
+					t.status, t.updated = translate.TaskInputRequired, time.Now()
 					fresh = nil
 				}
 				t.mu.Unlock()
@@ -315,9 +301,9 @@ func (b *Bridge) runTask(t *task, c *call) {
 			rerr := translate.UpstreamFailure("the upstream ended the call without a result", c.up.Err())
 			e, _ := json.Marshal(map[string]any{"code": translate.InternalError, "message": rerr.Message})
 			b.finish(c, false)
-			t.end(taskFailed, nil, e)
+			t.end(translate.TaskFailed, nil, e)
 			b.report(c, translate.OutcomeError, rerr.Detail())
-			b.taskEvent(c, "ended", taskFailed)
+			b.taskEvent(c, "ended", translate.TaskFailed)
 			return
 		case m.Kind == legacy.KindRequest:
 			if p, asks := b.taskQuestion(c, t, m); asks {
@@ -337,7 +323,7 @@ func (b *Bridge) runTask(t *task, c *call) {
 			status, result, errObj := b.taskEnding(c, "tools/call", m)
 			t.end(status, result, errObj)
 			outcome := translate.OutcomeComplete
-			if status == taskFailed {
+			if status == translate.TaskFailed {
 				outcome = translate.OutcomeError
 			}
 			b.report(c, outcome, "")

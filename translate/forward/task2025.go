@@ -93,7 +93,7 @@ func parseUpstreamTask(obj gjson.Result) (upstreamTask, bool) {
 	}
 	id, status := obj.Get("taskId"), obj.Get("status")
 	if id.Type != gjson.String || id.Str == "" || len(id.Str) > seal.MaxUpstreamTaskLen ||
-		status.Type != gjson.String || !knownStatus(status.Str) {
+		status.Type != gjson.String || !translate.KnownTaskStatus(status.Str) {
 		return u, false
 	}
 	u.id, u.status = id.Str, status.Str
@@ -108,16 +108,6 @@ func parseUpstreamTask(obj gjson.Result) (upstreamTask, bool) {
 	now := time.Now()
 	u.created, u.updated = timeOr(obj.Get("createdAt"), now), timeOr(obj.Get("lastUpdatedAt"), now)
 	return u, true
-}
-
-// knownStatus reports whether s is a task status (the same five in 2025 and
-// 2026).
-func knownStatus(s string) bool {
-	switch s {
-	case taskWorking, taskInputRequired, taskCompleted, taskFailed, taskCancelled:
-		return true
-	}
-	return false
 }
 
 // millis returns a positive number of milliseconds as an integer, at most
@@ -308,8 +298,8 @@ func (b *Bridge) newTask2025(c *call, r Request, u upstreamTask) *task2025 {
 	t := &task2025{princ: c.princ, upID: u.id, c: c, born: time.Now(), stop: make(chan struct{}),
 		taskState: taskState{status: u.status, note: u.note, created: u.created, updated: u.updated, place: b.newTaskPlace(o, c.princ)},
 		pollMs:    u.pollMs}
-	if !knownStatus(t.status) || terminal(t.status) || t.status == taskInputRequired {
-		t.status = taskWorking // the result, or the questions, are still to fetch
+	if !translate.KnownTaskStatus(t.status) || translate.TaskTerminal(t.status) || t.status == translate.TaskInputRequired {
+		t.status = translate.TaskWorking // the result, or the questions, are still to fetch
 	}
 	t.ttl = o.Tasks.TTL
 	if u.ttlMs > 0 && time.Duration(u.ttlMs)*time.Millisecond < t.ttl {
@@ -323,7 +313,7 @@ func (b *Bridge) newTask2025(c *call, r Request, u upstreamTask) *task2025 {
 	b.tasks25[t.handle] = t
 	b.tmu.Unlock()
 	t.timer = time.AfterFunc(t.ttl, func() { b.expireTask2025(t) })
-	b.taskEvent(c, "created", taskWorking)
+	b.taskEvent(c, "created", translate.TaskWorking)
 	return t
 }
 
@@ -358,9 +348,9 @@ func (b *Bridge) expireTask2025(t *task2025) {
 // t was running.
 func (b *Bridge) stop2025(t *task2025, why string) bool {
 	t.mu.Lock()
-	running := !terminal(t.status)
+	running := !translate.TaskTerminal(t.status)
 	if running {
-		t.status, t.updated, t.note, t.inputs = taskCancelled, time.Now(), why, nil
+		t.status, t.updated, t.note, t.inputs = translate.TaskCancelled, time.Now(), why, nil
 	}
 	t.mu.Unlock()
 	if running {

@@ -58,7 +58,7 @@ func (b *Bridge) run2025(t *task2025) {
 		status := t.status // cancelled, or failed by update2025
 		t.mu.Unlock()
 		outcome := translate.OutcomeCancelled
-		if status == taskFailed {
+		if status == translate.TaskFailed {
 			outcome = translate.OutcomeError
 		}
 		b.report(c, outcome, why)
@@ -96,9 +96,9 @@ follow:
 			case <-gather:
 				gather = nil
 				t.mu.Lock()
-				if !terminal(t.status) {
+				if !translate.TaskTerminal(t.status) {
 					t.inputs = append(t.inputs, fresh...)
-					t.status, t.updated = taskInputRequired, time.Now()
+					t.status, t.updated = translate.TaskInputRequired, time.Now()
 					fresh = nil
 				}
 				t.mu.Unlock()
@@ -182,32 +182,32 @@ func (b *Bridge) ended2025(ctx context.Context, t *task2025, m legacy.Message) b
 	res := translate.ResultOf(m.Raw)
 	if res == nil {
 		_, e := translate.ReshapeError(translate.ErrorOf(m.Raw))
-		b.close2025(t, taskFailed, nil, e, "")
+		b.close2025(t, translate.TaskFailed, nil, e, "")
 		return true
 	}
 	res = withoutRelatedTask(res)
-	status := taskCompleted
-	if u, ok := b.getUpstream2025(ctx, t); ok && (u.status == taskFailed || u.status == taskCancelled) {
+	status := translate.TaskCompleted
+	if u, ok := b.getUpstream2025(ctx, t); ok && (u.status == translate.TaskFailed || u.status == translate.TaskCancelled) {
 		status = u.status
 	}
 	switch status {
-	case taskFailed:
+	case translate.TaskFailed:
 		msg := "the upstream's task failed"
 		if text := gjson.GetBytes(res, "content.0.text"); text.Type == gjson.String && text.Str != "" {
 			msg += ": " + translate.Clip(text.Str)
 		}
 		e, _ := json.Marshal(map[string]any{"code": translate.InternalError, "message": msg})
-		b.close2025(t, taskFailed, nil, e, "")
-	case taskCancelled:
-		b.close2025(t, taskCancelled, nil, nil, "cancelled by the upstream")
+		b.close2025(t, translate.TaskFailed, nil, e, "")
+	case translate.TaskCancelled:
+		b.close2025(t, translate.TaskCancelled, nil, nil, "cancelled by the upstream")
 	default:
 		out, err := translate.ReshapeResult("tools/call", res, b.reshapeOptions(c))
 		if err != nil {
 			_, e := translate.MalformedUpstreamError()
-			b.close2025(t, taskFailed, nil, e, "")
+			b.close2025(t, translate.TaskFailed, nil, e, "")
 			return false
 		}
-		b.close2025(t, taskCompleted, out, nil, "")
+		b.close2025(t, translate.TaskCompleted, out, nil, "")
 	}
 	return true
 }
@@ -224,9 +224,9 @@ func (b *Bridge) close2025(t *task2025, status string, result, errObj []byte, no
 	}
 	outcome := translate.OutcomeComplete
 	switch status {
-	case taskFailed:
+	case translate.TaskFailed:
 		outcome = translate.OutcomeError
-	case taskCancelled:
+	case translate.TaskCancelled:
 		outcome = translate.OutcomeCancelled
 	}
 	b.report(t.c, outcome, "")
@@ -236,9 +236,9 @@ func (b *Bridge) close2025(t *task2025, status string, result, errObj []byte, no
 // fail2025 fails t on an upstream failure.
 func (b *Bridge) fail2025(t *task2025, rerr *translate.RPCError) {
 	e, _ := json.Marshal(map[string]any{"code": translate.InternalError, "message": rerr.Message})
-	if t.end(taskFailed, nil, e) {
+	if t.end(translate.TaskFailed, nil, e) {
 		b.report(t.c, translate.OutcomeError, rerr.Detail())
-		b.taskEvent(t.c, "ended", taskFailed)
+		b.taskEvent(t.c, "ended", translate.TaskFailed)
 	}
 }
 
@@ -310,7 +310,7 @@ func (b *Bridge) serveTask2025(ctx context.Context, r Request, params []byte, t 
 		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, []byte(`{"resultType":"complete"}`)))
 	default: // tasks/cancel: the upstream's answer (a task) becomes the empty ack
 		t.mu.Lock()
-		running := !terminal(t.status)
+		running := !translate.TaskTerminal(t.status)
 		t.cancelled = t.cancelled || running
 		t.mu.Unlock()
 		if running {
@@ -330,7 +330,7 @@ func (b *Bridge) serveTask2025(ctx context.Context, r Request, params []byte, t 
 // the result, are in hand (run2025 sets them).
 func (b *Bridge) refresh2025(ctx context.Context, t *task2025) {
 	t.mu.Lock()
-	done := terminal(t.status)
+	done := translate.TaskTerminal(t.status)
 	t.mu.Unlock()
 	if done {
 		return
@@ -339,7 +339,7 @@ func (b *Bridge) refresh2025(ctx context.Context, t *task2025) {
 	if !ok {
 		return
 	}
-	if u.status == taskCancelled {
+	if u.status == translate.TaskCancelled {
 		t.mu.Lock()
 		t.cancelled = true // nothing to cancel upstream
 		t.mu.Unlock()
@@ -348,7 +348,7 @@ func (b *Bridge) refresh2025(ctx context.Context, t *task2025) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if terminal(t.status) {
+	if translate.TaskTerminal(t.status) {
 		return
 	}
 	t.note = u.note
