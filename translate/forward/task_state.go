@@ -11,9 +11,8 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
-// taskState is what a task shows its client, common to the tasks the
-// bridge hosts (task) and those an upstream with 2025 tasks runs
-// (task2025). mu guards it, except created, which never changes.
+// taskState is what a task shows its client, whatever its kind (task).
+// mu guards it, except created, which never changes.
 type taskState struct {
 	mu      sync.Mutex
 	status  string
@@ -137,7 +136,7 @@ func (b *Bridge) postAnswers(s *taskState, sess *legacy.Session, answers []taskA
 	defer cancel()
 	for _, a := range answers {
 		if err := sess.Respond(ctx, a.p.upstreamID, a.resp, nil); err != nil {
-			e, _ := json.Marshal(map[string]any{"code": translate.InternalError, "message": "the upstream refused an answer; the task was cancelled"})
+			e := taskErrorObject("the upstream refused an answer; the task was cancelled")
 			if s.end(translate.TaskFailed, nil, e) {
 				failed()
 			}
