@@ -3,10 +3,13 @@ package forward
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
@@ -284,24 +287,51 @@ func (b *Bridge) mayBecomeTask(r Request) (*TaskRule, *translate.RPCError) {
 }
 
 // withTasksExtension adds the Tasks extension to a discover result's
-// capabilities.extensions.
+// capabilities.extensions. res is BuildDiscoverResult's, its capabilities
+// the upstream's: it is read with gjson (of repeated members, the first
+// counts) and edited by splicing, so every other member stays as it was,
+// where it was. A capabilities or extensions member that is not an object
+// becomes one.
 func withTasksExtension(res []byte) ([]byte, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(res, &top); err != nil {
-		return nil, err
+	src := string(res)
+	if err := legacy.ValidJSONString(src); err != nil {
+		return nil, fmt.Errorf("the discover result: %w", err)
 	}
-	var caps map[string]json.RawMessage
-	if err := json.Unmarshal(top["capabilities"], &caps); err != nil || caps == nil {
-		caps = map[string]json.RawMessage{}
+	if !gjson.Parse(src).IsObject() {
+		return nil, errors.New("the discover result is not a JSON object")
 	}
-	var ext map[string]json.RawMessage
-	if err := json.Unmarshal(caps["extensions"], &ext); err != nil || ext == nil {
-		ext = map[string]json.RawMessage{}
+	caps := gjson.Get(src, "capabilities")
+	ext := gjson.Get(caps.Raw, "extensions")
+	if !caps.IsObject() || !ext.IsObject() {
+		ext = gjson.Parse("{}")
 	}
-	ext[ExtTasks] = json.RawMessage(`{}`)
-	caps["extensions"], _ = json.Marshal(ext)
-	top["capabilities"], _ = json.Marshal(caps)
-	return json.Marshal(top)
+	withExt := setMember(ext.Raw, ExtTasks, "{}")
+	if !caps.IsObject() {
+		return []byte(setMember(src, "capabilities", `{"extensions":`+withExt+`}`)), nil
+	}
+	return []byte(setMember(src, "capabilities", setMember(caps.Raw, "extensions", withExt))), nil
+}
+
+// setMember returns the JSON object obj with its member name set to val
+// (a JSON text): the first such member's value replaced and any later
+// copies removed, or the member appended when obj has none.
+func setMember(obj, name, val string) string {
+	ms, _ := translate.Members(obj)
+	var sp []translate.Splice
+	for i, m := range ms {
+		switch {
+		case m.Name != name:
+		case len(sp) == 0:
+			sp = append(sp, translate.Splice{At: m.Val.Index, End: m.End(), Text: val})
+		default: // a later copy, with the comma before it
+			sp = append(sp, translate.Splice{At: ms[i-1].End(), End: m.End()})
+		}
+	}
+	if len(sp) == 0 {
+		key := translate.AppendJSONString(nil, name)
+		sp = append(sp, translate.AppendMembers(obj, ms, []string{string(key) + ":" + val}))
+	}
+	return string(translate.ApplySplices(obj, sp))
 }
 
 // TaskObserver is implemented by an Observer that wants to learn of tasks:
