@@ -268,7 +268,14 @@ func (b *Bridge) mayBecomeTask(r Request) (*TaskRule, *translate.RPCError) {
 	if r.Method != "tools/call" {
 		return nil, nil
 	}
-	rule := b.support.taskRule(&r.Options.Tasks.Policy, r.Upstream, r.Principal, r.Name)
+	return b.applyTaskRule(r, b.support.taskRule(&r.Options.Tasks.Policy, r.Upstream, r.Principal, r.Name))
+}
+
+// applyTaskRule applies the tool's rule to r: nil when its call may not become
+// a task (forbidden, or optional and the extension not declared), -32021
+// for a required tool whose request does not declare the extension, else
+// the rule, with a task place taken (or the refusal when there is none).
+func (b *Bridge) applyTaskRule(r Request, rule TaskRule) (*TaskRule, *translate.RPCError) {
 	declared := DeclaresTasks(r.ClientCapabilities)
 	switch {
 	case rule.Mode == TaskForbidden:
