@@ -143,16 +143,14 @@ type Bridge struct {
 	elsewhereAt atomic.Int64
 	parkedKeys  *lru.Cache[legacy.PoolKey, struct{}]
 
-	// The tasks it hosts (task.go), under tmu.
+	// The tasks it holds (task.go), of both kinds: its own, and those
+	// of upstreams with 2025 tasks (task_upstream.go); under tmu.
 	tmu      sync.Mutex
 	tasks    map[[16]byte]*task
 	taskSets map[*Options]*taskSet
-	taskRuns sync.WaitGroup // runTask and run2025 goroutines
+	taskRuns sync.WaitGroup // the tasks' runners (runTask)
 	support  taskSupport    // the upstreams' own execution.taskSupport
 	lister   toolLister     // when the bridge listed an upstream's tools itself
-	// tasks25 are the upstreams' own tasks (2025 experimental tasks,
-	// task2025.go), under tmu.
-	tasks25 map[[16]byte]*task2025
 
 	// ctx outlives every client request: upstream calls run in it, so a
 	// parked call survives its first request.
@@ -165,7 +163,7 @@ type Bridge struct {
 func New(pool *legacy.Pool, opts Options) *Bridge {
 	b := &Bridge{pool: pool, defaults: opts.Ready(), parked: make(map[[16]byte]*call),
 		sets: make(map[*Options]*parkSet), gather: newGatherPolicy(), quick: newQuickTargets(), used: seal.NewReplayFilter(maxUsedStates), places: make(map[[16]byte]*resumePlace),
-		tasks: make(map[[16]byte]*task), tasks25: make(map[[16]byte]*task2025), taskSets: make(map[*Options]*taskSet),
+		tasks: make(map[[16]byte]*task), taskSets: make(map[*Options]*taskSet),
 		probes: &workQueue{workers: maxProbing, limit: maxAbandoned}, abandonGrace: defaultAbandonGrace,
 		checks: &workQueue{workers: maxChecking, limit: maxChecksQueued}, checkAfter: placeCheckAfter, reclaiming: make(map[reclaimKey]*reclaimRun),
 		bySession: make(map[placeSession]*resumePlace), parkedKeys: newParkedKeys()}
@@ -209,23 +207,9 @@ func (b *Bridge) Close() {
 		b.abandon(c, translate.OutcomeCancelled, "gateway shutting down")
 	}
 	b.coolAll()
-	b.tmu.Lock()
-	tasks := make([]*task, 0, len(b.tasks))
-	for _, t := range b.tasks {
-		tasks = append(tasks, t)
-	}
-	tasks25 := make([]*task2025, 0, len(b.tasks25))
-	for _, t := range b.tasks25 {
-		tasks25 = append(tasks25, t)
-	}
-	b.tmu.Unlock()
-	for _, t := range tasks {
+	for _, t := range b.allTasks() {
 		t.timer.Stop()
 		b.cancelTask(t, "gateway shutting down")
-	}
-	for _, t := range tasks25 {
-		t.timer.Stop()
-		b.stop2025(t, "gateway shutting down")
 	}
 	b.taskRuns.Wait() // their calls abandoned upstream
 	b.cancel()
@@ -362,8 +346,8 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink translate.Sink) tran
 	if hosting = r.hosting; hosting != nil {
 		c.taskRule, c.taskPlaced = hosting, true
 		if c.upTask {
-			// The upstream runs the task itself (task2025.go).
-			return translate.Served{Outcome: b.createTask2025(ctx, c, r, sink)}
+			// The upstream runs the task itself (task_upstream.go).
+			return translate.Served{Outcome: b.createUpstreamTask(ctx, c, r, sink)}
 		}
 		if hosting.Window <= 0 {
 			// The task exists before any question of the tool's.

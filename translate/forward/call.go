@@ -83,7 +83,7 @@ type call struct {
 	taskRule   *TaskRule
 	taskPlaced bool
 	// upTask: the call was sent task-augmented to an upstream with 2025
-	// tasks, which runs the task itself (task2025.go).
+	// tasks, which runs the task itself (task_upstream.go).
 	upTask bool
 	// caps are the client capabilities the upstream's questions are
 	// checked against: the first request's, then the request that made

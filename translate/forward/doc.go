@@ -18,9 +18,12 @@
 //     instance, linger.go keeps the stream open briefly for a retry on this
 //     instance, places.go counts what the upstream still holds, giveback.go
 //     and prime.go hand sessions back and prime them.
-//   - Tasks the gateway hosts for legacy tools (task*.go), including the
-//     2025 experimental tasks of an upstream that runs them itself
-//     (task2025*.go).
+//   - Tasks (task*.go): one table, expiry, lookup and runner loop for two
+//     kinds of task: those the gateway hosts for legacy tools
+//     (task_hosted.go), and the 2025 experimental tasks of an upstream
+//     that runs them itself (task_upstream*.go, task_learn.go). task.go
+//     draws a task's life; task_run.go is the runner, task_serve.go
+//     answers tasks/get, tasks/update and tasks/cancel.
 //   - The requestState's replay filter (used_states.go) and its refusals
 //     (state_refusal.go).
 //

@@ -3,10 +3,13 @@ package forward
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
@@ -15,7 +18,10 @@ import (
 
 // Gateway-hosted tasks (the Tasks extension, io.modelcontextprotocol/tasks,
 // SEP-2663) for legacy tools. A legacy server knows nothing of tasks; the
-// bridge holds its call open instead, for as long as the task lives:
+// bridge holds its call open instead, for as long as the task lives (a
+// server with the 2025 experimental tasks runs the task itself instead:
+// task_upstream.go; both kinds share the table, the expiry, the
+// cancellation, the lookup and the runner, see task below):
 //
 //	tools/call, the tool's rule optional or required (task_policy.go) and
 //	the request declaring the extension: start, then run (run.go)
@@ -25,7 +31,8 @@ import (
 //	  |  a question within the window: an ordinary input_required round
 //	  |  (park); the retry runs the call again, with the window again
 //	  v  the window passed: becomeTask answers a CreateTaskResult
-//	WORKING / INPUT_REQUIRED: runTask (this file) owns the call and reads
+//	WORKING / INPUT_REQUIRED: the runner (runTask in task_run.go, with
+//	  |  hostedRun in task_hosted.go) owns the call and reads
 //	  |  the upstream's answer; its questions become the task's
 //	  |  inputRequests (after TaskGather, so that siblings asked at once
 //	  |  show together); tasks/update posts answers upstream
@@ -72,42 +79,56 @@ const (
 	TaskGather = 50 * time.Millisecond
 )
 
-// Task statuses.
-const (
-	taskWorking       = "working"
-	taskInputRequired = "input_required"
-	taskCompleted     = "completed"
-	taskFailed        = "failed"
-	taskCancelled     = "cancelled"
-)
-
 // OutcomeTask is the outcome of a request answered with a CreateTaskResult
 // (Served.Outcome); the call's own end is reported when the task ends.
 const OutcomeTask = "task"
 
-// task is one gateway-hosted task.
+// task is one task the bridge holds, of either kind: the gateway's own,
+// which holds a legacy tools/call open itself (hostedKind, task_hosted.go),
+// or a 2025 upstream's, which runs the task itself (upstreamKind,
+// task_upstream.go). Both kinds live in one table (Bridge.tasks), expire,
+// are cancelled, looked up and listed the same way (this file,
+// task_serve.go, task_snapshot.go), and one runner loop (runTask,
+// task_run.go) follows the upstream for either. What differs is the
+// kind's: taskKind for the record, taskRunner for the runner.
 type task struct {
 	id       string
 	handle   [16]byte
 	princ    [16]byte
-	tool     string      // the tool's name, for operators
-	upstream string      // the upstream's URL, for operators
-	opts     *Options    // of the call's first request: limits, TTL
-	timer    *time.Timer // TTL
-	stop     chan struct{}
+	tool     string          // the tool's name, for operators
+	upstream string          // the upstream's URL, for operators
+	born     time.Time       // when the gateway made it: its ttl runs from here
+	ttl      time.Duration   // how long its record lives
+	sess     *legacy.Session // where tasks/update posts answers
+	kind     taskKind
+	timer    *time.Timer   // ttl
+	stop     chan struct{} // closed (stopOnce) to end the runner's hold
+	stopOnce sync.Once
 
-	taskState                 // mu guards it and sess
-	sess      *legacy.Session // where tasks/update posts answers
-	stopOnce  sync.Once
+	taskState       // mu guards it, pollMs and the kind's own state
+	pollMs    int64 // the pollIntervalMs shown (0: none)
+}
+
+// taskKind is what differs between the two kinds of task once they are
+// in the table.
+type taskKind interface {
+	// names reports whether tk, an opened taskId whose handle and
+	// principal are t's, names t (an upstream's taskId also names its
+	// upstream task and session).
+	names(tk seal.Task) bool
+	// refresh brings t up to date before tasks/get shows it.
+	refresh(ctx context.Context, b *Bridge, t *task)
+	// cancel answers the client's tasks/cancel: t is cancelled unless
+	// it already ended.
+	cancel(b *Bridge, t *task)
+	// dropsQuestions reports whether a cancellation forgets the
+	// questions t shows at once (the upstream's tasks/cancel ends them),
+	// instead of leaving them to the runner, which answers them.
+	dropsQuestions() bool
 }
 
 // taskSet counts the tasks of one options set.
 type taskSet = parkSet
-
-// terminal reports whether status is a terminal one.
-func terminal(status string) bool {
-	return status == taskCompleted || status == taskFailed || status == taskCancelled
-}
 
 // taskRoom returns the refusal of a new task of princ with o, or nil, and
 // takes the place when there is room.
@@ -151,25 +172,21 @@ func (b *Bridge) releaseTaskPlace(o *Options, princ [16]byte) {
 	}
 }
 
-// Tasks returns how many tasks the bridge holds, by status.
-func (b *Bridge) Tasks() map[string]int {
+// allTasks returns the tasks in the table, of both kinds.
+func (b *Bridge) allTasks() []*task {
 	b.tmu.Lock()
+	defer b.tmu.Unlock()
 	all := make([]*task, 0, len(b.tasks))
 	for _, t := range b.tasks {
 		all = append(all, t)
 	}
-	all25 := make([]*task2025, 0, len(b.tasks25))
-	for _, t := range b.tasks25 {
-		all25 = append(all25, t)
-	}
-	b.tmu.Unlock()
+	return all
+}
+
+// Tasks returns how many tasks the bridge holds, by status.
+func (b *Bridge) Tasks() map[string]int {
 	out := map[string]int{}
-	for _, t := range all {
-		t.mu.Lock()
-		out[t.status]++
-		t.mu.Unlock()
-	}
-	for _, t := range all25 {
+	for _, t := range b.allTasks() {
 		t.mu.Lock()
 		out[t.status]++
 		t.mu.Unlock()
@@ -177,29 +194,28 @@ func (b *Bridge) Tasks() map[string]int {
 	return out
 }
 
-// newTask makes c's task, with status, and puts it in the table: from now
-// on a tasks/get resolves it. The place c took at start moves to the task.
-func (b *Bridge) newTask(c *call, r Request, status string) *task {
-	o := c.opts
-	now := time.Now()
-	t := &task{opts: o, princ: c.princ, tool: c.name, upstream: c.key.Upstream, stop: make(chan struct{}),
-		taskState: taskState{status: status, created: now, updated: now, place: b.newTaskPlace(o, c.princ)}, sess: c.sess}
+// addTask puts t, made of c and shown to r's client, in the table: its
+// taskId is sealed (sealed with the owner, handle and principal added),
+// the task place c took moves to it, and its ttl starts. From now on a
+// tasks/get resolves it.
+func (b *Bridge) addTask(c *call, r Request, t *task, sealed seal.Task) {
 	_, _ = rand.Read(t.handle[:])
 	sealer := r.Options
-	t.id = seal.SealTask(sealer.Keyring, seal.Task{Instance: sealer.Instance, Address: sealer.Address, Handle: t.handle, Principal: c.princ})
+	sealed.Instance, sealed.Address, sealed.Handle, sealed.Principal = sealer.Instance, sealer.Address, t.handle, c.princ
+	t.id = seal.SealTask(sealer.Keyring, sealed)
+	status := t.status
 	c.taskPlaced = false // the task holds it now
 	b.tmu.Lock()
 	b.tasks[t.handle] = t
 	b.tmu.Unlock()
-	if terminal(status) {
+	if translate.TaskTerminal(status) {
 		t.place.free() // made ended (completedTask): its record only
 	}
-	t.timer = time.AfterFunc(o.Tasks.TTL, func() { b.expireTask(t) })
+	t.timer = time.AfterFunc(t.ttl, func() { b.expireTask(t) })
 	b.taskEvent(c, "created", status)
-	return t
 }
 
-// expireTask removes t at the end of its TTL, cancelling it if it still
+// expireTask removes t at the end of its ttl, cancelling it if it still
 // runs.
 func (b *Bridge) expireTask(t *task) {
 	b.cancelTask(t, "the task's ttl passed")
@@ -210,176 +226,37 @@ func (b *Bridge) expireTask(t *task) {
 }
 
 // cancelTask makes t cancelled, unless it already ended, gives its place
-// back and tells runTask to abandon its call. It reports whether t was
-// running.
+// back and tells the runner to let the upstream go (runTask). It reports
+// whether t was running.
 func (b *Bridge) cancelTask(t *task, why string) bool {
 	t.mu.Lock()
-	running := !terminal(t.status)
+	running := !translate.TaskTerminal(t.status)
 	if running {
-		t.status, t.updated, t.note = taskCancelled, time.Now(), why
+		t.status, t.updated, t.note = translate.TaskCancelled, time.Now(), why
+		if t.kind.dropsQuestions() {
+			t.inputs = nil
+		}
 	}
 	t.mu.Unlock()
 	if running {
 		t.place.free()
-		t.stopOnce.Do(func() { close(t.stop) })
+		t.stopRunner()
 	}
 	return running
 }
 
-// becomeTask turns c, held past its window, into a task: the client gets
-// a CreateTaskResult, and runTask goes on with the call.
-func (b *Bridge) becomeTask(c *call, r Request, sink translate.Sink) string {
-	c.caps = r.ClientCapabilities // the questions from now on are the task's client's
-	t := b.newTask(c, r, taskWorking)
-	_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, t.envelope("task", false)))
-	b.taskRuns.Add(1)
-	go func() {
-		defer b.taskRuns.Done()
-		b.runTask(t, c)
-	}()
-	return OutcomeTask
+// stopRunner tells t's runner to let the upstream go; later calls do
+// nothing.
+func (t *task) stopRunner() {
+	t.stopOnce.Do(func() { close(t.stop) })
 }
 
-// completedTask answers a required tool's call that ended within its
-// window with a task already terminal, holding the result.
-func (b *Bridge) completedTask(c *call, r Request, m legacy.Message, sink translate.Sink) string {
-	status, result, errObj := b.taskEnding(c, r.Method, m)
-	t := b.newTask(c, r, status)
-	t.mu.Lock()
-	t.result, t.errObj = result, errObj
-	t.mu.Unlock()
-	_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, t.envelope("task", false)))
-	b.taskEvent(c, "ended", status) // created terminal: it ends at once
-	return OutcomeTask
-}
-
-// taskEnding turns the upstream's final message into a task's end.
-func (b *Bridge) taskEnding(c *call, method string, m legacy.Message) (status string, result, errObj []byte) {
-	if res := translate.ResultOf(m.Raw); res != nil {
-		out, err := translate.ReshapeResult(method, res, b.reshapeOptions(c))
-		if err != nil {
-			_, e := translate.MalformedUpstreamError()
-			return taskFailed, nil, e
-		}
-		return taskCompleted, out, nil
-	}
-	_, out := translate.ReshapeError(translate.ErrorOf(m.Raw))
-	return taskFailed, nil, out
-}
-
-// runTask reads c's upstream answer for t until the call ends or t is
-// cancelled; it alone touches c from the task's creation on.
-func (b *Bridge) runTask(t *task, c *call) {
-	var gather <-chan time.Time
-	var fresh []pendingInput // asked, not yet shown
-	msgs := c.up.Messages()
-	abandon := func(reason string) {
-		t.mu.Lock()
-		c.pending = append(append([]pendingInput(nil), t.inputs...), fresh...)
-		status := t.status // cancelled, or failed (tasks/update)
-		t.mu.Unlock()
-		b.abandon(c, translate.OutcomeCancelled, reason)
-		b.taskEvent(c, "ended", status)
-	}
-	for {
-		var m legacy.Message
-		ok, inbox := true, false
-		if len(c.held) > 0 {
-			m, c.held = c.held[0], c.held[1:]
-		} else {
-			select {
-			case m, ok = <-msgs:
-			case m = <-c.sess.Inbox():
-				inbox = true
-			case <-gather:
-				gather = nil
-				t.mu.Lock()
-				if !terminal(t.status) {
-					t.inputs = append(t.inputs, fresh...)
-					t.status, t.updated = taskInputRequired, time.Now()
-					fresh = nil
-				}
-				t.mu.Unlock()
-				continue
-			case <-t.stop:
-				abandon("task cancelled")
-				return
-			case <-b.ctx.Done():
-				b.cancelTask(t, "gateway shutting down")
-				abandon("gateway shutting down")
-				return
-			}
-		}
-		switch {
-		case !ok:
-			rerr := translate.UpstreamFailure("the upstream ended the call without a result", c.up.Err())
-			e, _ := json.Marshal(map[string]any{"code": translate.InternalError, "message": rerr.Message})
-			b.finish(c, false)
-			t.end(taskFailed, nil, e)
-			b.report(c, translate.OutcomeError, rerr.Detail())
-			b.taskEvent(c, "ended", taskFailed)
-			return
-		case m.Kind == legacy.KindRequest:
-			if p, asks := b.taskQuestion(c, t, m); asks {
-				fresh = append(fresh, p)
-				if len(t.inputs)+len(fresh) > c.opts.MaxInputsPerRound*c.opts.MaxRounds {
-					b.cancelTask(t, "too many requests for input")
-					abandon("too many requests for input")
-					return
-				}
-				if gather == nil {
-					gather = time.After(TaskGather)
-				}
-			}
-		case inbox:
-		case m.Kind == legacy.KindResponse && string(m.ID) == string(c.up.ID):
-			b.finish(c, true)
-			status, result, errObj := b.taskEnding(c, "tools/call", m)
-			t.end(status, result, errObj)
-			outcome := translate.OutcomeComplete
-			if status == taskFailed {
-				outcome = translate.OutcomeError
-			}
-			b.report(c, outcome, "")
-			b.taskEvent(c, "ended", status)
-			return
-		}
-	}
-}
-
-// taskQuestion handles a request the upstream made during a task, as
-// upstreamRequest does for a running call. It returns the question when it
-// waits for the client.
-func (b *Bridge) taskQuestion(c *call, t *task, m legacy.Message) (pendingInput, bool) {
-	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-	defer cancel()
-	params := m.Params()
-	switch {
-	case m.Method == "ping":
-		_ = c.sess.Respond(ctx, m.ID, []byte("{}"), nil)
-		return pendingInput{}, false
-	case !translate.IsInputMethod(m.Method):
-		_ = c.sess.Respond(ctx, m.ID, nil, []byte(`{"code":-32601,"message":"Method not found"}`))
-		return pendingInput{}, false
-	case !translate.ClientSupports(c.caps, m.Method, params):
-		res, errObj := translate.CancelAnswer(m.Method)
-		_ = c.sess.Respond(ctx, m.ID, res, errObj)
-		return pendingInput{}, false
-	}
-	ir, err := translate.NewInputRequest(m.Method, params, &c.keys)
-	if err != nil {
-		res, errObj := translate.CancelAnswer(m.Method)
-		_ = c.sess.Respond(ctx, m.ID, res, errObj)
-		return pendingInput{}, false
-	}
-	return pendingInput{InputRequest: ir, upstreamID: m.ID}, true
-}
-
-// envelope is t as a CreateTaskResult or a DetailedTask (taskState's).
+// envelope is t as a flat CreateTaskResult or a DetailedTask
+// (taskState's).
 func (t *task) envelope(resultType string, detailed bool) []byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.taskState.envelope(t.id, resultType, t.opts.Tasks.TTL, t.opts.Tasks.PollInterval.Milliseconds(), detailed)
+	return t.taskState.envelope(t.id, resultType, t.ttl, t.pollMs, detailed)
 }
 
 // mayBecomeTask decides, before a tools/call starts, whether its call may
@@ -391,7 +268,14 @@ func (b *Bridge) mayBecomeTask(r Request) (*TaskRule, *translate.RPCError) {
 	if r.Method != "tools/call" {
 		return nil, nil
 	}
-	rule := b.support.taskRule(&r.Options.Tasks.Policy, r.Upstream, r.Principal, r.Name)
+	return b.applyTaskRule(r, b.support.taskRule(&r.Options.Tasks.Policy, r.Upstream, r.Principal, r.Name))
+}
+
+// applyTaskRule applies the tool's rule to r: nil when its call may not become
+// a task (forbidden, or optional and the extension not declared), -32021
+// for a required tool whose request does not declare the extension, else
+// the rule, with a task place taken (or the refusal when there is none).
+func (b *Bridge) applyTaskRule(r Request, rule TaskRule) (*TaskRule, *translate.RPCError) {
 	declared := DeclaresTasks(r.ClientCapabilities)
 	switch {
 	case rule.Mode == TaskForbidden:
@@ -410,24 +294,51 @@ func (b *Bridge) mayBecomeTask(r Request) (*TaskRule, *translate.RPCError) {
 }
 
 // withTasksExtension adds the Tasks extension to a discover result's
-// capabilities.extensions.
+// capabilities.extensions. res is BuildDiscoverResult's, its capabilities
+// the upstream's: it is read with gjson (of repeated members, the first
+// counts) and edited by splicing, so every other member stays as it was,
+// where it was. A capabilities or extensions member that is not an object
+// becomes one.
 func withTasksExtension(res []byte) ([]byte, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(res, &top); err != nil {
-		return nil, err
+	src := string(res)
+	if err := legacy.ValidJSONString(src); err != nil {
+		return nil, fmt.Errorf("the discover result: %w", err)
 	}
-	var caps map[string]json.RawMessage
-	if err := json.Unmarshal(top["capabilities"], &caps); err != nil || caps == nil {
-		caps = map[string]json.RawMessage{}
+	if !gjson.Parse(src).IsObject() {
+		return nil, errors.New("the discover result is not a JSON object")
 	}
-	var ext map[string]json.RawMessage
-	if err := json.Unmarshal(caps["extensions"], &ext); err != nil || ext == nil {
-		ext = map[string]json.RawMessage{}
+	caps := gjson.Get(src, "capabilities")
+	ext := gjson.Get(caps.Raw, "extensions")
+	if !caps.IsObject() || !ext.IsObject() {
+		ext = gjson.Parse("{}")
 	}
-	ext[ExtTasks] = json.RawMessage(`{}`)
-	caps["extensions"], _ = json.Marshal(ext)
-	top["capabilities"], _ = json.Marshal(caps)
-	return json.Marshal(top)
+	withExt := setMember(ext.Raw, ExtTasks, "{}")
+	if !caps.IsObject() {
+		return []byte(setMember(src, "capabilities", `{"extensions":`+withExt+`}`)), nil
+	}
+	return []byte(setMember(src, "capabilities", setMember(caps.Raw, "extensions", withExt))), nil
+}
+
+// setMember returns the JSON object obj with its member name set to val
+// (a JSON text): the first such member's value replaced and any later
+// copies removed, or the member appended when obj has none.
+func setMember(obj, name, val string) string {
+	ms, _ := translate.Members(obj)
+	var sp []translate.Splice
+	for i, m := range ms {
+		switch {
+		case m.Name != name:
+		case len(sp) == 0:
+			sp = append(sp, translate.Splice{At: m.Val.Index, End: m.End(), Text: val})
+		default: // a later copy, with the comma before it
+			sp = append(sp, translate.Splice{At: ms[i-1].End(), End: m.End()})
+		}
+	}
+	if len(sp) == 0 {
+		key := translate.AppendJSONString(nil, name)
+		sp = append(sp, translate.AppendMembers(obj, ms, []string{string(key) + ":" + val}))
+	}
+	return string(translate.ApplySplices(obj, sp))
 }
 
 // TaskObserver is implemented by an Observer that wants to learn of tasks:

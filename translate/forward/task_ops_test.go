@@ -81,12 +81,12 @@ func TestTaskEventsAndList(t *testing.T) {
 	r := taskRequest(t, upstream, 1, 0, "alice")
 	r.Options = quick
 	a := serve(b, r)
-	if got := gjson.GetBytes(a.final, "result.status").String(); got != taskCompleted {
+	if got := gjson.GetBytes(a.final, "result.status").String(); got != translate.TaskCompleted {
 		t.Fatalf("a required call ended within its window: %s, want a completed task", a.final)
 	}
 	done := gjson.GetBytes(a.final, "result.taskId").String()
 	ev := obs.waitTasks(t, 2)
-	if ev[0].Event != "created" || ev[0].Status != taskCompleted || ev[1].Event != "ended" || ev[1].Status != taskCompleted ||
+	if ev[0].Event != "created" || ev[0].Status != translate.TaskCompleted || ev[1].Event != "ended" || ev[1].Status != translate.TaskCompleted ||
 		ev[0].Tool != "ask" || ev[0].Upstream != upstream {
 		t.Fatalf("events %+v, want created and ended completed", ev)
 	}
@@ -94,18 +94,18 @@ func TestTaskEventsAndList(t *testing.T) {
 	r = taskRequest(t, upstream, 2, 1, "bob")
 	r.Options = atOnce
 	a = serve(b, r)
-	if got := gjson.GetBytes(a.final, "result.status").String(); got != taskWorking {
+	if got := gjson.GetBytes(a.final, "result.status").String(); got != translate.TaskWorking {
 		t.Fatalf("a call with window 0: %s, want a working task", a.final)
 	}
 	asking := gjson.GetBytes(a.final, "result.taskId").String()
-	if ev := obs.waitTasks(t, 3); ev[2].Event != "created" || ev[2].Status != taskWorking {
+	if ev := obs.waitTasks(t, 3); ev[2].Event != "created" || ev[2].Status != translate.TaskWorking {
 		t.Fatalf("events %+v, want the second created working", ev)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	var list []TaskInfo
 	for {
 		list = b.TaskList()
-		if len(list) == 2 && list[1].Status == taskInputRequired {
+		if len(list) == 2 && list[1].Status == translate.TaskInputRequired {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -113,7 +113,7 @@ func TestTaskEventsAndList(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if list[0].Status != taskCompleted || list[1].Waiting != 1 || list[0].Tool != "ask" || list[0].Upstream != upstream ||
+	if list[0].Status != translate.TaskCompleted || list[1].Waiting != 1 || list[0].Tool != "ask" || list[0].Upstream != upstream ||
 		list[0].TTLMillis != time.Hour.Milliseconds() || !list[0].Expires.Equal(list[0].Created.Add(time.Hour)) {
 		t.Fatalf("tasks %+v", list)
 	}
@@ -127,12 +127,12 @@ func TestTaskEventsAndList(t *testing.T) {
 			t.Fatalf("TaskList shows %q: %s", secret, raw)
 		}
 	}
-	if got := b.Tasks(); got[taskCompleted] != 1 || got[taskInputRequired] != 1 {
+	if got := b.Tasks(); got[translate.TaskCompleted] != 1 || got[translate.TaskInputRequired] != 1 {
 		t.Fatalf("Tasks() = %v", got)
 	}
 
 	b.Close()
-	if ev := obs.waitTasks(t, 4); ev[3].Event != "ended" || ev[3].Status != taskCancelled {
+	if ev := obs.waitTasks(t, 4); ev[3].Event != "ended" || ev[3].Status != translate.TaskCancelled {
 		t.Fatalf("events %+v, want the second ended cancelled at close", ev)
 	}
 }

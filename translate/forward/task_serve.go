@@ -52,9 +52,6 @@ func (b *Bridge) serveTask(ctx context.Context, r Request, sink translate.Sink) 
 		return translate.Served{Outcome: translate.OutcomeError}
 	}
 	params := translate.ParamsOf(r.Raw)
-	if t := b.lookupTask2025(r, translate.StringField(params, "taskId")); t != nil {
-		return b.serveTask2025(ctx, r, params, t, sink) // an upstream's own task
-	}
 	t := b.lookupTask(r, translate.StringField(params, "taskId"))
 	if t == nil {
 		rerr := &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.InvalidParams,
@@ -64,6 +61,7 @@ func (b *Bridge) serveTask(ctx context.Context, r Request, sink translate.Sink) 
 	}
 	switch r.Method {
 	case "tasks/get":
+		t.kind.refresh(ctx, b, t)
 		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, t.envelope("complete", true)))
 	case "tasks/update":
 		if rerr := b.updateTask(t, translate.InputResponses(params)); rerr != nil {
@@ -72,7 +70,7 @@ func (b *Bridge) serveTask(ctx context.Context, r Request, sink translate.Sink) 
 		}
 		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, []byte(`{"resultType":"complete"}`)))
 	default: // tasks/cancel: the same ack for a task that already ended
-		b.cancelTask(t, "tasks/cancel")
+		t.kind.cancel(b, t)
 		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, []byte(`{"resultType":"complete"}`)))
 	}
 	return translate.Served{Outcome: translate.OutcomeComplete}
@@ -81,8 +79,8 @@ func (b *Bridge) serveTask(ctx context.Context, r Request, sink translate.Sink) 
 // requiredTasksData is the data of -32021 for the Tasks extension.
 var requiredTasksData = json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + ExtTasks + `":{}}}}`)
 
-// lookupTask returns r's principal's task named by id on this instance, or
-// nil.
+// lookupTask returns r's principal's task named by id on this instance, of
+// either kind, or nil.
 func (b *Bridge) lookupTask(r Request, id string) *task {
 	tk, err := seal.OpenTask(r.Options.Keyring, id)
 	if err != nil || tk.Principal != r.Principal || tk.Instance != r.Options.Instance {
@@ -91,20 +89,21 @@ func (b *Bridge) lookupTask(r Request, id string) *task {
 	b.tmu.Lock()
 	defer b.tmu.Unlock()
 	t := b.tasks[tk.Handle]
-	if t == nil || t.princ != r.Principal {
+	if t == nil || t.princ != r.Principal || !t.kind.names(tk) {
 		return nil
 	}
 	return t
 }
 
-// updateTask posts the answers to t's questions upstream (takeAnswers).
+// updateTask posts the answers to t's questions upstream (takeAnswers), as
+// JSON-RPC responses to the requests that asked them; when the upstream
+// refuses one, t fails and its runner lets the upstream go.
 func (b *Bridge) updateTask(t *task, answers map[string]json.RawMessage) *translate.RPCError {
 	t.mu.Lock()
 	took := t.takeAnswers(answers)
-	sess := t.sess
 	t.mu.Unlock()
-	if sess == nil {
+	if t.sess == nil {
 		return nil
 	}
-	return b.postAnswers(&t.taskState, sess, took, func() { t.stopOnce.Do(func() { close(t.stop) }) })
+	return b.postAnswers(&t.taskState, t.sess, took, t.stopRunner)
 }

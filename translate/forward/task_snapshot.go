@@ -44,31 +44,23 @@ func shortDigest(kind string, b [16]byte) string {
 // TaskList lists the tasks the bridge holds, oldest first.
 func (b *Bridge) TaskList() []TaskInfo {
 	now := time.Now()
-	b.tmu.Lock()
-	all := make([]*task, 0, len(b.tasks))
-	for _, t := range b.tasks {
-		all = append(all, t)
-	}
-	all25 := make([]*task2025, 0, len(b.tasks25)) // the upstreams' own (task2025.go)
-	for _, t := range b.tasks25 {
-		all25 = append(all25, t)
-	}
-	b.tmu.Unlock()
-	out := make([]TaskInfo, 0, len(all)+len(all25))
-	for _, t := range all25 {
-		out = append(out, t.info(now))
-	}
+	all := b.allTasks()
+	out := make([]TaskInfo, 0, len(all))
 	for _, t := range all {
-		ttl := t.opts.Tasks.TTL
-		t.mu.Lock()
-		out = append(out, TaskInfo{
-			ID: shortDigest("task", t.handle), Upstream: t.upstream, Tool: t.tool, Status: t.status,
-			Principal: shortDigest("principal", t.princ), Waiting: len(t.inputs),
-			Created: t.created, Expires: t.created.Add(ttl), TTLMillis: ttl.Milliseconds(),
-			AgeMillis: now.Sub(t.created).Milliseconds(),
-		})
-		t.mu.Unlock()
+		out = append(out, t.info(now))
 	}
 	slices.SortFunc(out, func(x, y TaskInfo) int { return x.Created.Compare(y.Created) })
 	return out
+}
+
+// info describes t for operators.
+func (t *task) info(now time.Time) TaskInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return TaskInfo{
+		ID: shortDigest("task", t.handle), Upstream: t.upstream, Tool: t.tool, Status: t.status,
+		Principal: shortDigest("principal", t.princ), Waiting: len(t.inputs),
+		Created: t.born, Expires: t.born.Add(t.ttl), TTLMillis: t.ttl.Milliseconds(),
+		AgeMillis: now.Sub(t.born).Milliseconds(),
+	}
 }

@@ -11,9 +11,8 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
-// taskState is what a task shows its client, common to the tasks the
-// bridge hosts (task) and those an upstream with 2025 tasks runs
-// (task2025). mu guards it, except created, which never changes.
+// taskState is what a task shows its client, whatever its kind (task).
+// mu guards it, except created, which never changes.
 type taskState struct {
 	mu      sync.Mutex
 	status  string
@@ -57,7 +56,7 @@ func (s *taskState) envelope(id, resultType string, ttl time.Duration, pollMs in
 	}
 	if detailed {
 		switch {
-		case s.status == taskInputRequired && len(s.inputs) > 0:
+		case s.status == translate.TaskInputRequired && len(s.inputs) > 0:
 			reqs := make([]translate.InputRequest, len(s.inputs))
 			for i, p := range s.inputs {
 				reqs[i] = p.InputRequest
@@ -65,10 +64,10 @@ func (s *taskState) envelope(id, resultType string, ttl time.Duration, pollMs in
 			ir := translate.InputRequiredResult(reqs, "") // {"resultType":"input_required","inputRequests":{…}}
 			b = append(b, ',')
 			b = append(b, ir[len(`{"resultType":"input_required",`):len(ir)-1]...)
-		case s.status == taskCompleted && s.result != nil:
+		case s.status == translate.TaskCompleted && s.result != nil:
 			b = append(b, `,"result":`...)
 			b = append(b, s.result...)
-		case s.status == taskFailed && s.errObj != nil:
+		case s.status == translate.TaskFailed && s.errObj != nil:
 			b = append(b, `,"error":`...)
 			b = append(b, s.errObj...)
 		}
@@ -80,7 +79,7 @@ func (s *taskState) envelope(id, resultType string, ttl time.Duration, pollMs in
 // result never changes a cancelled task), and gives its place back.
 func (s *taskState) end(status string, result, errObj []byte) bool {
 	s.mu.Lock()
-	if terminal(s.status) {
+	if translate.TaskTerminal(s.status) {
 		s.mu.Unlock()
 		return false
 	}
@@ -107,7 +106,7 @@ type taskAnswer struct {
 // the answered keys are gone before the ack, so the next tasks/get no
 // longer shows them. The caller holds s.mu.
 func (s *taskState) takeAnswers(answers map[string]json.RawMessage) []taskAnswer {
-	if terminal(s.status) {
+	if translate.TaskTerminal(s.status) {
 		return nil
 	}
 	var took []taskAnswer
@@ -122,8 +121,8 @@ func (s *taskState) takeAnswers(answers map[string]json.RawMessage) []taskAnswer
 	}
 	if len(took) > 0 {
 		s.inputs, s.updated = still, time.Now()
-		if len(still) == 0 && s.status == taskInputRequired {
-			s.status = taskWorking
+		if len(still) == 0 && s.status == translate.TaskInputRequired {
+			s.status = translate.TaskWorking
 		}
 	}
 	return took
@@ -137,8 +136,8 @@ func (b *Bridge) postAnswers(s *taskState, sess *legacy.Session, answers []taskA
 	defer cancel()
 	for _, a := range answers {
 		if err := sess.Respond(ctx, a.p.upstreamID, a.resp, nil); err != nil {
-			e, _ := json.Marshal(map[string]any{"code": translate.InternalError, "message": "the upstream refused an answer; the task was cancelled"})
-			if s.end(taskFailed, nil, e) {
+			e := taskErrorObject("the upstream refused an answer; the task was cancelled")
+			if s.end(translate.TaskFailed, nil, e) {
 				failed()
 			}
 			return translate.UpstreamError(err)

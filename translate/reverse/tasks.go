@@ -39,16 +39,11 @@ const reverseTasksExtension = "io.modelcontextprotocol/tasks"
 // for a zero interval, the ceiling keeps a blocked legacy client from
 // waiting long after its task ended.
 const (
-	revPollDefault     = time.Second // when the upstream gives no pollIntervalMs
-	revPollFloor       = 100 * time.Millisecond
-	revPollCeiling     = 5 * time.Second
-	revPollFailures    = 3               // tasks/get failing this many times in a row ends the call
-	revCancelTimeout   = 5 * time.Second // the best-effort tasks/cancel
-	revStatusWorking   = "working"
-	revStatusInput     = "input_required"
-	revStatusCompleted = "completed"
-	revStatusFailed    = "failed"
-	revStatusCancelled = "cancelled"
+	revPollDefault   = time.Second // when the upstream gives no pollIntervalMs
+	revPollFloor     = 100 * time.Millisecond
+	revPollCeiling   = 5 * time.Second
+	revPollFailures  = 3               // tasks/get failing this many times in a row ends the call
+	revCancelTimeout = 5 * time.Second // the best-effort tasks/cancel
 )
 
 // errSessionDeleted is the cause of a call whose session was deleted.
@@ -130,7 +125,7 @@ func (rv *Bridge) followTask(ctx context.Context, s *Session, r Request, sink tr
 
 	interval := revPollInterval(created.Get("pollIntervalMs"))
 	next := interval
-	if st := created.Get("status").Str; st != revStatusWorking && st != revStatusInput {
+	if st := created.Get("status").Str; st != translate.TaskWorking && st != translate.TaskInputRequired {
 		next = 0 // already terminal: read it at once
 	}
 	failures := 0
@@ -189,15 +184,15 @@ func (rv *Bridge) followTask(ctx context.Context, s *Session, r Request, sink tr
 			next = interval
 		}
 		switch st := res.Get("status"); st.Str {
-		case revStatusWorking:
-		case revStatusInput:
+		case translate.TaskWorking:
+		case translate.TaskInputRequired:
 			if !t.answer(ctx, res.Get("inputRequests")) {
 				return
 			}
-		case revStatusCompleted:
+		case translate.TaskCompleted:
 			t.complete(res.Get("result"))
 			return
-		case revStatusFailed:
+		case translate.TaskFailed:
 			e := res.Get("error")
 			if !e.IsObject() || e.Get("code").Type != gjson.Number {
 				*reason = "the upstream's task failed without a JSON-RPC error object"
@@ -207,7 +202,7 @@ func (rv *Bridge) followTask(ctx context.Context, s *Session, r Request, sink tr
 			*reason = "the upstream's task failed: " + translate.Clip(e.Get("message").String())
 			_ = sink.Respond(http.StatusOK, translate.ErrorObjectResponse(r.ID, LegacyError(r.Method, []byte(e.Raw))))
 			return
-		case revStatusCancelled:
+		case translate.TaskCancelled:
 			*reason = "the upstream cancelled task " + translate.Clip(t.id)
 			if m := res.Get("statusMessage"); m.Type == gjson.String && m.Str != "" {
 				*reason += ": " + translate.Clip(m.Str)

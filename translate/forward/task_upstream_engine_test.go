@@ -260,11 +260,11 @@ func TestTask2025Engine(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := b.Tasks()[taskCompleted]; n != 6 {
+	if n := b.Tasks()[translate.TaskCompleted]; n != 6 {
 		t.Fatalf("Tasks() = %v, want 6 completed", b.Tasks())
 	}
 	list := b.TaskList()
-	if len(list) != 6 || list[0].Tool != "ask" || list[0].Upstream != upstream || list[0].Status != taskCompleted || list[0].TTLMillis != 60000 {
+	if len(list) != 6 || list[0].Tool != "ask" || list[0].Upstream != upstream || list[0].Status != translate.TaskCompleted || list[0].TTLMillis != 60000 {
 		t.Fatalf("TaskList() = %+v, want the 6 tasks (ttl the upstream's 60 s)", list)
 	}
 }
@@ -296,7 +296,7 @@ func TestTask2025CancelHung(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the upstream got no tasks/cancel")
 	}
-	if st := pollTask(t, b, upstream, "p", ids[0], func(gjson.Result) bool { return true }); st.Get("status").String() != taskCancelled {
+	if st := pollTask(t, b, upstream, "p", ids[0], func(gjson.Result) bool { return true }); st.Get("status").String() != translate.TaskCancelled {
 		t.Fatalf("after tasks/cancel: %s", st.Raw)
 	}
 	// The other task is still running; Close cancels it without waiting
@@ -359,14 +359,14 @@ func TestTask2025ResultStreamEnds(t *testing.T) {
 	key := ""
 	asked.Get("inputRequests").ForEach(func(k, _ gjson.Result) bool { key = k.String(); return false })
 	serve(b, modernReq(t, upstream, "p", 2, "tasks/update", id, fmt.Sprintf(`"taskId":%q,"inputResponses":{%q:{"action":"accept","content":{"x":"y"}}}`, id, key)))
-	if done := pollTask(t, b, upstream, "p", id, func(r gjson.Result) bool { return terminal(r.Get("status").String()) }); done.Get("result.content.0.text").String() != "got y" {
+	if done := pollTask(t, b, upstream, "p", id, func(r gjson.Result) bool { return translate.TaskTerminal(r.Get("status").String()) }); done.Get("result.content.0.text").String() != "got y" {
 		t.Fatalf("after a broken tasks/result: %s", done.Raw)
 	}
 
 	a = serve(b, modernReq(t, upstream, "p", 3, "tools/call", "dead", `"name":"dead","arguments":{}`))
 	id = gjson.GetBytes(a.final, "result.taskId").String()
-	failed := pollTask(t, b, upstream, "p", id, func(r gjson.Result) bool { return terminal(r.Get("status").String()) })
-	if failed.Get("status").String() != taskFailed || !strings.Contains(failed.Get("error.message").String(), "without a result") {
+	failed := pollTask(t, b, upstream, "p", id, func(r gjson.Result) bool { return translate.TaskTerminal(r.Get("status").String()) })
+	if failed.Get("status").String() != translate.TaskFailed || !strings.Contains(failed.Get("error.message").String(), "without a result") {
 		t.Fatalf("a tasks/result that keeps ending: %s", failed.Raw)
 	}
 	fake.mu.Lock()

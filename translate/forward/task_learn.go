@@ -2,7 +2,6 @@ package forward
 
 import (
 	"context"
-	"net/http"
 	"sync"
 	"time"
 
@@ -50,10 +49,10 @@ func (l *toolLister) due(upstream string, principal [16]byte) bool {
 // find its tool's execution.taskSupport when no rule names the tool and
 // no tools/list through the bridge said it yet (a client need not list the
 // tools first): it lists the tools on sess (the first page). A tool that
-// may then become a task gets its rule as mayBecomeTask gives it: r.hosting
-// set and a task place taken when the request declares the extension
-// (Serve frees it if the call does not start), -32021 for a required
-// tool when it does not.
+// may then become a task gets its rule as mayBecomeTask gives it
+// (applyTaskRule): r.hosting set and a task place taken when the request
+// declares the extension (Serve frees it if the call does not start),
+// -32021 for a required tool when it does not.
 func (b *Bridge) learnToolTasks(ctx context.Context, r *Request, sess *legacy.Session) *translate.RPCError {
 	if r.hosting != nil || r.Method != "tools/call" || !upstreamHasTasks(sess.InitResult) {
 		return nil
@@ -77,21 +76,10 @@ func (b *Bridge) learnToolTasks(ctx context.Context, r *Request, sess *legacy.Se
 		return nil
 	}
 	b.support.learn(r.Upstream, r.Principal, translate.ResultOf(m.Raw))
-	rule := b.support.taskRule(p, r.Upstream, r.Principal, r.Name)
-	declared := DeclaresTasks(r.ClientCapabilities)
-	switch {
-	case rule.Mode == TaskForbidden:
-		return nil
-	case !declared && rule.Mode == TaskRequired:
-		return &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.MissingRequiredClientCapability,
-			Message: "Missing required client capability: tool " + translate.Clip(r.Name) + " runs as a task, which needs the Tasks extension (" + ExtTasks + ")",
-			Data:    requiredTasksData}
-	case !declared:
-		return nil
-	}
-	if rerr := b.takeTaskPlace(r.Options, r.Principal); rerr != nil {
+	hosting, rerr := b.applyTaskRule(*r, b.support.taskRule(p, r.Upstream, r.Principal, r.Name))
+	if rerr != nil {
 		return rerr
 	}
-	r.hosting = &rule
+	r.hosting = hosting
 	return nil
 }

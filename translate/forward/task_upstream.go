@@ -2,12 +2,10 @@ package forward
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"math"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -25,15 +23,16 @@ import (
 //	tools/call, the tool's rule optional or required and the request
 //	declaring the extension (mayBecomeTask; for a tool no rule names and
 //	no tools/list has shown yet, learnToolTasks in
-//	task2025_learn.go), the upstream declaring tasks for
+//	task_learn.go), the upstream declaring tasks for
 //	tools/call and its tools/list giving the tool an execution.taskSupport
 //	other than forbidden: start sends the call with params.task {ttl}
 //	(upstreamTaskParams)
-//	  |  the upstream answers a 2025 CreateTaskResult (createTask2025):
+//	  |  the upstream answers a 2025 CreateTaskResult (createUpstreamTask):
 //	  |  the client gets a flat 2026 one; the session the task lives on
 //	  v  stays leased to the task (a 2025 task is visible on it only)
-//	WORKING / INPUT_REQUIRED: run2025 (task2025_run.go) holds the
-//	  |  upstream's tasks/result open: the TypeScript SDK 1.x delivers a
+//	WORKING / INPUT_REQUIRED: the runner (runTask, with upstreamRun in
+//	  |  task_upstream_run.go) holds the upstream's tasks/result
+//	  |  open: the TypeScript SDK 1.x delivers a
 //	  |  task's questions only there, in-line; they become the task's
 //	  |  inputRequests, and tasks/update answers them as JSON-RPC responses.
 //	  |  tasks/get asks the upstream's tasks/get (statusMessage, a
@@ -49,24 +48,6 @@ import (
 // client's tasks/result and tasks/list never reach such an upstream (Serve
 // answers -32601), nor does a modern client's own params.task
 // (upstreamParams drops it).
-
-// task2025 is an upstream's task shown to a modern client.
-type task2025 struct {
-	id      string
-	handle  [16]byte
-	princ   [16]byte
-	upID    string    // the upstream's taskId (at most seal.MaxUpstreamTaskLen bytes)
-	c       *call     // the tools/call that made it: key, session, options, reports
-	born    time.Time // when the gateway made it (its ttl runs from here)
-	ttl     time.Duration
-	timer   *time.Timer
-	stop    chan struct{}
-	stopped sync.Once
-
-	taskState // mu guards it, pollMs and cancelled
-	pollMs    int64
-	cancelled bool // the upstream was sent tasks/cancel already
-}
 
 // upstreamTask is a 2025 task object (tasks/get's result, a
 // CreateTaskResult's task), checked.
@@ -93,7 +74,7 @@ func parseUpstreamTask(obj gjson.Result) (upstreamTask, bool) {
 	}
 	id, status := obj.Get("taskId"), obj.Get("status")
 	if id.Type != gjson.String || id.Str == "" || len(id.Str) > seal.MaxUpstreamTaskLen ||
-		status.Type != gjson.String || !knownStatus(status.Str) {
+		status.Type != gjson.String || !translate.KnownTaskStatus(status.Str) {
 		return u, false
 	}
 	u.id, u.status = id.Str, status.Str
@@ -108,16 +89,6 @@ func parseUpstreamTask(obj gjson.Result) (upstreamTask, bool) {
 	now := time.Now()
 	u.created, u.updated = timeOr(obj.Get("createdAt"), now), timeOr(obj.Get("lastUpdatedAt"), now)
 	return u, true
-}
-
-// knownStatus reports whether s is a task status (the same five in 2025 and
-// 2026).
-func knownStatus(s string) bool {
-	switch s {
-	case taskWorking, taskInputRequired, taskCompleted, taskFailed, taskCancelled:
-		return true
-	}
-	return false
 }
 
 // millis returns a positive number of milliseconds as an integer, at most
@@ -174,10 +145,10 @@ func (b *Bridge) upstreamTaskParams(r *Request, sess *legacy.Session, params []b
 	return []byte(translate.ApplySplices(up, []translate.Splice{sp})), true
 }
 
-// createTask2025 reads the upstream's answer to a task-augmented tools/call:
-// a CreateTaskResult makes the task and the client gets it flat; any other
-// answer is relayed as for a plain call.
-func (b *Bridge) createTask2025(ctx context.Context, c *call, r Request, sink translate.Sink) string {
+// createUpstreamTask reads the upstream's answer to a task-augmented
+// tools/call: a CreateTaskResult makes the task and the client gets it
+// flat; any other answer is relayed as for a plain call.
+func (b *Bridge) createUpstreamTask(ctx context.Context, c *call, r Request, sink translate.Sink) string {
 	msgs := c.up.Messages()
 	for {
 		var m legacy.Message
@@ -187,7 +158,7 @@ func (b *Bridge) createTask2025(ctx context.Context, c *call, r Request, sink tr
 		case <-c.sess.Inbox():
 			continue
 		case <-ctx.Done():
-			b.cancelOrphan2025(c)
+			b.cancelOrphanTask(c)
 			return b.requestEnded(ctx, c, r, sink)
 		}
 		if !ok {
@@ -233,10 +204,9 @@ func (b *Bridge) createTask2025(ctx context.Context, c *call, r Request, sink tr
 			cancel()
 			return b.requestEnded(ctx, c, r, sink)
 		}
-		t := b.newTask2025(c, r, u)
+		t, k := b.newUpstreamTask(c, r, u)
 		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, t.envelope("task", false)))
-		b.taskRuns.Add(1)
-		go b.run2025(t)
+		b.startRunner(t, c, b.newUpstreamRun(t, k))
 		return OutcomeTask
 	}
 }
@@ -245,10 +215,10 @@ func (b *Bridge) createTask2025(ctx context.Context, c *call, r Request, sink tr
 // for the upstream's answer, to cancel the task it may have made.
 const orphanWait = 5 * time.Second
 
-// cancelOrphan2025 reads, for at most orphanWait, the answer to c (whose
+// cancelOrphanTask reads, for at most orphanWait, the answer to c (whose
 // client left): when it is a task, the upstream is sent tasks/cancel for
 // it, since nobody will ever see it (a 2025 task lives on until its ttl).
-func (b *Bridge) cancelOrphan2025(c *call) {
+func (b *Bridge) cancelOrphanTask(c *call) {
 	timer := time.NewTimer(orphanWait)
 	defer timer.Stop()
 	msgs := c.up.Messages()
@@ -278,105 +248,47 @@ func (b *Bridge) cancelOrphan2025(c *call) {
 	}
 }
 
-// answerAside answers a request the upstream made outside a task's
-// questions: ping, else a refusal.
-func answerAside(ctx context.Context, sess *legacy.Session, m legacy.Message) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if m.Method == "ping" {
-		_ = sess.Respond(ctx, m.ID, []byte("{}"), nil)
-		return
-	}
-	if translate.IsInputMethod(m.Method) {
-		res, errObj := translate.CancelAnswer(m.Method)
-		_ = sess.Respond(ctx, m.ID, res, errObj)
-		return
-	}
-	_ = sess.Respond(ctx, m.ID, nil, []byte(`{"code":-32601,"message":"Method not found"}`))
+// upstreamKind is the kind of the tasks a 2025 upstream runs itself. told
+// is guarded by the task's mu.
+type upstreamKind struct {
+	upID string // the upstream's taskId (at most seal.MaxUpstreamTaskLen bytes)
+	c    *call  // the tools/call that made it: key, session, options, reports
+	told bool   // the upstream was sent tasks/cancel already
 }
 
-// newTask2025 makes the task of c, which the upstream answered with u, and
-// puts it in the table. The call's stream is done with; its session stays
-// leased to the task, and the task place c took moves to the task.
-func (b *Bridge) newTask2025(c *call, r Request, u upstreamTask) *task2025 {
+// newUpstreamTask makes the task of c, which the upstream answered with u,
+// and puts it in the table. The call's stream is done with; its session
+// stays leased to the task, and the task place c took moves to the task.
+func (b *Bridge) newUpstreamTask(c *call, r Request, u upstreamTask) (*task, *upstreamKind) {
 	c.up.Close()
 	c.cancelUp()
 	b.release(c)
-	c.taskPlaced = false
 	c.caps = r.ClientCapabilities
 	o := c.opts
-	t := &task2025{princ: c.princ, upID: u.id, c: c, born: time.Now(), stop: make(chan struct{}),
+	k := &upstreamKind{upID: u.id, c: c}
+	t := &task{princ: c.princ, tool: c.name, upstream: c.key.Upstream, born: time.Now(), sess: c.sess,
+		kind: k, stop: make(chan struct{}),
 		taskState: taskState{status: u.status, note: u.note, created: u.created, updated: u.updated, place: b.newTaskPlace(o, c.princ)},
 		pollMs:    u.pollMs}
-	if !knownStatus(t.status) || terminal(t.status) || t.status == taskInputRequired {
-		t.status = taskWorking // the result, or the questions, are still to fetch
+	if !translate.KnownTaskStatus(t.status) || translate.TaskTerminal(t.status) || t.status == translate.TaskInputRequired {
+		t.status = translate.TaskWorking // the result, or the questions, are still to fetch
 	}
 	t.ttl = o.Tasks.TTL
 	if u.ttlMs > 0 && time.Duration(u.ttlMs)*time.Millisecond < t.ttl {
 		t.ttl = time.Duration(u.ttlMs) * time.Millisecond
 	}
-	_, _ = rand.Read(t.handle[:])
-	sealer := r.Options
-	t.id = seal.SealTask(sealer.Keyring, seal.Task{Instance: sealer.Instance, Address: sealer.Address,
-		Handle: t.handle, Principal: c.princ, Upstream: u.id, Session: string(c.sess.ID)})
-	b.tmu.Lock()
-	b.tasks25[t.handle] = t
-	b.tmu.Unlock()
-	t.timer = time.AfterFunc(t.ttl, func() { b.expireTask2025(t) })
-	b.taskEvent(c, "created", taskWorking)
-	return t
+	b.addTask(c, r, t, seal.Task{Upstream: u.id, Session: string(c.sess.ID)})
+	return t, k
 }
 
-// lookupTask2025 returns r's principal's upstream task named by id on this
-// instance, or nil.
-func (b *Bridge) lookupTask2025(r Request, id string) *task2025 {
-	tk, err := seal.OpenTask(r.Options.Keyring, id)
-	if err != nil || tk.Upstream == "" || tk.Principal != r.Principal || tk.Instance != r.Options.Instance {
-		return nil
-	}
-	b.tmu.Lock()
-	defer b.tmu.Unlock()
-	t := b.tasks25[tk.Handle]
-	if t == nil || t.princ != r.Principal || t.upID != tk.Upstream || string(t.c.sess.ID) != tk.Session {
-		return nil
-	}
-	return t
+// names: the taskId names the upstream's task and the session it lives
+// on.
+func (k *upstreamKind) names(tk seal.Task) bool {
+	return tk.Upstream != "" && k.upID == tk.Upstream && string(k.c.sess.ID) == tk.Session
 }
 
-// expireTask2025 removes t at the end of its ttl, cancelling it if it
-// still runs.
-func (b *Bridge) expireTask2025(t *task2025) {
-	b.stop2025(t, "the task's ttl passed")
-	b.tmu.Lock()
-	delete(b.tasks25, t.handle)
-	b.tmu.Unlock()
-	t.place.free()
-}
-
-// stop2025 makes t cancelled, unless it already ended, gives its place
-// back and tells run2025 to let the upstream's task go. It reports whether
-// t was running.
-func (b *Bridge) stop2025(t *task2025, why string) bool {
-	t.mu.Lock()
-	running := !terminal(t.status)
-	if running {
-		t.status, t.updated, t.note, t.inputs = taskCancelled, time.Now(), why, nil
-	}
-	t.mu.Unlock()
-	if running {
-		t.place.free()
-		t.stopped.Do(func() { close(t.stop) })
-	}
-	return running
-}
-
-// envelope is t as a flat 2026 CreateTaskResult or DetailedTask
-// (taskState's).
-func (t *task2025) envelope(resultType string, detailed bool) []byte {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.taskState.envelope(t.id, resultType, t.ttl, t.pollMs, detailed)
-}
+// dropsQuestions: the upstream's tasks/cancel ends the task's questions.
+func (k *upstreamKind) dropsQuestions() bool { return true }
 
 // metaRelatedTask is the 2025 _meta key naming the task a message belongs
 // to; a 2026 client never sees it.
@@ -411,18 +323,8 @@ func withoutRelatedTask(obj []byte) []byte {
 
 // taskParams is the params of a 2025 tasks/* request naming id.
 func taskParams(id string) []byte {
-	p, _ := json.Marshal(map[string]string{"taskId": id})
+	p, _ := json.Marshal(struct {
+		TaskID string `json:"taskId"`
+	}{id})
 	return p
-}
-
-// info describes t for operators (TaskList).
-func (t *task2025) info(now time.Time) TaskInfo {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return TaskInfo{
-		ID: shortDigest("task", t.handle), Upstream: t.c.key.Upstream, Tool: t.c.name, Status: t.status,
-		Principal: shortDigest("principal", t.princ), Waiting: len(t.inputs),
-		Created: t.born, Expires: t.born.Add(t.ttl), TTLMillis: t.ttl.Milliseconds(),
-		AgeMillis: now.Sub(t.born).Milliseconds(),
-	}
 }

@@ -1,0 +1,153 @@
+package forward
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// The gateway's own tasks: a legacy tools/call the bridge holds open for
+// as long as the task lives (the life drawn in task.go). The task place
+// the call took at start moves to its task.
+
+// hostedKind is the kind of the tasks the gateway runs itself.
+type hostedKind struct{}
+
+// names: a hosted task's taskId names nothing but its handle.
+func (hostedKind) names(seal.Task) bool { return true }
+
+// refresh: the task is as the runner left it.
+func (hostedKind) refresh(context.Context, *Bridge, *task) {}
+
+// cancel: the same ack for a task that already ended.
+func (hostedKind) cancel(b *Bridge, t *task) { b.cancelTask(t, "tasks/cancel") }
+
+// dropsQuestions: the runner answers the questions of a cancelled task
+// with a cancellation (abandon).
+func (hostedKind) dropsQuestions() bool { return false }
+
+// newHostedTask makes c's task, with status, and puts it in the table.
+func (b *Bridge) newHostedTask(c *call, r Request, status string) *task {
+	o := c.opts
+	now := time.Now()
+	t := &task{princ: c.princ, tool: c.name, upstream: c.key.Upstream, born: now, ttl: o.Tasks.TTL,
+		sess: c.sess, kind: hostedKind{}, stop: make(chan struct{}),
+		taskState: taskState{status: status, created: now, updated: now, place: b.newTaskPlace(o, c.princ)},
+		pollMs:    o.Tasks.PollInterval.Milliseconds()}
+	b.addTask(c, r, t, seal.Task{})
+	return t
+}
+
+// becomeTask turns c, held past its window, into a task: the client gets
+// a CreateTaskResult, and runTask goes on with the call.
+func (b *Bridge) becomeTask(c *call, r Request, sink translate.Sink) string {
+	c.caps = r.ClientCapabilities // the questions from now on are the task's client's
+	t := b.newHostedTask(c, r, translate.TaskWorking)
+	_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, t.envelope("task", false)))
+	b.startRunner(t, c, &hostedRun{b: b, t: t, c: c})
+	return OutcomeTask
+}
+
+// completedTask answers a required tool's call that ended within its
+// window with a task already terminal, holding the result.
+func (b *Bridge) completedTask(c *call, r Request, m legacy.Message, sink translate.Sink) string {
+	status, result, errObj := b.taskEnding(c, r.Method, m)
+	t := b.newHostedTask(c, r, status)
+	t.mu.Lock()
+	t.result, t.errObj = result, errObj
+	t.mu.Unlock()
+	_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, t.envelope("task", false)))
+	b.taskEvent(c, "ended", status) // created terminal: it ends at once
+	return OutcomeTask
+}
+
+// taskEnding turns the upstream's final message into a task's end.
+func (b *Bridge) taskEnding(c *call, method string, m legacy.Message) (status string, result, errObj []byte) {
+	if res := translate.ResultOf(m.Raw); res != nil {
+		out, err := translate.ReshapeResult(method, res, b.reshapeOptions(c))
+		if err != nil {
+			_, e := translate.MalformedUpstreamError()
+			return translate.TaskFailed, nil, e
+		}
+		return translate.TaskCompleted, out, nil
+	}
+	_, out := translate.ReshapeError(translate.ErrorOf(m.Raw))
+	return translate.TaskFailed, nil, out
+}
+
+// hostedRun is the runner's part for a hosted task: it reads the call's
+// own stream, once; from the task's creation on it alone touches c.
+type hostedRun struct {
+	b *Bridge
+	t *task
+	c *call
+}
+
+func (h *hostedRun) open() (<-chan legacy.Message, taskStep) {
+	return h.c.up.Messages(), stepOn
+}
+
+// pop takes the messages that arrived while the call was parked first.
+func (h *hostedRun) pop() (legacy.Message, bool) {
+	if len(h.c.held) == 0 {
+		return legacy.Message{}, false
+	}
+	var m legacy.Message
+	m, h.c.held = h.c.held[0], h.c.held[1:]
+	return m, true
+}
+
+// inboxAsks: a question on the session's standalone stream is the task's
+// too.
+func (h *hostedRun) inboxAsks() bool { return true }
+
+func (h *hostedRun) question(m legacy.Message) (pendingInput, bool) {
+	return h.b.taskQuestion(h.c, m, m.Params())
+}
+
+func (h *hostedRun) callID() json.RawMessage { return h.c.up.ID }
+
+// final ends the task with the call's answer.
+func (h *hostedRun) final(m legacy.Message) {
+	b, c := h.b, h.c
+	b.finish(c, true)
+	status, result, errObj := b.taskEnding(c, "tools/call", m)
+	h.t.end(status, result, errObj)
+	outcome := translate.OutcomeComplete
+	if status == translate.TaskFailed {
+		outcome = translate.OutcomeError
+	}
+	b.report(c, outcome, "")
+	b.taskEvent(c, "ended", status)
+}
+
+// broke fails the task: the upstream ended the call without its answer.
+func (h *hostedRun) broke() taskStep {
+	b, c := h.b, h.c
+	rerr := translate.UpstreamFailure("the upstream ended the call without a result", c.up.Err())
+	b.finish(c, false)
+	h.t.end(translate.TaskFailed, nil, taskErrorObject(rerr.Message))
+	b.report(c, translate.OutcomeError, rerr.Detail())
+	b.taskEvent(c, "ended", translate.TaskFailed)
+	return stepDone
+}
+
+// letGo abandons the call: its questions answered with a cancellation,
+// notifications/cancelled upstream.
+func (h *hostedRun) letGo(asked []pendingInput, why string) {
+	t := h.t
+	t.mu.Lock()
+	h.c.pending = asked
+	status := t.status // cancelled, or failed (tasks/update)
+	t.mu.Unlock()
+	h.b.abandon(h.c, translate.OutcomeCancelled, why)
+	h.b.taskEvent(h.c, "ended", status)
+}
+
+// done: finish or abandon gave the session back already.
+func (h *hostedRun) done() {}
