@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 // Resuming a call on a session opened earlier, perhaps by another gateway
@@ -144,7 +146,7 @@ func (s *Session) Relisten() bool {
 	}
 	s.relisten = false
 	ctx, cancel := context.WithCancel(context.Background())
-	s.inbox = make(chan Message, inboxSize)
+	s.inbox = make(chan jsonrpc.Message, inboxSize)
 	s.stopListen, s.listening, s.listenDone = cancel, make(chan struct{}), make(chan struct{})
 	go s.listen(ctx, s.listenDone)
 	return true

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/tidwall/gjson"
 )
 
@@ -54,7 +55,7 @@ type Session struct {
 	nextID atomic.Int64
 
 	// inbox receives the messages of the session's standalone GET stream.
-	inbox      chan Message
+	inbox      chan jsonrpc.Message
 	listening  chan struct{} // closed once the GET stream's request is sent (or given up)
 	stopListen context.CancelFunc
 	listenDone chan struct{} // closed when the GET stream's last reader returned
@@ -82,7 +83,7 @@ func (s *Session) callBuffer() int {
 // its standalone GET stream (if the upstream has one). header is sent with
 // every request.
 func Open(ctx context.Context, client Doer, url string, header http.Header, caps, clientInfo []byte, listen bool) (*Session, error) {
-	s := &Session{URL: url, client: client, header: header.Clone(), inbox: make(chan Message, inboxSize), listening: make(chan struct{})}
+	s := &Session{URL: url, client: client, header: header.Clone(), inbox: make(chan jsonrpc.Message, inboxSize), listening: make(chan struct{})}
 	if len(caps) == 0 {
 		caps = []byte("{}")
 	}
@@ -125,7 +126,7 @@ func Open(ctx context.Context, client Doer, url string, header http.Header, caps
 
 // Inbox delivers the requests and notifications the upstream sends on the
 // session's standalone GET stream. It is never closed.
-func (s *Session) Inbox() <-chan Message { return s.inbox }
+func (s *Session) Inbox() <-chan jsonrpc.Message { return s.inbox }
 
 // Listening is closed once the session's GET stream has been requested
 // upstream (or the upstream has none): notifications the upstream sends

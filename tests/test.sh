@@ -31,10 +31,10 @@ if ((${#short[@]} == 0)); then
 	step "fuzzing, briefly"
 	# A count, not a duration: time-boxed fuzzing can end with a spurious
 	# "context deadline exceeded" on Go 1.26 (golang/go#75804).
-	for target in "FuzzReader ./sse/" "FuzzWriter ./sse/" "FuzzPeek ./translate/" "FuzzValidateModern ./translate/" \
+	for target in "FuzzReader ./sse/" "FuzzWriter ./sse/" "FuzzPeek ./jsonrpc/" "FuzzValidateModern ./translate/" \
 		"FuzzOpenState ./legacy/seal/" "FuzzReshapeResult ./translate/" "FuzzOpenPin ./legacy/seal/" "FuzzOpenClientSession ./legacy/seal/" \
-		"FuzzInputs ./translate/" "FuzzParseMessage ./legacy/" "FuzzMessageReader ./legacy/" "FuzzVerifyForwarded ./legacy/seal/" \
-		"FuzzJSONDepth ./legacy/" "FuzzForwardURL ./caddymodule/" "FuzzCheckBatch ./translate/" "FuzzDecodeTask ./legacy/seal/" \
+		"FuzzInputs ./translate/" "FuzzParseMessage ./jsonrpc/" "FuzzMessageReader ./legacy/" "FuzzVerifyForwarded ./legacy/seal/" \
+		"FuzzJSONDepth ./jsonrpc/" "FuzzForwardURL ./caddymodule/" "FuzzCheckBatch ./translate/" "FuzzDecodeTask ./legacy/seal/" \
 		"FuzzDecodeResume ./legacy/seal/"; do
 		set -- $target
 		if ! out="$(go test -run='^$' -fuzz="^$1\$" -fuzztime=200000x "$2" 2>&1)"; then

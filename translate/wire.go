@@ -4,9 +4,8 @@ import (
 	"encoding/json"
 	"sync"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/tidwall/gjson"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // ParamsOf returns the raw params object of a JSON-RPC request.
@@ -63,10 +62,10 @@ func UpstreamParams(params []byte) []byte {
 		return nil
 	}
 	src := string(params)
-	if legacy.ValidJSONString(src) != nil || !gjson.Parse(src).IsObject() {
+	if jsonrpc.ValidJSONString(src) != nil || !gjson.Parse(src).IsObject() {
 		return params
 	}
-	ms, _ := Members(src)
+	ms, _ := jsonrpc.Members(src)
 	b := make([]byte, 0, len(src))
 	b = append(b, '{')
 	n := 0
@@ -79,7 +78,7 @@ func UpstreamParams(params []byte) []byte {
 			// its own: upstreamTaskParams).
 			continue
 		case m.Name == "_meta" && m.Val.IsObject():
-			if val = RemoveMembers(val, modernMeta...); val == "{}" {
+			if val = jsonrpc.RemoveMembers(val, modernMeta...); val == "{}" {
 				continue
 			}
 		}
@@ -132,7 +131,7 @@ func mapLegacyCapabilities(caps []byte) string {
 	var m map[string]any
 	// Unmarshalling into any recurses once per level: bound the depth
 	// first (the request passed Peek, but this must not depend on it).
-	if legacy.ValidJSON(caps) != nil || json.Unmarshal(caps, &m) != nil {
+	if jsonrpc.ValidJSON(caps) != nil || json.Unmarshal(caps, &m) != nil {
 		return "{}"
 	}
 	out := map[string]any{}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
@@ -68,13 +68,13 @@ func (b *Bridge) listen(ctx context.Context, c *call, r Request, params []byte, 
 		select {
 		case m := <-c.sess.Inbox():
 			switch {
-			case m.Kind == legacy.KindRequest:
+			case m.Kind == jsonrpc.KindRequest:
 				// Nobody can answer for the client on a subscription.
 				res, errObj := translate.CancelAnswer(m.Method)
 				rctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 				_ = c.sess.Respond(rctx, m.ID, res, errObj)
 				cancel()
-			case m.Kind == legacy.KindNotification && honoured.wants(m):
+			case m.Kind == jsonrpc.KindNotification && honoured.wants(m):
 				if sink.Notify(tagSubscription(m, subID)) != nil {
 					return
 				}
@@ -89,7 +89,7 @@ func (b *Bridge) listen(ctx context.Context, c *call, r Request, params []byte, 
 	}
 }
 
-func (f listenFilter) wants(m legacy.Message) bool {
+func (f listenFilter) wants(m jsonrpc.Message) bool {
 	switch m.Method {
 	case "notifications/tools/list_changed":
 		return f.ToolsListChanged
@@ -109,7 +109,7 @@ func (f listenFilter) wants(m legacy.Message) bool {
 }
 
 // tagSubscription adds _meta.subscriptionId to a notification.
-func tagSubscription(m legacy.Message, id json.RawMessage) []byte {
+func tagSubscription(m jsonrpc.Message, id json.RawMessage) []byte {
 	params := map[string]json.RawMessage{}
 	_ = json.Unmarshal(m.Params(), &params)
 	meta := map[string]json.RawMessage{}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
@@ -132,7 +132,7 @@ func (rv *Bridge) Listen(ctx context.Context, s *Session, header http.Header, re
 				continue // a subscription already replaced
 			}
 			switch {
-			case ev.err != nil || ev.msg.Kind == legacy.KindResponse:
+			case ev.err != nil || ev.msg.Kind == jsonrpc.KindResponse:
 				// That subscription ended (a result, an error, a broken stream).
 				if !current {
 					l.prev()
@@ -153,7 +153,7 @@ func (rv *Bridge) Listen(ctx context.Context, s *Session, header http.Header, re
 					}
 					continue
 				}
-				if ev.msg.Kind == legacy.KindNotification && st.subscribed(ev.msg.Raw) && notify(stripSubscriptionID(ev.msg.Raw)) != nil {
+				if ev.msg.Kind == jsonrpc.KindNotification && st.subscribed(ev.msg.Raw) && notify(stripSubscriptionID(ev.msg.Raw)) != nil {
 					return nil // the client is gone
 				}
 			}
@@ -164,7 +164,7 @@ func (rv *Bridge) Listen(ctx context.Context, s *Session, header http.Header, re
 // listenEvent is a message (or the end) of one upstream subscription.
 type listenEvent struct {
 	gen int
-	msg legacy.Message
+	msg jsonrpc.Message
 	err error
 }
 
@@ -217,10 +217,10 @@ func stripSubscriptionID(raw []byte) []byte {
 		return raw
 	}
 	params := gjson.GetBytes(raw, "params")
-	cleaned := translate.RemoveMembers(meta.Raw, translate.MetaSubscriptionID)
+	cleaned := jsonrpc.RemoveMembers(meta.Raw, translate.MetaSubscriptionID)
 	newParams := params.Raw[:meta.Index-params.Index] + cleaned + params.Raw[meta.Index-params.Index+len(meta.Raw):]
 	if cleaned == "{}" {
-		newParams = translate.RemoveMembers(newParams, "_meta")
+		newParams = jsonrpc.RemoveMembers(newParams, "_meta")
 	}
 	return []byte(string(raw[:params.Index]) + newParams + string(raw[params.Index+len(params.Raw):]))
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -48,17 +49,17 @@ type InitRequest struct {
 // per upstream and principal for its ttlMs, at most an hour) and seals a
 // session id carrying what later requests need. It returns the JSON-RPC
 // response to send with the session id.
-func (rv *Bridge) Initialize(ctx context.Context, r InitRequest) (response []byte, sid seal.GatewaySessionID, rerr *translate.RPCError) {
+func (rv *Bridge) Initialize(ctx context.Context, r InitRequest) (response []byte, sid seal.GatewaySessionID, rerr *jsonrpc.RPCError) {
 	o := rv.optionsOf(r.Options)
 	p := gjson.GetBytes(r.Body, "params")
 	caps := []byte("{}")
 	if c := p.Get("capabilities"); c.IsObject() {
 		caps = compactJSON(c.Raw)
 		if len(caps) > seal.MaxClientSessionCapabilities {
-			caps = compactJSON(translate.RemoveMembers(c.Raw, "experimental"))
+			caps = compactJSON(jsonrpc.RemoveMembers(c.Raw, "experimental"))
 		}
 		if len(caps) > seal.MaxClientSessionCapabilities {
-			return nil, "", translate.Errorf(http.StatusBadRequest, translate.InvalidParams, "Invalid params: capabilities too large (more than %d bytes)", seal.MaxClientSessionCapabilities)
+			return nil, "", jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidParams, "Invalid params: capabilities too large (more than %d bytes)", seal.MaxClientSessionCapabilities)
 		}
 	}
 	var info []byte
@@ -66,7 +67,7 @@ func (rv *Bridge) Initialize(ctx context.Context, r InitRequest) (response []byt
 		info = compactJSON(ci.Raw)
 		if len(info) > seal.MaxClientSessionInfo {
 			// Keep the identity, drop icons and descriptions.
-			info, _ = json.Marshal(map[string]string{"name": translate.Clip(ci.Get("name").String()), "version": translate.Clip(ci.Get("version").String())})
+			info, _ = json.Marshal(map[string]string{"name": jsonrpc.Clip(ci.Get("name").String()), "version": jsonrpc.Clip(ci.Get("version").String())})
 		}
 	}
 	version := NegotiateLegacyVersion(p.Get("protocolVersion").String())
@@ -96,7 +97,7 @@ func (rv *Bridge) Initialize(ctx context.Context, r InitRequest) (response []byt
 
 // discoverResult returns the upstream's DiscoverResult, from the cache when
 // fresh.
-func (rv *Bridge) discoverResult(ctx context.Context, o *Options, upstream string, princ [16]byte, header http.Header) ([]byte, *translate.RPCError) {
+func (rv *Bridge) discoverResult(ctx context.Context, o *Options, upstream string, princ [16]byte, header http.Header) ([]byte, *jsonrpc.RPCError) {
 	now := time.Now()
 	key := upstream + "\x00" + string(princ[:])
 	if res, ok := rv.discover.get(key, now); ok {
@@ -115,7 +116,7 @@ func (rv *Bridge) discoverResult(ctx context.Context, o *Options, upstream strin
 	if !res.IsObject() {
 		msg := "the upstream refused server/discover"
 		if e := final.Get("error.message"); e.Exists() {
-			msg += ": " + translate.Clip(e.String())
+			msg += ": " + jsonrpc.Clip(e.String())
 		}
 		return nil, translate.BadGateway(msg)
 	}
@@ -165,7 +166,7 @@ func (rv *Bridge) Session(opts *Options, s seal.ClientSession, principal [16]byt
 // once it expires. Here it stays refused until then: when the table of
 // session facts is full, the DELETE is refused instead (503, or 429 when
 // the principal's share is full) and the session goes on.
-func (rv *Bridge) Delete(s *Session) *translate.RPCError {
+func (rv *Bridge) Delete(s *Session) *jsonrpc.RPCError {
 	var subs *reverseSubscriptions
 	rerr := rv.facts.update(s.ID, s.Principal, rv.expiry(s), time.Now(), true, func(f *sessionFacts) {
 		f.deleted, f.level = true, ""
@@ -189,7 +190,7 @@ func (rv *Bridge) Delete(s *Session) *translate.RPCError {
 
 // setLevel records logging/setLevel for s, or refuses it when the table of
 // session facts is full.
-func (rv *Bridge) setLevel(s *Session, level string) *translate.RPCError {
+func (rv *Bridge) setLevel(s *Session, level string) *jsonrpc.RPCError {
 	return rv.facts.update(s.ID, s.Principal, rv.expiry(s), time.Now(), true, func(f *sessionFacts) { f.level = level })
 }
 

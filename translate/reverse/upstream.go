@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -70,7 +71,7 @@ func (rv *Bridge) upstreamID(o *Options) string {
 // its JSON-RPC response, relaying the request's progress notifications (and
 // log messages when level is set) to sink, which may be nil. A JSON-RPC
 // error response is a response; rerr is for answers that are not one.
-func (rv *Bridge) exchange(ctx context.Context, o *Options, upstream string, hdr http.Header, body []byte, id string, sink translate.Sink, level string) (gjson.Result, *translate.RPCError) {
+func (rv *Bridge) exchange(ctx context.Context, o *Options, upstream string, hdr http.Header, body []byte, id string, sink translate.Sink, level string) (gjson.Result, *jsonrpc.RPCError) {
 	a, err := postModern(ctx, rv.clientOf(o), upstream, hdr, body)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -93,14 +94,14 @@ func (rv *Bridge) exchange(ctx context.Context, o *Options, upstream string, hdr
 			return gjson.Result{}, translate.UpstreamFailure(fmt.Sprintf("the upstream's answer (HTTP %d) could not be read", a.status), err)
 		}
 		switch m.Kind {
-		case legacy.KindResponse:
+		case jsonrpc.KindResponse:
 			if v := gjson.ParseBytes(m.ID); v.Type == gjson.String && v.Str == id {
 				return gjson.ParseBytes(m.Raw), nil
 			}
 			if !a.IsStream() {
 				return gjson.Result{}, translate.BadGateway(fmt.Sprintf("the upstream answered HTTP %d with a response to another request", a.status))
 			}
-		case legacy.KindNotification:
+		case jsonrpc.KindNotification:
 			if sink == nil {
 				continue
 			}
