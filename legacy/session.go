@@ -268,7 +268,7 @@ func (s *Session) Call(ctx context.Context, method string, params []byte) (*Call
 // cancel the request (notifications/cancelled) before Call returns.
 func (s *Session) CallWithID(ctx context.Context, id json.RawMessage, method string, params []byte) (*Call, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%q`, id, method)
+	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%s`, id, jsonrpc.Quote(method))
 	if len(params) > 0 {
 		body = append(append(body, `,"params":`...), params...)
 	}
@@ -286,7 +286,7 @@ func (s *Session) CallWithID(ctx context.Context, id json.RawMessage, method str
 // as the call's reader: a held task costs no goroutine more.
 func (s *Session) CallWithin(ctx context.Context, id json.RawMessage, method string, params []byte, wait time.Duration) (*Call, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%q`, id, method)
+	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%s`, id, jsonrpc.Quote(method))
 	if len(params) > 0 {
 		body = append(append(body, `,"params":`...), params...)
 	}
@@ -389,7 +389,7 @@ func (s *Session) Respond(ctx context.Context, id json.RawMessage, result, errOb
 
 // Notify POSTs a notification.
 func (s *Session) Notify(ctx context.Context, method string, params []byte) error {
-	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","method":%q`, method)
+	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","method":%s`, jsonrpc.Quote(method))
 	if len(params) > 0 {
 		body = append(append(body, `,"params":`...), params...)
 	}

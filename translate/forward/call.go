@@ -228,7 +228,9 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 
 // setLogLevel sets the session's logging level (logging/setLevel).
 func setLogLevel(ctx context.Context, sess *legacy.Session, level string) error {
-	p, _ := json.Marshal(map[string]string{"level": level})
+	p, _ := json.Marshal(struct {
+		Level string `json:"level"`
+	}{level})
 	call, err := sess.Call(ctx, "logging/setLevel", p)
 	if err != nil {
 		return err
@@ -337,7 +339,10 @@ func (b *Bridge) refuse(c *call, r Request, sink translate.Sink, rerr *jsonrpc.R
 func (b *Bridge) cancelUpstream(sess *legacy.Session, id json.RawMessage, reason string) {
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()
-	params, _ := json.Marshal(map[string]any{"requestId": id, "reason": reason})
+	params, _ := json.Marshal(struct { // in name order, as always sent
+		Reason    string          `json:"reason"`
+		RequestID json.RawMessage `json:"requestId"`
+	}{reason, id})
 	_ = sess.Notify(ctx, "notifications/cancelled", params)
 }
 

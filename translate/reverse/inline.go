@@ -107,9 +107,9 @@ func (rv *Bridge) ask(ctx context.Context, s *Session, r Request, sink translate
 	for _, l := range legs {
 		msg := make([]byte, 0, 64+len(l.id)+len(l.method)+len(l.params))
 		msg = append(msg, `{"jsonrpc":"2.0","id":`...)
-		msg = strconv.AppendQuote(msg, l.id)
+		msg = append(msg, jsonrpc.Quote(l.id)...)
 		msg = append(msg, `,"method":`...)
-		msg = strconv.AppendQuote(msg, l.method)
+		msg = append(msg, jsonrpc.Quote(l.method)...)
 		if l.params != nil {
 			msg = append(msg, `,"params":`...)
 			msg = append(msg, l.params...)

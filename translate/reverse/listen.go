@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -38,21 +37,35 @@ var ErrNoNotifications = errors.New("translate: the upstream offers no notificat
 // from the upstream's capabilities and the session's subscriptions; ok is
 // false when the upstream offers nothing.
 func reverseListenFilter(caps gjson.Result, uris []string) (filter []byte, ok bool) {
-	f := map[string]any{}
-	for cap, field := range map[string]string{"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"} {
-		if caps.Get(cap+".listChanged").Type == gjson.True {
-			f[field] = true
-		}
+	f := listenFilter{
+		PromptsListChanged:   caps.Get("prompts.listChanged").Type == gjson.True,
+		ResourcesListChanged: caps.Get("resources.listChanged").Type == gjson.True,
+		ToolsListChanged:     caps.Get("tools.listChanged").Type == gjson.True,
 	}
 	subscribable := caps.Get("resources.subscribe").Type == gjson.True
-	if len(f) == 0 && !subscribable {
+	if !f.PromptsListChanged && !f.ResourcesListChanged && !f.ToolsListChanged && !subscribable {
 		return nil, false
 	}
-	if subscribable && len(uris) > 0 {
-		f["resourceSubscriptions"] = uris
+	if subscribable {
+		f.ResourceSubscriptions = uris
 	}
-	b, _ := json.Marshal(f) // strings and booleans always marshal
+	b, _ := jsonrpc.Marshal(f) // strings and booleans always marshal
 	return b, true
+}
+
+// listenFilter is the notifications filter of a subscriptions/listen (its
+// fields in name order, the order the gateway has always sent them in).
+type listenFilter struct {
+	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
+	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
+	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
+	ToolsListChanged      bool     `json:"toolsListChanged,omitempty"`
+}
+
+// listenParams are the params of the upstream subscriptions/listen.
+type listenParams struct {
+	Meta          requestMeta     `json:"_meta"`
+	Notifications json.RawMessage `json:"notifications"`
 }
 
 // Listen serves the GET stream of s: notify receives each list-changed and
@@ -180,17 +193,15 @@ func (rv *Bridge) subscribeUpstream(ctx context.Context, s *Session, hdr http.He
 		}
 	}
 	id := rv.upstreamID(rv.options(s))
-	meta, err := marshalVerbatim(map[string]json.RawMessage{
-		translate.MetaProtocolVersion:    json.RawMessage(`"` + translate.ModernVersion + `"`),
-		translate.MetaClientCapabilities: ModernClientCapabilities(s.Capabilities),
-	})
+	body, err := jsonrpc.Marshal(jsonrpc.NewRequest(json.RawMessage(jsonrpc.Quote(id)), "subscriptions/listen", listenParams{
+		Meta:          requestMeta{ClientCapabilities: ModernClientCapabilities(s.Capabilities), ProtocolVersion: translate.ModernVersion},
+		Notifications: filter,
+	}))
 	if err != nil {
 		send(listenEvent{gen: gen, err: err})
 		return
 	}
-	body := `{"jsonrpc":"2.0","id":` + strconv.Quote(id) + `,"method":"subscriptions/listen","params":{"_meta":` +
-		string(meta) + `,"notifications":` + string(filter) + `}}`
-	a, err := postModern(ctx, rv.clientOf(rv.options(s)), s.Upstream, hdr, []byte(body))
+	a, err := postModern(ctx, rv.clientOf(rv.options(s)), s.Upstream, hdr, body)
 	if err != nil {
 		send(listenEvent{gen: gen, err: err})
 		return

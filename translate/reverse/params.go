@@ -158,7 +158,9 @@ func (rv *Bridge) toolHeadersOf(ctx context.Context, s *Session, header http.Hea
 	for range maxToolListPages {
 		var params []byte
 		if cursor != "" {
-			params, _ = json.Marshal(map[string]string{"cursor": cursor})
+			params, _ = json.Marshal(struct {
+				Cursor string `json:"cursor"`
+			}{cursor})
 		}
 		id := rv.upstreamID(rv.options(s))
 		body, err := upstreamRequest(id, "tools/list", params, s, "", nil, "")

@@ -46,20 +46,32 @@ func ModernClientCapabilities(caps []byte) []byte {
 	if !c.IsObject() {
 		return []byte("{}")
 	}
-	out := map[string]json.RawMessage{}
-	for _, k := range []string{"experimental", "sampling", "elicitation"} {
-		if v := c.Get(k); v.IsObject() {
-			out[k] = json.RawMessage(v.Raw)
+	var out clientCapabilities
+	for name, field := range map[string]*json.RawMessage{"experimental": &out.Experimental, "sampling": &out.Sampling, "elicitation": &out.Elicitation} {
+		if v := c.Get(name); v.IsObject() {
+			*field = json.RawMessage(v.Raw)
 		}
 	}
 	if c.Get("roots").IsObject() {
-		out["roots"] = json.RawMessage("{}")
+		out.Roots = json.RawMessage("{}")
 	}
 	b, err := json.Marshal(out)
 	if err != nil { // a raw value that is not valid JSON: gjson accepted it, so never
 		return []byte("{}")
 	}
 	return b
+}
+
+// clientCapabilities is the 2026-07-28 ClientCapabilities the reverse
+// bridge declares upstream (its fields in name order, so that the JSON is
+// sorted, as it has always been).
+type clientCapabilities struct {
+	Elicitation  json.RawMessage `json:"elicitation,omitempty"`
+	Experimental json.RawMessage `json:"experimental,omitempty"`
+	// Extensions is keyed by data (extension ids): see revDeclareTasks.
+	Extensions map[string]json.RawMessage `json:"extensions,omitempty"`
+	Roots      json.RawMessage            `json:"roots,omitempty"`
+	Sampling   json.RawMessage            `json:"sampling,omitempty"`
 }
 
 // BuildInitializeResult builds the result of a legacy initialize from the

@@ -67,7 +67,7 @@ func (rv *Bridge) Initialize(ctx context.Context, r InitRequest) (response []byt
 		info = compactJSON(ci.Raw)
 		if len(info) > seal.MaxClientSessionInfo {
 			// Keep the identity, drop icons and descriptions.
-			info, _ = json.Marshal(map[string]string{"name": jsonrpc.Clip(ci.Get("name").String()), "version": jsonrpc.Clip(ci.Get("version").String())})
+			info, _ = json.Marshal(implementation{Name: jsonrpc.Clip(ci.Get("name").String()), Version: jsonrpc.Clip(ci.Get("version").String())})
 		}
 	}
 	version := NegotiateLegacyVersion(p.Get("protocolVersion").String())
@@ -212,4 +212,11 @@ func compactJSON(raw string) []byte {
 		return []byte(raw)
 	}
 	return b.Bytes()
+}
+
+// implementation is the identity kept of a clientInfo too large to keep
+// whole.
+type implementation struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -62,19 +61,31 @@ func (s *Session) declaresTasks() bool {
 }
 
 // revDeclareTasks returns the 2026 client capabilities caps (a JSON
-// object) with the Tasks extension declared.
+// object as ModernClientCapabilities returns it; anything else counts as
+// {}) with the Tasks extension declared. The extensions already declared
+// are kept (of a repeated id the first), sorted by id.
 func revDeclareTasks(caps []byte) []byte {
-	m := map[string]json.RawMessage{}
-	if err := json.Unmarshal(caps, &m); err != nil {
-		m = map[string]json.RawMessage{}
+	var out clientCapabilities
+	c := gjson.ParseBytes(caps)
+	valid := jsonrpc.ValidJSON(caps) == nil && c.IsObject()
+	if valid {
+		for name, field := range map[string]*json.RawMessage{"elicitation": &out.Elicitation, "experimental": &out.Experimental, "roots": &out.Roots, "sampling": &out.Sampling} {
+			if v := c.Get(name); v.Exists() {
+				*field = json.RawMessage(v.Raw)
+			}
+		}
 	}
-	ext := map[string]json.RawMessage{}
-	if raw, ok := m["extensions"]; ok {
-		_ = json.Unmarshal(raw, &ext)
+	out.Extensions = map[string]json.RawMessage{}
+	if valid {
+		c.Get("extensions").ForEach(func(k, v gjson.Result) bool {
+			if _, seen := out.Extensions[k.Str]; !seen {
+				out.Extensions[k.Str] = json.RawMessage(v.Raw)
+			}
+			return true
+		})
 	}
-	ext[reverseTasksExtension] = json.RawMessage("{}")
-	m["extensions"], _ = json.Marshal(ext)
-	b, err := json.Marshal(m)
+	out.Extensions[reverseTasksExtension] = json.RawMessage("{}")
+	b, err := json.Marshal(out)
 	if err != nil {
 		return caps
 	}
@@ -231,9 +242,9 @@ func (t *revTask) answer(ctx context.Context, reqs gjson.Result) bool {
 	if !reqs.IsObject() {
 		return true // nothing in hand yet: poll again
 	}
-	fresh := map[string]json.RawMessage{}
+	fresh := map[string]json.RawMessage{} // keyed by data: input keys
 	reqs.ForEach(func(k, v gjson.Result) bool {
-		if !t.asked[k.Str] {
+		if _, seen := fresh[k.Str]; !seen && !t.asked[k.Str] {
 			fresh[k.Str] = json.RawMessage(v.Raw)
 		}
 		return true
@@ -247,7 +258,7 @@ func (t *revTask) answer(ctx context.Context, reqs gjson.Result) bool {
 		t.rv.fail(t.r, t.sink, *t.reason)
 		return false
 	}
-	raw, err := marshalVerbatim(fresh)
+	raw, err := jsonrpc.Marshal(fresh)
 	if err != nil {
 		*t.reason = err.Error()
 		t.rv.respondError(t.r, t.sink, translate.BadGateway(*t.reason))
@@ -334,39 +345,34 @@ func (t *revTask) cancelUpstream(ctx context.Context) {
 	_, _ = t.request(cctx, "tasks/cancel", nil)
 }
 
+// taskParams are the params of a tasks/* request (its fields in name
+// order, the order the gateway has always sent them in).
+type taskParams struct {
+	Meta requestMeta `json:"_meta"`
+	// InputResponses is keyed by data (input keys); nil omits it.
+	InputResponses map[string]json.RawMessage `json:"inputResponses,omitempty"`
+	TaskID         string                     `json:"taskId"`
+}
+
 // request sends one tasks/* request about the task upstream, with the
 // session's _meta (the extension declared) and Mcp-Name = the taskId, and
 // returns the JSON-RPC response.
 func (t *revTask) request(ctx context.Context, method string, responses map[string]json.RawMessage) (gjson.Result, *jsonrpc.RPCError) {
 	id := t.rv.upstreamID(t.o)
-	params := map[string]json.RawMessage{"taskId": json.RawMessage(strconv.Quote(t.id))}
-	if responses != nil {
-		raw, err := marshalVerbatim(responses)
-		if err != nil {
-			return gjson.Result{}, translate.BadGateway(err.Error())
-		}
-		params["inputResponses"] = raw
-	}
-	meta := map[string]json.RawMessage{
-		translate.MetaProtocolVersion:    json.RawMessage(`"` + translate.ModernVersion + `"`),
-		translate.MetaClientCapabilities: revDeclareTasks(ModernClientCapabilities(t.s.Capabilities)),
-	}
-	if t.s.ClientInfo != nil {
-		meta[translate.MetaClientInfo] = t.s.ClientInfo
-	}
-	if t.level != "" {
-		meta[translate.MetaLogLevel] = json.RawMessage(strconv.Quote(t.level))
-	}
-	var err error
-	if params["_meta"], err = marshalVerbatim(meta); err != nil {
-		return gjson.Result{}, translate.BadGateway(err.Error())
-	}
-	pb, err := marshalVerbatim(params)
+	body, err := jsonrpc.Marshal(jsonrpc.NewRequest(json.RawMessage(jsonrpc.Quote(id)), method, taskParams{
+		Meta: requestMeta{
+			ClientCapabilities: revDeclareTasks(ModernClientCapabilities(t.s.Capabilities)),
+			ClientInfo:         t.s.ClientInfo,
+			LogLevel:           t.level,
+			ProtocolVersion:    translate.ModernVersion,
+		},
+		InputResponses: responses,
+		TaskID:         t.id,
+	}))
 	if err != nil {
 		return gjson.Result{}, translate.BadGateway(err.Error())
 	}
-	body := `{"jsonrpc":"2.0","id":` + strconv.Quote(id) + `,"method":` + strconv.Quote(method) + `,"params":` + string(pb) + `}`
-	res, rerr := t.rv.exchange(ctx, t.o, t.s.Upstream, modernHeader(t.r.Header, method, t.id, true), []byte(body), id, nil, "")
+	res, rerr := t.rv.exchange(ctx, t.o, t.s.Upstream, modernHeader(t.r.Header, method, t.id, true), body, id, nil, "")
 	if rerr == nil && ctx.Err() != nil {
 		return gjson.Result{}, &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError, Message: method + " was interrupted", Cause: context.Cause(ctx)}
 	}
