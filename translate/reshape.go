@@ -14,14 +14,14 @@ import (
 // This file turns legacy (2025-11-25) results and errors into modern
 // (2026-07-28) ones for the forward bridge.
 //
-// Results are edited in place rather than decoded and re-encoded: the
-// gateway reads members with gjson and splices new text into the original
-// bytes. Members the gateway adds go at the end of their object; every value
-// it does not edit, at any depth, is copied byte for byte (whitespace, key
-// order, number spelling and string escapes included). Only an object from
-// which a member is removed is re-written, compactly, at its own level; its
-// member values are still copied verbatim. encoding/json with
-// map[string]json.RawMessage was rejected because it reorders keys.
+// Results are edited in place rather than decoded and re-encoded, by the
+// JSON rule of package jsonrpc: the gateway reads members with gjson and
+// splices new text into the original bytes with jsonrpc's editor. Members
+// the gateway adds go at the end of their object; every value it does not
+// edit, at any depth, is copied byte for byte (whitespace, key order,
+// number spelling and string escapes included). Only an object from which a
+// member is removed is re-written, compactly, at its own level; its member
+// values are still copied verbatim.
 
 // ErrUpstreamResult is wrapped by the errors of ReshapeResult and
 // BuildDiscoverResult when the upstream result cannot be turned into a
