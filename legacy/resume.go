@@ -171,7 +171,7 @@ func (s *Session) Alive(ctx context.Context) (bool, error) {
 	if s.ID == "" {
 		return false, errors.New("the upstream keeps no session")
 	}
-	id := strconv.Quote("gw-alive-" + strconv.FormatInt(s.nextID.Add(1), 10))
+	id := jsonrpc.Quote("gw-alive-" + strconv.FormatInt(s.nextID.Add(1), 10))
 	resp, err := s.post(ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`+id+`,"reason":"gateway liveness check"}}`))
 	if err != nil {
 		return true, err

@@ -90,7 +90,7 @@ func Open(ctx context.Context, client Doer, url string, header http.Header, caps
 	if len(clientInfo) == 0 {
 		clientInfo = []byte(`{"name":"caddy-mcp-gateway","version":"1"}`)
 	}
-	params := fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":%s,"clientInfo":%s}`, ProtocolVersion, caps, clientInfo)
+	params := fmt.Appendf(nil, `{"protocolVersion":%s,"capabilities":%s,"clientInfo":%s}`, jsonrpc.Quote(ProtocolVersion), caps, clientInfo)
 	// A session the upstream opens twice is left unused: initialize may be
 	// sent again on a fresh connection when a reused one was closed.
 	c, err := s.Call(Replayable(ctx), "initialize", params)
@@ -254,7 +254,7 @@ func (s *Session) setHeaders(h http.Header) {
 // NewRequestID mints a JSON-RPC id for a request of the gateway's, unique
 // within the session.
 func (s *Session) NewRequestID() json.RawMessage {
-	return json.RawMessage(strconv.Quote("gw-" + strconv.FormatInt(s.nextID.Add(1), 10)))
+	return json.RawMessage(jsonrpc.Quote("gw-" + strconv.FormatInt(s.nextID.Add(1), 10)))
 }
 
 // Call sends a request and returns its answer as a stream of messages. It

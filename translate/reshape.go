@@ -138,7 +138,7 @@ func ReshapeResult(method string, result []byte, o ReshapeOptions) ([]byte, erro
 		serverInfoMember              string
 	)
 	if serverInfo != nil {
-		serverInfoMember = strconv.Quote(MetaServerInfo) + ":" + string(serverInfo)
+		serverInfoMember = jsonrpc.Quote(MetaServerInfo) + ":" + string(serverInfo)
 	}
 	for i, m := range ms {
 		switch m.Name {
@@ -192,7 +192,7 @@ func ReshapeResult(method string, result []byte, o ReshapeOptions) ([]byte, erro
 		} else if m := ms[ttlIndex]; !ValidTTL(m.Val) {
 			sp = append(sp, jsonrpc.Splice{At: m.Val.Index, End: m.End(), Text: ttlText})
 		}
-		scopeText := strconv.Quote(scope)
+		scopeText := jsonrpc.Quote(scope)
 		if scopeIndex < 0 {
 			add = append(add, `"cacheScope":`+scopeText)
 		} else if m := ms[scopeIndex]; m.Val.Type != gjson.String || (m.Val.Str != CacheScopePrivate && m.Val.Str != CacheScopePublic) {
@@ -306,7 +306,7 @@ func BuildDiscoverResult(initResult []byte, o ReshapeOptions) ([]byte, error) {
 		}
 	}
 	if serverInfo != nil {
-		member := strconv.Quote(MetaServerInfo) + ":" + string(serverInfo)
+		member := jsonrpc.Quote(MetaServerInfo) + ":" + string(serverInfo)
 		if meta == "" {
 			meta = "{" + member + "}"
 		} else if at, text, ok := jsonrpc.InsertMember(meta, MetaServerInfo, member); ok {
@@ -315,7 +315,7 @@ func BuildDiscoverResult(initResult []byte, o ReshapeOptions) ([]byte, error) {
 	}
 	b := make([]byte, 0, 128+len(caps)+len(meta)+len(instructions))
 	b = append(b, `{"resultType":"complete","supportedVersions":[`...)
-	b = strconv.AppendQuote(b, ModernVersion)
+	b = append(b, jsonrpc.Quote(ModernVersion)...)
 	b = append(b, `],"capabilities":`...)
 	b = append(b, caps...)
 	if meta != "" {
@@ -329,7 +329,7 @@ func BuildDiscoverResult(initResult []byte, o ReshapeOptions) ([]byte, error) {
 	b = append(b, `,"ttlMs":`...)
 	b = strconv.AppendInt(b, o.TTLMs, 10)
 	b = append(b, `,"cacheScope":`...)
-	b = strconv.AppendQuote(b, scope)
+	b = append(b, jsonrpc.Quote(scope)...)
 	return append(b, '}'), nil
 }
 

@@ -113,7 +113,7 @@ func BuildInitializeResult(version string, discover []byte, notify bool) ([]byte
 	}
 	b := make([]byte, 0, 96+len(caps)+len(serverInfo)+len(instructions))
 	b = append(b, `{"protocolVersion":`...)
-	b = strconv.AppendQuote(b, version)
+	b = append(b, jsonrpc.Quote(version)...)
 	b = append(b, `,"capabilities":`...)
 	b = append(b, caps...)
 	b = append(b, `,"serverInfo":`...)

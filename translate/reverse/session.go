@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -104,11 +103,15 @@ func (rv *Bridge) discoverResult(ctx context.Context, o *Options, upstream strin
 		return res, nil
 	}
 	id := rv.upstreamID(o)
-	body := `{"jsonrpc":"2.0","id":` + strconv.Quote(id) + `,"method":"server/discover","params":{"_meta":{` +
-		strconv.Quote(translate.MetaProtocolVersion) + `:"` + translate.ModernVersion + `",` +
-		strconv.Quote(translate.MetaClientCapabilities) + `:{},` +
-		strconv.Quote(translate.MetaClientInfo) + `:{"name":"caddy-mcp-gateway","version":"reverse-bridge"}}}}`
-	final, rerr := rv.exchange(ctx, o, upstream, modernHeader(header, "server/discover", "", false), []byte(body), id, nil, "")
+	body, err := jsonrpc.Marshal(jsonrpc.NewRequest(json.RawMessage(jsonrpc.Quote(id)), "server/discover", discoverParams{Meta: discoverMeta{
+		ProtocolVersion:    translate.ModernVersion,
+		ClientCapabilities: json.RawMessage("{}"),
+		ClientInfo:         implementation{Name: "caddy-mcp-gateway", Version: "reverse-bridge"},
+	}}))
+	if err != nil {
+		return nil, translate.BadGateway(err.Error())
+	}
+	final, rerr := rv.exchange(ctx, o, upstream, modernHeader(header, "server/discover", "", false), body, id, nil, "")
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -219,4 +222,17 @@ func compactJSON(raw string) []byte {
 type implementation struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
+}
+
+// discoverParams are the params of the gateway's own server/discover.
+type discoverParams struct {
+	Meta discoverMeta `json:"_meta"`
+}
+
+// discoverMeta is the _meta of the gateway's own server/discover, in the
+// order it has always been sent in.
+type discoverMeta struct {
+	ProtocolVersion    string          `json:"io.modelcontextprotocol/protocolVersion"`
+	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	ClientInfo         implementation  `json:"io.modelcontextprotocol/clientInfo"`
 }
