@@ -46,12 +46,13 @@ func ModernClientCapabilities(caps []byte) []byte {
 	if !c.IsObject() {
 		return []byte("{}")
 	}
-	var out clientCapabilities
-	for name, field := range map[string]*json.RawMessage{"experimental": &out.Experimental, "sampling": &out.Sampling, "elicitation": &out.Elicitation} {
+	object := func(name string) json.RawMessage {
 		if v := c.Get(name); v.IsObject() {
-			*field = json.RawMessage(v.Raw)
+			return json.RawMessage(v.Raw)
 		}
+		return nil
 	}
+	out := clientCapabilities{Elicitation: object("elicitation"), Experimental: object("experimental"), Sampling: object("sampling")}
 	if c.Get("roots").IsObject() {
 		out.Roots = json.RawMessage("{}")
 	}

@@ -65,19 +65,16 @@ func (s *Session) declaresTasks() bool {
 // {}) with the Tasks extension declared. The extensions already declared
 // are kept (of a repeated id the first), sorted by id.
 func revDeclareTasks(caps []byte) []byte {
-	var out clientCapabilities
-	c := gjson.ParseBytes(caps)
-	valid := jsonrpc.ValidJSON(caps) == nil && c.IsObject()
-	if valid {
-		for name, field := range map[string]*json.RawMessage{"elicitation": &out.Elicitation, "experimental": &out.Experimental, "roots": &out.Roots, "sampling": &out.Sampling} {
+	out := clientCapabilities{Extensions: map[string]json.RawMessage{}}
+	if c := gjson.ParseBytes(caps); jsonrpc.ValidJSON(caps) == nil && c.IsObject() {
+		raw := func(name string) json.RawMessage {
 			if v := c.Get(name); v.Exists() {
-				*field = json.RawMessage(v.Raw)
+				return json.RawMessage(v.Raw)
 			}
+			return nil
 		}
-	}
-	out.Extensions = map[string]json.RawMessage{}
-	if valid {
-		c.Get("extensions").ForEach(func(k, v gjson.Result) bool {
+		out.Elicitation, out.Experimental, out.Roots, out.Sampling = raw("elicitation"), raw("experimental"), raw("roots"), raw("sampling")
+		c.Get("extensions").ForEach(func(k, v gjson.Result) bool { // a map of data: the first of a repeated id
 			if _, seen := out.Extensions[k.Str]; !seen {
 				out.Extensions[k.Str] = json.RawMessage(v.Raw)
 			}
