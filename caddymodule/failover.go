@@ -70,7 +70,7 @@ func (h *Handler) bridgeFailover(w http.ResponseWriter, r *http.Request, up **Up
 }
 
 // logUpstreamCause logs, at warn level, the upstream failure behind an
-// error a bridge answered (translate.Served.Cause, translate.RPCError.Cause):
+// error a bridge answered (translate.Served.Cause, jsonrpc.RPCError.Cause):
 // the client was told in general terms; the address and the transport's
 // words are the operator's.
 func (h *Handler) logUpstreamCause(upstream string, cause error) {

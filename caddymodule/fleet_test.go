@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -185,7 +186,7 @@ func TestAcceptForwarded(t *testing.T) {
 	} {
 		r := newReq()
 		set(r)
-		if _, rerr := h.acceptForwarded(r, body); rerr == nil || rerr.HTTPStatus != http.StatusForbidden || rerr.Code != translate.InvalidRequest {
+		if _, rerr := h.acceptForwarded(r, body); rerr == nil || rerr.HTTPStatus != http.StatusForbidden || rerr.Code != jsonrpc.InvalidRequest {
 			t.Errorf("%s: %+v, want 403 -32600", name, rerr)
 		}
 	}

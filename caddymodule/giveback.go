@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
@@ -79,16 +80,16 @@ func (h *Handler) giveBackVia(r *http.Request) func(ctx context.Context, home tr
 func (h *Handler) takeBack(w http.ResponseWriter, r *http.Request, body []byte) error {
 	from, forwarded := forwardedOf(r)
 	if !forwarded {
-		return writeRPCError(w, nil, &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.InvalidRequest,
+		return writeRPCError(w, nil, &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidRequest,
 			Message: "Bad Request: " + forward.NoticeSessionReturned + " is sent only between the gateway's instances"})
 	}
 	n, err := forward.ParseNotice(body)
 	if err != nil {
-		return writeRPCError(w, nil, &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.InvalidParams,
+		return writeRPCError(w, nil, &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidParams,
 			Message: "Bad Request: " + err.Error()})
 	}
 	if !h.bridge.TakeBack(n, from.principal) {
-		return writeRPCError(w, nil, &translate.RPCError{HTTPStatus: http.StatusNotFound, Code: translate.InvalidParams,
+		return writeRPCError(w, nil, &jsonrpc.RPCError{HTTPStatus: http.StatusNotFound, Code: jsonrpc.InvalidParams,
 			Message: "Not Found: this instance holds no such parked call"})
 	}
 	w.WriteHeader(http.StatusAccepted)

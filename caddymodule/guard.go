@@ -7,9 +7,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddyserver/caddy/v2"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // hostGuard is what the Host check accepts (allowed_hosts, provisioned).
@@ -109,7 +108,7 @@ func isLoopbackName(host string) bool {
 // (on a loopback listener, a loopback name or one in allowed_hosts; on
 // another listener, when allowed_hosts is set, one in it), and a request
 // with an Origin must come from an allowed origin or from its own host.
-func (h *Handler) checkOrigin(r *http.Request) *translate.RPCError {
+func (h *Handler) checkOrigin(r *http.Request) *jsonrpc.RPCError {
 	if !h.hosts.allows(hostOnly(r.Host), onLoopback(r)) {
 		return forbidden("Forbidden: invalid Host header")
 	}
@@ -124,8 +123,8 @@ func (h *Handler) checkOrigin(r *http.Request) *translate.RPCError {
 	return nil
 }
 
-func forbidden(msg string) *translate.RPCError {
-	return &translate.RPCError{HTTPStatus: http.StatusForbidden, Code: translate.InvalidRequest, Message: msg}
+func forbidden(msg string) *jsonrpc.RPCError {
+	return &jsonrpc.RPCError{HTTPStatus: http.StatusForbidden, Code: jsonrpc.InvalidRequest, Message: msg}
 }
 
 // onLoopback reports whether r arrived on a loopback address.

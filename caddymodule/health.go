@@ -41,7 +41,7 @@ type healthEvents struct {
 // emit emits the event name (upstreamHealthy, upstreamUnhealthy) for u.
 func (e healthEvents) emit(name string, u *Upstream) {
 	if e.app != nil {
-		e.app.Emit(e.ctx, name, map[string]any{"host": u.URL})
+		e.app.Emit(e.ctx, name, map[string]any{"host": u.URL}) // not JSON: the events app takes a map
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -197,7 +198,7 @@ func readResponseMessage(resp *http.Response, id string) (gjson.Result, error) {
 		if err != nil {
 			return gjson.Result{}, err
 		}
-		if !rd.IsStream() || m.Kind == legacy.KindResponse && gjson.ParseBytes(m.ID).String() == id {
+		if !rd.IsStream() || m.Kind == jsonrpc.KindResponse && gjson.ParseBytes(m.ID).String() == id {
 			return gjson.ParseBytes(m.Raw), nil
 		}
 	}

@@ -17,8 +17,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // hopHeaders are never forwarded in either direction (RFC 9110 §7.6.1).
@@ -183,8 +183,8 @@ func (h *Handler) relaySSE(w http.ResponseWriter, r *http.Request, ctx context.C
 					msg = "the upstream MCP server failed mid-answer"
 					h.logger.Warn("upstream event stream failed", zap.Error(err))
 				}
-				_ = sw.WriteEvent(sse.Event{Data: translate.ErrorResponse(failID, &translate.RPCError{
-					HTTPStatus: http.StatusBadGateway, Code: translate.InternalError, Message: msg,
+				_ = sw.WriteEvent(sse.Event{Data: jsonrpc.ErrorResponse(failID, &jsonrpc.RPCError{
+					HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError, Message: msg,
 				}), HasData: true})
 				return nil
 			}
@@ -219,21 +219,21 @@ func (h *Handler) upstreamFailed(w http.ResponseWriter, r *http.Request, ctx con
 	case r.Context().Err() != nil:
 		return caddyhttp.Error(499, err)
 	case context.Cause(ctx) == errStreamsClosed:
-		return writeRPCError(w, requestID(ex.body), &translate.RPCError{
-			HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,
+		return writeRPCError(w, requestID(ex.body), &jsonrpc.RPCError{
+			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 			Message: "the gateway is shutting down; retry",
 		})
 	}
 	if ex.up == nil {
-		return writeRPCError(w, requestID(ex.body), &translate.RPCError{
-			HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,
+		return writeRPCError(w, requestID(ex.body), &jsonrpc.RPCError{
+			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 			Message: "no upstream MCP server is available",
 		})
 	}
 	h.countFailure(ex.up, "connection", err)
 	h.logger.Warn("upstream unavailable", zap.String("upstream", ex.up.URL), zap.Error(err))
-	return writeRPCError(w, requestID(ex.body), &translate.RPCError{
-		HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,
+	return writeRPCError(w, requestID(ex.body), &jsonrpc.RPCError{
+		HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,
 		Message: "upstream MCP server unavailable",
 	})
 }

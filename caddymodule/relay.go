@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -52,7 +53,7 @@ func forwardedOf(r *http.Request) (forwardedFrom, bool) {
 // carrying the header skip authentication on the gateway's path: that is
 // safe only because every one of them is verified here, before anything
 // reaches an upstream.
-func (h *Handler) acceptForwarded(r *http.Request, body []byte) (*http.Request, *translate.RPCError) {
+func (h *Handler) acceptForwarded(r *http.Request, body []byte) (*http.Request, *jsonrpc.RPCError) {
 	v := r.Header.Get(seal.ForwardedHeader)
 	if v == "" && len(r.Header.Values(seal.ForwardedHeader)) == 0 {
 		return r, nil
@@ -76,7 +77,7 @@ func (h *Handler) acceptForwarded(r *http.Request, body []byte) (*http.Request, 
 			msg += " (that instance may have restarted: start the call again)"
 		}
 		h.metrics.Forwarded("received", "error")
-		return r, &translate.RPCError{HTTPStatus: status, Code: translate.InvalidRequest, Message: msg}
+		return r, &jsonrpc.RPCError{HTTPStatus: status, Code: jsonrpc.InvalidRequest, Message: msg}
 	}
 	h.metrics.Forwarded("received", "ok")
 	r.Header.Del(seal.ForwardedHeader)
@@ -117,13 +118,13 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 	routeOf(r).owner = owner.Instance
 	if _, forwarded := forwardedOf(r); forwarded {
 		// Never forward twice: the fleet disagrees on who is where.
-		return writeRPCError(w, id, &translate.RPCError{HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,
+		return writeRPCError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,
 			Message: "the call belongs to gateway instance " + owner.Instance + ", but " + h.fleet.instance +
 				" received it forwarded already: check advertise and peer across the fleet"})
 	}
 	base := h.fleet.ownerAddress(owner)
 	if base == "" {
-		return writeRPCError(w, id, &translate.RPCError{HTTPStatus: http.StatusMisdirectedRequest, Code: translate.InvalidRequest,
+		return writeRPCError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusMisdirectedRequest, Code: jsonrpc.InvalidRequest,
 			Message: "the call belongs to gateway instance " + owner.Instance + ", whose address this instance does not know: " +
 				"set advertise on every instance, or list it with peer"})
 	}
@@ -131,7 +132,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 	if err != nil {
 		// The front door (checkOriginForm) refuses what could get here.
 		h.logger.Warn("refused to forward a request", zap.String("owner", owner.Instance), zap.Error(err))
-		return writeRPCError(w, id, &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.InvalidRequest,
+		return writeRPCError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidRequest,
 			Message: "Bad Request: the request cannot be forwarded to gateway instance " + owner.Instance + " (its target is not a plain path)"})
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
@@ -178,7 +179,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			h.metrics.Forwarded("sent", "error")
 			if errors.Is(context.Cause(ctx), errOwnerSilent) {
 				logger.Warn("the owner instance did not answer", zap.Duration("waited", forwardFirstByteTimeout))
-				_ = writeRPCError(w, id, &translate.RPCError{HTTPStatus: http.StatusGatewayTimeout, Code: translate.InternalError,
+				_ = writeRPCError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusGatewayTimeout, Code: jsonrpc.InternalError,
 					Message: "the call belongs to gateway instance " + owner.Instance + ", which did not answer within " +
 						forwardFirstByteTimeout.String() + ": start the call again"})
 				return
@@ -188,7 +189,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			}
 			// The error names the owner's address: logged, not told.
 			logger.Warn("the owner instance is unreachable", zap.Error(err))
-			_ = writeRPCError(w, id, &translate.RPCError{HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,
+			_ = writeRPCError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,
 				Message: "the call belongs to gateway instance " + owner.Instance + ", which is unreachable: start the call again"})
 		},
 		ErrorLog: h.fleet.errorLog,

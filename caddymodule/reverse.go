@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
@@ -85,7 +86,7 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, l *l
 	msg, body := l.msg, l.body
 	var resp []byte
 	var sid seal.GatewaySessionID
-	var rerr *translate.RPCError
+	var rerr *jsonrpc.RPCError
 	f := h.newFailover(w, r, speaksModern, "open a session", true)
 	for {
 		resp, sid, rerr = h.reverse.Initialize(ctx, reverse.InitRequest{
@@ -130,7 +131,7 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, l *learne
 	case http.MethodGet:
 		return h.listenReverse(w, r, s)
 	}
-	if l.msg.Kind == legacy.KindResponse {
+	if l.msg.Kind == jsonrpc.KindResponse {
 		// An answer to an in-line request this instance sent (decide
 		// relays those of other instances).
 		if rerr := h.reverse.Answer(s, l.body); rerr != nil {
@@ -172,10 +173,10 @@ func (h *Handler) listenReverse(w http.ResponseWriter, r *http.Request, s *rever
 		sw.Close()
 		return nil
 	}
-	var rerr *translate.RPCError
+	var rerr *jsonrpc.RPCError
 	switch {
 	case errors.Is(err, reverse.ErrSessionStreamOpen):
-		return writeRPCError(w, nil, &translate.RPCError{HTTPStatus: http.StatusConflict, Code: translate.InvalidRequest,
+		return writeRPCError(w, nil, &jsonrpc.RPCError{HTTPStatus: http.StatusConflict, Code: jsonrpc.InvalidRequest,
 			Message: "Conflict: only one GET stream is allowed per session"})
 	case errors.As(err, &rerr):
 		h.logUpstreamCause(s.Upstream, rerr.Cause)

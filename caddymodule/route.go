@@ -9,7 +9,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
@@ -193,7 +193,7 @@ type learned struct {
 	breq forward.Request
 	// Legacy requests: the message (POST), the client's session id, and
 	// what it opened to.
-	msg  legacy.Message
+	msg  jsonrpc.Message
 	sid  string
 	pin  seal.Pin
 	held *reverse.Session
@@ -211,7 +211,7 @@ func (h *Handler) learnModern(w http.ResponseWriter, r *http.Request, body []byt
 		return l, false, writeRPCError(w, requestID(body), rerr)
 	}
 	if translate.RemovedMethod(req.Method) {
-		return l, false, writeRPCError(w, req.ID, translate.NewMethodNotFound(req.Method))
+		return l, false, writeRPCError(w, req.ID, jsonrpc.NewMethodNotFound(req.Method))
 	}
 	l = learned{body: body, id: req.ID, in: routeInput{method: r.Method, era: eraModern},
 		breq: forward.Request{Principal: h.principal(r), ModernRequest: req, Options: h.bridgeOpts}}
@@ -247,7 +247,7 @@ func (h *Handler) learnLegacy(w http.ResponseWriter, r *http.Request, body []byt
 		l.in.batch = true
 		l.batchVersion, l.in.batchAllowed = translate.SessionBatchVersion(r.Header)
 	case body != nil:
-		msg, err := translate.Peek(body)
+		msg, err := jsonrpc.Peek(body)
 		if err != nil {
 			return l, false, writeRPCError(w, msg.ID, asRPCError(err))
 		}
@@ -297,7 +297,7 @@ func (h *Handler) learnSession(r *http.Request, l *learned) {
 			l.in.session, l.in.sessionUp = sessionHeld, up
 			s.Target = up.target
 			l.held = s
-			if l.body != nil && l.msg.Kind == legacy.KindResponse {
+			if l.body != nil && l.msg.Kind == jsonrpc.KindResponse {
 				if owner, elsewhere := h.reverse.AnswerOwner(s, l.body); elsewhere {
 					l.in.answerOwner = &owner
 				}

@@ -13,7 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 )
@@ -60,16 +60,16 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 	var body []byte
 	switch r.Method {
 	case http.MethodPost:
-		var rerr *translate.RPCError
+		var rerr *jsonrpc.RPCError
 		if body, rerr = readBody(w, r, h.MaxRequestBody); rerr != nil {
 			return writeRPCError(w, nil, rerr)
 		}
 		*bodyOut = body
-		if err := legacy.CheckJSONDepth(body); err != nil {
+		if err := jsonrpc.CheckJSONDepth(body); err != nil {
 			// A nesting bomb is refused before anything walks the body
 			// (classifying it, logging it); Peek would refuse it too.
-			return writeRPCError(w, nil, &translate.RPCError{
-				HTTPStatus: http.StatusBadRequest, Code: translate.ParseError, Message: "Parse error: " + err.Error(),
+			return writeRPCError(w, nil, &jsonrpc.RPCError{
+				HTTPStatus: http.StatusBadRequest, Code: jsonrpc.ParseError, Message: "Parse error: " + err.Error(),
 			})
 		}
 		if r, rerr = h.acceptForwarded(r, body); rerr != nil {
@@ -89,20 +89,20 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 		if r.Header.Get("Mcp-Session-Id") == "" {
 			// Only legacy sessions have GET and DELETE.
 			w.Header().Set("Allow", http.MethodPost)
-			return writeRPCError(w, nil, &translate.RPCError{
-				HTTPStatus: http.StatusMethodNotAllowed, Code: translate.InvalidRequest,
+			return writeRPCError(w, nil, &jsonrpc.RPCError{
+				HTTPStatus: http.StatusMethodNotAllowed, Code: jsonrpc.InvalidRequest,
 				Message: "Method Not Allowed: " + r.Method + " needs an Mcp-Session-Id",
 			})
 		}
-		var rerr *translate.RPCError
+		var rerr *jsonrpc.RPCError
 		if r, rerr = h.acceptForwarded(r, nil); rerr != nil {
 			return writeRPCError(w, nil, rerr)
 		}
 		rt.era = eraLegacy
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
-		return writeRPCError(w, nil, &translate.RPCError{
-			HTTPStatus: http.StatusMethodNotAllowed, Code: translate.InvalidRequest,
+		return writeRPCError(w, nil, &jsonrpc.RPCError{
+			HTTPStatus: http.StatusMethodNotAllowed, Code: jsonrpc.InvalidRequest,
 			Message: "Method Not Allowed",
 		})
 	}
@@ -158,17 +158,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *learned, d de
 func (h *Handler) refuse(w http.ResponseWriter, l *learned, why refusal) error {
 	switch why {
 	case refuseNoUpstream:
-		return writeRPCError(w, l.id, &translate.RPCError{
-			HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,
+		return writeRPCError(w, l.id, &jsonrpc.RPCError{
+			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 			Message: "no upstream MCP server is available",
 		})
 	case refuseNoLegacyUpstream:
-		return writeRPCError(w, l.id, &translate.RPCError{
-			HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,
+		return writeRPCError(w, l.id, &jsonrpc.RPCError{
+			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 			Message: "no upstream speaking the legacy MCP protocol is available",
 		})
 	case refuseNoSession:
-		return writeRPCError(w, l.id, &translate.RPCError{
+		return writeRPCError(w, l.id, &jsonrpc.RPCError{
 			HTTPStatus: http.StatusBadRequest, Code: codeSessionRequired,
 			Message: "Bad Request: Mcp-Session-Id header is required",
 		})
@@ -181,8 +181,8 @@ func (h *Handler) refuse(w http.ResponseWriter, l *learned, why refusal) error {
 				msg = "Invalid Request: a JSON-RPC batch needs one MCP-Protocol-Version header (" + translate.BatchVersion + ") or none"
 			}
 		}
-		return writeRPCError(w, nil, &translate.RPCError{
-			HTTPStatus: http.StatusBadRequest, Code: translate.InvalidRequest, Message: msg,
+		return writeRPCError(w, nil, &jsonrpc.RPCError{
+			HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidRequest, Message: msg,
 		})
 	case refuseNothingToEnd:
 		// The upstream keeps no session: there is nothing to end.
@@ -193,7 +193,7 @@ func (h *Handler) refuse(w http.ResponseWriter, l *learned, why refusal) error {
 	// Unknown, forged, sealed under a retired key, another principal's,
 	// or naming an upstream no longer configured: the client must
 	// initialize again.
-	return writeRPCError(w, l.id, &translate.RPCError{
+	return writeRPCError(w, l.id, &jsonrpc.RPCError{
 		HTTPStatus: http.StatusNotFound, Code: codeSessionNotFound,
 		Message: "Session not found",
 	})
@@ -209,7 +209,7 @@ const bodyPrealloc = 64 << 10
 // announced length (and one byte to see the end): a body of announced
 // length ends in a buffer of its size, with what was held at any time
 // under twice what arrived.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *translate.RPCError) {
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *jsonrpc.RPCError) {
 	announced := r.ContentLength
 	if announced > limit || announced < 0 {
 		announced = 0
@@ -238,13 +238,13 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *tra
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, &translate.RPCError{
-				HTTPStatus: http.StatusRequestEntityTooLarge, Code: translate.InvalidRequest,
+			return nil, &jsonrpc.RPCError{
+				HTTPStatus: http.StatusRequestEntityTooLarge, Code: jsonrpc.InvalidRequest,
 				Message: "request body too large",
 			}
 		}
-		return nil, &translate.RPCError{
-			HTTPStatus: http.StatusBadRequest, Code: translate.ParseError,
+		return nil, &jsonrpc.RPCError{
+			HTTPStatus: http.StatusBadRequest, Code: jsonrpc.ParseError,
 			Message: "reading request body: " + err.Error(),
 		}
 	}
@@ -261,10 +261,10 @@ func requestID(body []byte) json.RawMessage {
 }
 
 // writeRPCError answers with a JSON-RPC error and its HTTP status.
-func writeRPCError(w http.ResponseWriter, id json.RawMessage, e *translate.RPCError) error {
+func writeRPCError(w http.ResponseWriter, id json.RawMessage, e *jsonrpc.RPCError) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.HTTPStatus)
-	_, _ = w.Write(translate.ErrorResponse(id, e))
+	_, _ = w.Write(jsonrpc.ErrorResponse(id, e))
 	return nil
 }
 
@@ -277,10 +277,10 @@ func setPlaceholder(r *http.Request, name, value string) {
 }
 
 // asRPCError returns err as an *RPCError, or an internal error.
-func asRPCError(err error) *translate.RPCError {
-	var rerr *translate.RPCError
+func asRPCError(err error) *jsonrpc.RPCError {
+	var rerr *jsonrpc.RPCError
 	if errors.As(err, &rerr) {
 		return rerr
 	}
-	return &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.InvalidRequest, Message: err.Error()}
+	return &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidRequest, Message: err.Error()}
 }

@@ -7,9 +7,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // Request targets. The gateway serves paths only: a request line in
@@ -32,14 +31,14 @@ func originalRequest(r *http.Request) *http.Request {
 // (origin form, RFC 9112 §3.2.1): absolute form, authority form or `*`,
 // or a target holding a '#' (a request target has no fragment; Go's server
 // leaves it in the path or query, which a forwarded URL could not carry).
-func checkOriginForm(r *http.Request) *translate.RPCError {
+func checkOriginForm(r *http.Request) *jsonrpc.RPCError {
 	orig := originalRequest(r)
 	u := orig.URL
 	if strings.HasPrefix(orig.RequestURI, "/") && !strings.Contains(orig.RequestURI, "#") &&
 		u.Scheme == "" && u.Host == "" && u.User == nil && u.Opaque == "" {
 		return nil
 	}
-	return &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.InvalidRequest,
+	return &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidRequest,
 		Message: "Bad Request: the request target must be a path (origin form): not an absolute URL, and no '#'"}
 }
 

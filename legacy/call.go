@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 // maxResumes bounds how often a broken call stream is resumed.
@@ -32,7 +34,7 @@ type Call struct {
 	closed  bool          // Close ran (under bodyMu)
 	ctx     context.Context
 	cancel  context.CancelFunc
-	ch      chan Message
+	ch      chan jsonrpc.Message
 	after   string // the Last-Event-ID a reopened stream (Reopen) started after
 	done    chan struct{}
 	err     error
@@ -50,7 +52,7 @@ type Call struct {
 	limit  int // the call buffer: messages held while parked
 	mu     sync.Mutex
 	parked bool
-	aside  []Message
+	aside  []jsonrpc.Message
 	wake   chan struct{} // the holder parked or unparked: a waiting send looks again
 	// stir, while the call lingers (Linger), runs once when anything
 	// happens on its stream.
@@ -84,7 +86,7 @@ func (c *Call) start(buffer int) {
 // prepare makes the call's channels, before its answer is read.
 func (c *Call) prepare(buffer int) {
 	c.limit = buffer
-	c.ch = make(chan Message, min(buffer, readAhead))
+	c.ch = make(chan jsonrpc.Message, min(buffer, readAhead))
 	c.wake = make(chan struct{}, 1)
 	c.done = make(chan struct{})
 }
@@ -92,33 +94,33 @@ func (c *Call) prepare(buffer int) {
 // Messages delivers the messages of the answer; it is closed after the
 // response to the request, or when the answer ends early (then Err says
 // why).
-func (c *Call) Messages() <-chan Message { return c.ch }
+func (c *Call) Messages() <-chan jsonrpc.Message { return c.ch }
 
 // Err reports why Messages closed before the response, once it is closed.
 func (c *Call) Err() error { return c.err }
 
 // Next returns the next message, or the error that ended the answer
 // (io.EOF after the response).
-func (c *Call) Next() (Message, error) {
+func (c *Call) Next() (jsonrpc.Message, error) {
 	m, ok := <-c.ch
 	if !ok {
 		if c.err != nil {
-			return Message{}, c.err
+			return jsonrpc.Message{}, c.err
 		}
-		return Message{}, io.EOF
+		return jsonrpc.Message{}, io.EOF
 	}
 	return m, nil
 }
 
 // Final skips to the response to the request.
-func (c *Call) Final() (Message, error) {
+func (c *Call) Final() (jsonrpc.Message, error) {
 	for {
 		m, err := c.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return Message{}, err
+			return jsonrpc.Message{}, err
 		}
 		if c.isFinal(m) {
 			return m, nil
@@ -126,8 +128,8 @@ func (c *Call) Final() (Message, error) {
 	}
 }
 
-func (c *Call) isFinal(m Message) bool {
-	return c.ID != nil && m.Kind == KindResponse && bytes.Equal(m.ID, c.ID)
+func (c *Call) isFinal(m jsonrpc.Message) bool {
+	return c.ID != nil && m.Kind == jsonrpc.KindResponse && bytes.Equal(m.ID, c.ID)
 }
 
 // Close stops reading the answer and releases its connection. It does not
@@ -152,7 +154,7 @@ func (c *Call) Close() {
 // up to the call buffer (counting what already waits in Messages()); beyond
 // it a notification ends the call with ErrBacklog, and a request or a
 // response waits for the holder to read again.
-func (c *Call) send(m Message) bool {
+func (c *Call) send(m jsonrpc.Message) bool {
 	for {
 		c.mu.Lock()
 		if c.parked {
@@ -162,7 +164,7 @@ func (c *Call) send(m Message) bool {
 				c.stirred()
 				return true
 			}
-			if m.Kind == KindNotification {
+			if m.Kind == jsonrpc.KindNotification {
 				c.err = fmt.Errorf("%w: %d messages waiting", ErrBacklog, c.limit)
 				c.mu.Unlock()
 				return false
@@ -223,9 +225,9 @@ func (c *Call) stirred() bool {
 // Unpark tells the call that its holder reads it again, and returns the
 // messages that arrived before, oldest first: the holder handles them
 // before those of Messages(). After the answer ended, Messages() is closed.
-func (c *Call) Unpark() []Message {
+func (c *Call) Unpark() []jsonrpc.Message {
 	c.mu.Lock()
-	var held []Message
+	var held []jsonrpc.Message
 	for range len(c.ch) {
 		m, ok := <-c.ch // never blocks: only send fills ch, and not while parked
 		if !ok {
@@ -308,7 +310,7 @@ func (c *Call) readJSON(rd *MessageReader) {
 	switch {
 	case err != nil:
 		c.err = err
-	case m.Kind == KindInvalid:
+	case m.Kind == jsonrpc.KindInvalid:
 		c.err = fmt.Errorf("upstream answered %s with no JSON-RPC message", c.resp.Status)
 	default:
 		c.send(m)
@@ -369,7 +371,7 @@ func (c *Call) resumeStream(rd *MessageReader, err error, resumes int) (*Message
 	lastID := rd.LastEventID()
 	// A lingering call's stream is not resumed: its holder lets go of it,
 	// and whoever reopens it (another gateway instance, perhaps) does.
-	if c.stirred() || lastID == "" || resumes >= maxResumes || errors.Is(err, ErrJSONTooDeep) {
+	if c.stirred() || lastID == "" || resumes >= maxResumes || errors.Is(err, jsonrpc.ErrJSONTooDeep) {
 		if errors.Is(err, io.EOF) && c.ID != nil {
 			err = io.ErrUnexpectedEOF
 		}
@@ -407,7 +409,7 @@ type drainer interface {
 // stream right after it: the rest is read here (the reader goroutine has
 // nothing else to do) so that the connection serves the next request,
 // instead of being closed by Close.
-func (c *Call) sendFinal(m Message, body io.ReadCloser) {
+func (c *Call) sendFinal(m jsonrpc.Message, body io.ReadCloser) {
 	d, ok := body.(drainer)
 	ok = ok && d.Detach()
 	c.send(m)

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 // notifyingServer answers every POST with an SSE stream of n progress
@@ -50,7 +52,7 @@ func TestCallBackpressure(t *testing.T) {
 	for i := range 20 {
 		select {
 		case m := <-c.Messages():
-			if m.Kind != KindNotification {
+			if m.Kind != jsonrpc.KindNotification {
 				t.Fatalf("message %d: %s", i, m.Raw)
 			}
 		case <-time.After(5 * time.Second):

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 // TestLingerStirs: a lingering call's stir runs once, when the upstream
@@ -51,7 +53,7 @@ func TestLingerStirs(t *testing.T) {
 	}
 	waitStir("the answer")
 	held := c.Unpark()
-	if len(held) != 1 || held[0].Kind != KindResponse || string(held[0].ID) != string(c.ID) {
+	if len(held) != 1 || held[0].Kind != jsonrpc.KindResponse || string(held[0].ID) != string(c.ID) {
 		t.Fatalf("kept while lingering: %v, want the call's result", held)
 	}
 	c.Close()

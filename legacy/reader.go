@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 )
 
@@ -47,7 +48,7 @@ func (r *MessageReader) IsStream() bool { return r.events != nil }
 // are skipped. A stream that breaks returns the read error, wrapped. A JSON
 // answer or an event nested deeper than MaxJSONDepth is an error wrapping
 // ErrJSONTooDeep, after which the answer must be abandoned.
-func (r *MessageReader) Next() (Message, error) {
+func (r *MessageReader) Next() (jsonrpc.Message, error) {
 	if r.events == nil {
 		return r.nextJSON()
 	}
@@ -55,10 +56,10 @@ func (r *MessageReader) Next() (Message, error) {
 		after := r.lastID
 		ev, err := r.events.Next()
 		if err == sse.ErrWouldBlock {
-			return Message{}, err
+			return jsonrpc.Message{}, err
 		}
 		if err != nil {
-			return Message{}, streamError(err)
+			return jsonrpc.Message{}, streamError(err)
 		}
 		if ev.HasID {
 			r.lastID = ev.ID
@@ -66,7 +67,7 @@ func (r *MessageReader) Next() (Message, error) {
 		if ev.HasRetry {
 			r.retry, r.hasRetry = ev.Retry, true
 		}
-		if m, err := eventMessage(ev.Data); m.Kind != KindInvalid || err != nil {
+		if m, err := eventMessage(ev.Data); m.Kind != jsonrpc.KindInvalid || err != nil {
 			m.After = after
 			return m, err
 		}
@@ -111,15 +112,15 @@ type waiter interface {
 // than MaxJSONDepth, which ends the stream: it is no priming event but an
 // upstream gone wrong, and the request it answers must fail rather than
 // wait.
-func eventMessage(data []byte) (Message, error) {
+func eventMessage(data []byte) (jsonrpc.Message, error) {
 	data = bytes.TrimSpace(data)
-	switch err := ValidJSON(data); {
-	case errors.Is(err, ErrJSONTooDeep):
-		return Message{}, fmt.Errorf("the upstream sent an event of %w", err)
+	switch err := jsonrpc.ValidJSON(data); {
+	case errors.Is(err, jsonrpc.ErrJSONTooDeep):
+		return jsonrpc.Message{}, fmt.Errorf("the upstream sent an event of %w", err)
 	case err != nil:
-		return Message{}, nil
+		return jsonrpc.Message{}, nil
 	}
-	return classify(data), nil
+	return jsonrpc.Classify(data), nil
 }
 
 // streamError is the error that ended an event stream. A function of its
@@ -134,29 +135,29 @@ func streamError(err error) error {
 }
 
 // nextJSON returns the message of a JSON answer.
-func (r *MessageReader) nextJSON() (Message, error) {
+func (r *MessageReader) nextJSON() (jsonrpc.Message, error) {
 	if r.read {
-		return Message{}, io.EOF
+		return jsonrpc.Message{}, io.EOF
 	}
 	r.read = true
 	b, err := io.ReadAll(io.LimitReader(r.body, int64(r.max)+1))
 	if err != nil {
-		return Message{}, fmt.Errorf("reading the upstream answer: %w", err)
+		return jsonrpc.Message{}, fmt.Errorf("reading the upstream answer: %w", err)
 	}
 	b = bytes.TrimSpace(b)
 	if len(b) > r.max || len(b) == 0 || b[0] != '{' {
 		if r.status == http.StatusNotFound {
-			return Message{}, fmt.Errorf("the upstream answered HTTP 404 without a JSON-RPC message: %w: check the MCP endpoint's path in the upstream URL (such as /mcp)", errNotFound)
+			return jsonrpc.Message{}, fmt.Errorf("the upstream answered HTTP 404 without a JSON-RPC message: %w: check the MCP endpoint's path in the upstream URL (such as /mcp)", errNotFound)
 		}
-		return Message{}, fmt.Errorf("the upstream answered HTTP %d without a JSON-RPC message", r.status)
+		return jsonrpc.Message{}, fmt.Errorf("the upstream answered HTTP %d without a JSON-RPC message", r.status)
 	}
-	if err := ValidJSON(b); err != nil {
-		if errors.Is(err, ErrJSONTooDeep) {
-			return Message{}, fmt.Errorf("the upstream answered HTTP %d with %w", r.status, err)
+	if err := jsonrpc.ValidJSON(b); err != nil {
+		if errors.Is(err, jsonrpc.ErrJSONTooDeep) {
+			return jsonrpc.Message{}, fmt.Errorf("the upstream answered HTTP %d with %w", r.status, err)
 		}
-		return Message{}, fmt.Errorf("the upstream answered HTTP %d without a JSON-RPC message", r.status)
+		return jsonrpc.Message{}, fmt.Errorf("the upstream answered HTTP %d without a JSON-RPC message", r.status)
 	}
-	return classify(b), nil
+	return jsonrpc.Classify(b), nil
 }
 
 // LastEventID is the id of the stream's last event that had one ("" if

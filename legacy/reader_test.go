@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 func answer(contentType, body string) *http.Response {
@@ -15,7 +17,7 @@ func answer(contentType, body string) *http.Response {
 func TestMessageReaderJSON(t *testing.T) {
 	rd := NewMessageReader(answer("application/json", ` {"jsonrpc":"2.0","id":1,"result":{}} `), 1<<10)
 	m, err := rd.Next()
-	if err != nil || m.Kind != KindResponse || string(m.ID) != "1" || rd.IsStream() {
+	if err != nil || m.Kind != jsonrpc.KindResponse || string(m.ID) != "1" || rd.IsStream() {
 		t.Fatalf("got %+v, %v", m, err)
 	}
 	if _, err := rd.Next(); err != io.EOF {
@@ -36,7 +38,7 @@ func TestMessageReaderStream(t *testing.T) {
 		"data: {\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":\"elicitation/create\"}\n\n" +
 		"id: c\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n"
 	rd := NewMessageReader(answer("text/event-stream", stream), 1<<10)
-	var kinds []Kind
+	var kinds []jsonrpc.Kind
 	for {
 		m, err := rd.Next()
 		if err == io.EOF {
@@ -47,7 +49,7 @@ func TestMessageReaderStream(t *testing.T) {
 		}
 		kinds = append(kinds, m.Kind)
 	}
-	if want := []Kind{KindNotification, KindRequest, KindResponse}; len(kinds) != 3 || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
+	if want := []jsonrpc.Kind{jsonrpc.KindNotification, jsonrpc.KindRequest, jsonrpc.KindResponse}; len(kinds) != 3 || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
 		t.Fatalf("kinds %v, want %v", kinds, want)
 	}
 	if rd.LastEventID() != "c" {
@@ -80,7 +82,7 @@ func FuzzMessageReader(f *testing.F) {
 			if err != nil {
 				return
 			}
-			if stream && m.Kind == KindInvalid {
+			if stream && m.Kind == jsonrpc.KindInvalid {
 				t.Fatalf("invalid message from a stream: %q", m.Raw)
 			}
 			if i > len(body) {
@@ -97,7 +99,7 @@ func FuzzMessageReader(f *testing.F) {
 func TestMessageReaderTooDeep(t *testing.T) {
 	const size = 15 << 20
 	bomb := `{"jsonrpc":"2.0","id":1,"result":` + strings.Repeat("[", size)
-	within := `{"jsonrpc":"2.0","id":1,"result":{"a":` + strings.Repeat("[", MaxJSONDepth-2) + strings.Repeat("]", MaxJSONDepth-2) + `}}`
+	within := `{"jsonrpc":"2.0","id":1,"result":{"a":` + strings.Repeat("[", jsonrpc.MaxJSONDepth-2) + strings.Repeat("]", jsonrpc.MaxJSONDepth-2) + `}}`
 	for _, c := range []struct {
 		ct, body string
 		deep     bool
@@ -109,11 +111,11 @@ func TestMessageReaderTooDeep(t *testing.T) {
 	} {
 		m, err := NewMessageReader(answer(c.ct, c.body), 16<<20).Next()
 		switch {
-		case c.deep && !errors.Is(err, ErrJSONTooDeep):
-			t.Errorf("%s bomb: %v, want ErrJSONTooDeep", c.ct, err)
+		case c.deep && !errors.Is(err, jsonrpc.ErrJSONTooDeep):
+			t.Errorf("%s bomb: %v, want jsonrpc.ErrJSONTooDeep", c.ct, err)
 		case c.deep && !strings.Contains(err.Error(), "128 levels"):
 			t.Errorf("%s bomb: %q does not name the limit", c.ct, err)
-		case !c.deep && (err != nil || m.Kind != KindResponse):
+		case !c.deep && (err != nil || m.Kind != jsonrpc.KindResponse):
 			t.Errorf("%s within the limit: %+v, %v", c.ct, m.Kind, err)
 		}
 	}

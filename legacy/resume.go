@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 // Resuming a call on a session opened earlier, perhaps by another gateway
@@ -144,7 +146,7 @@ func (s *Session) Relisten() bool {
 	}
 	s.relisten = false
 	ctx, cancel := context.WithCancel(context.Background())
-	s.inbox = make(chan Message, inboxSize)
+	s.inbox = make(chan jsonrpc.Message, inboxSize)
 	s.stopListen, s.listening, s.listenDone = cancel, make(chan struct{}), make(chan struct{})
 	go s.listen(ctx, s.listenDone)
 	return true
@@ -169,7 +171,7 @@ func (s *Session) Alive(ctx context.Context) (bool, error) {
 	if s.ID == "" {
 		return false, errors.New("the upstream keeps no session")
 	}
-	id := strconv.Quote("gw-alive-" + strconv.FormatInt(s.nextID.Add(1), 10))
+	id := jsonrpc.Quote("gw-alive-" + strconv.FormatInt(s.nextID.Add(1), 10))
 	resp, err := s.post(ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`+id+`,"reason":"gateway liveness check"}}`))
 	if err != nil {
 		return true, err

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -41,7 +42,7 @@ func resumableServer(t *testing.T) *httptest.Server {
 // toolPatience is how long resumableServer's tool waits for its answer.
 const toolPatience = 30 * time.Second
 
-func nextWithin(t *testing.T, c *Call) Message {
+func nextWithin(t *testing.T, c *Call) jsonrpc.Message {
 	t.Helper()
 	select {
 	case m, ok := <-c.Messages():
@@ -52,7 +53,7 @@ func nextWithin(t *testing.T, c *Call) Message {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no message within 10s")
 	}
-	return Message{}
+	return jsonrpc.Message{}
 }
 
 // TestReopenGoSDK: a call's stream closed right after the upstream's
@@ -74,7 +75,7 @@ func TestReopenGoSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := nextWithin(t, c)
-	if q.Kind != KindRequest || q.Method != "elicitation/create" || q.After == "" {
+	if q.Kind != jsonrpc.KindRequest || q.Method != "elicitation/create" || q.After == "" {
 		t.Fatalf("want an elicitation after a numbered event, got %s (after %q)", q.Raw, q.After)
 	}
 	c.Close()
@@ -88,11 +89,11 @@ func TestReopenGoSDK(t *testing.T) {
 		if err != nil {
 			t.Fatalf("reopen %d: %v", i, err)
 		}
-		if m := nextWithin(t, r); m.Kind != KindRequest || string(m.ID) != string(q.ID) || m.After != q.After {
+		if m := nextWithin(t, r); m.Kind != jsonrpc.KindRequest || string(m.ID) != string(q.ID) || m.After != q.After {
 			t.Fatalf("reopen %d: want the question again, got %s (after %q)", i, m.Raw, m.After)
 		}
 		m := nextWithin(t, r)
-		if m.Kind != KindResponse || string(m.ID) != string(c.ID) {
+		if m.Kind != jsonrpc.KindResponse || string(m.ID) != string(c.ID) {
 			t.Fatalf("reopen %d: want the result, got %s", i, m.Raw)
 		}
 		if want := `"text":"accept:ada"`; !contains(m.Raw, want) {

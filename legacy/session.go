@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/tidwall/gjson"
 )
 
@@ -54,7 +55,7 @@ type Session struct {
 	nextID atomic.Int64
 
 	// inbox receives the messages of the session's standalone GET stream.
-	inbox      chan Message
+	inbox      chan jsonrpc.Message
 	listening  chan struct{} // closed once the GET stream's request is sent (or given up)
 	stopListen context.CancelFunc
 	listenDone chan struct{} // closed when the GET stream's last reader returned
@@ -82,14 +83,14 @@ func (s *Session) callBuffer() int {
 // its standalone GET stream (if the upstream has one). header is sent with
 // every request.
 func Open(ctx context.Context, client Doer, url string, header http.Header, caps, clientInfo []byte, listen bool) (*Session, error) {
-	s := &Session{URL: url, client: client, header: header.Clone(), inbox: make(chan Message, inboxSize), listening: make(chan struct{})}
+	s := &Session{URL: url, client: client, header: header.Clone(), inbox: make(chan jsonrpc.Message, inboxSize), listening: make(chan struct{})}
 	if len(caps) == 0 {
 		caps = []byte("{}")
 	}
 	if len(clientInfo) == 0 {
 		clientInfo = []byte(`{"name":"caddy-mcp-gateway","version":"1"}`)
 	}
-	params := fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":%s,"clientInfo":%s}`, ProtocolVersion, caps, clientInfo)
+	params := fmt.Appendf(nil, `{"protocolVersion":%s,"capabilities":%s,"clientInfo":%s}`, jsonrpc.Quote(ProtocolVersion), caps, clientInfo)
 	// A session the upstream opens twice is left unused: initialize may be
 	// sent again on a fresh connection when a reused one was closed.
 	c, err := s.Call(Replayable(ctx), "initialize", params)
@@ -128,7 +129,7 @@ func Open(ctx context.Context, client Doer, url string, header http.Header, caps
 
 // Inbox delivers the requests and notifications the upstream sends on the
 // session's standalone GET stream. It is never closed.
-func (s *Session) Inbox() <-chan Message { return s.inbox }
+func (s *Session) Inbox() <-chan jsonrpc.Message { return s.inbox }
 
 // Listening is closed once the session's GET stream has been requested
 // upstream (or the upstream has none): notifications the upstream sends
@@ -256,7 +257,7 @@ func (s *Session) setHeaders(h http.Header) {
 // NewRequestID mints a JSON-RPC id for a request of the gateway's, unique
 // within the session.
 func (s *Session) NewRequestID() json.RawMessage {
-	return json.RawMessage(strconv.Quote("gw-" + strconv.FormatInt(s.nextID.Add(1), 10)))
+	return json.RawMessage(jsonrpc.Quote("gw-" + strconv.FormatInt(s.nextID.Add(1), 10)))
 }
 
 // Call sends a request and returns its answer as a stream of messages. It
@@ -270,7 +271,7 @@ func (s *Session) Call(ctx context.Context, method string, params []byte) (*Call
 // cancel the request (notifications/cancelled) before Call returns.
 func (s *Session) CallWithID(ctx context.Context, id json.RawMessage, method string, params []byte) (*Call, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%q`, id, method)
+	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%s`, id, jsonrpc.Quote(method))
 	if len(params) > 0 {
 		body = append(append(body, `,"params":`...), params...)
 	}
@@ -288,7 +289,7 @@ func (s *Session) CallWithID(ctx context.Context, id json.RawMessage, method str
 // as the call's reader: a held task costs no goroutine more.
 func (s *Session) CallWithin(ctx context.Context, id json.RawMessage, method string, params []byte, wait time.Duration) (*Call, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%q`, id, method)
+	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%s`, id, jsonrpc.Quote(method))
 	if len(params) > 0 {
 		body = append(append(body, `,"params":`...), params...)
 	}
@@ -399,7 +400,7 @@ func (s *Session) Respond(ctx context.Context, id json.RawMessage, result, errOb
 
 // Notify POSTs a notification.
 func (s *Session) Notify(ctx context.Context, method string, params []byte) error {
-	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","method":%q`, method)
+	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","method":%s`, jsonrpc.Quote(method))
 	if len(params) > 0 {
 		body = append(append(body, `,"params":`...), params...)
 	}

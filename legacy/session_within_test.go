@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -54,7 +55,7 @@ func withinServer(t *testing.T, release, refuse <-chan struct{}) string {
 func finalText(t *testing.T, c *Call) string {
 	t.Helper()
 	type final struct {
-		m   Message
+		m   jsonrpc.Message
 		err error
 	}
 	got := make(chan final, 1)
@@ -185,7 +186,7 @@ func TestCallWithin(t *testing.T) {
 }
 
 // drain reads ch to its end and then closes the returned channel.
-func drain(ch <-chan Message) <-chan struct{} {
+func drain(ch <-chan jsonrpc.Message) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		for range ch {

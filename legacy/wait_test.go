@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 // sseServer answers every request with an SSE stream: one event, then one
@@ -89,7 +91,7 @@ func TestWaitReadableEndsOnClose(t *testing.T) {
 
 // nextWaiting is Next for a reader that yields: it waits whenever Next
 // would block.
-func nextWaiting(rd *MessageReader) (Message, error) {
+func nextWaiting(rd *MessageReader) (jsonrpc.Message, error) {
 	for {
 		m, err := rd.Next()
 		if err != ErrWouldBlock {
@@ -147,7 +149,7 @@ func TestParkedCallWaitsShallow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if m, err := c.Next(); err != nil || m.Kind != KindRequest {
+	if m, err := c.Next(); err != nil || m.Kind != jsonrpc.KindRequest {
 		t.Fatalf("question: %v %q", err, m.Raw)
 	}
 	c.Park()

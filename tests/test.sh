@@ -18,23 +18,23 @@ step setup
 bash tests/setup.sh
 
 step "gofmt and go vet"
-unformatted="$(gofmt -l caddymodule legacy sse translate tests)"
+unformatted="$(gofmt -l caddymodule jsonrpc legacy sse translate tests)"
 if [[ -n "$unformatted" ]]; then
 	echo "gofmt -l lists:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
 
 step "unit tests (race detector)"
-go test -race -count=1 "${short[@]}" ./sse/ ./translate/... ./legacy/... ./caddymodule/
+go test -race -count=1 "${short[@]}" ./sse/ ./jsonrpc/ ./translate/... ./legacy/... ./caddymodule/
 
 if ((${#short[@]} == 0)); then
 	step "fuzzing, briefly"
 	# A count, not a duration: time-boxed fuzzing can end with a spurious
 	# "context deadline exceeded" on Go 1.26 (golang/go#75804).
-	for target in "FuzzReader ./sse/" "FuzzWriter ./sse/" "FuzzPeek ./translate/" "FuzzValidateModern ./translate/" \
+	for target in "FuzzReader ./sse/" "FuzzWriter ./sse/" "FuzzPeek ./jsonrpc/" "FuzzValidateModern ./translate/" \
 		"FuzzOpenState ./legacy/seal/" "FuzzReshapeResult ./translate/" "FuzzOpenPin ./legacy/seal/" "FuzzOpenClientSession ./legacy/seal/" \
-		"FuzzInputs ./translate/" "FuzzParseMessage ./legacy/" "FuzzMessageReader ./legacy/" "FuzzVerifyForwarded ./legacy/seal/" \
-		"FuzzJSONDepth ./legacy/" "FuzzForwardURL ./caddymodule/" "FuzzCheckBatch ./translate/" "FuzzDecodeTask ./legacy/seal/" \
+		"FuzzInputs ./translate/" "FuzzParseMessage ./jsonrpc/" "FuzzMessageReader ./legacy/" "FuzzVerifyForwarded ./legacy/seal/" \
+		"FuzzJSONDepth ./jsonrpc/" "FuzzForwardURL ./caddymodule/" "FuzzCheckBatch ./translate/" "FuzzDecodeTask ./legacy/seal/" \
 		"FuzzDecodeResume ./legacy/seal/"; do
 		set -- $target
 		if ! out="$(go test -run='^$' -fuzz="^$1\$" -fuzztime=200000x "$2" 2>&1)"; then

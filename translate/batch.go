@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 // BatchVersion is the only protocol revision with JSON-RPC batches: 2025-03-26
@@ -63,14 +63,14 @@ const MaxBatchElements = 100
 // too deep, InvalidRequest otherwise, its message naming the element at
 // fault.
 func CheckBatch(body []byte) error {
-	if err := legacy.ValidJSON(body); err != nil {
-		if errors.Is(err, legacy.ErrJSONTooDeep) {
-			return Errorf(http.StatusBadRequest, ParseError, "Parse error: %v", err)
+	if err := jsonrpc.ValidJSON(body); err != nil {
+		if errors.Is(err, jsonrpc.ErrJSONTooDeep) {
+			return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.ParseError, "Parse error: %v", err)
 		}
-		return Errorf(http.StatusBadRequest, ParseError, "Parse error: body is not valid JSON")
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.ParseError, "Parse error: body is not valid JSON")
 	}
 	if !IsBatch(body) {
-		return Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: a batch must be a JSON array")
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest, "Invalid Request: a batch must be a JSON array")
 	}
 	n := 0
 	forEachElement(body, func([]byte) bool {
@@ -79,11 +79,11 @@ func CheckBatch(body []byte) error {
 	})
 	switch {
 	case n == 0:
-		return Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: empty batch")
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest, "Invalid Request: empty batch")
 	case n > MaxBatchElements:
-		return Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: a batch holds at most %d messages", MaxBatchElements)
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest, "Invalid Request: a batch holds at most %d messages", MaxBatchElements)
 	}
-	var rerr *RPCError
+	var rerr *jsonrpc.RPCError
 	i, responses := 0, false
 	forEachElement(body, func(elem []byte) bool {
 		rerr = checkBatchElement(elem, i, &responses)
@@ -98,25 +98,25 @@ func CheckBatch(body []byte) error {
 
 // checkBatchElement checks element i of a batch; *responses says whether
 // the batch holds responses, as its first element does.
-func checkBatchElement(elem []byte, i int, responses *bool) *RPCError {
+func checkBatchElement(elem []byte, i int, responses *bool) *jsonrpc.RPCError {
 	if elem[0] != '{' {
-		return Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: batch element %d must be a JSON object", i)
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest, "Invalid Request: batch element %d must be a JSON object", i)
 	}
-	m, err := Peek(elem)
+	m, err := jsonrpc.Peek(elem)
 	if err != nil {
-		var re *RPCError
+		var re *jsonrpc.RPCError
 		if !errors.As(err, &re) {
-			re = Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: %v", err)
+			re = jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest, "Invalid Request: %v", err)
 		}
-		return &RPCError{HTTPStatus: re.HTTPStatus, Code: re.Code, Message: fmt.Sprintf("%s (batch element %d)", re.Message, i)}
+		return &jsonrpc.RPCError{HTTPStatus: re.HTTPStatus, Code: re.Code, Message: fmt.Sprintf("%s (batch element %d)", re.Message, i)}
 	}
-	if m.Kind == legacy.KindRequest && m.Method == "initialize" {
-		return Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: initialize must not be part of a batch (batch element %d)", i)
+	if m.Kind == jsonrpc.KindRequest && m.Method == "initialize" {
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest, "Invalid Request: initialize must not be part of a batch (batch element %d)", i)
 	}
 	if i == 0 {
-		*responses = m.Kind == legacy.KindResponse
-	} else if (m.Kind == legacy.KindResponse) != *responses {
-		return Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: a batch holds either requests and notifications or responses, not both (batch element %d)", i)
+		*responses = m.Kind == jsonrpc.KindResponse
+	} else if (m.Kind == jsonrpc.KindResponse) != *responses {
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest, "Invalid Request: a batch holds either requests and notifications or responses, not both (batch element %d)", i)
 	}
 	return nil
 }
@@ -174,3 +174,10 @@ func forEachElement(body []byte, fn func(elem []byte) bool) {
 		}
 	}
 }
+
+// MaxMethodLength bounds the JSON-RPC method names the reverse bridge
+// accepts from a legacy client: far above any method MCP defines (the
+// longest is under 40 bytes), so that a method name written into an
+// upstream's Mcp-Method header, a log line or a metric stays small. A
+// longer one is refused with -32600 before anything goes upstream.
+const MaxMethodLength = 256

@@ -7,9 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/tidwall/gjson"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 func TestIsBatch(t *testing.T) {
@@ -69,24 +68,24 @@ func TestCheckBatch(t *testing.T) {
 		body, want string
 		code       int
 	}{
-		{`[]`, "empty batch", InvalidRequest},
-		{`[ ]`, "empty batch", InvalidRequest},
-		{`[1]`, "element 0 must be a JSON object", InvalidRequest},
-		{`[` + req + `,[` + req + `]]`, "element 1 must be a JSON object", InvalidRequest},
-		{`[` + req + `,{"jsonrpc":"1.0","id":2,"method":"x"}]`, `"jsonrpc" must be "2.0" (batch element 1)`, InvalidRequest},
-		{`[{"jsonrpc":"2.0","id":true,"method":"x"}]`, `"id" must be a string or a number (batch element 0)`, InvalidRequest},
-		{`[{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}]`, `duplicate member "id" (batch element 0)`, InvalidRequest},
-		{`[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}]`, "initialize must not be part of a batch", InvalidRequest},
-		{`[` + req + `,` + resp + `]`, "not both (batch element 1)", InvalidRequest},
-		{`[` + resp + `,` + note + `]`, "not both (batch element 1)", InvalidRequest},
-		{many(MaxBatchElements + 1), "at most 100 messages", InvalidRequest},
-		{"[" + strings.Repeat("7,", 100000) + "7]", "at most 100 messages", InvalidRequest},
-		{`[` + req, "Parse error", ParseError},
-		{strings.Repeat("[", 200) + strings.Repeat("]", 200), "Parse error", ParseError},
-		{`{"jsonrpc":"2.0"}`, "must be a JSON array", InvalidRequest},
+		{`[]`, "empty batch", jsonrpc.InvalidRequest},
+		{`[ ]`, "empty batch", jsonrpc.InvalidRequest},
+		{`[1]`, "element 0 must be a JSON object", jsonrpc.InvalidRequest},
+		{`[` + req + `,[` + req + `]]`, "element 1 must be a JSON object", jsonrpc.InvalidRequest},
+		{`[` + req + `,{"jsonrpc":"1.0","id":2,"method":"x"}]`, `"jsonrpc" must be "2.0" (batch element 1)`, jsonrpc.InvalidRequest},
+		{`[{"jsonrpc":"2.0","id":true,"method":"x"}]`, `"id" must be a string or a number (batch element 0)`, jsonrpc.InvalidRequest},
+		{`[{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}]`, `duplicate member "id" (batch element 0)`, jsonrpc.InvalidRequest},
+		{`[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}]`, "initialize must not be part of a batch", jsonrpc.InvalidRequest},
+		{`[` + req + `,` + resp + `]`, "not both (batch element 1)", jsonrpc.InvalidRequest},
+		{`[` + resp + `,` + note + `]`, "not both (batch element 1)", jsonrpc.InvalidRequest},
+		{many(MaxBatchElements + 1), "at most 100 messages", jsonrpc.InvalidRequest},
+		{"[" + strings.Repeat("7,", 100000) + "7]", "at most 100 messages", jsonrpc.InvalidRequest},
+		{`[` + req, "Parse error", jsonrpc.ParseError},
+		{strings.Repeat("[", 200) + strings.Repeat("]", 200), "Parse error", jsonrpc.ParseError},
+		{`{"jsonrpc":"2.0"}`, "must be a JSON array", jsonrpc.InvalidRequest},
 	} {
 		err := CheckBatch([]byte(c.body))
-		var re *RPCError
+		var re *jsonrpc.RPCError
 		if !errors.As(err, &re) || re.Code != c.code || re.HTTPStatus != http.StatusBadRequest || !strings.Contains(re.Message, c.want) {
 			t.Errorf("%.60s: got %v, want %d %q", c.body, err, c.code, c.want)
 		}
@@ -134,7 +133,7 @@ func FuzzCheckBatch(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if legacy.ValidJSON(body) == nil && IsBatch(body) {
+		if jsonrpc.ValidJSON(body) == nil && IsBatch(body) {
 			var walked, seen []string
 			forEachElement(body, func(e []byte) bool { walked = append(walked, string(e)); return true })
 			gjson.ParseBytes(body).ForEach(func(_, v gjson.Result) bool { seen = append(seen, v.Raw); return true })
@@ -144,8 +143,8 @@ func FuzzCheckBatch(f *testing.F) {
 		}
 		err := CheckBatch(body)
 		if err != nil {
-			var re *RPCError
-			if !errors.As(err, &re) || re.HTTPStatus != http.StatusBadRequest || re.Code != ParseError && re.Code != InvalidRequest {
+			var re *jsonrpc.RPCError
+			if !errors.As(err, &re) || re.HTTPStatus != http.StatusBadRequest || re.Code != jsonrpc.ParseError && re.Code != jsonrpc.InvalidRequest {
 				t.Fatalf("%q: %v", body, err)
 			}
 			return
@@ -153,7 +152,7 @@ func FuzzCheckBatch(f *testing.F) {
 		n := 0
 		gjson.ParseBytes(body).ForEach(func(_, v gjson.Result) bool {
 			n++
-			if m, err := Peek([]byte(v.Raw)); err != nil || m.Kind == legacy.KindRequest && m.Method == "initialize" {
+			if m, err := jsonrpc.Peek([]byte(v.Raw)); err != nil || m.Kind == jsonrpc.KindRequest && m.Method == "initialize" {
 				t.Fatalf("%q: element %s accepted", body, v.Raw)
 			}
 			return true

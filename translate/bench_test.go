@@ -3,6 +3,8 @@ package translate
 import (
 	"net/http"
 	"testing"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 // The per-request work of the gateway's hot paths, without I/O: what every
@@ -43,7 +45,7 @@ func BenchmarkPeekLegacy(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, err := Peek(body); err != nil {
+		if _, err := jsonrpc.Peek(body); err != nil {
 			b.Fatal(err)
 		}
 	}

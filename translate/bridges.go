@@ -3,6 +3,8 @@ package translate
 import (
 	"net/http"
 	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 // What both bridges share: where an answer goes, the methods that may need
@@ -31,6 +33,6 @@ const (
 )
 
 // BadGateway is the 502 answer to a failure the client cannot fix.
-func BadGateway(msg string) *RPCError {
-	return &RPCError{HTTPStatus: http.StatusBadGateway, Code: InternalError, Message: msg}
+func BadGateway(msg string) *jsonrpc.RPCError {
+	return &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError, Message: msg}
 }

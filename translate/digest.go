@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/tidwall/gjson"
 )
 
@@ -46,7 +46,7 @@ func RequestDigest(method string, params []byte) [16]byte {
 	h.Write([]byte("mcp-gateway/request-digest/v1\x00"))
 	writeField(h, []byte(method))
 	var p gjson.Result
-	if legacy.ValidJSON(params) == nil {
+	if jsonrpc.ValidJSON(params) == nil {
 		p = gjson.ParseBytes(params)
 	}
 	var c canonicalizer

@@ -6,59 +6,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
-
-// peekSeeds are bodies of every shape Peek distinguishes.
-var peekSeeds = []string{
-	`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
-	`{"jsonrpc":"2.0","id":"a\u0062","method":"tools/call","params":{"name":"t","arguments":{}}}`,
-	`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`,
-	`{"jsonrpc":"2.0","id":1,"result":{}}`,
-	`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`,
-	`[{"jsonrpc":"2.0","id":1,"method":"x"}]`,
-	`{"jsonrpc":"2.0","id":1,"method":"x","method":"y"}`,
-	`{"jsonrpc":"2.0","id":true,"method":"x"}`,
-	`{"jsonrpc":"2.0","id":1e400,"method":"x"}`,
-	`{"jsonrpc":"2.0","id":"\ud800","method":"\u0000"}`,
-	`{"a":`,
-	`"\`,
-	``,
-	`null`,
-}
-
-func FuzzPeek(f *testing.F) {
-	for _, s := range peekSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		msg, err := Peek(body)
-		if err != nil {
-			re := asRPCError(t, err)
-			if re.HTTPStatus != http.StatusBadRequest || (re.Code != ParseError && re.Code != InvalidRequest) {
-				t.Fatalf("unexpected error %d/%d", re.HTTPStatus, re.Code)
-			}
-			if msg.Kind != legacy.KindInvalid {
-				t.Fatalf("Kind %v with error", msg.Kind)
-			}
-		} else if msg.Kind == legacy.KindInvalid {
-			t.Fatal("legacy.KindInvalid without error")
-		}
-		if msg.ID != nil && !json.Valid(msg.ID) {
-			t.Fatalf("ID %q is not valid JSON", msg.ID)
-		}
-		if (msg.Kind == legacy.KindRequest || msg.Kind == legacy.KindNotification) && msg.Method == "" {
-			t.Fatal("request without method")
-		}
-		if msg.Kind == legacy.KindRequest && msg.ID == nil {
-			t.Fatal("request without id")
-		}
-		out := ErrorResponse(msg.ID, &RPCError{Code: InvalidRequest, Message: msg.Method})
-		if !json.Valid(out) {
-			t.Fatalf("ErrorResponse is not valid JSON: %q", out)
-		}
-	})
-}
 
 func FuzzValidateModern(f *testing.F) {
 	meta := `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
@@ -105,18 +54,18 @@ func FuzzValidateModern(f *testing.F) {
 			if req != nil {
 				id = req.ID
 			}
-			if out := ErrorResponse(id, err); !json.Valid(out) {
-				t.Fatalf("ErrorResponse is not valid JSON: %q", out)
+			if out := jsonrpc.ErrorResponse(id, err); !json.Valid(out) {
+				t.Fatalf("jsonrpc.ErrorResponse is not valid JSON: %q", out)
 			}
 			return
 		}
-		if req == nil || (req.Kind != legacy.KindRequest && req.Kind != legacy.KindNotification) {
+		if req == nil || (req.Kind != jsonrpc.KindRequest && req.Kind != jsonrpc.KindNotification) {
 			t.Fatalf("success with %+v", req)
 		}
 		if !slices.Contains(supported, req.ProtocolVersion) {
 			t.Fatalf("unsupported version %q accepted", req.ProtocolVersion)
 		}
-		if req.Kind == legacy.KindRequest {
+		if req.Kind == jsonrpc.KindRequest {
 			if trimOWS(method) != req.Method {
 				t.Fatalf("Mcp-Method %q accepted for method %q", method, req.Method)
 			}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 // ErrInvalidHeaderValue is wrapped by DecodeHeaderValue errors: the value
@@ -103,14 +103,14 @@ func firstHeader(h http.Header, name string) string {
 // surrounding whitespace. It fails with HeaderMismatch when the header is
 // absent or empty (and required), or repeated: an intermediary might act on
 // a different copy than the one validated here.
-func singleHeader(h http.Header, name string, required bool) (value string, present bool, e *RPCError) {
+func singleHeader(h http.Header, name string, required bool) (value string, present bool, e *jsonrpc.RPCError) {
 	vals := headerValues(h, name)
 	switch {
 	case len(vals) > 1:
-		return "", true, Errorf(http.StatusBadRequest, HeaderMismatch, "Header mismatch: %s header must not be repeated", name)
+		return "", true, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.HeaderMismatch, "Header mismatch: %s header must not be repeated", name)
 	case len(vals) == 0 || trimOWS(vals[0]) == "":
 		if required {
-			return "", false, Errorf(http.StatusBadRequest, HeaderMismatch, "Header mismatch: missing required %s header", name)
+			return "", false, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.HeaderMismatch, "Header mismatch: missing required %s header", name)
 		}
 		return "", len(vals) > 0, nil
 	}
@@ -139,16 +139,16 @@ func NameSourceField(method string) string {
 // and for tools/call, prompts/get and resources/read the Mcp-Name header
 // must be present and decode to the body's name or uri. bodyName is that
 // body value. Mcp-Param-* headers are not examined.
-func checkStandardHeaders(h http.Header, msg legacy.Message, bodyName string) *RPCError {
-	hm, present, e := singleHeader(h, HeaderMethod, msg.Kind == legacy.KindRequest)
+func checkStandardHeaders(h http.Header, msg jsonrpc.Message, bodyName string) *jsonrpc.RPCError {
+	hm, present, e := singleHeader(h, HeaderMethod, msg.Kind == jsonrpc.KindRequest)
 	if e != nil {
 		return e
 	}
 	if present && hm != msg.Method {
-		return Errorf(http.StatusBadRequest, HeaderMismatch,
-			"Header mismatch: %s header value %q does not match body method %q", HeaderMethod, Clip(hm), Clip(msg.Method))
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.HeaderMismatch,
+			"Header mismatch: %s header value %q does not match body method %q", HeaderMethod, jsonrpc.Clip(hm), jsonrpc.Clip(msg.Method))
 	}
-	if msg.Kind != legacy.KindRequest || NameSourceField(msg.Method) == "" {
+	if msg.Kind != jsonrpc.KindRequest || NameSourceField(msg.Method) == "" {
 		return nil
 	}
 	hn, _, e := singleHeader(h, HeaderName, true)
@@ -157,11 +157,11 @@ func checkStandardHeaders(h http.Header, msg legacy.Message, bodyName string) *R
 	}
 	decoded, err := DecodeHeaderValue(hn)
 	if err != nil {
-		return Errorf(http.StatusBadRequest, HeaderMismatch, "Header mismatch: %s header: %v", HeaderName, err)
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.HeaderMismatch, "Header mismatch: %s header: %v", HeaderName, err)
 	}
 	if decoded != bodyName {
-		return Errorf(http.StatusBadRequest, HeaderMismatch,
-			"Header mismatch: %s header value %q does not match body value %q", HeaderName, Clip(decoded), Clip(bodyName))
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.HeaderMismatch,
+			"Header mismatch: %s header value %q does not match body value %q", HeaderName, jsonrpc.Clip(decoded), jsonrpc.Clip(bodyName))
 	}
 	return nil
 }

@@ -10,9 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/tidwall/gjson"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // This file turns the in-line requests of a legacy server
@@ -219,7 +218,7 @@ func validInputKey(k string) bool {
 // sampling/createMessage needs a messages array and a numeric maxTokens.
 func NewInputRequest(method string, params []byte, kc *KeyCounter) (InputRequest, error) {
 	if !IsInputMethod(method) {
-		return InputRequest{}, fmt.Errorf("%w: method %q is not an input method", ErrInputRequest, Clip(method))
+		return InputRequest{}, fmt.Errorf("%w: method %q is not an input method", ErrInputRequest, jsonrpc.Clip(method))
 	}
 	if kc == nil {
 		kc = new(KeyCounter)
@@ -232,12 +231,12 @@ func NewInputRequest(method string, params []byte, kc *KeyCounter) (InputRequest
 		return InputRequest{Key: kc.assign(method, ""), Method: method}, nil
 	}
 	src := string(params)
-	if src[0] != '{' || legacy.ValidJSONString(src) != nil {
+	if src[0] != '{' || jsonrpc.ValidJSONString(src) != nil {
 		return InputRequest{}, fmt.Errorf("%w: params is not a JSON object", ErrInputRequest)
 	}
-	ms, dup := Members(src)
+	ms, dup := jsonrpc.Members(src)
 	if dup != "" {
-		return InputRequest{}, fmt.Errorf("%w: repeated member %q in params", ErrInputRequest, Clip(dup))
+		return InputRequest{}, fmt.Errorf("%w: repeated member %q in params", ErrInputRequest, jsonrpc.Clip(dup))
 	}
 	if err := checkInputParams(method, ms); err != nil {
 		return InputRequest{}, err
@@ -267,7 +266,7 @@ func NewInputRequest(method string, params []byte, kc *KeyCounter) (InputRequest
 			if hv.Type == gjson.String {
 				hint = hv.Str
 			}
-			metaRepl = RemoveMembers(m.Val.Raw, InputKeyHint)
+			metaRepl = jsonrpc.RemoveMembers(m.Val.Raw, InputKeyHint)
 			metaEmptied = metaRepl == "{}"
 		}
 	}
@@ -285,7 +284,7 @@ func NewInputRequest(method string, params []byte, kc *KeyCounter) (InputRequest
 			} else if contains(drop, m.Name) {
 				continue
 			}
-			b = AppendMember(b, m.Key, val)
+			b = jsonrpc.AppendMember(b, m.Key, val)
 		}
 		out = string(append(b, '}'))
 	}
@@ -303,7 +302,7 @@ func contains(list []string, s string) bool {
 
 // checkInputParams checks the members the 2026-07-28 schema requires in the
 // params of an input request.
-func checkInputParams(method string, ms []jsonMember) error {
+func checkInputParams(method string, ms []jsonrpc.Member) error {
 	get := func(name string) gjson.Result {
 		for _, m := range ms {
 			if m.Name == name {
@@ -327,7 +326,7 @@ func checkInputParams(method string, ms []jsonMember) error {
 				return fmt.Errorf("%w: URL elicitation needs a string url", ErrInputRequest)
 			}
 		default:
-			return fmt.Errorf("%w: unknown elicitation mode %s", ErrInputRequest, Clip(mode.Raw))
+			return fmt.Errorf("%w: unknown elicitation mode %s", ErrInputRequest, jsonrpc.Clip(mode.Raw))
 		}
 	case MethodSample:
 		if !get("messages").IsArray() || get("maxTokens").Type != gjson.Number {
@@ -441,14 +440,14 @@ func ClientSupports(caps []byte, method string, params []byte) bool {
 func ValidateInputResponse(method string, resp []byte) error {
 	resp = bytes.TrimSpace(resp)
 	if !IsInputMethod(method) {
-		return fmt.Errorf("%w: %q is not an input method", ErrInputResponse, Clip(method))
+		return fmt.Errorf("%w: %q is not an input method", ErrInputResponse, jsonrpc.Clip(method))
 	}
-	if len(resp) == 0 || resp[0] != '{' || legacy.ValidJSON(resp) != nil {
+	if len(resp) == 0 || resp[0] != '{' || jsonrpc.ValidJSON(resp) != nil {
 		return fmt.Errorf("%w: the response to %s must be a JSON object", ErrInputResponse, method)
 	}
-	ms, dup := Members(string(resp))
+	ms, dup := jsonrpc.Members(string(resp))
 	if dup != "" {
-		return fmt.Errorf("%w: repeated member %q", ErrInputResponse, Clip(dup))
+		return fmt.Errorf("%w: repeated member %q", ErrInputResponse, jsonrpc.Clip(dup))
 	}
 	get := func(name string) gjson.Result {
 		for _, m := range ms {
@@ -467,7 +466,7 @@ func ValidateInputResponse(method string, resp []byte) error {
 		case a.Type != gjson.String:
 			return bad("action must be a string")
 		case a.Str != "accept" && a.Str != "decline" && a.Str != "cancel":
-			return bad(`action %q is not "accept", "decline" or "cancel"`, Clip(a.Str))
+			return bad(`action %q is not "accept", "decline" or "cancel"`, jsonrpc.Clip(a.Str))
 		}
 		c := get("content")
 		if !c.Exists() {
@@ -492,7 +491,7 @@ func ValidateInputResponse(method string, resp []byte) error {
 					return true
 				}
 			}
-			err = bad("content %q must be a string, number, boolean or array of strings", Clip(k.Str))
+			err = bad("content %q must be a string, number, boolean or array of strings", jsonrpc.Clip(k.Str))
 			return false
 		})
 		return err
@@ -629,7 +628,7 @@ func CancelAnswer(method string) (result []byte, errObj []byte) {
 // not a valid URL-mode elicitation.
 func URLElicitationFromError(errObj []byte) ([]InputRequest, bool) {
 	e := gjson.ParseBytes(bytes.TrimSpace(errObj))
-	if !e.IsObject() || legacy.ValidJSON(errObj) != nil {
+	if !e.IsObject() || jsonrpc.ValidJSON(errObj) != nil {
 		return nil, false
 	}
 	code := e.Get("code")

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/tidwall/gjson"
 )
 
@@ -382,7 +383,7 @@ func TestCancelAnswer(t *testing.T) {
 				t.Errorf("cancel result %s is not a valid response", res)
 			}
 			if e != nil {
-				if _, err := Peek([]byte(`{"jsonrpc":"2.0","id":0,"error":` + string(e) + `}`)); err != nil {
+				if _, err := jsonrpc.Peek([]byte(`{"jsonrpc":"2.0","id":0,"error":` + string(e) + `}`)); err != nil {
 					t.Errorf("error object is not valid: %v", err)
 				}
 			}

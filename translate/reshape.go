@@ -7,22 +7,21 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/tidwall/gjson"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // This file turns legacy (2025-11-25) results and errors into modern
 // (2026-07-28) ones for the forward bridge.
 //
-// Results are edited in place rather than decoded and re-encoded: the
-// gateway reads members with gjson and splices new text into the original
-// bytes. Members the gateway adds go at the end of their object; every value
-// it does not edit, at any depth, is copied byte for byte (whitespace, key
-// order, number spelling and string escapes included). Only an object from
-// which a member is removed is re-written, compactly, at its own level; its
-// member values are still copied verbatim. encoding/json with
-// map[string]json.RawMessage was rejected because it reorders keys.
+// Results are edited in place rather than decoded and re-encoded, by the
+// JSON rule of package jsonrpc: the gateway reads members with gjson and
+// splices new text into the original bytes with jsonrpc's editor. Members
+// the gateway adds go at the end of their object; every value it does not
+// edit, at any depth, is copied byte for byte (whitespace, key order,
+// number spelling and string escapes included). Only an object from which a
+// member is removed is re-written, compactly, at its own level; its member
+// values are still copied verbatim.
 
 // ErrUpstreamResult is wrapped by the errors of ReshapeResult and
 // BuildDiscoverResult when the upstream result cannot be turned into a
@@ -80,14 +79,14 @@ func (o ReshapeOptions) check() (serverInfo []byte, scope string, err error) {
 		scope = CacheScopePrivate
 	}
 	if scope != CacheScopePrivate && scope != CacheScopePublic {
-		return nil, "", fmt.Errorf("translate: ReshapeOptions.CacheScope %q is not %q or %q", Clip(o.CacheScope), CacheScopePrivate, CacheScopePublic)
+		return nil, "", fmt.Errorf("translate: ReshapeOptions.CacheScope %q is not %q or %q", jsonrpc.Clip(o.CacheScope), CacheScopePrivate, CacheScopePublic)
 	}
 	if o.TTLMs < 0 {
 		return nil, "", fmt.Errorf("translate: ReshapeOptions.TTLMs %d is negative", o.TTLMs)
 	}
 	if o.ServerInfo != nil {
 		serverInfo = bytes.TrimSpace(o.ServerInfo)
-		if legacy.ValidJSON(serverInfo) != nil || len(serverInfo) == 0 || serverInfo[0] != '{' {
+		if jsonrpc.ValidJSON(serverInfo) != nil || len(serverInfo) == 0 || serverInfo[0] != '{' {
 			return nil, "", errors.New("translate: ReshapeOptions.ServerInfo is not a JSON object")
 		}
 	}
@@ -132,14 +131,14 @@ func ReshapeResult(method string, result []byte, o ReshapeOptions) ([]byte, erro
 		return nil, err
 	}
 	var (
-		sp                            []Splice
+		sp                            []jsonrpc.Splice
 		rtIndex, ttlIndex, scopeIndex = -1, -1, -1
 		hasMeta, hasTask, hasContent  bool
 		complete                      = true // resultType is (or will be) "complete"
 		serverInfoMember              string
 	)
 	if serverInfo != nil {
-		serverInfoMember = strconv.Quote(MetaServerInfo) + ":" + string(serverInfo)
+		serverInfoMember = jsonrpc.Quote(MetaServerInfo) + ":" + string(serverInfo)
 	}
 	for i, m := range ms {
 		switch m.Name {
@@ -148,7 +147,7 @@ func ReshapeResult(method string, result []byte, o ReshapeOptions) ([]byte, erro
 			if m.Val.Type == gjson.String {
 				complete = m.Val.Str == "complete"
 			} else {
-				sp = append(sp, Splice{m.Val.Index, m.End(), `"complete"`})
+				sp = append(sp, jsonrpc.Splice{At: m.Val.Index, End: m.End(), Text: `"complete"`})
 			}
 		case "ttlMs":
 			ttlIndex = i
@@ -161,16 +160,16 @@ func ReshapeResult(method string, result []byte, o ReshapeOptions) ([]byte, erro
 				if serverInfo != nil {
 					repl = "{" + serverInfoMember + "}"
 				}
-				sp = append(sp, Splice{m.Val.Index, m.End(), repl})
+				sp = append(sp, jsonrpc.Splice{At: m.Val.Index, End: m.End(), Text: repl})
 			} else if serverInfo != nil {
-				if at, text, ok := InsertMember(m.Val.Raw, MetaServerInfo, serverInfoMember); ok {
-					sp = append(sp, Splice{m.Val.Index + at, m.Val.Index + at, text})
+				if at, text, ok := jsonrpc.InsertMember(m.Val.Raw, MetaServerInfo, serverInfoMember); ok {
+					sp = append(sp, jsonrpc.Splice{At: m.Val.Index + at, End: m.Val.Index + at, Text: text})
 				}
 			}
 		case "tools":
 			if method == "tools/list" && m.Val.IsArray() {
 				if repl, changed := removeFromElements(m.Val.Raw, "execution"); changed {
-					sp = append(sp, Splice{m.Val.Index, m.End(), repl})
+					sp = append(sp, jsonrpc.Splice{At: m.Val.Index, End: m.End(), Text: repl})
 				}
 			}
 		case "task":
@@ -191,23 +190,23 @@ func ReshapeResult(method string, result []byte, o ReshapeOptions) ([]byte, erro
 		if ttlIndex < 0 {
 			add = append(add, `"ttlMs":`+ttlText)
 		} else if m := ms[ttlIndex]; !ValidTTL(m.Val) {
-			sp = append(sp, Splice{m.Val.Index, m.End(), ttlText})
+			sp = append(sp, jsonrpc.Splice{At: m.Val.Index, End: m.End(), Text: ttlText})
 		}
-		scopeText := strconv.Quote(scope)
+		scopeText := jsonrpc.Quote(scope)
 		if scopeIndex < 0 {
 			add = append(add, `"cacheScope":`+scopeText)
 		} else if m := ms[scopeIndex]; m.Val.Type != gjson.String || (m.Val.Str != CacheScopePrivate && m.Val.Str != CacheScopePublic) {
-			sp = append(sp, Splice{m.Val.Index, m.End(), scopeText})
+			sp = append(sp, jsonrpc.Splice{At: m.Val.Index, End: m.End(), Text: scopeText})
 		}
 	}
 	if serverInfo != nil && !hasMeta {
 		add = append(add, `"_meta":{`+serverInfoMember+`}`)
 	}
 	if len(add) > 0 {
-		sp = append(sp, AppendMembers(src, ms, add))
+		sp = append(sp, jsonrpc.AppendMembers(src, ms, add))
 	}
-	SortSplices(sp)
-	return ApplySplices(src, sp), nil
+	jsonrpc.SortSplices(sp)
+	return jsonrpc.ApplySplices(src, sp), nil
 }
 
 // ValidTTL reports whether v is a valid ttlMs: an integer >= 0 that a
@@ -248,13 +247,13 @@ func ReshapeError(errObj []byte) (code int, out []byte) {
 	}
 	code = int(cv.Num)
 	if code == ResourceNotFoundLegacy {
-		return InvalidParams, ApplySplices(src, []Splice{{cv.Index, ms[codeIndex].End(), strconv.Itoa(InvalidParams)}})
+		return jsonrpc.InvalidParams, jsonrpc.ApplySplices(src, []jsonrpc.Splice{{At: cv.Index, End: ms[codeIndex].End(), Text: strconv.Itoa(jsonrpc.InvalidParams)}})
 	}
 	return code, []byte(src)
 }
 
 func MalformedUpstreamError() (int, []byte) {
-	return InternalError, []byte(`{"code":-32603,"message":"Internal error: malformed upstream error"}`)
+	return jsonrpc.InternalError, []byte(`{"code":-32603,"message":"Internal error: malformed upstream error"}`)
 }
 
 // BuildDiscoverResult builds the result of a modern server/discover from the
@@ -289,8 +288,8 @@ func BuildDiscoverResult(initResult []byte, o ReshapeOptions) ([]byte, error) {
 				return nil, fmt.Errorf("%w: initialize result capabilities is not an object", ErrUpstreamResult)
 			}
 			caps = m.Val.Raw
-			if ObjectHas(caps, "tasks") {
-				caps = RemoveMembers(caps, "tasks")
+			if jsonrpc.ObjectHas(caps, "tasks") {
+				caps = jsonrpc.RemoveMembers(caps, "tasks")
 			}
 		case "serverInfo":
 			if serverInfo == nil && m.Val.IsObject() {
@@ -307,16 +306,16 @@ func BuildDiscoverResult(initResult []byte, o ReshapeOptions) ([]byte, error) {
 		}
 	}
 	if serverInfo != nil {
-		member := strconv.Quote(MetaServerInfo) + ":" + string(serverInfo)
+		member := jsonrpc.Quote(MetaServerInfo) + ":" + string(serverInfo)
 		if meta == "" {
 			meta = "{" + member + "}"
-		} else if at, text, ok := InsertMember(meta, MetaServerInfo, member); ok {
+		} else if at, text, ok := jsonrpc.InsertMember(meta, MetaServerInfo, member); ok {
 			meta = meta[:at] + text + meta[at:]
 		}
 	}
 	b := make([]byte, 0, 128+len(caps)+len(meta)+len(instructions))
 	b = append(b, `{"resultType":"complete","supportedVersions":[`...)
-	b = strconv.AppendQuote(b, ModernVersion)
+	b = append(b, jsonrpc.Quote(ModernVersion)...)
 	b = append(b, `],"capabilities":`...)
 	b = append(b, caps...)
 	if meta != "" {
@@ -330,168 +329,37 @@ func BuildDiscoverResult(initResult []byte, o ReshapeOptions) ([]byte, error) {
 	b = append(b, `,"ttlMs":`...)
 	b = strconv.AppendInt(b, o.TTLMs, 10)
 	b = append(b, `,"cacheScope":`...)
-	b = strconv.AppendQuote(b, scope)
+	b = append(b, jsonrpc.Quote(scope)...)
 	return append(b, '}'), nil
-}
-
-// --- JSON object splicing helpers, shared with inputs.go. ---
-
-// jsonMember is one member of a JSON object as listed by members. Offsets
-// are relative to the start of the object text.
-type jsonMember struct {
-	Name string       // unescaped member name
-	Key  string       // the name as written, quotes included
-	Val  gjson.Result // the value; val.Index is its offset
-}
-
-// End returns the offset just past the member's value.
-func (m jsonMember) End() int { return m.Val.Index + len(m.Val.Raw) }
-
-// Members lists the members of obj, which must be valid JSON starting with
-// '{', in order, and returns the first repeated name ("" if none).
-func Members(obj string) ([]jsonMember, string) {
-	ms := make([]jsonMember, 0, 4)
-	dup := ""
-	var seen nameSet
-	gjson.Parse(obj).ForEach(func(k, v gjson.Result) bool {
-		if dup == "" && !seen.add(k.Str) {
-			dup = k.Str
-		}
-		ms = append(ms, jsonMember{Name: k.Str, Key: k.Raw, Val: v})
-		return true
-	})
-	return ms, dup
 }
 
 // ParseObject trims b and checks that it is a JSON object without repeated
 // member names; errors wrap ErrUpstreamResult.
-func ParseObject(b []byte) (string, []jsonMember, error) {
+func ParseObject(b []byte) (string, []jsonrpc.Member, error) {
 	src := string(bytes.TrimSpace(b))
-	if len(src) == 0 || src[0] != '{' || legacy.ValidJSONString(src) != nil {
+	if len(src) == 0 || src[0] != '{' || jsonrpc.ValidJSONString(src) != nil {
 		return "", nil, fmt.Errorf("%w: not a JSON object", ErrUpstreamResult)
 	}
-	ms, dup := Members(src)
+	ms, dup := jsonrpc.Members(src)
 	if dup != "" {
-		return "", nil, fmt.Errorf("%w: repeated member %q", ErrUpstreamResult, Clip(dup))
+		return "", nil, fmt.Errorf("%w: repeated member %q", ErrUpstreamResult, jsonrpc.Clip(dup))
 	}
 	return src, ms, nil
-}
-
-// ObjectHas reports whether the JSON object obj has a member called name.
-func ObjectHas(obj, name string) bool {
-	found := false
-	gjson.Parse(obj).ForEach(func(k, _ gjson.Result) bool {
-		found = k.Str == name
-		return !found
-	})
-	return found
-}
-
-// InsertMember returns where and what to insert into the JSON object obj to
-// add member (a complete `"name":value` text) when obj has no member called
-// name; ok is false when it has one.
-func InsertMember(obj, name, member string) (at int, text string, ok bool) {
-	ms, _ := Members(obj)
-	for _, m := range ms {
-		if m.Name == name {
-			return 0, "", false
-		}
-	}
-	sp := AppendMembers(obj, ms, []string{member})
-	return sp.At, sp.Text, true
-}
-
-// AppendMembers returns the splice that adds the given member texts at the
-// End of the object obj, whose members are ms.
-func AppendMembers(obj string, ms []jsonMember, add []string) Splice {
-	var b []byte
-	at := 1 // just past '{'
-	if len(ms) > 0 {
-		at = ms[len(ms)-1].End()
-		b = append(b, ',')
-	}
-	for i, a := range add {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, a...)
-	}
-	return Splice{at, at, string(b)}
-}
-
-// RemoveMembers re-writes the JSON object obj compactly without the members
-// called one of names (every copy). Member values are copied verbatim.
-func RemoveMembers(obj string, names ...string) string {
-	ms, _ := Members(obj)
-	b := make([]byte, 0, len(obj))
-	b = append(b, '{')
-outer:
-	for _, m := range ms {
-		for _, name := range names {
-			if m.Name == name {
-				continue outer
-			}
-		}
-		b = AppendMember(b, m.Key, m.Val.Raw)
-	}
-	return string(append(b, '}'))
-}
-
-// AppendMember appends key:val to the JSON object being written at the end
-// of b (opened with '{'), after a comma unless it is the first member.
-func AppendMember(b []byte, key, val string) []byte {
-	if b[len(b)-1] != '{' {
-		b = append(b, ',')
-	}
-	b = append(b, key...)
-	b = append(b, ':')
-	return append(b, val...)
 }
 
 // removeFromElements removes the member name from every object element of
 // the JSON array arr. It reports whether anything changed; untouched
 // elements are copied verbatim.
 func removeFromElements(arr, name string) (string, bool) {
-	var sp []Splice
+	var sp []jsonrpc.Splice
 	gjson.Parse(arr).ForEach(func(_, v gjson.Result) bool {
-		if v.IsObject() && ObjectHas(v.Raw, name) {
-			sp = append(sp, Splice{v.Index, v.Index + len(v.Raw), RemoveMembers(v.Raw, name)})
+		if v.IsObject() && jsonrpc.ObjectHas(v.Raw, name) {
+			sp = append(sp, jsonrpc.Splice{At: v.Index, End: v.Index + len(v.Raw), Text: jsonrpc.RemoveMembers(v.Raw, name)})
 		}
 		return true
 	})
 	if len(sp) == 0 {
 		return arr, false
 	}
-	return string(ApplySplices(arr, sp)), true
-}
-
-// Splice replaces src[at:end] with text (an insertion when at == end).
-type Splice struct {
-	At, End int
-	Text    string
-}
-
-// SortSplices orders splices by position (insertion sort: there are few).
-func SortSplices(sp []Splice) {
-	for i := 1; i < len(sp); i++ {
-		for j := i; j > 0 && sp[j].At < sp[j-1].At; j-- {
-			sp[j], sp[j-1] = sp[j-1], sp[j]
-		}
-	}
-}
-
-// ApplySplices applies sorted, non-overlapping splices to src.
-func ApplySplices(src string, sp []Splice) []byte {
-	n := len(src)
-	for _, s := range sp {
-		n += len(s.Text) - (s.End - s.At)
-	}
-	b := make([]byte, 0, n)
-	last := 0
-	for _, s := range sp {
-		b = append(b, src[last:s.At]...)
-		b = append(b, s.Text...)
-		last = s.End
-	}
-	return append(b, src[last:]...)
+	return string(jsonrpc.ApplySplices(arr, sp)), true
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/tidwall/gjson"
 )
 
@@ -153,13 +154,13 @@ func TestReshapeError(t *testing.T) {
 		{name: "invalid params unchanged", in: `{"code":-32602,"message":"Unknown tool"}`, wantCode: -32602, want: `{"code":-32602,"message":"Unknown tool"}`},
 		{name: "url elicitation unchanged", in: `{"code":-32042,"message":"m","data":{"elicitations":[]}}`, wantCode: -32042, want: `{"code":-32042,"message":"m","data":{"elicitations":[]}}`},
 		{name: "sdk error unchanged", in: `{"code":-32000,"message":"Bad Request"}`, wantCode: -32000, want: `{"code":-32000,"message":"Bad Request"}`},
-		{name: "no code", in: `{"message":"m"}`, wantCode: InternalError, want: malformed},
-		{name: "string code", in: `{"code":"-32002","message":"m"}`, wantCode: InternalError, want: malformed},
-		{name: "fractional code", in: `{"code":-32002.5,"message":"m"}`, wantCode: InternalError, want: malformed},
-		{name: "no message", in: `{"code":-32002}`, wantCode: InternalError, want: malformed},
-		{name: "duplicate code", in: `{"code":-32002,"code":1,"message":"m"}`, wantCode: InternalError, want: malformed},
-		{name: "not an object", in: `[1]`, wantCode: InternalError, want: malformed},
-		{name: "not json", in: `{`, wantCode: InternalError, want: malformed},
+		{name: "no code", in: `{"message":"m"}`, wantCode: jsonrpc.InternalError, want: malformed},
+		{name: "string code", in: `{"code":"-32002","message":"m"}`, wantCode: jsonrpc.InternalError, want: malformed},
+		{name: "fractional code", in: `{"code":-32002.5,"message":"m"}`, wantCode: jsonrpc.InternalError, want: malformed},
+		{name: "no message", in: `{"code":-32002}`, wantCode: jsonrpc.InternalError, want: malformed},
+		{name: "duplicate code", in: `{"code":-32002,"code":1,"message":"m"}`, wantCode: jsonrpc.InternalError, want: malformed},
+		{name: "not an object", in: `[1]`, wantCode: jsonrpc.InternalError, want: malformed},
+		{name: "not json", in: `{`, wantCode: jsonrpc.InternalError, want: malformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
@@ -19,26 +20,18 @@ const MsgUpstreamUnavailable = "upstream MCP server unavailable"
 
 // UpstreamFailure is the error a client gets for an upstream's failure:
 // public says what happened, cause how (for the logs only).
-func UpstreamFailure(public string, cause error) *RPCError {
-	return &RPCError{HTTPStatus: http.StatusBadGateway, Code: InternalError, Message: public, Cause: cause}
-}
-
-// Detail is the message with its cause, for the logs (CallReport.Reason).
-func (e *RPCError) Detail() string {
-	if e.Cause == nil {
-		return e.Message
-	}
-	return e.Message + ": " + e.Cause.Error()
+func UpstreamFailure(public string, cause error) *jsonrpc.RPCError {
+	return &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError, Message: public, Cause: cause}
 }
 
 // UpstreamError is the error of a request whose upstream session could not
 // be leased, or whose upstream request could not be sent.
-func UpstreamError(err error) *RPCError {
+func UpstreamError(err error) *jsonrpc.RPCError {
 	switch {
 	case errors.Is(err, legacy.ErrPoolFull):
-		return &RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: InternalError, Message: "too many upstream sessions; retry later"}
+		return &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError, Message: "too many upstream sessions; retry later"}
 	case errors.Is(err, legacy.ErrPrincipalFull):
-		return &RPCError{HTTPStatus: http.StatusTooManyRequests, Code: InternalError,
+		return &jsonrpc.RPCError{HTTPStatus: http.StatusTooManyRequests, Code: jsonrpc.InternalError,
 			Message: "too many upstream sessions for this principal (max_sessions_per_principal); retry when a call ends"}
 	}
 	return UpstreamFailure(MsgUpstreamUnavailable, err)

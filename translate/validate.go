@@ -5,14 +5,14 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/tidwall/gjson"
 )
 
 // ModernRequest is a modern (2026-07-28) message that passed ValidateModern.
 type ModernRequest struct {
 	// Message is the JSON-RPC envelope (id, method, kind).
-	legacy.Message
+	jsonrpc.Message
 	// ProtocolVersion is the validated protocol version (header and _meta
 	// agree on it, and it is supported).
 	ProtocolVersion string
@@ -81,21 +81,21 @@ var LogLevels = []string{"debug", "info", "notice", "warning", "error", "critica
 // parsed far enough to know its id, so that the caller can answer with
 // ErrorResponse(req.ID, err); it must not be used for anything else. Every
 // error has HTTPStatus 400 or 405.
-func ValidateModern(httpMethod string, h http.Header, body []byte, supported []string) (*ModernRequest, *RPCError) {
+func ValidateModern(httpMethod string, h http.Header, body []byte, supported []string) (*ModernRequest, *jsonrpc.RPCError) {
 	if httpMethod != http.MethodPost {
-		return nil, &RPCError{HTTPStatus: http.StatusMethodNotAllowed, Message: "Method Not Allowed: the MCP endpoint accepts only POST"}
+		return nil, &jsonrpc.RPCError{HTTPStatus: http.StatusMethodNotAllowed, Message: "Method Not Allowed: the MCP endpoint accepts only POST"}
 	}
-	msg, err := Peek(body)
+	msg, err := jsonrpc.Peek(body)
 	req := &ModernRequest{Message: msg}
 	if err != nil {
-		var re *RPCError
+		var re *jsonrpc.RPCError
 		if !errors.As(err, &re) {
-			re = Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: %v", err)
+			re = jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest, "Invalid Request: %v", err)
 		}
 		return req, re
 	}
-	if msg.Kind == legacy.KindResponse {
-		return req, Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: clients must not send JSON-RPC responses")
+	if msg.Kind == jsonrpc.KindResponse {
+		return req, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest, "Invalid Request: clients must not send JSON-RPC responses")
 	}
 	hv, _, e := singleHeader(h, HeaderProtocolVersion, true)
 	if e != nil {
@@ -106,22 +106,22 @@ func ValidateModern(httpMethod string, h http.Header, body []byte, supported []s
 		return req, e
 	}
 	if env.hasVersion && env.version != hv {
-		return req, Errorf(http.StatusBadRequest, HeaderMismatch,
-			"Header mismatch: %s header value %q does not match _meta %s %q", HeaderProtocolVersion, Clip(hv), MetaProtocolVersion, Clip(env.version))
+		return req, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.HeaderMismatch,
+			"Header mismatch: %s header value %q does not match _meta %s %q", HeaderProtocolVersion, jsonrpc.Clip(hv), MetaProtocolVersion, jsonrpc.Clip(env.version))
 	}
 	if len(supported) == 0 {
 		supported = []string{ModernVersion}
 	}
 	if !slices.Contains(supported, hv) {
-		return req, &RPCError{
+		return req, &jsonrpc.RPCError{
 			HTTPStatus: http.StatusBadRequest,
-			Code:       UnsupportedProtocolVersion,
+			Code:       jsonrpc.UnsupportedProtocolVersion,
 			Message:    "Unsupported protocol version",
-			Data:       UnsupportedVersionData{Supported: slices.Clone(supported), Requested: hv},
+			Data:       jsonrpc.UnsupportedVersionData{Supported: slices.Clone(supported), Requested: hv},
 		}
 	}
 	if env.hasLogLevel && !slices.Contains(LogLevels, env.logLevel) {
-		return req, Errorf(http.StatusBadRequest, InvalidParams, "Invalid params: _meta %s must be one of %v", MetaLogLevel, LogLevels)
+		return req, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidParams, "Invalid params: _meta %s must be one of %v", MetaLogLevel, LogLevels)
 	}
 	if e := checkStandardHeaders(h, msg, env.name); e != nil {
 		return req, e
@@ -147,15 +147,15 @@ type envelope struct {
 // notification msg that Peek parsed from body (rung 5 and the body half of
 // rung 10) and extracts their fields. Members are looked up by their
 // unescaped names, exactly as Peek found them.
-func readEnvelope(body []byte, msg legacy.Message) (envelope, *RPCError) {
+func readEnvelope(body []byte, msg jsonrpc.Message) (envelope, *jsonrpc.RPCError) {
 	var env envelope
-	isRequest := msg.Kind == legacy.KindRequest
-	invalid := func(format string, args ...any) (envelope, *RPCError) {
-		return env, Errorf(http.StatusBadRequest, InvalidParams, "Invalid params: "+format, args...)
+	isRequest := msg.Kind == jsonrpc.KindRequest
+	invalid := func(format string, args ...any) (envelope, *jsonrpc.RPCError) {
+		return env, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidParams, "Invalid params: "+format, args...)
 	}
 
 	var top [1]gjson.Result
-	ScanMembers(gjson.ParseBytes(body), []string{"params"}, top[:]) // Peek rejected duplicates
+	jsonrpc.ScanMembers(gjson.ParseBytes(body), []string{"params"}, top[:]) // jsonrpc.Peek rejected duplicates
 	params := top[0]
 	if !params.Exists() && !isRequest {
 		return env, nil
@@ -170,8 +170,8 @@ func readEnvelope(body []byte, msg legacy.Message) (envelope, *RPCError) {
 	// looked up in the same pass as _meta.
 	field := NameSourceField(msg.Method)
 	var pv [2]gjson.Result
-	if dup := ScanMembers(params, []string{"_meta", field}, pv[:]); dup != "" {
-		return invalid("duplicate member %q in params", Clip(dup))
+	if dup := jsonrpc.ScanMembers(params, []string{"_meta", field}, pv[:]); dup != "" {
+		return invalid("duplicate member %q in params", jsonrpc.Clip(dup))
 	}
 	meta := pv[0]
 	if !meta.Exists() {
@@ -184,8 +184,8 @@ func readEnvelope(body []byte, msg legacy.Message) (envelope, *RPCError) {
 		return invalid("params._meta must be an object")
 	}
 	var mv [3]gjson.Result
-	if dup := ScanMembers(meta, []string{MetaProtocolVersion, MetaClientCapabilities, MetaLogLevel}, mv[:]); dup != "" {
-		return invalid("duplicate member %q in params._meta", Clip(dup))
+	if dup := jsonrpc.ScanMembers(meta, []string{MetaProtocolVersion, MetaClientCapabilities, MetaLogLevel}, mv[:]); dup != "" {
+		return invalid("duplicate member %q in params._meta", jsonrpc.Clip(dup))
 	}
 
 	if v := mv[0]; v.Exists() {

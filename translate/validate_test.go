@@ -7,10 +7,22 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 // reqJSON builds a JSON-RPC message; an empty id or params is left out.
+
+// decodedError is an error response as decoded by encoding/json.
+type decodedError struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+}
+
 func reqJSON(id, method, params string) string {
 	s := `{"jsonrpc":"2.0"`
 	if id != "" {
@@ -65,143 +77,143 @@ func TestValidateModern(t *testing.T) {
 		wantID     string // raw id expected on the returned request ("" = nil)
 
 		// checked on success
-		wantKind legacy.Kind
+		wantKind jsonrpc.Kind
 		wantName string
 		wantLog  string
 	}{
 		// Successes.
-		{name: "tools/list", header: modernHdr("tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: legacy.KindRequest},
-		{name: "string id", header: modernHdr("tools/list"), body: reqJSON(`"req-9"`, "tools/list", withMeta(v, "")), wantID: `"req-9"`, wantKind: legacy.KindRequest},
+		{name: "tools/list", header: modernHdr("tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: jsonrpc.KindRequest},
+		{name: "string id", header: modernHdr("tools/list"), body: reqJSON(`"req-9"`, "tools/list", withMeta(v, "")), wantID: `"req-9"`, wantKind: jsonrpc.KindRequest},
 		{name: "server/discover without clientInfo", header: modernHdr("server/discover"),
 			body:   reqJSON(`2`, "server/discover", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`),
-			wantID: `2`, wantKind: legacy.KindRequest},
-		{name: "tools/call", header: modernHdr("tools/call", "Mcp-Name", "get_weather"), body: toolCall(`"get_weather"`), wantID: `1`, wantKind: legacy.KindRequest, wantName: "get_weather"},
-		{name: "prompts/get", header: modernHdr("prompts/get", "Mcp-Name", "p1"), body: reqJSON(`1`, "prompts/get", withMeta(v, `"name":"p1"`)), wantID: `1`, wantKind: legacy.KindRequest, wantName: "p1"},
-		{name: "resources/read", header: modernHdr("resources/read", "Mcp-Name", "file:///a/b.json"), body: reqJSON(`1`, "resources/read", withMeta(v, `"uri":"file:///a/b.json"`)), wantID: `1`, wantKind: legacy.KindRequest, wantName: "file:///a/b.json"},
+			wantID: `2`, wantKind: jsonrpc.KindRequest},
+		{name: "tools/call", header: modernHdr("tools/call", "Mcp-Name", "get_weather"), body: toolCall(`"get_weather"`), wantID: `1`, wantKind: jsonrpc.KindRequest, wantName: "get_weather"},
+		{name: "prompts/get", header: modernHdr("prompts/get", "Mcp-Name", "p1"), body: reqJSON(`1`, "prompts/get", withMeta(v, `"name":"p1"`)), wantID: `1`, wantKind: jsonrpc.KindRequest, wantName: "p1"},
+		{name: "resources/read", header: modernHdr("resources/read", "Mcp-Name", "file:///a/b.json"), body: reqJSON(`1`, "resources/read", withMeta(v, `"uri":"file:///a/b.json"`)), wantID: `1`, wantKind: jsonrpc.KindRequest, wantName: "file:///a/b.json"},
 		{name: "log level", header: modernHdr("tools/list"),
 			body:   reqJSON(`1`, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"info"}}`),
-			wantID: `1`, wantKind: legacy.KindRequest, wantLog: "info"},
+			wantID: `1`, wantKind: jsonrpc.KindRequest, wantLog: "info"},
 		{name: "escaped member names", header: modernHdr("tools/call", "Mcp-Name", "t"),
 			body:   `{"jsonrpc":"2.0","id":1,"m\u0065thod":"tools/call","params":{"n\u0061me":"t","_meta":{"io.modelcontextprotocol\/protocolVersion":"2026-07-28","io.modelcontextprotocol\/clientCapabilities":{}}}}`,
-			wantID: `1`, wantKind: legacy.KindRequest, wantName: "t"},
-		{name: "removed method still passes the ladder", header: modernHdr("ping"), body: reqJSON(`1`, "ping", withMeta(v, "")), wantID: `1`, wantKind: legacy.KindRequest},
+			wantID: `1`, wantKind: jsonrpc.KindRequest, wantName: "t"},
+		{name: "removed method still passes the ladder", header: modernHdr("ping"), body: reqJSON(`1`, "ping", withMeta(v, "")), wantID: `1`, wantKind: jsonrpc.KindRequest},
 		{name: "dual-era supported list", header: hdr("MCP-Protocol-Version", "2025-11-25", "Mcp-Method", "tools/list"),
-			body: reqJSON(`1`, "tools/list", withMeta("2025-11-25", "")), supported: []string{v, "2025-11-25"}, wantID: `1`, wantKind: legacy.KindRequest},
+			body: reqJSON(`1`, "tools/list", withMeta("2025-11-25", "")), supported: []string{v, "2025-11-25"}, wantID: `1`, wantKind: jsonrpc.KindRequest},
 
 		// Rung 1: HTTP method.
 		{name: "GET", httpMethod: http.MethodGet, header: modernHdr("tools/list"), wantStatus: 405},
 		{name: "DELETE", httpMethod: http.MethodDelete, header: modernHdr("tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 405},
 
 		// Rung 2: JSON-RPC shape.
-		{name: "garbage", header: modernHdr("tools/list"), body: `{{{`, wantStatus: 400, wantCode: ParseError},
-		{name: "batch", header: modernHdr("tools/list"), body: `[` + reqJSON(`1`, "tools/list", withMeta(v, "")) + `]`, wantStatus: 400, wantCode: InvalidRequest},
-		{name: "bad jsonrpc keeps id", header: modernHdr("tools/list"), body: `{"jsonrpc":"1.0","id":77,"method":"tools/list"}`, wantStatus: 400, wantCode: InvalidRequest, wantID: `77`},
+		{name: "garbage", header: modernHdr("tools/list"), body: `{{{`, wantStatus: 400, wantCode: jsonrpc.ParseError},
+		{name: "batch", header: modernHdr("tools/list"), body: `[` + reqJSON(`1`, "tools/list", withMeta(v, "")) + `]`, wantStatus: 400, wantCode: jsonrpc.InvalidRequest},
+		{name: "bad jsonrpc keeps id", header: modernHdr("tools/list"), body: `{"jsonrpc":"1.0","id":77,"method":"tools/list"}`, wantStatus: 400, wantCode: jsonrpc.InvalidRequest, wantID: `77`},
 		{name: "duplicate top-level method", header: modernHdr("tools/list"),
 			body:       `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":` + withMeta(v, "") + `,"method":"tools/call"}`,
-			wantStatus: 400, wantCode: InvalidRequest, wantID: `1`},
+			wantStatus: 400, wantCode: jsonrpc.InvalidRequest, wantID: `1`},
 
 		// Rung 3: responses.
-		{name: "response", header: modernHdr("tools/list"), body: `{"jsonrpc":"2.0","id":4,"result":{}}`, wantStatus: 400, wantCode: InvalidRequest, wantID: `4`},
+		{name: "response", header: modernHdr("tools/list"), body: `{"jsonrpc":"2.0","id":4,"result":{}}`, wantStatus: 400, wantCode: jsonrpc.InvalidRequest, wantID: `4`},
 
 		// Rung 4: protocol version header.
-		{name: "header missing", header: hdr("Mcp-Method", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "header missing beats missing meta", header: hdr("Mcp-Method", "tools/list"), body: reqJSON(`1`, "tools/list", `{}`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "header empty", header: hdr("MCP-Protocol-Version", " ", "Mcp-Method", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "header repeated", header: modernHdr("tools/list", "MCP-Protocol-Version", v), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
+		{name: "header missing", header: hdr("Mcp-Method", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "header missing beats missing meta", header: hdr("Mcp-Method", "tools/list"), body: reqJSON(`1`, "tools/list", `{}`), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "header empty", header: hdr("MCP-Protocol-Version", " ", "Mcp-Method", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "header repeated", header: modernHdr("tools/list", "MCP-Protocol-Version", v), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
 
 		// Rung 5: envelope, before any version comparison.
-		{name: "missing meta", header: modernHdr("server/discover"), body: reqJSON(`101`, "server/discover", `{}`), wantStatus: 400, wantCode: InvalidParams, wantID: `101`},
-		{name: "missing params", header: modernHdr("server/discover"), body: reqJSON(`101`, "server/discover", ``), wantStatus: 400, wantCode: InvalidParams, wantID: `101`},
-		{name: "params array", header: modernHdr("server/discover"), body: reqJSON(`101`, "server/discover", `[]`), wantStatus: 400, wantCode: InvalidParams, wantID: `101`},
-		{name: "meta not object", header: modernHdr("server/discover"), body: reqJSON(`101`, "server/discover", `{"_meta":"x"}`), wantStatus: 400, wantCode: InvalidParams, wantID: `101`},
+		{name: "missing meta", header: modernHdr("server/discover"), body: reqJSON(`101`, "server/discover", `{}`), wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `101`},
+		{name: "missing params", header: modernHdr("server/discover"), body: reqJSON(`101`, "server/discover", ``), wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `101`},
+		{name: "params array", header: modernHdr("server/discover"), body: reqJSON(`101`, "server/discover", `[]`), wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `101`},
+		{name: "meta not object", header: modernHdr("server/discover"), body: reqJSON(`101`, "server/discover", `{"_meta":"x"}`), wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `101`},
 		{name: "missing protocolVersion", header: modernHdr("server/discover"),
 			body:       reqJSON(`102`, "server/discover", `{"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}`),
-			wantStatus: 400, wantCode: InvalidParams, wantID: `102`},
+			wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `102`},
 		{name: "missing clientCapabilities", header: modernHdr("server/discover"),
 			body:       reqJSON(`104`, "server/discover", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`),
-			wantStatus: 400, wantCode: InvalidParams, wantID: `104`},
+			wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `104`},
 		{name: "clientCapabilities null", header: modernHdr("tools/list"),
 			body:       reqJSON(`1`, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":null}}`),
-			wantStatus: 400, wantCode: InvalidParams, wantID: `1`},
+			wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `1`},
 		{name: "clientCapabilities array", header: modernHdr("tools/list"),
 			body:       reqJSON(`1`, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":[]}}`),
-			wantStatus: 400, wantCode: InvalidParams, wantID: `1`},
+			wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `1`},
 		{name: "protocolVersion number", header: modernHdr("tools/list"),
 			body:       reqJSON(`1`, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":20260728,"io.modelcontextprotocol/clientCapabilities":{}}}`),
-			wantStatus: 400, wantCode: InvalidParams, wantID: `1`},
+			wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `1`},
 		{name: "missing meta with v999 header is -32602", header: hdr("MCP-Protocol-Version", "v999.0.0", "Mcp-Method", "tools/list"),
-			body: reqJSON(`1`, "tools/list", `{}`), wantStatus: 400, wantCode: InvalidParams, wantID: `1`},
+			body: reqJSON(`1`, "tools/list", `{}`), wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `1`},
 		{name: "partial meta with mismatching version is -32602", header: modernHdr("tools/list"),
 			body:       reqJSON(`1`, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"v999.0.0"}}`),
-			wantStatus: 400, wantCode: InvalidParams, wantID: `1`},
+			wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `1`},
 		{name: "duplicate meta key", header: modernHdr("tools/list"),
 			body:       reqJSON(`1`, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"v9"}}`),
-			wantStatus: 400, wantCode: InvalidParams, wantID: `1`},
+			wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `1`},
 		{name: "duplicate params name", header: modernHdr("tools/call", "Mcp-Name", "a"),
-			body: reqJSON(`1`, "tools/call", withMeta(v, `"name":"a","name":"b"`)), wantStatus: 400, wantCode: InvalidParams, wantID: `1`},
+			body: reqJSON(`1`, "tools/call", withMeta(v, `"name":"a","name":"b"`)), wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `1`},
 
 		// Rung 6: header/meta mismatch beats unsupported.
-		{name: "header 2026 meta v999", header: modernHdr("server/discover"), body: reqJSON(`201`, "server/discover", withMeta("v999.0.0", "")), wantStatus: 400, wantCode: HeaderMismatch, wantID: `201`},
-		{name: "header v999 meta 2026", header: hdr("MCP-Protocol-Version", "v999.0.0", "Mcp-Method", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "case differs", header: hdr("MCP-Protocol-Version", "V1", "Mcp-Method", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta("v1", "")), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
+		{name: "header 2026 meta v999", header: modernHdr("server/discover"), body: reqJSON(`201`, "server/discover", withMeta("v999.0.0", "")), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `201`},
+		{name: "header v999 meta 2026", header: hdr("MCP-Protocol-Version", "v999.0.0", "Mcp-Method", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "case differs", header: hdr("MCP-Protocol-Version", "V1", "Mcp-Method", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta("v1", "")), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
 
 		// Rung 7: unsupported version (checked with data below).
-		{name: "both v999", header: hdr("MCP-Protocol-Version", "v999.0.0", "Mcp-Method", "server/discover"), body: reqJSON(`301`, "server/discover", withMeta("v999.0.0", "")), wantStatus: 400, wantCode: UnsupportedProtocolVersion, wantID: `301`},
-		{name: "legacy version in meta", header: hdr("MCP-Protocol-Version", "2025-11-25", "Mcp-Method", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta("2025-11-25", "")), wantStatus: 400, wantCode: UnsupportedProtocolVersion, wantID: `1`},
-		{name: "unsupported beats bad Mcp-Method", header: hdr("MCP-Protocol-Version", "v9", "Mcp-Method", "nope"), body: reqJSON(`1`, "tools/list", withMeta("v9", "")), wantStatus: 400, wantCode: UnsupportedProtocolVersion, wantID: `1`},
+		{name: "both v999", header: hdr("MCP-Protocol-Version", "v999.0.0", "Mcp-Method", "server/discover"), body: reqJSON(`301`, "server/discover", withMeta("v999.0.0", "")), wantStatus: 400, wantCode: jsonrpc.UnsupportedProtocolVersion, wantID: `301`},
+		{name: "legacy version in meta", header: hdr("MCP-Protocol-Version", "2025-11-25", "Mcp-Method", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta("2025-11-25", "")), wantStatus: 400, wantCode: jsonrpc.UnsupportedProtocolVersion, wantID: `1`},
+		{name: "unsupported beats bad Mcp-Method", header: hdr("MCP-Protocol-Version", "v9", "Mcp-Method", "nope"), body: reqJSON(`1`, "tools/list", withMeta("v9", "")), wantStatus: 400, wantCode: jsonrpc.UnsupportedProtocolVersion, wantID: `1`},
 
 		// Rung 8: log level.
 		{name: "bad log level", header: modernHdr("tools/list"),
 			body:       reqJSON(`1`, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"loud"}}`),
-			wantStatus: 400, wantCode: InvalidParams, wantID: `1`},
+			wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `1`},
 		{name: "log level not a string", header: modernHdr("tools/list"),
 			body:       reqJSON(`1`, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":3}}`),
-			wantStatus: 400, wantCode: InvalidParams, wantID: `1`},
+			wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `1`},
 
 		// Rung 9: Mcp-Method.
-		{name: "Mcp-Method missing", header: hdr("MCP-Protocol-Version", v), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "Mcp-Method other method", header: modernHdr("prompts/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "Mcp-Method upper case value", header: modernHdr("TOOLS/LIST"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "Mcp-Method repeated", header: modernHdr("tools/list", "Mcp-Method", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
+		{name: "Mcp-Method missing", header: hdr("MCP-Protocol-Version", v), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "Mcp-Method other method", header: modernHdr("prompts/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "Mcp-Method upper case value", header: modernHdr("TOOLS/LIST"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "Mcp-Method repeated", header: modernHdr("tools/list", "Mcp-Method", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
 		{name: "Mcp-Method repeated under two spellings", header: http.Header{"Mcp-Protocol-Version": {v}, "Mcp-Method": {"tools/list"}, "mcp-method": {"tools/call"}},
-			body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "header names lower case", header: http.Header{"mcp-protocol-version": {v}, "mcp-method": {"tools/list"}}, body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: legacy.KindRequest},
-		{name: "header names upper case", header: http.Header{"MCP-PROTOCOL-VERSION": {v}, "MCP-METHOD": {"tools/list"}}, body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: legacy.KindRequest},
-		{name: "header names via Set", header: hdr("mcp-protocol-version", v, "MCP-METHOD", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: legacy.KindRequest},
-		{name: "Mcp-Method with OWS", header: modernHdr(" \ttools/list "), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: legacy.KindRequest},
+			body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "header names lower case", header: http.Header{"mcp-protocol-version": {v}, "mcp-method": {"tools/list"}}, body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: jsonrpc.KindRequest},
+		{name: "header names upper case", header: http.Header{"MCP-PROTOCOL-VERSION": {v}, "MCP-METHOD": {"tools/list"}}, body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: jsonrpc.KindRequest},
+		{name: "header names via Set", header: hdr("mcp-protocol-version", v, "MCP-METHOD", "tools/list"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: jsonrpc.KindRequest},
+		{name: "Mcp-Method with OWS", header: modernHdr(" \ttools/list "), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: jsonrpc.KindRequest},
 
 		// Rung 10: Mcp-Name.
-		{name: "Mcp-Name missing", header: modernHdr("tools/call"), body: toolCall(`"t"`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "Mcp-Name wrong", header: modernHdr("tools/call", "Mcp-Name", "wrong_tool_name"), body: toolCall(`"t"`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "Mcp-Name case differs", header: modernHdr("tools/call", "Mcp-Name", "T"), body: toolCall(`"t"`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "Mcp-Name repeated", header: modernHdr("tools/call", "Mcp-Name", "t", "Mcp-Name", "t"), body: toolCall(`"t"`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "Mcp-Name with OWS", header: modernHdr("tools/call", "Mcp-Name", "  tool  "), body: toolCall(`"tool"`), wantID: `1`, wantKind: legacy.KindRequest, wantName: "tool"},
-		{name: "Mcp-Name lower-case header name", header: http.Header{"Mcp-Protocol-Version": {v}, "mcp-method": {"tools/call"}, "mcp-name": {"tool"}}, body: toolCall(`"tool"`), wantID: `1`, wantKind: legacy.KindRequest, wantName: "tool"},
-		{name: "Mcp-Name base64", header: modernHdr("tools/call", "Mcp-Name", "=?base64?SGVsbG8=?="), body: toolCall(`"Hello"`), wantID: `1`, wantKind: legacy.KindRequest, wantName: "Hello"},
-		{name: "Mcp-Name base64 unicode", header: modernHdr("prompts/get", "Mcp-Name", "=?base64?SGVsbG8sIOS4lueVjA==?="), body: reqJSON(`1`, "prompts/get", withMeta(v, `"name":"Hello, \u4e16\u754c"`)), wantID: `1`, wantKind: legacy.KindRequest, wantName: "Hello, 世界"},
-		{name: "Mcp-Name base64 bad padding", header: modernHdr("tools/call", "Mcp-Name", "=?base64?SGVsbG8?="), body: toolCall(`"Hello"`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "Mcp-Name base64 bad chars", header: modernHdr("tools/call", "Mcp-Name", "=?base64?SGVs!!!bG8=?="), body: toolCall(`"Hello"`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "Mcp-Name literal base64 text", header: modernHdr("tools/call", "Mcp-Name", "SGVsbG8="), body: toolCall(`"SGVsbG8="`), wantID: `1`, wantKind: legacy.KindRequest, wantName: "SGVsbG8="},
-		{name: "Mcp-Name literal missing suffix", header: modernHdr("tools/call", "Mcp-Name", "=?base64?SGVsbG8="), body: toolCall(`"=?base64?SGVsbG8="`), wantID: `1`, wantKind: legacy.KindRequest, wantName: "=?base64?SGVsbG8="},
-		{name: "Mcp-Name literal is not decoded", header: modernHdr("tools/call", "Mcp-Name", "SGVsbG8="), body: toolCall(`"Hello"`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "Mcp-Name non-ASCII literal", header: modernHdr("tools/call", "Mcp-Name", "caf\xc3\xa9"), body: toolCall(`"café"`), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "resources/read uri mismatch", header: modernHdr("resources/read", "Mcp-Name", "test://a"), body: reqJSON(`1`, "resources/read", withMeta(v, `"uri":"test://b"`)), wantStatus: 400, wantCode: HeaderMismatch, wantID: `1`},
-		{name: "resources/read name instead of uri", header: modernHdr("resources/read", "Mcp-Name", "test://a"), body: reqJSON(`1`, "resources/read", withMeta(v, `"name":"test://a"`)), wantStatus: 400, wantCode: InvalidParams, wantID: `1`},
-		{name: "tools/call name missing", header: modernHdr("tools/call", "Mcp-Name", "t"), body: reqJSON(`1`, "tools/call", withMeta(v, `"arguments":{}`)), wantStatus: 400, wantCode: InvalidParams, wantID: `1`},
-		{name: "tools/call name number", header: modernHdr("tools/call", "Mcp-Name", "1"), body: toolCall(`1`), wantStatus: 400, wantCode: InvalidParams, wantID: `1`},
-		{name: "Mcp-Name ignored on tools/list", header: modernHdr("tools/list", "Mcp-Name", "whatever"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: legacy.KindRequest},
-		{name: "Mcp-Param headers not validated", header: modernHdr("tools/call", "Mcp-Name", "t", "Mcp-Param-Region", "=?base64?!!?="), body: toolCall(`"t"`), wantID: `1`, wantKind: legacy.KindRequest, wantName: "t"},
+		{name: "Mcp-Name missing", header: modernHdr("tools/call"), body: toolCall(`"t"`), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "Mcp-Name wrong", header: modernHdr("tools/call", "Mcp-Name", "wrong_tool_name"), body: toolCall(`"t"`), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "Mcp-Name case differs", header: modernHdr("tools/call", "Mcp-Name", "T"), body: toolCall(`"t"`), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "Mcp-Name repeated", header: modernHdr("tools/call", "Mcp-Name", "t", "Mcp-Name", "t"), body: toolCall(`"t"`), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "Mcp-Name with OWS", header: modernHdr("tools/call", "Mcp-Name", "  tool  "), body: toolCall(`"tool"`), wantID: `1`, wantKind: jsonrpc.KindRequest, wantName: "tool"},
+		{name: "Mcp-Name lower-case header name", header: http.Header{"Mcp-Protocol-Version": {v}, "mcp-method": {"tools/call"}, "mcp-name": {"tool"}}, body: toolCall(`"tool"`), wantID: `1`, wantKind: jsonrpc.KindRequest, wantName: "tool"},
+		{name: "Mcp-Name base64", header: modernHdr("tools/call", "Mcp-Name", "=?base64?SGVsbG8=?="), body: toolCall(`"Hello"`), wantID: `1`, wantKind: jsonrpc.KindRequest, wantName: "Hello"},
+		{name: "Mcp-Name base64 unicode", header: modernHdr("prompts/get", "Mcp-Name", "=?base64?SGVsbG8sIOS4lueVjA==?="), body: reqJSON(`1`, "prompts/get", withMeta(v, `"name":"Hello, \u4e16\u754c"`)), wantID: `1`, wantKind: jsonrpc.KindRequest, wantName: "Hello, 世界"},
+		{name: "Mcp-Name base64 bad padding", header: modernHdr("tools/call", "Mcp-Name", "=?base64?SGVsbG8?="), body: toolCall(`"Hello"`), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "Mcp-Name base64 bad chars", header: modernHdr("tools/call", "Mcp-Name", "=?base64?SGVs!!!bG8=?="), body: toolCall(`"Hello"`), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "Mcp-Name literal base64 text", header: modernHdr("tools/call", "Mcp-Name", "SGVsbG8="), body: toolCall(`"SGVsbG8="`), wantID: `1`, wantKind: jsonrpc.KindRequest, wantName: "SGVsbG8="},
+		{name: "Mcp-Name literal missing suffix", header: modernHdr("tools/call", "Mcp-Name", "=?base64?SGVsbG8="), body: toolCall(`"=?base64?SGVsbG8="`), wantID: `1`, wantKind: jsonrpc.KindRequest, wantName: "=?base64?SGVsbG8="},
+		{name: "Mcp-Name literal is not decoded", header: modernHdr("tools/call", "Mcp-Name", "SGVsbG8="), body: toolCall(`"Hello"`), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "Mcp-Name non-ASCII literal", header: modernHdr("tools/call", "Mcp-Name", "caf\xc3\xa9"), body: toolCall(`"café"`), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "resources/read uri mismatch", header: modernHdr("resources/read", "Mcp-Name", "test://a"), body: reqJSON(`1`, "resources/read", withMeta(v, `"uri":"test://b"`)), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch, wantID: `1`},
+		{name: "resources/read name instead of uri", header: modernHdr("resources/read", "Mcp-Name", "test://a"), body: reqJSON(`1`, "resources/read", withMeta(v, `"name":"test://a"`)), wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `1`},
+		{name: "tools/call name missing", header: modernHdr("tools/call", "Mcp-Name", "t"), body: reqJSON(`1`, "tools/call", withMeta(v, `"arguments":{}`)), wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `1`},
+		{name: "tools/call name number", header: modernHdr("tools/call", "Mcp-Name", "1"), body: toolCall(`1`), wantStatus: 400, wantCode: jsonrpc.InvalidParams, wantID: `1`},
+		{name: "Mcp-Name ignored on tools/list", header: modernHdr("tools/list", "Mcp-Name", "whatever"), body: reqJSON(`1`, "tools/list", withMeta(v, "")), wantID: `1`, wantKind: jsonrpc.KindRequest},
+		{name: "Mcp-Param headers not validated", header: modernHdr("tools/call", "Mcp-Name", "t", "Mcp-Param-Region", "=?base64?!!?="), body: toolCall(`"t"`), wantID: `1`, wantKind: jsonrpc.KindRequest, wantName: "t"},
 
 		// Notifications.
-		{name: "notification without meta", header: hdr("MCP-Protocol-Version", v), body: reqJSON(``, "notifications/cancelled", `{"requestId":1}`), wantKind: legacy.KindNotification},
-		{name: "notification without params", header: hdr("MCP-Protocol-Version", v, "Mcp-Method", "notifications/x"), body: reqJSON(``, "notifications/x", ``), wantKind: legacy.KindNotification},
-		{name: "notification with meta", header: hdr("MCP-Protocol-Version", v, "Mcp-Method", "notifications/cancelled"), body: reqJSON(``, "notifications/cancelled", withMeta(v, `"requestId":1`)), wantKind: legacy.KindNotification},
-		{name: "notification without header", body: reqJSON(``, "notifications/cancelled", `{"requestId":1}`), wantStatus: 400, wantCode: HeaderMismatch},
-		{name: "notification meta mismatch", header: hdr("MCP-Protocol-Version", v), body: reqJSON(``, "notifications/cancelled", withMeta("v9", "")), wantStatus: 400, wantCode: HeaderMismatch},
-		{name: "notification unsupported", header: hdr("MCP-Protocol-Version", "v9"), body: reqJSON(``, "notifications/cancelled", `{}`), wantStatus: 400, wantCode: UnsupportedProtocolVersion},
-		{name: "notification Mcp-Method mismatch", header: hdr("MCP-Protocol-Version", v, "Mcp-Method", "notifications/other"), body: reqJSON(``, "notifications/cancelled", `{}`), wantStatus: 400, wantCode: HeaderMismatch},
-		{name: "notification params not object", header: hdr("MCP-Protocol-Version", v), body: reqJSON(``, "notifications/cancelled", `[1]`), wantStatus: 400, wantCode: InvalidParams},
-		{name: "notification caps not object", header: hdr("MCP-Protocol-Version", v), body: reqJSON(``, "notifications/cancelled", `{"_meta":{"io.modelcontextprotocol/clientCapabilities":1}}`), wantStatus: 400, wantCode: InvalidParams},
+		{name: "notification without meta", header: hdr("MCP-Protocol-Version", v), body: reqJSON(``, "notifications/cancelled", `{"requestId":1}`), wantKind: jsonrpc.KindNotification},
+		{name: "notification without params", header: hdr("MCP-Protocol-Version", v, "Mcp-Method", "notifications/x"), body: reqJSON(``, "notifications/x", ``), wantKind: jsonrpc.KindNotification},
+		{name: "notification with meta", header: hdr("MCP-Protocol-Version", v, "Mcp-Method", "notifications/cancelled"), body: reqJSON(``, "notifications/cancelled", withMeta(v, `"requestId":1`)), wantKind: jsonrpc.KindNotification},
+		{name: "notification without header", body: reqJSON(``, "notifications/cancelled", `{"requestId":1}`), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch},
+		{name: "notification meta mismatch", header: hdr("MCP-Protocol-Version", v), body: reqJSON(``, "notifications/cancelled", withMeta("v9", "")), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch},
+		{name: "notification unsupported", header: hdr("MCP-Protocol-Version", "v9"), body: reqJSON(``, "notifications/cancelled", `{}`), wantStatus: 400, wantCode: jsonrpc.UnsupportedProtocolVersion},
+		{name: "notification Mcp-Method mismatch", header: hdr("MCP-Protocol-Version", v, "Mcp-Method", "notifications/other"), body: reqJSON(``, "notifications/cancelled", `{}`), wantStatus: 400, wantCode: jsonrpc.HeaderMismatch},
+		{name: "notification params not object", header: hdr("MCP-Protocol-Version", v), body: reqJSON(``, "notifications/cancelled", `[1]`), wantStatus: 400, wantCode: jsonrpc.InvalidParams},
+		{name: "notification caps not object", header: hdr("MCP-Protocol-Version", v), body: reqJSON(``, "notifications/cancelled", `{"_meta":{"io.modelcontextprotocol/clientCapabilities":1}}`), wantStatus: 400, wantCode: jsonrpc.InvalidParams},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -226,8 +238,8 @@ func TestValidateModern(t *testing.T) {
 				}
 				if tt.wantID != "" {
 					var got decodedError
-					if e := json.Unmarshal(ErrorResponse(id, err), &got); e != nil || string(got.ID) != tt.wantID || got.Error.Code != tt.wantCode {
-						t.Errorf("ErrorResponse = %+v (%v), want id %s code %d", got, e, tt.wantID, tt.wantCode)
+					if e := json.Unmarshal(jsonrpc.ErrorResponse(id, err), &got); e != nil || string(got.ID) != tt.wantID || got.Error.Code != tt.wantCode {
+						t.Errorf("jsonrpc.ErrorResponse = %+v (%v), want id %s code %d", got, e, tt.wantID, tt.wantCode)
 					}
 				}
 				return
@@ -247,7 +259,7 @@ func TestValidateModern(t *testing.T) {
 			if req.ProtocolVersion == "" || string(req.Raw) != tt.body {
 				t.Errorf("ProtocolVersion %q / Body not set", req.ProtocolVersion)
 			}
-			if req.Kind == legacy.KindRequest && !json.Valid(req.ClientCapabilities) {
+			if req.Kind == jsonrpc.KindRequest && !json.Valid(req.ClientCapabilities) {
 				t.Errorf("ClientCapabilities = %q, want a JSON object", req.ClientCapabilities)
 			}
 		})
@@ -261,7 +273,7 @@ func TestValidateModernResultFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &ModernRequest{
-		Message:            legacy.Message{ID: json.RawMessage(`"x"`), Method: "tools/call", Kind: legacy.KindRequest, Raw: []byte(body)},
+		Message:            jsonrpc.Message{ID: json.RawMessage(`"x"`), Method: "tools/call", Kind: jsonrpc.KindRequest, Raw: []byte(body)},
 		ProtocolVersion:    ModernVersion,
 		Name:               "t",
 		ClientCapabilities: []byte(`{"elicitation":{}}`),
@@ -285,12 +297,12 @@ func TestValidateModernUnsupportedData(t *testing.T) {
 			h := hdr("MCP-Protocol-Version", "v999.0.0", "Mcp-Method", "server/discover")
 			body := reqJSON(`301`, "server/discover", withMeta("v999.0.0", ""))
 			req, err := ValidateModern(http.MethodPost, h, []byte(body), tt.supported)
-			if err == nil || err.Code != UnsupportedProtocolVersion || err.HTTPStatus != 400 {
+			if err == nil || err.Code != jsonrpc.UnsupportedProtocolVersion || err.HTTPStatus != 400 {
 				t.Fatalf("err = %v, want -32022/400", err)
 			}
-			data, ok := err.Data.(UnsupportedVersionData)
+			data, ok := err.Data.(jsonrpc.UnsupportedVersionData)
 			if !ok {
-				t.Fatalf("Data = %T, want UnsupportedVersionData", err.Data)
+				t.Fatalf("Data = %T, want jsonrpc.UnsupportedVersionData", err.Data)
 			}
 			if data.Requested != "v999.0.0" || !slices.Equal(data.Supported, tt.wantSupported) {
 				t.Errorf("Data = %+v, want supported %v requested v999.0.0", data, tt.wantSupported)
@@ -302,12 +314,12 @@ func TestValidateModernUnsupportedData(t *testing.T) {
 				}
 			}
 			var got decodedError
-			if e := json.Unmarshal(ErrorResponse(req.ID, err), &got); e != nil {
+			if e := json.Unmarshal(jsonrpc.ErrorResponse(req.ID, err), &got); e != nil {
 				t.Fatal(e)
 			}
-			var d UnsupportedVersionData
+			var d jsonrpc.UnsupportedVersionData
 			if e := json.Unmarshal(got.Error.Data, &d); e != nil || d.Requested != "v999.0.0" || len(d.Supported) == 0 || string(got.ID) != "301" {
-				t.Errorf("wire error = %s (%v)", ErrorResponse(req.ID, err), e)
+				t.Errorf("wire error = %s (%v)", jsonrpc.ErrorResponse(req.ID, err), e)
 			}
 		})
 	}

@@ -4,9 +4,8 @@ import (
 	"encoding/json"
 	"sync"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/tidwall/gjson"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // ParamsOf returns the raw params object of a JSON-RPC request.
@@ -36,8 +35,9 @@ func MetaField(params []byte, key string) []byte {
 	return []byte(v.Raw)
 }
 
-// InputResponses returns params.inputResponses as raw values by key; nil
-// when absent, null or not an object.
+// InputResponses returns params.inputResponses as raw values by input key
+// (a map keyed by data: see package jsonrpc); nil when absent, null or not
+// an object. Of repeated keys the first counts.
 func InputResponses(params []byte) map[string]json.RawMessage {
 	v := gjson.GetBytes(params, "inputResponses")
 	if !v.IsObject() {
@@ -45,7 +45,9 @@ func InputResponses(params []byte) map[string]json.RawMessage {
 	}
 	out := make(map[string]json.RawMessage)
 	v.ForEach(func(k, val gjson.Result) bool {
-		out[k.String()] = json.RawMessage(val.Raw)
+		if _, seen := out[k.Str]; !seen { // the first of repeated keys, as gjson reads it
+			out[k.Str] = json.RawMessage(val.Raw)
+		}
 		return true
 	})
 	return out
@@ -63,10 +65,10 @@ func UpstreamParams(params []byte) []byte {
 		return nil
 	}
 	src := string(params)
-	if legacy.ValidJSONString(src) != nil || !gjson.Parse(src).IsObject() {
+	if jsonrpc.ValidJSONString(src) != nil || !gjson.Parse(src).IsObject() {
 		return params
 	}
-	ms, _ := Members(src)
+	ms, _ := jsonrpc.Members(src)
 	b := make([]byte, 0, len(src))
 	b = append(b, '{')
 	n := 0
@@ -79,7 +81,7 @@ func UpstreamParams(params []byte) []byte {
 			// its own: upstreamTaskParams).
 			continue
 		case m.Name == "_meta" && m.Val.IsObject():
-			if val = RemoveMembers(val, modernMeta...); val == "{}" {
+			if val = jsonrpc.RemoveMembers(val, modernMeta...); val == "{}" {
 				continue
 			}
 		}
@@ -128,23 +130,45 @@ const (
 	maxCachedCaps = 512
 )
 
+// legacyCapabilities is the ClientCapabilities of a legacy initialize, as
+// LegacyCapabilities builds it (its fields in name order, so that the JSON
+// is sorted).
+type legacyCapabilities struct {
+	Elicitation  json.RawMessage `json:"elicitation,omitempty"`
+	Experimental json.RawMessage `json:"experimental,omitempty"`
+	Roots        json.RawMessage `json:"roots,omitempty"`
+	Sampling     json.RawMessage `json:"sampling,omitempty"`
+}
+
+// mapLegacyCapabilities is LegacyCapabilities without the cache: the
+// object members of elicitation, sampling and experimental are copied in
+// canonical form (jsonrpc.AppendCanonical), roots becomes {}.
 func mapLegacyCapabilities(caps []byte) string {
-	var m map[string]any
-	// Unmarshalling into any recurses once per level: bound the depth
-	// first (the request passed Peek, but this must not depend on it).
-	if legacy.ValidJSON(caps) != nil || json.Unmarshal(caps, &m) != nil {
+	if jsonrpc.ValidJSON(caps) != nil {
 		return "{}"
 	}
-	out := map[string]any{}
-	for _, k := range []string{"elicitation", "sampling", "roots", "experimental"} {
-		if v, ok := m[k].(map[string]any); ok {
-			if k == "roots" {
-				v = map[string]any{} // a stateless client never sends roots/list_changed
-			}
-			out[k] = v
-		}
+	c := gjson.ParseBytes(caps)
+	if !c.IsObject() {
+		return "{}"
 	}
-	b, _ := json.Marshal(out) // encoding/json sorts map keys
+	canonical := func(name string) json.RawMessage {
+		if v := c.Get(gjson.Escape(name)); v.IsObject() {
+			return jsonrpc.AppendCanonical(nil, v)
+		}
+		return nil
+	}
+	out := legacyCapabilities{
+		Elicitation:  canonical("elicitation"),
+		Experimental: canonical("experimental"),
+		Sampling:     canonical("sampling"),
+	}
+	if c.Get("roots").IsObject() {
+		out.Roots = json.RawMessage("{}") // a stateless client never sends roots/list_changed
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return "{}"
+	}
 	return string(b)
 }
 

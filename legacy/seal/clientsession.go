@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 // ClientSession is a legacy session the gateway itself holds for a legacy
@@ -143,7 +143,7 @@ func decodeClientSession(b []byte) (ClientSession, error) {
 	// they must be valid and shallow, sealed or not.
 	for i, f := range []*[]byte{&s.Capabilities, &s.ClientInfo} {
 		if v := fields[2+i]; len(v) > 0 {
-			if err := legacy.ValidJSON(v); err != nil {
+			if err := jsonrpc.ValidJSON(v); err != nil {
 				return ClientSession{}, fmt.Errorf("%w: %w: %w", ErrUnsealable, errMalformedClientSession, err)
 			}
 			*f = v

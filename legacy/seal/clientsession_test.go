@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 func sampleClientSession() ClientSession {
@@ -68,7 +68,7 @@ func TestClientSessionRejects(t *testing.T) {
 	}
 	// Its JSON fields are walked once opened: a session sealing JSON that
 	// is not valid, or nested too deeply, does not open either.
-	for name, caps := range map[string]string{"deep capabilities": strings.Repeat("[", legacy.MaxJSONDepth+1), "broken capabilities": `{"a":`} {
+	for name, caps := range map[string]string{"deep capabilities": strings.Repeat("[", jsonrpc.MaxJSONDepth+1), "broken capabilities": `{"a":`} {
 		s := sampleClientSession()
 		s.Capabilities = []byte(caps)
 		tok, err := SealClientSession(kr, s)

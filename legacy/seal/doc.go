@@ -16,6 +16,6 @@
 //
 // It takes bytes and plain values: what a token binds (a principal's hash,
 // a request's digest) is computed by its callers. It imports legacy only
-// for legacy.UpstreamSessionID and legacy.ValidJSON, never translate or
+// for legacy.UpstreamSessionID and jsonrpc.ValidJSON, never translate or
 // Caddy.
 package seal

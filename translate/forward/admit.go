@@ -3,6 +3,7 @@ package forward
 import (
 	"net/http"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
@@ -45,7 +46,7 @@ type parkSet struct {
 // roomLocked returns the refusal of a new call of princ parked with o, or
 // nil if it fits. sent says whether the call already runs upstream (it is
 // then cancelled), for the message.
-func (b *Bridge) roomLocked(o *Options, princ [16]byte, sent bool) *translate.RPCError {
+func (b *Bridge) roomLocked(o *Options, princ [16]byte, sent bool) *jsonrpc.RPCError {
 	set := b.sets[o]
 	if set == nil {
 		return nil
@@ -57,11 +58,11 @@ func (b *Bridge) roomLocked(o *Options, princ [16]byte, sent bool) *translate.RP
 	switch {
 	case set.byPrin[princ] >= o.MaxParkedPerPrincipal:
 		// The principal's own limit: 429, as max_sessions_per_principal.
-		return &translate.RPCError{HTTPStatus: http.StatusTooManyRequests, Code: translate.InternalError,
+		return &jsonrpc.RPCError{HTTPStatus: http.StatusTooManyRequests, Code: jsonrpc.InternalError,
 			Message: "too many calls of this principal are waiting for input (max_parked_per_principal); " + what +
 				": answer a waiting call, or retry when one ends"}
 	case set.held >= o.MaxParked:
-		return &translate.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,
+		return &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 			Message: "the gateway has too many calls waiting for input (max_parked); " + what + ": retry later"}
 	}
 	return nil
@@ -69,7 +70,7 @@ func (b *Bridge) roomLocked(o *Options, princ [16]byte, sent bool) *translate.RP
 
 // room reports whether a new call of princ could park with o now, for a
 // check before the call is sent (the park itself checks again).
-func (b *Bridge) room(o *Options, princ [16]byte) *translate.RPCError {
+func (b *Bridge) room(o *Options, princ [16]byte) *jsonrpc.RPCError {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.makeRoomLocked(o, princ, false)
@@ -79,7 +80,7 @@ func (b *Bridge) room(o *Options, princ [16]byte) *translate.RPCError {
 // refusal (once places of calls that may have ended elsewhere were checked:
 // makeRoomLocked, which releases b.mu meanwhile). A call that holds one
 // already keeps it.
-func (b *Bridge) admitLocked(c *call) *translate.RPCError {
+func (b *Bridge) admitLocked(c *call) *jsonrpc.RPCError {
 	if c.placed {
 		return nil
 	}
@@ -128,7 +129,7 @@ func (b *Bridge) freeLocked(o *Options, princ [16]byte) {
 // roomBeforeStart refuses a first request whose target is known to ask for
 // input when its call could not park: the table of its options is full, or
 // its principal is at its bound. Other requests, and retries, go on.
-func (b *Bridge) roomBeforeStart(r Request) *translate.RPCError {
+func (b *Bridge) roomBeforeStart(r Request) *jsonrpc.RPCError {
 	if !translate.InputCapable[r.Method] || !b.gather.asked(r.Upstream, r.Method, r.Name) {
 		return nil
 	}

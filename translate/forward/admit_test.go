@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/tidwall/gjson"
 )
@@ -24,7 +25,7 @@ func as(r Request, principal string) Request {
 func checkRefused(t *testing.T, a *recordedAnswer, status int, limit, what string) {
 	t.Helper()
 	msg := gjson.GetBytes(a.final, "error.message").String()
-	if a.status != status || gjson.GetBytes(a.final, "error.code").Int() != translate.InternalError ||
+	if a.status != status || gjson.GetBytes(a.final, "error.code").Int() != jsonrpc.InternalError ||
 		!strings.Contains(msg, "("+limit+")") || !strings.Contains(msg, what) {
 		t.Fatalf("answered %d %s, want %d -32603 naming %s and %q", a.status, a.final, status, limit, what)
 	}
@@ -129,7 +130,7 @@ func TestBridgeParkedPerPrincipal(t *testing.T) {
 func TestParkTable(t *testing.T) {
 	b := New(nil, DefaultOptions())
 	o := bridgeOptions(func(o *Options) { o.MaxParked, o.MaxParkedPerPrincipal = 5, 2 }).Ready()
-	admit := func(c *call) *translate.RPCError {
+	admit := func(c *call) *jsonrpc.RPCError {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return b.admitLocked(c)

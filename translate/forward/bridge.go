@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
@@ -260,7 +261,7 @@ type Request struct {
 type openedState struct {
 	st   seal.State
 	rs   *seal.ResumeState
-	rerr *translate.RPCError
+	rerr *jsonrpc.RPCError
 }
 
 // bridgedMethods are the 2026-07-28 client requests a legacy server can
@@ -274,7 +275,7 @@ var bridgedMethods = map[string]bool{
 // Serve answers r through sink. It returns when the answer is complete
 // (possibly with the call parked).
 func (b *Bridge) Serve(ctx context.Context, r Request, sink translate.Sink) translate.Served {
-	if r.Kind == legacy.KindNotification {
+	if r.Kind == jsonrpc.KindNotification {
 		// notifications/cancelled is stdio-only in 2026-07-28; nothing else
 		// is meaningful for a legacy upstream.
 		_ = sink.Respond(http.StatusAccepted, nil)
@@ -287,7 +288,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink translate.Sink) tran
 	if !bridgedMethods[r.Method] {
 		// A legacy server cannot serve other modern methods (the Tasks
 		// extension's are not wire-compatible with 2025 tasks).
-		_ = sink.Respond(http.StatusNotFound, translate.ErrorResponse(r.ID, translate.NewMethodNotFound(r.Method)))
+		_ = sink.Respond(http.StatusNotFound, jsonrpc.ErrorResponse(r.ID, jsonrpc.NewMethodNotFound(r.Method)))
 		return translate.Served{Outcome: translate.OutcomeError}
 	}
 	r.Options = b.optionsOf(&r)
@@ -300,9 +301,9 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink translate.Sink) tran
 	started := time.Now()
 	hosting, rerr := b.mayBecomeTask(r)
 	if rerr != nil {
-		_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 		outcome := translate.OutcomeRefused
-		if rerr.Code == translate.MissingRequiredClientCapability {
+		if rerr.Code == jsonrpc.MissingRequiredClientCapability {
 			outcome = translate.OutcomeError
 		}
 		b.report(unstarted(r, started), outcome, rerr.Message)
@@ -313,7 +314,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink translate.Sink) tran
 			b.releaseTaskPlace(r.Options, r.Principal)
 		}
 		// Refused before it reached the upstream: no side effect there.
-		_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 		c := unstarted(r, started)
 		b.unparked(c, translate.ParkRefused)
 		b.report(c, translate.OutcomeRefused, rerr.Message)
@@ -325,7 +326,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink translate.Sink) tran
 		b.releaseTaskPlace(r.Options, r.Principal)
 	}
 	if rerr != nil {
-		_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 		outcome := translate.OutcomeError
 		if rerr.HTTPStatus == 499 {
 			outcome = translate.OutcomeCancelled
@@ -370,7 +371,7 @@ func (b *Bridge) discover(c *call, r Request, sink translate.Sink) string {
 		res, err = withTasksExtension(res)
 	}
 	if err != nil {
-		_ = sink.Respond(http.StatusBadGateway, translate.ErrorResponse(r.ID, translate.BadGateway(err.Error())))
+		_ = sink.Respond(http.StatusBadGateway, jsonrpc.ErrorResponse(r.ID, translate.BadGateway(err.Error())))
 		return translate.OutcomeError
 	}
 	_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, res))

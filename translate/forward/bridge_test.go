@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/tidwall/gjson"
 
@@ -152,7 +153,7 @@ func TestBridgeExpiry(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	retry := serve(b, askRequest(t, upstream, 2, 1, fmt.Sprintf(`,"inputResponses":{"elicitation-1":{"action":"accept"}},"requestState":%q`, state)))
-	if code := gjson.GetBytes(retry.final, "error.code").Int(); code != translate.InvalidParams || retry.status != http.StatusBadRequest {
+	if code := gjson.GetBytes(retry.final, "error.code").Int(); code != jsonrpc.InvalidParams || retry.status != http.StatusBadRequest {
 		t.Fatalf("retry after expiry: %d %s", retry.status, retry.final)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -94,9 +95,9 @@ type call struct {
 	round    uint32
 	digest   [16]byte // of the request, computed when the call first parks
 	keys     translate.KeyCounter
-	pending  []pendingInput   // the round's questions, not yet answered
-	held     []legacy.Message // arrived while parked, for run
-	overhead time.Duration    // spent translating (CallReport.Overhead)
+	pending  []pendingInput    // the round's questions, not yet answered
+	held     []jsonrpc.Message // arrived while parked, for run
+	overhead time.Duration     // spent translating (CallReport.Overhead)
 
 	// Resuming without holding (resume.go). resumeOn: the
 	// upstream's resume option; own: the session is the call's own (out
@@ -138,7 +139,7 @@ func unstarted(r Request, started time.Time) *call {
 // once if the upstream forgot the session). When nothing reached the
 // upstream (see Request.Failover), it starts again on the upstream
 // r.Failover points r at.
-func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *translate.RPCError) {
+func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *jsonrpc.RPCError) {
 	info := translate.MetaField(params, translate.MetaClientInfo)
 	// The name is cloned: r.Name points into a copy of the whole request
 	// body, which a parked call would otherwise keep for its whole life.
@@ -206,7 +207,7 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 			cancelCall()
 			b.cancelUpstream(sess, id, "client disconnected")
 			b.pool.Release(key, sess, false)
-			return nil, &translate.RPCError{HTTPStatus: 499, Code: translate.InternalError, Message: "client disconnected"}
+			return nil, &jsonrpc.RPCError{HTTPStatus: 499, Code: jsonrpc.InternalError, Message: "client disconnected"}
 		}
 		if err == nil {
 			c.cancelUp = cancelCall
@@ -227,7 +228,9 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 
 // setLogLevel sets the session's logging level (logging/setLevel).
 func setLogLevel(ctx context.Context, sess *legacy.Session, level string) error {
-	p, _ := json.Marshal(map[string]string{"level": level})
+	p, _ := json.Marshal(struct {
+		Level string `json:"level"`
+	}{level})
 	call, err := sess.Call(ctx, "logging/setLevel", p)
 	if err != nil {
 		return err
@@ -310,7 +313,7 @@ func (b *Bridge) abandon(c *call, outcome, reason string) {
 		_ = c.sess.Respond(ctx, p.upstreamID, res, errObj)
 	}
 	for _, m := range c.held {
-		if m.Kind == legacy.KindRequest {
+		if m.Kind == jsonrpc.KindRequest {
 			res, errObj := translate.CancelAnswer(m.Method)
 			_ = c.sess.Respond(ctx, m.ID, res, errObj)
 		}
@@ -325,10 +328,10 @@ func (b *Bridge) abandon(c *call, outcome, reason string) {
 
 // refuse ends c, which wanted to park and found no room: as abandon, and
 // the client gets rerr.
-func (b *Bridge) refuse(c *call, r Request, sink translate.Sink, rerr *translate.RPCError) string {
+func (b *Bridge) refuse(c *call, r Request, sink translate.Sink, rerr *jsonrpc.RPCError) string {
 	b.unparked(c, translate.ParkRefused)
 	b.abandon(c, translate.OutcomeRefused, rerr.Message)
-	_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+	_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 	return translate.OutcomeRefused
 }
 
@@ -336,7 +339,10 @@ func (b *Bridge) refuse(c *call, r Request, sink translate.Sink, rerr *translate
 func (b *Bridge) cancelUpstream(sess *legacy.Session, id json.RawMessage, reason string) {
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()
-	params, _ := json.Marshal(map[string]any{"requestId": id, "reason": reason})
+	params, _ := json.Marshal(struct { // in name order, as always sent
+		Reason    string          `json:"reason"`
+		RequestID json.RawMessage `json:"requestId"`
+	}{reason, id})
 	_ = sess.Notify(ctx, "notifications/cancelled", params)
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
@@ -202,7 +203,7 @@ func TestBridgeParkedOverflow(t *testing.T) {
 		t.Fatal(rerr)
 	}
 	retry := serve(b, Request{Target: translate.Target{Upstream: upstream}, Principal: translate.PrincipalHash("p"), ModernRequest: req})
-	if code := gjson.GetBytes(retry.final, "error.code").Int(); code != translate.InvalidParams || retry.status != http.StatusBadRequest {
+	if code := gjson.GetBytes(retry.final, "error.code").Int(); code != jsonrpc.InvalidParams || retry.status != http.StatusBadRequest {
 		t.Fatalf("retry: HTTP %d %s, want 400 -32602", retry.status, retry.final)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -139,7 +140,7 @@ func (b *Bridge) resumeLingering(ctx context.Context, c *call, r Request, params
 	b.holdArrived(c)
 	if err := b.respondAnswers(c, params); err != nil {
 		b.abandon(c, translate.OutcomeError, "upstream refused the answer")
-		_ = sink.Respond(http.StatusBadGateway, translate.ErrorResponse(r.ID, translate.UpstreamError(err)))
+		_ = sink.Respond(http.StatusBadGateway, jsonrpc.ErrorResponse(r.ID, translate.UpstreamError(err)))
 		served.Outcome, served.Cause = translate.OutcomeError, err
 		return served
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
@@ -28,8 +28,7 @@ type listenFilter struct {
 // subscription.
 func (b *Bridge) listen(ctx context.Context, c *call, r Request, params []byte, sink translate.Sink) {
 	defer b.pool.Release(c.key, c.sess, false)
-	var asked listenFilter
-	_ = json.Unmarshal([]byte(gjson.GetBytes(params, "notifications").Raw), &asked)
+	asked := askedFilter(gjson.GetBytes(params, "notifications"))
 	caps := gjson.GetBytes(c.sess.InitResult, "capabilities")
 	honoured := listenFilter{
 		ToolsListChanged:     asked.ToolsListChanged && caps.Get("tools.listChanged").Bool(),
@@ -38,7 +37,9 @@ func (b *Bridge) listen(ctx context.Context, c *call, r Request, params []byte, 
 	}
 	if caps.Get("resources.subscribe").Bool() {
 		for _, uri := range asked.ResourceSubscriptions {
-			p, _ := json.Marshal(map[string]string{"uri": uri})
+			p, _ := json.Marshal(struct {
+				URI string `json:"uri"`
+			}{uri})
 			if call, err := c.sess.Call(ctx, "resources/subscribe", p); err == nil {
 				m, err := call.Final()
 				call.Close()
@@ -57,10 +58,9 @@ func (b *Bridge) listen(ctx context.Context, c *call, r Request, params []byte, 
 		return
 	}
 	subID := r.ID
-	ack, _ := json.Marshal(map[string]any{
-		"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-		"params": map[string]any{"notifications": honoured, "_meta": map[string]any{translate.MetaSubscriptionID: subID}},
-	})
+	ack, _ := json.Marshal(jsonrpc.NewRequest(nil, "notifications/subscriptions/acknowledged", ackParams{
+		Meta: subscriptionMeta{SubscriptionID: subID}, Notifications: honoured,
+	}))
 	if sink.Notify(ack) != nil {
 		return
 	}
@@ -68,13 +68,13 @@ func (b *Bridge) listen(ctx context.Context, c *call, r Request, params []byte, 
 		select {
 		case m := <-c.sess.Inbox():
 			switch {
-			case m.Kind == legacy.KindRequest:
+			case m.Kind == jsonrpc.KindRequest:
 				// Nobody can answer for the client on a subscription.
 				res, errObj := translate.CancelAnswer(m.Method)
 				rctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 				_ = c.sess.Respond(rctx, m.ID, res, errObj)
 				cancel()
-			case m.Kind == legacy.KindNotification && honoured.wants(m):
+			case m.Kind == jsonrpc.KindNotification && honoured.wants(m):
 				if sink.Notify(tagSubscription(m, subID)) != nil {
 					return
 				}
@@ -82,14 +82,14 @@ func (b *Bridge) listen(ctx context.Context, c *call, r Request, params []byte, 
 		case <-ctx.Done():
 			// Client gone, or the gateway is closing the stream: end it the
 			// graceful way (harmless if nobody reads it any more).
-			done, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]any{translate.MetaSubscriptionID: subID}})
+			done, _ := json.Marshal(listenResult{Meta: subscriptionMeta{SubscriptionID: subID}, ResultType: "complete"})
 			_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, done))
 			return
 		}
 	}
 }
 
-func (f listenFilter) wants(m legacy.Message) bool {
+func (f listenFilter) wants(m jsonrpc.Message) bool {
 	switch m.Method {
 	case "notifications/tools/list_changed":
 		return f.ToolsListChanged
@@ -108,14 +108,55 @@ func (f listenFilter) wants(m legacy.Message) bool {
 	return false
 }
 
-// tagSubscription adds _meta.subscriptionId to a notification.
-func tagSubscription(m legacy.Message, id json.RawMessage) []byte {
-	params := map[string]json.RawMessage{}
-	_ = json.Unmarshal(m.Params(), &params)
-	meta := map[string]json.RawMessage{}
-	_ = json.Unmarshal(params["_meta"], &meta)
-	meta[translate.MetaSubscriptionID] = id
-	params["_meta"], _ = json.Marshal(meta)
-	out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": m.Method, "params": params})
+// tagSubscription adds _meta.subscriptionId to a notification: its params
+// are edited by splicing (jsonrpc.SetMember), the subscription id set in
+// their _meta, which is added when absent or not an object.
+func tagSubscription(m jsonrpc.Message, id json.RawMessage) []byte {
+	params := "{}"
+	if p := gjson.GetBytes(m.Raw, "params"); p.IsObject() {
+		params = p.Raw
+	}
+	meta := "{}"
+	if v := gjson.Get(params, "_meta"); v.IsObject() { // the first _meta, as SetMember keeps it
+		meta = v.Raw
+	}
+	params = jsonrpc.SetMember(params, "_meta", jsonrpc.SetMember(meta, translate.MetaSubscriptionID, string(id)))
+	out, _ := json.Marshal(jsonrpc.NewRequest(nil, m.Method, json.RawMessage(params)))
 	return out
+}
+
+// askedFilter reads the notifications filter of a subscriptions/listen:
+// members of the wrong type count as absent.
+func askedFilter(n gjson.Result) listenFilter {
+	f := listenFilter{
+		ToolsListChanged:     n.Get("toolsListChanged").Type == gjson.True,
+		PromptsListChanged:   n.Get("promptsListChanged").Type == gjson.True,
+		ResourcesListChanged: n.Get("resourcesListChanged").Type == gjson.True,
+	}
+	n.Get("resourceSubscriptions").ForEach(func(_, v gjson.Result) bool {
+		if v.Type == gjson.String {
+			f.ResourceSubscriptions = append(f.ResourceSubscriptions, v.Str)
+		}
+		return true
+	})
+	return f
+}
+
+// subscriptionMeta is the _meta of the messages of a subscription.
+type subscriptionMeta struct {
+	SubscriptionID json.RawMessage `json:"io.modelcontextprotocol/subscriptionId"`
+}
+
+// ackParams are the params of notifications/subscriptions/acknowledged
+// (its fields in name order, the order the gateway has always sent them
+// in).
+type ackParams struct {
+	Meta          subscriptionMeta `json:"_meta"`
+	Notifications listenFilter     `json:"notifications"`
+}
+
+// listenResult is the result that ends a subscription.
+type listenResult struct {
+	Meta       subscriptionMeta `json:"_meta"`
+	ResultType string           `json:"resultType"`
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/internal/testkit"
@@ -68,7 +69,7 @@ func TestBridgeOptionsPerRequest(t *testing.T) {
 	a = serve(b, withOptions(askRequest(t, upstream, 10, 1, ""), optA))
 	retry := retryOf(t, upstream, 11, 1, a)
 	refused := serve(b, withOptions(retry, optB))
-	if code := gjson.GetBytes(refused.final, "error.code").Int(); code != translate.InvalidParams || refused.status != http.StatusBadRequest {
+	if code := gjson.GetBytes(refused.final, "error.code").Int(); code != jsonrpc.InvalidParams || refused.status != http.StatusBadRequest {
 		t.Fatalf("A's requestState through B: HTTP %d %s, want 400 -32602", refused.status, refused.final)
 	}
 	if b.Parked() != 1 {

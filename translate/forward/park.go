@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -29,9 +29,9 @@ func (b *Bridge) parkRound(c *call, r Request, sink translate.Sink, asked int) s
 // answers are posted; run handles them first. A question among them missed
 // its round: the call's target asks several at once.
 func (b *Bridge) holdArrived(c *call) {
-	take := func(m legacy.Message) {
+	take := func(m jsonrpc.Message) {
 		c.held = append(c.held, m)
-		if m.Kind == legacy.KindRequest && translate.IsInputMethod(m.Method) {
+		if m.Kind == jsonrpc.KindRequest && translate.IsInputMethod(m.Method) {
 			b.gather.learn(c, true)
 		}
 	}
@@ -42,7 +42,7 @@ func (b *Bridge) holdArrived(c *call) {
 	for range len(c.sess.Inbox()) {
 		select {
 		case m := <-c.sess.Inbox():
-			if m.Kind == legacy.KindRequest {
+			if m.Kind == jsonrpc.KindRequest {
 				c.inboxAsked = true // no reopened stream replays it
 				take(m)
 			}
@@ -61,7 +61,7 @@ func (b *Bridge) park(c *call, r Request, sink translate.Sink) string {
 	o, sealer := c.opts, r.Options
 	if int(c.round) >= o.MaxRounds {
 		b.abandon(c, translate.OutcomeError, "too many rounds of input")
-		_ = sink.Respond(http.StatusBadGateway, translate.ErrorResponse(r.ID, translate.BadGateway(
+		_ = sink.Respond(http.StatusBadGateway, jsonrpc.ErrorResponse(r.ID, translate.BadGateway(
 			fmt.Sprintf("the upstream asked for input more than %d times (max_rounds); the call was cancelled", o.MaxRounds))))
 		return translate.OutcomeError
 	}
@@ -99,7 +99,7 @@ func (b *Bridge) park(c *call, r Request, sink translate.Sink) string {
 	if b.closed {
 		b.mu.Unlock()
 		b.abandon(c, translate.OutcomeCancelled, "gateway shutting down")
-		_ = sink.Respond(http.StatusServiceUnavailable, translate.ErrorResponse(r.ID, translate.BadGateway("the gateway is shutting down")))
+		_ = sink.Respond(http.StatusServiceUnavailable, jsonrpc.ErrorResponse(r.ID, translate.BadGateway("the gateway is shutting down")))
 		return translate.OutcomeCancelled
 	}
 	b.parked[c.handle] = c
@@ -125,7 +125,7 @@ func (b *Bridge) park(c *call, r Request, sink translate.Sink) string {
 // (refuseState); the order of the checks only decides what the debug log
 // says. A resumable state (seal.ResumeState, resume.go) comes back
 // in rs, st then zero.
-func (b *Bridge) openState(r Request, params []byte, token string) (st seal.State, rs *seal.ResumeState, rerr *translate.RPCError) {
+func (b *Bridge) openState(r Request, params []byte, token string) (st seal.State, rs *seal.ResumeState, rerr *jsonrpc.RPCError) {
 	st, rs, err := seal.OpenRequestState(r.Options.Keyring, token, time.Now())
 	expired := errors.Is(err, seal.ErrStateExpired)
 	princ, digest := st.Principal, st.Digest
@@ -186,7 +186,7 @@ type Retry struct {
 // it resumes. The state is opened once: Serve uses it as opened here (r
 // keeps it).
 func (b *Bridge) RetryOf(r *Request) Retry {
-	if r.Kind != legacy.KindRequest || !translate.InputCapable[r.Method] {
+	if r.Kind != jsonrpc.KindRequest || !translate.InputCapable[r.Method] {
 		return Retry{}
 	}
 	r.Options = b.optionsOf(r)
@@ -228,7 +228,7 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 	opened := time.Now()
 	var st seal.State
 	var rs *seal.ResumeState
-	var rerr *translate.RPCError
+	var rerr *jsonrpc.RPCError
 	if r.retry != nil {
 		st, rs, rerr = r.retry.st, r.retry.rs, r.retry.rerr
 	} else {
@@ -243,17 +243,17 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 	if rerr == nil && st.Instance != r.Options.Instance {
 		// The caller forwards such retries (RetryOf); this one
 		// could not be.
-		rerr = &translate.RPCError{HTTPStatus: http.StatusMisdirectedRequest, Code: translate.InvalidParams,
-			Message: "the call is parked on gateway instance " + translate.Clip(st.Instance) + ", which this request cannot reach"}
+		rerr = &jsonrpc.RPCError{HTTPStatus: http.StatusMisdirectedRequest, Code: jsonrpc.InvalidParams,
+			Message: "the call is parked on gateway instance " + jsonrpc.Clip(st.Instance) + ", which this request cannot reach"}
 	}
 	if rerr != nil {
-		_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 		return translate.Served{Round: int(st.Round), Outcome: translate.OutcomeError, Refused: refusedWhy(rerr)}
 	}
 	c := b.take(st.Handle, st.Round)
 	if c == nil {
 		rerr = refuseState("already used, or its call has ended")
-		_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 		return translate.Served{Round: int(st.Round), Outcome: translate.OutcomeError, Refused: refusedWhy(rerr)}
 	}
 	b.holdArrived(c)
@@ -262,7 +262,7 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 	c.overhead += time.Since(opened)
 	if err := b.respondAnswers(c, params); err != nil {
 		b.abandon(c, translate.OutcomeError, "upstream refused the answer")
-		_ = sink.Respond(http.StatusBadGateway, translate.ErrorResponse(r.ID, translate.UpstreamError(err)))
+		_ = sink.Respond(http.StatusBadGateway, jsonrpc.ErrorResponse(r.ID, translate.UpstreamError(err)))
 		served.Outcome, served.Cause = translate.OutcomeError, err
 		return served
 	}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/internal/testkit"
@@ -25,7 +25,7 @@ func TestParkedElsewhere(t *testing.T) {
 	}
 	req := func(method, principal string, body []byte) Request {
 		return Request{Principal: translate.PrincipalHash(principal), ModernRequest: &translate.ModernRequest{
-			Message: legacy.Message{ID: []byte("1"), Method: method, Kind: legacy.KindRequest,
+			Message: jsonrpc.Message{ID: []byte("1"), Method: method, Kind: jsonrpc.KindRequest,
 				Raw: []byte(`{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":` + string(body) + `}`)},
 		}}
 	}

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // Places of calls finished elsewhere (issue 24). A call parked holding no
@@ -173,7 +173,7 @@ func (b *Bridge) verify(p *resumePlace) (freed bool) {
 // makeRoomLocked is roomLocked, but before it refuses a call for want of
 // room, it checks at once the places that could make room (see above) and
 // asks again. It is called under b.mu, which it releases meanwhile.
-func (b *Bridge) makeRoomLocked(o *Options, princ [16]byte, sent bool) *translate.RPCError {
+func (b *Bridge) makeRoomLocked(o *Options, princ [16]byte, sent bool) *jsonrpc.RPCError {
 	rerr := b.roomLocked(o, princ, sent)
 	if rerr == nil {
 		return nil

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -56,7 +57,7 @@ func TestPlacesStillParkedCount(t *testing.T) {
 		}
 	}
 	a := serve(b, resumeRequest(t, upstream, 2, 1, ""))
-	if a.status != http.StatusTooManyRequests || gjson.GetBytes(a.final, "error.code").Int() != translate.InternalError {
+	if a.status != http.StatusTooManyRequests || gjson.GetBytes(a.final, "error.code").Int() != jsonrpc.InternalError {
 		t.Fatalf("third call of the principal: %d %s, want 429", a.status, a.final)
 	}
 	other := resumeRequest(t, upstream, 3, 1, "")

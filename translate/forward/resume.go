@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
@@ -251,7 +252,7 @@ func (b *Bridge) dropPlace(p *resumePlace) {
 func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, token string, rs *seal.ResumeState, sink translate.Sink) translate.Served {
 	served := translate.Served{Round: int(rs.Round), Outcome: translate.OutcomeError}
 	if r.Upstream != rs.Upstream {
-		_ = sink.Respond(http.StatusBadRequest, translate.ErrorResponse(r.ID, &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.InvalidParams,
+		_ = sink.Respond(http.StatusBadRequest, jsonrpc.ErrorResponse(r.ID, &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidParams,
 			Message: "requestState names an upstream this gateway does not serve: send the request again without it"}))
 		return served
 	}
@@ -261,7 +262,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 			why = "older than the states this instance still remembers, after a flood of retries"
 		}
 		rerr := refuseState(why)
-		_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 		served.Refused = refusedWhy(rerr)
 		return served
 	}
@@ -331,7 +332,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 		resumeEvent(c.opts, ResumeGone)
 		b.abandon(c, translate.OutcomeError, "the upstream's replay of the call differs")
 		rerr := translate.UpstreamFailure("the upstream did not replay the call as it had sent it", err)
-		_ = sink.Respond(http.StatusBadGateway, translate.ErrorResponse(r.ID, rerr))
+		_ = sink.Respond(http.StatusBadGateway, jsonrpc.ErrorResponse(r.ID, rerr))
 		served.Cause = err
 		return served
 	}
@@ -356,7 +357,7 @@ func (b *Bridge) replaySeen(ctx context.Context, c *call, seen uint32, unanswere
 	timeout := time.NewTimer(30 * time.Second)
 	defer timeout.Stop()
 	for range seen {
-		var m legacy.Message
+		var m jsonrpc.Message
 		var ok bool
 		select {
 		case m, ok = <-c.up.Messages():
@@ -369,7 +370,7 @@ func (b *Bridge) replaySeen(ctx context.Context, c *call, seen uint32, unanswere
 			return nil, c.up.Err()
 		}
 		c.seen++
-		if m.Kind != legacy.KindRequest {
+		if m.Kind != jsonrpc.KindRequest {
 			continue
 		}
 		in, ok := unanswered[string(m.ID)]
@@ -400,12 +401,12 @@ func (b *Bridge) resumeFailed(c *call, r Request, sink translate.Sink, err error
 	rerr := translate.UpstreamError(err)
 	if errors.Is(err, legacy.ErrSessionGone) {
 		resumeEvent(c.opts, ResumeGone)
-		rerr = &translate.RPCError{HTTPStatus: http.StatusBadGateway, Code: translate.InternalError, Cause: err,
+		rerr = &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError, Cause: err,
 			Message: "the upstream no longer knows the call (it restarted, or ended its session): send the request again without requestState"}
 	}
 	b.finish(c, false)
 	b.report(c, translate.OutcomeError, rerr.Detail())
-	_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+	_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 	served.Cause = err
 	return served
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
@@ -179,7 +180,7 @@ func TestResumeSessionGone(t *testing.T) {
 	current.Store(handler()) // restarted
 	a = serve(bs[1], resumeRequest(t, ts.URL, 2, 1, extra))
 	msg := gjson.GetBytes(a.final, "error.message").String()
-	if a.status != http.StatusBadGateway || gjson.GetBytes(a.final, "error.code").Int() != translate.InternalError ||
+	if a.status != http.StatusBadGateway || gjson.GetBytes(a.final, "error.code").Int() != jsonrpc.InternalError ||
 		!strings.Contains(msg, "no longer knows the call") || strings.Contains(msg, "127.0.0.1") {
 		t.Fatalf("retry: %d %s", a.status, a.final)
 	}

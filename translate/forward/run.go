@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -37,7 +38,7 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink translate.Sin
 	taken := 0          // messages taken while collecting
 	msgs := c.up.Messages()
 	for {
-		var m legacy.Message
+		var m jsonrpc.Message
 		ok, inbox, stream := true, false, false
 		switch {
 		case len(c.held) > 0:
@@ -80,17 +81,17 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink translate.Sin
 		if stream {
 			c.seen++
 		}
-		if inbox && m.Kind == legacy.KindRequest && translate.IsInputMethod(m.Method) {
+		if inbox && m.Kind == jsonrpc.KindRequest && translate.IsInputMethod(m.Method) {
 			c.inboxAsked = true
 		}
 		switch {
-		case m.Kind == legacy.KindRequest:
+		case m.Kind == jsonrpc.KindRequest:
 			if !b.upstreamRequest(c, r, m, fresh) {
 				continue
 			}
 		case inbox:
 			continue // the session's other messages are not the call's
-		case m.Kind == legacy.KindResponse && string(m.ID) == string(c.up.ID):
+		case m.Kind == jsonrpc.KindResponse && string(m.ID) == string(c.up.ID):
 			if c.taskRule != nil && c.taskRule.Mode == TaskRequired && DeclaresTasks(r.ClientCapabilities) {
 				// A required tool answers with a task, even one that
 				// ended within its window.
@@ -103,7 +104,7 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink translate.Sin
 			outcome := b.respondFinal(c, r, m, sink)
 			b.report(c, outcome, "")
 			return outcome, nil
-		case m.Kind == legacy.KindNotification:
+		case m.Kind == jsonrpc.KindNotification:
 			if err := relayNotification(m, r, sink); err != nil {
 				// The client stopped reading (or left): nobody will
 				// see the result.
@@ -119,7 +120,7 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink translate.Sin
 		if len(c.pending) > o.MaxInputsPerRound {
 			b.gather.learn(c, asked > 1)
 			b.abandon(c, translate.OutcomeError, "too many requests for input")
-			_ = sink.Respond(http.StatusBadGateway, translate.ErrorResponse(r.ID, translate.BadGateway(
+			_ = sink.Respond(http.StatusBadGateway, jsonrpc.ErrorResponse(r.ID, translate.BadGateway(
 				fmt.Sprintf("the upstream asked for more than %d inputs in one round (max_inputs_per_round); the call was cancelled", o.MaxInputsPerRound))))
 			return translate.OutcomeError, nil
 		}
@@ -143,8 +144,8 @@ func (b *Bridge) requestEnded(ctx context.Context, c *call, r Request, sink tran
 		return translate.OutcomeCancelled
 	}
 	b.abandon(c, translate.OutcomeCancelled, "gateway shutting down")
-	_ = sink.Respond(http.StatusServiceUnavailable, translate.ErrorResponse(r.ID, &translate.RPCError{
-		HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError, Message: "the call was abandoned: " + cause.Error()}))
+	_ = sink.Respond(http.StatusServiceUnavailable, jsonrpc.ErrorResponse(r.ID, &jsonrpc.RPCError{
+		HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError, Message: "the call was abandoned: " + cause.Error()}))
 	return translate.OutcomeCancelled
 }
 
@@ -159,7 +160,7 @@ func (b *Bridge) upstreamEnded(c *call, r Request, sink translate.Sink) (string,
 		// know why (max_buffered_notifications).
 		rerr.Message += ": " + legacy.ErrBacklog.Error()
 		b.abandon(c, translate.OutcomeError, "too many unread messages")
-	case errors.Is(rerr.Cause, legacy.ErrJSONTooDeep):
+	case errors.Is(rerr.Cause, jsonrpc.ErrJSONTooDeep):
 		// Its stream was closed on a nesting bomb; it may still be
 		// working on the call.
 		rerr.Message += ": it sent JSON nested too deeply"
@@ -168,13 +169,13 @@ func (b *Bridge) upstreamEnded(c *call, r Request, sink translate.Sink) (string,
 		b.finish(c, false)
 		b.report(c, translate.OutcomeError, rerr.Detail())
 	}
-	_ = sink.Respond(http.StatusBadGateway, translate.ErrorResponse(r.ID, rerr))
+	_ = sink.Respond(http.StatusBadGateway, jsonrpc.ErrorResponse(r.ID, rerr))
 	return translate.OutcomeError, rerr.Cause
 }
 
 // upstreamRequest handles a request the upstream made during the call. It
 // reports whether the request now waits for the client.
-func (b *Bridge) upstreamRequest(c *call, r Request, m legacy.Message, fresh map[string]json.RawMessage) bool {
+func (b *Bridge) upstreamRequest(c *call, r Request, m jsonrpc.Message, fresh map[string]json.RawMessage) bool {
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
 	params := m.Params()
@@ -214,7 +215,7 @@ func (b *Bridge) upstreamRequest(c *call, r Request, m legacy.Message, fresh map
 
 // respondFinal reshapes the upstream's response for the modern client and
 // returns the outcome.
-func (b *Bridge) respondFinal(c *call, r Request, m legacy.Message, sink translate.Sink) string {
+func (b *Bridge) respondFinal(c *call, r Request, m jsonrpc.Message, sink translate.Sink) string {
 	w := translate.StartWatch(&c.overhead)
 	if res := translate.ResultOf(m.Raw); res != nil {
 		if r.Method == "tools/list" {
@@ -223,7 +224,7 @@ func (b *Bridge) respondFinal(c *call, r Request, m legacy.Message, sink transla
 		out, err := translate.ReshapeResult(r.Method, res, b.reshapeOptions(c))
 		w.Stop()
 		if err != nil {
-			_ = sink.Respond(http.StatusBadGateway, translate.ErrorResponse(r.ID, translate.BadGateway(err.Error())))
+			_ = sink.Respond(http.StatusBadGateway, jsonrpc.ErrorResponse(r.ID, translate.BadGateway(err.Error())))
 			return translate.OutcomeError
 		}
 		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, out))
@@ -242,9 +243,9 @@ func (b *Bridge) respondFinal(c *call, r Request, m legacy.Message, sink transla
 	w.Stop()
 	status := http.StatusOK
 	switch code {
-	case translate.MissingRequiredClientCapability:
+	case jsonrpc.MissingRequiredClientCapability:
 		status = http.StatusBadRequest // the gateway's convention for legacy servers, see docs/behaviour.md
-	case translate.MethodNotFound:
+	case jsonrpc.MethodNotFound:
 		// 404 is the transport's answer for a method the server does not
 		// implement; a -32601 from the handler of a method the upstream
 		// offers (an unknown tool) stays in-band.
@@ -259,7 +260,7 @@ func (b *Bridge) respondFinal(c *call, r Request, m legacy.Message, sink transla
 // relayNotification passes on the notifications related to the request:
 // progress always, log messages only when the request asked with logLevel.
 // It returns the sink's error: the client is not reading.
-func relayNotification(m legacy.Message, r Request, sink translate.Sink) error {
+func relayNotification(m jsonrpc.Message, r Request, sink translate.Sink) error {
 	switch m.Method {
 	case "notifications/progress":
 		return sink.Notify(m.Raw)

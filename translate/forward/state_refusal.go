@@ -4,7 +4,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 // One refusal for every requestState a retry cannot use: whether it did
@@ -24,8 +24,8 @@ const StateRefusedMessage = "Invalid params: requestState is not valid for this 
 const RefusedUnknownKey = "sealed under a key this instance lacks"
 
 // refuseState is the refusal of a requestState, why kept for the logs.
-func refuseState(why string) *translate.RPCError {
-	return &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.InvalidParams, Message: StateRefusedMessage, Cause: errStateRefused{why}}
+func refuseState(why string) *jsonrpc.RPCError {
+	return &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidParams, Message: StateRefusedMessage, Cause: errStateRefused{why}}
 }
 
 // errStateRefused is why a requestState was refused (RPCError.Cause of a
@@ -35,7 +35,7 @@ type errStateRefused struct{ why string }
 func (e errStateRefused) Error() string { return "requestState refused: " + e.why }
 
 // refusedWhy returns why rerr refused a requestState, or "".
-func refusedWhy(rerr *translate.RPCError) string {
+func refusedWhy(rerr *jsonrpc.RPCError) string {
 	var e errStateRefused
 	if rerr != nil && errors.As(rerr.Cause, &e) {
 		return e.why

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -45,8 +46,8 @@ func TestStateRefusalsAlike(t *testing.T) {
 			t.Fatalf("%s: %+v, want StateUnopened", name, rt)
 		}
 		rerr := r.retry.rerr
-		if rerr.HTTPStatus != 400 || rerr.Code != translate.InvalidParams || rerr.Message != StateRefusedMessage || rerr.Data != nil {
-			t.Errorf("%s: refused with %d %d %q %v, want 400 %d %q", name, rerr.HTTPStatus, rerr.Code, rerr.Message, rerr.Data, translate.InvalidParams, StateRefusedMessage)
+		if rerr.HTTPStatus != 400 || rerr.Code != jsonrpc.InvalidParams || rerr.Message != StateRefusedMessage || rerr.Data != nil {
+			t.Errorf("%s: refused with %d %d %q %v, want 400 %d %q", name, rerr.HTTPStatus, rerr.Code, rerr.Message, rerr.Data, jsonrpc.InvalidParams, StateRefusedMessage)
 		}
 		why := refusedWhy(rerr)
 		if why == "" {
@@ -59,7 +60,7 @@ func TestStateRefusalsAlike(t *testing.T) {
 		if name == "expired, another principal's" && why != "another principal's" {
 			t.Errorf("%s: the log says %q; the principal is checked before the expiry", name, why)
 		}
-		if a := serve(b, r); a.status != 400 || string(a.final) != string(translate.ErrorResponse(r.ID, rerr)) {
+		if a := serve(b, r); a.status != 400 || string(a.final) != string(jsonrpc.ErrorResponse(r.ID, rerr)) {
 			t.Errorf("%s: served %d %s", name, a.status, a.final)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
@@ -132,7 +133,7 @@ type taskSet = parkSet
 
 // taskRoom returns the refusal of a new task of princ with o, or nil, and
 // takes the place when there is room.
-func (b *Bridge) takeTaskPlace(o *Options, princ [16]byte) *translate.RPCError {
+func (b *Bridge) takeTaskPlace(o *Options, princ [16]byte) *jsonrpc.RPCError {
 	b.tmu.Lock()
 	defer b.tmu.Unlock()
 	set := b.taskSets[o]
@@ -142,10 +143,10 @@ func (b *Bridge) takeTaskPlace(o *Options, princ [16]byte) *translate.RPCError {
 	}
 	switch {
 	case set.byPrin[princ] >= o.Tasks.MaxTasksPerPrincipal:
-		return &translate.RPCError{HTTPStatus: http.StatusTooManyRequests, Code: translate.InternalError,
+		return &jsonrpc.RPCError{HTTPStatus: http.StatusTooManyRequests, Code: jsonrpc.InternalError,
 			Message: "too many running tasks of this principal (max_tasks_per_principal); the call was not sent: retry when one of its tasks ends (completed, failed, or cancelled with tasks/cancel)"}
 	case set.held >= o.Tasks.MaxTasks:
-		return &translate.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,
+		return &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 			Message: "the gateway runs too many tasks (max_tasks); the call was not sent: retry when a task ends"}
 	}
 	set.held++
@@ -264,7 +265,7 @@ func (t *task) envelope(resultType string, detailed bool) []byte {
 // declares the Tasks extension (a task place is then taken, which the
 // caller frees if the call does not start). A required tool's request
 // that does not declare it is refused with -32021.
-func (b *Bridge) mayBecomeTask(r Request) (*TaskRule, *translate.RPCError) {
+func (b *Bridge) mayBecomeTask(r Request) (*TaskRule, *jsonrpc.RPCError) {
 	if r.Method != "tools/call" {
 		return nil, nil
 	}
@@ -275,14 +276,14 @@ func (b *Bridge) mayBecomeTask(r Request) (*TaskRule, *translate.RPCError) {
 // a task (forbidden, or optional and the extension not declared), -32021
 // for a required tool whose request does not declare the extension, else
 // the rule, with a task place taken (or the refusal when there is none).
-func (b *Bridge) applyTaskRule(r Request, rule TaskRule) (*TaskRule, *translate.RPCError) {
+func (b *Bridge) applyTaskRule(r Request, rule TaskRule) (*TaskRule, *jsonrpc.RPCError) {
 	declared := DeclaresTasks(r.ClientCapabilities)
 	switch {
 	case rule.Mode == TaskForbidden:
 		return nil, nil
 	case !declared && rule.Mode == TaskRequired:
-		return nil, &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.MissingRequiredClientCapability,
-			Message: "Missing required client capability: tool " + translate.Clip(r.Name) + " runs as a task, which needs the Tasks extension (" + ExtTasks + ")",
+		return nil, &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.MissingRequiredClientCapability,
+			Message: "Missing required client capability: tool " + jsonrpc.Clip(r.Name) + " runs as a task, which needs the Tasks extension (" + ExtTasks + ")",
 			Data:    requiredTasksData}
 	case !declared:
 		return nil, nil
@@ -301,7 +302,7 @@ func (b *Bridge) applyTaskRule(r Request, rule TaskRule) (*TaskRule, *translate.
 // becomes one.
 func withTasksExtension(res []byte) ([]byte, error) {
 	src := string(res)
-	if err := legacy.ValidJSONString(src); err != nil {
+	if err := jsonrpc.ValidJSONString(src); err != nil {
 		return nil, fmt.Errorf("the discover result: %w", err)
 	}
 	if !gjson.Parse(src).IsObject() {
@@ -323,22 +324,22 @@ func withTasksExtension(res []byte) ([]byte, error) {
 // (a JSON text): the first such member's value replaced and any later
 // copies removed, or the member appended when obj has none.
 func setMember(obj, name, val string) string {
-	ms, _ := translate.Members(obj)
-	var sp []translate.Splice
+	ms, _ := jsonrpc.Members(obj)
+	var sp []jsonrpc.Splice
 	for i, m := range ms {
 		switch {
 		case m.Name != name:
 		case len(sp) == 0:
-			sp = append(sp, translate.Splice{At: m.Val.Index, End: m.End(), Text: val})
+			sp = append(sp, jsonrpc.Splice{At: m.Val.Index, End: m.End(), Text: val})
 		default: // a later copy, with the comma before it
-			sp = append(sp, translate.Splice{At: ms[i-1].End(), End: m.End()})
+			sp = append(sp, jsonrpc.Splice{At: ms[i-1].End(), End: m.End()})
 		}
 	}
 	if len(sp) == 0 {
 		key := translate.AppendJSONString(nil, name)
-		sp = append(sp, translate.AppendMembers(obj, ms, []string{string(key) + ":" + val}))
+		sp = append(sp, jsonrpc.AppendMembers(obj, ms, []string{string(key) + ":" + val}))
 	}
-	return string(translate.ApplySplices(obj, sp))
+	return string(jsonrpc.ApplySplices(obj, sp))
 }
 
 // TaskObserver is implemented by an Observer that wants to learn of tasks:

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -55,7 +55,7 @@ func (b *Bridge) becomeTask(c *call, r Request, sink translate.Sink) string {
 
 // completedTask answers a required tool's call that ended within its
 // window with a task already terminal, holding the result.
-func (b *Bridge) completedTask(c *call, r Request, m legacy.Message, sink translate.Sink) string {
+func (b *Bridge) completedTask(c *call, r Request, m jsonrpc.Message, sink translate.Sink) string {
 	status, result, errObj := b.taskEnding(c, r.Method, m)
 	t := b.newHostedTask(c, r, status)
 	t.mu.Lock()
@@ -67,7 +67,7 @@ func (b *Bridge) completedTask(c *call, r Request, m legacy.Message, sink transl
 }
 
 // taskEnding turns the upstream's final message into a task's end.
-func (b *Bridge) taskEnding(c *call, method string, m legacy.Message) (status string, result, errObj []byte) {
+func (b *Bridge) taskEnding(c *call, method string, m jsonrpc.Message) (status string, result, errObj []byte) {
 	if res := translate.ResultOf(m.Raw); res != nil {
 		out, err := translate.ReshapeResult(method, res, b.reshapeOptions(c))
 		if err != nil {
@@ -88,16 +88,16 @@ type hostedRun struct {
 	c *call
 }
 
-func (h *hostedRun) open() (<-chan legacy.Message, taskStep) {
+func (h *hostedRun) open() (<-chan jsonrpc.Message, taskStep) {
 	return h.c.up.Messages(), stepOn
 }
 
 // pop takes the messages that arrived while the call was parked first.
-func (h *hostedRun) pop() (legacy.Message, bool) {
+func (h *hostedRun) pop() (jsonrpc.Message, bool) {
 	if len(h.c.held) == 0 {
-		return legacy.Message{}, false
+		return jsonrpc.Message{}, false
 	}
-	var m legacy.Message
+	var m jsonrpc.Message
 	m, h.c.held = h.c.held[0], h.c.held[1:]
 	return m, true
 }
@@ -106,14 +106,14 @@ func (h *hostedRun) pop() (legacy.Message, bool) {
 // too.
 func (h *hostedRun) inboxAsks() bool { return true }
 
-func (h *hostedRun) question(m legacy.Message) (pendingInput, bool) {
+func (h *hostedRun) question(m jsonrpc.Message) (pendingInput, bool) {
 	return h.b.taskQuestion(h.c, m, m.Params())
 }
 
 func (h *hostedRun) callID() json.RawMessage { return h.c.up.ID }
 
 // final ends the task with the call's answer.
-func (h *hostedRun) final(m legacy.Message) {
+func (h *hostedRun) final(m jsonrpc.Message) {
 	b, c := h.b, h.c
 	b.finish(c, true)
 	status, result, errObj := b.taskEnding(c, "tools/call", m)

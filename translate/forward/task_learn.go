@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -53,7 +54,7 @@ func (l *toolLister) due(upstream string, principal [16]byte) bool {
 // (applyTaskRule): r.hosting set and a task place taken when the request
 // declares the extension (Serve frees it if the call does not start),
 // -32021 for a required tool when it does not.
-func (b *Bridge) learnToolTasks(ctx context.Context, r *Request, sess *legacy.Session) *translate.RPCError {
+func (b *Bridge) learnToolTasks(ctx context.Context, r *Request, sess *legacy.Session) *jsonrpc.RPCError {
 	if r.hosting != nil || r.Method != "tools/call" || !upstreamHasTasks(sess.InitResult) {
 		return nil
 	}

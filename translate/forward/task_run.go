@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -31,20 +32,20 @@ const (
 type taskRunner interface {
 	// open starts the stream to read: stepOn with its messages, else
 	// what to do (a failure to open is recorded already).
-	open() (<-chan legacy.Message, taskStep)
+	open() (<-chan jsonrpc.Message, taskStep)
 	// pop returns a message that arrived before the runner started, to
 	// read before the stream.
-	pop() (legacy.Message, bool)
+	pop() (jsonrpc.Message, bool)
 	// inboxAsks reports whether a request on the session's standalone
 	// stream is a question of the task's (else it is ignored).
 	inboxAsks() bool
 	// question takes a request of the upstream's: a question for the
 	// client, or answered at once (false).
-	question(m legacy.Message) (pendingInput, bool)
+	question(m jsonrpc.Message) (pendingInput, bool)
 	// callID is the id of the request whose response ends the task.
 	callID() json.RawMessage
 	// final ends the task with that response.
-	final(m legacy.Message)
+	final(m jsonrpc.Message)
 	// broke handles the stream's end before that response.
 	broke() taskStep
 	// letGo ends the hold on the upstream of a task cancelled (or
@@ -114,7 +115,7 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 			case !ok:
 				step = run.broke()
 				break read
-			case m.Kind == legacy.KindRequest:
+			case m.Kind == jsonrpc.KindRequest:
 				p, asks := run.question(m)
 				if !asks {
 					continue
@@ -132,7 +133,7 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 					gather = time.After(TaskGather)
 				}
 			case inbox:
-			case m.Kind == legacy.KindResponse && string(m.ID) == string(run.callID()):
+			case m.Kind == jsonrpc.KindResponse && string(m.ID) == string(run.callID()):
 				run.final(m)
 				return
 			}
@@ -151,7 +152,7 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 // params (its own, or as the kind shows them), as upstreamRequest does for
 // a running call: an input request the task's client can answer is
 // returned as a question; others are answered at once (answerAside).
-func (b *Bridge) taskQuestion(c *call, m legacy.Message, params []byte) (pendingInput, bool) {
+func (b *Bridge) taskQuestion(c *call, m jsonrpc.Message, params []byte) (pendingInput, bool) {
 	if m.Method == "ping" || !translate.IsInputMethod(m.Method) || !translate.ClientSupports(c.caps, m.Method, params) {
 		answerAside(b.ctx, c.sess, m)
 		return pendingInput{}, false
@@ -166,7 +167,7 @@ func (b *Bridge) taskQuestion(c *call, m legacy.Message, params []byte) (pending
 
 // answerAside answers a request the upstream made outside a task's
 // questions: ping, else a refusal (a cancellation for an input request).
-func answerAside(ctx context.Context, sess *legacy.Session, m legacy.Message) {
+func answerAside(ctx context.Context, sess *legacy.Session, m jsonrpc.Message) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if m.Method == "ping" {
@@ -190,6 +191,6 @@ type taskError struct {
 
 // taskErrorObject is a failed task's error object, -32603 with message.
 func taskErrorObject(message string) []byte {
-	e, _ := json.Marshal(taskError{Code: translate.InternalError, Message: message})
+	e, _ := json.Marshal(taskError{Code: jsonrpc.InternalError, Message: message})
 	return e
 }

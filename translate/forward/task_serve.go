@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -27,7 +27,7 @@ var taskMethods = map[string]bool{"tasks/get": true, "tasks/update": true, "task
 // NotRetry (the bridge answers -32021 or -32602; a modern upstream may own
 // it).
 func (b *Bridge) TaskOf(r *Request) Retry {
-	if r.Kind != legacy.KindRequest || !taskMethods[r.Method] {
+	if r.Kind != jsonrpc.KindRequest || !taskMethods[r.Method] {
 		return Retry{}
 	}
 	r.Options = b.optionsOf(r)
@@ -45,18 +45,18 @@ func (b *Bridge) TaskOf(r *Request) Retry {
 // serveTask answers tasks/get, tasks/update and tasks/cancel.
 func (b *Bridge) serveTask(ctx context.Context, r Request, sink translate.Sink) translate.Served {
 	if !DeclaresTasks(r.ClientCapabilities) {
-		rerr := &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.MissingRequiredClientCapability,
+		rerr := &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.MissingRequiredClientCapability,
 			Message: "Missing required client capability: the Tasks extension (" + ExtTasks + ")",
 			Data:    requiredTasksData}
-		_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 		return translate.Served{Outcome: translate.OutcomeError}
 	}
 	params := translate.ParamsOf(r.Raw)
 	t := b.lookupTask(r, translate.StringField(params, "taskId"))
 	if t == nil {
-		rerr := &translate.RPCError{HTTPStatus: http.StatusBadRequest, Code: translate.InvalidParams,
+		rerr := &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidParams,
 			Message: "Invalid params: unknown taskId (it never existed, expired, or is not yours)"}
-		_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 		return translate.Served{Outcome: translate.OutcomeError}
 	}
 	switch r.Method {
@@ -65,7 +65,7 @@ func (b *Bridge) serveTask(ctx context.Context, r Request, sink translate.Sink) 
 		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, t.envelope("complete", true)))
 	case "tasks/update":
 		if rerr := b.updateTask(t, translate.InputResponses(params)); rerr != nil {
-			_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+			_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 			return translate.Served{Outcome: translate.OutcomeError}
 		}
 		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, []byte(`{"resultType":"complete"}`)))
@@ -98,7 +98,7 @@ func (b *Bridge) lookupTask(r Request, id string) *task {
 // updateTask posts the answers to t's questions upstream (takeAnswers), as
 // JSON-RPC responses to the requests that asked them; when the upstream
 // refuses one, t fails and its runner lets the upstream go.
-func (b *Bridge) updateTask(t *task, answers map[string]json.RawMessage) *translate.RPCError {
+func (b *Bridge) updateTask(t *task, answers map[string]json.RawMessage) *jsonrpc.RPCError {
 	t.mu.Lock()
 	took := t.takeAnswers(answers)
 	t.mu.Unlock()

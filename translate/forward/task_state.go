@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -131,7 +132,7 @@ func (s *taskState) takeAnswers(answers map[string]json.RawMessage) []taskAnswer
 // postAnswers posts answers upstream on sess, as JSON-RPC responses to the
 // requests that asked them (upstreamTaskTimeout for all); when the
 // upstream refuses one, the task fails and failed runs.
-func (b *Bridge) postAnswers(s *taskState, sess *legacy.Session, answers []taskAnswer, failed func()) *translate.RPCError {
+func (b *Bridge) postAnswers(s *taskState, sess *legacy.Session, answers []taskAnswer, failed func()) *jsonrpc.RPCError {
 	ctx, cancel := context.WithTimeout(b.ctx, upstreamTaskTimeout)
 	defer cancel()
 	for _, a := range answers {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
@@ -139,10 +140,10 @@ func (b *Bridge) upstreamTaskParams(r *Request, sess *legacy.Session, params []b
 	if !gjson.Parse(up).IsObject() {
 		return nil, false
 	}
-	ms, _ := translate.Members(up)
+	ms, _ := jsonrpc.Members(up)
 	task := `"task":{"ttl":` + strconv.FormatInt(r.Options.Tasks.TTL.Milliseconds(), 10) + `}`
-	sp := translate.AppendMembers(up, ms, []string{task})
-	return []byte(translate.ApplySplices(up, []translate.Splice{sp})), true
+	sp := jsonrpc.AppendMembers(up, ms, []string{task})
+	return []byte(jsonrpc.ApplySplices(up, []jsonrpc.Splice{sp})), true
 }
 
 // createUpstreamTask reads the upstream's answer to a task-augmented
@@ -151,7 +152,7 @@ func (b *Bridge) upstreamTaskParams(r *Request, sess *legacy.Session, params []b
 func (b *Bridge) createUpstreamTask(ctx context.Context, c *call, r Request, sink translate.Sink) string {
 	msgs := c.up.Messages()
 	for {
-		var m legacy.Message
+		var m jsonrpc.Message
 		var ok bool
 		select {
 		case m, ok = <-msgs:
@@ -166,17 +167,17 @@ func (b *Bridge) createUpstreamTask(ctx context.Context, c *call, r Request, sin
 			return outcome
 		}
 		switch {
-		case m.Kind == legacy.KindRequest:
+		case m.Kind == jsonrpc.KindRequest:
 			// Nothing can be asked before the task exists.
 			answerAside(b.ctx, c.sess, m)
 			continue
-		case m.Kind == legacy.KindNotification:
+		case m.Kind == jsonrpc.KindNotification:
 			if err := relayNotification(m, r, sink); err != nil {
 				b.abandon(c, translate.OutcomeCancelled, "client stopped reading")
 				return translate.OutcomeCancelled
 			}
 			continue
-		case m.Kind != legacy.KindResponse || string(m.ID) != string(c.up.ID):
+		case m.Kind != jsonrpc.KindResponse || string(m.ID) != string(c.up.ID):
 			continue
 		}
 		res := translate.ResultOf(m.Raw)
@@ -191,9 +192,9 @@ func (b *Bridge) createUpstreamTask(ctx context.Context, c *call, r Request, sin
 		u, valid := parseUpstreamTask(tv)
 		if !valid {
 			b.finish(c, false)
-			rerr := &translate.RPCError{HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,
+			rerr := &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,
 				Message: "the upstream answered with an invalid task (2025 CreateTaskResult)"}
-			_ = sink.Respond(rerr.HTTPStatus, translate.ErrorResponse(r.ID, rerr))
+			_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 			b.report(c, translate.OutcomeError, rerr.Message)
 			return translate.OutcomeError
 		}
@@ -223,7 +224,7 @@ func (b *Bridge) cancelOrphanTask(c *call) {
 	defer timer.Stop()
 	msgs := c.up.Messages()
 	for {
-		var m legacy.Message
+		var m jsonrpc.Message
 		var ok bool
 		select {
 		case m, ok = <-msgs:
@@ -235,9 +236,9 @@ func (b *Bridge) cancelOrphanTask(c *call) {
 		switch {
 		case !ok:
 			return
-		case m.Kind == legacy.KindRequest:
+		case m.Kind == jsonrpc.KindRequest:
 			answerAside(b.ctx, c.sess, m)
-		case m.Kind == legacy.KindResponse && string(m.ID) == string(c.up.ID):
+		case m.Kind == jsonrpc.KindResponse && string(m.ID) == string(c.up.ID):
 			if u, valid := parseUpstreamTask(gjson.GetBytes(translate.ResultOf(m.Raw), "task")); valid {
 				ctx, cancel := context.WithTimeout(b.ctx, upstreamTaskTimeout)
 				defer cancel()
@@ -301,19 +302,19 @@ func withoutRelatedTask(obj []byte) []byte {
 	if !gjson.Parse(src).IsObject() || !gjson.Get(src, "_meta").IsObject() {
 		return obj
 	}
-	ms, _ := translate.Members(src)
+	ms, _ := jsonrpc.Members(src)
 	out := make([]byte, 0, len(src))
 	out = append(out, '{')
 	changed := false
 	for _, m := range ms {
 		val := m.Val.Raw
-		if m.Name == "_meta" && m.Val.IsObject() && translate.ObjectHas(val, metaRelatedTask) {
+		if m.Name == "_meta" && m.Val.IsObject() && jsonrpc.ObjectHas(val, metaRelatedTask) {
 			changed = true
-			if val = translate.RemoveMembers(val, metaRelatedTask); val == "{}" {
+			if val = jsonrpc.RemoveMembers(val, metaRelatedTask); val == "{}" {
 				continue
 			}
 		}
-		out = translate.AppendMember(out, m.Key, val)
+		out = jsonrpc.AppendMember(out, m.Key, val)
 	}
 	if !changed {
 		return obj

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/tidwall/gjson"
 )
@@ -244,7 +245,7 @@ func TestTask2025Engine(t *testing.T) {
 			}
 			key := ""
 			asked.Get("inputRequests").ForEach(func(k, _ gjson.Result) bool { key = k.String(); return false })
-			if other := serve(b, modernReq(t, upstream, "intruder", 2, "tasks/get", id, fmt.Sprintf(`"taskId":%q`, id))); gjson.GetBytes(other.final, "error.code").Int() != translate.InvalidParams {
+			if other := serve(b, modernReq(t, upstream, "intruder", 2, "tasks/get", id, fmt.Sprintf(`"taskId":%q`, id))); gjson.GetBytes(other.final, "error.code").Int() != jsonrpc.InvalidParams {
 				t.Errorf("another principal's tasks/get: %s", other.final)
 			}
 			up := serve(b, modernReq(t, upstream, who, 3, "tasks/update", id,
@@ -329,7 +330,7 @@ func TestTask2025LearnsTools(t *testing.T) {
 	r := modernReq(t, upstream, "p", 1, "tools/call", "must", `"name":"must","arguments":{}`)
 	r.ClientCapabilities = []byte(`{"elicitation":{}}`)
 	a := serve(b, r)
-	if gjson.GetBytes(a.final, "error.code").Int() != translate.MissingRequiredClientCapability || a.status != http.StatusBadRequest {
+	if gjson.GetBytes(a.final, "error.code").Int() != jsonrpc.MissingRequiredClientCapability || a.status != http.StatusBadRequest {
 		t.Fatalf("a required tool without the extension: %d %s", a.status, a.final)
 	}
 	a = serve(b, modernReq(t, upstream, "p", 2, "tools/call", "hang", `"name":"hang","arguments":{}`))
@@ -403,7 +404,7 @@ func TestTask2025TTL(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		g := serve(b, modernReq(t, upstream, "p", 3, "tasks/get", id, fmt.Sprintf(`"taskId":%q`, id)))
-		if gjson.GetBytes(g.final, "error.code").Int() == translate.InvalidParams {
+		if gjson.GetBytes(g.final, "error.code").Int() == jsonrpc.InvalidParams {
 			break
 		}
 		if time.Now().After(deadline) {

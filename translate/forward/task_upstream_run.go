@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -56,7 +57,7 @@ func (b *Bridge) newUpstreamRun(t *task, k *upstreamKind) *upstreamRun {
 }
 
 // open calls tasks/result.
-func (u *upstreamRun) open() (<-chan legacy.Message, taskStep) {
+func (u *upstreamRun) open() (<-chan jsonrpc.Message, taskStep) {
 	u.calls++
 	var err error
 	if u.up, err = u.k.c.sess.Call(u.ctx, "tasks/result", taskParams(u.k.upID)); err != nil {
@@ -71,14 +72,14 @@ func (u *upstreamRun) open() (<-chan legacy.Message, taskStep) {
 	return u.up.Messages(), stepOn
 }
 
-func (u *upstreamRun) pop() (legacy.Message, bool) { return legacy.Message{}, false }
+func (u *upstreamRun) pop() (jsonrpc.Message, bool) { return jsonrpc.Message{}, false }
 
 // inboxAsks: a 2025 task's questions come on tasks/result only.
 func (u *upstreamRun) inboxAsks() bool { return false }
 
 // question takes a request tasks/result delivered (its related-task
 // _meta dropped).
-func (u *upstreamRun) question(m legacy.Message) (pendingInput, bool) {
+func (u *upstreamRun) question(m jsonrpc.Message) (pendingInput, bool) {
 	p, asks := u.b.taskQuestion(u.k.c, m, withoutRelatedTask(m.Params()))
 	if asks {
 		u.calls = 0
@@ -110,7 +111,7 @@ func (u *upstreamRun) broke() taskStep {
 // result completes it, unless the upstream's tasks/get says the task
 // failed (the TypeScript SDK 1.x gives a failed task's stored result) or
 // was cancelled.
-func (u *upstreamRun) final(m legacy.Message) {
+func (u *upstreamRun) final(m jsonrpc.Message) {
 	u.healthy = true
 	res := translate.ResultOf(m.Raw)
 	if res == nil {
@@ -127,7 +128,7 @@ func (u *upstreamRun) final(m legacy.Message) {
 	case translate.TaskFailed:
 		msg := "the upstream's task failed"
 		if text := gjson.GetBytes(res, "content.0.text"); text.Type == gjson.String && text.Str != "" {
-			msg += ": " + translate.Clip(text.Str)
+			msg += ": " + jsonrpc.Clip(text.Str)
 		}
 		u.end(translate.TaskFailed, nil, taskErrorObject(msg), "")
 	case translate.TaskCancelled:
@@ -167,7 +168,7 @@ func (u *upstreamRun) end(status string, result, errObj []byte, note string) {
 }
 
 // fail fails the task on an upstream failure.
-func (u *upstreamRun) fail(rerr *translate.RPCError) {
+func (u *upstreamRun) fail(rerr *jsonrpc.RPCError) {
 	if u.t.end(translate.TaskFailed, nil, taskErrorObject(rerr.Message)) {
 		u.b.report(u.k.c, translate.OutcomeError, rerr.Detail())
 		u.b.taskEvent(u.k.c, "ended", translate.TaskFailed)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -72,7 +73,7 @@ func TestUpstreamTaskParams(t *testing.T) {
 	opts := DefaultOptions()
 	opts.Tasks.TTL = 90 * time.Second
 	req := func(tool string, hosting bool) *Request {
-		r := &Request{Target: translate.Target{Upstream: up}, Options: opts.Ready(), ModernRequest: &translate.ModernRequest{Message: legacy.Message{Method: "tools/call"}, Name: tool}}
+		r := &Request{Target: translate.Target{Upstream: up}, Options: opts.Ready(), ModernRequest: &translate.ModernRequest{Message: jsonrpc.Message{Method: "tools/call"}, Name: tool}}
 		if hosting {
 			r.hosting = &TaskRule{Mode: TaskOptional}
 		}

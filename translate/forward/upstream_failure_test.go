@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -108,7 +109,7 @@ func TestBridgeNoFailoverOnAnswer(t *testing.T) {
 func TestRPCErrorCause(t *testing.T) {
 	cause := fmt.Errorf("dial tcp 10.0.0.7:3001: %w", context.DeadlineExceeded)
 	e := translate.UpstreamFailure(translate.MsgUpstreamUnavailable, cause)
-	if body := string(translate.ErrorResponse([]byte("1"), e)); strings.Contains(body, "10.0.0.7") {
+	if body := string(jsonrpc.ErrorResponse([]byte("1"), e)); strings.Contains(body, "10.0.0.7") {
 		t.Fatalf("the response carries the cause: %s", body)
 	}
 	if !strings.Contains(e.Error(), "10.0.0.7") || !strings.Contains(e.Detail(), "10.0.0.7") {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -103,7 +104,7 @@ func TestReverseDeleteStaysDead(t *testing.T) {
 func TestReverseSubscribeBounds(t *testing.T) {
 	rv := newTestReverse(t)
 	s := heldSession(t, "p")
-	if rerr := rv.subscribe(s, strings.Repeat("u", maxSubscribeURI+1), true, 0); rerr == nil || rerr.Code != translate.InvalidParams {
+	if rerr := rv.subscribe(s, strings.Repeat("u", maxSubscribeURI+1), true, 0); rerr == nil || rerr.Code != jsonrpc.InvalidParams {
 		t.Fatalf("a long URI: %v", rerr)
 	}
 	uri := func(i int) string {
@@ -126,7 +127,7 @@ func TestReverseSubscribeBounds(t *testing.T) {
 		t.Fatalf("after an unsubscribe: %v", rerr)
 	}
 	// The principal's share: its sessions fill 4 MiB, then 429.
-	var rerr *translate.RPCError
+	var rerr *jsonrpc.RPCError
 	sessions := 1
 	for rerr == nil && sessions < 100 {
 		o := heldSession(t, "p")

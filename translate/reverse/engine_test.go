@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -108,7 +109,7 @@ func openSession(t *testing.T, rv *Bridge, upstream, principal, caps string) *Se
 func callRequest(t *testing.T, id int, n int) Request {
 	t.Helper()
 	body := []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"rounds","arguments":{"n":%d}}}`, id, n))
-	msg, err := translate.Peek(body)
+	msg, err := jsonrpc.Peek(body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func TestReverseEngineAbandon(t *testing.T) {
 		go rv.Serve(context.Background(), s, callRequest(t, 7, 2), sink)
 		q := wantNote(t, sink)
 		cancel := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`)
-		msg, _ := translate.Peek(cancel)
+		msg, _ := jsonrpc.Peek(cancel)
 		csink := newRecordingSink()
 		rv.Serve(context.Background(), s, Request{Message: msg}, csink)
 		if f := wantFinal(t, csink); f.status != http.StatusAccepted {
@@ -279,8 +280,8 @@ func TestReverseEngineOpen(t *testing.T) {
 func TestReverseEngineMethodLength(t *testing.T) {
 	rv := newTestReverse(t)
 	s := openSession(t, rv, modernUpstream(t), "p", `{}`)
-	for n, want := range map[int]int{translate.MaxMethodLength: translate.MethodNotFound, translate.MaxMethodLength + 1: translate.InvalidRequest, 1 << 20: translate.InvalidRequest} {
-		msg, err := translate.Peek([]byte(`{"jsonrpc":"2.0","id":2,"method":"` + strings.Repeat("m", n) + `"}`))
+	for n, want := range map[int]int{translate.MaxMethodLength: jsonrpc.MethodNotFound, translate.MaxMethodLength + 1: jsonrpc.InvalidRequest, 1 << 20: jsonrpc.InvalidRequest} {
+		msg, err := jsonrpc.Peek([]byte(`{"jsonrpc":"2.0","id":2,"method":"` + strings.Repeat("m", n) + `"}`))
 		if err != nil {
 			t.Fatal(err)
 		}

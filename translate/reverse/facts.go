@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 // This file is what one instance knows of a gateway-held session beyond
@@ -57,9 +57,9 @@ func newFactTable(max, perPrincipal int) *factTable {
 // errFactsFull and errFactsPrincipalFull refuse a session's first fact
 // when the table, or the principal's share of it, is full.
 var (
-	errFactsFull = &translate.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,
+	errFactsFull = &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 		Message: "the gateway holds the state of too many sessions; retry later, or initialize again later"}
-	errFactsPrincipalFull = &translate.RPCError{HTTPStatus: http.StatusTooManyRequests, Code: translate.InternalError,
+	errFactsPrincipalFull = &jsonrpc.RPCError{HTTPStatus: http.StatusTooManyRequests, Code: jsonrpc.InternalError,
 		Message: "too many sessions with state on this gateway for this principal; delete sessions no longer used, or wait for them to expire"}
 )
 
@@ -67,11 +67,11 @@ var (
 // false: then fn runs only on an existing entry) under the table's lock.
 // It refuses to create an entry when the table or the principal's share of
 // it is full. Subscriptions of expired entries are released after.
-func (t *factTable) update(id, principal [16]byte, expires, now time.Time, create bool, fn func(*sessionFacts)) *translate.RPCError {
+func (t *factTable) update(id, principal [16]byte, expires, now time.Time, create bool, fn func(*sessionFacts)) *jsonrpc.RPCError {
 	t.mu.Lock()
 	dropped := t.sweep(now)
 	f := t.items[id]
-	var rerr *translate.RPCError
+	var rerr *jsonrpc.RPCError
 	switch {
 	case f != nil:
 		fn(f)

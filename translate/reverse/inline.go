@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/tidwall/gjson"
@@ -60,12 +61,12 @@ func (rv *Bridge) ask(ctx context.Context, s *Session, r Request, sink translate
 		method, params := v.Get("method"), v.Get("params")
 		switch {
 		case !v.IsObject() || method.Type != gjson.String || !translate.IsInputMethod(method.Str):
-			fail = fmt.Sprintf("the server asked for input %q of an unknown kind", translate.Clip(k.Str))
+			fail = fmt.Sprintf("the server asked for input %q of an unknown kind", jsonrpc.Clip(k.Str))
 		case method.Str != translate.MethodListRoots && !params.IsObject():
-			fail = fmt.Sprintf("the server's input request %q (%s) has no params", translate.Clip(k.Str), method.Str)
+			fail = fmt.Sprintf("the server's input request %q (%s) has no params", jsonrpc.Clip(k.Str), method.Str)
 		case !translate.ClientSupports(s.Capabilities, method.Str, []byte(params.Raw)):
 			fail = fmt.Sprintf("cannot ask for input %q (%s): this client did not declare the capability %s at initialize",
-				translate.Clip(k.Str), method.Str, translate.RequiredCapability(method.Str, []byte(params.Raw)))
+				jsonrpc.Clip(k.Str), method.Str, translate.RequiredCapability(method.Str, []byte(params.Raw)))
 		}
 		if fail != "" {
 			return false
@@ -78,7 +79,7 @@ func (rv *Bridge) ask(ctx context.Context, s *Session, r Request, sink translate
 			// 2025-11-25 URL mode requires an elicitationId; 2026 has none.
 			var rnd [16]byte
 			_, _ = rand.Read(rnd[:])
-			if at, text, ok := translate.InsertMember(string(p), "elicitationId", `"elicitationId":"`+hex.EncodeToString(rnd[:])+`"`); ok {
+			if at, text, ok := jsonrpc.InsertMember(string(p), "elicitationId", `"elicitationId":"`+hex.EncodeToString(rnd[:])+`"`); ok {
 				p = []byte(string(p[:at]) + text + string(p[at:]))
 			}
 		}
@@ -106,9 +107,9 @@ func (rv *Bridge) ask(ctx context.Context, s *Session, r Request, sink translate
 	for _, l := range legs {
 		msg := make([]byte, 0, 64+len(l.id)+len(l.method)+len(l.params))
 		msg = append(msg, `{"jsonrpc":"2.0","id":`...)
-		msg = strconv.AppendQuote(msg, l.id)
+		msg = append(msg, jsonrpc.Quote(l.id)...)
 		msg = append(msg, `,"method":`...)
-		msg = strconv.AppendQuote(msg, l.method)
+		msg = append(msg, jsonrpc.Quote(l.method)...)
 		if l.params != nil {
 			msg = append(msg, `,"params":`...)
 			msg = append(msg, l.params...)
@@ -127,7 +128,7 @@ func (rv *Bridge) ask(ctx context.Context, s *Session, r Request, sink translate
 		case a := <-answers:
 			if e := a.msg.Get("error"); e.Exists() {
 				return nil, fmt.Sprintf("the client refused the server's request for input %q: %s (code %d)",
-					translate.Clip(a.key), translate.Clip(e.Get("message").String()), e.Get("code").Int())
+					jsonrpc.Clip(a.key), jsonrpc.Clip(e.Get("message").String()), e.Get("code").Int())
 			}
 			responses[a.key] = json.RawMessage(a.msg.Get("result").Raw)
 		case <-timeout.C:
@@ -141,16 +142,16 @@ func (rv *Bridge) ask(ctx context.Context, s *Session, r Request, sink translate
 
 // Answer takes a client's JSON-RPC response (its answer to an in-line
 // request) for session s. nil means accepted (202).
-func (rv *Bridge) Answer(s *Session, body []byte) *translate.RPCError {
+func (rv *Bridge) Answer(s *Session, body []byte) *jsonrpc.RPCError {
 	id := gjson.GetBytes(body, "id")
 	if id.Type != gjson.String {
-		return translate.Errorf(http.StatusBadRequest, translate.InvalidRequest, "Invalid Request: no pending request of this session has id %s", translate.Clip(id.Raw))
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest, "Invalid Request: no pending request of this session has id %s", jsonrpc.Clip(id.Raw))
 	}
 	inst, _, ok := inlineOwner(id.Str)
 	if ok && inst != rv.options(s).Instance {
-		return translate.Errorf(http.StatusMisdirectedRequest, translate.InvalidRequest,
+		return jsonrpc.Errorf(http.StatusMisdirectedRequest, jsonrpc.InvalidRequest,
 			"Invalid Request: request %s was sent by gateway instance %s; its answer must reach that instance",
-			translate.Clip(strconv.Quote(id.Str)), translate.Clip(inst))
+			jsonrpc.Clip(strconv.Quote(id.Str)), jsonrpc.Clip(inst))
 	}
 	rv.mu.Lock()
 	l := rv.waiting[id.Str]
@@ -161,8 +162,8 @@ func (rv *Bridge) Answer(s *Session, body []byte) *translate.RPCError {
 	}
 	rv.mu.Unlock()
 	if l == nil {
-		return translate.Errorf(http.StatusBadRequest, translate.InvalidRequest,
-			"Invalid Request: no pending request of this session has id %s (unknown, already answered, cancelled or timed out)", translate.Clip(strconv.Quote(id.Str)))
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest,
+			"Invalid Request: no pending request of this session has id %s (unknown, already answered, cancelled or timed out)", jsonrpc.Clip(strconv.Quote(id.Str)))
 	}
 	l.answers <- legAnswer{key: l.key, msg: gjson.ParseBytes(body)} // buffered for every leg
 	return nil

@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/tidwall/gjson"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
@@ -38,21 +37,35 @@ var ErrNoNotifications = errors.New("translate: the upstream offers no notificat
 // from the upstream's capabilities and the session's subscriptions; ok is
 // false when the upstream offers nothing.
 func reverseListenFilter(caps gjson.Result, uris []string) (filter []byte, ok bool) {
-	f := map[string]any{}
-	for cap, field := range map[string]string{"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"} {
-		if caps.Get(cap+".listChanged").Type == gjson.True {
-			f[field] = true
-		}
+	f := listenFilter{
+		PromptsListChanged:   caps.Get("prompts.listChanged").Type == gjson.True,
+		ResourcesListChanged: caps.Get("resources.listChanged").Type == gjson.True,
+		ToolsListChanged:     caps.Get("tools.listChanged").Type == gjson.True,
 	}
 	subscribable := caps.Get("resources.subscribe").Type == gjson.True
-	if len(f) == 0 && !subscribable {
+	if !f.PromptsListChanged && !f.ResourcesListChanged && !f.ToolsListChanged && !subscribable {
 		return nil, false
 	}
-	if subscribable && len(uris) > 0 {
-		f["resourceSubscriptions"] = uris
+	if subscribable {
+		f.ResourceSubscriptions = uris
 	}
-	b, _ := json.Marshal(f) // strings and booleans always marshal
+	b, _ := jsonrpc.Marshal(f) // strings and booleans always marshal
 	return b, true
+}
+
+// listenFilter is the notifications filter of a subscriptions/listen (its
+// fields in name order, the order the gateway has always sent them in).
+type listenFilter struct {
+	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
+	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
+	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
+	ToolsListChanged      bool     `json:"toolsListChanged,omitempty"`
+}
+
+// listenParams are the params of the upstream subscriptions/listen.
+type listenParams struct {
+	Meta          requestMeta     `json:"_meta"`
+	Notifications json.RawMessage `json:"notifications"`
 }
 
 // Listen serves the GET stream of s: notify receives each list-changed and
@@ -132,7 +145,7 @@ func (rv *Bridge) Listen(ctx context.Context, s *Session, header http.Header, re
 				continue // a subscription already replaced
 			}
 			switch {
-			case ev.err != nil || ev.msg.Kind == legacy.KindResponse:
+			case ev.err != nil || ev.msg.Kind == jsonrpc.KindResponse:
 				// That subscription ended (a result, an error, a broken stream).
 				if !current {
 					l.prev()
@@ -153,7 +166,7 @@ func (rv *Bridge) Listen(ctx context.Context, s *Session, header http.Header, re
 					}
 					continue
 				}
-				if ev.msg.Kind == legacy.KindNotification && st.subscribed(ev.msg.Raw) && notify(stripSubscriptionID(ev.msg.Raw)) != nil {
+				if ev.msg.Kind == jsonrpc.KindNotification && st.subscribed(ev.msg.Raw) && notify(stripSubscriptionID(ev.msg.Raw)) != nil {
 					return nil // the client is gone
 				}
 			}
@@ -164,7 +177,7 @@ func (rv *Bridge) Listen(ctx context.Context, s *Session, header http.Header, re
 // listenEvent is a message (or the end) of one upstream subscription.
 type listenEvent struct {
 	gen int
-	msg legacy.Message
+	msg jsonrpc.Message
 	err error
 }
 
@@ -180,17 +193,15 @@ func (rv *Bridge) subscribeUpstream(ctx context.Context, s *Session, hdr http.He
 		}
 	}
 	id := rv.upstreamID(rv.options(s))
-	meta, err := marshalVerbatim(map[string]json.RawMessage{
-		translate.MetaProtocolVersion:    json.RawMessage(`"` + translate.ModernVersion + `"`),
-		translate.MetaClientCapabilities: ModernClientCapabilities(s.Capabilities),
-	})
+	body, err := jsonrpc.Marshal(jsonrpc.NewRequest(json.RawMessage(jsonrpc.Quote(id)), "subscriptions/listen", listenParams{
+		Meta:          requestMeta{ClientCapabilities: ModernClientCapabilities(s.Capabilities), ProtocolVersion: translate.ModernVersion},
+		Notifications: filter,
+	}))
 	if err != nil {
 		send(listenEvent{gen: gen, err: err})
 		return
 	}
-	body := `{"jsonrpc":"2.0","id":` + strconv.Quote(id) + `,"method":"subscriptions/listen","params":{"_meta":` +
-		string(meta) + `,"notifications":` + string(filter) + `}}`
-	a, err := postModern(ctx, rv.clientOf(rv.options(s)), s.Upstream, hdr, []byte(body))
+	a, err := postModern(ctx, rv.clientOf(rv.options(s)), s.Upstream, hdr, body)
 	if err != nil {
 		send(listenEvent{gen: gen, err: err})
 		return
@@ -217,10 +228,10 @@ func stripSubscriptionID(raw []byte) []byte {
 		return raw
 	}
 	params := gjson.GetBytes(raw, "params")
-	cleaned := translate.RemoveMembers(meta.Raw, translate.MetaSubscriptionID)
+	cleaned := jsonrpc.RemoveMembers(meta.Raw, translate.MetaSubscriptionID)
 	newParams := params.Raw[:meta.Index-params.Index] + cleaned + params.Raw[meta.Index-params.Index+len(meta.Raw):]
 	if cleaned == "{}" {
-		newParams = translate.RemoveMembers(newParams, "_meta")
+		newParams = jsonrpc.RemoveMembers(newParams, "_meta")
 	}
 	return []byte(string(raw[:params.Index]) + newParams + string(raw[params.Index+len(params.Raw):]))
 }

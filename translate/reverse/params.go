@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/tidwall/gjson"
 )
@@ -77,13 +78,13 @@ func schemaHeaders(schema gjson.Result, path []string, out []paramHeader) []para
 // could otherwise run one tool under another's Mcp-Name. params is the raw
 // params object (nil when absent). The error is -32602 with HTTP 400, as
 // for a modern request's repeated params members (ValidateModern).
-func checkUniqueParams(params []byte) *translate.RPCError {
+func checkUniqueParams(params []byte) *jsonrpc.RPCError {
 	p := gjson.ParseBytes(params)
-	if dup := translate.ScanMembers(p, nil, nil); dup != "" {
-		return translate.Errorf(http.StatusBadRequest, translate.InvalidParams, "Invalid params: duplicate member %q in params", translate.Clip(dup))
+	if dup := jsonrpc.ScanMembers(p, nil, nil); dup != "" {
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidParams, "Invalid params: duplicate member %q in params", jsonrpc.Clip(dup))
 	}
 	if dup := repeatedMember(p.Get("arguments"), maxHeaderDepth); dup != "" {
-		return translate.Errorf(http.StatusBadRequest, translate.InvalidParams, "Invalid params: duplicate member %q in params.arguments", translate.Clip(dup))
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidParams, "Invalid params: duplicate member %q in params.arguments", jsonrpc.Clip(dup))
 	}
 	return nil
 }
@@ -95,7 +96,7 @@ func repeatedMember(obj gjson.Result, levels int) (dup string) {
 	if levels <= 0 || !obj.IsObject() {
 		return ""
 	}
-	if dup = translate.ScanMembers(obj, nil, nil); dup != "" {
+	if dup = jsonrpc.ScanMembers(obj, nil, nil); dup != "" {
 		return dup
 	}
 	obj.ForEach(func(_, v gjson.Result) bool {
@@ -157,7 +158,9 @@ func (rv *Bridge) toolHeadersOf(ctx context.Context, s *Session, header http.Hea
 	for range maxToolListPages {
 		var params []byte
 		if cursor != "" {
-			params, _ = json.Marshal(map[string]string{"cursor": cursor})
+			params, _ = json.Marshal(struct {
+				Cursor string `json:"cursor"`
+			}{cursor})
 		}
 		id := rv.upstreamID(rv.options(s))
 		body, err := upstreamRequest(id, "tools/list", params, s, "", nil, "")

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 // TestCheckUniqueParams: a legacy client's params whose repeated members
@@ -38,7 +38,7 @@ func TestCheckUniqueParams(t *testing.T) {
 			t.Errorf("%.60s: refused with %v", c.params, rerr)
 		case c.dup != "" && rerr == nil:
 			t.Errorf("%.60s: accepted, want a duplicate in %s refused", c.params, c.dup)
-		case rerr != nil && (rerr.Code != translate.InvalidParams || rerr.HTTPStatus != http.StatusBadRequest || !strings.Contains(rerr.Message, "in "+c.dup)):
+		case rerr != nil && (rerr.Code != jsonrpc.InvalidParams || rerr.HTTPStatus != http.StatusBadRequest || !strings.Contains(rerr.Message, "in "+c.dup)):
 			t.Errorf("%.60s: %v, want -32602/400 naming %s", c.params, rerr, c.dup)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/tidwall/gjson"
 )
@@ -45,20 +46,33 @@ func ModernClientCapabilities(caps []byte) []byte {
 	if !c.IsObject() {
 		return []byte("{}")
 	}
-	out := map[string]json.RawMessage{}
-	for _, k := range []string{"experimental", "sampling", "elicitation"} {
-		if v := c.Get(k); v.IsObject() {
-			out[k] = json.RawMessage(v.Raw)
+	object := func(name string) json.RawMessage {
+		if v := c.Get(name); v.IsObject() {
+			return json.RawMessage(v.Raw)
 		}
+		return nil
 	}
+	out := clientCapabilities{Elicitation: object("elicitation"), Experimental: object("experimental"), Sampling: object("sampling")}
 	if c.Get("roots").IsObject() {
-		out["roots"] = json.RawMessage("{}")
+		out.Roots = json.RawMessage("{}")
 	}
 	b, err := json.Marshal(out)
 	if err != nil { // a raw value that is not valid JSON: gjson accepted it, so never
 		return []byte("{}")
 	}
 	return b
+}
+
+// clientCapabilities is the 2026-07-28 ClientCapabilities the reverse
+// bridge declares upstream (its fields in name order, so that the JSON is
+// sorted, as it has always been).
+type clientCapabilities struct {
+	Elicitation  json.RawMessage `json:"elicitation,omitempty"`
+	Experimental json.RawMessage `json:"experimental,omitempty"`
+	// Extensions is keyed by data (extension ids): see revDeclareTasks.
+	Extensions map[string]json.RawMessage `json:"extensions,omitempty"`
+	Roots      json.RawMessage            `json:"roots,omitempty"`
+	Sampling   json.RawMessage            `json:"sampling,omitempty"`
 }
 
 // BuildInitializeResult builds the result of a legacy initialize from the
@@ -100,7 +114,7 @@ func BuildInitializeResult(version string, discover []byte, notify bool) ([]byte
 	}
 	b := make([]byte, 0, 96+len(caps)+len(serverInfo)+len(instructions))
 	b = append(b, `{"protocolVersion":`...)
-	b = strconv.AppendQuote(b, version)
+	b = append(b, jsonrpc.Quote(version)...)
 	b = append(b, `,"capabilities":`...)
 	b = append(b, caps...)
 	b = append(b, `,"serverInfo":`...)
@@ -116,14 +130,14 @@ func BuildInitializeResult(version string, discover []byte, notify bool) ([]byte
 // legacy client (see BuildInitializeResult).
 func legacyServerCapabilities(caps gjson.Result, notify bool) string {
 	out := caps.Raw
-	if translate.ObjectHas(out, "extensions") {
-		out = translate.RemoveMembers(out, "extensions")
+	if jsonrpc.ObjectHas(out, "extensions") {
+		out = jsonrpc.RemoveMembers(out, "extensions")
 	}
 	if notify {
 		return out
 	}
-	ms, _ := translate.Members(out)
-	var sp []translate.Splice
+	ms, _ := jsonrpc.Members(out)
+	var sp []jsonrpc.Splice
 	for _, m := range ms {
 		if !m.Val.IsObject() {
 			continue
@@ -133,8 +147,8 @@ func legacyServerCapabilities(caps gjson.Result, notify bool) string {
 			drop = append(drop, "subscribe")
 		}
 		for _, d := range drop {
-			if translate.ObjectHas(m.Val.Raw, d) {
-				sp = append(sp, translate.Splice{At: m.Val.Index, End: m.End(), Text: translate.RemoveMembers(m.Val.Raw, drop...)})
+			if jsonrpc.ObjectHas(m.Val.Raw, d) {
+				sp = append(sp, jsonrpc.Splice{At: m.Val.Index, End: m.End(), Text: jsonrpc.RemoveMembers(m.Val.Raw, drop...)})
 				break
 			}
 		}
@@ -142,7 +156,7 @@ func legacyServerCapabilities(caps gjson.Result, notify bool) string {
 	if len(sp) == 0 {
 		return out
 	}
-	return string(translate.ApplySplices(out, sp))
+	return string(jsonrpc.ApplySplices(out, sp))
 }
 
 // LegacyResult turns the result object of a modern response to method into
@@ -181,7 +195,7 @@ func LegacyResult(method string, result []byte) ([]byte, error) {
 		case method == "tools/list" && m.Name == "tools" && m.Val.IsArray():
 			val = revDropTaskSupport(wrapOutputSchemas(val))
 		}
-		b = translate.AppendMember(b, m.Key, val)
+		b = jsonrpc.AppendMember(b, m.Key, val)
 	}
 	return append(b, '}'), nil
 }
@@ -189,7 +203,7 @@ func LegacyResult(method string, result []byte) ([]byte, error) {
 // wrapOutputSchemas wraps the non-object outputSchema of every tool in the
 // JSON array tools.
 func wrapOutputSchemas(tools string) string {
-	var sp []translate.Splice
+	var sp []jsonrpc.Splice
 	gjson.Parse(tools).ForEach(func(_, tool gjson.Result) bool {
 		if !tool.IsObject() {
 			return true
@@ -202,7 +216,7 @@ func wrapOutputSchemas(tools string) string {
 				return false
 			}
 			// Nested indexes are relative to the whole array.
-			sp = append(sp, translate.Splice{At: v.Index, End: v.Index + len(v.Raw),
+			sp = append(sp, jsonrpc.Splice{At: v.Index, End: v.Index + len(v.Raw),
 				Text: `{"type":"object","properties":{"result":` + v.Raw + `},"required":["result"]}`})
 			return false
 		})
@@ -211,8 +225,8 @@ func wrapOutputSchemas(tools string) string {
 	if len(sp) == 0 {
 		return tools
 	}
-	translate.SortSplices(sp)
-	return string(translate.ApplySplices(tools, sp))
+	jsonrpc.SortSplices(sp)
+	return string(jsonrpc.ApplySplices(tools, sp))
 }
 
 // LegacyError maps the error object of a modern error response to method
@@ -230,7 +244,7 @@ func wrapOutputSchemas(tools string) string {
 // Everything else is returned unchanged.
 func LegacyError(method string, errObj []byte) []byte {
 	code := gjson.GetBytes(errObj, "code")
-	missingCap := code.Type == gjson.Number && code.Num == translate.MissingRequiredClientCapability
+	missingCap := code.Type == gjson.Number && code.Num == jsonrpc.MissingRequiredClientCapability
 	if method != "resources/read" && !missingCap {
 		return errObj
 	}
@@ -243,7 +257,7 @@ func LegacyError(method string, errObj []byte) []byte {
 	for i, m := range ms {
 		switch m.Name {
 		case "code":
-			if m.Val.Type == gjson.Number && (m.Val.Num == translate.InvalidParams || m.Val.Num == translate.MissingRequiredClientCapability) {
+			if m.Val.Type == gjson.Number && (m.Val.Num == jsonrpc.InvalidParams || m.Val.Num == jsonrpc.MissingRequiredClientCapability) {
 				codeAt = i
 			}
 		case "data":
@@ -255,10 +269,10 @@ func LegacyError(method string, errObj []byte) []byte {
 	}
 	m := ms[codeAt]
 	switch {
-	case m.Val.Num == translate.MissingRequiredClientCapability:
-		return translate.ApplySplices(src, []translate.Splice{{At: m.Val.Index, End: m.End(), Text: strconv.Itoa(translate.InvalidRequest)}})
+	case m.Val.Num == jsonrpc.MissingRequiredClientCapability:
+		return jsonrpc.ApplySplices(src, []jsonrpc.Splice{{At: m.Val.Index, End: m.End(), Text: strconv.Itoa(jsonrpc.InvalidRequest)}})
 	case method == "resources/read" && hasURI:
-		return translate.ApplySplices(src, []translate.Splice{{At: m.Val.Index, End: m.End(), Text: strconv.Itoa(translate.ResourceNotFoundLegacy)}})
+		return jsonrpc.ApplySplices(src, []jsonrpc.Splice{{At: m.Val.Index, End: m.End(), Text: strconv.Itoa(translate.ResourceNotFoundLegacy)}})
 	}
 	return errObj
 }

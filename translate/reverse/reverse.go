@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/tidwall/gjson"
 )
@@ -105,7 +105,7 @@ func (rv *Bridge) Waiting() int {
 // Request is one legacy request or notification of a session.
 type Request struct {
 	// Message is the envelope Peek returned; Raw is the message as received.
-	legacy.Message
+	jsonrpc.Message
 	// Header is sent upstream (Authorization, trace context).
 	Header http.Header
 }
@@ -113,13 +113,13 @@ type Request struct {
 // Serve answers a request or notification of session s through sink. It
 // returns when the answer is complete.
 func (rv *Bridge) Serve(ctx context.Context, s *Session, r Request, sink translate.Sink) translate.Served {
-	if r.Kind == legacy.KindRequest && len(r.Method) > translate.MaxMethodLength {
+	if r.Kind == jsonrpc.KindRequest && len(r.Method) > translate.MaxMethodLength {
 		// Before it becomes an Mcp-Method header, a log line or a metric.
-		rv.respondError(r, sink, translate.Errorf(http.StatusBadRequest, translate.InvalidRequest,
+		rv.respondError(r, sink, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest,
 			"Invalid Request: method names are at most %d bytes long", translate.MaxMethodLength))
 		return translate.Served{Outcome: translate.OutcomeError}
 	}
-	if r.Kind == legacy.KindNotification {
+	if r.Kind == jsonrpc.KindNotification {
 		if r.Method == "notifications/cancelled" {
 			rv.cancel(s, gjson.GetBytes(r.Raw, "params.requestId"))
 		}
@@ -130,13 +130,13 @@ func (rv *Bridge) Serve(ctx context.Context, s *Session, r Request, sink transla
 	}
 	switch r.Method {
 	case "initialize":
-		_ = sink.Respond(http.StatusBadRequest, translate.ErrorResponse(r.ID, translate.Errorf(http.StatusBadRequest, translate.InvalidRequest, "Invalid Request: the session is already initialized")))
+		_ = sink.Respond(http.StatusBadRequest, jsonrpc.ErrorResponse(r.ID, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest, "Invalid Request: the session is already initialized")))
 	case "ping":
 		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, []byte("{}")))
 	case "logging/setLevel":
 		level := gjson.GetBytes(r.Raw, "params.level")
 		if level.Type != gjson.String || !slices.Contains(translate.LogLevels, level.Str) {
-			_ = sink.Respond(http.StatusOK, translate.ErrorResponse(r.ID, translate.Errorf(http.StatusBadRequest, translate.InvalidParams, "Invalid params: level must be one of %v", translate.LogLevels)))
+			_ = sink.Respond(http.StatusOK, jsonrpc.ErrorResponse(r.ID, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidParams, "Invalid params: level must be one of %v", translate.LogLevels)))
 			return translate.Served{}
 		}
 		if rerr := rv.setLevel(s, level.Str); rerr != nil {
@@ -149,15 +149,15 @@ func (rv *Bridge) Serve(ctx context.Context, s *Session, r Request, sink transla
 		// subscribes upstream (listen.go).
 		uri := gjson.GetBytes(r.Raw, "params.uri")
 		if uri.Type != gjson.String {
-			_ = sink.Respond(http.StatusOK, translate.ErrorResponse(r.ID, translate.Errorf(http.StatusBadRequest, translate.InvalidParams, "Invalid params: uri must be a string")))
+			_ = sink.Respond(http.StatusOK, jsonrpc.ErrorResponse(r.ID, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidParams, "Invalid params: uri must be a string")))
 			return translate.Served{}
 		}
 		if rerr := rv.subscribe(s, uri.Str, r.Method == "resources/subscribe", len(r.Raw)); rerr != nil {
 			status := rerr.HTTPStatus
-			if rerr.Code == translate.InvalidParams {
+			if rerr.Code == jsonrpc.InvalidParams {
 				status = http.StatusOK // in-band, as the other invalid params
 			}
-			_ = sink.Respond(status, translate.ErrorResponse(r.ID, rerr))
+			_ = sink.Respond(status, jsonrpc.ErrorResponse(r.ID, rerr))
 			return translate.Served{}
 		}
 		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, []byte("{}")))
@@ -243,7 +243,7 @@ func (rv *Bridge) call(ctx context.Context, s *Session, r Request, sink translat
 		w.Stop()
 		if err != nil {
 			reason = err.Error()
-			rv.respondError(r, sink, translate.Errorf(http.StatusBadRequest, translate.InvalidParams, "Invalid params: %v", err))
+			rv.respondError(r, sink, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidParams, "Invalid params: %v", err))
 			return served
 		}
 		final, rerr := rv.exchange(ctx, o, s.Upstream, hdr, body, id, sink, level)
@@ -257,7 +257,7 @@ func (rv *Bridge) call(ctx context.Context, s *Session, r Request, sink translat
 			return served
 		}
 		if e := final.Get("error"); e.Exists() {
-			if paramHeaders && e.Get("code").Int() == translate.HeaderMismatch {
+			if paramHeaders && e.Get("code").Int() == jsonrpc.HeaderMismatch {
 				// The tool's x-mcp-header annotations may have changed:
 				// read them again and send the same request once more.
 				paramHeaders = false
@@ -296,7 +296,7 @@ func (rv *Bridge) call(ctx context.Context, s *Session, r Request, sink translat
 			rv.followTask(ctx, s, r, sink, res, level, &served, &reason)
 			return served
 		case rt.Str != "input_required":
-			reason = fmt.Sprintf("the upstream answered with resultType %s, which legacy clients cannot receive", translate.Clip(rt.Raw))
+			reason = fmt.Sprintf("the upstream answered with resultType %s, which legacy clients cannot receive", jsonrpc.Clip(rt.Raw))
 			rv.respondError(r, sink, translate.BadGateway(reason))
 			return served
 		case !translate.InputCapable[r.Method]:
@@ -352,7 +352,7 @@ func (rv *Bridge) call(ctx context.Context, s *Session, r Request, sink translat
 // for a call the client cancelled or left; a call the gateway ended gets
 // an error (the client may be listening still).
 // It returns the call's outcome and why.
-func (rv *Bridge) abandoned(ctx context.Context, r Request, sink translate.Sink, rerr *translate.RPCError) (outcome, reason string) {
+func (rv *Bridge) abandoned(ctx context.Context, r Request, sink translate.Sink, rerr *jsonrpc.RPCError) (outcome, reason string) {
 	if rerr == nil {
 		cause := context.Cause(ctx)
 		if cause == nil || errors.Is(cause, errCallCancelled) || errors.Is(cause, context.Canceled) {
@@ -362,14 +362,14 @@ func (rv *Bridge) abandoned(ctx context.Context, r Request, sink translate.Sink,
 			}
 			return translate.OutcomeCancelled, cause.Error()
 		}
-		rerr = &translate.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError, Message: "the call was abandoned: " + cause.Error()}
+		rerr = &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError, Message: "the call was abandoned: " + cause.Error()}
 	}
 	rv.respondError(r, sink, rerr)
 	return translate.OutcomeError, rerr.Detail()
 }
 
-func (rv *Bridge) respondError(r Request, sink translate.Sink, e *translate.RPCError) {
-	_ = sink.Respond(e.HTTPStatus, translate.ErrorResponse(r.ID, e))
+func (rv *Bridge) respondError(r Request, sink translate.Sink, e *jsonrpc.RPCError) {
+	_ = sink.Respond(e.HTTPStatus, jsonrpc.ErrorResponse(r.ID, e))
 }
 
 // fail ends a call with LegacyFailure.

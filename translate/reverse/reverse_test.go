@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/internal/testkit"
@@ -335,5 +336,31 @@ func TestParamHeaders(t *testing.T) {
 	setParamHeaders(hdr, hs, gjson.Parse(`{"region":null,"count":1.5}`))
 	if len(hdr) != 0 {
 		t.Fatalf("null and non-integer values gave headers %v", hdr)
+	}
+}
+
+// TestRequestMetaNames: requestMeta's tags are translate's _meta names, and
+// a client's _meta keeps its own members, in its order, before the
+// session's.
+func TestRequestMetaNames(t *testing.T) {
+	b, err := jsonrpc.Marshal(requestMeta{ClientCapabilities: json.RawMessage(`{}`), ClientInfo: json.RawMessage(`{}`), LogLevel: "info", ProtocolVersion: "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{translate.MetaClientCapabilities, translate.MetaClientInfo, translate.MetaLogLevel, translate.MetaProtocolVersion} {
+		if !gjson.GetBytes(b, gjson.Escape(name)).Exists() {
+			t.Errorf("%s missing from %s", name, b)
+		}
+	}
+	s := &Session{ClientSession: seal.ClientSession{Capabilities: []byte(`{}`)}}
+	params := []byte(`{"_meta":{"z":1,"progressToken":2,"io.modelcontextprotocol/logLevel":"debug"},"name":"t","name2":{"b":1, "a":2}}`)
+	body, err := upstreamRequest("gw-1", "prompts/get", params, s, "", nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"jsonrpc":"2.0","id":"gw-1","method":"prompts/get","params":{"_meta":{"z":1,"progressToken":2,` +
+		`"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"t","name2":{"b":1,"a":2}}}`
+	if string(body) != want {
+		t.Errorf("upstreamRequest = %s\nwant %s", body, want)
 	}
 }

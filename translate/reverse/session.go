@@ -7,11 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -53,17 +53,17 @@ type InitRequest struct {
 // per upstream and principal for its ttlMs, at most an hour) and seals a
 // session id carrying what later requests need. It returns the JSON-RPC
 // response to send with the session id.
-func (rv *Bridge) Initialize(ctx context.Context, r InitRequest) (response []byte, sid seal.GatewaySessionID, rerr *translate.RPCError) {
+func (rv *Bridge) Initialize(ctx context.Context, r InitRequest) (response []byte, sid seal.GatewaySessionID, rerr *jsonrpc.RPCError) {
 	o := rv.optionsOf(r.Options)
 	p := gjson.GetBytes(r.Body, "params")
 	caps := []byte("{}")
 	if c := p.Get("capabilities"); c.IsObject() {
 		caps = compactJSON(c.Raw)
 		if len(caps) > seal.MaxClientSessionCapabilities {
-			caps = compactJSON(translate.RemoveMembers(c.Raw, "experimental"))
+			caps = compactJSON(jsonrpc.RemoveMembers(c.Raw, "experimental"))
 		}
 		if len(caps) > seal.MaxClientSessionCapabilities {
-			return nil, "", translate.Errorf(http.StatusBadRequest, translate.InvalidParams, "Invalid params: capabilities too large (more than %d bytes)", seal.MaxClientSessionCapabilities)
+			return nil, "", jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidParams, "Invalid params: capabilities too large (more than %d bytes)", seal.MaxClientSessionCapabilities)
 		}
 	}
 	var info []byte
@@ -71,7 +71,7 @@ func (rv *Bridge) Initialize(ctx context.Context, r InitRequest) (response []byt
 		info = compactJSON(ci.Raw)
 		if len(info) > seal.MaxClientSessionInfo {
 			// Keep the identity, drop icons and descriptions.
-			info, _ = json.Marshal(map[string]string{"name": translate.Clip(ci.Get("name").String()), "version": translate.Clip(ci.Get("version").String())})
+			info, _ = json.Marshal(implementation{Name: jsonrpc.Clip(ci.Get("name").String()), Version: jsonrpc.Clip(ci.Get("version").String())})
 		}
 	}
 	version := NegotiateLegacyVersion(p.Get("protocolVersion").String())
@@ -101,18 +101,22 @@ func (rv *Bridge) Initialize(ctx context.Context, r InitRequest) (response []byt
 
 // discoverResult returns the upstream's DiscoverResult, from the cache when
 // fresh.
-func (rv *Bridge) discoverResult(ctx context.Context, o *Options, upstream string, princ [16]byte, header http.Header) ([]byte, *translate.RPCError) {
+func (rv *Bridge) discoverResult(ctx context.Context, o *Options, upstream string, princ [16]byte, header http.Header) ([]byte, *jsonrpc.RPCError) {
 	now := time.Now()
 	key := upstream + "\x00" + string(princ[:])
 	if res, ok := rv.discover.get(key, now); ok {
 		return res, nil
 	}
 	id := rv.upstreamID(o)
-	body := `{"jsonrpc":"2.0","id":` + strconv.Quote(id) + `,"method":"server/discover","params":{"_meta":{` +
-		strconv.Quote(translate.MetaProtocolVersion) + `:"` + translate.ModernVersion + `",` +
-		strconv.Quote(translate.MetaClientCapabilities) + `:{},` +
-		strconv.Quote(translate.MetaClientInfo) + `:{"name":"caddy-mcp-gateway","version":"reverse-bridge"}}}}`
-	final, rerr := rv.exchange(ctx, o, upstream, modernHeader(header, "server/discover", "", false), []byte(body), id, nil, "")
+	body, err := jsonrpc.Marshal(jsonrpc.NewRequest(json.RawMessage(jsonrpc.Quote(id)), "server/discover", discoverParams{Meta: discoverMeta{
+		ProtocolVersion:    translate.ModernVersion,
+		ClientCapabilities: json.RawMessage("{}"),
+		ClientInfo:         implementation{Name: "caddy-mcp-gateway", Version: "reverse-bridge"},
+	}}))
+	if err != nil {
+		return nil, translate.BadGateway(err.Error())
+	}
+	final, rerr := rv.exchange(ctx, o, upstream, modernHeader(header, "server/discover", "", false), body, id, nil, "")
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -120,7 +124,7 @@ func (rv *Bridge) discoverResult(ctx context.Context, o *Options, upstream strin
 	if !res.IsObject() {
 		msg := "the upstream refused server/discover"
 		if e := final.Get("error.message"); e.Exists() {
-			msg += ": " + translate.Clip(e.String())
+			msg += ": " + jsonrpc.Clip(e.String())
 		}
 		return nil, translate.BadGateway(msg)
 	}
@@ -170,7 +174,7 @@ func (rv *Bridge) Session(opts *Options, s seal.ClientSession, principal [16]byt
 // once it expires. Here it stays refused until then: when the table of
 // session facts is full, the DELETE is refused instead (503, or 429 when
 // the principal's share is full) and the session goes on.
-func (rv *Bridge) Delete(s *Session) *translate.RPCError {
+func (rv *Bridge) Delete(s *Session) *jsonrpc.RPCError {
 	var subs *reverseSubscriptions
 	rerr := rv.facts.update(s.ID, s.Principal, rv.expiry(s), time.Now(), true, func(f *sessionFacts) {
 		f.deleted, f.level = true, ""
@@ -194,7 +198,7 @@ func (rv *Bridge) Delete(s *Session) *translate.RPCError {
 
 // setLevel records logging/setLevel for s, or refuses it when the table of
 // session facts is full.
-func (rv *Bridge) setLevel(s *Session, level string) *translate.RPCError {
+func (rv *Bridge) setLevel(s *Session, level string) *jsonrpc.RPCError {
 	return rv.facts.update(s.ID, s.Principal, rv.expiry(s), time.Now(), true, func(f *sessionFacts) { f.level = level })
 }
 
@@ -216,4 +220,24 @@ func compactJSON(raw string) []byte {
 		return []byte(raw)
 	}
 	return b.Bytes()
+}
+
+// implementation is the identity kept of a clientInfo too large to keep
+// whole.
+type implementation struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// discoverParams are the params of the gateway's own server/discover.
+type discoverParams struct {
+	Meta discoverMeta `json:"_meta"`
+}
+
+// discoverMeta is the _meta of the gateway's own server/discover, in the
+// order it has always been sent in.
+type discoverMeta struct {
+	ProtocolVersion    string          `json:"io.modelcontextprotocol/protocolVersion"`
+	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	ClientInfo         implementation  `json:"io.modelcontextprotocol/clientInfo"`
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
@@ -20,13 +21,13 @@ func newStreamCount() *streamCount { return &streamCount{translate.NewPrincipalC
 
 // enter counts a new stream of principal, or refuses it when max streams
 // are open in all or maxPer of the principal's; leave uncounts it, once.
-func (s *streamCount) enter(principal [16]byte, max, maxPer int) (leave func(), rerr *translate.RPCError) {
+func (s *streamCount) enter(principal [16]byte, max, maxPer int) (leave func(), rerr *jsonrpc.RPCError) {
 	switch s.c.Take(principal, 1, int64(max), int64(maxPer)) {
 	case translate.RefusedInAll:
-		return nil, &translate.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,
+		return nil, &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 			Message: "the gateway has too many GET streams open (max_get_streams); retry later"}
 	case translate.RefusedForPrincipal:
-		return nil, &translate.RPCError{HTTPStatus: http.StatusTooManyRequests, Code: translate.InternalError,
+		return nil, &jsonrpc.RPCError{HTTPStatus: http.StatusTooManyRequests, Code: jsonrpc.InternalError,
 			Message: "too many GET streams open for this principal (max_get_streams_per_principal); close one"}
 	}
 	var once sync.Once

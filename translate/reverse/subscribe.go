@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/tidwall/gjson"
 )
@@ -44,13 +45,13 @@ func newSubscriptionBudget() *subscriptionBudget {
 }
 
 // take reserves n bytes for principal, or refuses.
-func (b *subscriptionBudget) take(principal [16]byte, n int64) *translate.RPCError {
+func (b *subscriptionBudget) take(principal [16]byte, n int64) *jsonrpc.RPCError {
 	switch b.c.Take(principal, n, maxSubscriptionBytesTotal, maxSubscriptionBytesPerPrincipal) {
 	case translate.RefusedInAll:
-		return &translate.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError,
+		return &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 			Message: "the gateway holds too many resource subscriptions; retry later"}
 	case translate.RefusedForPrincipal:
-		return &translate.RPCError{HTTPStatus: http.StatusTooManyRequests, Code: translate.InternalError,
+		return &jsonrpc.RPCError{HTTPStatus: http.StatusTooManyRequests, Code: jsonrpc.InternalError,
 			Message: "too many resource subscriptions for this principal; unsubscribe, or delete sessions no longer used"}
 	}
 	return nil
@@ -80,7 +81,7 @@ type reverseSubscriptions struct {
 // subscriptionsOf returns the subscriptions of s, creating them, or the
 // refusal of a full table. Its caller must check, under their lock, that
 // they were not released meanwhile (then take them again).
-func (rv *Bridge) subscriptionsOf(s *Session) (*reverseSubscriptions, *translate.RPCError) {
+func (rv *Bridge) subscriptionsOf(s *Session) (*reverseSubscriptions, *jsonrpc.RPCError) {
 	now := time.Now()
 	var st *reverseSubscriptions
 	rerr := rv.facts.update(s.ID, s.Principal, rv.expiry(s), now, true, func(f *sessionFacts) {
@@ -98,20 +99,20 @@ func (rv *Bridge) subscriptionsOf(s *Session) (*reverseSubscriptions, *translate
 
 // errSessionEnded refuses a request of a session that ended on this
 // instance while it was served.
-var errSessionEnded = &translate.RPCError{HTTPStatus: http.StatusNotFound, Code: -32001, Message: "Session not found"}
+var errSessionEnded = &jsonrpc.RPCError{HTTPStatus: http.StatusNotFound, Code: -32001, Message: "Session not found"}
 
 // subscribe records resources/subscribe (add) or unsubscribe of uri for s,
 // a request of size bytes.
 // Only a new URI wakes the GET stream: an unsubscribed URI leaves the
 // upstream filter at its next change, and its notifications are dropped
 // here meanwhile (subscribed).
-func (rv *Bridge) subscribe(s *Session, uri string, add bool, size int) *translate.RPCError {
+func (rv *Bridge) subscribe(s *Session, uri string, add bool, size int) *jsonrpc.RPCError {
 	if len(uri) > maxSubscribeURI {
-		return translate.Errorf(http.StatusBadRequest, translate.InvalidParams, "Invalid params: uri longer than %d bytes", maxSubscribeURI)
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidParams, "Invalid params: uri longer than %d bytes", maxSubscribeURI)
 	}
 	var st *reverseSubscriptions
 	for {
-		var rerr *translate.RPCError
+		var rerr *jsonrpc.RPCError
 		if st, rerr = rv.subscriptionsOf(s); rerr != nil {
 			return rerr
 		}
@@ -127,9 +128,9 @@ func (rv *Bridge) subscribe(s *Session, uri string, add bool, size int) *transla
 	_, has := st.uris[uri]
 	switch {
 	case add && !has && len(st.uris) >= maxReverseSubscriptions:
-		return translate.Errorf(http.StatusBadRequest, translate.InvalidParams, "Invalid params: at most %d subscriptions per session", maxReverseSubscriptions)
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidParams, "Invalid params: at most %d subscriptions per session", maxReverseSubscriptions)
 	case add && !has && st.bytes+cost > maxSubscriptionBytes:
-		return translate.Errorf(http.StatusBadRequest, translate.InvalidParams, "Invalid params: a session's subscribed URIs take at most %d bytes", maxSubscriptionBytes)
+		return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidParams, "Invalid params: a session's subscribed URIs take at most %d bytes", maxSubscriptionBytes)
 	case add && !has:
 		if rerr := st.budget.take(st.principal, cost); rerr != nil {
 			return rerr

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/tidwall/gjson"
 )
@@ -56,19 +56,28 @@ func (s *Session) declaresTasks() bool {
 }
 
 // revDeclareTasks returns the 2026 client capabilities caps (a JSON
-// object) with the Tasks extension declared.
+// object as ModernClientCapabilities returns it; anything else counts as
+// {}) with the Tasks extension declared. The extensions already declared
+// are kept (of a repeated id the first), sorted by id.
 func revDeclareTasks(caps []byte) []byte {
-	m := map[string]json.RawMessage{}
-	if err := json.Unmarshal(caps, &m); err != nil {
-		m = map[string]json.RawMessage{}
+	out := clientCapabilities{Extensions: map[string]json.RawMessage{}}
+	if c := gjson.ParseBytes(caps); jsonrpc.ValidJSON(caps) == nil && c.IsObject() {
+		raw := func(name string) json.RawMessage {
+			if v := c.Get(name); v.Exists() {
+				return json.RawMessage(v.Raw)
+			}
+			return nil
+		}
+		out.Elicitation, out.Experimental, out.Roots, out.Sampling = raw("elicitation"), raw("experimental"), raw("roots"), raw("sampling")
+		c.Get("extensions").ForEach(func(k, v gjson.Result) bool { // a map of data: the first of a repeated id
+			if _, seen := out.Extensions[k.Str]; !seen {
+				out.Extensions[k.Str] = json.RawMessage(v.Raw)
+			}
+			return true
+		})
 	}
-	ext := map[string]json.RawMessage{}
-	if raw, ok := m["extensions"]; ok {
-		_ = json.Unmarshal(raw, &ext)
-	}
-	ext[reverseTasksExtension] = json.RawMessage("{}")
-	m["extensions"], _ = json.Marshal(ext)
-	b, err := json.Marshal(m)
+	out.Extensions[reverseTasksExtension] = json.RawMessage("{}")
+	b, err := json.Marshal(out)
 	if err != nil {
 		return caps
 	}
@@ -129,7 +138,7 @@ func (rv *Bridge) followTask(ctx context.Context, s *Session, r Request, sink tr
 		next = 0 // already terminal: read it at once
 	}
 	failures := 0
-	var lastErr *translate.RPCError
+	var lastErr *jsonrpc.RPCError
 	for {
 		if next > 0 {
 			pause := time.NewTimer(next)
@@ -141,7 +150,7 @@ func (rv *Bridge) followTask(ctx context.Context, s *Session, r Request, sink tr
 				return
 			case <-deadline.C:
 				pause.Stop()
-				t.expire(ctx, fmt.Sprintf("the upstream's task %s did not end within %v (%s); it was cancelled", translate.Clip(t.id), wait, bound))
+				t.expire(ctx, fmt.Sprintf("the upstream's task %s did not end within %v (%s); it was cancelled", jsonrpc.Clip(t.id), wait, bound))
 				return
 			}
 		}
@@ -153,14 +162,14 @@ func (rv *Bridge) followTask(ctx context.Context, s *Session, r Request, sink tr
 		}
 		if rerr == nil {
 			if e := task.Get("error"); e.Exists() {
-				if e.Get("code").Int() == translate.InvalidParams {
+				if e.Get("code").Int() == jsonrpc.InvalidParams {
 					// Unknown or expired: the task is gone.
-					*reason = fmt.Sprintf("the upstream no longer knows task %s: %s", translate.Clip(t.id), translate.Clip(e.Get("message").String()))
-					rv.respondError(r, sink, &translate.RPCError{HTTPStatus: http.StatusOK, Code: translate.InternalError, Message: *reason})
+					*reason = fmt.Sprintf("the upstream no longer knows task %s: %s", jsonrpc.Clip(t.id), jsonrpc.Clip(e.Get("message").String()))
+					rv.respondError(r, sink, &jsonrpc.RPCError{HTTPStatus: http.StatusOK, Code: jsonrpc.InternalError, Message: *reason})
 					return
 				}
-				rerr = &translate.RPCError{HTTPStatus: http.StatusBadGateway, Code: translate.InternalError,
-					Message: fmt.Sprintf("tasks/get failed: %s (code %d)", translate.Clip(e.Get("message").String()), e.Get("code").Int())}
+				rerr = &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,
+					Message: fmt.Sprintf("tasks/get failed: %s (code %d)", jsonrpc.Clip(e.Get("message").String()), e.Get("code").Int())}
 			} else if !task.Get("result").IsObject() {
 				rerr = translate.BadGateway("tasks/get answered without a result object")
 			}
@@ -172,9 +181,9 @@ func (rv *Bridge) followTask(ctx context.Context, s *Session, r Request, sink tr
 				continue
 			}
 			t.cancelUpstream(ctx)
-			*reason = fmt.Sprintf("the upstream's task %s could not be read %d times in a row; it was cancelled: %s", translate.Clip(t.id), failures, lastErr.Message)
+			*reason = fmt.Sprintf("the upstream's task %s could not be read %d times in a row; it was cancelled: %s", jsonrpc.Clip(t.id), failures, lastErr.Message)
 			served.Cause = lastErr.Cause
-			rv.respondError(r, sink, &translate.RPCError{HTTPStatus: lastErr.HTTPStatus, Code: lastErr.Code, Message: *reason, Cause: lastErr.Cause})
+			rv.respondError(r, sink, &jsonrpc.RPCError{HTTPStatus: lastErr.HTTPStatus, Code: lastErr.Code, Message: *reason, Cause: lastErr.Cause})
 			return
 		}
 		failures = 0
@@ -199,19 +208,19 @@ func (rv *Bridge) followTask(ctx context.Context, s *Session, r Request, sink tr
 				rv.respondError(r, sink, translate.BadGateway(*reason))
 				return
 			}
-			*reason = "the upstream's task failed: " + translate.Clip(e.Get("message").String())
+			*reason = "the upstream's task failed: " + jsonrpc.Clip(e.Get("message").String())
 			_ = sink.Respond(http.StatusOK, translate.ErrorObjectResponse(r.ID, LegacyError(r.Method, []byte(e.Raw))))
 			return
 		case translate.TaskCancelled:
-			*reason = "the upstream cancelled task " + translate.Clip(t.id)
+			*reason = "the upstream cancelled task " + jsonrpc.Clip(t.id)
 			if m := res.Get("statusMessage"); m.Type == gjson.String && m.Str != "" {
-				*reason += ": " + translate.Clip(m.Str)
+				*reason += ": " + jsonrpc.Clip(m.Str)
 			}
-			rv.respondError(r, sink, &translate.RPCError{HTTPStatus: http.StatusOK, Code: translate.InternalError, Message: *reason})
+			rv.respondError(r, sink, &jsonrpc.RPCError{HTTPStatus: http.StatusOK, Code: jsonrpc.InternalError, Message: *reason})
 			return
 		default:
 			t.cancelUpstream(ctx)
-			*reason = fmt.Sprintf("the upstream's task has an unknown status %s; it was cancelled", translate.Clip(st.Raw))
+			*reason = fmt.Sprintf("the upstream's task has an unknown status %s; it was cancelled", jsonrpc.Clip(st.Raw))
 			rv.respondError(r, sink, translate.BadGateway(*reason))
 			return
 		}
@@ -225,9 +234,9 @@ func (t *revTask) answer(ctx context.Context, reqs gjson.Result) bool {
 	if !reqs.IsObject() {
 		return true // nothing in hand yet: poll again
 	}
-	fresh := map[string]json.RawMessage{}
+	fresh := map[string]json.RawMessage{} // keyed by data: input keys
 	reqs.ForEach(func(k, v gjson.Result) bool {
-		if !t.asked[k.Str] {
+		if _, seen := fresh[k.Str]; !seen && !t.asked[k.Str] {
 			fresh[k.Str] = json.RawMessage(v.Raw)
 		}
 		return true
@@ -241,7 +250,7 @@ func (t *revTask) answer(ctx context.Context, reqs gjson.Result) bool {
 		t.rv.fail(t.r, t.sink, *t.reason)
 		return false
 	}
-	raw, err := marshalVerbatim(fresh)
+	raw, err := jsonrpc.Marshal(fresh)
 	if err != nil {
 		*t.reason = err.Error()
 		t.rv.respondError(t.r, t.sink, translate.BadGateway(*t.reason))
@@ -273,15 +282,15 @@ func (t *revTask) answer(ctx context.Context, reqs gjson.Result) bool {
 	}
 	if rerr == nil {
 		if e := ack.Get("error"); e.Exists() {
-			rerr = &translate.RPCError{HTTPStatus: http.StatusOK, Code: translate.InternalError,
-				Message: fmt.Sprintf("tasks/update failed: %s (code %d)", translate.Clip(e.Get("message").String()), e.Get("code").Int())}
+			rerr = &jsonrpc.RPCError{HTTPStatus: http.StatusOK, Code: jsonrpc.InternalError,
+				Message: fmt.Sprintf("tasks/update failed: %s (code %d)", jsonrpc.Clip(e.Get("message").String()), e.Get("code").Int())}
 		}
 	}
 	if rerr != nil {
 		t.cancelUpstream(ctx)
-		*t.reason = fmt.Sprintf("the client's answers could not reach the upstream's task %s; it was cancelled: %s", translate.Clip(t.id), rerr.Message)
+		*t.reason = fmt.Sprintf("the client's answers could not reach the upstream's task %s; it was cancelled: %s", jsonrpc.Clip(t.id), rerr.Message)
 		t.served.Cause = rerr.Cause
-		t.rv.respondError(t.r, t.sink, &translate.RPCError{HTTPStatus: rerr.HTTPStatus, Code: rerr.Code, Message: *t.reason, Cause: rerr.Cause})
+		t.rv.respondError(t.r, t.sink, &jsonrpc.RPCError{HTTPStatus: rerr.HTTPStatus, Code: rerr.Code, Message: *t.reason, Cause: rerr.Cause})
 		return false
 	}
 	return true
@@ -317,7 +326,7 @@ func (t *revTask) expire(ctx context.Context, msg string) {
 	t.cancelUpstream(ctx)
 	*t.reason = msg
 	t.served.Outcome = translate.OutcomeExpired
-	t.rv.respondError(t.r, t.sink, &translate.RPCError{HTTPStatus: http.StatusOK, Code: translate.InternalError, Message: msg})
+	t.rv.respondError(t.r, t.sink, &jsonrpc.RPCError{HTTPStatus: http.StatusOK, Code: jsonrpc.InternalError, Message: msg})
 }
 
 // cancelUpstream sends tasks/cancel, best effort: it outlives ctx (the
@@ -328,41 +337,36 @@ func (t *revTask) cancelUpstream(ctx context.Context) {
 	_, _ = t.request(cctx, "tasks/cancel", nil)
 }
 
+// taskParams are the params of a tasks/* request (its fields in name
+// order, the order the gateway has always sent them in).
+type taskParams struct {
+	Meta requestMeta `json:"_meta"`
+	// InputResponses is keyed by data (input keys); nil omits it.
+	InputResponses map[string]json.RawMessage `json:"inputResponses,omitempty"`
+	TaskID         string                     `json:"taskId"`
+}
+
 // request sends one tasks/* request about the task upstream, with the
 // session's _meta (the extension declared) and Mcp-Name = the taskId, and
 // returns the JSON-RPC response.
-func (t *revTask) request(ctx context.Context, method string, responses map[string]json.RawMessage) (gjson.Result, *translate.RPCError) {
+func (t *revTask) request(ctx context.Context, method string, responses map[string]json.RawMessage) (gjson.Result, *jsonrpc.RPCError) {
 	id := t.rv.upstreamID(t.o)
-	params := map[string]json.RawMessage{"taskId": json.RawMessage(strconv.Quote(t.id))}
-	if responses != nil {
-		raw, err := marshalVerbatim(responses)
-		if err != nil {
-			return gjson.Result{}, translate.BadGateway(err.Error())
-		}
-		params["inputResponses"] = raw
-	}
-	meta := map[string]json.RawMessage{
-		translate.MetaProtocolVersion:    json.RawMessage(`"` + translate.ModernVersion + `"`),
-		translate.MetaClientCapabilities: revDeclareTasks(ModernClientCapabilities(t.s.Capabilities)),
-	}
-	if t.s.ClientInfo != nil {
-		meta[translate.MetaClientInfo] = t.s.ClientInfo
-	}
-	if t.level != "" {
-		meta[translate.MetaLogLevel] = json.RawMessage(strconv.Quote(t.level))
-	}
-	var err error
-	if params["_meta"], err = marshalVerbatim(meta); err != nil {
-		return gjson.Result{}, translate.BadGateway(err.Error())
-	}
-	pb, err := marshalVerbatim(params)
+	body, err := jsonrpc.Marshal(jsonrpc.NewRequest(json.RawMessage(jsonrpc.Quote(id)), method, taskParams{
+		Meta: requestMeta{
+			ClientCapabilities: revDeclareTasks(ModernClientCapabilities(t.s.Capabilities)),
+			ClientInfo:         t.s.ClientInfo,
+			LogLevel:           t.level,
+			ProtocolVersion:    translate.ModernVersion,
+		},
+		InputResponses: responses,
+		TaskID:         t.id,
+	}))
 	if err != nil {
 		return gjson.Result{}, translate.BadGateway(err.Error())
 	}
-	body := `{"jsonrpc":"2.0","id":` + strconv.Quote(id) + `,"method":` + strconv.Quote(method) + `,"params":` + string(pb) + `}`
-	res, rerr := t.rv.exchange(ctx, t.o, t.s.Upstream, modernHeader(t.r.Header, method, t.id, true), []byte(body), id, nil, "")
+	res, rerr := t.rv.exchange(ctx, t.o, t.s.Upstream, modernHeader(t.r.Header, method, t.id, true), body, id, nil, "")
 	if rerr == nil && ctx.Err() != nil {
-		return gjson.Result{}, &translate.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: translate.InternalError, Message: method + " was interrupted", Cause: context.Cause(ctx)}
+		return gjson.Result{}, &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError, Message: method + " was interrupted", Cause: context.Cause(ctx)}
 	}
 	return res, rerr
 }
@@ -374,20 +378,20 @@ func (t *revTask) request(ctx context.Context, method string, responses map[stri
 // tasks itself, so every tool is an ordinary blocking call for them (and
 // a 2025 client refuses to call a tool marked required otherwise).
 func revDropTaskSupport(tools string) string {
-	var sp []translate.Splice
+	var sp []jsonrpc.Splice
 	gjson.Parse(tools).ForEach(func(_, tool gjson.Result) bool {
 		if !tool.IsObject() {
 			return true
 		}
 		// Nested indexes are relative to the whole array.
 		if ex := tool.Get("execution"); ex.IsObject() && ex.Get("taskSupport").Exists() {
-			sp = append(sp, translate.Splice{At: ex.Index, End: ex.Index + len(ex.Raw), Text: translate.RemoveMembers(ex.Raw, "taskSupport")})
+			sp = append(sp, jsonrpc.Splice{At: ex.Index, End: ex.Index + len(ex.Raw), Text: jsonrpc.RemoveMembers(ex.Raw, "taskSupport")})
 		}
 		return true
 	})
 	if len(sp) == 0 {
 		return tools
 	}
-	translate.SortSplices(sp)
-	return string(translate.ApplySplices(tools, sp))
+	jsonrpc.SortSplices(sp)
+	return string(jsonrpc.ApplySplices(tools, sp))
 }

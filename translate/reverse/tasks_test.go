@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -132,7 +133,7 @@ func TestFollowTaskMalformed(t *testing.T) {
 			rv.Serve(ctx, s, callRequest(t, 3, 0), sink)
 			f := wantFinal(t, sink)
 			e := gjson.GetBytes(f.msg, "error")
-			if e.Get("code").Int() != translate.InternalError || !strings.Contains(e.Get("message").Str, c.want) {
+			if e.Get("code").Int() != jsonrpc.InternalError || !strings.Contains(e.Get("message").Str, c.want) {
 				t.Fatalf("answer %s, want -32603 saying %q", f.msg, c.want)
 			}
 			got := strings.Contains(strings.Join(methods(), ","), "tasks/cancel")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -70,7 +71,7 @@ func (rv *Bridge) upstreamID(o *Options) string {
 // its JSON-RPC response, relaying the request's progress notifications (and
 // log messages when level is set) to sink, which may be nil. A JSON-RPC
 // error response is a response; rerr is for answers that are not one.
-func (rv *Bridge) exchange(ctx context.Context, o *Options, upstream string, hdr http.Header, body []byte, id string, sink translate.Sink, level string) (gjson.Result, *translate.RPCError) {
+func (rv *Bridge) exchange(ctx context.Context, o *Options, upstream string, hdr http.Header, body []byte, id string, sink translate.Sink, level string) (gjson.Result, *jsonrpc.RPCError) {
 	a, err := postModern(ctx, rv.clientOf(o), upstream, hdr, body)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -93,14 +94,14 @@ func (rv *Bridge) exchange(ctx context.Context, o *Options, upstream string, hdr
 			return gjson.Result{}, translate.UpstreamFailure(fmt.Sprintf("the upstream's answer (HTTP %d) could not be read", a.status), err)
 		}
 		switch m.Kind {
-		case legacy.KindResponse:
+		case jsonrpc.KindResponse:
 			if v := gjson.ParseBytes(m.ID); v.Type == gjson.String && v.Str == id {
 				return gjson.ParseBytes(m.Raw), nil
 			}
 			if !a.IsStream() {
 				return gjson.Result{}, translate.BadGateway(fmt.Sprintf("the upstream answered HTTP %d with a response to another request", a.status))
 			}
-		case legacy.KindNotification:
+		case jsonrpc.KindNotification:
 			if sink == nil {
 				continue
 			}
@@ -135,76 +136,74 @@ func modernHeader(base http.Header, method, name string, hasName bool) http.Head
 	return h
 }
 
-// upstreamRequest builds the body of a modern request from a legacy one:
-// the client's params (arguments, progressToken and its other _meta kept),
-// the per-request _meta of the session (on tools/call, the Tasks extension
-// declared unless the upstream's tasks are off), and the MRTR retry fields.
-func upstreamRequest(id, method string, params []byte, s *Session, level string, responses map[string]json.RawMessage, state string) ([]byte, error) {
-	p := map[string]json.RawMessage{}
-	if len(params) > 0 {
-		if err := json.Unmarshal(params, &p); err != nil {
-			return nil, errors.New("params must be an object")
-		}
-	}
-	delete(p, "inputResponses")
-	delete(p, "requestState")
-	meta := map[string]json.RawMessage{}
-	if raw, ok := p["_meta"]; ok {
-		if err := json.Unmarshal(raw, &meta); err != nil {
-			return nil, errors.New("_meta must be an object")
-		}
-	}
-	meta[translate.MetaProtocolVersion] = json.RawMessage(`"` + translate.ModernVersion + `"`)
-	meta[translate.MetaClientCapabilities] = ModernClientCapabilities(s.Capabilities)
+// requestMeta is the per-request _meta the reverse bridge sends a modern
+// upstream for the session. Its fields are in name order, the order the
+// gateway has always sent them in; the tags are translate's Meta* names.
+type requestMeta struct {
+	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	ClientInfo         json.RawMessage `json:"io.modelcontextprotocol/clientInfo,omitempty"`
+	LogLevel           string          `json:"io.modelcontextprotocol/logLevel,omitempty"`
+	ProtocolVersion    string          `json:"io.modelcontextprotocol/protocolVersion"`
+}
+
+// newRequestMeta returns the _meta of a request of method for s at level
+// ("" for none): on tools/call the Tasks extension is declared unless the
+// upstream's tasks are off.
+func newRequestMeta(s *Session, method, level string) requestMeta {
+	caps := ModernClientCapabilities(s.Capabilities)
 	if method == "tools/call" && s.declaresTasks() {
 		// The gateway serves tasks for the legacy client (tasks.go).
-		meta[translate.MetaClientCapabilities] = revDeclareTasks(meta[translate.MetaClientCapabilities])
+		caps = revDeclareTasks(caps)
 	}
-	if s.ClientInfo != nil {
-		meta[translate.MetaClientInfo] = s.ClientInfo
-	} else {
-		delete(meta, translate.MetaClientInfo)
-	}
-	if level != "" {
-		meta[translate.MetaLogLevel] = json.RawMessage(strconv.Quote(level))
-	} else {
-		delete(meta, translate.MetaLogLevel)
-	}
-	var err error
-	if p["_meta"], err = marshalVerbatim(meta); err != nil {
-		return nil, err
-	}
-	if responses != nil {
-		if p["inputResponses"], err = marshalVerbatim(responses); err != nil {
-			return nil, err
+	return requestMeta{ClientCapabilities: caps, ClientInfo: s.ClientInfo, LogLevel: level, ProtocolVersion: translate.ModernVersion}
+}
+
+// retryFields are the MRTR members of a retried request.
+type retryFields struct {
+	// InputResponses is keyed by data (input keys); nil omits it.
+	InputResponses map[string]json.RawMessage `json:"inputResponses,omitempty"`
+	// RequestState is the raw JSON string of the upstream's last
+	// requestState; nil omits it.
+	RequestState json.RawMessage `json:"requestState,omitempty"`
+}
+
+// upstreamRequest builds the body of a modern request from a legacy one:
+// the client's params (arguments, progressToken and its other _meta kept,
+// in its order, values verbatim), the per-request _meta of the session (on
+// tools/call, the Tasks extension declared unless the upstream's tasks are
+// off) at the end of _meta, and the MRTR retry fields at the end of params.
+// The client's own inputResponses and requestState, and the per-request
+// _meta members the session sets, are dropped.
+func upstreamRequest(id, method string, params []byte, s *Session, level string, responses map[string]json.RawMessage, state string) ([]byte, error) {
+	p := "{}"
+	if t := bytes.TrimSpace(params); len(t) > 0 {
+		if jsonrpc.ValidJSON(t) != nil || t[0] != '{' {
+			return nil, errors.New("params must be an object")
 		}
+		p = string(t)
 	}
-	if state != "" {
-		p["requestState"] = json.RawMessage(state)
+	clientMeta := "{}"
+	if m := gjson.Get(p, "_meta"); m.Exists() { // the first _meta, as SetMember keeps it
+		if !m.IsObject() {
+			return nil, errors.New("_meta must be an object")
+		}
+		clientMeta = jsonrpc.RemoveMembers(m.Raw, translate.MetaProtocolVersion, translate.MetaClientCapabilities, translate.MetaClientInfo, translate.MetaLogLevel)
 	}
-	pb, err := marshalVerbatim(p)
+	meta, err := jsonrpc.Marshal(newRequestMeta(s, method, level))
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, len(pb)+len(id)+len(method)+48)
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = strconv.AppendQuote(b, id)
-	b = append(b, `,"method":`...)
-	b = strconv.AppendQuote(b, method)
-	b = append(b, `,"params":`...)
-	b = append(b, pb...)
-	return append(b, '}'), nil
-}
-
-// marshalVerbatim marshals a map of raw values without HTML-escaping
-// their strings, so that every string (a requestState above all) reaches
-// the upstream with the bytes the client or server wrote.
-func marshalVerbatim(m map[string]json.RawMessage) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return nil, err
+	p = jsonrpc.SetMember(jsonrpc.RemoveMembers(p, "inputResponses", "requestState"), "_meta", jsonrpc.AppendObject(clientMeta, string(meta)))
+	if responses != nil || state != "" {
+		retry := retryFields{InputResponses: responses}
+		if state != "" {
+			retry.RequestState = json.RawMessage(state)
+		}
+		add, err := jsonrpc.Marshal(retry)
+		if err != nil {
+			return nil, err
+		}
+		p = jsonrpc.AppendObject(p, string(add))
 	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
+	return jsonrpc.Marshal(jsonrpc.NewRequest(json.RawMessage(jsonrpc.Quote(id)), method, json.RawMessage(p)))
 }

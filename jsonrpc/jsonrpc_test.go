@@ -1,12 +1,10 @@
-package translate
+package jsonrpc
 
 import (
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
 // asRPCError fails the test unless err is a non-nil *RPCError.
@@ -23,22 +21,22 @@ func TestPeek(t *testing.T) {
 	tests := []struct {
 		name       string
 		body       string
-		wantKind   legacy.Kind
+		wantKind   Kind
 		wantID     string // raw JSON; "" means nil
 		wantMethod string
 		wantCode   int // 0 means success
 	}{
-		{name: "request string id", body: `{"jsonrpc":"2.0","id":"abc","method":"tools/list"}`, wantKind: legacy.KindRequest, wantID: `"abc"`, wantMethod: "tools/list"},
-		{name: "request number id", body: `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}`, wantKind: legacy.KindRequest, wantID: `7`, wantMethod: "tools/list"},
-		{name: "request negative fractional id", body: `{"jsonrpc":"2.0","id":-1.5e3,"method":"x"}`, wantKind: legacy.KindRequest, wantID: `-1.5e3`, wantMethod: "x"},
-		{name: "request escaped string id kept verbatim", body: `{"jsonrpc":"2.0","id":"a\u0062c","method":"x"}`, wantKind: legacy.KindRequest, wantID: `"a\u0062c"`, wantMethod: "x"},
-		{name: "request whitespace around", body: " \n{ \"method\" : \"x\", \"id\" : 1 , \"jsonrpc\":\"2.0\" }\n", wantKind: legacy.KindRequest, wantID: `1`, wantMethod: "x"},
-		{name: "request params array", body: `{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}`, wantKind: legacy.KindRequest, wantID: `1`, wantMethod: "x"},
-		{name: "notification", body: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, wantKind: legacy.KindNotification, wantMethod: "notifications/cancelled"},
-		{name: "result response", body: `{"jsonrpc":"2.0","id":3,"result":{}}`, wantKind: legacy.KindResponse, wantID: `3`},
-		{name: "error response", body: `{"jsonrpc":"2.0","id":"r","error":{"code":-32601,"message":"nope"}}`, wantKind: legacy.KindResponse, wantID: `"r"`},
-		{name: "error response null id", body: `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}`, wantKind: legacy.KindResponse, wantID: `null`},
-		{name: "error response without id", body: `{"jsonrpc":"2.0","error":{"code":-32700,"message":"bad"}}`, wantKind: legacy.KindResponse},
+		{name: "request string id", body: `{"jsonrpc":"2.0","id":"abc","method":"tools/list"}`, wantKind: KindRequest, wantID: `"abc"`, wantMethod: "tools/list"},
+		{name: "request number id", body: `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}`, wantKind: KindRequest, wantID: `7`, wantMethod: "tools/list"},
+		{name: "request negative fractional id", body: `{"jsonrpc":"2.0","id":-1.5e3,"method":"x"}`, wantKind: KindRequest, wantID: `-1.5e3`, wantMethod: "x"},
+		{name: "request escaped string id kept verbatim", body: `{"jsonrpc":"2.0","id":"a\u0062c","method":"x"}`, wantKind: KindRequest, wantID: `"a\u0062c"`, wantMethod: "x"},
+		{name: "request whitespace around", body: " \n{ \"method\" : \"x\", \"id\" : 1 , \"jsonrpc\":\"2.0\" }\n", wantKind: KindRequest, wantID: `1`, wantMethod: "x"},
+		{name: "request params array", body: `{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}`, wantKind: KindRequest, wantID: `1`, wantMethod: "x"},
+		{name: "notification", body: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, wantKind: KindNotification, wantMethod: "notifications/cancelled"},
+		{name: "result response", body: `{"jsonrpc":"2.0","id":3,"result":{}}`, wantKind: KindResponse, wantID: `3`},
+		{name: "error response", body: `{"jsonrpc":"2.0","id":"r","error":{"code":-32601,"message":"nope"}}`, wantKind: KindResponse, wantID: `"r"`},
+		{name: "error response null id", body: `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}`, wantKind: KindResponse, wantID: `null`},
+		{name: "error response without id", body: `{"jsonrpc":"2.0","error":{"code":-32700,"message":"bad"}}`, wantKind: KindResponse},
 
 		{name: "garbage", body: `not json`, wantCode: ParseError},
 		{name: "empty", body: ``, wantCode: ParseError},
@@ -85,7 +83,7 @@ func TestPeek(t *testing.T) {
 				if re.Code != tt.wantCode || re.HTTPStatus != 400 {
 					t.Errorf("error = %d/%d (%s), want %d/400", re.Code, re.HTTPStatus, re.Message, tt.wantCode)
 				}
-				if msg.Kind != legacy.KindInvalid {
+				if msg.Kind != KindInvalid {
 					t.Errorf("Kind = %v on error, want invalid", msg.Kind)
 				}
 			}
@@ -140,7 +138,7 @@ func TestErrorResponse(t *testing.T) {
 		{name: "two values id", id: json.RawMessage(`1 2`), err: &RPCError{Code: ParseError, Message: "p"}, wantID: `null`, wantCode: ParseError, wantMessage: "p"},
 		{
 			name: "data", id: json.RawMessage(`301`),
-			err:    &RPCError{HTTPStatus: 400, Code: UnsupportedProtocolVersion, Message: "Unsupported protocol version", Data: UnsupportedVersionData{Supported: []string{ModernVersion}, Requested: "v999.0.0"}},
+			err:    &RPCError{HTTPStatus: 400, Code: UnsupportedProtocolVersion, Message: "Unsupported protocol version", Data: UnsupportedVersionData{Supported: []string{"2026-07-28"}, Requested: "v999.0.0"}},
 			wantID: `301`, wantCode: UnsupportedProtocolVersion, wantMessage: "Unsupported protocol version",
 			wantData: `{"supported":["2026-07-28"],"requested":"v999.0.0"}`,
 		},
@@ -217,7 +215,7 @@ func TestRPCErrorString(t *testing.T) {
 	}
 }
 
-// TestPeekNestingBomb: a body nested deeper than legacy.MaxJSONDepth is a
+// TestPeekNestingBomb: a body nested deeper than MaxJSONDepth is a
 // parse error naming the limit, refused by a scan (a recursive validator
 // would need about 1.6 GiB of stack for this one); a body at the limit is
 // parsed.

@@ -1,4 +1,4 @@
-package legacy
+package jsonrpc
 
 import (
 	"bytes"
@@ -157,13 +157,13 @@ func FuzzJSONDepth(f *testing.F) {
 // first. Only this file's package may call gjson.Valid, here.
 func TestNoRecursiveValidator(t *testing.T) {
 	forbidden := regexp.MustCompile(`gjson\.Valid(Bytes)?\(|json\.Valid\(`)
-	for _, dir := range []string{"../sse", "../legacy", "../translate", "../caddymodule"} {
+	for _, dir := range []string{"../sse", "../jsonrpc", "../legacy", "../legacy/seal", "../translate", "../translate/forward", "../translate/reverse", "../caddymodule"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, name := range files {
-			if strings.HasSuffix(name, "_test.go") || filepath.Base(name) == "jsondepth.go" && filepath.Base(dir) == "legacy" {
+			if strings.HasSuffix(name, "_test.go") || filepath.Base(name) == "depth.go" && filepath.Base(dir) == "jsonrpc" {
 				continue
 			}
 			src, err := os.ReadFile(name)
@@ -172,7 +172,7 @@ func TestNoRecursiveValidator(t *testing.T) {
 			}
 			for i, line := range strings.Split(string(src), "\n") {
 				if forbidden.MatchString(line) {
-					t.Errorf("%s:%d calls a recursive JSON validator; use legacy.ValidJSON: %s", name, i+1, strings.TrimSpace(line))
+					t.Errorf("%s:%d calls a recursive JSON validator; use ValidJSON: %s", name, i+1, strings.TrimSpace(line))
 				}
 			}
 		}

@@ -1,4 +1,4 @@
-package legacy
+package jsonrpc
 
 import (
 	"encoding/json"
@@ -38,7 +38,7 @@ func (k Kind) String() string {
 
 // Message is the envelope of one JSON-RPC message: the gateway's only model
 // of one. ParseMessage classifies what an upstream sends, leniently;
-// translate.Peek checks what a client sends against JSON-RPC 2.0's rules and
+// Peek checks what a client sends against JSON-RPC 2.0's rules and
 // returns the same envelope.
 type Message struct {
 	// Raw is the message's bytes, as received.
@@ -65,11 +65,13 @@ func ParseMessage(raw []byte) Message {
 	if ValidJSON(raw) != nil {
 		return Message{Raw: raw}
 	}
-	return classify(raw)
+	return Classify(raw)
 }
 
-// classify is ParseMessage for raw that passed ValidJSON.
-func classify(raw []byte) Message {
+// Classify is ParseMessage for raw that already passed ValidJSON (a
+// reader that must tell a nesting bomb from other invalid text checks
+// first, then classifies without validating twice).
+func Classify(raw []byte) Message {
 	m := Message{Raw: raw}
 	res := gjson.GetManyBytes(raw, "id", "method", "result", "error")
 	id, method := res[0], res[1]

@@ -1,4 +1,4 @@
-package translate
+package jsonrpc
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/tidwall/gjson"
 )
 
@@ -45,7 +44,7 @@ const (
 // alone.
 //
 // Message and Data reach the client; Cause never does (see
-// UpstreamFailure): an upstream's address and the transport's words about
+// translate.UpstreamFailure): an upstream's address and the transport's words about
 // it are for the logs only.
 type RPCError struct {
 	// HTTPStatus is the status code of the HTTP reply, e.g. 400.
@@ -78,6 +77,14 @@ func (e *RPCError) Error() string {
 
 // Unwrap returns the cause.
 func (e *RPCError) Unwrap() error { return e.Cause }
+
+// Detail is the message with its cause, for the logs (CallReport.Reason).
+func (e *RPCError) Detail() string {
+	if e.Cause == nil {
+		return e.Message
+	}
+	return e.Message + ": " + e.Cause.Error()
+}
 
 // UnsupportedVersionData is the error.data of an UnsupportedProtocolVersion
 // error: the versions the gateway serves and the one the client asked for.
@@ -156,7 +163,7 @@ func ErrorResponse(id json.RawMessage, e *RPCError) []byte {
 	}
 
 	id = bytes.TrimSpace(id)
-	if len(id) == 0 || legacy.ValidJSON(id) != nil {
+	if len(id) == 0 || ValidJSON(id) != nil {
 		id = json.RawMessage("null")
 	}
 	out := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"error":}`)+len(id)+len(errJSON))
@@ -167,18 +174,11 @@ func ErrorResponse(id json.RawMessage, e *RPCError) []byte {
 	return append(out, '}')
 }
 
-// MaxMethodLength bounds the JSON-RPC method names the reverse bridge
-// accepts from a legacy client: far above any method MCP defines (the
-// longest is under 40 bytes), so that a method name written into an
-// upstream's Mcp-Method header, a log line or a metric stays small. A
-// longer one is refused with -32600 before anything goes upstream.
-const MaxMethodLength = 256
-
 // Peek checks that body is a single JSON-RPC 2.0 message and returns its
-// envelope (a legacy.Message, the model every package shares) without
+// envelope (a Message, the model every package shares) without
 // unmarshalling the rest. The rules are:
 //
-//   - the body must be valid JSON nested at most legacy.MaxJSONDepth levels
+//   - the body must be valid JSON nested at most MaxJSONDepth levels
 //     deep (else ParseError, whose message names the limit), a single object (a
 //     batch array or a scalar is InvalidRequest), with "jsonrpc":"2.0" and no
 //     duplicate member names;
@@ -194,10 +194,10 @@ const MaxMethodLength = 256
 // Every error is an *RPCError with HTTPStatus 400. On error the returned
 // Message still carries the id (when it is a string or number) and the
 // method (when it is a string), so the caller can echo the id.
-func Peek(body []byte) (legacy.Message, error) {
-	msg := legacy.Message{Raw: body}
-	if err := legacy.ValidJSON(body); err != nil {
-		if errors.Is(err, legacy.ErrJSONTooDeep) {
+func Peek(body []byte) (Message, error) {
+	msg := Message{Raw: body}
+	if err := ValidJSON(body); err != nil {
+		if errors.Is(err, ErrJSONTooDeep) {
 			return msg, Errorf(http.StatusBadRequest, ParseError, "Parse error: %v", err)
 		}
 		return msg, Errorf(http.StatusBadRequest, ParseError, "Parse error: body is not valid JSON")
@@ -237,13 +237,13 @@ func Peek(body []byte) (legacy.Message, error) {
 			return msg, Errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "params" must be an object or an array`)
 		}
 		if !hasID {
-			msg.Kind = legacy.KindNotification
+			msg.Kind = KindNotification
 			return msg, nil
 		}
 		if !isIDType(id) {
 			return msg, Errorf(http.StatusBadRequest, InvalidRequest, `Invalid Request: "id" must be a string or a number`)
 		}
-		msg.Kind = legacy.KindRequest
+		msg.Kind = KindRequest
 		return msg, nil
 	}
 
@@ -270,7 +270,7 @@ func Peek(body []byte) (legacy.Message, error) {
 			msg.ID = json.RawMessage("null")
 		}
 	}
-	msg.Kind = legacy.KindResponse
+	msg.Kind = KindResponse
 	return msg, nil
 }
 
