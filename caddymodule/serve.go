@@ -160,12 +160,12 @@ func (h *Handler) refuse(w http.ResponseWriter, l *learned, why refusal) error {
 	case refuseNoUpstream:
 		return writeRPCError(w, l.id, &jsonrpc.RPCError{
 			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
-			Message: "no upstream MCP server is available",
+			Message: "no upstream MCP server is available (the gateway's log says why)",
 		})
 	case refuseNoLegacyUpstream:
 		return writeRPCError(w, l.id, &jsonrpc.RPCError{
 			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
-			Message: "no upstream speaking the legacy MCP protocol is available",
+			Message: "no upstream speaking the legacy MCP protocol is available (the gateway's log says why)",
 		})
 	case refuseNoSession:
 		return writeRPCError(w, l.id, &jsonrpc.RPCError{
