@@ -80,6 +80,9 @@ func AppendObject(obj, add string) string {
 // as encoding/json writes them, of repeated names only the first (as gjson
 // reads it). Scalars are copied as written. v must be
 // valid JSON that passed ValidJSON (the walk recurses once per level).
+// (translate's request digest has a canonical form of its own on purpose:
+// it keeps every copy of a repeated name, so that no change a peer could
+// read escapes the digest, and it is hashed, never sent.)
 func AppendCanonical(b []byte, v gjson.Result) []byte {
 	switch {
 	case v.IsObject():
