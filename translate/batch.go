@@ -9,7 +9,7 @@ import (
 )
 
 // BatchVersion is the only protocol revision with JSON-RPC batches: 2025-03-26
-// added them (basic/index.mdx §Batching) and 2025-06-18 removed them
+// added them (modelcontextprotocol.io/specification/2025-03-26/basic, Batching) and 2025-06-18 removed them
 // (changelog, major change 1).
 const BatchVersion = "2025-03-26"
 
@@ -57,7 +57,7 @@ const MaxBatchElements = 100
 // (Streamable HTTP §Sending Messages to the Server): a non-empty array of at
 // most MaxBatchElements requests and notifications, or of responses, each
 // element a single message by the rules of Peek. initialize must not be
-// part of a batch (lifecycle.mdx). It keeps nothing of the elements: each
+// part of a batch (…/specification/2025-03-26/basic/lifecycle). It keeps nothing of the elements: each
 // is peeked in place, in body, and forgotten. Every error is an *RPCError
 // with HTTPStatus 400: ParseError for a body that is not JSON or is nested
 // too deep, InvalidRequest otherwise, its message naming the element at

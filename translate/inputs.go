@@ -383,8 +383,9 @@ func RequiredCapability(method string, params []byte) []byte {
 //
 //   - elicitation/create, form mode: caps.elicitation is present and either
 //     declares form or declares neither form nor url (an empty elicitation
-//     object means form only, 2026-07-28 client/elicitation.mdx
-//     §Capabilities); URL mode: caps.elicitation.url is present;
+//     object means form only, the 2026-07-28 specification,
+//     modelcontextprotocol.io/specification/2026-07-28/client/elicitation,
+//     Capabilities); URL mode: caps.elicitation.url is present;
 //   - sampling/createMessage: caps.sampling, plus caps.sampling.tools when
 //     params has tools or toolChoice (the client MUST otherwise fail the
 //     request). sampling.context is not required for includeContext: the
@@ -598,10 +599,12 @@ func AppendJSONString(b []byte, s string) []byte {
 //   - elicitation/create: result {"action":"cancel"}, the ElicitResult of a
 //     user who "dismissed without making an explicit choice";
 //   - sampling/createMessage: error {"code":-1,"message":"User rejected
-//     sampling request"}, the client error that 2025-11-25
-//     client/sampling.mdx §Error Handling lists;
-//   - roots/list: error -32603 (InternalError), the other error 2025-11-25
-//     client/roots.mdx §Error Handling lists; -32601 would tell the server
+//     sampling request"}, the client error the 2025-11-25
+//     specification lists (…/specification/2025-11-25/client/sampling,
+//     Error Handling);
+//   - roots/list: error -32603 (InternalError), the other error the 2025-11-25
+//     specification lists (…/specification/2025-11-25/client/roots, Error
+//     Handling); -32601 would tell the server
 //     the client has no roots capability, which is not what happened;
 //   - any other method: error -32601 (MethodNotFound).
 func CancelAnswer(method string) (result []byte, errObj []byte) {

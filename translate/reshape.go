@@ -218,8 +218,8 @@ func ValidTTL(v gjson.Result) bool {
 // ReshapeError maps the error object of a legacy JSON-RPC error response to
 // the modern one and returns its code, so that the caller can choose the
 // HTTP status. -32002 (resource not found, 2025-11-25) becomes -32602 with
-// the same message and data, so data.uri is kept (2026-07-28
-// server/resources.mdx §Error Handling). Every other error is returned
+// the same message and data, so data.uri is kept (modelcontextprotocol.io/specification/2026-07-28/server/resources,
+// Error Handling). Every other error is returned
 // unchanged, including -32042 (URLElicitationRequired), which the caller
 // should first try to turn into input requests with URLElicitationFromError.
 // An errObj that is not an object with an integer code and a string

@@ -236,8 +236,8 @@ func wrapOutputSchemas(tools string) string {
 //   - -32021 (MissingRequiredClientCapability, defined only from 2026-07-28)
 //     becomes -32600 (Invalid Request), the code 2025-11-25 gives a request
 //     that lacks what the receiver requires of its sender (a request
-//     without the task augmentation a receiver requires, basic/utilities/
-//     tasks.mdx §Error Handling); data.requiredCapabilities stays;
+//     without the task augmentation a receiver requires, the
+//     specification's basic/utilities/tasks page, Error Handling); data.requiredCapabilities stays;
 //   - on resources/read, -32602 with a data.uri (the 2026 resource-not-found)
 //     becomes -32002, the code 2025 clients recognize.
 //
