@@ -82,12 +82,14 @@ type Served struct {
 }
 
 // Stopwatch adds the time since its start to *into when stopped:
-// `defer startWatch(&c.overhead).stop()`.
+// `defer translate.StartWatch(&c.overhead).Stop()`.
 type Stopwatch struct {
 	into  *time.Duration
 	start time.Time
 }
 
+// StartWatch starts a Stopwatch that adds to *into when stopped.
 func StartWatch(into *time.Duration) Stopwatch { return Stopwatch{into, time.Now()} }
 
+// Stop adds the time since the Stopwatch started to its total.
 func (s Stopwatch) Stop() { *s.into += time.Since(s.start) }

@@ -11,11 +11,12 @@ type PrincipalCount struct {
 	of    map[[16]byte]int64
 }
 
+// NewPrincipalCount returns an empty count.
 func NewPrincipalCount() *PrincipalCount {
 	return &PrincipalCount{of: make(map[[16]byte]int64)}
 }
 
-// Which bound principalCount.take found in the way.
+// Which bound PrincipalCount.Take found in the way.
 const (
 	takenOK = iota
 	RefusedInAll

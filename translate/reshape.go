@@ -252,6 +252,8 @@ func ReshapeError(errObj []byte) (code int, out []byte) {
 	return code, []byte(src)
 }
 
+// MalformedUpstreamError is the code and error object that stand for an
+// upstream error object the gateway cannot pass on.
 func MalformedUpstreamError() (int, []byte) {
 	return jsonrpc.InternalError, []byte(`{"code":-32603,"message":"Internal error: malformed upstream error"}`)
 }

@@ -181,6 +181,8 @@ func ServerInfo(initResult []byte) []byte {
 	return []byte(v.Raw)
 }
 
+// ResultOf returns the raw result of the JSON-RPC response raw (nil for
+// none).
 func ResultOf(raw []byte) []byte {
 	v := gjson.GetBytes(raw, "result")
 	if !v.Exists() {
@@ -189,6 +191,8 @@ func ResultOf(raw []byte) []byte {
 	return []byte(v.Raw)
 }
 
+// ErrorOf returns the raw error object of the JSON-RPC response raw (nil
+// for none).
 func ErrorOf(raw []byte) []byte {
 	v := gjson.GetBytes(raw, "error")
 	if !v.IsObject() {
