@@ -108,13 +108,13 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "upstream":
 			err = h.unmarshalUpstream(d)
 		case "lb_policy":
-			err = h.unmarshalPolicy(d)
+			err = unmarshalModule[reverseproxy.Selector](d, &h.SelectionPolicyRaw, "http.reverse_proxy.selection_policies", "policy", "a selection policy")
 		case "transport":
-			err = unmarshalTransport(d, &h.TransportRaw)
+			err = unmarshalModule[http.RoundTripper](d, &h.TransportRaw, "http.reverse_proxy.transport", "protocol", "a transport")
 		case "peer_transport":
-			err = unmarshalTransport(d, &h.PeerTransportRaw)
+			err = unmarshalModule[http.RoundTripper](d, &h.PeerTransportRaw, "http.reverse_proxy.transport", "protocol", "a transport")
 		case "dynamic":
-			err = h.unmarshalDynamic(d)
+			err = unmarshalModule[reverseproxy.UpstreamSource](d, &h.DynamicUpstreamsRaw, "http.reverse_proxy.upstreams", "source", "an upstream source")
 		case "dynamic_endpoint":
 			err = h.unmarshalDynamicEndpoint(d)
 		case "dynamic_refuse":
@@ -287,28 +287,6 @@ func (h *Handler) unmarshalDynamicEndpoint(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// unmarshalDynamic reads `dynamic <source> ...`, a reverse_proxy dynamic
-// upstream source with its own Caddyfile syntax.
-func (h *Handler) unmarshalDynamic(d *caddyfile.Dispenser) error {
-	if !d.NextArg() {
-		return d.ArgErr()
-	}
-	if h.DynamicUpstreamsRaw != nil {
-		return d.Err("dynamic already specified")
-	}
-	name := d.Val()
-	unm, err := caddyfile.UnmarshalModule(d, "http.reverse_proxy.upstreams."+name)
-	if err != nil {
-		return err
-	}
-	src, ok := unm.(reverseproxy.UpstreamSource)
-	if !ok {
-		return d.Errf("dynamic %s is not an upstream source", name)
-	}
-	h.DynamicUpstreamsRaw = caddyconfig.JSONModuleObject(src, "source", name, nil)
-	return nil
-}
-
 // unmarshalUnhealthyStatus reads status codes (`503`) and classes (`5xx`).
 func (h *Handler) unmarshalUnhealthyStatus(d *caddyfile.Dispenser) error {
 	args := d.RemainingArgs()
@@ -342,63 +320,38 @@ func parseStatusArg(s string) (int, error) {
 // dynamic_endpoint into u.
 func unmarshalUpstreamOptions(d *caddyfile.Dispenser, u *Upstream) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch opt := d.Val(); opt {
+		opt := d.Val()
+		var field *string
+		var check func(string) error
+		switch opt {
 		case "era":
-			if u.Era != "" {
-				return d.Err("era already specified")
-			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			u.Era = d.Val()
-			if err := checkEra(u.Era); err != nil {
-				return d.Err(err.Error())
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
+			field, check = &u.Era, checkEra
 		case "gather":
-			if u.Gather != "" {
-				return d.Err("gather already specified")
-			}
-			if !d.Args(&u.Gather) || d.NextArg() {
-				return d.ArgErr()
-			}
-			if err := checkGather(u.Gather); err != nil {
-				return d.Err(err.Error())
-			}
+			field, check = &u.Gather, checkGather
 		case "get_stream":
-			if u.GetStream != "" {
-				return d.Err("get_stream already specified")
-			}
-			if !d.Args(&u.GetStream) || d.NextArg() {
-				return d.ArgErr()
-			}
-			if err := checkOnOff("get_stream", u.GetStream); err != nil {
-				return d.Err(err.Error())
-			}
+			field = &u.GetStream
 		case "resume":
-			if u.Resume != "" {
-				return d.Err("resume already specified")
-			}
-			if !d.Args(&u.Resume) || d.NextArg() {
-				return d.ArgErr()
-			}
-			if err := checkOnOff("resume", u.Resume); err != nil {
-				return d.Err(err.Error())
-			}
+			field = &u.Resume
 		case "tasks":
-			if u.Tasks != "" {
-				return d.Err("tasks already specified")
-			}
-			if !d.Args(&u.Tasks) || d.NextArg() {
-				return d.ArgErr()
-			}
-			if err := checkOnOff("tasks", u.Tasks); err != nil {
-				return d.Err(err.Error())
-			}
+			field = &u.Tasks
 		default:
 			return d.Errf("unrecognized upstream option %q", opt)
+		}
+		if check == nil {
+			check = func(v string) error { return checkOnOff(opt, v) }
+		}
+		if *field != "" {
+			return d.Errf("%s already specified", opt)
+		}
+		if !d.NextArg() {
+			return d.ArgErr()
+		}
+		*field = d.Val()
+		if err := check(*field); err != nil {
+			return d.Err(err.Error())
+		}
+		if d.NextArg() {
+			return d.ArgErr()
 		}
 	}
 	return nil
@@ -428,30 +381,12 @@ func (h *Handler) unmarshalPeer(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-func (h *Handler) unmarshalPolicy(d *caddyfile.Dispenser) error {
-	if !d.NextArg() {
-		return d.ArgErr()
-	}
-	if h.SelectionPolicyRaw != nil {
-		return d.Err("lb_policy already specified")
-	}
-	name := d.Val()
-	unm, err := caddyfile.UnmarshalModule(d, "http.reverse_proxy.selection_policies."+name)
-	if err != nil {
-		return err
-	}
-	sel, ok := unm.(reverseproxy.Selector)
-	if !ok {
-		return d.Errf("lb_policy %s is not a selection policy", name)
-	}
-	h.SelectionPolicyRaw = caddyconfig.JSONModuleObject(sel, "policy", name, nil)
-	return nil
-}
-
-// unmarshalTransport parses `transport <module> { … }` (or
-// `peer_transport`) into *raw with the module's own Caddyfile syntax, as
-// reverse_proxy's transport.
-func unmarshalTransport(d *caddyfile.Dispenser, raw *json.RawMessage) error {
+// unmarshalModule reads `<option> <name> [{ … }]` (`lb_policy`,
+// `transport`, `peer_transport`, `dynamic`): the module name of namespace,
+// with its own Caddyfile syntax, which must be a T (what, in errors), into
+// *raw with inlineKey naming it, as reverse_proxy's options of the same
+// names. An option may be given once.
+func unmarshalModule[T any](d *caddyfile.Dispenser, raw *json.RawMessage, namespace, inlineKey, what string) error {
 	opt := d.Val()
 	if !d.NextArg() {
 		return d.ArgErr()
@@ -460,15 +395,15 @@ func unmarshalTransport(d *caddyfile.Dispenser, raw *json.RawMessage) error {
 		return d.Errf("%s already specified", opt)
 	}
 	name := d.Val()
-	unm, err := caddyfile.UnmarshalModule(d, "http.reverse_proxy.transport."+name)
+	unm, err := caddyfile.UnmarshalModule(d, namespace+"."+name)
 	if err != nil {
 		return err
 	}
-	rt, ok := unm.(http.RoundTripper)
+	mod, ok := unm.(T)
 	if !ok {
-		return d.Errf("%s %s is not a transport", opt, name)
+		return d.Errf("%s %s is not %s", opt, name, what)
 	}
-	*raw = caddyconfig.JSONModuleObject(rt, "protocol", name, nil)
+	*raw = caddyconfig.JSONModuleObject(mod, inlineKey, name, nil)
 	return nil
 }
 
