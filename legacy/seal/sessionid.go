@@ -44,22 +44,20 @@ func OpenSessionID(kr *Keyring, id GatewaySessionID) (OpenedSessionID, error) {
 	if err != nil {
 		return OpenedSessionID{}, err
 	}
+	var o OpenedSessionID
+	bound := maxClientSessionToken
 	if purpose == purposePin {
-		if len(id) > maxPinToken {
-			return OpenedSessionID{}, fmt.Errorf("%w: too long", ErrUnsealable)
-		}
-		p, err := decodePin(b)
-		if err != nil {
-			return OpenedSessionID{}, err
-		}
-		return OpenedSessionID{Kind: SessionPinned, Pin: p}, nil
+		o.Kind, bound = SessionPinned, maxPinToken
+		o.Pin, err = decodePin(b)
+	} else {
+		o.Kind = SessionHeld
+		o.Held, err = decodeClientSession(b)
 	}
-	if len(id) > maxClientSessionToken {
+	switch {
+	case len(id) > bound:
 		return OpenedSessionID{}, fmt.Errorf("%w: too long", ErrUnsealable)
-	}
-	s, err := decodeClientSession(b)
-	if err != nil {
+	case err != nil:
 		return OpenedSessionID{}, err
 	}
-	return OpenedSessionID{Kind: SessionHeld, Held: s}, nil
+	return o, nil
 }

@@ -224,27 +224,25 @@ func (b *Bridge) cancelOrphanTask(c *call) {
 	defer timer.Stop()
 	msgs := c.up.Messages()
 	for {
-		var m jsonrpc.Message
-		var ok bool
 		select {
-		case m, ok = <-msgs:
 		case <-timer.C:
 			return
 		case <-b.ctx.Done():
 			return
-		}
-		switch {
-		case !ok:
-			return
-		case m.Kind == jsonrpc.KindRequest:
-			answerAside(b.ctx, c.sess, m)
-		case m.Kind == jsonrpc.KindResponse && string(m.ID) == string(c.up.ID):
-			if u, valid := parseUpstreamTask(gjson.GetBytes(translate.ResultOf(m.Raw), "task")); valid {
-				ctx, cancel := context.WithTimeout(b.ctx, upstreamTaskTimeout)
-				defer cancel()
-				cancelUpstreamTask(ctx, c.sess, u.id)
+		case m, ok := <-msgs:
+			switch {
+			case !ok:
+				return
+			case m.Kind == jsonrpc.KindRequest:
+				answerAside(b.ctx, c.sess, m)
+			case m.Kind == jsonrpc.KindResponse && string(m.ID) == string(c.up.ID):
+				if u, valid := parseUpstreamTask(gjson.GetBytes(translate.ResultOf(m.Raw), "task")); valid {
+					ctx, cancel := context.WithTimeout(b.ctx, upstreamTaskTimeout)
+					defer cancel()
+					cancelUpstreamTask(ctx, c.sess, u.id)
+				}
+				return
 			}
-			return
 		}
 	}
 }
