@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -130,9 +131,13 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq forw
 	served(r, s)
 	if s.Refused != "" {
 		// The client's refusal says the same whatever the reason.
-		h.logger.Debug("requestState refused", zap.String("why", s.Refused), zap.String("method", breq.Method))
+		h.logger.Debug("requestState or taskId refused", zap.String("why", s.Refused), zap.String("method", breq.Method))
 		if s.Refused == forward.RefusedUnknownKey {
-			h.warnForeignKey(foreignRequestState)
+			kind := foreignRequestState
+			if strings.HasPrefix(breq.Method, "tasks/") {
+				kind = foreignTaskID
+			}
+			h.warnForeignKey(kind)
 		}
 	}
 	if up != nil {

@@ -7,9 +7,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// A session id or requestState sealed under a key this instance lacks is
-// refused as any invalid one is (404 Session not found, 400 requestState
-// not valid): the client learns nothing more. The operator is told, at
+// A session id, requestState or taskId sealed under a key this instance
+// lacks is refused as any invalid one is (404 Session not found, 400
+// requestState not valid, 400 unknown taskId): the client learns nothing
+// more. The operator is told, at
 // warn and at most once per foreignKeyEvery per kind, since it is most
 // often a fleet whose instances do not share state_key, or an instance
 // that restarted with no state_key. No token is logged.
@@ -21,12 +22,14 @@ const foreignKeyEvery = 10 * time.Second
 const (
 	foreignSessionID    = "session_id"
 	foreignRequestState = "request_state"
+	foreignTaskID       = "task_id"
 )
 
 // foreignKeyWarnings are process-wide, so that a reload does not reset them.
 var foreignKeyWarnings = map[string]*everyLimiter{
 	foreignSessionID:    {every: foreignKeyEvery},
 	foreignRequestState: {every: foreignKeyEvery},
+	foreignTaskID:       {every: foreignKeyEvery},
 }
 
 // warnForeignKey logs, rate-limited, that a token of kind was sealed under
@@ -37,10 +40,7 @@ func (h *Handler) warnForeignKey(kind string) {
 	if !ok {
 		return
 	}
-	what := "a session id"
-	if kind == foreignRequestState {
-		what = "a requestState"
-	}
+	what := map[string]string{foreignSessionID: "a session id", foreignRequestState: "a requestState", foreignTaskID: "a taskId"}[kind]
 	h.logger.Warn(what+" sealed under a key this instance lacks was refused: every instance of a fleet must share state_key "+
 		"(and one with no state_key opens nothing sealed before it restarted)",
 		zap.String("kind", kind), zap.Int64("not_logged_since_last_line", skipped))

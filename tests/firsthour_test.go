@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Issue 27: the mistakes of a newcomer's first hour, each named where it
@@ -131,4 +132,40 @@ func TestForeignStateKeyLogged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestForeignTaskIDLogged: a taskId made by an instance that does not
+// share state_key with this one is refused as any unknown taskId is (400,
+// -32602, the same message), nothing reaches the upstream, and this
+// instance logs at warn, once however many arrive within 10 s, naming
+// state_key and the fleet.
+func TestForeignTaskIDLogged(t *testing.T) {
+	up := newRecordedTaskServer(t)
+	a := startGateway(t, up.block("\n\t\tstate_key "+testKey(1)))
+	b := startGateway(t, up.block("\n\t\tstate_key "+testKey(2)))
+	alice := &taskClient{t: t, auth: "Bearer alice"}
+	created := parseTask(t, alice.call(a.URL, "slow"))
+	wait(t, up.started, 5*time.Second, "the slow call upstream")
+	before := up.postCount()
+	for range 3 {
+		x := alice.task(b.URL, "tasks/get", created.TaskID, nil)
+		if x.Resp == nil || x.Resp.Error == nil || x.Resp.Error.Code != -32602 || x.Status != http.StatusBadRequest {
+			t.Fatalf("another instance's taskId: %s, want 400 -32602", x)
+		}
+	}
+	if sent := up.postsSince(before); len(sent) != 0 {
+		t.Fatalf("a foreign taskId sent %q upstream", sent)
+	}
+	const warned = "a taskId sealed under a key this instance lacks was refused: every instance of a fleet must share state_key"
+	lines := waitLogLines(t, b, warned+" (and one with no state_key opens nothing sealed before it restarted)", 1)
+	if k, _ := lines[0]["kind"].(string); k != "task_id" {
+		t.Errorf("kind %q, want task_id", k)
+	}
+	if n := len(logLines(b, lines[0]["msg"].(string))); n != 1 {
+		t.Errorf("%d taskId lines for three refusals within 10s, want 1", n)
+	}
+	if strings.Contains(b.Log(), created.TaskID) {
+		t.Error("the log carries the taskId")
+	}
+	close(up.release)
 }

@@ -17,8 +17,9 @@ import (
 // StateRefusedMessage is the message of every refused requestState.
 const StateRefusedMessage = "Invalid params: requestState is not valid for this request (invalid, expired, already used, or not yours): send the request again without it"
 
-// RefusedUnknownKey is why (Served.Refused) a requestState that is well
-// formed but sealed under a key this instance's keyring lacks was refused:
+// RefusedUnknownKey is why (Served.Refused) a requestState, or the taskId
+// of tasks/*, that is well formed but sealed under a key this instance's
+// keyring lacks was refused:
 // another instance's, when the instances of a fleet do not share their
 // keys. The caller may tell operators; the client is told nothing more.
 const RefusedUnknownKey = "sealed under a key this instance lacks"

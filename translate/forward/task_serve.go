@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
@@ -52,12 +53,17 @@ func (b *Bridge) serveTask(ctx context.Context, r Request, sink translate.Sink) 
 		return translate.Served{Outcome: translate.OutcomeError}
 	}
 	params := translate.ParamsOf(r.Raw)
-	t := b.lookupTask(r, translate.StringField(params, "taskId"))
+	id := translate.StringField(params, "taskId")
+	t := b.lookupTask(r, id)
 	if t == nil {
 		rerr := &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidParams,
 			Message: "Invalid params: unknown taskId (it never existed, expired, or is not yours)"}
 		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
-		return translate.Served{Outcome: translate.OutcomeError}
+		served := translate.Served{Outcome: translate.OutcomeError}
+		if _, err := seal.OpenTask(r.Options.Keyring, id); errors.Is(err, seal.ErrUnknownKey) {
+			served.Refused = RefusedUnknownKey // for the operator's log only
+		}
+		return served
 	}
 	switch r.Method {
 	case "tasks/get":
