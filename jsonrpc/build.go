@@ -27,8 +27,13 @@ func Marshal(v any) ([]byte, error) {
 // Quote returns s as a JSON string, as encoding/json writes it without
 // HTML escaping (strconv.Quote is Go syntax, not JSON: it writes \x00).
 func Quote(s string) string {
-	b, _ := Marshal(s) // a string always marshals
-	return string(b)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			b, _ := Marshal(s) // a string always marshals
+			return string(b)
+		}
+	}
+	return `"` + s + `"` // printable ASCII needs no escape
 }
 
 // SetMember returns the JSON object obj with the member called name set to

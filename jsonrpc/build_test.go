@@ -63,3 +63,17 @@ func TestMarshalAndQuote(t *testing.T) {
 		}
 	}
 }
+
+// FuzzQuote: Quote writes what encoding/json writes, without HTML
+// escaping, for every string (its printable-ASCII shortcut included).
+func FuzzQuote(f *testing.F) {
+	for _, s := range []string{"", "x", "gw-1", "a b<&>", "\x00\"\\", "é\u2028", "\x7f", "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := Marshal(s)
+		if got := Quote(s); got != string(want) {
+			t.Fatalf("Quote(%q) = %s, want %s", s, got, want)
+		}
+	})
+}
