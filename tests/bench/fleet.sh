@@ -23,12 +23,15 @@
 #   tests/bench/fleet.sh
 #   FLEET_CLIENTS="1 4 16" FLEET_D=5s FLEET_REPS=3 tests/bench/fleet.sh
 #   FLEET_GATEWAY_EXTRA='resume_linger -1' tests/bench/fleet.sh
+#   FLEET_UPSTREAM_EXTRA='get_stream off' tests/bench/fleet.sh
 #
 # Environment: FLEET_D (measured time per target and repetition, 3s),
 # FLEET_REPS (2), FLEET_CLIENTS (the client counts, "1 4"), FLEET_PORT
 # (first of the loopback ports used, 19600; up to +29), FLEET_UPSTREAMS
 # ("go node": which upstreams to measure), FLEET_GATEWAY_EXTRA (lines
 # appended inside every mcp_gateway block, e.g. 'resume_linger -1'),
+# FLEET_UPSTREAM_EXTRA (lines appended inside every upstream block, e.g.
+# 'get_stream off'),
 # FLEET_PARK_LIMIT (unset: the gateway's defaults; a number sets
 # max_parked, max_parked_per_principal and max_sessions_per_principal of
 # every block). The processes' output goes to tests/.out/bench/fleet/.
@@ -44,6 +47,7 @@ REPS=${FLEET_REPS:-2}
 CLIENTS=${FLEET_CLIENTS:-1 4}
 UPSTREAMS=${FLEET_UPSTREAMS:-go node}
 EXTRA=${FLEET_GATEWAY_EXTRA:-}
+UP_EXTRA=${FLEET_UPSTREAM_EXTRA:-}
 LIMIT=${FLEET_PARK_LIMIT:-}
 limits=""
 if [[ -n "$LIMIT" ]]; then
@@ -95,6 +99,7 @@ http://127.0.0.1:$1 {
 	mcp_gateway /mcp {
 		upstream http://127.0.0.1:$2/mcp {
 			era legacy
+$(printf '%s\n' "$UP_EXTRA" | sed 's/^/\t\t\t/')
 		}
 		state_key $key
 		$fleet
@@ -164,6 +169,10 @@ echo "## Fleet ($(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores, $(grep -m1 'mo
 if [[ -n "$limits$EXTRA" ]]; then
 	echo
 	echo "In every mcp_gateway block: \`$(printf '%s\n' "$limits" "$EXTRA" | sed 's/^[[:space:]]*//; /^$/d' | paste -sd ';' | sed 's/;/; /g')\`"
+fi
+if [[ -n "$UP_EXTRA" ]]; then
+	echo
+	echo "In every upstream block: \`$(printf '%s\n' "$UP_EXTRA" | sed 's/^[[:space:]]*//; /^$/d' | paste -sd ';' | sed 's/;/; /g')\`"
 fi
 echo
 echo "cross: a modern client's first request to gw-a, its retry to gw-b, which gives the session back; ended: the same through sites listing no peers (gw-b ends the session); same: both to gw-a; inline: a legacy client straight to the upstream."
