@@ -37,13 +37,48 @@ func countedResumableUpstream(t *testing.T) (string, *mcp.Server, *atomic.Int32)
 	var reopens atomic.Int32
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
-			reopens.Add(1)
+			// Only a reopening the upstream takes counts: under load it may
+			// answer 409 while it still writes to the stream's previous
+			// connection, and the gateway asks again (legacy/resume.go).
+			w = &reopenCounter{ResponseWriter: w, n: &reopens}
 		}
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
 	return ts.URL, server, &reopens
 }
+
+// reopenCounter counts, in n, the GETs with Last-Event-ID the upstream
+// answers 200.
+type reopenCounter struct {
+	http.ResponseWriter
+	n      *atomic.Int32
+	headed bool
+}
+
+func (c *reopenCounter) WriteHeader(code int) {
+	if !c.headed && code == http.StatusOK {
+		c.n.Add(1)
+	}
+	c.headed = true
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *reopenCounter) Write(b []byte) (int, error) {
+	if !c.headed {
+		c.WriteHeader(http.StatusOK)
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+func (c *reopenCounter) Flush() {
+	if !c.headed {
+		c.WriteHeader(http.StatusOK)
+	}
+	_ = http.NewResponseController(c.ResponseWriter).Flush()
+}
+
+func (c *reopenCounter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // fleet is n bridges sharing one key and nothing else (each its own pool),
 // as instances sharing only state_key, with options changed by set.
