@@ -25,23 +25,26 @@ const (
 	foreignTaskID       = "task_id"
 )
 
-// foreignKeyWarnings are process-wide, so that a reload does not reset them.
-var foreignKeyWarnings = map[string]*everyLimiter{
-	foreignSessionID:    {every: foreignKeyEvery},
-	foreignRequestState: {every: foreignKeyEvery},
-	foreignTaskID:       {every: foreignKeyEvery},
+// foreignKinds name each kind in the log line and hold its limiter; they
+// are process-wide, so that a reload does not reset them.
+var foreignKinds = map[string]struct {
+	what string
+	seen *everyLimiter
+}{
+	foreignSessionID:    {"a session id", &everyLimiter{every: foreignKeyEvery}},
+	foreignRequestState: {"a requestState", &everyLimiter{every: foreignKeyEvery}},
+	foreignTaskID:       {"a taskId", &everyLimiter{every: foreignKeyEvery}},
 }
 
 // warnForeignKey logs, rate-limited, that a token of kind was sealed under
 // a key this instance lacks.
 func (h *Handler) warnForeignKey(kind string) {
-	l := foreignKeyWarnings[kind]
-	ok, skipped := l.allow(time.Now())
+	k := foreignKinds[kind]
+	ok, skipped := k.seen.allow(time.Now())
 	if !ok {
 		return
 	}
-	what := map[string]string{foreignSessionID: "a session id", foreignRequestState: "a requestState", foreignTaskID: "a taskId"}[kind]
-	h.logger.Warn(what+" sealed under a key this instance lacks was refused: every instance of a fleet must share state_key "+
+	h.logger.Warn(k.what+" sealed under a key this instance lacks was refused: every instance of a fleet must share state_key "+
 		"(and one with no state_key opens nothing sealed before it restarted)",
 		zap.String("kind", kind), zap.Int64("not_logged_since_last_line", skipped))
 }

@@ -54,13 +54,13 @@ func (b *Bridge) serveTask(ctx context.Context, r Request, sink translate.Sink) 
 	}
 	params := translate.ParamsOf(r.Raw)
 	id := translate.StringField(params, "taskId")
-	t := b.lookupTask(r, id)
+	t, err := b.lookupTask(r, id)
 	if t == nil {
 		rerr := &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidParams,
 			Message: "Invalid params: unknown taskId (it never existed, expired, or is not yours)"}
 		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 		served := translate.Served{Outcome: translate.OutcomeError}
-		if _, err := seal.OpenTask(r.Options.Keyring, id); errors.Is(err, seal.ErrUnknownKey) {
+		if errors.Is(err, seal.ErrUnknownKey) {
 			served.Refused = RefusedUnknownKey // for the operator's log only
 		}
 		return served
@@ -86,19 +86,20 @@ func (b *Bridge) serveTask(ctx context.Context, r Request, sink translate.Sink) 
 var requiredTasksData = json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + ExtTasks + `":{}}}}`)
 
 // lookupTask returns r's principal's task named by id on this instance, of
-// either kind, or nil.
-func (b *Bridge) lookupTask(r Request, id string) *task {
+// either kind, or nil, with the error id did not open with (nil when it
+// opened but names no such task).
+func (b *Bridge) lookupTask(r Request, id string) (*task, error) {
 	tk, err := seal.OpenTask(r.Options.Keyring, id)
 	if err != nil || tk.Principal != r.Principal || tk.Instance != r.Options.Instance {
-		return nil
+		return nil, err
 	}
 	b.tmu.Lock()
 	defer b.tmu.Unlock()
 	t := b.tasks[tk.Handle]
 	if t == nil || t.princ != r.Principal || !t.kind.names(tk) {
-		return nil
+		return nil, nil
 	}
-	return t
+	return t, nil
 }
 
 // updateTask posts the answers to t's questions upstream (takeAnswers), as
