@@ -147,7 +147,7 @@ func (r *MessageReader) nextJSON() (jsonrpc.Message, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) > r.max || len(b) == 0 || b[0] != '{' {
 		if r.status == http.StatusNotFound {
-			return jsonrpc.Message{}, fmt.Errorf("the upstream answered HTTP 404 without a JSON-RPC message: %w: check the MCP endpoint's path in the upstream URL (such as /mcp)", errNotFound)
+			return jsonrpc.Message{}, fmt.Errorf("the upstream answered HTTP 404 without a JSON-RPC message: %w", errNotFound)
 		}
 		return jsonrpc.Message{}, fmt.Errorf("the upstream answered HTTP %d without a JSON-RPC message", r.status)
 	}

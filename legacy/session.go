@@ -94,9 +94,6 @@ func Open(ctx context.Context, client Doer, url string, header http.Header, caps
 	// A session the upstream opens twice is left unused: initialize may be
 	// sent again on a fresh connection when a reused one was closed.
 	c, err := s.Call(Replayable(ctx), "initialize", params)
-	if errors.Is(err, errNotFound) {
-		return nil, fmt.Errorf("initializing upstream session: %w: check the MCP endpoint's path in the upstream URL (such as /mcp)", err)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("initializing upstream session: %w", err)
 	}
@@ -383,7 +380,7 @@ func checkAnswer(s *Session, resp *http.Response, err error) error {
 // errNotFound is a 404 without a JSON-RPC message to a request outside any
 // upstream session (an initialize, a modern server's stateless request):
 // most often an upstream URL without the MCP endpoint's path.
-var errNotFound = errors.New("no MCP endpoint at this URL")
+var errNotFound = errors.New("no MCP endpoint at this URL: check the MCP endpoint's path in the upstream URL (such as /mcp)")
 
 // Respond POSTs the client's answer to a request the upstream made: result
 // or errObj (raw JSON) under the upstream's request id.
