@@ -39,7 +39,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    upstream <url> {                       # upstreams; repeatable; at least one (or dynamic)
 //	        era        auto|legacy|modern
 //	        gather     learn|always
-//	        get_stream on|off
+//	        get_stream learn|on|off
 //	        tasks      on|off
 //	        resume     on|off
 //	    }

@@ -107,7 +107,7 @@ func (h *Handler) provisionDynamic(ctx caddy.Context) error {
 	if err := checkGather(tpl.Gather); err != nil {
 		return fmt.Errorf("dynamic_endpoint: %w", err)
 	}
-	if err := checkOnOff("get_stream", tpl.GetStream); err != nil {
+	if err := checkGetStream(tpl.GetStream); err != nil {
 		return fmt.Errorf("dynamic_endpoint: %w", err)
 	}
 	if err := checkOnOff("resume", tpl.Resume); err != nil {

@@ -45,18 +45,25 @@ type Upstream struct {
 	// a time on some calls and several at once on others. Default: `learn`.
 	Gather string `json:"gather,omitempty"`
 
-	// Whether each session the gateway opens on this server for modern
-	// clients' calls (when the server speaks legacy) also opens the
-	// session's standalone GET stream, where a legacy server may send
-	// requests and notifications outside any call. `on` keeps it open, as
-	// a legacy client would: questions a server sends there during a call
-	// (a server that does not tie them to the call) still reach the
-	// client. `off` saves one upstream connection and one goroutine per
-	// session — half of what a parked call holds — for a server that asks
-	// its questions on the call's own stream (servers built on the go-sdk's
-	// `req.Session` or the TypeScript SDK's `extra.sendRequest` do); in
-	// front of one that does not, a call waiting for such a question never
-	// gets it. `subscriptions/listen` always opens one. Default: `on`.
+	// When each session the gateway opens on this server for modern
+	// clients' calls (when the server speaks legacy) opens the session's
+	// standalone GET stream, where a legacy server may send requests and
+	// notifications outside any call. `learn`: a call of a tool, prompt or
+	// resource not seen asking yet opens it, as a legacy client would, so
+	// that questions the server sends there still reach the client; one
+	// that asked on its call's own stream, and never on the GET stream,
+	// opens none (servers built on the go-sdk's `req.Session`, the
+	// TypeScript SDK's `extra.sendRequest` or the Python SDK's `ctx.elicit`
+	// ask there); one that asked on the GET stream opens it for good. In
+	// front of a resumable server this saves a connection and a GET per
+	// call (a call that parks holding nothing closes its session's
+	// stream). `on` opens it with every session and keeps it: for a server
+	// whose tool asks on its own stream on some calls and on the GET stream
+	// on others. `off` never opens it — one connection and one goroutine
+	// less per session, half of what a held parked call holds — for a
+	// server that asks on the call's own stream; in front of one that does
+	// not, a call waiting for such a question never gets it.
+	// `subscriptions/listen` always opens one. Default: `learn`.
 	GetStream string `json:"get_stream,omitempty"`
 
 	// Whether a modern client's call to this server, when it speaks legacy,
@@ -202,6 +209,26 @@ func checkOnOff(name, v string) error {
 	return fmt.Errorf("unknown %s %q (want on or off)", name, v)
 }
 
+// getStreamMode is the translate value of Upstream.GetStream.
+func getStreamMode(v string) translate.GetStream {
+	switch v {
+	case "on":
+		return translate.GetStreamOn
+	case "off":
+		return translate.GetStreamOff
+	}
+	return translate.GetStreamLearn
+}
+
+// checkGetStream reports whether v is a valid value of Upstream.GetStream.
+func checkGetStream(v string) error {
+	switch v {
+	case "", "learn", "on", "off":
+		return nil
+	}
+	return fmt.Errorf("unknown get_stream %q (want learn, on or off)", v)
+}
+
 // checkEra reports whether era is a valid value of Upstream.Era.
 func checkEra(era string) error {
 	switch era {
@@ -224,7 +251,7 @@ func (u *Upstream) provision() error {
 	if err := checkGather(u.Gather); err != nil {
 		return fmt.Errorf("upstream %q: %w", u.URL, err)
 	}
-	if err := checkOnOff("get_stream", u.GetStream); err != nil {
+	if err := checkGetStream(u.GetStream); err != nil {
 		return fmt.Errorf("upstream %q: %w", u.URL, err)
 	}
 	if err := checkOnOff("tasks", u.Tasks); err != nil {
@@ -255,7 +282,7 @@ func (u *Upstream) provision() error {
 func (h *Handler) upstreamTarget(u *Upstream) {
 	u.target = translate.Target{
 		Upstream:     u.URL,
-		NoGetStream:  u.GetStream == "off",
+		GetStream:    getStreamMode(u.GetStream),
 		Resume:       u.Resume != "off",
 		GatherAlways: u.Gather == gatherAlways,
 		NoTasks:      u.Tasks == "off",

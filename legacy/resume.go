@@ -125,13 +125,14 @@ func (s *Session) Reopen(ctx context.Context, callID json.RawMessage, lastID str
 // session no lease gave one (Attach).
 func (s *Session) SetCallBuffer(n int) { s.buffer.Store(int32(min(max(n, 0), 1<<16))) }
 
-// Relisten opens again the standalone GET stream Detach stopped, with a
-// new inbox, once the stream's last reader has returned (listenDone), for
-// a session that goes back to its pool on the instance that detached it;
-// what its old inbox still held is dropped. A session that never had one
-// stays without. It reports false when the old stream did not end within
-// 5s: the session then has none, and the caller must not give it back to
-// the pool.
+// Relisten readies a session whose GET stream Detach stopped (or that
+// still has one) to go back to its pool on the instance that detached it:
+// a session opened with its stream (Open's listen) opens it again, with a
+// new inbox, once the stream's last reader has returned (listenDone); one
+// opened without, which Listen may have given a stream since, is left
+// without, for the next Listen. What the old inbox still held is dropped.
+// It reports false when the old stream did not end within 5s: the session
+// then has none, and the caller must not give it back to the pool.
 func (s *Session) Relisten() bool {
 	if !s.relisten {
 		if s.stopListen == nil || s.listenDone == nil {
@@ -145,10 +146,11 @@ func (s *Session) Relisten() bool {
 		}
 	}
 	s.relisten = false
-	ctx, cancel := context.WithCancel(context.Background())
-	s.inbox = make(chan jsonrpc.Message, inboxSize)
-	s.stopListen, s.listening, s.listenDone = cancel, make(chan struct{}), make(chan struct{})
-	go s.listen(ctx, s.listenDone)
+	if !s.listenAtOpen {
+		s.inbox, s.stopListen, s.listenDone, s.listening = nil, nil, nil, closedChan
+		return true
+	}
+	s.startListening()
 	return true
 }
 

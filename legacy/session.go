@@ -56,13 +56,15 @@ type Session struct {
 
 	// inbox receives the messages of the session's standalone GET stream.
 	inbox      chan jsonrpc.Message
-	listening  chan struct{} // closed once the GET stream's request is sent (or given up)
+	listening  chan struct{} // closed once the upstream answers the GET stream's request (or it is given up)
 	stopListen context.CancelFunc
 	listenDone chan struct{} // closed when the GET stream's last reader returned
 	// relisten: the session had a GET stream that Detach stopped and
-	// dropped (with its inbox); Relisten opens it again.
-	relisten  bool
-	closeOnce sync.Once
+	// dropped (with its inbox); Relisten opens it again, or leaves it to
+	// the next Listen for a session opened without one (listenAtOpen).
+	relisten     bool
+	listenAtOpen bool
+	closeOnce    sync.Once
 
 	lastUsed atomic.Int64 // unix nanoseconds
 
@@ -114,23 +116,47 @@ func Open(ctx context.Context, client Doer, url string, header http.Header, caps
 	}
 	s.touch()
 	if !listen {
-		close(s.listening) // nothing will reach the inbox
+		close(s.listening) // nothing will reach the inbox until Listen
 		return s, nil
 	}
-	lctx, cancel := context.WithCancel(context.Background())
-	s.stopListen = cancel
-	s.listenDone = make(chan struct{})
-	go s.listen(lctx, s.listenDone)
+	s.listenAtOpen = true
+	s.startListening()
 	return s, nil
+}
+
+// Listen opens the session's standalone GET stream if it has none open —
+// one opened without (Open's listen false), or whose stream Detach stopped
+// — with a new inbox, and waits up to wait for its request to be sent
+// upstream, so that what the upstream sends there from then on reaches the
+// Inbox. The stream stays until Detach, Relisten or Close. The caller must
+// hold the session alone (no call of it running).
+func (s *Session) Listen(wait time.Duration) {
+	if s.stopListen != nil {
+		return
+	}
+	s.relisten = false
+	s.startListening()
+	select {
+	case <-s.listening:
+	case <-time.After(wait):
+	}
+}
+
+// startListening starts reading the GET stream into a new inbox.
+func (s *Session) startListening() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.inbox = make(chan jsonrpc.Message, inboxSize)
+	s.stopListen, s.listening, s.listenDone = cancel, make(chan struct{}), make(chan struct{})
+	go s.listen(ctx, s.listenDone)
 }
 
 // Inbox delivers the requests and notifications the upstream sends on the
 // session's standalone GET stream. It is never closed.
 func (s *Session) Inbox() <-chan jsonrpc.Message { return s.inbox }
 
-// Listening is closed once the session's GET stream has been requested
-// upstream (or the upstream has none): notifications the upstream sends
-// after that reach the Inbox.
+// Listening is closed once the upstream has answered the request of the
+// session's GET stream (or it has none): what the upstream sends there
+// after that reaches the Inbox.
 func (s *Session) Listening() <-chan struct{} { return s.listening }
 
 // listen reads the standalone GET stream into the inbox until the session
@@ -140,7 +166,7 @@ func (s *Session) Listening() <-chan struct{} { return s.listening }
 func (s *Session) listen(ctx context.Context, done chan struct{}) {
 	var once sync.Once
 	signal := func() { once.Do(func() { close(s.listening) }) }
-	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { signal() }}
+	trace := &httptrace.ClientTrace{GotFirstResponseByte: signal}
 	handed := s.listenFrom(ctx, httptrace.WithClientTrace(ctx, trace), 100*time.Millisecond, done)
 	signal()
 	if !handed {

@@ -477,31 +477,43 @@ func TestForwardPrincipalPlaceholder(t *testing.T) {
 	}
 }
 
-// TestForwardNoGetStream: with `get_stream off`, the sessions the gateway
-// opens for modern clients' calls open no standalone GET stream upstream,
-// and a call that asks in-line on its own stream (the go-sdk server does)
-// completes its round; with the default, each session opens one.
-func TestForwardNoGetStream(t *testing.T) {
-	for _, opt := range []string{"on", "off"} {
-		t.Run("get_stream "+opt, func(t *testing.T) {
+// TestForwardGetStream: the standalone GET streams the gateway's upstream
+// sessions open for modern clients' calls, two principals calling the same
+// tool (a session each), in front of the go-sdk server, which asks on the
+// call's own stream: with `get_stream on` each session opens one; with
+// `off` none does; with the default (`learn`) the first call's session
+// does (the tool has not asked yet) and the second's does not. Every call
+// completes its round.
+func TestForwardGetStream(t *testing.T) {
+	for _, tc := range []struct {
+		opt  string
+		gets func(int32) bool
+	}{
+		{"on", func(n int32) bool { return n >= 2 }},
+		{"off", func(n int32) bool { return n == 0 }},
+		{"", func(n int32) bool { return n == 1 }},
+	} {
+		t.Run("get_stream "+tc.opt, func(t *testing.T) {
 			rs := newRecordingServer(t)
-			g := startGateway(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t\tget_stream "+opt+"\n\t\t}")
-			ir := parseInputRequired(t, askCall(t, g.URL, 1, "x", nil, nil))
-			x := askCall(t, g.URL, 2, "x", map[string]any{"inputResponses": map[string]any{"elicitation-1": acceptAnswer}, "requestState": ir.RequestState}, nil)
-			if text := checkToolResult(t, x, 2); text != "answer: yes" {
-				t.Fatalf("result %q", text)
+			opt := ""
+			if tc.opt != "" {
+				opt = "\t\t\tget_stream " + tc.opt + "\n"
 			}
-			if opt == "on" {
-				// The session opens its GET stream on its own: wait for it.
-				waitForWithin(t, notHang, "a GET request upstream with get_stream on", func() bool { return rs.gets.Load() != 0 })
-				return
+			g := startGateway(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n"+opt+"\t\t}\n\t\tprincipal {http.request.header.X-User}")
+			for i, user := range []string{"alice", "bob"} {
+				h := map[string]string{"X-User": user}
+				ir := parseInputRequired(t, askCall(t, g.URL, 1+2*i, "x", nil, h))
+				x := askCall(t, g.URL, 2+2*i, "x", map[string]any{"inputResponses": map[string]any{"elicitation-1": acceptAnswer}, "requestState": ir.RequestState}, h)
+				if text := checkToolResult(t, x, 2+2*i); text != "answer: yes" {
+					t.Fatalf("%s's result %q", user, text)
+				}
 			}
 			// Nothing more can reach the upstream once the gateway has
 			// exited and its connections are closed: then count.
 			g.stop(t)
 			rs.drained(t)
-			if n := rs.gets.Load(); n != 0 {
-				t.Fatalf("%d GET requests upstream with get_stream off", n)
+			if n := rs.gets.Load(); !tc.gets(n) {
+				t.Fatalf("%d GET requests upstream with get_stream %q", n, tc.opt)
 			}
 		})
 	}

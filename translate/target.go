@@ -11,10 +11,9 @@ import "github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 type Target struct {
 	// Upstream is the URL of the upstream's MCP endpoint.
 	Upstream string
-	// NoGetStream (forward bridge): the upstream sends everything a call
-	// needs on the call's own stream, so the sessions leased for calls
-	// open no standalone GET stream (subscriptions/listen still does).
-	NoGetStream bool
+	// GetStream (forward bridge): when the sessions leased for calls open
+	// their standalone GET stream (subscriptions/listen always does).
+	GetStream GetStream
 	// Resume (forward bridge): the upstream's call streams may be resumed
 	// (its resume option): a call whose stream is resumable parks holding
 	// nothing (forward/resume.go).
@@ -33,3 +32,21 @@ type Target struct {
 	// are kept apart from those of other clients (legacy.PoolKey.Client).
 	Client legacy.Doer
 }
+
+// GetStream says when the forward bridge's upstream sessions open their
+// standalone GET stream, where a legacy server may send requests outside
+// any call's stream (the upstream's get_stream option).
+type GetStream uint8
+
+const (
+	// GetStreamLearn (the zero value) opens the stream for a call whose
+	// target (tool, prompt or resource) is not known to ask its questions
+	// on the call's own stream, and none for one that is: one that asked
+	// there and never on the GET stream (forward/getstream.go).
+	GetStreamLearn GetStream = iota
+	// GetStreamOn opens it with every session and keeps it.
+	GetStreamOn
+	// GetStreamOff never opens it: the upstream sends everything a call
+	// needs on the call's own stream.
+	GetStreamOff
+)

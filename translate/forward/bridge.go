@@ -122,6 +122,7 @@ type Bridge struct {
 	pool     *legacy.Pool
 	defaults *Options // of the requests that carry none
 	gather   *gatherPolicy
+	streams  *streamPolicy
 	quick    *quickTargets // whose retries come back at once (linger.go)
 
 	mu     sync.Mutex
@@ -163,7 +164,7 @@ type Bridge struct {
 // for the requests that carry no options of their own.
 func New(pool *legacy.Pool, opts Options) *Bridge {
 	b := &Bridge{pool: pool, defaults: opts.Ready(), parked: make(map[[16]byte]*call),
-		sets: make(map[*Options]*parkSet), gather: newGatherPolicy(), quick: newQuickTargets(), used: seal.NewReplayFilter(maxUsedStates), places: make(map[[16]byte]*resumePlace),
+		sets: make(map[*Options]*parkSet), gather: newGatherPolicy(), streams: newStreamPolicy(), quick: newQuickTargets(), used: seal.NewReplayFilter(maxUsedStates), places: make(map[[16]byte]*resumePlace),
 		tasks: make(map[[16]byte]*task), taskSets: make(map[*Options]*taskSet),
 		probes: &workQueue{workers: maxProbing, limit: maxAbandoned}, abandonGrace: defaultAbandonGrace,
 		checks: &workQueue{workers: maxChecking, limit: maxChecksQueued}, checkAfter: placeCheckAfter, reclaiming: make(map[reclaimKey]*reclaimRun),
@@ -385,7 +386,7 @@ func (b *Bridge) reshapeOptions(c *call) translate.ReshapeOptions {
 // poolKey derives the session key of a request.
 func poolKey(r Request) legacy.PoolKey {
 	key := legacy.PoolKey{Upstream: r.Upstream, Principal: hex.EncodeToString(r.Principal[:]), Caps: translate.LegacyCapabilities(r.ClientCapabilities),
-		NoGetStream: r.NoGetStream && r.Method != "subscriptions/listen"}
+		NoGetStream: r.GetStream != translate.GetStreamOn && r.Method != "subscriptions/listen"}
 	switch {
 	case r.Client != nil:
 		key.Client = r.Client

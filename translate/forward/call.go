@@ -176,6 +176,9 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 				return nil, translate.UpstreamError(err)
 			}
 		}
+		if b.listens(c, r.GetStream) {
+			sess.Listen(listenWait)
+		}
 		if rerr := b.learnToolTasks(ctx, r, sess); rerr != nil {
 			b.pool.Release(key, sess, true)
 			return nil, rerr

@@ -81,8 +81,9 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink translate.Sin
 		if stream {
 			c.seen++
 		}
-		if inbox && m.Kind == jsonrpc.KindRequest && translate.IsInputMethod(m.Method) {
-			c.inboxAsked = true
+		if m.Kind == jsonrpc.KindRequest && translate.IsInputMethod(m.Method) {
+			b.learnStream(c, inbox)
+			c.inboxAsked = c.inboxAsked || inbox
 		}
 		switch {
 		case m.Kind == jsonrpc.KindRequest:

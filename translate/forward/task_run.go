@@ -120,6 +120,9 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 				if !asks {
 					continue
 				}
+				if run.inboxAsks() {
+					b.learnStream(c, inbox)
+				}
 				fresh = append(fresh, p)
 				t.mu.Lock()
 				n := len(t.inputs) + len(fresh)

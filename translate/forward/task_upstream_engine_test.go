@@ -197,7 +197,7 @@ func modernReq(t *testing.T, upstream, principal string, id int, method, name, p
 	if rerr != nil {
 		t.Fatalf("invalid test request %s: %v", body, rerr)
 	}
-	return Request{Target: translate.Target{Upstream: upstream, NoGetStream: true}, Principal: translate.PrincipalHash(principal), ModernRequest: req}
+	return Request{Target: translate.Target{Upstream: upstream, GetStream: translate.GetStreamOff}, Principal: translate.PrincipalHash(principal), ModernRequest: req}
 }
 
 // pollTask sends tasks/get for id until cond holds (5 s at most).
