@@ -152,6 +152,7 @@ type Bridge struct {
 	taskSets map[*Options]*taskSet
 	taskRuns sync.WaitGroup // the tasks' runners (runTask)
 	support  taskSupport    // the upstreams' own execution.taskSupport
+	leases   *leaseKeeper   // this instance's lease on the tasks it owns (task_store.go)
 	lister   toolLister     // when the bridge listed an upstream's tools itself
 
 	// ctx outlives every client request: upstream calls run in it, so a
@@ -165,7 +166,7 @@ type Bridge struct {
 func New(pool *legacy.Pool, opts Options) *Bridge {
 	b := &Bridge{pool: pool, defaults: opts.Ready(), parked: make(map[[16]byte]*call),
 		sets: make(map[*Options]*parkSet), gather: newGatherPolicy(), streams: newStreamPolicy(), quick: newQuickTargets(), used: seal.NewReplayFilter(maxUsedStates), places: make(map[[16]byte]*resumePlace),
-		tasks: make(map[[16]byte]*task), taskSets: make(map[*Options]*taskSet),
+		tasks: make(map[[16]byte]*task), taskSets: make(map[*Options]*taskSet), leases: newLeaseKeeper(),
 		probes: &workQueue{workers: maxProbing, limit: maxAbandoned}, abandonGrace: defaultAbandonGrace,
 		checks: &workQueue{workers: maxChecking, limit: maxChecksQueued}, checkAfter: placeCheckAfter, reclaiming: make(map[reclaimKey]*reclaimRun),
 		bySession: make(map[placeSession]*resumePlace), parkedKeys: newParkedKeys()}
@@ -251,6 +252,16 @@ type Request struct {
 	// here, gives its upstream session back to home's pool instead of
 	// ending it (giveback.go). Nil: such sessions are ended.
 	GiveBack func(ctx context.Context, home translate.Owner, princ [16]byte, notice []byte) error
+	// OwnerGone, for tasks/get, tasks/update and tasks/cancel: the
+	// instance the taskId names could not be reached (the caller's relay
+	// failed). With a task store the bridge then serves the task from its
+	// record (task_takeover.go), taking it over once its owner's lease
+	// lapsed; without one it answers that the task is gone with it.
+	OwnerGone bool
+	// TargetOf, if set, returns the Target of a configured upstream by
+	// URL: a task taken over resumes its call only on an upstream the
+	// configuration still serves, reached as the configuration says.
+	TargetOf func(url string) (translate.Target, bool)
 	*translate.ModernRequest
 
 	retry *openedState // the requestState as RetryOf opened it

@@ -67,7 +67,26 @@ type TaskOptions struct {
 	// MaxTasksPerPrincipal bounds, within MaxTasks, those of one
 	// principal (429, -32603).
 	MaxTasksPerPrincipal int
+	// Store, if set, keeps a record of each task the gateway hosts, sealed
+	// with the Keyring, in storage the fleet shares (task_store.go): any
+	// instance answers tasks/get from it when the task's owner is gone,
+	// and takes the task over once the owner's lease lapsed. Nil: tasks
+	// live in their instance's memory only.
+	Store Storage
+	// Lease is how long an instance's claim on the tasks it runs lasts
+	// without renewal (it renews every third of it); 0: DefaultTaskLease.
+	Lease time.Duration
+	// MaxResult bounds a task's result (or error) in bytes, with or without
+	// Store: a larger one fails the task with an error that says so;
+	// 0: DefaultMaxTaskResult.
+	MaxResult int
 }
+
+// Defaults of TaskOptions' Store settings.
+const (
+	DefaultTaskLease     = 15 * time.Second
+	DefaultMaxTaskResult = 4 << 20
+)
 
 // Defaults of TaskOptions.
 const (
@@ -106,8 +125,16 @@ type task struct {
 	stop     chan struct{} // closed (stopOnce) to end the runner's hold
 	stopOnce sync.Once
 
-	taskState       // mu guards it, pollMs and the kind's own state
+	taskState       // mu guards it, pollMs, resume and the kind's own state
 	pollMs    int64 // the pollIntervalMs shown (0: none)
+
+	// opts are those of the request that made it; with a task store
+	// (TaskOptions.Store) its record is written on every transition
+	// (persist, serialized by saveMu), with resume: where its upstream
+	// call stands (task_store.go).
+	opts   *Options
+	saveMu sync.Mutex
+	resume resumePoint
 }
 
 // taskKind is what differs between the two kinds of task once they are

@@ -1,0 +1,326 @@
+package forward
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// Task records (issue 28): with TaskOptions.Store, every task the gateway
+// hosts has a record in storage the fleet shares — Caddy's configured
+// storage (certmagic.Storage satisfies Storage): the file system under
+// Caddy's data directory by default, or whatever module the operator
+// configures for all instances (redis, consul, postgres, S3, a shared
+// volume). The record (seal.TaskRecord, sealed with the Keyring: results
+// can be sensitive, and whoever writes to the storage must not be able to
+// make an instance resume a call of its choosing) holds what any instance
+// needs to answer tasks/get and to go on: status, times, ttl, the pending
+// inputRequests, the result or error, the owner (instance, boot, address),
+// and where the upstream call stands when its stream is resumable.
+//
+// Keys: mcp_gateway/tasks/<principal>/<handle> (hex), so that one
+// principal's records are one listing; mcp_gateway/instances/<instance>
+// (hex) is an instance's lease on the tasks it owns: "<boot> <expiry Unix
+// ms>", renewed every third of TaskOptions.Lease, expiry 0 once released
+// (graceful stop). One lease per instance, not per task: renewing costs one
+// write per period whatever the number of tasks.
+//
+// Writes happen on transitions (created, input_required, working again,
+// terminal, taken over), never on a poll; the owner serves its tasks from
+// memory, and other instances read the record only when the owner cannot
+// be reached (task_takeover.go).
+
+// Storage is what the task records need of a storage: certmagic.Storage
+// (Caddy's storage modules) satisfies it. Load reports a missing key with
+// an error wrapping fs.ErrNotExist; Lock is a distributed lock (one holder
+// across the fleet), released by Unlock.
+type Storage interface {
+	Lock(ctx context.Context, name string) error
+	Unlock(ctx context.Context, name string) error
+	Store(ctx context.Context, key string, value []byte) error
+	Load(ctx context.Context, key string) ([]byte, error)
+	Delete(ctx context.Context, key string) error
+	List(ctx context.Context, path string, recursive bool) ([]string, error)
+}
+
+const (
+	recordsPrefix = "mcp_gateway/tasks"
+	leasesPrefix  = "mcp_gateway/instances"
+	// storeTimeout bounds one storage operation.
+	storeTimeout = 5 * time.Second
+)
+
+func recordKey(princ, handle [16]byte) string {
+	return path.Join(recordsPrefix, hex.EncodeToString(princ[:]), hex.EncodeToString(handle[:]))
+}
+
+func leaseKey(instance string) string {
+	return path.Join(leasesPrefix, hex.EncodeToString([]byte(instance)))
+}
+
+// lease is an instance's claim on the tasks it owns.
+type lease struct {
+	boot    [16]byte
+	expires time.Time // zero: released
+}
+
+func (l lease) String() string {
+	ms := int64(0)
+	if !l.expires.IsZero() {
+		ms = l.expires.UnixMilli()
+	}
+	return hex.EncodeToString(l.boot[:]) + " " + strconv.FormatInt(ms, 10)
+}
+
+// parseLease reads a lease value; anything malformed is no lease.
+func parseLease(b []byte) (lease, bool) {
+	bootHex, msText, ok := strings.Cut(string(b), " ")
+	var l lease
+	if !ok || len(bootHex) != 32 || len(msText) > 20 {
+		return l, false
+	}
+	if _, err := hex.Decode(l.boot[:], []byte(bootHex)); err != nil {
+		return l, false
+	}
+	ms, err := strconv.ParseInt(msText, 10, 64)
+	if err != nil || ms < 0 {
+		return l, false
+	}
+	if ms > 0 {
+		l.expires = time.UnixMilli(ms)
+	}
+	return l, true
+}
+
+// leaseKeeper renews this instance's lease in the storage of the latest
+// options that keep task records. One per bridge: the bridge outlives
+// config reloads, and its boot id is the process's.
+type leaseKeeper struct {
+	boot [16]byte
+
+	mu       sync.Mutex
+	store    Storage
+	instance string
+	every    time.Duration
+	running  bool
+	released bool
+}
+
+func newLeaseKeeper() *leaseKeeper {
+	k := &leaseKeeper{}
+	_, _ = rand.Read(k.boot[:])
+	return k
+}
+
+// claim makes sure this instance's lease in o's storage is held and
+// renewed, and reports its boot id. It writes the lease at once the first
+// time (a task's record must not name an owner without one).
+func (b *Bridge) claim(o *Options) [16]byte {
+	k := b.leases
+	k.mu.Lock()
+	first := !k.running || k.store != o.Tasks.Store || k.instance != o.Instance
+	k.store, k.instance, k.every = o.Tasks.Store, o.Instance, o.taskLease()/3
+	start := !k.running && !k.released
+	k.running = k.running || start
+	k.mu.Unlock()
+	if first {
+		b.renewLease(o.taskLease())
+	}
+	if start {
+		go b.keepLease()
+	}
+	return k.boot
+}
+
+// keepLease renews the lease until the bridge closes.
+func (b *Bridge) keepLease() {
+	k := b.leases
+	for {
+		k.mu.Lock()
+		every := k.every
+		k.mu.Unlock()
+		select {
+		case <-time.After(every):
+			b.renewLease(3 * every)
+		case <-b.ctx.Done():
+			return
+		}
+	}
+}
+
+// renewLease writes this instance's lease, valid for d from now.
+func (b *Bridge) renewLease(d time.Duration) {
+	k := b.leases
+	k.mu.Lock()
+	store, instance, released := k.store, k.instance, k.released
+	k.mu.Unlock()
+	if store == nil || released {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	_ = store.Store(ctx, leaseKey(instance), []byte(lease{boot: k.boot, expires: time.Now().Add(d)}.String()))
+}
+
+// releaseLease marks this instance's lease released, so that other
+// instances take its tasks over at once (graceful stop).
+func (b *Bridge) releaseLease() {
+	k := b.leases
+	k.mu.Lock()
+	store, instance, running := k.store, k.instance, k.running
+	k.released = true
+	k.mu.Unlock()
+	if store == nil || !running {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	_ = store.Store(ctx, leaseKey(instance), []byte(lease{boot: k.boot}.String()))
+}
+
+// ownerAlive reports whether rec's owner still holds its lease: the same
+// process (boot) renewed it and has not released it.
+func ownerAlive(ctx context.Context, store Storage, rec seal.TaskRecord, now time.Time) (bool, time.Duration, error) {
+	b, err := store.Load(ctx, leaseKey(rec.Owner))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, 0, nil
+	}
+	if err != nil {
+		return false, 0, err
+	}
+	l, ok := parseLease(b)
+	if !ok || l.boot != rec.Boot || !now.Before(l.expires) {
+		return false, 0, nil
+	}
+	return true, l.expires.Sub(now), nil
+}
+
+func (o *Options) taskLease() time.Duration {
+	if o.Tasks.Lease > 0 {
+		return o.Tasks.Lease
+	}
+	return DefaultTaskLease
+}
+
+func (o *Options) maxTaskResult() int {
+	if o.Tasks.MaxResult > 0 {
+		return o.Tasks.MaxResult
+	}
+	return DefaultMaxTaskResult
+}
+
+// resumePoint is where a hosted task's upstream call stands, when its
+// stream is resumable (ok): what a record needs so that another instance
+// reopens the stream (Session.Reopen) after the event after and skips the
+// seen messages handled already (replaySeen).
+type resumePoint struct {
+	ok               bool
+	session, version string
+	callID           []byte
+	after            string
+	seen             uint32
+	keys             []byte
+	serverInfo       []byte
+}
+
+// saw moves the point past m, a message of the call's stream the runner
+// handled: with no question open, the window starts again at m.
+func (p *resumePoint) saw(after string, open bool) {
+	if after == "" {
+		p.ok = false // an event without id: the stream cannot be resumed here
+		return
+	}
+	if !open {
+		p.after, p.seen = after, 1
+		return
+	}
+	p.seen++
+}
+
+// record is t's record, owned by this instance (boot). The caller holds
+// t.mu.
+func (t *task) record(boot [16]byte) seal.TaskRecord {
+	o := t.opts
+	rec := seal.TaskRecord{Handle: t.handle, Principal: t.princ, Tool: t.tool, Upstream: t.upstream,
+		Status: t.status, Note: t.note, Created: t.created, Updated: t.updated, TTL: t.ttl, PollMs: t.pollMs,
+		Result: t.result, Error: t.errObj, Owner: o.Instance, Boot: boot, Address: o.Address}
+	for _, p := range t.inputs {
+		rec.Inputs = append(rec.Inputs, seal.TaskInput{ID: p.upstreamID, Key: p.Key, Method: p.Method, Params: p.Params})
+	}
+	if p := t.resume; p.ok && !translate.TaskTerminal(t.status) {
+		rec.Session, rec.Version, rec.CallID, rec.After, rec.Seen = p.session, p.version, p.callID, p.after, p.seen
+		rec.Keys, rec.ServerInfo = p.keys, p.serverInfo
+	}
+	return rec
+}
+
+// persist writes t's record, if its options keep records. Writes of one
+// task are serialized, each of the state at its time: the last write is
+// of the latest state. A failure is reported to the observer (the task
+// goes on in memory).
+func (b *Bridge) persist(t *task) {
+	if t.opts == nil || t.opts.Tasks.Store == nil {
+		return
+	}
+	boot := b.claim(t.opts)
+	t.saveMu.Lock()
+	defer t.saveMu.Unlock()
+	t.mu.Lock()
+	rec := t.record(boot)
+	t.mu.Unlock()
+	sealed, err := seal.SealTaskRecord(t.opts.Keyring, rec)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		err = t.opts.Tasks.Store.Store(ctx, recordKey(t.princ, t.handle), sealed)
+		cancel()
+	}
+	if err != nil {
+		b.storeEvent(t, StoreFailed, fmt.Errorf("writing the task's record: %w", err))
+	}
+}
+
+// forget deletes t's record (its ttl passed).
+func (b *Bridge) forget(t *task) {
+	if t.opts == nil || t.opts.Tasks.Store == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if err := t.opts.Tasks.Store.Delete(ctx, recordKey(t.princ, t.handle)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		b.storeEvent(t, StoreFailed, fmt.Errorf("deleting the task's record: %w", err))
+	}
+}
+
+// Events of task records, reported to a TaskStoreObserver.
+const (
+	// StoreFailed: a record could not be written or deleted.
+	StoreFailed = "store_failed"
+	// StoreTakenOver: this instance took a task over, its call resumed.
+	StoreTakenOver = "taken_over"
+	// StoreLost: a task whose owner was lost failed, its call not
+	// resumable.
+	StoreLost = "lost"
+)
+
+// TaskStoreObserver is implemented by an Observer that wants to learn of
+// the task records' events (StoreFailed, StoreTakenOver, StoreLost).
+type TaskStoreObserver interface {
+	TaskStored(event, upstream, tool string, err error)
+}
+
+func (b *Bridge) storeEvent(t *task, event string, err error) {
+	if obs, ok := t.opts.Observer.(TaskStoreObserver); ok {
+		obs.TaskStored(event, t.upstream, t.tool, err)
+	}
+}
