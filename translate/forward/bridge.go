@@ -210,11 +210,16 @@ func (b *Bridge) Close() {
 		b.abandon(c, translate.OutcomeCancelled, "gateway shutting down")
 	}
 	b.coolAll()
+	handed := b.handOver()
 	for _, t := range b.allTasks() {
 		t.timer.Stop()
 		b.cancelTask(t, "gateway shutting down")
 	}
-	b.taskRuns.Wait() // their calls abandoned upstream
+	b.taskRuns.Wait() // their calls abandoned upstream, or left for another instance
+	for _, t := range handed {
+		b.persist(t)
+	}
+	b.releaseLease()
 	b.cancel()
 }
 

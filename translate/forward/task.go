@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -135,6 +136,12 @@ type task struct {
 	opts   *Options
 	saveMu sync.Mutex
 	resume resumePoint
+	// handingOver: the gateway is stopping, and the task, resumable, is
+	// left to another instance (Close): its runner lets the call's
+	// stream go without ending anything upstream.
+	handingOver atomic.Bool
+	// letGo closes the call's stream (nil: none to close), for handOver.
+	letGo func()
 }
 
 // taskKind is what differs between the two kinds of task once they are
@@ -179,6 +186,21 @@ func (b *Bridge) takeTaskPlace(o *Options, princ [16]byte) *jsonrpc.RPCError {
 	set.held++
 	set.byPrin[princ]++
 	return nil
+}
+
+// forceTaskPlace takes a place for a task of princ with o whatever the
+// bounds: a task taken over from a lost instance is never refused.
+func (b *Bridge) forceTaskPlace(o *Options, princ [16]byte) *taskPlace {
+	b.tmu.Lock()
+	set := b.taskSets[o]
+	if set == nil {
+		set = &taskSet{byPrin: make(map[[16]byte]int)}
+		b.taskSets[o] = set
+	}
+	set.held++
+	set.byPrin[princ]++
+	b.tmu.Unlock()
+	return b.newTaskPlace(o, princ)
 }
 
 // releaseTaskPlace frees a place taken by takeTaskPlace.
@@ -251,6 +273,7 @@ func (b *Bridge) expireTask(t *task) {
 	delete(b.tasks, t.handle)
 	b.tmu.Unlock()
 	t.place.free()
+	b.forget(t)
 }
 
 // cancelTask makes t cancelled, unless it already ended, gives its place
@@ -269,6 +292,7 @@ func (b *Bridge) cancelTask(t *task, why string) bool {
 	if running {
 		t.place.free()
 		t.stopRunner()
+		b.persist(t)
 	}
 	return running
 }

@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -38,7 +39,13 @@ func (b *Bridge) newHostedTask(c *call, r Request, status string) *task {
 	t := &task{princ: c.princ, tool: c.name, upstream: c.key.Upstream, born: now, ttl: o.Tasks.TTL,
 		sess: c.sess, kind: hostedKind{}, stop: make(chan struct{}),
 		taskState: taskState{status: status, created: now, updated: now, place: b.newTaskPlace(o, c.princ)},
-		pollMs:    o.Tasks.PollInterval.Milliseconds()}
+		pollMs:    o.Tasks.PollInterval.Milliseconds(), opts: o}
+	if c.resumeOn && c.sess.ID != "" && !c.inboxAsked {
+		// Its record says where the call stands once a message of its
+		// stream carried an event id (task_store.go).
+		t.resume = resumePoint{ok: true, session: string(c.sess.ID), version: c.sess.Version, callID: c.up.ID,
+			serverInfo: translate.ServerInfo(c.sess.InitResult)}
+	}
 	b.addTask(c, r, t, seal.Task{})
 	return t
 }
@@ -48,6 +55,8 @@ func (b *Bridge) newHostedTask(c *call, r Request, status string) *task {
 func (b *Bridge) becomeTask(c *call, r Request, sink translate.Sink) string {
 	c.caps = r.ClientCapabilities // the questions from now on are the task's client's
 	t := b.newHostedTask(c, r, translate.TaskWorking)
+	t.letGo = c.up.Close
+	b.persist(t) // the record exists before the client holds the taskId
 	_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, t.envelope("task", false)))
 	b.startRunner(t, c, &hostedRun{b: b, t: t, c: c})
 	return OutcomeTask
@@ -61,6 +70,7 @@ func (b *Bridge) completedTask(c *call, r Request, m jsonrpc.Message, sink trans
 	t.mu.Lock()
 	t.result, t.errObj = result, errObj
 	t.mu.Unlock()
+	b.persist(t)
 	_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, t.envelope("task", false)))
 	b.taskEvent(c, "ended", status) // created terminal: it ends at once
 	return OutcomeTask
@@ -117,7 +127,12 @@ func (h *hostedRun) final(m jsonrpc.Message) {
 	b, c := h.b, h.c
 	b.finish(c, true)
 	status, result, errObj := b.taskEnding(c, "tools/call", m)
+	if len(result)+len(errObj) > c.opts.maxTaskResult() {
+		status, result, errObj = translate.TaskFailed, nil, taskErrorObject(fmt.Sprintf(
+			"the tool's result is larger than the gateway keeps for a task (max_task_result, %d bytes)", c.opts.maxTaskResult()))
+	}
 	h.t.end(status, result, errObj)
+	b.persist(h.t)
 	outcome := translate.OutcomeComplete
 	if status == translate.TaskFailed {
 		outcome = translate.OutcomeError
@@ -129,9 +144,16 @@ func (h *hostedRun) final(m jsonrpc.Message) {
 // broke fails the task: the upstream ended the call without its answer.
 func (h *hostedRun) broke() taskStep {
 	b, c := h.b, h.c
+	if h.t.handingOver.Load() {
+		// The gateway is stopping and another instance takes the task
+		// over from its record: the upstream session stays open.
+		b.pool.Detach(c.key, c.sess)
+		return stepDone
+	}
 	rerr := translate.UpstreamFailure("the upstream ended the call without a result", c.up.Err())
 	b.finish(c, false)
 	h.t.end(translate.TaskFailed, nil, taskErrorObject(rerr.Message))
+	b.persist(h.t)
 	b.report(c, translate.OutcomeError, rerr.Detail())
 	b.taskEvent(c, "ended", translate.TaskFailed)
 	return stepDone

@@ -98,9 +98,11 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 					if !translate.TaskTerminal(t.status) {
 						t.inputs = append(t.inputs, fresh...)
 						t.status, t.updated = translate.TaskInputRequired, time.Now()
+						t.resume.keys = c.keys.AppendBinary(nil)
 						fresh = nil
 					}
 					t.mu.Unlock()
+					b.persist(t)
 					continue
 				case <-t.stop:
 					letGo("task cancelled")
@@ -110,6 +112,15 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 					letGo("gateway shutting down")
 					return
 				}
+			}
+			if ok {
+				t.mu.Lock()
+				if inbox && m.Kind == jsonrpc.KindRequest {
+					t.resume.ok = false // no reopened stream replays it
+				} else if !inbox {
+					t.resume.saw(m.After, len(t.inputs)+len(fresh) > 0)
+				}
+				t.mu.Unlock()
 			}
 			switch {
 			case !ok:

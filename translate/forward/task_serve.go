@@ -37,8 +37,8 @@ func (b *Bridge) TaskOf(r *Request) Retry {
 		return Retry{}
 	}
 	rt := Retry{Whose: ParkedHere, Owner: translate.Owner{Instance: tk.Instance, Address: tk.Address}}
-	if tk.Instance != r.Options.Instance {
-		rt.Whose = ParkedThere
+	if tk.Instance != r.Options.Instance && b.heldTask(tk.Handle, tk.Principal) == nil {
+		rt.Whose = ParkedThere // unless taken over here (task_takeover.go)
 	}
 	return rt
 }
@@ -54,7 +54,21 @@ func (b *Bridge) serveTask(ctx context.Context, r Request, sink translate.Sink) 
 	}
 	params := translate.ParamsOf(r.Raw)
 	id := translate.StringField(params, "taskId")
-	t, err := b.lookupTask(r, id)
+	t, tk, err := b.lookupTask(r, id)
+	var stored storedTask
+	if t == nil && tk != nil && r.Options.Tasks.Store != nil && tk.Upstream == "" && (r.OwnerGone || tk.Instance == r.Options.Instance) {
+		// Not held here: its record says (task_takeover.go).
+		if stored, err = b.recoverTask(ctx, r, id, *tk); err != nil {
+			rerr := &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
+				Message: "the task's record could not be read from the gateway's storage: retry later", Cause: err}
+			_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
+			return translate.Served{Outcome: translate.OutcomeError, Cause: err}
+		}
+		t = stored.t
+	}
+	if view := stored.view; view != nil {
+		return b.serveView(r, view, stored.busy, sink)
+	}
 	if t == nil {
 		rerr := &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidParams,
 			Message: "Invalid params: unknown taskId (it never existed, expired, or is not yours)"}
@@ -85,21 +99,37 @@ func (b *Bridge) serveTask(ctx context.Context, r Request, sink translate.Sink) 
 // requiredTasksData is the data of -32021 for the Tasks extension.
 var requiredTasksData = json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + ExtTasks + `":{}}}}`)
 
-// lookupTask returns r's principal's task named by id on this instance, of
-// either kind, or nil, with the error id did not open with (nil when it
-// opened but names no such task).
-func (b *Bridge) lookupTask(r Request, id string) (*task, error) {
+// lookupTask returns r's principal's task named by id in this instance's
+// table, of either kind (one of its own, or one it took over), or nil, with
+// what id opened as (nil when it did not open, or is another principal's)
+// and the error it did not open with.
+func (b *Bridge) lookupTask(r Request, id string) (*task, *seal.Task, error) {
 	tk, err := seal.OpenTask(r.Options.Keyring, id)
-	if err != nil || tk.Principal != r.Principal || tk.Instance != r.Options.Instance {
-		return nil, err
+	if err != nil || tk.Principal != r.Principal {
+		return nil, nil, err
 	}
-	b.tmu.Lock()
-	defer b.tmu.Unlock()
-	t := b.tasks[tk.Handle]
-	if t == nil || t.princ != r.Principal || !t.kind.names(tk) {
-		return nil, nil
+	t := b.heldTask(tk.Handle, r.Principal)
+	if t == nil || !t.kind.names(tk) {
+		return nil, &tk, nil
 	}
-	return t, nil
+	return t, &tk, nil
+}
+
+// serveView answers a tasks/* request from a task's record (view), for a
+// task this instance does not run: tasks/get shows it; tasks/update and
+// tasks/cancel of a task whose owner still holds its lease get busy; of one
+// that ended, the same ack as on its owner.
+func (b *Bridge) serveView(r Request, view *task, busy *jsonrpc.RPCError, sink translate.Sink) translate.Served {
+	switch {
+	case r.Method == "tasks/get":
+		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, view.envelope("complete", true)))
+	case busy != nil:
+		_ = sink.Respond(busy.HTTPStatus, jsonrpc.ErrorResponse(r.ID, busy))
+		return translate.Served{Outcome: translate.OutcomeError}
+	default:
+		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, []byte(`{"resultType":"complete"}`)))
+	}
+	return translate.Served{Outcome: translate.OutcomeComplete}
 }
 
 // updateTask posts the answers to t's questions upstream (takeAnswers), as
@@ -109,8 +139,10 @@ func (b *Bridge) updateTask(t *task, answers map[string]json.RawMessage) *jsonrp
 	t.mu.Lock()
 	took := t.takeAnswers(answers)
 	t.mu.Unlock()
-	if t.sess == nil {
+	if t.sess == nil || len(took) == 0 {
 		return nil
 	}
-	return b.postAnswers(&t.taskState, t.sess, took, t.stopRunner)
+	rerr := b.postAnswers(&t.taskState, t.sess, took, t.stopRunner)
+	b.persist(t)
+	return rerr
 }

@@ -258,7 +258,7 @@ func (t *task) record(boot [16]byte) seal.TaskRecord {
 	for _, p := range t.inputs {
 		rec.Inputs = append(rec.Inputs, seal.TaskInput{ID: p.upstreamID, Key: p.Key, Method: p.Method, Params: p.Params})
 	}
-	if p := t.resume; p.ok && !translate.TaskTerminal(t.status) {
+	if p := t.resume; p.ok && p.after != "" && !translate.TaskTerminal(t.status) {
 		rec.Session, rec.Version, rec.CallID, rec.After, rec.Seen = p.session, p.version, p.callID, p.after, p.seen
 		rec.Keys, rec.ServerInfo = p.keys, p.serverInfo
 	}
@@ -323,4 +323,33 @@ func (b *Bridge) storeEvent(t *task, event string, err error) {
 	if obs, ok := t.opts.Observer.(TaskStoreObserver); ok {
 		obs.TaskStored(event, t.upstream, t.tool, err)
 	}
+}
+
+// handOver leaves the running tasks whose calls another instance can
+// resume from their records (a task store, a resumable stream with an
+// event id) to the fleet, at a graceful stop: each runner lets its call's
+// stream go without ending anything upstream, and the task leaves the
+// table; the caller writes their records once the runners returned, then
+// releases the lease, so that another instance takes them over at its
+// next tasks/* without waiting for the lease to lapse.
+func (b *Bridge) handOver() []*task {
+	var handed []*task
+	for _, t := range b.allTasks() {
+		t.mu.Lock()
+		ok := t.opts != nil && t.opts.Tasks.Store != nil && t.resume.ok && t.resume.after != "" &&
+			!translate.TaskTerminal(t.status) && t.letGo != nil
+		t.mu.Unlock()
+		if !ok {
+			continue
+		}
+		t.handingOver.Store(true)
+		t.timer.Stop()
+		b.tmu.Lock()
+		delete(b.tasks, t.handle)
+		b.tmu.Unlock()
+		t.place.free()
+		t.letGo()
+		handed = append(handed, t)
+	}
+	return handed
 }

@@ -1,0 +1,224 @@
+package forward
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// Tasks served from their records (task_store.go), on an instance that
+// does not hold them: the owner the taskId names could not be reached
+// (Request.OwnerGone: the relay failed), or it is this instance, restarted
+// with the same instance id, whose memory lost them.
+//
+//   - A record whose task ended answers from the record.
+//   - A record whose owner still holds its lease (it is slow, or cut off
+//     from this instance, or it died less than a lease ago) answers
+//     tasks/get from the record (written on every transition, so current
+//     to the last one), and tasks/update and tasks/cancel with 503 and
+//     how long until the lease lapses: then any instance takes the task
+//     over.
+//   - Otherwise this instance takes the task over, under the storage's lock
+//     (one taker): in front of a resumable upstream it attaches the upstream
+//     session, reopens the call's stream after the recorded event (as a
+//     resumed round does), skips what was handled, and runs the task on from
+//     there, owning it (its record says so; its taskId, which names the
+//     first owner, finds it here); otherwise the task fails with an error
+//     that says the instance running it was lost. Never left working for
+//     ever, never a 5xx on tasks/get.
+
+// storedTask is what a task's record lets this instance do for r: serve it
+// in memory (t, taken over now or before), or from the record (view), or
+// neither (both nil: unknown to r's principal).
+type storedTask struct {
+	t    *task
+	view *task          // from the record, not in the table
+	busy *jsonrpc.RPCError // the owner holds its lease: tasks/update and tasks/cancel wait
+}
+
+// recoverTask reads the record of the task tk names for r and acts on it
+// as the file's comment says.
+func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.Task) (storedTask, error) {
+	o := r.Options
+	store := o.Tasks.Store
+	key := recordKey(tk.Principal, tk.Handle)
+	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	rec, err := loadRecord(sctx, o, key)
+	if err != nil || rec == nil {
+		return storedTask{}, err
+	}
+	now := time.Now()
+	switch {
+	case rec.Principal != r.Principal || rec.Handle != tk.Handle:
+		return storedTask{}, nil
+	case !now.Before(rec.Created.Add(rec.TTL)):
+		_ = store.Delete(sctx, key)
+		return storedTask{}, nil
+	case translate.TaskTerminal(rec.Status):
+		return storedTask{view: b.recordView(rec, id, o)}, nil
+	}
+	boot := b.claim(o)
+	mine := rec.Owner == o.Instance && rec.Boot == boot
+	if !mine {
+		alive, left, err := ownerAlive(sctx, store, *rec, now)
+		if err != nil {
+			return storedTask{}, err
+		}
+		if alive {
+			return storedTask{view: b.recordView(rec, id, o), busy: ownerBusy(rec.Owner, left)}, nil
+		}
+	}
+	// Orphaned (or this process's own, which its table forgot: only a
+	// task being taken over here right now): take it over, one taker.
+	if err := store.Lock(ctx, key); err != nil {
+		return storedTask{}, fmt.Errorf("locking the task's record: %w", err)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		_ = store.Unlock(uctx, key)
+		cancel()
+	}()
+	if t := b.heldTask(tk.Handle, r.Principal); t != nil {
+		return storedTask{t: t}, nil // taken over here while this one waited
+	}
+	if rec, err = loadRecord(sctx, o, key); err != nil || rec == nil {
+		return storedTask{}, err
+	}
+	if translate.TaskTerminal(rec.Status) {
+		return storedTask{view: b.recordView(rec, id, o)}, nil
+	}
+	if rec.Owner != o.Instance || rec.Boot != boot {
+		if alive, left, err := ownerAlive(sctx, store, *rec, now); err != nil || alive {
+			// Another instance took it over while this one waited.
+			return storedTask{view: b.recordView(rec, id, o), busy: ownerBusy(rec.Owner, left)}, err
+		}
+	}
+	t, why := b.adopt(ctx, r, id, rec)
+	if t != nil {
+		b.storeEvent(t, StoreTakenOver, nil)
+		return storedTask{t: t}, nil
+	}
+	// Nothing can go on with the call: the task fails, for good.
+	view := b.recordView(rec, id, o)
+	view.status, view.updated, view.inputs, view.errObj = translate.TaskFailed, time.Now(), nil, taskErrorObject(
+		"the gateway instance running the task was lost, and the upstream call could not be resumed ("+why+"): start the call again")
+	b.persist(view) // as its owner: nothing runs it any more
+	b.storeEvent(view, StoreLost, errors.New(why))
+	return storedTask{view: view}, nil
+}
+
+// ownerBusy is the refusal of tasks/update and tasks/cancel while the
+// task's owner, unreachable from here, still holds its lease.
+func ownerBusy(owner string, left time.Duration) *jsonrpc.RPCError {
+	secs := int64(left/time.Second) + 1
+	return &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
+		Message: "the gateway instance running the task (" + jsonrpc.Clip(owner) + ") cannot be reached; its lease on the task ends within " +
+			strconv.FormatInt(secs, 10) + "s, then any instance takes the task over: retry then"}
+}
+
+// loadRecord reads and opens the record at key: nil when there is none.
+func loadRecord(ctx context.Context, o *Options, key string) (*seal.TaskRecord, error) {
+	b, err := o.Tasks.Store.Load(ctx, key)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the task's record: %w", err)
+	}
+	rec, err := seal.OpenTaskRecord(o.Keyring, b)
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// heldTask returns the task of handle in the table, if princ's.
+func (b *Bridge) heldTask(handle, princ [16]byte) *task {
+	b.tmu.Lock()
+	defer b.tmu.Unlock()
+	if t := b.tasks[handle]; t != nil && t.princ == princ {
+		return t
+	}
+	return nil
+}
+
+// recordView is the task rec describes, named id, for answering from the
+// record; it is in no table and runs nothing.
+func (b *Bridge) recordView(rec *seal.TaskRecord, id string, o *Options) *task {
+	t := &task{id: id, handle: rec.Handle, princ: rec.Principal, tool: rec.Tool, upstream: rec.Upstream, born: rec.Created,
+		ttl: rec.TTL, kind: hostedKind{}, stop: make(chan struct{}), pollMs: rec.PollMs, opts: o,
+		taskState: taskState{status: rec.Status, note: rec.Note, created: rec.Created, updated: rec.Updated,
+			result: rec.Result, errObj: rec.Error}}
+	for _, in := range rec.Inputs {
+		t.inputs = append(t.inputs, pendingInput{InputRequest: translate.InputRequest{Key: in.Key, Method: in.Method, Params: in.Params}, upstreamID: in.ID})
+	}
+	if rec.Session != "" {
+		t.resume = resumePoint{ok: true, session: rec.Session, version: rec.Version, callID: rec.CallID, after: rec.After,
+			seen: rec.Seen, keys: rec.Keys, serverInfo: rec.ServerInfo}
+	}
+	return t
+}
+
+// adopt takes over the task rec describes: in front of a resumable
+// upstream still configured, the call's stream reopened and the task run
+// on here, in the table (its record rewritten with this instance as
+// owner); else nil, and why not.
+func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.TaskRecord) (*task, string) {
+	if rec.Session == "" || rec.After == "" {
+		return nil, "its stream is not resumable"
+	}
+	target := translate.Target{Upstream: rec.Upstream}
+	if r.TargetOf != nil {
+		tg, ok := r.TargetOf(rec.Upstream)
+		if !ok {
+			return nil, "its upstream is no longer configured"
+		}
+		target = tg
+	}
+	o := r.Options
+	key := legacy.PoolKey{Upstream: rec.Upstream, Principal: hex.EncodeToString(rec.Principal[:]), Client: target.Client}
+	sess := legacy.Attach(b.pool.Client(key), rec.Upstream, r.Header, legacy.UpstreamSessionID(rec.Session), rec.Version)
+	sess.SetCallBuffer(o.Lease.CallBuffer)
+	if rec.ServerInfo != nil {
+		sess.InitResult = append(append([]byte(`{"serverInfo":`), rec.ServerInfo...), '}')
+	}
+	callCtx, cancelCall := context.WithCancel(b.ctx)
+	up, err := sess.Reopen(callCtx, rec.CallID, rec.After)
+	if err != nil {
+		cancelCall()
+		return nil, "the upstream did not reopen its stream: " + err.Error()
+	}
+	c := &call{opts: o, method: "tools/call", name: rec.Tool, started: rec.Created, princ: rec.Principal, caps: r.ClientCapabilities,
+		key: key, resumeOn: true, own: true, sess: sess, up: up, cancelUp: cancelCall, resumeAt: rec.After}
+	c.keys = translate.DecodeKeyCounter(rec.Keys)
+	unanswered := make(map[string]seal.ResumeInput, len(rec.Inputs))
+	for _, in := range rec.Inputs {
+		unanswered[string(in.ID)] = seal.ResumeInput{ID: in.ID, Key: in.Key, Method: in.Method}
+	}
+	pending, err := b.replaySeen(ctx, c, rec.Seen, unanswered)
+	if err != nil {
+		b.finish(c, false)
+		return nil, "the upstream's replay of the call differs: " + err.Error()
+	}
+	t := b.recordView(rec, id, o)
+	t.sess, t.inputs, t.letGo = sess, pending, up.Close
+	t.place = b.forceTaskPlace(o, rec.Principal)
+	b.tmu.Lock()
+	b.tasks[t.handle] = t
+	b.tmu.Unlock()
+	t.timer = time.AfterFunc(time.Until(rec.Created.Add(rec.TTL)), func() { b.expireTask(t) })
+	b.persist(t)
+	b.startRunner(t, c, &hostedRun{b: b, t: t, c: c})
+	return t, ""
+}

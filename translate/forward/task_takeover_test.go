@@ -1,0 +1,205 @@
+package forward
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// fleetOfBridges is n bridges of one fleet (one keyring, instances gw-0,
+// gw-1, …) sharing a task store (certmagic's file storage, Caddy's default)
+// and a short lease, each with its options (ask: a task at once).
+func fleetOfBridges(t *testing.T, n int, lease time.Duration) ([]*Bridge, []*Options) {
+	t.Helper()
+	kr, err := seal.NewKeyring(seal.NewRandomKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &certmagic.FileStorage{Path: t.TempDir()}
+	var bs []*Bridge
+	var os []*Options
+	for i := range n {
+		o := DefaultOptions()
+		o.Keyring, o.Instance = kr, fmt.Sprintf("gw-%d", i)
+		o.Tasks.Policy = TaskPolicy{Tools: map[string]TaskRule{"ask": {Mode: TaskRequired}}}
+		o.Tasks.Store, o.Tasks.Lease = store, lease
+		p := legacy.NewPool(legacy.PoolOptions{MaxSessions: 100, IdleTimeout: time.Minute, Client: http.DefaultClient})
+		b := New(p, o)
+		t.Cleanup(func() { b.Close(); p.Close() })
+		bs, os = append(bs, b), append(os, o.Ready())
+	}
+	return bs, os
+}
+
+// crash makes b vanish as a killed process would, for the fleet: its lease
+// is no longer renewed, its tasks' streams are let go without a word
+// upstream, and their records stay as they were.
+func crash(b *Bridge) {
+	b.leases.mu.Lock()
+	b.leases.released = true
+	b.leases.mu.Unlock()
+	for _, t := range b.allTasks() {
+		t.handingOver.Store(true)
+		if t.letGo != nil {
+			t.letGo()
+		}
+	}
+	b.taskRuns.Wait()
+	b.tmu.Lock()
+	clear(b.tasks)
+	b.tmu.Unlock()
+}
+
+// taskOp is tasks/get or tasks/update of id on b, with b's options, as if
+// the owner could not be reached (OwnerGone) when gone.
+func taskOp(t *testing.T, b *Bridge, o *Options, upstream, method, id, extra string, gone bool) gjson.Result {
+	t.Helper()
+	r := modernReq(t, upstream, "alice", 7, method, id, fmt.Sprintf(`"taskId":%q%s`, id, extra))
+	r.Options, r.OwnerGone = o, gone
+	return gjson.ParseBytes(serve(b, r).final)
+}
+
+// pollStatus sends tasks/get until the task has status (10 s at most).
+func pollStatus(t *testing.T, b *Bridge, o *Options, upstream, id, status string, gone bool) gjson.Result {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := taskOp(t, b, o, upstream, "tasks/get", id, "", gone)
+		if res.Get("result.status").String() == status {
+			return res.Get("result")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task never %s: last tasks/get %s", status, res.Raw)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// answerTask answers the task's one open question with name.
+func answerTask(t *testing.T, b *Bridge, o *Options, upstream, id string, task gjson.Result, name string, gone bool) gjson.Result {
+	t.Helper()
+	var key string
+	task.Get("inputRequests").ForEach(func(k, _ gjson.Result) bool { key = k.String(); return false })
+	if key == "" {
+		t.Fatalf("no question in %s", task.Raw)
+	}
+	return taskOp(t, b, o, upstream, "tasks/update", id, fmt.Sprintf(`,"inputResponses":{%q:{"action":"accept","content":{"a":%q}}}`, key, name), gone)
+}
+
+// startTask starts ask (rounds questions) as a task on b, and waits for its
+// first question.
+func startTask(t *testing.T, b *Bridge, o *Options, upstream string, rounds int) (string, gjson.Result) {
+	t.Helper()
+	r := taskRequest(t, upstream, 1, rounds, "alice")
+	r.Options, r.Resume = o, true
+	a := serve(b, r)
+	id := gjson.GetBytes(a.final, "result.taskId").String()
+	if id == "" {
+		t.Fatalf("no task: %s", a.final)
+	}
+	return id, pollStatus(t, b, o, upstream, id, translate.TaskInputRequired, false)
+}
+
+// TestTaskTakeoverAfterCrash: a task in front of a resumable upstream (the
+// go-sdk server with an event store) outlives its instance. Its owner
+// vanishes after the first question; until its lease lapses another
+// instance shows the task from its record and asks for patience on
+// tasks/update (503); then it takes the task over: the answer reaches the
+// upstream call, which asks its second question and completes; a third
+// instance shows the result from the record, while the second holds the
+// task.
+func TestTaskTakeoverAfterCrash(t *testing.T) {
+	upstream, _ := resumableUpstream(t)
+	lease := 400 * time.Millisecond
+	bs, os := fleetOfBridges(t, 3, lease)
+	id, first := startTask(t, bs[0], os[0], upstream, 2)
+	if q := first.Get("inputRequests.*.params.message").String(); q != "question 1" {
+		t.Fatalf("first question %q in %s", q, first.Raw)
+	}
+	crash(bs[0])
+
+	view := taskOp(t, bs[1], os[1], upstream, "tasks/get", id, "", true)
+	if view.Get("result.status").String() != translate.TaskInputRequired || view.Get("result.inputRequests.*.params.message").String() != "question 1" {
+		t.Fatalf("from the record while the lease holds: %s", view.Raw)
+	}
+	busy := answerTask(t, bs[1], os[1], upstream, id, view.Get("result"), "x", true)
+	if busy.Get("error.code").Int() != -32603 || !strings.Contains(busy.Get("error.message").String(), "lease") {
+		t.Fatalf("tasks/update while the lease holds: %s", busy.Raw)
+	}
+
+	time.Sleep(lease + 100*time.Millisecond)
+	if res := answerTask(t, bs[1], os[1], upstream, id, view.Get("result"), "one", true); res.Get("result.resultType").String() != "complete" {
+		t.Fatalf("tasks/update once the lease lapsed: %s", res.Raw)
+	}
+	second := pollStatus(t, bs[1], os[1], upstream, id, translate.TaskInputRequired, false)
+	for second.Get("inputRequests.*.params.message").String() != "question 2" {
+		second = pollStatus(t, bs[1], os[1], upstream, id, translate.TaskInputRequired, false)
+	}
+	answerTask(t, bs[1], os[1], upstream, id, second, "two", false)
+	done := pollStatus(t, bs[1], os[1], upstream, id, translate.TaskCompleted, false)
+	if got := done.Get("result.content.0.text").String(); got != "accept:one,accept:two" {
+		t.Fatalf("result %q in %s", got, done.Raw)
+	}
+	elsewhere := taskOp(t, bs[2], os[2], upstream, "tasks/get", id, "", true)
+	if elsewhere.Get("result.result.content.0.text").String() != "accept:one,accept:two" {
+		t.Fatalf("a third instance, from the record: %s", elsewhere.Raw)
+	}
+}
+
+// TestTaskHandOverAtStop: an instance that stops gracefully releases its
+// lease, and another takes its tasks over at once, without waiting for the
+// lease to lapse.
+func TestTaskHandOverAtStop(t *testing.T) {
+	upstream, _ := resumableUpstream(t)
+	bs, os := fleetOfBridges(t, 2, time.Hour)
+	id, first := startTask(t, bs[0], os[0], upstream, 1)
+	bs[0].Close()
+	if res := answerTask(t, bs[1], os[1], upstream, id, first, "one", true); res.Get("result.resultType").String() != "complete" {
+		t.Fatalf("tasks/update after the owner stopped: %s", res.Raw)
+	}
+	done := pollStatus(t, bs[1], os[1], upstream, id, translate.TaskCompleted, false)
+	if got := done.Get("result.content.0.text").String(); got != "accept:one" {
+		t.Fatalf("result %q in %s", got, done.Raw)
+	}
+}
+
+// TestTaskLostWithoutResume: in front of an upstream whose streams cannot
+// be resumed, a task whose instance vanished fails, once its lease lapsed,
+// with an error that says so, for good: never left input_required.
+func TestTaskLostWithoutResume(t *testing.T) {
+	upstream, _ := legacyUpstream(t)
+	lease := 300 * time.Millisecond
+	bs, os := fleetOfBridges(t, 2, lease)
+	id, _ := startTask(t, bs[0], os[0], upstream, 1)
+	crash(bs[0])
+	time.Sleep(lease + 100*time.Millisecond)
+	res := pollStatus(t, bs[1], os[1], upstream, id, translate.TaskFailed, true)
+	if msg := res.Get("error.message").String(); !strings.Contains(msg, "instance running the task was lost") {
+		t.Fatalf("failed task: %s", res.Raw)
+	}
+	if again := taskOp(t, bs[1], os[1], upstream, "tasks/get", id, "", true); again.Get("result.status").String() != translate.TaskFailed {
+		t.Fatalf("read again: %s", again.Raw)
+	}
+}
+
+// TestTaskRecordOtherPrincipal: another principal's tasks/get of a stored
+// task is told the taskId is unknown, from any instance.
+func TestTaskRecordOtherPrincipal(t *testing.T) {
+	upstream, _ := resumableUpstream(t)
+	bs, os := fleetOfBridges(t, 2, time.Hour)
+	id, _ := startTask(t, bs[0], os[0], upstream, 1)
+	r := modernReq(t, upstream, "mallory", 9, "tasks/get", id, fmt.Sprintf(`"taskId":%q`, id))
+	r.Options, r.OwnerGone = os[1], true
+	if got := gjson.GetBytes(serve(bs[1], r).final, "error.code").Int(); got != -32602 {
+		t.Fatalf("another principal: code %d", got)
+	}
+}
