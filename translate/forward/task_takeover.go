@@ -42,7 +42,7 @@ import (
 // neither (both nil: unknown to r's principal).
 type storedTask struct {
 	t    *task
-	view *task          // from the record, not in the table
+	view *task             // from the record, not in the table
 	busy *jsonrpc.RPCError // the owner holds its lease: tasks/update and tasks/cancel wait
 }
 
