@@ -17,6 +17,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 )
 
@@ -123,6 +124,13 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq forw
 	sink := h.newSink(w)
 	defer sink.close()
 	breq.Header = bridgedHeader(r)
+	breq.TargetOf = func(url string) (translate.Target, bool) {
+		// A task taken over resumes only on an upstream still configured.
+		if u := h.upstreamByURL(r, url); u != nil {
+			return u.target, true
+		}
+		return translate.Target{}, false
+	}
 	if up != nil {
 		breq.Target = up.target
 		breq.Failover = h.bridgeFailover(w, r, &up)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -113,8 +114,11 @@ const forwardFirstByteTimeout = 10 * time.Second
 var errOwnerSilent = errors.New("the owner instance did not answer in time")
 
 // relay forwards r, whose body was read into body, to owner and relays its
-// answer. id is the JSON-RPC id for errors of the gateway's own.
-func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id json.RawMessage, owner translate.Owner) error {
+// answer. id is the JSON-RPC id for errors of the gateway's own. When the
+// owner cannot be reached (or does not answer in time) and unreachable is
+// set, unreachable answers instead of the gateway's error (a task served
+// from its record: storedTask).
+func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id json.RawMessage, owner translate.Owner, unreachable func() error) error {
 	routeOf(r).owner = owner.Instance
 	if _, forwarded := forwardedOf(r); forwarded {
 		// Never forward twice: the fleet disagrees on who is where.
@@ -147,6 +151,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 	out.ContentLength = int64(len(body))
 	logger := h.logger.With(zap.String("owner", owner.Instance), zap.String("address", base))
 	logger.Debug("forwarding to the owner instance")
+	var fellBack bool
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = target
@@ -177,6 +182,11 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			h.metrics.Forwarded("sent", "error")
+			if unreachable != nil && r.Context().Err() == nil {
+				logger.Warn("the owner instance is unreachable: the task is served from its record", zap.Error(context.Cause(ctx)), zap.NamedError("relay", err))
+				fellBack = true
+				return
+			}
 			if errors.Is(context.Cause(ctx), errOwnerSilent) {
 				logger.Warn("the owner instance did not answer", zap.Duration("waited", forwardFirstByteTimeout))
 				_ = writeRPCError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusGatewayTimeout, Code: jsonrpc.InternalError,
@@ -195,6 +205,9 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 		ErrorLog: h.fleet.errorLog,
 	}
 	proxy.ServeHTTP(relayWriter{w, newDeadlineWriter(w, time.Duration(h.WriteTimeout)), w.Header().Clone()}, out)
+	if fellBack {
+		return unreachable()
+	}
 	return nil
 }
 
@@ -224,4 +237,27 @@ func (r relayWriter) WriteHeader(code int) {
 		}
 	}
 	r.ResponseWriter.WriteHeader(code)
+}
+
+// storedTask is what answers a tasks/get, tasks/update or tasks/cancel
+// whose owner (the instance its taskId names) cannot be reached, when the
+// gateway keeps task records (task_store): the instance the record names
+// as the task's owner now, if another one holds the task (it took it over),
+// else this instance, from the record (forward.Request.OwnerGone: it takes
+// the task over once the owner's lease lapsed). Nil for other requests, and
+// without records: the client then gets the relay's error.
+func (h *Handler) storedTask(w http.ResponseWriter, r *http.Request, l *learned, owner translate.Owner) func() error {
+	if h.bridgeOpts == nil || h.bridgeOpts.Tasks.Store == nil || l.in.era != eraModern || !strings.HasPrefix(l.breq.Method, "tasks/") {
+		return nil
+	}
+	here := func() error {
+		l.breq.OwnerGone = true
+		return h.serveBridged(w, r, l.breq, nil)
+	}
+	return func() error {
+		if now, ok := h.bridge.StoredOwner(r.Context(), &l.breq); ok && now.Instance != owner.Instance {
+			return h.relay(w, r, l.body, l.id, now, here)
+		}
+		return here()
+	}
 }

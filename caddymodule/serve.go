@@ -134,7 +134,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *learned, d de
 		if l.in.era == eraLegacy {
 			id = nil // an answer: its id is the in-line request's
 		}
-		return h.relay(w, r, l.body, id, *d.relayTo)
+		return h.relay(w, r, l.body, id, *d.relayTo, h.storedTask(w, r, l, *d.relayTo))
 	}
 	switch d.cell {
 	case cellModern:

@@ -222,3 +222,34 @@ func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.Task
 	b.startRunner(t, c, &hostedRun{b: b, t: t, c: c})
 	return t, ""
 }
+
+// StoredOwner returns the instance a task's record names as its owner,
+// when that owner holds its lease and is neither this instance nor the one
+// r's taskId names (it took the task over): where to relay r, a tasks/*
+// request whose taskId's owner could not be reached. ok is false when
+// there is no such owner (no task store, no record, an ended task, a
+// lapsed lease): r is then served here (Request.OwnerGone).
+func (b *Bridge) StoredOwner(ctx context.Context, r *Request) (owner translate.Owner, ok bool) {
+	if r.Kind != jsonrpc.KindRequest || !taskMethods[r.Method] {
+		return owner, false
+	}
+	o := b.optionsOf(r)
+	if o.Tasks.Store == nil {
+		return owner, false
+	}
+	tk, err := seal.OpenTask(o.Keyring, translate.StringField(translate.ParamsOf(r.Raw), "taskId"))
+	if err != nil || tk.Principal != r.Principal {
+		return owner, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	rec, err := loadRecord(ctx, o, recordKey(tk.Principal, tk.Handle))
+	if err != nil || rec == nil || rec.Principal != r.Principal || translate.TaskTerminal(rec.Status) ||
+		rec.Owner == tk.Instance || rec.Owner == o.Instance {
+		return owner, false
+	}
+	if alive, _, err := ownerAlive(ctx, o.Tasks.Store, *rec, time.Now()); err != nil || !alive {
+		return owner, false
+	}
+	return translate.Owner{Instance: rec.Owner, Address: rec.Address}, true
+}
