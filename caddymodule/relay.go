@@ -115,10 +115,10 @@ var errOwnerSilent = errors.New("the owner instance did not answer in time")
 
 // relay forwards r, whose body was read into body, to owner and relays its
 // answer. id is the JSON-RPC id for errors of the gateway's own. When the
-// owner cannot be reached (or does not answer in time) and unreachable is
-// set, unreachable answers instead of the gateway's error (a task served
-// from its record: storedTask).
-func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id json.RawMessage, owner translate.Owner, unreachable func() error) error {
+// owner cannot be reached (or does not answer in time), unreachable, if
+// set, may answer instead of the gateway's error (a task served from its
+// record: storedTask); it reports whether it did.
+func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id json.RawMessage, owner translate.Owner, unreachable func() bool) error {
 	routeOf(r).owner = owner.Instance
 	if _, forwarded := forwardedOf(r); forwarded {
 		// Never forward twice: the fleet disagrees on who is where.
@@ -151,7 +151,6 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 	out.ContentLength = int64(len(body))
 	logger := h.logger.With(zap.String("owner", owner.Instance), zap.String("address", base))
 	logger.Debug("forwarding to the owner instance")
-	var fellBack bool
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = target
@@ -182,9 +181,8 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			h.metrics.Forwarded("sent", "error")
-			if unreachable != nil && r.Context().Err() == nil {
-				logger.Warn("the owner instance is unreachable: the task is served from its record", zap.Error(context.Cause(ctx)), zap.NamedError("relay", err))
-				fellBack = true
+			if unreachable != nil && r.Context().Err() == nil && unreachable() {
+				logger.Warn("the owner instance is unreachable: the task was served from its record", zap.Error(err))
 				return
 			}
 			if errors.Is(context.Cause(ctx), errOwnerSilent) {
@@ -205,9 +203,6 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 		ErrorLog: h.fleet.errorLog,
 	}
 	proxy.ServeHTTP(relayWriter{w, newDeadlineWriter(w, time.Duration(h.WriteTimeout)), w.Header().Clone()}, out)
-	if fellBack {
-		return unreachable()
-	}
 	return nil
 }
 
@@ -241,23 +236,28 @@ func (r relayWriter) WriteHeader(code int) {
 
 // storedTask is what answers a tasks/get, tasks/update or tasks/cancel
 // whose owner (the instance its taskId names) cannot be reached, when the
-// gateway keeps task records (task_store): the instance the record names
-// as the task's owner now, if another one holds the task (it took it over),
-// else this instance, from the record (forward.Request.OwnerGone: it takes
-// the task over once the owner's lease lapsed). Nil for other requests, and
-// without records: the client then gets the relay's error.
-func (h *Handler) storedTask(w http.ResponseWriter, r *http.Request, l *learned, owner translate.Owner) func() error {
+// gateway keeps task records (task_store) and the task has one: the
+// instance the record names as the task's owner now, if another one holds
+// the task (it took it over), else this instance, from the record
+// (forward.Request.OwnerGone: it takes the task over once the owner's lease
+// lapsed). Nil for other requests and without records; false without a
+// record (the storage is not shared, or the task ended long ago): the
+// client then gets the relay's error.
+func (h *Handler) storedTask(w http.ResponseWriter, r *http.Request, l *learned, owner translate.Owner) func() bool {
 	if h.bridgeOpts == nil || h.bridgeOpts.Tasks.Store == nil || l.in.era != eraModern || !strings.HasPrefix(l.breq.Method, "tasks/") {
 		return nil
 	}
-	here := func() error {
-		l.breq.OwnerGone = true
-		return h.serveBridged(w, r, l.breq, nil)
-	}
-	return func() error {
-		if now, ok := h.bridge.StoredOwner(r.Context(), &l.breq); ok && now.Instance != owner.Instance {
-			return h.relay(w, r, l.body, l.id, now, here)
+	return func() bool {
+		now, found := h.bridge.StoredOwner(r.Context(), &l.breq)
+		switch {
+		case !found:
+			return false
+		case now.Instance != "" && now.Instance != owner.Instance:
+			_ = h.relay(w, r, l.body, l.id, now, nil)
+		default:
+			l.breq.OwnerGone = true
+			_ = h.serveBridged(w, r, l.breq, nil)
 		}
-		return here()
+		return true
 	}
 }

@@ -223,13 +223,14 @@ func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.Task
 	return t, ""
 }
 
-// StoredOwner returns the instance a task's record names as its owner,
-// when that owner holds its lease and is neither this instance nor the one
-// r's taskId names (it took the task over): where to relay r, a tasks/*
-// request whose taskId's owner could not be reached. ok is false when
-// there is no such owner (no task store, no record, an ended task, a
-// lapsed lease): r is then served here (Request.OwnerGone).
-func (b *Bridge) StoredOwner(ctx context.Context, r *Request) (owner translate.Owner, ok bool) {
+// StoredOwner reads the record of the task a tasks/* request names, for a
+// request whose taskId's owner could not be reached: found is false when
+// there is none (no task store, a storage not shared with the owner, no
+// such task of r's principal); owner is the instance that holds the task
+// now, when that is neither this instance nor the one the taskId names
+// and it holds its lease (it took the task over: relay r there), and zero
+// otherwise (serve r here with OwnerGone).
+func (b *Bridge) StoredOwner(ctx context.Context, r *Request) (owner translate.Owner, found bool) {
 	if r.Kind != jsonrpc.KindRequest || !taskMethods[r.Method] {
 		return owner, false
 	}
@@ -244,12 +245,14 @@ func (b *Bridge) StoredOwner(ctx context.Context, r *Request) (owner translate.O
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	rec, err := loadRecord(ctx, o, recordKey(tk.Principal, tk.Handle))
-	if err != nil || rec == nil || rec.Principal != r.Principal || translate.TaskTerminal(rec.Status) ||
-		rec.Owner == tk.Instance || rec.Owner == o.Instance {
+	if err != nil || rec == nil || rec.Principal != r.Principal {
 		return owner, false
 	}
+	if translate.TaskTerminal(rec.Status) || rec.Owner == tk.Instance || rec.Owner == o.Instance {
+		return owner, true
+	}
 	if alive, _, err := ownerAlive(ctx, o.Tasks.Store, *rec, time.Now()); err != nil || !alive {
-		return owner, false
+		return owner, true
 	}
 	return translate.Owner{Instance: rec.Owner, Address: rec.Address}, true
 }
