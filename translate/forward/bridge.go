@@ -153,7 +153,9 @@ type Bridge struct {
 	taskRuns sync.WaitGroup // the tasks' runners (runTask)
 	support  taskSupport    // the upstreams' own execution.taskSupport
 	leases   *leaseKeeper   // this instance's lease on the tasks it owns (task_store.go)
-	lister   toolLister     // when the bridge listed an upstream's tools itself
+	// sweepKeyring opens the records the lease keeper sweeps.
+	sweepKeyring atomic.Pointer[seal.Keyring]
+	lister       toolLister // when the bridge listed an upstream's tools itself
 
 	// ctx outlives every client request: upstream calls run in it, so a
 	// parked call survives its first request.

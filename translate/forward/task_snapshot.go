@@ -23,6 +23,12 @@ type TaskInfo struct {
 	Expires   time.Time `json:"expires"` // the end of its ttl: then it is forgotten (cancelled if still running)
 	TTLMillis int64     `json:"ttl_ms"`
 	AgeMillis int64     `json:"age_ms"`
+	// Owner is this instance's id, for a task whose record lives in the
+	// task store (task_store), and LeaseExpires when its lease on the
+	// task ends unless renewed: until then no other instance takes it
+	// over. Both empty for a task kept in memory only.
+	Owner        string     `json:"owner,omitempty"`
+	LeaseExpires *time.Time `json:"lease_expires,omitempty"`
 }
 
 // snapshotSalt keys the digests of TaskInfo, so that a principal's digest
@@ -46,8 +52,13 @@ func (b *Bridge) TaskList() []TaskInfo {
 	now := time.Now()
 	all := b.allTasks()
 	out := make([]TaskInfo, 0, len(all))
+	lease := b.leaseExpires()
 	for _, t := range all {
-		out = append(out, t.info(now))
+		info := t.info(now)
+		if t.opts != nil && t.opts.Tasks.Store != nil && !lease.IsZero() {
+			info.Owner, info.LeaseExpires = t.opts.Instance, &lease
+		}
+		out = append(out, info)
 	}
 	slices.SortFunc(out, func(x, y TaskInfo) int { return x.Created.Compare(y.Created) })
 	return out

@@ -115,6 +115,7 @@ type leaseKeeper struct {
 	every    time.Duration
 	running  bool
 	released bool
+	expires  time.Time // of the lease last written
 }
 
 func newLeaseKeeper() *leaseKeeper {
@@ -131,6 +132,7 @@ func (b *Bridge) claim(o *Options) [16]byte {
 	k.mu.Lock()
 	first := !k.running || k.store != o.Tasks.Store || k.instance != o.Instance
 	k.store, k.instance, k.every = o.Tasks.Store, o.Instance, o.taskLease()/3
+	b.sweepKeyring.Store(o.Keyring)
 	start := !k.running && !k.released
 	k.running = k.running || start
 	k.mu.Unlock()
@@ -143,9 +145,11 @@ func (b *Bridge) claim(o *Options) [16]byte {
 	return k.boot
 }
 
-// keepLease renews the lease until the bridge closes.
+// keepLease renews the lease until the bridge closes, and sweeps the
+// records every sweepEvery.
 func (b *Bridge) keepLease() {
 	k := b.leases
+	sweep := time.Now().Add(sweepEvery / 10) // soon after start, then regularly
 	for {
 		k.mu.Lock()
 		every := k.every
@@ -156,6 +160,61 @@ func (b *Bridge) keepLease() {
 		case <-b.ctx.Done():
 			return
 		}
+		if time.Now().After(sweep) {
+			b.sweepRecords()
+			sweep = time.Now().Add(sweepEvery)
+		}
+	}
+}
+
+// sweepEvery is how often an instance looks for the records of tasks
+// whose ttl passed while no instance held them (their owner lost, and no
+// client asked since): one instance of the fleet at a time (the storage's
+// lock), at most maxSwept records per sweep.
+const (
+	sweepEvery = 5 * time.Minute
+	maxSwept   = 10000
+)
+
+// sweepRecords deletes the records whose ttl passed.
+func (b *Bridge) sweepRecords() {
+	k := b.leases
+	k.mu.Lock()
+	store := k.store
+	k.mu.Unlock()
+	kr := b.sweepKeyring.Load()
+	if store == nil || kr == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	const lock = "mcp_gateway/tasks-sweep"
+	if store.Lock(ctx, lock) != nil {
+		return
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		_ = store.Unlock(uctx, lock)
+		cancel()
+	}()
+	keys, err := store.List(ctx, recordsPrefix, true)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	for i, key := range keys {
+		if i >= maxSwept || ctx.Err() != nil {
+			return
+		}
+		sealed, err := store.Load(ctx, key)
+		if err != nil {
+			continue // a directory of file_system's, or gone meanwhile
+		}
+		rec, err := seal.OpenTaskRecord(kr, sealed)
+		if err != nil || now.Before(rec.Created.Add(rec.TTL)) {
+			continue // another key's (kept for its own instances), or alive
+		}
+		_ = store.Delete(ctx, key)
 	}
 }
 
@@ -170,7 +229,21 @@ func (b *Bridge) renewLease(d time.Duration) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	_ = store.Store(ctx, leaseKey(instance), []byte(lease{boot: k.boot, expires: time.Now().Add(d)}.String()))
+	expires := time.Now().Add(d)
+	if store.Store(ctx, leaseKey(instance), []byte(lease{boot: k.boot, expires: expires}.String())) == nil {
+		k.mu.Lock()
+		k.expires = expires
+		k.mu.Unlock()
+	}
+}
+
+// leaseExpires is when this instance's lease ends unless renewed (zero:
+// none written).
+func (b *Bridge) leaseExpires() time.Time {
+	k := b.leases
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.expires
 }
 
 // releaseLease marks this instance's lease released, so that other

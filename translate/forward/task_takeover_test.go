@@ -149,8 +149,9 @@ func TestTaskTakeoverAfterCrash(t *testing.T) {
 	if got := done.Get("result.content.0.text").String(); got != "accept:one,accept:two" {
 		t.Fatalf("result %q in %s", got, done.Raw)
 	}
-	elsewhere := taskOp(t, bs[2], os[2], upstream, "tasks/get", id, "", true)
-	if elsewhere.Get("result.result.content.0.text").String() != "accept:one,accept:two" {
+	// The record is written right after the owner's memory changes.
+	elsewhere := pollStatus(t, bs[2], os[2], upstream, id, translate.TaskCompleted, true)
+	if elsewhere.Get("result.content.0.text").String() != "accept:one,accept:two" {
 		t.Fatalf("a third instance, from the record: %s", elsewhere.Raw)
 	}
 }
@@ -201,5 +202,42 @@ func TestTaskRecordOtherPrincipal(t *testing.T) {
 	r.Options, r.OwnerGone = os[1], true
 	if got := gjson.GetBytes(serve(bs[1], r).final, "error.code").Int(); got != -32602 {
 		t.Fatalf("another principal: code %d", got)
+	}
+}
+
+// TestTaskRecordsSwept: the record of a task whose ttl passed while no
+// instance held it (its owner lost, no client asked since) is deleted by
+// another instance's sweep; a live one's is kept. The admin list shows the
+// owner and its lease of a stored task.
+func TestTaskRecordsSwept(t *testing.T) {
+	upstream, _ := resumableUpstream(t)
+	bs, os := fleetOfBridges(t, 2, time.Hour)
+	short := *os[0]
+	short.Tasks.TTL = 300 * time.Millisecond
+	id, _ := startTask(t, bs[0], short.Ready(), upstream, 1)
+	startTask(t, bs[0], os[0], upstream, 1)
+	if list := bs[0].TaskList(); len(list) != 2 || list[0].Owner != "gw-0" || list[0].LeaseExpires == nil || list[0].LeaseExpires.Before(time.Now()) {
+		t.Fatalf("admin list %+v, want the owner and a lease ahead", list)
+	}
+	crash(bs[0])
+	time.Sleep(400 * time.Millisecond)
+	store := os[0].Tasks.Store
+	keys, err := store.List(t.Context(), recordsPrefix, true)
+	if err != nil || len(keys) < 2 {
+		t.Fatalf("records before the sweep: %v %v", keys, err)
+	}
+	bs[1].claim(os[1])
+	bs[1].sweepRecords()
+	var left int
+	for _, k := range keys {
+		if _, err := store.Load(t.Context(), k); err == nil {
+			left++
+		}
+	}
+	if left != 1 {
+		t.Fatalf("%d records left after the sweep, want the live task's", left)
+	}
+	if got := taskOp(t, bs[1], os[1], upstream, "tasks/get", id, "", true); got.Get("error.code").Int() != -32602 {
+		t.Fatalf("the swept task: %s", got.Raw)
 	}
 }

@@ -1,0 +1,152 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// durableFleet is three instances of one fleet (instance ids and peers,
+// one state_key) sharing Caddy's storage (file_system in one directory, as
+// a shared volume would be), each with block inside its mcp_gateway block.
+func durableFleet(t *testing.T, block string) []*gateway {
+	t.Helper()
+	ports := []int{freePort(t), freePort(t), freePort(t)}
+	globals := "\tstorage file_system " + t.TempDir()
+	fleet := make([]*gateway, len(ports))
+	for i, port := range ports {
+		fleet[i] = launchGateway(t, port, globals, "", fleetBlock(t, block, "peer", ports, i))
+	}
+	return fleet
+}
+
+// answerTask answers every open question of v (accept, field: value)
+// with tasks/update on url, and fails unless the gateway acks it.
+func (c *taskClient) answerTask(url string, v taskView, field, value string) rpcExchange {
+	c.t.Helper()
+	answers := map[string]any{}
+	for k := range v.InputRequests {
+		answers[k] = map[string]any{"action": "accept", "content": map[string]any{field: value}}
+	}
+	return c.task(url, "tasks/update", v.TaskID, map[string]any{"inputResponses": answers})
+}
+
+// question is the message of v's one open question.
+func question(t *testing.T, v taskView) string {
+	t.Helper()
+	for _, raw := range v.InputRequests {
+		var q struct {
+			Params struct {
+				Message string `json:"message"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(raw, &q) == nil {
+			return q.Params.Message
+		}
+	}
+	return ""
+}
+
+// TestDurableTasks: tasks outlive their instance (issue 28). Three Caddy
+// instances share state_key and Caddy's storage.
+//
+//   - In front of the go-sdk server with an event store: the task is
+//     created on instance 0 and asks its first question; instance 0 is
+//     SIGKILLed; instance 1 shows the task from its record at once, asks
+//     tasks/update to wait while the dead owner's lease holds (503), then
+//     takes the task over (the call's stream reopened upstream): the answer
+//     reaches the tool, which asks its second question, answered through
+//     instance 2 (relayed to the new owner); the task completes with both
+//     answers.
+//   - In front of the TypeScript SDK server (server-everything, its
+//     InMemoryEventStore): instance 0 is stopped gracefully (caddy stop):
+//     it hands the task over at once, and instance 1 finishes it without
+//     waiting for a lease.
+//   - In front of a server without resumable streams: the task fails once
+//     the lease lapsed, with an error saying the instance running it was
+//     lost — never left input_required, never a 5xx on tasks/get.
+func TestDurableTasks(t *testing.T) {
+	t.Run("go-sdk, owner killed", func(t *testing.T) {
+		up := newResumableServer(t)
+		fleet := durableFleet(t, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n\t\ttask ask required 0\n\t\ttask_lease 2s")
+		alice := &taskClient{t: t, auth: "Bearer alice"}
+		created := parseTask(t, alice.call(fleet[0].URL, "ask"))
+		asked := alice.until(fleet[0].URL, created.TaskID, func(v taskView) bool { return v.Status == "input_required" }, "input_required")
+		if q := question(t, asked); q != "About ?" {
+			t.Fatalf("first question %q", q)
+		}
+		fleet[0].kill(t)
+
+		seen := parseTask(t, alice.task(fleet[1].URL, "tasks/get", created.TaskID, nil))
+		if seen.Status != "input_required" || question(t, seen) != "About ?" {
+			t.Fatalf("tasks/get on another instance, the owner killed: %+v", seen)
+		}
+		var ack rpcExchange
+		waitFor(t, "tasks/update taken once the dead owner's lease lapsed", func() bool {
+			ack = alice.answerTask(fleet[1].URL, seen, "answer", "a")
+			if ack.Status == http.StatusServiceUnavailable && ack.Resp != nil && ack.Resp.Error != nil &&
+				strings.Contains(ack.Resp.Error.Message, "lease") {
+				time.Sleep(200 * time.Millisecond)
+				return false
+			}
+			return true
+		})
+		if ack.Resp == nil || ack.Resp.Error != nil {
+			t.Fatalf("tasks/update once the lease lapsed: %s", ack)
+		}
+		second := alice.until(fleet[2].URL, created.TaskID, func(v taskView) bool {
+			return v.Status == "input_required" && question(t, v) == "Sure?"
+		}, "asking its second question")
+		if x := alice.answerTask(fleet[2].URL, second, "answer", "b"); x.Resp == nil || x.Resp.Error != nil {
+			t.Fatalf("tasks/update through a third instance: %s", x)
+		}
+		done := alice.until(fleet[2].URL, created.TaskID, func(v taskView) bool { return v.Status == "completed" }, "completed")
+		if done.Result == nil || len(done.Result.Content) == 0 || done.Result.Content[0].Text != "accept:a,accept:b" {
+			t.Fatalf("completed task %+v", done)
+		}
+		bob := &taskClient{t: t, auth: "Bearer bob"}
+		for _, g := range fleet[1:] {
+			wantRPCError(t, bob.task(g.URL, "tasks/get", created.TaskID, nil), -32602, "another principal's tasks/get")
+		}
+	})
+
+	t.Run("TypeScript SDK, owner stopped", func(t *testing.T) {
+		up := startServerEverything(t)
+		fleet := durableFleet(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}\n\t\ttask trigger-elicitation-request required 0\n\t\ttask_lease 1h")
+		alice := &taskClient{t: t, auth: "Bearer alice"}
+		created := parseTask(t, alice.call(fleet[0].URL, "trigger-elicitation-request"))
+		asked := alice.until(fleet[0].URL, created.TaskID, func(v taskView) bool { return v.Status == "input_required" }, "input_required")
+		fleet[0].stop(t)
+		if x := alice.answerTask(fleet[1].URL, asked, "name", "Ada Durable"); x.Resp == nil || x.Resp.Error != nil {
+			t.Fatalf("tasks/update after the owner stopped (a lease of 1h: no wait): %s", x)
+		}
+		done := alice.until(fleet[1].URL, created.TaskID, func(v taskView) bool { return v.Status == "completed" }, "completed")
+		if done.Result == nil || len(done.Result.Content) == 0 || !strings.Contains(fmt.Sprint(done.Result.Content), "Ada Durable") {
+			t.Fatalf("completed task %+v", done)
+		}
+	})
+
+	t.Run("not resumable, owner killed", func(t *testing.T) {
+		up, calls, _ := newTaskServer(t)
+		fleet := durableFleet(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}\n\t\ttask ask_later required 0\n\t\ttask_lease 1s")
+		alice := &taskClient{t: t, auth: "Bearer alice"}
+		created := parseTask(t, alice.call(fleet[0].URL, "ask_later"))
+		wait(t, calls, 5*time.Second, "the call upstream")
+		alice.until(fleet[0].URL, created.TaskID, func(v taskView) bool { return v.Status == "input_required" }, "input_required")
+		fleet[0].kill(t)
+		var last rpcExchange
+		waitFor(t, "the task failed once the lease lapsed", func() bool {
+			last = alice.task(fleet[1].URL, "tasks/get", created.TaskID, nil)
+			if last.Status >= 500 {
+				t.Fatalf("tasks/get answered %s", last)
+			}
+			return parseTask(t, last).Status == "failed"
+		})
+		if !strings.Contains(string(last.Resp.Result), "instance running the task was lost") {
+			t.Fatalf("failed task: %s", last.Resp.Result)
+		}
+	})
+}
