@@ -138,7 +138,7 @@ func checkTaskLease(d caddy.Duration) error {
 // checks the lower one with the other counts).
 func checkMaxTaskResult(n int64) error {
 	if n > maxMaxTaskResult {
-		return fmt.Errorf("max_task_result: must be at most %d (64MiB, what a task record holds), got %d", maxMaxTaskResult, n)
+		return fmt.Errorf("max_task_result: must be at most %d (%dMiB, what a task record holds), got %d", maxMaxTaskResult, maxMaxTaskResult>>20, n)
 	}
 	return nil
 }
