@@ -94,6 +94,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    task_poll_interval <duration>          # tasks; -1: none
 //	    max_tasks          <count>             # tasks
 //	    max_tasks_per_principal <count>        # tasks
+//	    task_store         storage|off         # tasks.store
+//	    task_lease         <duration>          # tasks.lease
+//	    max_task_result    <size>              # tasks.max_result
 //	    max_task_wait      <duration>          # tasks
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -224,6 +227,20 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = parseInt(d, &h.MaxTasks)
 		case "max_tasks_per_principal":
 			err = parseInt(d, &h.MaxTasksPerPrincipal)
+		case "task_store":
+			if err = parseString(d, &h.TaskStore); err == nil {
+				if cerr := checkTaskStore(h.TaskStore); cerr != nil {
+					err = d.Err(cerr.Error())
+				}
+			}
+		case "task_lease":
+			err = parseTaskLease(d, &h.TaskLease)
+		case "max_task_result":
+			if err = parseSize(d, &h.MaxTaskResult); err == nil {
+				if cerr := checkMaxTaskResult(h.MaxTaskResult); cerr != nil {
+					err = d.Err(cerr.Error())
+				}
+			}
 		case "log_unsafe_details":
 			if h.LogUnsafeDetails {
 				return d.Err("log_unsafe_details already specified")

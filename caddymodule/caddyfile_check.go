@@ -113,3 +113,17 @@ func parseResumeLinger(d *caddyfile.Dispenser, to *caddy.Duration) error {
 	}
 	return nil
 }
+
+// parseTaskLease parses task_lease, which is bounded below (0 leaves the
+// default).
+func parseTaskLease(d *caddyfile.Dispenser, to *caddy.Duration) error {
+	if err := parseDuration(d, to); err != nil {
+		return err
+	}
+	if *to != 0 {
+		if err := checkTaskLease(*to); err != nil {
+			return d.Err(err.Error())
+		}
+	}
+	return nil
+}

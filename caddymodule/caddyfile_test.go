@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
@@ -38,6 +40,9 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		max_get_streams 2000
 		max_get_streams_per_principal 20
 		max_task_wait 10m
+		task_store off
+		task_lease 30s
+		max_task_result 1MiB
 		park_ttl 2m
 		max_parked 500
 		max_parked_per_principal 20
@@ -64,7 +69,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		`"streams":{"keepalive_interval":20000000000,"stream_close_delay":2000000000,"write_timeout":10000000000},` +
 		`"parking":{"park_ttl":120000000000,"max_parked":500,"max_parked_per_principal":20,"gather_window":50000000,"resume_linger":100000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64},` +
 		`"sessions":{"max_sessions_per_principal":50,"session_lifetime":3600000000000,"max_get_streams":2000,"max_get_streams_per_principal":20},` +
-		`"tasks":{"max_task_wait":600000000000}}`
+		`"tasks":{"store":"off","lease":30000000000,"max_result":1048576,"max_task_wait":600000000000}}`
 	if string(got) != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
@@ -107,6 +112,15 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		"bad session_lifetime":   {"mcp_gateway {\n session_lifetime forever\n}", "invalid session_lifetime"},
 		"unsafe with argument":   {"mcp_gateway {\n log_unsafe_details yes\n}", "wrong argument count"},
 		"bad health_interval":    {"mcp_gateway {\n health_interval often\n}", "invalid health_interval"},
+		"task_store no value":    {"mcp_gateway {\n task_store\n}", "wrong argument count"},
+		"task_store two values":  {"mcp_gateway {\n task_store storage off\n}", "wrong argument count"},
+		"duplicate task_store":   {"mcp_gateway {\n task_store off\n task_store storage\n}", "task_store already specified"},
+		"bad task_lease":         {"mcp_gateway {\n task_lease long\n}", `invalid task_lease "long"`},
+		"task_lease no unit":     {"mcp_gateway {\n task_lease 15\n}", `invalid task_lease "15"`},
+		"duplicate task_lease":   {"mcp_gateway {\n task_lease 10s\n task_lease 20s\n}", "task_lease already specified"},
+		"bad max_task_result":    {"mcp_gateway {\n max_task_result lots\n}", `invalid max_task_result "lots": want a size such as 4MiB`},
+		"negative task result":   {"mcp_gateway {\n max_task_result -1\n}", `invalid max_task_result "-1"`},
+		"duplicate task result":  {"mcp_gateway {\n max_task_result 1MiB\n max_task_result 2MiB\n}", "max_task_result already specified"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -131,6 +145,10 @@ func TestCaddyfileChecksCarryLine(t *testing.T) {
 		"negative close delay":  {"mcp_gateway {\n" + up + " stream_close_delay -2s\n}", "stream_close_delay: must not be negative, got -2s, at Testfile:3"},
 		"negative task_ttl":     {"mcp_gateway {\n" + up + " task_ttl -1s\n}", "task_ttl: must be positive, got -1s, at Testfile:3"},
 		"long resume_linger":    {"mcp_gateway {\n" + up + " resume_linger 2s\n}", "resume_linger: must be at most 1s, got 2s, at Testfile:3"},
+		"unknown task_store":    {"mcp_gateway {\n" + up + " task_store redis\n}", `task_store: unknown value "redis" (want storage or off), at Testfile:3`},
+		"short task_lease":      {"mcp_gateway {\n" + up + " task_lease 500ms\n}", "task_lease: must be at least 1s, got 500ms, at Testfile:3"},
+		"negative task_lease":   {"mcp_gateway {\n" + up + " task_lease -1\n}", "task_lease: must be at least 1s, got -1ns, at Testfile:3"},
+		"huge max_task_result":  {"mcp_gateway {\n" + up + " max_task_result 65MiB\n}", "max_task_result: must be at most 67108864 (64MiB, what a task record holds), got 68157440, at Testfile:3"},
 		"too many buffered":     {"mcp_gateway {\n" + up + " max_buffered_notifications 5000\n}", "max_buffered_notifications: must be at most 4096"},
 		"short state_key":       {"mcp_gateway {\n" + up + " state_key c2hvcnQ=\n}", "state_key 1: key decodes to 5 bytes, want 32: make one with `openssl rand -base64 32`"},
 		"second key not base64": {"mcp_gateway {\n" + up + " state_key " + key + " not*base64\n}", "state_key 2: key is not valid base64: make one with `openssl rand -base64 32` and give every instance the same, at Testfile:3"},
@@ -160,5 +178,33 @@ func TestCaddyfileChecksCarryLine(t *testing.T) {
 	in := "mcp_gateway {\n" + up + " state_key {env.MCP_GATEWAY_KEY} " + key + "\n instance_id {env.ID}\n advertise {env.ADDR}\n}"
 	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err != nil {
 		t.Fatalf("a placeholder key refused at parse time: %v", err)
+	}
+}
+
+// TestCaddyfileTaskStore: task_store, task_lease and max_task_result take
+// their values into tasks.store, tasks.lease and tasks.max_result; 0 (or
+// nothing) leaves the default, and the bounds themselves are accepted.
+func TestCaddyfileTaskStore(t *testing.T) {
+	for _, c := range []struct {
+		opts, want string
+	}{
+		{"task_store storage\n task_lease 1s\n max_task_result 1", `{"store":"storage","lease":1000000000,"max_result":1}`},
+		{"task_store off\n task_lease 2m\n max_task_result 64MiB", `{"store":"off","lease":120000000000,"max_result":67108864}`},
+		{"task_lease 15s\n max_task_result 4194304", `{"lease":15000000000,"max_result":4194304}`},
+		{"max_task_result 4MB", `{"max_result":4000000}`},
+		{"task_lease 0\n max_task_result 0", ``},
+	} {
+		var h Handler
+		in := "mcp_gateway {\n upstream http://127.0.0.1:9/mcp\n " + c.opts + "\n}"
+		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err != nil {
+			t.Fatalf("%q: %v", c.opts, err)
+		}
+		b, err := json.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := gjson.GetBytes(b, "tasks").Raw; got != c.want {
+			t.Errorf("%q: tasks %s, want %s", c.opts, got, c.want)
+		}
 	}
 }

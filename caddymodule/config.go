@@ -461,6 +461,56 @@ type TasksConfig struct {
 	// Default: 100.
 	MaxTasksPerPrincipal int `json:"max_tasks_per_principal,omitempty"`
 
+	// Where the records of the tasks the gateway hosts are kept, so that a
+	// task outlives its instance: `storage` or `off`. `storage` is Caddy's
+	// configured storage (the `storage` global option; by default
+	// `file_system` under Caddy's data directory). A record holds what any
+	// instance needs to answer `tasks/get` and to go on with the task (its
+	// status, its questions waiting for the client, its result or error,
+	// the instance owning it) and is sealed with `state_key`: whoever can
+	// read or write the storage can neither read a result nor make an
+	// instance resume a call of its choosing, and an instance without the
+	// key that sealed a record cannot open it (with no `state_key`, the
+	// random key made at start: not even this instance after a restart).
+	// Another instance sharing the storage and `state_key` answers a
+	// task's `tasks/get` from its record when the task's owner cannot be
+	// reached, and takes the task over once the owner's `lease` has
+	// lapsed. In a fleet, every instance must see the same storage:
+	// configure one shared storage module for all of them (for example a
+	// redis storage module built in with xcaddy), or put Caddy's data
+	// directory on a volume they share; with a `file_system` of its own,
+	// each instance reads only its own records. A record is written when
+	// its task changes status, never on a poll, and deleted at its
+	// `task_ttl`; a write that fails is logged (warn) and counted
+	// (`task_store_events_total`), and the task goes on in memory. `off`:
+	// a task lives in its instance's memory only, and dies with it (a
+	// restart, a crash). Default: `storage`.
+	// Caddyfile: `task_store`.
+	TaskStore string `json:"store,omitempty"`
+
+	// How long an instance's claim (lease) on the tasks it owns lasts
+	// without renewal, when `store` keeps task records: the instance
+	// renews it every third of this (one storage write per period,
+	// whatever the number of tasks) and releases it when it stops
+	// gracefully, so that other instances take its tasks over at once.
+	// The tasks of an instance that died without releasing it are taken
+	// over once it lapses: a shorter lease makes that sooner and costs
+	// more writes, and an instance that cannot renew its lease in time
+	// (a storage slow or unreachable for two thirds of it, a long pause)
+	// may see its tasks taken over while it still runs them. Not used
+	// with `store` `off`. At least 1s. Default: 15s.
+	// Caddyfile: `task_lease`.
+	TaskLease caddy.Duration `json:"lease,omitempty"`
+
+	// The largest result (or error) of a task the gateway hosts, in bytes,
+	// with or without `store`: a task whose tool answers with more fails,
+	// with an error saying that its result was too large, instead of
+	// holding the result (in memory until its `task_ttl`, and in its
+	// record). At least 1, at most 67108864 (64MiB, what a record can
+	// hold). Default: 4194304 (4MiB).
+	// Caddyfile: `max_task_result <size>` (bytes, or a size such as `4MiB`).
+	MaxTaskResult int64 `json:"max_result,omitempty"`
+
 	// How long the gateway follows a task for a legacy client in front of
 	// a modern server (an upstream with `tasks on` answered its
 	// `tools/call` with a task), counted from the task's creation; the

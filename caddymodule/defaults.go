@@ -81,6 +81,13 @@ func (h *Handler) setDefaults() (fwd forward.Options, rev reverse.Options) {
 	setDuration(&h.TaskPollInterval, fwd.Tasks.PollInterval)
 	setInt(&h.MaxTasks, fwd.Tasks.MaxTasks)
 	setInt(&h.MaxTasksPerPrincipal, fwd.Tasks.MaxTasksPerPrincipal)
+	if h.TaskStore == "" {
+		h.TaskStore = taskStoreStorage
+	}
+	setDuration(&h.TaskLease, forward.DefaultTaskLease)
+	if h.MaxTaskResult == 0 {
+		h.MaxTaskResult = forward.DefaultMaxTaskResult
+	}
 	return fwd, rev
 }
 
@@ -119,6 +126,8 @@ func (h *Handler) bridgeOptions(base forward.Options) *forward.Options {
 	o.Tasks = forward.TaskOptions{
 		Policy: h.taskPolicy(), TTL: time.Duration(h.TaskTTL), PollInterval: orOff(h.TaskPollInterval),
 		MaxTasks: h.MaxTasks, MaxTasksPerPrincipal: h.MaxTasksPerPrincipal,
+		Store: h.taskStorage, // nil with task_store off: tasks in memory only
+		Lease: time.Duration(h.TaskLease), MaxResult: int(h.MaxTaskResult),
 	}
 	return o.Ready()
 }

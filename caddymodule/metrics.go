@@ -32,6 +32,7 @@ type gatewayMetrics struct {
 	tasksMade   prometheus.Counter       //
 	tasksEnded  *prometheus.CounterVec   // status
 	resumable   *prometheus.CounterVec   // event
+	taskStore   *prometheus.CounterVec   // event
 }
 
 // newGatewayMetrics registers the collectors on reg, or takes those another
@@ -71,6 +72,8 @@ func newGatewayMetrics(reg *prometheus.Registry) *gatewayMetrics {
 			"Tasks of the forward bridge that reached a terminal status, by status: completed, failed, cancelled.", "status"),
 		resumable: counter("resumable_calls_total",
 			"Forward-bridge calls parked holding no stream (resume on), by event: parked, resumed (by a retry on this instance), lingered (of those resumed, read on from the call's stream, still open: resume_linger), gone (the upstream no longer knew the call); for a state parked here that expired with no retry here: ended (this instance cancelled the call and ended its upstream session), left (left to the upstream: the call went on elsewhere, or it could not tell); finished_elsewhere (a state parked here whose call ended on another instance gave its place back: that instance gave the session back, or it was found gone); given_back (a call resumed here from a state another instance parked ended here, and its session went back to that instance).", "event"),
+		taskStore: counter("task_store_events_total",
+			"Events of the records of the forward bridge's tasks in Caddy's storage (task_store), by event: store_failed (a record could not be written or deleted; the task went on in memory), taken_over (this instance took over a task whose owner's lease lapsed, its call resumed), lost (a task whose owner was lost failed here, its call not resumable).", "event"),
 	}
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("parked_calls",
 		"Calls parked at input_required holding their stream, waiting for the client's retry (those parked holding nothing are resumable_parked_calls; /mcp_gateway/parked lists both).")), bridgesSum((*forward.Bridge).Parked)))
@@ -159,6 +162,14 @@ func (m *gatewayMetrics) taskChanged(rep forward.TaskReport) {
 	case "ended":
 		m.tasksEnded.WithLabelValues(taskStatusLabel(rep.Status)).Inc()
 	}
+}
+
+// taskStored counts an event of a task record.
+func (m *gatewayMetrics) taskStored(event string) {
+	if m == nil {
+		return
+	}
+	m.taskStore.WithLabelValues(taskStoreEventLabel(event)).Inc()
 }
 
 // healthCheck counts one active health check of upstream.
@@ -271,6 +282,18 @@ var taskStatuses = []string{"working", "input_required", "completed", "failed", 
 func taskStatusLabel(status string) string {
 	if slices.Contains(taskStatuses, status) {
 		return status
+	}
+	return "other"
+}
+
+// taskStoreEvents are the events of task records, the values of the
+// `event` label of task_store_events_total.
+var taskStoreEvents = []string{forward.StoreFailed, forward.StoreTakenOver, forward.StoreLost}
+
+// taskStoreEventLabel bounds a task record's event for a metric label.
+func taskStoreEventLabel(event string) string {
+	if slices.Contains(taskStoreEvents, event) {
+		return event
 	}
 	return "other"
 }

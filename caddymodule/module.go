@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/caddyserver/certmagic"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
@@ -194,6 +195,11 @@ type Handler struct {
 	// through a proxy from the environment (upstreamTarget).
 	viaProxy func(*Upstream) bool
 	events   healthEvents // healthy and unhealthy (health.go)
+
+	// taskStorage is Caddy's configured storage (ctx.Storage()), where the
+	// forward bridge keeps the records of its tasks (task_store); nil with
+	// task_store off. bridgeOpts.Tasks.Store is it.
+	taskStorage certmagic.Storage
 }
 
 // CaddyModule returns the Caddy module information.

@@ -95,6 +95,34 @@ func (o callObserver) TaskChanged(rep forward.TaskReport) {
 	}
 }
 
+// TaskStored implements forward.TaskStoreObserver: the task records'
+// counter, and a log line: warn when a record could not be written or
+// deleted (with the error; the task goes on in memory), info when this
+// instance took a task over or a task was lost with its owner. The lines
+// carry no taskId, principal, arguments or result.
+func (o callObserver) TaskStored(event, upstream, tool string, err error) {
+	metricsFor(o.done, o.metrics).taskStored(event)
+	level, msg := zapcore.InfoLevel, "task record event"
+	switch event {
+	case forward.StoreFailed:
+		level, msg = zapcore.WarnLevel, "task record not stored (the task goes on in memory)"
+	case forward.StoreTakenOver:
+		msg = "task taken over"
+	case forward.StoreLost:
+		msg = "task lost with its owner"
+	}
+	c := o.logger.Check(level, msg)
+	if c == nil {
+		return
+	}
+	fields := []zap.Field{zap.String("cell", cellForward), zap.String("event", event),
+		zap.String("upstream", upstream), zap.String("tool", clipLogged(tool))}
+	if err != nil {
+		fields = append(fields, zap.Error(err))
+	}
+	c.Write(fields...)
+}
+
 // Unparked implements translate.Observer.
 func (o callObserver) Unparked(why string) { metricsFor(o.done, o.metrics).unparked(why) }
 
@@ -190,8 +218,9 @@ func (h *Handler) observeRequest(r *http.Request, status int, body []byte, start
 
 // Interface guards
 var (
-	_ translate.Observer     = callObserver{}
-	_ forward.TaskObserver   = callObserver{}
-	_ forward.ResumeObserver = callObserver{}
-	_ http.ResponseWriter    = (*statusWriter)(nil)
+	_ translate.Observer        = callObserver{}
+	_ forward.TaskObserver      = callObserver{}
+	_ forward.ResumeObserver    = callObserver{}
+	_ forward.TaskStoreObserver = callObserver{}
+	_ http.ResponseWriter       = (*statusWriter)(nil)
 )

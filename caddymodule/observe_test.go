@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"slices"
@@ -11,8 +12,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 )
 
 func TestMethodLabel(t *testing.T) {
@@ -97,5 +102,66 @@ func BenchmarkObserveRequest(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		h.observeRequest(r, 200, body, start)
+	}
+}
+
+// TestTaskStored: the task records' events are counted by event in
+// task_store_events_total (an unknown one as "other") and logged: warn
+// with the error for store_failed, info for taken_over and lost, with the
+// upstream and tool.
+func TestTaskStored(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	core, logs := observer.New(zapcore.DebugLevel)
+	o := callObserver{metrics: newGatewayMetrics(reg), logger: zap.New(core)}
+	var obs forward.TaskStoreObserver = o
+	obs.TaskStored(forward.StoreFailed, "http://u/mcp", "report", errors.New("writing the task's record: disk full"))
+	obs.TaskStored(forward.StoreFailed, "http://u/mcp", "report", errors.New("deleting the task's record: gone away"))
+	obs.TaskStored(forward.StoreTakenOver, "http://u/mcp", "report", nil)
+	obs.TaskStored(forward.StoreLost, "http://v/mcp", "search", nil)
+	obs.TaskStored("made_up", "http://v/mcp", "search", nil)
+
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("the pedantic registry refuses the gateway's collectors: %v", err)
+	}
+	var got []string
+	for _, f := range families {
+		if f.GetName() != "caddy_mcp_gateway_task_store_events_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				got = append(got, fmt.Sprintf("%s=%s %v", l.GetName(), l.GetValue(), m.GetCounter().GetValue()))
+			}
+		}
+	}
+	want := []string{"event=lost 1", "event=other 1", "event=store_failed 2", "event=taken_over 1"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("task_store_events_total = %q, want %q", got, want)
+	}
+
+	entries := logs.AllUntimed()
+	if len(entries) != 5 {
+		t.Fatalf("%d log lines, want 5: %v", len(entries), entries)
+	}
+	for i, c := range []struct {
+		level                 zapcore.Level
+		event, upstream, tool string
+		err                   string
+	}{
+		{zapcore.WarnLevel, "store_failed", "http://u/mcp", "report", "writing the task's record: disk full"},
+		{zapcore.WarnLevel, "store_failed", "http://u/mcp", "report", "deleting the task's record: gone away"},
+		{zapcore.InfoLevel, "taken_over", "http://u/mcp", "report", ""},
+		{zapcore.InfoLevel, "lost", "http://v/mcp", "search", ""},
+		{zapcore.InfoLevel, "made_up", "http://v/mcp", "search", ""},
+	} {
+		e := entries[i]
+		fields := e.ContextMap()
+		if e.Level != c.level || fields["event"] != c.event || fields["upstream"] != c.upstream || fields["tool"] != c.tool {
+			t.Errorf("line %d: %v %q %v, want %v event %s upstream %s tool %s", i, e.Level, e.Message, fields, c.level, c.event, c.upstream, c.tool)
+		}
+		if gotErr, _ := fields["error"].(string); gotErr != c.err {
+			t.Errorf("line %d: error %q, want %q", i, gotErr, c.err)
+		}
 	}
 }

@@ -77,6 +77,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionFleet(); err != nil {
 		return err
 	}
+	if err := h.provisionTaskStore(ctx); err != nil {
+		return err
+	}
 	if err := h.provisionBridge(fwdBase); err != nil {
 		return err
 	}
@@ -184,12 +187,22 @@ func (h *Handler) Validate() error {
 		{"health_fails", int64(h.HealthFails)},
 		{"max_tasks", int64(h.MaxTasks)},
 		{"max_tasks_per_principal", int64(h.MaxTasksPerPrincipal)},
+		{"max_task_result", h.MaxTaskResult},
 	} {
 		if c.n < 1 {
 			return fmt.Errorf("%s: must be at least 1, got %d", c.name, c.n)
 		}
 	}
 	if err := checkTasks(h.Tasks); err != nil {
+		return err
+	}
+	if err := checkTaskStore(h.TaskStore); err != nil {
+		return err
+	}
+	if err := checkTaskLease(h.TaskLease); err != nil {
+		return err
+	}
+	if err := checkMaxTaskResult(h.MaxTaskResult); err != nil {
 		return err
 	}
 	if h.MaxBufferedNotifications > maxBufferedNotifications {

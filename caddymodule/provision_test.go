@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/reverse"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -191,6 +192,11 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"session_lifetime: must be positive, got 0s", func(h *Handler) { h.SessionLifetime = 0 }},
 		{"max_task_wait: must be positive, got -1ns", func(h *Handler) { h.MaxTaskWait = -1 }},
 		{"health_timeout: must be positive, got -5s", func(h *Handler) { h.HealthTimeout = caddy.Duration(-5 * time.Second) }},
+		{`task_store: unknown value "redis" (want storage or off)`, func(h *Handler) { h.TaskStore = "redis" }},
+		{"task_lease: must be at least 1s, got 0s", func(h *Handler) { h.TaskLease = 0 }},
+		{"task_lease: must be at least 1s, got 999ms", func(h *Handler) { h.TaskLease = caddy.Duration(999 * time.Millisecond) }},
+		{"max_task_result: must be at least 1, got 0", func(h *Handler) { h.MaxTaskResult = 0 }},
+		{"max_task_result: must be at most 67108864 (64MiB, what a task record holds), got 67108865", func(h *Handler) { h.MaxTaskResult = 64<<20 + 1 }},
 		{"at least one upstream (or a dynamic upstream source) is required", func(h *Handler) { h.Upstreams = nil }},
 		{`upstream "http://127.0.0.1:9/mcp" is listed twice`, func(h *Handler) { h.Upstreams = append(h.Upstreams, h.Upstreams[0]) }},
 	}
@@ -252,5 +258,63 @@ func TestProvisionEmptyStateKey(t *testing.T) {
 	h.StateKeys = []string{"c2hvcnQ="}
 	if err := provisioned(t, h); err == nil || !strings.Contains(err.Error(), "state_key 1: key decodes to 5 bytes, want 32: make one with `openssl rand -base64 32`") {
 		t.Fatalf("Provision() = %v, want a short key named with the way to make one", err)
+	}
+}
+
+// TestProvisionTaskStore: by default (task_store unset, or `storage`) the
+// forward bridge keeps its task records in Caddy's configured storage
+// (ctx.Storage()), with the default lease and result bound; `off` leaves
+// TaskOptions.Store nil (tasks in memory only); task_lease and
+// max_task_result reach TaskOptions; an unknown task_store is a
+// provisioning error naming the option.
+func TestProvisionTaskStore(t *testing.T) {
+	for _, store := range []string{"", "storage"} {
+		h := oneUpstream()
+		h.TaskStore = store
+		if err := provisioned(t, h); err != nil {
+			t.Fatal(err)
+		}
+		if h.TaskStore != "storage" {
+			t.Errorf("task_store %q: defaulted to %q, want storage", store, h.TaskStore)
+		}
+		if h.taskStorage == nil || h.bridgeOpts.Tasks.Store == nil {
+			t.Fatalf("task_store %q: no storage (handler %v, bridge options %v), want Caddy's", store, h.taskStorage, h.bridgeOpts.Tasks.Store)
+		}
+		if h.bridgeOpts.Tasks.Store != forward.Storage(caddy.ActiveContext().Storage()) {
+			t.Errorf("task_store %q: the bridge stores in %T, not Caddy's configured storage", store, h.bridgeOpts.Tasks.Store)
+		}
+		if time.Duration(h.TaskLease) != 15*time.Second || h.bridgeOpts.Tasks.Lease != 15*time.Second {
+			t.Errorf("task_lease: got %v (bridge %v), want the documented default 15s", time.Duration(h.TaskLease), h.bridgeOpts.Tasks.Lease)
+		}
+		if h.MaxTaskResult != 4<<20 || h.bridgeOpts.Tasks.MaxResult != 4<<20 {
+			t.Errorf("max_task_result: got %d (bridge %d), want the documented default 4194304", h.MaxTaskResult, h.bridgeOpts.Tasks.MaxResult)
+		}
+		if err := h.Validate(); err != nil {
+			t.Fatalf("task_store %q does not validate: %v", store, err)
+		}
+	}
+
+	h := oneUpstream()
+	h.TaskStore = "off"
+	h.TaskLease = caddy.Duration(time.Minute)
+	h.MaxTaskResult = 1 << 20
+	if err := provisioned(t, h); err != nil {
+		t.Fatal(err)
+	}
+	if h.taskStorage != nil || h.bridgeOpts.Tasks.Store != nil {
+		t.Fatalf("task_store off: storage %v (bridge options %v), want none: tasks in memory only", h.taskStorage, h.bridgeOpts.Tasks.Store)
+	}
+	if h.TaskStore != "off" || h.bridgeOpts.Tasks.Lease != time.Minute || h.bridgeOpts.Tasks.MaxResult != 1<<20 {
+		t.Errorf("task_store %q, bridge lease %v, max result %d: want off, 1m, 1048576", h.TaskStore, h.bridgeOpts.Tasks.Lease, h.bridgeOpts.Tasks.MaxResult)
+	}
+	if err := h.Validate(); err != nil {
+		t.Fatalf("task_store off does not validate: %v", err)
+	}
+
+	h = oneUpstream()
+	h.TaskStore = "redis"
+	want := `task_store: unknown value "redis" (want storage or off)`
+	if err := provisioned(t, h); err == nil || err.Error() != want {
+		t.Fatalf("Provision() = %v, want %q", err, want)
 	}
 }

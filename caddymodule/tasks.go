@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -100,4 +101,57 @@ func (h *Handler) taskPolicy() forward.TaskPolicy {
 		}
 	}
 	return out
+}
+
+// The values of task_store (tasks.store).
+const (
+	taskStoreStorage = "storage" // Caddy's configured storage (the default)
+	taskStoreOff     = "off"     // tasks in their instance's memory only
+)
+
+// Bounds of task_lease and max_task_result. The lease is renewed every
+// third of it: a shorter one would write to the storage all the time. A
+// task record holds at most seal.MaxRecordPayload of result.
+const (
+	minTaskLease     = time.Second
+	maxMaxTaskResult = seal.MaxRecordPayload
+)
+
+// checkTaskStore checks a task_store value ("" is the default).
+func checkTaskStore(v string) error {
+	switch v {
+	case "", taskStoreStorage, taskStoreOff:
+		return nil
+	}
+	return fmt.Errorf("task_store: unknown value %q (want storage or off)", v)
+}
+
+// checkTaskLease checks a task_lease.
+func checkTaskLease(d caddy.Duration) error {
+	if time.Duration(d) < minTaskLease {
+		return fmt.Errorf("task_lease: must be at least %v, got %v", minTaskLease, time.Duration(d))
+	}
+	return nil
+}
+
+// checkMaxTaskResult checks a max_task_result's upper bound (Validate
+// checks the lower one with the other counts).
+func checkMaxTaskResult(n int64) error {
+	if n > maxMaxTaskResult {
+		return fmt.Errorf("max_task_result: must be at most %d (%dMiB, what a task record holds), got %d", maxMaxTaskResult, maxMaxTaskResult>>20, n)
+	}
+	return nil
+}
+
+// provisionTaskStore takes Caddy's configured storage for the task
+// records (task_store storage, the default), or none (task_store off).
+func (h *Handler) provisionTaskStore(ctx caddy.Context) error {
+	if err := checkTaskStore(h.TaskStore); err != nil {
+		return err
+	}
+	h.taskStorage = nil
+	if h.TaskStore != taskStoreOff {
+		h.taskStorage = ctx.Storage()
+	}
+	return nil
 }
