@@ -484,7 +484,8 @@ type TasksConfig struct {
 	// `task_ttl`; a write that fails is logged (warn) and counted
 	// (`task_store_events_total`), and the task goes on in memory. `off`:
 	// a task lives in its instance's memory only, and dies with it (a
-	// restart, a crash). Default: `storage`.
+	// restart, a crash). `storage` needs `state_key`. Default: `storage`
+	// when `state_key` is set, else `off`.
 	// Caddyfile: `task_store`.
 	TaskStore string `json:"store,omitempty"`
 

@@ -82,7 +82,12 @@ func (h *Handler) setDefaults() (fwd forward.Options, rev reverse.Options) {
 	setInt(&h.MaxTasks, fwd.Tasks.MaxTasks)
 	setInt(&h.MaxTasksPerPrincipal, fwd.Tasks.MaxTasksPerPrincipal)
 	if h.TaskStore == "" {
-		h.TaskStore = taskStoreStorage
+		// Records only another process can read are worth writing only
+		// when a state_key seals them.
+		h.TaskStore = taskStoreOff
+		if len(h.StateKeys) > 0 {
+			h.TaskStore = taskStoreStorage
+		}
 	}
 	setDuration(&h.TaskLease, forward.DefaultTaskLease)
 	if h.MaxTaskResult == 0 {

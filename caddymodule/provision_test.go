@@ -261,9 +261,11 @@ func TestProvisionEmptyStateKey(t *testing.T) {
 	}
 }
 
-// TestProvisionTaskStore: by default (task_store unset, or `storage`) the
-// forward bridge keeps its task records in Caddy's configured storage
-// (ctx.Storage()), with the default lease and result bound; `off` leaves
+// TestProvisionTaskStore: with a state_key, by default (task_store unset,
+// or `storage`) the forward bridge keeps its task records in Caddy's
+// configured storage (ctx.Storage()), with the default lease and result
+// bound; without one the default is off, and `storage` is refused (no
+// other process could open the records); `off` leaves
 // TaskOptions.Store nil (tasks in memory only); task_lease and
 // max_task_result reach TaskOptions; an unknown task_store is a
 // provisioning error naming the option.
@@ -271,6 +273,7 @@ func TestProvisionTaskStore(t *testing.T) {
 	for _, store := range []string{"", "storage"} {
 		h := oneUpstream()
 		h.TaskStore = store
+		h.StateKeys = []string{testStateKey}
 		if err := provisioned(t, h); err != nil {
 			t.Fatal(err)
 		}
@@ -295,6 +298,15 @@ func TestProvisionTaskStore(t *testing.T) {
 	}
 
 	h := oneUpstream()
+	if err := provisioned(t, h); err != nil || h.TaskStore != "off" || h.bridgeOpts.Tasks.Store != nil {
+		t.Fatalf("no state_key: task_store %q, store %v (%v), want off", h.TaskStore, h.bridgeOpts.Tasks.Store, err)
+	}
+	h = oneUpstream()
+	h.TaskStore = "storage"
+	if err := provisioned(t, h); err == nil || !strings.Contains(err.Error(), "task_store storage needs state_key") {
+		t.Fatalf("task_store storage without state_key: %v", err)
+	}
+	h = oneUpstream()
 	h.TaskStore = "off"
 	h.TaskLease = caddy.Duration(time.Minute)
 	h.MaxTaskResult = 1 << 20
@@ -318,3 +330,6 @@ func TestProvisionTaskStore(t *testing.T) {
 		t.Fatalf("Provision() = %v, want %q", err, want)
 	}
 }
+
+// testStateKey is a valid state_key (32 bytes, base64).
+const testStateKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="

@@ -150,6 +150,9 @@ func (h *Handler) provisionTaskStore(ctx caddy.Context) error {
 		return err
 	}
 	h.taskStorage = nil
+	if h.TaskStore == taskStoreStorage && len(h.StateKeys) == 0 {
+		return fmt.Errorf("task_store storage needs state_key: records sealed with the random key made at start can be read by no other instance, nor by this one after a restart")
+	}
 	if h.TaskStore != taskStoreOff {
 		h.taskStorage = ctx.Storage()
 	}
