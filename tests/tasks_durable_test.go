@@ -34,6 +34,12 @@ func (c *taskClient) answerTask(url string, v taskView, field, value string) rpc
 	return c.task(url, "tasks/update", v.TaskID, map[string]any{"inputResponses": answers})
 }
 
+// callTool starts tool with args on url, as a task if the gateway makes one.
+func (c *taskClient) callTool(url, tool string, args map[string]any) rpcExchange {
+	c.t.Helper()
+	return c.send(url, "tools/call", tool, map[string]any{"name": tool, "arguments": args}, taskCaps())
+}
+
 // question is the message of v's one open question.
 func question(t *testing.T, v taskView) string {
 	t.Helper()
@@ -73,15 +79,15 @@ func TestDurableTasks(t *testing.T) {
 		up := newResumableServer(t)
 		fleet := durableFleet(t, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n\t\ttask ask required 0\n\t\ttask_lease 2s")
 		alice := &taskClient{t: t, auth: "Bearer alice"}
-		created := parseTask(t, alice.call(fleet[0].URL, "ask"))
+		created := parseTask(t, alice.callTool(fleet[0].URL, "ask", map[string]any{"topic": "tea"}))
 		asked := alice.until(fleet[0].URL, created.TaskID, func(v taskView) bool { return v.Status == "input_required" }, "input_required")
-		if q := question(t, asked); q != "About ?" {
+		if q := question(t, asked); q != "About tea?" {
 			t.Fatalf("first question %q", q)
 		}
 		fleet[0].kill(t)
 
 		seen := parseTask(t, alice.task(fleet[1].URL, "tasks/get", created.TaskID, nil))
-		if seen.Status != "input_required" || question(t, seen) != "About ?" {
+		if seen.Status != "input_required" || question(t, seen) != "About tea?" {
 			t.Fatalf("tasks/get on another instance, the owner killed: %+v", seen)
 		}
 		var ack rpcExchange

@@ -142,6 +142,10 @@ type task struct {
 	handingOver atomic.Bool
 	// letGo closes the call's stream (nil: none to close), for handOver.
 	letGo func()
+	// resumeLater, under mu, reopens the call's stream of a task taken
+	// over while it waited for answers, once they are posted
+	// (task_takeover.go: resumeDeferred).
+	resumeLater func() string
 }
 
 // taskKind is what differs between the two kinds of task once they are
@@ -280,6 +284,7 @@ func (b *Bridge) expireTask(t *task) {
 // back and tells the runner to let the upstream go (runTask). It reports
 // whether t was running.
 func (b *Bridge) cancelTask(t *task, why string) bool {
+	b.resumeDeferred(t) // its runner lets the upstream go
 	t.mu.Lock()
 	running := !translate.TaskTerminal(t.status)
 	if running {

@@ -143,6 +143,12 @@ func (b *Bridge) updateTask(t *task, answers map[string]json.RawMessage) *jsonrp
 		return nil
 	}
 	rerr := b.postAnswers(&t.taskState, t.sess, took, t.stopRunner)
+	t.mu.Lock()
+	answered := len(t.inputs) == 0
+	t.mu.Unlock()
+	if rerr == nil && answered {
+		b.resumeDeferred(t) // taken over while it waited: its stream now
+	}
 	b.persist(t)
 	return rerr
 }

@@ -170,10 +170,14 @@ func (b *Bridge) recordView(rec *seal.TaskRecord, id string, o *Options) *task {
 	return t
 }
 
-// adopt takes over the task rec describes: in front of a resumable
-// upstream still configured, the call's stream reopened and the task run
-// on here, in the table (its record rewritten with this instance as
-// owner); else nil, and why not.
+// adopt takes over the task rec describes, in front of a resumable
+// upstream still configured: its upstream session attached, the task put
+// in the table (its record rewritten with this instance as owner) and run
+// on from the call's stream, reopened after the recorded event; else nil,
+// and why not. A task waiting for answers reopens its stream only once
+// they are posted (tasks/update: resumeLater), as a resumed round does: an
+// upstream whose event store maps a replay to no stream (the TypeScript
+// server-everything's) sends what follows the replay nowhere.
 func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.TaskRecord) (*task, string) {
 	if rec.Session == "" || rec.After == "" {
 		return nil, "its stream is not resumable"
@@ -193,34 +197,83 @@ func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.Task
 	if rec.ServerInfo != nil {
 		sess.InitResult = append(append([]byte(`{"serverInfo":`), rec.ServerInfo...), '}')
 	}
-	callCtx, cancelCall := context.WithCancel(b.ctx)
-	up, err := sess.Reopen(callCtx, rec.CallID, rec.After)
-	if err != nil {
-		cancelCall()
-		return nil, "the upstream did not reopen its stream: " + err.Error()
-	}
 	c := &call{opts: o, method: "tools/call", name: rec.Tool, started: rec.Created, princ: rec.Principal, caps: r.ClientCapabilities,
-		key: key, resumeOn: true, own: true, sess: sess, up: up, cancelUp: cancelCall, resumeAt: rec.After}
+		key: key, resumeOn: true, own: true, sess: sess, resumeAt: rec.After}
 	c.keys = translate.DecodeKeyCounter(rec.Keys)
-	unanswered := make(map[string]seal.ResumeInput, len(rec.Inputs))
-	for _, in := range rec.Inputs {
-		unanswered[string(in.ID)] = seal.ResumeInput{ID: in.ID, Key: in.Key, Method: in.Method}
-	}
-	pending, err := b.replaySeen(ctx, c, rec.Seen, unanswered)
-	if err != nil {
-		b.finish(c, false)
-		return nil, "the upstream's replay of the call differs: " + err.Error()
-	}
 	t := b.recordView(rec, id, o)
-	t.sess, t.inputs, t.letGo = sess, pending, up.Close
+	t.sess = sess
+	if len(rec.Inputs) == 0 {
+		if why := b.reopenTask(ctx, t, c, rec); why != "" {
+			return nil, why
+		}
+	} else {
+		t.letGo = func() {} // nothing open: handOver only writes its record
+		t.resumeLater = func() string {
+			if why := b.reopenTask(b.ctx, t, c, rec); why != "" {
+				return why
+			}
+			b.startRunner(t, c, &hostedRun{b: b, t: t, c: c})
+			return ""
+		}
+	}
 	t.place = b.forceTaskPlace(o, rec.Principal)
 	b.tmu.Lock()
 	b.tasks[t.handle] = t
 	b.tmu.Unlock()
 	t.timer = time.AfterFunc(time.Until(rec.Created.Add(rec.TTL)), func() { b.expireTask(t) })
 	b.persist(t)
-	b.startRunner(t, c, &hostedRun{b: b, t: t, c: c})
+	if t.resumeLater == nil {
+		b.startRunner(t, c, &hostedRun{b: b, t: t, c: c})
+	}
 	return t, ""
+}
+
+// reopenTask reopens the stream of t's call c after the event rec
+// recorded, and reads past what was handled before (its questions still
+// unanswered become t's again); "" when it did, else why not (the call is
+// then let go).
+func (b *Bridge) reopenTask(ctx context.Context, t *task, c *call, rec *seal.TaskRecord) string {
+	callCtx, cancelCall := context.WithCancel(b.ctx)
+	up, err := c.sess.Reopen(callCtx, rec.CallID, rec.After)
+	if err != nil {
+		cancelCall()
+		return "the upstream did not reopen its stream: " + err.Error()
+	}
+	c.up, c.cancelUp = up, cancelCall
+	t.mu.Lock()
+	unanswered := make(map[string]seal.ResumeInput, len(t.inputs))
+	for _, in := range t.inputs {
+		unanswered[string(in.upstreamID)] = seal.ResumeInput{ID: in.upstreamID, Key: in.Key, Method: in.Method}
+	}
+	t.mu.Unlock()
+	pending, err := b.replaySeen(ctx, c, rec.Seen, unanswered)
+	if err != nil {
+		b.finish(c, false)
+		return "the upstream's replay of the call differs: " + err.Error()
+	}
+	t.mu.Lock()
+	t.inputs, t.letGo = pending, up.Close
+	t.mu.Unlock()
+	return ""
+}
+
+// resumeDeferred reopens the stream of t, taken over while it waited for
+// answers, once they are posted (or it is cancelled), and starts its
+// runner; the task fails when the stream cannot be reopened.
+func (b *Bridge) resumeDeferred(t *task) {
+	t.mu.Lock()
+	resume := t.resumeLater
+	t.resumeLater = nil
+	t.mu.Unlock()
+	if resume == nil {
+		return
+	}
+	if why := resume(); why != "" {
+		if t.end(translate.TaskFailed, nil, taskErrorObject("the task could not go on after its instance was lost ("+why+"): start the call again")) {
+			b.persist(t)
+			b.storeEvent(t, StoreLost, errors.New(why))
+		}
+	}
 }
 
 // StoredOwner reads the record of the task a tasks/* request names, for a
