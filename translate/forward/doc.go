@@ -11,8 +11,8 @@
 //     drawn at the top of call.go; run.go relays a running call, park.go
 //     parks one and resumes it from its retry, admit.go bounds the parked
 //     calls (max_parked and per principal), gather.go decides how long a
-//     round waits for sibling questions, abandon.go ends calls nobody
-//     retries.
+//     round waits for sibling questions, getstream.go when a session opens
+//     its standalone GET stream, abandon.go ends calls nobody retries.
 //   - Resumable parking (an upstream with an event store): resume.go parks
 //     a call holding no stream and resumes it with Last-Event-ID on any
 //     instance, linger.go keeps the stream open briefly for a retry on this
@@ -23,7 +23,10 @@
 //     (task_hosted.go), and the 2025 experimental tasks of an upstream
 //     that runs them itself (task_upstream*.go, task_learn.go). task.go
 //     draws a task's life; task_run.go is the runner, task_serve.go
-//     answers tasks/get, tasks/update and tasks/cancel.
+//     answers tasks/get, tasks/update and tasks/cancel. task_store.go
+//     keeps a sealed record of each hosted task in the fleet's storage
+//     and this instance's lease; task_takeover.go serves a task from its
+//     record when its owner is gone, and takes it over.
 //   - The requestState's replay filter (used_states.go) and its refusals
 //     (state_refusal.go).
 //

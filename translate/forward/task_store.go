@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"strconv"
 	"strings"
@@ -103,15 +104,16 @@ func parseLease(b []byte) (lease, bool) {
 	return l, true
 }
 
-// leaseKeeper renews this instance's lease in the storage of the latest
-// options that keep task records. One per bridge: the bridge outlives
-// config reloads, and its boot id is the process's.
+// leaseKeeper renews this instance's lease in the storage of the options
+// that keep task records: one lease per instance id (a process whose
+// blocks have several ids holds one for each), in the storage its latest
+// options named. One per bridge: the bridge outlives config reloads, and
+// its boot id is the process's.
 type leaseKeeper struct {
 	boot [16]byte
 
 	mu       sync.Mutex
-	store    Storage
-	instance string
+	stores   map[string]Storage // instance id -> the storage its lease is in
 	every    time.Duration
 	running  bool
 	released bool
@@ -119,7 +121,7 @@ type leaseKeeper struct {
 }
 
 func newLeaseKeeper() *leaseKeeper {
-	k := &leaseKeeper{}
+	k := &leaseKeeper{stores: make(map[string]Storage)}
 	_, _ = rand.Read(k.boot[:])
 	return k
 }
@@ -130,14 +132,14 @@ func newLeaseKeeper() *leaseKeeper {
 func (b *Bridge) claim(o *Options) [16]byte {
 	k := b.leases
 	k.mu.Lock()
-	first := !k.running || k.store != o.Tasks.Store || k.instance != o.Instance
-	k.store, k.instance, k.every = o.Tasks.Store, o.Instance, o.taskLease()/3
+	first := k.stores[o.Instance] != o.Tasks.Store
+	k.stores[o.Instance], k.every = o.Tasks.Store, o.taskLease()/3
 	b.sweepKeyring.Store(o.Keyring)
 	start := !k.running && !k.released
 	k.running = k.running || start
 	k.mu.Unlock()
 	if first {
-		b.renewLease(o.taskLease())
+		b.renewLeases(o.taskLease())
 	}
 	if start {
 		go b.keepLease()
@@ -145,7 +147,7 @@ func (b *Bridge) claim(o *Options) [16]byte {
 	return k.boot
 }
 
-// keepLease renews the lease until the bridge closes, and sweeps the
+// keepLease renews the leases until the bridge closes, and sweeps the
 // records every sweepEvery.
 func (b *Bridge) keepLease() {
 	k := b.leases
@@ -156,7 +158,7 @@ func (b *Bridge) keepLease() {
 		k.mu.Unlock()
 		select {
 		case <-time.After(every):
-			b.renewLease(3 * every)
+			b.renewLeases(3 * every)
 		case <-b.ctx.Done():
 			return
 		}
@@ -176,16 +178,28 @@ const (
 	maxSwept   = 10000
 )
 
+// leased returns the leases held: instance id -> storage.
+func (k *leaseKeeper) leased() map[string]Storage {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.released {
+		return nil
+	}
+	return maps.Clone(k.stores)
+}
+
 // sweepRecords deletes the records whose ttl passed.
 func (b *Bridge) sweepRecords() {
-	k := b.leases
-	k.mu.Lock()
-	store := k.store
-	k.mu.Unlock()
 	kr := b.sweepKeyring.Load()
-	if store == nil || kr == nil {
+	if kr == nil {
 		return
 	}
+	for _, store := range b.leases.leased() {
+		b.sweep(store, kr)
+	}
+}
+
+func (b *Bridge) sweep(store Storage, kr *seal.Keyring) {
 	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
 	defer cancel()
 	const lock = "mcp_gateway/tasks-sweep"
@@ -218,19 +232,17 @@ func (b *Bridge) sweepRecords() {
 	}
 }
 
-// renewLease writes this instance's lease, valid for d from now.
-func (b *Bridge) renewLease(d time.Duration) {
+// renewLeases writes this instance's leases, valid for d from now.
+func (b *Bridge) renewLeases(d time.Duration) {
 	k := b.leases
-	k.mu.Lock()
-	store, instance, released := k.store, k.instance, k.released
-	k.mu.Unlock()
-	if store == nil || released {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
 	expires := time.Now().Add(d)
-	if store.Store(ctx, leaseKey(instance), []byte(lease{boot: k.boot, expires: expires}.String())) == nil {
+	ok := true
+	for instance, store := range k.leased() {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		ok = store.Store(ctx, leaseKey(instance), []byte(lease{boot: k.boot, expires: expires}.String())) == nil && ok
+		cancel()
+	}
+	if ok {
 		k.mu.Lock()
 		k.expires = expires
 		k.mu.Unlock()
@@ -246,20 +258,19 @@ func (b *Bridge) leaseExpires() time.Time {
 	return k.expires
 }
 
-// releaseLease marks this instance's lease released, so that other
+// releaseLease marks this instance's leases released, so that other
 // instances take its tasks over at once (graceful stop).
 func (b *Bridge) releaseLease() {
 	k := b.leases
+	held := k.leased()
 	k.mu.Lock()
-	store, instance, running := k.store, k.instance, k.running
 	k.released = true
 	k.mu.Unlock()
-	if store == nil || !running {
-		return
+	for instance, store := range held {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		_ = store.Store(ctx, leaseKey(instance), []byte(lease{boot: k.boot}.String()))
+		cancel()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
-	_ = store.Store(ctx, leaseKey(instance), []byte(lease{boot: k.boot}.String()))
 }
 
 // ownerAlive reports whether rec's owner still holds its lease: the same

@@ -241,3 +241,42 @@ func TestTaskRecordsSwept(t *testing.T) {
 		t.Fatalf("the swept task: %s", got.Raw)
 	}
 }
+
+// TestTaskRecordAttack: whoever can write to the storage cannot make an
+// instance show or run another task in place of the one a taskId names:
+// a record copied over another task's (same principal) is refused as
+// unknown, and one tampered with is not opened (503, retry later); neither
+// shows what the other record held.
+func TestTaskRecordAttack(t *testing.T) {
+	upstream, _ := resumableUpstream(t)
+	bs, os := fleetOfBridges(t, 2, time.Hour)
+	first, _ := startTask(t, bs[0], os[0], upstream, 1)
+	second, _ := startTask(t, bs[0], os[0], upstream, 1)
+	store := os[0].Tasks.Store
+	key := func(id string) string {
+		tk, err := seal.OpenTask(os[0].Keyring, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recordKey(tk.Principal, tk.Handle)
+	}
+	sealed, err := store.Load(t.Context(), key(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Store(t.Context(), key(second), sealed); err != nil {
+		t.Fatal(err)
+	}
+	crash(bs[0])
+	if got := taskOp(t, bs[1], os[1], upstream, "tasks/get", second, "", true); got.Get("error.code").Int() != -32602 || strings.Contains(got.Raw, "question") {
+		t.Fatalf("a record copied over another task's: %s", got.Raw)
+	}
+	tampered := append([]byte(nil), sealed...)
+	tampered[len(tampered)/2] ^= 1
+	if err := store.Store(t.Context(), key(first), tampered); err != nil {
+		t.Fatal(err)
+	}
+	if got := taskOp(t, bs[1], os[1], upstream, "tasks/get", first, "", true); got.Get("error.code").Int() != -32603 || strings.Contains(got.Raw, "question") {
+		t.Fatalf("a tampered record: %s", got.Raw)
+	}
+}
