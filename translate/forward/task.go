@@ -136,12 +136,17 @@ type task struct {
 	opts   *Options
 	saveMu sync.Mutex
 	resume resumePoint
+	// recordResumes: the last record written says where the call
+	// stands (under mu); the runner writes one when it first can.
+	recordResumes bool
 	// handingOver: the gateway is stopping, and the task, resumable, is
 	// left to another instance (Close): its runner lets the call's
 	// stream go without ending anything upstream.
 	handingOver atomic.Bool
-	// letGo closes the call's stream (nil: none to close), for handOver.
-	letGo func()
+	// letGo closes the call's stream (nil: none to close), for handOver;
+	// primed is its Call.Primed.
+	letGo  func()
+	primed func() string
 	// resumeLater, under mu, reopens the call's stream of a task taken
 	// over while it waited for answers, once they are posted
 	// (task_takeover.go: resumeDeferred).
@@ -284,11 +289,12 @@ func (b *Bridge) expireTask(t *task) {
 // back and tells the runner to let the upstream go (runTask). It reports
 // whether t was running.
 func (b *Bridge) cancelTask(t *task, why string) bool {
-	b.resumeDeferred(t) // its runner lets the upstream go
 	t.mu.Lock()
 	running := !translate.TaskTerminal(t.status)
+	unopened := running && t.resumeLater != nil // taken over, its stream not reopened
 	if running {
 		t.status, t.updated, t.note = translate.TaskCancelled, time.Now(), why
+		t.resumeLater = nil
 		if t.kind.dropsQuestions() {
 			t.inputs = nil
 		}
@@ -299,7 +305,20 @@ func (b *Bridge) cancelTask(t *task, why string) bool {
 		t.stopRunner()
 		b.persist(t)
 	}
+	if unopened {
+		go b.letGoUnopened(t, why)
+	}
 	return running
+}
+
+// stopped reports whether t's runner was told to let go (stopRunner).
+func (t *task) stopped() bool {
+	select {
+	case <-t.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // stopRunner tells t's runner to let the upstream go; later calls do

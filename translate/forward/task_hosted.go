@@ -55,8 +55,13 @@ func (b *Bridge) newHostedTask(c *call, r Request, status string) *task {
 func (b *Bridge) becomeTask(c *call, r Request, sink translate.Sink) string {
 	c.caps = r.ClientCapabilities // the questions from now on are the task's client's
 	t := b.newHostedTask(c, r, translate.TaskWorking)
-	t.letGo = c.up.Close
+	t.letGo, t.primed = c.up.Close, c.up.Primed
 	b.persist(t) // the record exists before the client holds the taskId
+	if t.opts.Tasks.Store != nil && t.resume.ok {
+		// Written again once the stream's priming event is known: the
+		// call can then be resumed before it said anything.
+		c.up.OnPrimed(func() { b.persist(t) })
+	}
 	_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, t.envelope("task", false)))
 	b.startRunner(t, c, &hostedRun{b: b, t: t, c: c})
 	return OutcomeTask

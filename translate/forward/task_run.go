@@ -120,7 +120,11 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 				} else if !inbox {
 					t.resume.saw(m.After, len(t.inputs)+len(fresh) > 0)
 				}
+				first := !t.recordResumes && t.resume.ok && t.resume.after != ""
 				t.mu.Unlock()
+				if first {
+					b.persist(t) // now another instance can resume the call
+				}
 			}
 			switch {
 			case !ok:

@@ -147,7 +147,7 @@ func (b *Bridge) updateTask(t *task, answers map[string]json.RawMessage) *jsonrp
 	answered := len(t.inputs) == 0
 	t.mu.Unlock()
 	if rerr == nil && answered {
-		b.resumeDeferred(t) // taken over while it waited: its stream now
+		go b.resumeDeferred(t) // taken over while it waited: its stream now
 	}
 	b.persist(t)
 	return rerr

@@ -342,11 +342,29 @@ func (t *task) record(boot [16]byte) seal.TaskRecord {
 	for _, p := range t.inputs {
 		rec.Inputs = append(rec.Inputs, seal.TaskInput{ID: p.upstreamID, Key: p.Key, Method: p.Method, Params: p.Params})
 	}
-	if p := t.resume; p.ok && p.after != "" && !translate.TaskTerminal(t.status) {
-		rec.Session, rec.Version, rec.CallID, rec.After, rec.Seen = p.session, p.version, p.callID, p.after, p.seen
+	if after, seen := t.resumeAt(); after != "" {
+		p := t.resume
+		rec.Session, rec.Version, rec.CallID, rec.After, rec.Seen = p.session, p.version, p.callID, after, seen
 		rec.Keys, rec.ServerInfo = p.keys, p.serverInfo
 	}
 	return rec
+}
+
+// resumeAt is where another instance would resume t's call ("" when it
+// cannot): after the event before the first message not fully handled,
+// skipping seen messages; before any message, after the stream's priming
+// event. The caller holds t.mu.
+func (t *task) resumeAt() (after string, seen uint32) {
+	p := t.resume
+	switch {
+	case !p.ok || translate.TaskTerminal(t.status):
+		return "", 0
+	case p.after != "":
+		return p.after, p.seen
+	case t.primed != nil:
+		return t.primed(), 0
+	}
+	return "", 0
 }
 
 // persist writes t's record, if its options keep records. Writes of one
@@ -362,6 +380,7 @@ func (b *Bridge) persist(t *task) {
 	defer t.saveMu.Unlock()
 	t.mu.Lock()
 	rec := t.record(boot)
+	t.recordResumes = rec.After != ""
 	t.mu.Unlock()
 	sealed, err := seal.SealTaskRecord(t.opts.Keyring, rec)
 	if err == nil {
@@ -420,8 +439,8 @@ func (b *Bridge) handOver() []*task {
 	var handed []*task
 	for _, t := range b.allTasks() {
 		t.mu.Lock()
-		ok := t.opts != nil && t.opts.Tasks.Store != nil && t.resume.ok && t.resume.after != "" &&
-			!translate.TaskTerminal(t.status) && t.letGo != nil
+		after, _ := t.resumeAt()
+		ok := t.opts != nil && t.opts.Tasks.Store != nil && after != "" && t.letGo != nil
 		t.mu.Unlock()
 		if !ok {
 			continue

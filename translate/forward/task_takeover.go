@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -173,9 +174,11 @@ func (b *Bridge) recordView(rec *seal.TaskRecord, id string, o *Options) *task {
 // adopt takes over the task rec describes, in front of a resumable
 // upstream still configured: its upstream session attached, the task put
 // in the table (its record rewritten with this instance as owner) and run
-// on from the call's stream, reopened after the recorded event; else nil,
-// and why not. A task waiting for answers reopens its stream only once
-// they are posted (tasks/update: resumeLater), as a resumed round does: an
+// on from the call's stream, reopened after the recorded event, in the
+// background (resumeDeferred: a go-sdk server answers the reopening with
+// the call's next message, which an idle tool may send minutes later);
+// else nil, and why not. A task waiting for answers reopens its stream
+// only once they are posted (tasks/update), as a resumed round does: an
 // upstream whose event store maps a replay to no stream (the TypeScript
 // server-everything's) sends what follows the replay nowhere.
 func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.TaskRecord) (*task, string) {
@@ -202,19 +205,13 @@ func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.Task
 	c.keys = translate.DecodeKeyCounter(rec.Keys)
 	t := b.recordView(rec, id, o)
 	t.sess = sess
-	if len(rec.Inputs) == 0 {
-		if why := b.reopenTask(ctx, t, c, rec); why != "" {
-			return nil, why
+	t.letGo = func() {} // nothing open yet: handOver only writes its record
+	t.resumeLater = func() string {
+		if why := b.reopenTask(t, c, rec); why != "" {
+			return why
 		}
-	} else {
-		t.letGo = func() {} // nothing open: handOver only writes its record
-		t.resumeLater = func() string {
-			if why := b.reopenTask(b.ctx, t, c, rec); why != "" {
-				return why
-			}
-			b.startRunner(t, c, &hostedRun{b: b, t: t, c: c})
-			return ""
-		}
+		b.startRunner(t, c, &hostedRun{b: b, t: t, c: c})
+		return ""
 	}
 	t.place = b.forceTaskPlace(o, rec.Principal)
 	b.tmu.Lock()
@@ -222,8 +219,8 @@ func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.Task
 	b.tmu.Unlock()
 	t.timer = time.AfterFunc(time.Until(rec.Created.Add(rec.TTL)), func() { b.expireTask(t) })
 	b.persist(t)
-	if t.resumeLater == nil {
-		b.startRunner(t, c, &hostedRun{b: b, t: t, c: c})
+	if len(rec.Inputs) == 0 {
+		go b.resumeDeferred(t)
 	}
 	return t, ""
 }
@@ -232,8 +229,15 @@ func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.Task
 // recorded, and reads past what was handled before (its questions still
 // unanswered become t's again); "" when it did, else why not (the call is
 // then let go).
-func (b *Bridge) reopenTask(ctx context.Context, t *task, c *call, rec *seal.TaskRecord) string {
+func (b *Bridge) reopenTask(t *task, c *call, rec *seal.TaskRecord) string {
 	callCtx, cancelCall := context.WithCancel(b.ctx)
+	go func() { // the task cancelled while the upstream has not answered
+		select {
+		case <-t.stop:
+			cancelCall()
+		case <-callCtx.Done():
+		}
+	}()
 	up, err := c.sess.Reopen(callCtx, rec.CallID, rec.After)
 	if err != nil {
 		cancelCall()
@@ -246,20 +250,21 @@ func (b *Bridge) reopenTask(ctx context.Context, t *task, c *call, rec *seal.Tas
 		unanswered[string(in.upstreamID)] = seal.ResumeInput{ID: in.upstreamID, Key: in.Key, Method: in.Method}
 	}
 	t.mu.Unlock()
-	pending, err := b.replaySeen(ctx, c, rec.Seen, unanswered)
+	pending, err := b.replaySeen(callCtx, c, rec.Seen, unanswered)
 	if err != nil {
 		b.finish(c, false)
 		return "the upstream's replay of the call differs: " + err.Error()
 	}
 	t.mu.Lock()
-	t.inputs, t.letGo = pending, up.Close
+	t.inputs, t.letGo, t.primed = pending, up.Close, up.Primed
 	t.mu.Unlock()
 	return ""
 }
 
-// resumeDeferred reopens the stream of t, taken over while it waited for
-// answers, once they are posted (or it is cancelled), and starts its
-// runner; the task fails when the stream cannot be reopened.
+// resumeDeferred reopens the stream of t, taken over, and starts its
+// runner (t.resumeLater, once): at once for a task working, once the
+// answers are posted for one that waited for them. The task fails when the
+// stream cannot be reopened; one cancelled meanwhile lets the upstream go.
 func (b *Bridge) resumeDeferred(t *task) {
 	t.mu.Lock()
 	resume := t.resumeLater
@@ -268,12 +273,33 @@ func (b *Bridge) resumeDeferred(t *task) {
 	if resume == nil {
 		return
 	}
-	if why := resume(); why != "" {
-		if t.end(translate.TaskFailed, nil, taskErrorObject("the task could not go on after its instance was lost ("+why+"): start the call again")) {
-			b.persist(t)
-			b.storeEvent(t, StoreLost, errors.New(why))
-		}
+	why := resume()
+	switch {
+	case why == "", t.handingOver.Load(): // the record stays for the next owner
+	case t.stopped():
+		b.letGoUnopened(t, "task cancelled")
+	case t.end(translate.TaskFailed, nil, taskErrorObject("the task could not go on after its instance was lost ("+why+"): start the call again")):
+		b.persist(t)
+		b.storeEvent(t, StoreLost, errors.New(why))
 	}
+}
+
+// letGoUnopened lets go of the upstream call of a task taken over whose
+// stream was never reopened here (cancelled, or its ttl passed): its open
+// questions answered with a cancellation, notifications/cancelled, its
+// session ended.
+func (b *Bridge) letGoUnopened(t *task, why string) {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	t.mu.Lock()
+	inputs := slices.Clone(t.inputs)
+	t.mu.Unlock()
+	for _, p := range inputs {
+		res, errObj := translate.CancelAnswer(p.Method)
+		_ = t.sess.Respond(ctx, p.upstreamID, res, errObj)
+	}
+	b.cancelUpstream(t.sess, t.resume.callID, why)
+	t.sess.Close(ctx)
 }
 
 // StoredOwner reads the record of the task a tasks/* request names, for a

@@ -1,13 +1,16 @@
 package forward
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
@@ -17,7 +20,8 @@ import (
 
 // fleetOfBridges is n bridges of one fleet (one keyring, instances gw-0,
 // gw-1, …) sharing a task store (certmagic's file storage, Caddy's default)
-// and a short lease, each with its options (ask: a task at once).
+// and a short lease, each with its options (ask: a task at once) and, as
+// in Caddy, its own legacy.ConnClient.
 func fleetOfBridges(t *testing.T, n int, lease time.Duration) ([]*Bridge, []*Options) {
 	t.Helper()
 	kr, err := seal.NewKeyring(seal.NewRandomKey())
@@ -32,9 +36,10 @@ func fleetOfBridges(t *testing.T, n int, lease time.Duration) ([]*Bridge, []*Opt
 		o.Keyring, o.Instance = kr, fmt.Sprintf("gw-%d", i)
 		o.Tasks.Policy = TaskPolicy{Tools: map[string]TaskRule{"ask": {Mode: TaskRequired}}}
 		o.Tasks.Store, o.Tasks.Lease = store, lease
-		p := legacy.NewPool(legacy.PoolOptions{MaxSessions: 100, IdleTimeout: time.Minute, Client: http.DefaultClient})
+		client := legacy.NewConnClient(legacy.ConnOptions{})
+		p := legacy.NewPool(legacy.PoolOptions{MaxSessions: 100, IdleTimeout: time.Minute, Client: client})
 		b := New(p, o)
-		t.Cleanup(func() { b.Close(); p.Close() })
+		t.Cleanup(func() { b.Close(); p.Close(); client.CloseIdleConnections() })
 		bs, os = append(bs, b), append(os, o.Ready())
 	}
 	return bs, os
@@ -278,5 +283,57 @@ func TestTaskRecordAttack(t *testing.T) {
 	}
 	if got := taskOp(t, bs[1], os[1], upstream, "tasks/get", first, "", true); got.Get("error.code").Int() != -32603 || strings.Contains(got.Raw, "question") {
 		t.Fatalf("a tampered record: %s", got.Raw)
+	}
+}
+
+// TestTaskTakeoverWorking: a task whose tool has said nothing yet (working)
+// is resumable too, from its stream's priming event: its instance
+// vanishes, another takes it over, and the tool's late result completes it.
+func TestTaskTakeoverWorking(t *testing.T) {
+	release := make(chan struct{})
+	server := mcp.NewServer(&mcp.Implementation{Name: "working", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "ask", Description: "Works until released."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct {
+			Rounds int `json:"rounds"`
+		}) (*mcp.CallToolResult, any, error) {
+			select {
+			case <-release:
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+		})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)}))
+	t.Cleanup(ts.Close)
+	lease := 300 * time.Millisecond
+	bs, os := fleetOfBridges(t, 2, lease)
+	r := taskRequest(t, ts.URL, 1, 0, "alice")
+	r.Options, r.Resume = os[0], true
+	id := gjson.GetBytes(serve(bs[0], r).final, "result.taskId").String()
+	tk, err := seal.OpenTask(os[0].Keyring, id)
+	if err != nil {
+		t.Fatalf("taskId %q: %v", id, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		sealed, err := os[0].Tasks.Store.Load(t.Context(), recordKey(tk.Principal, tk.Handle))
+		if err == nil {
+			if rec, err := seal.OpenTaskRecord(os[0].Keyring, sealed); err == nil && rec.After != "" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the record never said where the working call stands")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	crash(bs[0])
+	time.Sleep(lease + 100*time.Millisecond)
+	pollStatus(t, bs[1], os[1], ts.URL, id, translate.TaskWorking, true) // taken over
+	close(release)
+	done := pollStatus(t, bs[1], os[1], ts.URL, id, translate.TaskCompleted, false)
+	if got := done.Get("result.content.0.text").String(); got != "done" {
+		t.Fatalf("result %q in %s", got, done.Raw)
 	}
 }
