@@ -117,10 +117,12 @@ var errOwnerSilent = errors.New("the owner instance did not answer in time")
 // answer. id is the JSON-RPC id for errors of the gateway's own. When the
 // owner cannot be reached (or does not answer in time), unreachable, if
 // set, may answer instead of the gateway's error (a task served from its
-// record: storedTask); it reports whether it did.
-func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id json.RawMessage, owner translate.Owner, unreachable func() bool) error {
+// record: storedTask); it reports whether it did. A request another
+// instance forwarded is forwarded again only when again is set: a task's
+// record names its owner now (relayTaskOwner), who serves it itself.
+func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id json.RawMessage, owner translate.Owner, unreachable func() bool, again bool) error {
 	routeOf(r).owner = owner.Instance
-	if _, forwarded := forwardedOf(r); forwarded {
+	if _, forwarded := forwardedOf(r); forwarded && !again {
 		// Never forward twice: the fleet disagrees on who is where.
 		return writeRPCError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,
 			Message: "the call belongs to gateway instance " + owner.Instance + ", but " + h.fleet.instance +
@@ -253,11 +255,29 @@ func (h *Handler) storedTask(w http.ResponseWriter, r *http.Request, l *learned,
 		case !found:
 			return false
 		case now.Instance != "" && now.Instance != owner.Instance:
-			_ = h.relay(w, r, l.body, l.id, now, nil)
+			_ = h.relay(w, r, l.body, l.id, now, nil, false)
 		default:
 			l.breq.OwnerGone = true
 			_ = h.serveBridged(w, r, l.breq, nil)
 		}
 		return true
 	}
+}
+
+// relayTaskOwner relays a tasks/* request that names this instance's task,
+// when this instance does not hold it (it restarted, or handed it over at a
+// stop) and the task's record names another instance that holds it now
+// (it took it over): that owner serves it from memory. A request another
+// instance forwarded here is forwarded this once more: the owner the record
+// names never forwards it again. It reports false, answering nothing, when
+// there is no such owner: the bridge then serves the task from its record.
+func (h *Handler) relayTaskOwner(w http.ResponseWriter, r *http.Request, l *learned) (bool, error) {
+	if h.bridgeOpts == nil || h.bridgeOpts.Tasks.Store == nil || !strings.HasPrefix(l.breq.Method, "tasks/") || h.bridge.HoldsTask(&l.breq) {
+		return false, nil
+	}
+	owner, found := h.bridge.StoredOwner(r.Context(), &l.breq)
+	if !found || owner.Instance == "" {
+		return false, nil
+	}
+	return true, h.relay(w, r, l.body, l.id, owner, nil, true)
 }

@@ -134,7 +134,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *learned, d de
 		if l.in.era == eraLegacy {
 			id = nil // an answer: its id is the in-line request's
 		}
-		return h.relay(w, r, l.body, id, *d.relayTo, h.storedTask(w, r, l, *d.relayTo))
+		return h.relay(w, r, l.body, id, *d.relayTo, h.storedTask(w, r, l, *d.relayTo), false)
+	}
+	if d.cell == cellForward && l.in.state == forward.ParkedHere {
+		if relayed, err := h.relayTaskOwner(w, r, l); relayed {
+			return err
+		}
 	}
 	switch d.cell {
 	case cellModern:

@@ -138,7 +138,9 @@ type task struct {
 	resume resumePoint
 	// recordResumes: the last record written says where the call
 	// stands (under mu); the runner writes one when it first can.
+	// unshown: the runner holds questions not yet in inputs (TaskGather).
 	recordResumes bool
+	unshown       bool
 	// handingOver: the gateway is stopping, and the task, resumable, is
 	// left to another instance (Close): its runner lets the call's
 	// stream go without ending anything upstream.

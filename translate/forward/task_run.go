@@ -81,6 +81,14 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 		msgs, step := run.open()
 	read:
 		for step == stepOn {
+			t.mu.Lock()
+			first := !t.recordResumes && t.resume.ok && t.resume.after != ""
+			t.mu.Unlock()
+			if first {
+				// The last message handled, another instance can now
+				// resume the call from the record.
+				b.persist(t)
+			}
 			m, ok := run.pop()
 			inbox := false
 			if !ok {
@@ -100,6 +108,7 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 						t.status, t.updated = translate.TaskInputRequired, time.Now()
 						t.resume.keys = c.keys.AppendBinary(nil)
 						fresh = nil
+						t.unshown = false
 					}
 					t.mu.Unlock()
 					b.persist(t)
@@ -120,11 +129,7 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 				} else if !inbox {
 					t.resume.saw(m.After, len(t.inputs)+len(fresh) > 0)
 				}
-				first := !t.recordResumes && t.resume.ok && t.resume.after != ""
 				t.mu.Unlock()
-				if first {
-					b.persist(t) // now another instance can resume the call
-				}
 			}
 			switch {
 			case !ok:
@@ -138,6 +143,14 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 				if run.inboxAsks() {
 					b.learnStream(c, inbox)
 				}
+				t.mu.Lock()
+				if len(fresh) == 0 {
+					// Not shown yet: a record written meanwhile counts
+					// the messages handled before this one only.
+					t.resume.shown = t.resume.seen - 1
+				}
+				t.unshown = true
+				t.mu.Unlock()
 				fresh = append(fresh, p)
 				t.mu.Lock()
 				n := len(t.inputs) + len(fresh)

@@ -314,6 +314,7 @@ type resumePoint struct {
 	callID           []byte
 	after            string
 	seen             uint32
+	shown            uint32 // seen, but for the questions not shown yet (task.unshown)
 	keys             []byte
 	serverInfo       []byte
 }
@@ -359,6 +360,8 @@ func (t *task) resumeAt() (after string, seen uint32) {
 	switch {
 	case !p.ok || translate.TaskTerminal(t.status):
 		return "", 0
+	case p.after != "" && t.unshown:
+		return p.after, p.shown // those questions are asked again
 	case p.after != "":
 		return p.after, p.seen
 	case t.primed != nil:

@@ -69,9 +69,10 @@ func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.
 	case translate.TaskTerminal(rec.Status):
 		return storedTask{view: b.recordView(rec, id, o)}, nil
 	}
-	boot := b.claim(o)
-	mine := rec.Owner == o.Instance && rec.Boot == boot
-	if !mine {
+	// A record this instance id owns is this process's (its table let it
+	// go) or its previous process's (it restarted): no lease to wait for.
+	b.claim(o)
+	if rec.Owner != o.Instance {
 		alive, left, err := ownerAlive(sctx, store, *rec, now)
 		if err != nil {
 			return storedTask{}, err
@@ -80,8 +81,7 @@ func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.
 			return storedTask{view: b.recordView(rec, id, o), busy: ownerBusy(rec.Owner, left)}, nil
 		}
 	}
-	// Orphaned (or this process's own, which its table forgot: only a
-	// task being taken over here right now): take it over, one taker.
+	// Orphaned, or this instance's: take it over, one taker.
 	if err := store.Lock(ctx, key); err != nil {
 		return storedTask{}, fmt.Errorf("locking the task's record: %w", err)
 	}
@@ -99,7 +99,7 @@ func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.
 	if translate.TaskTerminal(rec.Status) {
 		return storedTask{view: b.recordView(rec, id, o)}, nil
 	}
-	if rec.Owner != o.Instance || rec.Boot != boot {
+	if rec.Owner != o.Instance {
 		if alive, left, err := ownerAlive(sctx, store, *rec, now); err != nil || alive {
 			// Another instance took it over while this one waited.
 			return storedTask{view: b.recordView(rec, id, o), busy: ownerBusy(rec.Owner, left)}, err
@@ -334,4 +334,14 @@ func (b *Bridge) StoredOwner(ctx context.Context, r *Request) (owner translate.O
 		return owner, true
 	}
 	return translate.Owner{Instance: rec.Owner, Address: rec.Address}, true
+}
+
+// HoldsTask reports whether the tasks/* request r names a task this
+// instance holds in its table (its own, or one it took over).
+func (b *Bridge) HoldsTask(r *Request) bool {
+	if r.Kind != jsonrpc.KindRequest || !taskMethods[r.Method] {
+		return false
+	}
+	tk, err := seal.OpenTask(b.optionsOf(r).Keyring, translate.StringField(translate.ParamsOf(r.Raw), "taskId"))
+	return err == nil && tk.Principal == r.Principal && b.heldTask(tk.Handle, tk.Principal) != nil
 }
