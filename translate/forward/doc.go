@@ -24,9 +24,10 @@
 //     that runs them itself (task_upstream*.go, task_learn.go). task.go
 //     draws a task's life; task_run.go is the runner, task_serve.go
 //     answers tasks/get, tasks/update and tasks/cancel. task_store.go
-//     keeps a sealed record of each hosted task in the fleet's storage
-//     and this instance's lease; task_takeover.go serves a task from its
-//     record when its owner is gone, and takes it over.
+//     keeps a sealed record of each hosted task in the fleet's storage,
+//     task_lease.go this instance's lease on its tasks; task_takeover.go
+//     serves a task from its record when its owner is gone, and takes it
+//     over.
 //   - The requestState's replay filter (used_states.go) and its refusals
 //     (state_refusal.go).
 //
