@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -73,13 +75,16 @@ func question(t *testing.T, v taskView) string {
 //     reaches the tool, which asks its second question, answered through
 //     instance 2 (relayed to the new owner); the task completes with both
 //     answers.
-//   - In front of the TypeScript SDK server (server-everything, its
+//   - The same in front of the TypeScript SDK 1.x server
+//     (tests/node/ask-server.mjs: the SDK's transport with an event store).
+//   - In front of the TypeScript SDK server server-everything (its
 //     InMemoryEventStore): instance 0 is stopped gracefully (caddy stop):
 //     it hands the task over at once, and instance 1 finishes it without
 //     waiting for a lease.
-//   - In front of a server without resumable streams: the task fails once
-//     the lease lapsed, with an error saying the instance running it was
-//     lost — never left input_required, never a 5xx on tasks/get.
+//   - In front of a server without resumable streams: the task fails when
+//     its instance stops, or once the lease of one killed lapsed, with an
+//     error saying so — never left input_required, never a 5xx on
+//     tasks/get.
 func TestDurableTasks(t *testing.T) {
 	t.Run("go-sdk, owner killed", func(t *testing.T) {
 		up := newResumableServer(t)
@@ -127,6 +132,39 @@ func TestDurableTasks(t *testing.T) {
 		}
 	})
 
+	t.Run("TypeScript SDK, owner killed", func(t *testing.T) {
+		up := startAskServer(t)
+		fleet := durableFleet(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}\n\t\ttask ask required 0\n\t\ttask_lease 2s")
+		alice := &taskClient{t: t, auth: "Bearer alice"}
+		created := parseTask(t, alice.callTool(fleet[0].URL, "ask", map[string]any{"rounds": 2}))
+		alice.until(fleet[0].URL, created.TaskID, func(v taskView) bool { return v.Status == "input_required" }, "input_required")
+		fleet[0].kill(t)
+		first := alice.until(fleet[1].URL, created.TaskID, func(v taskView) bool {
+			return v.Status == "input_required" && question(t, v) == "Question 0"
+		}, "asking on another instance, the owner killed")
+		waitFor(t, "tasks/update taken once the dead owner's lease lapsed", func() bool {
+			x := alice.answerTask(fleet[1].URL, first, "answer", "one")
+			if x.Status == http.StatusServiceUnavailable {
+				time.Sleep(200 * time.Millisecond)
+				return false
+			}
+			if x.Resp == nil || x.Resp.Error != nil {
+				t.Fatalf("tasks/update once the lease lapsed: %s", x)
+			}
+			return true
+		})
+		second := alice.until(fleet[2].URL, created.TaskID, func(v taskView) bool {
+			return v.Status == "input_required" && question(t, v) == "Question 1"
+		}, "asking its second question")
+		if x := alice.answerTask(fleet[2].URL, second, "answer", "two"); x.Resp == nil || x.Resp.Error != nil {
+			t.Fatalf("tasks/update through a third instance: %s", x)
+		}
+		done := alice.until(fleet[2].URL, created.TaskID, func(v taskView) bool { return v.Status == "completed" }, "completed")
+		if done.Result == nil || len(done.Result.Content) == 0 || done.Result.Content[0].Text != "2 answers, last two" {
+			t.Fatalf("completed task %+v", done)
+		}
+	})
+
 	t.Run("TypeScript SDK, owner stopped", func(t *testing.T) {
 		up := startServerEverything(t)
 		fleet := durableFleet(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}\n\t\ttask trigger-elicitation-request required 0\n\t\ttask_lease 1h")
@@ -140,6 +178,20 @@ func TestDurableTasks(t *testing.T) {
 		done := alice.until(fleet[1].URL, created.TaskID, func(v taskView) bool { return v.Status == "completed" }, "completed")
 		if done.Result == nil || len(done.Result.Content) == 0 || !strings.Contains(fmt.Sprint(done.Result.Content), "Ada Durable") {
 			t.Fatalf("completed task %+v", done)
+		}
+	})
+
+	t.Run("not resumable, owner stopped", func(t *testing.T) {
+		up, calls, _ := newTaskServer(t)
+		fleet := durableFleet(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}\n\t\ttask ask_later required 0")
+		alice := &taskClient{t: t, auth: "Bearer alice"}
+		created := parseTask(t, alice.call(fleet[0].URL, "ask_later"))
+		wait(t, calls, 5*time.Second, "the call upstream")
+		alice.until(fleet[0].URL, created.TaskID, func(v taskView) bool { return v.Status == "input_required" }, "input_required")
+		fleet[0].stop(t)
+		x := alice.task(fleet[1].URL, "tasks/get", created.TaskID, nil)
+		if v := parseTask(t, x); v.Status != "failed" || !strings.Contains(string(x.Resp.Result), "instance running the task stopped") {
+			t.Fatalf("tasks/get after the owner stopped: %s", x.Resp.Result)
 		}
 	})
 
@@ -251,4 +303,17 @@ func TestDurableRollingRestart(t *testing.T) {
 			t.Fatalf("task %d: %+v, want completed with %q", i, v, want)
 		}
 	}
+}
+
+// startAskServer runs tests/node/ask-server.mjs (the TypeScript SDK 1.x's
+// McpServer and transport, resumable with an event store; its tool ask
+// asks `rounds` questions "Question i" and answers "N answers, last X").
+func startAskServer(t *testing.T) string {
+	t.Helper()
+	port := freePort(t)
+	cmd := exec.Command(nodeBin(t), filepath.Join(testsDir(t), "node", "ask-server.mjs"), fmt.Sprint(port))
+	cmd.Dir = testsDir(t)
+	u := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	startPeer(t, "ask-server", cmd).waitUp(t, u)
+	return u
 }

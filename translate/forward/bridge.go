@@ -215,6 +215,13 @@ func (b *Bridge) Close() {
 	handed := b.handOver()
 	for _, t := range b.allTasks() {
 		t.timer.Stop()
+		if t.opts != nil && t.opts.Tasks.Store != nil {
+			// Kept in the fleet's storage, but no other instance can go
+			// on with its call: it fails, saying why, for good.
+			b.stopTask(t, translate.TaskFailed, "", taskErrorObject(
+				"the gateway instance running the task stopped, and its upstream call could not be resumed elsewhere: start the call again"))
+			continue
+		}
 		b.cancelTask(t, "gateway shutting down")
 	}
 	b.taskRuns.Wait() // their calls abandoned upstream, or left for another instance

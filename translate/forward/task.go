@@ -291,11 +291,17 @@ func (b *Bridge) expireTask(t *task) {
 // back and tells the runner to let the upstream go (runTask). It reports
 // whether t was running.
 func (b *Bridge) cancelTask(t *task, why string) bool {
+	return b.stopTask(t, translate.TaskCancelled, why, nil)
+}
+
+// stopTask is cancelTask ending t with status (cancelled, or failed with
+// errObj).
+func (b *Bridge) stopTask(t *task, status, why string, errObj []byte) bool {
 	t.mu.Lock()
 	running := !translate.TaskTerminal(t.status)
 	unopened := running && t.resumeLater != nil // taken over, its stream not reopened
 	if running {
-		t.status, t.updated, t.note = translate.TaskCancelled, time.Now(), why
+		t.status, t.updated, t.note, t.errObj = status, time.Now(), why, errObj
 		t.resumeLater = nil
 		if t.kind.dropsQuestions() {
 			t.inputs = nil
