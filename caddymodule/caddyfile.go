@@ -353,7 +353,7 @@ func unmarshalUpstreamOptions(d *caddyfile.Dispenser, u *Upstream) error {
 		case "gather":
 			field, check = &u.Gather, checkGather
 		case "get_stream":
-			field = &u.GetStream
+			field, check = &u.GetStream, checkGetStream
 		case "resume":
 			field = &u.Resume
 		case "tasks":
