@@ -49,12 +49,15 @@ type sagaMeta struct {
 	ClientInfo         sagaInfo `json:"io.modelcontextprotocol/clientInfo"`
 }
 
-// sagaCaps are the capabilities a saga client has: its steps. No roots:
-// the saga has no step for them (a server that asks all the same is
-// answered with none, see rootsNone).
+// sagaCaps are the capabilities the gateway declares for a saga client:
+// its steps (elicitation, sampling), and roots, which the saga has no
+// step for: the gateway answers a roots/list itself with an empty list
+// (rootsNone), so that a tool that lists roots goes on rather than
+// failing on a client without the capability.
 type sagaCaps struct {
 	Elicitation struct{} `json:"elicitation"`
 	Sampling    struct{} `json:"sampling"`
+	Roots       struct{} `json:"roots"`
 }
 
 type sagaInfo struct {

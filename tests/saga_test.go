@@ -7,10 +7,15 @@ package tests
 // forward bridge) and of a modern one (passed through).
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // sagaStep is a step of a suspended saga.
@@ -183,5 +188,74 @@ func TestSagaModern(t *testing.T) {
 	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), `"isError":true`) ||
 		!strings.Contains(string(x.Resp.Result), "no LLM today") {
 		t.Fatalf("refused sampling: %s", x)
+	}
+}
+
+// newHeldServer is a go-sdk v1.8 legacy server without an event store (its
+// streams are not resumable: a parked call holds its stream on the
+// instance that parked it, and a retry elsewhere is relayed there). Its
+// tool ask elicits twice, as resumableServer's; roots_ask lists the
+// client's roots first, then elicits once, and answers with both.
+func newHeldServer(t *testing.T) string {
+	t.Helper()
+	server := mcp.NewServer(&mcp.Implementation{Name: "held", Version: "1"}, nil)
+	schema := map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}
+	mcp.AddTool(server, &mcp.Tool{Name: "ask", Description: "Asks twice."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+			Topic string `json:"topic"`
+		}) (*mcp.CallToolResult, any, error) {
+			var got []string
+			for _, q := range []string{"About " + in.Topic + "?", "Sure?"} {
+				res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: q, RequestedSchema: schema})
+				if err != nil {
+					return nil, nil, err
+				}
+				a, _ := res.Content["answer"].(string)
+				got = append(got, res.Action+":"+a)
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(got, ",")}}}, nil, nil
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "roots_ask", Description: "Lists roots, then asks."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			roots, err := req.Session.ListRoots(ctx, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Go?", RequestedSchema: schema})
+			if err != nil {
+				return nil, nil, err
+			}
+			a, _ := res.Content["answer"].(string)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("roots:%d %s:%s", len(roots.Roots), res.Action, a)}}}, nil, nil
+		})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// TestSagaLegacyHeld: the same saga in front of a legacy server whose
+// streams are not resumable: each turn's tool call is relayed to the
+// instance holding the parked call, whichever instance the turn reached.
+// A server asking for roots is answered with none, without a step.
+func TestSagaLegacyHeld(t *testing.T) {
+	fleet := startFleet(t, "\t\tupstream "+newHeldServer(t)+" {\n\t\t\tera legacy\n\t\t}\n\t\tsaga on", "peer")
+
+	first := suspended(t, callSaga(t, fleet[0].URL, nil, 1, "ask", map[string]any{"topic": "tea"}), "elicitation")
+	done := []map[string]any{accept(first.Steps[0].StepID, map[string]any{"answer": "yes"})}
+	second := suspended(t, resumeSaga(t, fleet[1].URL, nil, 2, first.SagaToken, done), "elicitation")
+	done = append(done, accept(second.Steps[0].StepID, map[string]any{"answer": "sure"}))
+	x := resumeSaga(t, fleet[2].URL, nil, 3, second.SagaToken, done)
+	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), `"accept:yes,accept:sure"`) {
+		t.Fatalf("final: %s", x)
+	}
+	// Replayed on another instance: the call is no longer parked.
+	if again := resumeSaga(t, fleet[1].URL, nil, 4, second.SagaToken, done); again.Resp == nil || again.Resp.Error == nil {
+		t.Fatalf("a used sagaToken on another instance: %s", again)
+	}
+
+	s := suspended(t, callSaga(t, fleet[2].URL, nil, 5, "roots_ask", nil), "elicitation")
+	x = resumeSaga(t, fleet[0].URL, nil, 6, s.SagaToken, []map[string]any{accept(s.Steps[0].StepID, map[string]any{"answer": "go"})})
+	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), `"roots:0 accept:go"`) {
+		t.Fatalf("roots_ask: %s", x)
 	}
 }
