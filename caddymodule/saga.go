@@ -4,10 +4,12 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
@@ -108,26 +110,38 @@ func (h *Handler) resumeSaga(w http.ResponseWriter, r *http.Request, id json.Raw
 	}
 	now := time.Now()
 	st, err := seal.OpenSaga(h.keyring, tok.Str, now)
-	switch {
-	case errors.Is(err, seal.ErrSagaExpired):
-		return writeRPCError(w, id, sagaInvalid("the sagaToken expired; start the saga again (tools/callSaga)"))
-	case err != nil:
-		return writeRPCError(w, id, sagaInvalid("the sagaToken is not one this gateway issued (or was altered)"))
-	case st.Principal != h.principal(r):
-		return writeRPCError(w, id, sagaInvalid("the sagaToken was issued to another principal"))
+	if err == nil && st.Principal != h.principal(r) {
+		err = errors.New("another principal's")
+	}
+	if err != nil {
+		return h.refuseSagaToken(w, id, err)
 	}
 	responses, refused, rerr := stepResponses(st.Steps, completed)
 	if rerr != nil {
 		return writeRPCError(w, id, rerr)
 	}
 	if err := sagaUsed.Use(st.ID, st.Expires, now); err != nil {
-		return writeRPCError(w, id, sagaInvalid("the sagaToken was already used (%v): resume with the sagaToken of the latest suspension", err))
+		return h.refuseSagaToken(w, id, fmt.Errorf("already used: %w", err))
 	}
 	if refused != nil {
 		return writeSagaResult(w, id, samplingRefused(refused))
 	}
 	return h.runSaga(w, r, id, sagaCall{name: st.Name, args: st.Arguments, responses: responses, state: st.RequestState})
 }
+
+// refuseSagaToken answers a sagaToken that is not valid for the caller
+// with one message for every reason (tampered, forged, expired, another
+// principal's, already used), as requestStates are refused: a refusal
+// tells nobody whether a token is genuine, nor whose it is not. Why goes
+// to the debug log.
+func (h *Handler) refuseSagaToken(w http.ResponseWriter, id json.RawMessage, why error) error {
+	h.logger.Debug("sagaToken refused", zap.String("why", why.Error()))
+	return writeRPCError(w, id, sagaInvalid(sagaTokenRefused))
+}
+
+// sagaTokenRefused is the message of every sagaToken refusal.
+const sagaTokenRefused = "sagaToken is not valid (invalid, expired, already used, or not yours): " +
+	"resume with the sagaToken of the latest suspension, or start again with tools/callSaga"
 
 // newSagaToken seals the suspension of call at the input_required answer
 // whose requestState is state and whose input requests are steps.

@@ -106,7 +106,7 @@ func TestSagaLegacy(t *testing.T) {
 	}
 
 	// Used: refused where it was used; elsewhere, the call it resumed is over.
-	sagaRefused(t, resumeSaga(t, fleet[2].URL, alice, 4, second.SagaToken, done), "already used")
+	sagaRefused(t, resumeSaga(t, fleet[2].URL, alice, 4, second.SagaToken, done), "sagaToken is not valid")
 	if again := resumeSaga(t, fleet[0].URL, alice, 5, second.SagaToken, done); again.Resp == nil || again.Resp.Error == nil {
 		t.Fatalf("a used sagaToken on another instance: %s", again)
 	}
@@ -114,11 +114,11 @@ func TestSagaLegacy(t *testing.T) {
 	// Another principal's, tampered, oversized.
 	third := suspended(t, callSaga(t, fleet[1].URL, alice, 6, "ask", map[string]any{"topic": "jam"}), "elicitation")
 	mine := []map[string]any{accept(third.Steps[0].StepID, map[string]any{"answer": "x"})}
-	sagaRefused(t, resumeSaga(t, fleet[0].URL, map[string]string{"Authorization": "Bearer mallory"}, 7, third.SagaToken, mine), "another principal")
+	sagaRefused(t, resumeSaga(t, fleet[0].URL, map[string]string{"Authorization": "Bearer mallory"}, 7, third.SagaToken, mine), "sagaToken is not valid")
 	tampered := []byte(third.SagaToken)
 	tampered[len(tampered)/2] ^= 'A' ^ 'B'
-	sagaRefused(t, resumeSaga(t, fleet[0].URL, alice, 8, string(tampered), mine), "not one this gateway issued")
-	sagaRefused(t, resumeSaga(t, fleet[0].URL, alice, 9, strings.Repeat("A", 200000), mine), "not one this gateway issued")
+	sagaRefused(t, resumeSaga(t, fleet[0].URL, alice, 8, string(tampered), mine), "sagaToken is not valid")
+	sagaRefused(t, resumeSaga(t, fleet[0].URL, alice, 9, strings.Repeat("A", 200000), mine), "sagaToken is not valid")
 	sagaRefused(t, callSaga(t, fleet[0].URL, alice, 10, "ask", map[string]any{"topic": strings.Repeat("t", 17000)}), "at most 16384 bytes")
 	// A step missing or malformed leaves the token usable.
 	sagaRefused(t, resumeSaga(t, fleet[0].URL, alice, 11, third.SagaToken, nil), "completedSteps must be an array")
@@ -179,7 +179,7 @@ func TestSagaModern(t *testing.T) {
 	// Used: refused by the instance that used it. (Another instance would
 	// retry it: single use across the fleet holds only as far as the
 	// modern server's own requestState is single use, README "Saga".)
-	sagaRefused(t, resumeSaga(t, fleet[2].URL, nil, 5, toastState, done), "already used")
+	sagaRefused(t, resumeSaga(t, fleet[2].URL, nil, 5, toastState, done), "sagaToken is not valid")
 
 	// A sampling step refused by the client.
 	s = suspended(t, callSaga(t, fleet[1].URL, nil, 6, "test_sampling", map[string]any{"prompt": "Hi?"}), "sampling")
