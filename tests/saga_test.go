@@ -253,6 +253,14 @@ func TestSagaLegacyHeld(t *testing.T) {
 		t.Fatalf("a used sagaToken on another instance: %s", again)
 	}
 
+	// A client's MCP headers, of either era, and a session id are ignored.
+	for i, hdr := range []map[string]string{
+		{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/callSaga", "Mcp-Name": "other"},
+		{"MCP-Protocol-Version": "2025-11-25", "Mcp-Session-Id": "not-a-session"},
+	} {
+		suspended(t, callSaga(t, fleet[i].URL, hdr, 10+i, "ask", map[string]any{"topic": "headers"}), "elicitation")
+	}
+
 	s := suspended(t, callSaga(t, fleet[2].URL, nil, 5, "roots_ask", nil), "elicitation")
 	x = resumeSaga(t, fleet[0].URL, nil, 6, s.SagaToken, []map[string]any{accept(s.Steps[0].StepID, map[string]any{"answer": "go"})})
 	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), `"roots:0 accept:go"`) {
