@@ -186,9 +186,19 @@ func (rec *sagaRecorder) WriteHeader(status int) {
 	}
 }
 
+// maxSagaAnswer bounds what a saga's tool call may answer, notifications
+// included: beyond it the write fails, as to a client gone away.
+const maxSagaAnswer = 64 << 20
+
+// errSagaAnswerTooLarge fails a write beyond maxSagaAnswer.
+var errSagaAnswerTooLarge = errors.New("the tool call's answer is larger than a saga holds (64 MiB)")
+
 func (rec *sagaRecorder) Write(b []byte) (int, error) {
 	if rec.status == 0 {
 		rec.status = http.StatusOK
+	}
+	if rec.body.Len()+len(b) > maxSagaAnswer {
+		return 0, errSagaAnswerTooLarge
 	}
 	return rec.body.Write(b)
 }

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -266,4 +267,13 @@ func TestSagaLegacyHeld(t *testing.T) {
 	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), `"roots:0 accept:go"`) {
 		t.Fatalf("roots_ask: %s", x)
 	}
+}
+
+// TestSagaExpired: a sagaToken lives park_ttl; then it is refused.
+func TestSagaExpired(t *testing.T) {
+	g := startGateway(t, "\t\tupstream "+newHeldServer(t)+" {\n\t\t\tera legacy\n\t\t}\n\t\tsaga on\n\t\tpark_ttl 1s")
+	s := suspended(t, callSaga(t, g.URL, nil, 1, "ask", map[string]any{"topic": "tea"}), "elicitation")
+	time.Sleep(2500 * time.Millisecond)
+	sagaRefused(t, resumeSaga(t, g.URL, nil, 2, s.SagaToken, []map[string]any{accept(s.Steps[0].StepID, map[string]any{"answer": "late"})}),
+		"sagaToken is not valid")
 }
