@@ -216,6 +216,12 @@ func newHeldServer(t *testing.T) string {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(got, ",")}}}, nil, nil
 		})
+	mcp.AddTool(server, &mcp.Tool{Name: "hello", Description: "Asks nothing."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+			Name string `json:"name"`
+		}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "Hello, " + in.Name + "!"}}}, nil, nil
+		})
 	mcp.AddTool(server, &mcp.Tool{Name: "roots_ask", Description: "Lists roots, then asks."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			roots, err := req.Session.ListRoots(ctx, nil)
@@ -252,6 +258,17 @@ func TestSagaLegacyHeld(t *testing.T) {
 	// Replayed on another instance: the call is no longer parked.
 	if again := resumeSaga(t, fleet[1].URL, nil, 4, second.SagaToken, done); again.Resp == nil || again.Resp.Error == nil {
 		t.Fatalf("a used sagaToken on another instance: %s", again)
+	}
+
+	// A tool that asks nothing answers at once; an error is the saga's.
+	x = callSaga(t, fleet[1].URL, nil, 20, "hello", map[string]any{"name": "Caddy"})
+	if x.Status != http.StatusOK || x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), `"Hello, Caddy!"`) ||
+		strings.Contains(string(x.Resp.Result), "sagaToken") {
+		t.Fatalf("hello: %s", x)
+	}
+	if x = callSaga(t, fleet[1].URL, nil, 21, "no_such_tool", nil); x.Resp == nil || x.Resp.Error == nil || x.Resp.Error.Code != -32602 ||
+		string(x.Resp.ID) != "21" {
+		t.Fatalf("an unknown tool: %s", x)
 	}
 
 	// A client's MCP headers, of either era, and a session id are ignored.
