@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
@@ -148,7 +150,13 @@ func (h *Handler) sagaToolCall(r *http.Request, call sagaCall) (int, gjson.Resul
 	rec := &sagaRecorder{header: make(http.Header)}
 	var seen []byte
 	if err := h.dispatch(rec, in, &seen); err != nil {
-		return 0, gjson.Result{}, jsonrpc.Errorf(http.StatusBadGateway, jsonrpc.InternalError, "Internal error: the tool call failed: %s", jsonrpc.Clip(err.Error()))
+		// Its text may name an upstream: the log has it, not the client.
+		h.logger.Debug("saga tool call failed", zap.Error(err))
+		status := http.StatusBadGateway
+		if herr := (caddyhttp.HandlerError{}); errors.As(err, &herr) && herr.StatusCode != 0 {
+			status = herr.StatusCode
+		}
+		return 0, gjson.Result{}, jsonrpc.Errorf(status, jsonrpc.InternalError, "Internal error: the tool call failed (HTTP %d; the gateway's log says why)", status)
 	}
 	inner, outer := routeOf(in), routeOf(r)
 	outer.cell, outer.up, outer.owner = inner.cell, inner.up, inner.owner

@@ -1,12 +1,15 @@
 package caddymodule
 
 import (
+	"bytes"
 	"encoding/base64"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
@@ -125,6 +128,44 @@ func TestSagaRecorder(t *testing.T) {
 		_, _ = rec.Write([]byte(body))
 		if _, ok := rec.response(); ok {
 			t.Errorf("%q taken as the response", body)
+		}
+	}
+}
+
+// TestServeSagaRefusals: what serveSaga refuses before any tool call: a
+// notification, params that are not an object, a bad name or arguments,
+// and a resume without a valid token or completedSteps — each a JSON-RPC
+// error echoing the request's id.
+func TestServeSagaRefusals(t *testing.T) {
+	kr, err := seal.NewKeyring(bytes.Repeat([]byte{9}, seal.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{keyring: kr, logger: zap.NewNop()}
+	for name, c := range map[string]struct {
+		body string
+		code int
+	}{
+		"notification":      {`{"jsonrpc":"2.0","method":"tools/callSaga","params":{"name":"x"}}`, -32600},
+		"params not object": {`{"jsonrpc":"2.0","id":7,"method":"tools/callSaga","params":[1]}`, -32602},
+		"no name":           {`{"jsonrpc":"2.0","id":7,"method":"tools/callSaga","params":{}}`, -32602},
+		"long name":         {`{"jsonrpc":"2.0","id":7,"method":"tools/callSaga","params":{"name":"` + strings.Repeat("n", 256) + `"}}`, -32602},
+		"arguments array":   {`{"jsonrpc":"2.0","id":7,"method":"tools/callSaga","params":{"name":"x","arguments":[1]}}`, -32602},
+		"token not string":  {`{"jsonrpc":"2.0","id":7,"method":"tools/resumeSaga","params":{"sagaToken":1,"completedSteps":[]}}`, -32602},
+		"no steps":          {`{"jsonrpc":"2.0","id":7,"method":"tools/resumeSaga","params":{"sagaToken":"x"}}`, -32602},
+		"forged token":      {`{"jsonrpc":"2.0","id":7,"method":"tools/resumeSaga","params":{"sagaToken":"AAAA","completedSteps":[]}}`, -32602},
+	} {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(c.body))
+		if err := h.serveSaga(w, r, []byte(c.body)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := gjson.Get(w.Body.String(), "error.code").Int()
+		if w.Code != http.StatusBadRequest || got != int64(c.code) {
+			t.Errorf("%s: HTTP %d %s, want 400 %d", name, w.Code, w.Body, c.code)
+		}
+		if id := gjson.Get(w.Body.String(), "id").Raw; c.code == -32602 && id != "7" {
+			t.Errorf("%s: id %s", name, id)
 		}
 	}
 }
