@@ -82,6 +82,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    max_rounds         <count>             # parking
 //	    max_inputs_per_round <count>           # parking
 //	    max_buffered_notifications <count>     # parking
+//	    saga               on|off              # parking
 //
 //	    max_sessions_per_principal <count>     # sessions
 //	    session_lifetime   <duration>          # sessions
@@ -196,6 +197,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err == nil && h.MaxBufferedNotifications > maxBufferedNotifications {
 				err = d.Errf("max_buffered_notifications: must be at most %d (each call holds a buffer this large), got %d",
 					maxBufferedNotifications, h.MaxBufferedNotifications)
+			}
+		case "saga":
+			if err = parseString(d, &h.Saga); err == nil {
+				if cerr := checkOnOff("saga", h.Saga); cerr != nil {
+					err = d.Err(cerr.Error())
+				}
 			}
 		case "max_sessions_per_principal":
 			err = parseInt(d, &h.MaxSessionsPerPrincipal)
@@ -346,7 +353,7 @@ func unmarshalUpstreamOptions(d *caddyfile.Dispenser, u *Upstream) error {
 		case "gather":
 			field, check = &u.Gather, checkGather
 		case "get_stream":
-			field = &u.GetStream
+			field, check = &u.GetStream, checkGetStream
 		case "resume":
 			field = &u.Resume
 		case "tasks":

@@ -34,6 +34,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		max_rounds 3
 		max_inputs_per_round 4
 		max_buffered_notifications 64
+		saga on
 		max_sessions_per_principal 50
 		write_timeout 10s
 		session_lifetime 1h
@@ -67,7 +68,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		`"fleet":{"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="]},` +
 		`"security":{"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],"principal":"{http.auth.user.id}","max_request_body":1048576,"log_unsafe_details":true},` +
 		`"streams":{"keepalive_interval":20000000000,"stream_close_delay":2000000000,"write_timeout":10000000000},` +
-		`"parking":{"park_ttl":120000000000,"max_parked":500,"max_parked_per_principal":20,"gather_window":50000000,"resume_linger":100000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64},` +
+		`"parking":{"park_ttl":120000000000,"max_parked":500,"max_parked_per_principal":20,"gather_window":50000000,"resume_linger":100000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64,"saga":"on"},` +
 		`"sessions":{"max_sessions_per_principal":50,"session_lifetime":3600000000000,"max_get_streams":2000,"max_get_streams_per_principal":20},` +
 		`"tasks":{"store":"off","lease":30000000000,"max_result":1048576,"max_task_wait":600000000000}}`
 	if string(got) != want {
@@ -149,6 +150,7 @@ func TestCaddyfileChecksCarryLine(t *testing.T) {
 		"short task_lease":      {"mcp_gateway {\n" + up + " task_lease 500ms\n}", "task_lease: must be at least 1s, got 500ms, at Testfile:3"},
 		"negative task_lease":   {"mcp_gateway {\n" + up + " task_lease -1\n}", "task_lease: must be at least 1s, got -1ns, at Testfile:3"},
 		"huge max_task_result":  {"mcp_gateway {\n" + up + " max_task_result 65MiB\n}", "max_task_result: must be at most 67108864 (64MiB, what a task record holds), got 68157440, at Testfile:3"},
+		"unknown saga":          {"mcp_gateway {\n" + up + " saga maybe\n}", `unknown saga "maybe" (want on or off), at Testfile:3`},
 		"too many buffered":     {"mcp_gateway {\n" + up + " max_buffered_notifications 5000\n}", "max_buffered_notifications: must be at most 4096"},
 		"short state_key":       {"mcp_gateway {\n" + up + " state_key c2hvcnQ=\n}", "state_key 1: key decodes to 5 bytes, want 32: make one with `openssl rand -base64 32`"},
 		"second key not base64": {"mcp_gateway {\n" + up + " state_key " + key + " not*base64\n}", "state_key 2: key is not valid base64: make one with `openssl rand -base64 32` and give every instance the same, at Testfile:3"},

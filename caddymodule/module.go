@@ -35,6 +35,9 @@ func init() {
 // the same `state_key` can route, with no shared store; a modern request is
 // validated (headers mirror the body, `_meta`, version) and forwarded.
 //
+// With `saga on` it also serves the tool-call saga (tools/callSaga,
+// tools/resumeSaga) as a face over the modern path (saga.go).
+//
 // The handler is terminal: it answers every request it receives.
 //
 // The bridges' parked calls and rounds are process-wide (they survive a

@@ -199,6 +199,9 @@ func (h *Handler) Validate() error {
 	if err := checkTaskStore(h.TaskStore); err != nil {
 		return err
 	}
+	if err := checkOnOff("saga", h.Saga); err != nil {
+		return err
+	}
 	if err := checkTaskLease(h.TaskLease); err != nil {
 		return err
 	}

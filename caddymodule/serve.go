@@ -77,6 +77,9 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 		}
 		// {http.mcp_gateway.method} may reach access logs: clipped.
 		rt.method = clipText(gjson.GetBytes(body, "method").String(), translate.MaxMethodLength)
+		if h.Saga == "on" && isSagaMethod(rt.method) {
+			return h.serveSaga(w, r, body) // saga.go
+		}
 		if rt.method == forward.NoticeSessionReturned {
 			return h.takeBack(w, r, body)
 		}

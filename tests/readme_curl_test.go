@@ -55,7 +55,7 @@ func TestReadmeCurl(t *testing.T) {
 		}
 	}
 	scripts, readme := readmeCurlScripts(t)
-	g := startGateway(t, "\t\tupstream "+startDemoServer(t)+" {\n\t\t\tera auto\n\t\t}\n\t\tkeepalive_interval 15s")
+	g := startGateway(t, "\t\tupstream "+startDemoServer(t)+" {\n\t\t\tera auto\n\t\t}\n\t\tkeepalive_interval 15s\n\t\tsaga on")
 
 	cases := []struct {
 		name string
@@ -70,6 +70,12 @@ func TestReadmeCurl(t *testing.T) {
 				`"message":"How many people, and when?"`, `"requestState":"`,
 			},
 			shown: []string{`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"Booked Chez Caddy for 2 on 2026-12-24."}],"resultType":"complete"`},
+		},
+		{
+			name: "saga",
+			want: []string{`"id":1,"result":{"state":"suspended","sagaToken":"`, `"steps":[{"type":"elicitation","stepId":"elicitation-1"`,
+				`"message":"How many people, and when?"`},
+			shown: []string{`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"Booked Chez Caddy for 2 on 2026-12-24."}]`},
 		},
 		{
 			name:  "legacy",

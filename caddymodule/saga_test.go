@@ -1,0 +1,171 @@
+package caddymodule
+
+import (
+	"bytes"
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// TestSuspensionSteps: an input_required result's requests become steps
+// (roots kept for the token, not shown); what a saga cannot carry is an
+// error.
+func TestSuspensionSteps(t *testing.T) {
+	res := gjson.Parse(`{"resultType":"input_required","inputRequests":{
+		"host":{"method":"elicitation/create","params":{"message":"Who?"}},
+		"toast":{"method":"sampling/createMessage","params":{"maxTokens":5}},
+		"roots-1":{"method":"roots/list"}},"requestState":"s"}`)
+	all, shown, err := suspensionSteps(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 3 || all[2] != (seal.SagaStep{ID: "roots-1", Kind: seal.SagaRoots}) {
+		t.Fatalf("all: %+v", all)
+	}
+	if len(shown) != 2 || shown[0].Type != "elicitation" || shown[0].StepID != "host" || string(shown[0].Params) != `{"message":"Who?"}` ||
+		shown[1].Type != "sampling" || shown[1].StepID != "toast" {
+		t.Fatalf("shown: %+v", shown)
+	}
+	for name, bad := range map[string]string{
+		"unknown method": `{"inputRequests":{"x":{"method":"tools/list"}}}`,
+		"long key":       `{"inputRequests":{"` + strings.Repeat("k", seal.MaxSagaStepID+1) + `":{"method":"roots/list"}}}`,
+		"not an object":  `{"inputRequests":[1]}`,
+	} {
+		if _, _, err := suspensionSteps(gjson.Parse(bad)); err == nil || err.HTTPStatus != http.StatusBadGateway {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	many := `{"inputRequests":{`
+	for i := range seal.MaxSagaSteps + 1 {
+		if i > 0 {
+			many += ","
+		}
+		many += `"k` + strings.Repeat("x", i) + `":{"method":"roots/list"}`
+	}
+	if _, _, err := suspensionSteps(gjson.Parse(many + "}}")); err == nil {
+		t.Error("more steps than a sagaToken holds were accepted")
+	}
+}
+
+// TestStepResponses: completedSteps are read for the current suspension
+// only, the last entry of a repeated id counting; errors decline an
+// elicitation and refuse a sampling step; invalid entries are refused.
+func TestStepResponses(t *testing.T) {
+	steps := []seal.SagaStep{{ID: "b", Kind: seal.SagaElicitation}, {ID: "r", Kind: seal.SagaRoots}}
+	done := gjson.Parse(`[{"stepId":"a","result":{"anything":1}},{"stepId":"b","result":{"action":"accept"}},
+		{"stepId":"b","result":{"action":"accept","content":{"x":"y"}}}]`)
+	out, refused, err := stepResponses(steps, done)
+	if err != nil || refused != nil || len(out) != 2 || string(out["b"]) != `{"action":"accept","content":{"x":"y"}}` || string(out["r"]) != `{"roots":[]}` {
+		t.Fatalf("%v %v %v", out, refused, err)
+	}
+	out, _, err = stepResponses(steps, gjson.Parse(`[{"stepId":"b","error":{"code":-1,"message":"no"}}]`))
+	if err != nil || string(out["b"]) != `{"action":"decline"}` {
+		t.Fatalf("declined: %v %v", out, err)
+	}
+	sampling := []seal.SagaStep{{ID: "s", Kind: seal.SagaSampling}}
+	_, refused, err = stepResponses(sampling, gjson.Parse(`[{"stepId":"s","error":{"code":-1,"message":"no LLM"}}]`))
+	if err != nil || refused == nil || refused.id != "s" || refused.message != "no LLM" {
+		t.Fatalf("refused sampling: %v %v", refused, err)
+	}
+	if r := samplingRefused(refused); !r.IsError || !strings.Contains(r.Content[0].Text, `"s": no LLM`) {
+		t.Fatalf("refusal: %+v", r)
+	}
+	for name, bad := range map[string]string{
+		"missing":        `[{"stepId":"a","result":{}}]`,
+		"both":           `[{"stepId":"s","result":{},"error":{}}]`,
+		"neither":        `[{"stepId":"s"}]`,
+		"error not obj":  `[{"stepId":"s","error":"no"}]`,
+		"no stepId":      `[{"result":{}}]`,
+		"invalid result": `[{"stepId":"s","result":{"role":"robot"}}]`,
+		"entry not obj":  `[1]`,
+	} {
+		if _, _, err := stepResponses(sampling, gjson.Parse(bad)); err == nil || err.HTTPStatus != http.StatusBadRequest {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestSagaHeaderValue: a tool name goes into Mcp-Name as is, or as a
+// Base64 sentinel that decodes back to it.
+func TestSagaHeaderValue(t *testing.T) {
+	for _, name := range []string{"ask", "a b", " lead", "trail ", "café", "tab\tname"} {
+		v := headerValue(name)
+		got, err := translate.DecodeHeaderValue(v)
+		if err != nil || got != name {
+			t.Errorf("%q: header %q decodes to %q, %v", name, v, got, err)
+		}
+	}
+	if v := headerValue("café"); v != translate.SentinelPrefix+base64.StdEncoding.EncodeToString([]byte("café"))+translate.SentinelSuffix {
+		t.Errorf("café: %q", v)
+	}
+}
+
+// TestSagaRecorder: the response to the internal call is found in a JSON
+// answer and in an SSE stream after notifications; anything else is none.
+func TestSagaRecorder(t *testing.T) {
+	rec := &sagaRecorder{header: http.Header{"Content-Type": {"text/event-stream"}}}
+	_, _ = rec.Write([]byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n" +
+		"id: 7\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[]}}\n\n"))
+	if m, ok := rec.response(); !ok || !m.Get("result").IsObject() {
+		t.Fatalf("SSE: %v %v", m, ok)
+	}
+	rec = &sagaRecorder{header: http.Header{"Content-Type": {"application/json"}}}
+	rec.WriteHeader(http.StatusBadRequest)
+	_, _ = rec.Write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"no"}}`))
+	if m, ok := rec.response(); !ok || rec.statusCode() != http.StatusBadRequest || m.Get("error.code").Int() != -32602 {
+		t.Fatalf("JSON error: %v %v", m, ok)
+	}
+	for _, body := range []string{``, `{"jsonrpc":"2.0","id":2,"result":{}}`, `not json`, `{"jsonrpc":"2.0","id":1,"result":5}`} {
+		rec = &sagaRecorder{header: http.Header{}}
+		_, _ = rec.Write([]byte(body))
+		if _, ok := rec.response(); ok {
+			t.Errorf("%q taken as the response", body)
+		}
+	}
+}
+
+// TestServeSagaRefusals: what serveSaga refuses before any tool call: a
+// notification, params that are not an object, a bad name or arguments,
+// and a resume without a valid token or completedSteps — each a JSON-RPC
+// error echoing the request's id.
+func TestServeSagaRefusals(t *testing.T) {
+	kr, err := seal.NewKeyring(bytes.Repeat([]byte{9}, seal.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{keyring: kr, logger: zap.NewNop()}
+	for name, c := range map[string]struct {
+		body string
+		code int
+	}{
+		"notification":      {`{"jsonrpc":"2.0","method":"tools/callSaga","params":{"name":"x"}}`, -32600},
+		"params not object": {`{"jsonrpc":"2.0","id":7,"method":"tools/callSaga","params":[1]}`, -32602},
+		"no name":           {`{"jsonrpc":"2.0","id":7,"method":"tools/callSaga","params":{}}`, -32602},
+		"long name":         {`{"jsonrpc":"2.0","id":7,"method":"tools/callSaga","params":{"name":"` + strings.Repeat("n", 256) + `"}}`, -32602},
+		"arguments array":   {`{"jsonrpc":"2.0","id":7,"method":"tools/callSaga","params":{"name":"x","arguments":[1]}}`, -32602},
+		"token not string":  {`{"jsonrpc":"2.0","id":7,"method":"tools/resumeSaga","params":{"sagaToken":1,"completedSteps":[]}}`, -32602},
+		"no steps":          {`{"jsonrpc":"2.0","id":7,"method":"tools/resumeSaga","params":{"sagaToken":"x"}}`, -32602},
+		"forged token":      {`{"jsonrpc":"2.0","id":7,"method":"tools/resumeSaga","params":{"sagaToken":"AAAA","completedSteps":[]}}`, -32602},
+	} {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(c.body))
+		if err := h.serveSaga(w, r, []byte(c.body)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := gjson.Get(w.Body.String(), "error.code").Int()
+		if w.Code != http.StatusBadRequest || got != int64(c.code) {
+			t.Errorf("%s: HTTP %d %s, want 400 %d", name, w.Code, w.Body, c.code)
+		}
+		if id := gjson.Get(w.Body.String(), "id").Raw; c.code == -32602 && id != "7" {
+			t.Errorf("%s: id %s", name, id)
+		}
+	}
+}
