@@ -181,11 +181,7 @@ type taskSet = parkSet
 func (b *Bridge) takeTaskPlace(o *Options, princ [16]byte) *jsonrpc.RPCError {
 	b.tmu.Lock()
 	defer b.tmu.Unlock()
-	set := b.taskSets[o]
-	if set == nil {
-		set = &taskSet{byPrin: make(map[[16]byte]int)}
-		b.taskSets[o] = set
-	}
+	set := b.taskSetLocked(o)
 	switch {
 	case set.byPrin[princ] >= o.Tasks.MaxTasksPerPrincipal:
 		return &jsonrpc.RPCError{HTTPStatus: http.StatusTooManyRequests, Code: jsonrpc.InternalError,
@@ -194,8 +190,7 @@ func (b *Bridge) takeTaskPlace(o *Options, princ [16]byte) *jsonrpc.RPCError {
 		return &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 			Message: "the gateway runs too many tasks (max_tasks); the call was not sent: retry when a task ends"}
 	}
-	set.held++
-	set.byPrin[princ]++
+	set.take(princ)
 	return nil
 }
 
@@ -203,15 +198,26 @@ func (b *Bridge) takeTaskPlace(o *Options, princ [16]byte) *jsonrpc.RPCError {
 // bounds: a task taken over from a lost instance is never refused.
 func (b *Bridge) forceTaskPlace(o *Options, princ [16]byte) *taskPlace {
 	b.tmu.Lock()
+	b.taskSetLocked(o).take(princ)
+	b.tmu.Unlock()
+	return b.newTaskPlace(o, princ)
+}
+
+// taskSetLocked is the set counting the tasks of o, made when missing. The
+// caller holds b.tmu.
+func (b *Bridge) taskSetLocked(o *Options) *taskSet {
 	set := b.taskSets[o]
 	if set == nil {
 		set = &taskSet{byPrin: make(map[[16]byte]int)}
 		b.taskSets[o] = set
 	}
-	set.held++
-	set.byPrin[princ]++
-	b.tmu.Unlock()
-	return b.newTaskPlace(o, princ)
+	return set
+}
+
+// take counts a place of princ in s. The caller holds b.tmu.
+func (s *taskSet) take(princ [16]byte) {
+	s.held++
+	s.byPrin[princ]++
 }
 
 // releaseTaskPlace frees a place taken by takeTaskPlace.

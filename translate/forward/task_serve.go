@@ -28,12 +28,9 @@ var taskMethods = map[string]bool{"tasks/get": true, "tasks/update": true, "task
 // NotRetry (the bridge answers -32021 or -32602; a modern upstream may own
 // it).
 func (b *Bridge) TaskOf(r *Request) Retry {
-	if r.Kind != jsonrpc.KindRequest || !taskMethods[r.Method] {
-		return Retry{}
-	}
 	r.Options = b.optionsOf(r)
-	tk, err := seal.OpenTask(r.Options.Keyring, translate.StringField(translate.ParamsOf(r.Raw), "taskId"))
-	if err != nil || tk.Principal != r.Principal {
+	tk, ok := b.taskIDOf(r)
+	if !ok {
 		return Retry{}
 	}
 	rt := Retry{Whose: ParkedHere, Owner: translate.Owner{Instance: tk.Instance, Address: tk.Address}}
@@ -41,6 +38,16 @@ func (b *Bridge) TaskOf(r *Request) Retry {
 		rt.Whose = ParkedThere // unless taken over here (task_takeover.go)
 	}
 	return rt
+}
+
+// taskIDOf opens the taskId a tasks/get, tasks/update or tasks/cancel
+// names, when it is one of the gateway's for r's principal.
+func (b *Bridge) taskIDOf(r *Request) (seal.Task, bool) {
+	if r.Kind != jsonrpc.KindRequest || !taskMethods[r.Method] {
+		return seal.Task{}, false
+	}
+	tk, err := seal.OpenTask(b.optionsOf(r).Keyring, translate.StringField(translate.ParamsOf(r.Raw), "taskId"))
+	return tk, err == nil && tk.Principal == r.Principal
 }
 
 // serveTask answers tasks/get, tasks/update and tasks/cancel.

@@ -310,15 +310,9 @@ func (b *Bridge) letGoUnopened(t *task, why string) {
 // and it holds its lease (it took the task over: relay r there), and zero
 // otherwise (serve r here with OwnerGone).
 func (b *Bridge) StoredOwner(ctx context.Context, r *Request) (owner translate.Owner, found bool) {
-	if r.Kind != jsonrpc.KindRequest || !taskMethods[r.Method] {
-		return owner, false
-	}
 	o := b.optionsOf(r)
-	if o.Tasks.Store == nil {
-		return owner, false
-	}
-	tk, err := seal.OpenTask(o.Keyring, translate.StringField(translate.ParamsOf(r.Raw), "taskId"))
-	if err != nil || tk.Principal != r.Principal {
+	tk, ok := b.taskIDOf(r)
+	if !ok || o.Tasks.Store == nil {
 		return owner, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
@@ -339,9 +333,6 @@ func (b *Bridge) StoredOwner(ctx context.Context, r *Request) (owner translate.O
 // HoldsTask reports whether the tasks/* request r names a task this
 // instance holds in its table (its own, or one it took over).
 func (b *Bridge) HoldsTask(r *Request) bool {
-	if r.Kind != jsonrpc.KindRequest || !taskMethods[r.Method] {
-		return false
-	}
-	tk, err := seal.OpenTask(b.optionsOf(r).Keyring, translate.StringField(translate.ParamsOf(r.Raw), "taskId"))
-	return err == nil && tk.Principal == r.Principal && b.heldTask(tk.Handle, tk.Principal) != nil
+	tk, ok := b.taskIDOf(r)
+	return ok && b.heldTask(tk.Handle, tk.Principal) != nil
 }
