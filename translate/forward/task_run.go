@@ -150,9 +150,7 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 					t.resume.shown = t.resume.seen - 1
 				}
 				t.unshown = true
-				t.mu.Unlock()
 				fresh = append(fresh, p)
-				t.mu.Lock()
 				n := len(t.inputs) + len(fresh)
 				t.mu.Unlock()
 				if n > c.opts.MaxInputsPerRound*c.opts.MaxRounds {
