@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -172,7 +173,11 @@ func decodeTaskRecord(b []byte) (TaskRecord, error) {
 	r.Note = d.field(MaxRecordNote)
 	r.Created = time.UnixMilli(d.varint())
 	r.Updated = time.UnixMilli(d.varint())
-	r.TTL = time.Duration(d.varint()) * time.Millisecond
+	ttl := d.varint()
+	if ttl < 0 || ttl > math.MaxInt64/int64(time.Millisecond) {
+		d.err = errMalformedState // a Duration holds no more
+	}
+	r.TTL = time.Duration(ttl) * time.Millisecond
 	r.PollMs = d.varint()
 	n := int(d.uvarint(MaxRecordInputs))
 	for i := 0; i < n && d.err == nil; i++ {
@@ -191,7 +196,7 @@ func decodeTaskRecord(b []byte) (TaskRecord, error) {
 	r.Seen = uint32(d.uvarint(1<<32 - 1))
 	r.Keys = d.bytes(MaxRecordKeys)
 	r.ServerInfo = d.bytes(MaxRecordInfo)
-	if d.err != nil || len(d.b) != 0 || r.TTL < 0 {
+	if d.err != nil || len(d.b) != 0 {
 		return TaskRecord{}, errMalformedState
 	}
 	return r, nil
