@@ -100,7 +100,7 @@ func TestResumeKinds(t *testing.T) {
 	other := testKeyring(t, bytes.Repeat([]byte{9}, KeySize))
 	pin := kr.Seal("mcp-gateway/pin/v1", []byte("x"))
 	for name, tok := range map[string]string{
-		"tampered": token[:len(token)-2] + "AA", "other key": mustSealResume(t, other), "other purpose": pin,
+		"tampered": tamper(token), "other key": mustSealResume(t, other), "other purpose": pin,
 		"too long": strings.Repeat("A", maxResumeToken+1), "empty": "",
 	} {
 		if _, _, err := OpenRequestState(kr, tok, testNow); !errors.Is(err, ErrStateInvalid) || !errors.Is(err, ErrUnsealable) {

@@ -191,3 +191,15 @@ func TestMACKeys(t *testing.T) {
 		t.Fatal("the derivation depends on something else than the key and the purpose")
 	}
 }
+
+// tamper returns tok with one character that carries only payload bits
+// (the third from the end of unpadded base64) changed, so that it always
+// decodes to other bytes.
+func tamper(tok string) string {
+	i := len(tok) - 3
+	c := byte('A')
+	if tok[i] == c {
+		c = 'B'
+	}
+	return tok[:i] + string(c) + tok[i+1:]
+}
