@@ -28,8 +28,9 @@ type fleet struct {
 	address  string            // advertised base URL, or ""
 	peers    map[string]string // other instances' ids → base URLs
 	auth     *seal.ForwardAuth
-	client   *http.Client // to the other instances: peer_transport's, or newPeerClient
-	errorLog *log.Logger  // httputil.ReverseProxy's, into the handler's logger
+	client   *http.Client  // to the other instances: peer_transport's, or newPeerClient
+	errorLog *log.Logger   // httputil.ReverseProxy's, into the handler's logger
+	notices  *noticeQueues // sessions given back to other instances (giveback.go)
 }
 
 // Bounds of forwarding between instances.
@@ -98,6 +99,7 @@ func (h *Handler) provisionFleet() error {
 		f.client = newPeerClient()
 	}
 	f.errorLog = zap.NewStdLog(h.logger.Named("relay"))
+	f.notices = &noticeQueues{}
 	h.fleet = f
 	return nil
 }

@@ -260,12 +260,12 @@ type Request struct {
 	// nor for a retry carrying requestState, which belongs to the call it
 	// resumes.
 	Failover func(r *Request, cause error) bool
-	// GiveBack, if set, sends notice (MarshalNotice) to the instance home,
-	// signed for princ, and returns nil once home took the session it
-	// names: a call resumed here from a state parked there, which ends
-	// here, gives its upstream session back to home's pool instead of
-	// ending it (giveback.go). Nil: such sessions are ended.
-	GiveBack func(ctx context.Context, home translate.Owner, princ [16]byte, notice []byte) error
+	// GiveBack, if set, sends n to the instance home (in a notice,
+	// MarshalNotice), and returns nil once home took the session it names:
+	// a call resumed here from a state parked there, which ends here,
+	// gives its upstream session back to home's pool instead of ending it
+	// (giveback.go). Nil: such sessions are ended.
+	GiveBack func(ctx context.Context, home translate.Owner, n SessionNotice) error
 	// OwnerGone, for tasks/get, tasks/update and tasks/cancel: the
 	// instance the taskId names could not be reached (the caller's relay
 	// failed). With a task store the bridge then serves the task from its

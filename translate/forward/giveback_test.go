@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,18 +24,18 @@ func TestGiveBack(t *testing.T) {
 	upstream, server := resumableUpstream(t)
 	bs := fleet(t, 2, func(o *Options) { o.ResumeLinger = -1 })
 	var homes []translate.Owner
-	toFirst := func(_ context.Context, home translate.Owner, princ [16]byte, notice []byte) error {
+	toFirst := func(_ context.Context, home translate.Owner, n SessionNotice) error {
 		homes = append(homes, home)
-		n, err := ParseNotice(notice)
+		ns, err := ParseNotice(MarshalNotice([]SessionNotice{n}))
 		if err != nil {
 			return err
 		}
-		if !bs[0].TakeBack(n, princ) {
+		if !bs[0].TakeBack(ns[0]) {
 			return errors.New("not taken")
 		}
 		return nil
 	}
-	cross := func(i int, giveBack func(context.Context, translate.Owner, [16]byte, []byte) error) {
+	cross := func(i int, giveBack func(context.Context, translate.Owner, SessionNotice) error) {
 		t.Helper()
 		a := serve(bs[0], resumeRequest(t, upstream, 10*i, 1, ""))
 		if a.status != http.StatusOK {
@@ -62,7 +63,7 @@ func TestGiveBack(t *testing.T) {
 	// The home does not take it: ended upstream, and the first instance
 	// finds its place's session gone.
 	bs[0].checkAfter = 20 * time.Millisecond
-	cross(5, func(context.Context, translate.Owner, [16]byte, []byte) error { return errors.New("unreachable") })
+	cross(5, func(context.Context, translate.Owner, SessionNotice) error { return errors.New("unreachable") })
 	waitPlaces(t, bs[0], 0)
 	waitPrimedOnly(t, server, bs[0])
 
@@ -74,12 +75,12 @@ func TestGiveBack(t *testing.T) {
 	bs[0].mu.Lock()
 	var n SessionNotice
 	for id, p := range bs[0].places {
-		n = SessionNotice{Place: id, Upstream: p.key.Upstream, Session: p.sess.ID}
+		n = SessionNotice{Place: id, Principal: translate.PrincipalHash("mallory"), Upstream: p.key.Upstream, Session: p.sess.ID}
 	}
 	bs[0].mu.Unlock()
 	other := n
-	other.Session = "another"
-	if bs[0].TakeBack(n, translate.PrincipalHash("mallory")) || bs[0].TakeBack(other, translate.PrincipalHash("p")) || bs[0].Places() != 1 {
+	other.Principal, other.Session = translate.PrincipalHash("p"), "another"
+	if bs[0].TakeBack(n) || bs[0].TakeBack(other) || bs[0].Places() != 1 {
 		t.Fatal("a notice for another principal or session was taken")
 	}
 }
@@ -97,18 +98,28 @@ func waitPlaces(t *testing.T, b *Bridge, n int) {
 }
 
 // TestNoticeParse: a notice reads back as it was written, and malformed
-// ones are refused.
+// ones, or ones naming more than MaxNotices sessions, are refused.
 func TestNoticeParse(t *testing.T) {
-	n := SessionNotice{Place: [16]byte{1, 2, 3}, Upstream: "http://127.0.0.1:1/mcp", Session: "s\"1"}
-	got, err := ParseNotice(MarshalNotice(n))
-	if err != nil || got != n {
+	ns := []SessionNotice{
+		{Place: [16]byte{1, 2, 3}, Principal: [16]byte{4}, Upstream: "http://127.0.0.1:1/mcp", Session: "s\"1"},
+		{Place: [16]byte{5}, Principal: [16]byte{6}, Upstream: "http://127.0.0.1:2/mcp", Session: "s2"},
+	}
+	got, err := ParseNotice(MarshalNotice(ns))
+	if err != nil || len(got) != 2 || got[0] != ns[0] || got[1] != ns[1] {
 		t.Fatalf("%+v %v", got, err)
 	}
+	if _, err := ParseNotice(MarshalNotice(slices.Repeat(ns[:1], MaxNotices+1))); err == nil {
+		t.Error("parsed a notice of too many sessions")
+	}
+	const place, princ = `"place":"01020300000000000000000000000000"`, `"principal":"04000000000000000000000000000000"`
 	for _, bad := range []string{
-		`{"method":"tools/call","params":{"place":"01020300000000000000000000000000","upstream":"u","session":"s"}}`,
-		`{"method":"` + NoticeSessionReturned + `","params":{"place":"0102","upstream":"u","session":"s"}}`,
-		`{"method":"` + NoticeSessionReturned + `","params":{"place":"01020300000000000000000000000000","upstream":"","session":"s"}}`,
-		`{"method":"` + NoticeSessionReturned + `","params":{"place":"01020300000000000000000000000000","upstream":"u"}}`,
+		`{"method":"tools/call","params":{"sessions":[{` + place + `,` + princ + `,"upstream":"u","session":"s"}]}}`,
+		`{"method":"` + NoticeSessionReturned + `","params":{` + place + `,"upstream":"u","session":"s"}}`,
+		`{"method":"` + NoticeSessionReturned + `","params":{"sessions":[]}}`,
+		`{"method":"` + NoticeSessionReturned + `","params":{"sessions":[{"place":"0102",` + princ + `,"upstream":"u","session":"s"}]}}`,
+		`{"method":"` + NoticeSessionReturned + `","params":{"sessions":[{` + place + `,"upstream":"u","session":"s"}]}}`,
+		`{"method":"` + NoticeSessionReturned + `","params":{"sessions":[{` + place + `,` + princ + `,"upstream":"","session":"s"}]}}`,
+		`{"method":"` + NoticeSessionReturned + `","params":{"sessions":[{` + place + `,` + princ + `,"upstream":"u"}]}}`,
 	} {
 		if _, err := ParseNotice([]byte(bad)); err == nil {
 			t.Errorf("parsed %s", bad)
