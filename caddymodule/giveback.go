@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
@@ -170,19 +172,39 @@ func (h *Handler) postNotice(q *noticeQueue, ns []forward.SessionNotice) ([]bool
 		h.metrics.Forwarded("sent", "error")
 		return nil, err
 	}
-	defer resp.Body.Close()
-	var a noticeAnswer
-	if resp.StatusCode != http.StatusOK {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxNoticeAnswer))
+	resp.Body.Close()
+	var taken []bool
+	if err == nil && resp.StatusCode != http.StatusOK {
 		err = fmt.Errorf("gateway instance %s answered the session notice with %s", q.home.Instance, resp.Status)
-	} else if err = json.NewDecoder(io.LimitReader(resp.Body, maxNoticeAnswer)).Decode(&a); err == nil && len(a.Taken) != len(ns) {
-		err = fmt.Errorf("gateway instance %s answered %d of the %d sessions of a notice", q.home.Instance, len(a.Taken), len(ns))
+	} else if err == nil {
+		if taken = takenOf(body); len(taken) != len(ns) {
+			err = fmt.Errorf("gateway instance %s answered %d of the %d sessions of a notice", q.home.Instance, len(taken), len(ns))
+		}
 	}
 	if err != nil {
 		h.metrics.Forwarded("sent", "error")
 		return nil, err
 	}
 	h.metrics.Forwarded("sent", "ok")
-	return a.Taken, nil
+	return taken, nil
+}
+
+// takenOf reads a home's answer to a notice ({"taken": [true, false, …]});
+// nil when it is not one.
+func takenOf(body []byte) []bool {
+	list := gjson.GetBytes(body, "taken")
+	if !gjson.ValidBytes(body) || !list.IsArray() {
+		return nil
+	}
+	var taken []bool
+	for _, v := range list.Array() {
+		if v.Type != gjson.True && v.Type != gjson.False {
+			return nil
+		}
+		taken = append(taken, v.Bool())
+	}
+	return taken
 }
 
 // takeBack serves a notice: 200 with whether this instance took back each
