@@ -194,7 +194,7 @@ func (h *Handler) postNotice(q *noticeQueue, ns []forward.SessionNotice) ([]bool
 // nil when it is not one.
 func takenOf(body []byte) []bool {
 	list := gjson.GetBytes(body, "taken")
-	if !gjson.ValidBytes(body) || !list.IsArray() {
+	if jsonrpc.ValidJSON(body) != nil || !list.IsArray() {
 		return nil
 	}
 	var taken []bool
