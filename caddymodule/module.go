@@ -172,6 +172,7 @@ type Handler struct {
 	ParkingConfig  `json:"parking,omitzero"`
 	SessionsConfig `json:"sessions,omitzero"`
 	TasksConfig    `json:"tasks,omitzero"`
+	RESTConfig     `json:"rest,omitzero"`
 
 	selector      reverseproxy.Selector
 	ctx           context.Context   // this configuration's life: background probes
@@ -203,6 +204,9 @@ type Handler struct {
 	// forward bridge keeps the records of its tasks (task_store); nil with
 	// task_store off. bridgeOpts.Tasks.Store is it.
 	taskStorage certmagic.Storage
+
+	// rest is the REST face's state (rest.go); nil with `rest` off.
+	rest *restFace
 }
 
 // CaddyModule returns the Caddy module information.

@@ -1,0 +1,170 @@
+package caddymodule
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sync"
+	"time"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+)
+
+// This file keeps the REST face's call records in Caddy's storage:
+//
+//	mcp_gateway/rest/<principal hash>/calls/<tool>/<call id>   a call (seal.RESTCall)
+//	mcp_gateway/rest/<principal hash>/roots                    the principal's roots
+//
+// Tool names and call ids are restNames (a strict charset), so a key is
+// never more than those components. Every read-modify-write of a record
+// holds the storage's lock of its key (one holder across the fleet).
+
+const (
+	restPrefix = "mcp_gateway/rest"
+	// restStoreTimeout bounds one storage operation (the lock included:
+	// a file_system lock is polled every second).
+	restStoreTimeout = 10 * time.Second
+)
+
+// restCallKey is the storage key of a call.
+func restCallKey(princ [16]byte, tool, id restName) string {
+	return path.Join(restPrefix, hex.EncodeToString(princ[:]), "calls", string(tool), string(id))
+}
+
+// restToolPrefix is the prefix of a principal's calls of a tool.
+func restToolPrefix(princ [16]byte, tool restName) string {
+	return path.Join(restPrefix, hex.EncodeToString(princ[:]), "calls", string(tool))
+}
+
+// restRootsKey is the storage key of a principal's roots.
+func restRootsKey(princ [16]byte) string {
+	return path.Join(restPrefix, hex.EncodeToString(princ[:]), "roots")
+}
+
+// restLockName is the storage lock of key: a hash, since storages
+// flatten lock names (file_system drops '/' and lowercases).
+func restLockName(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "mcp_gateway_rest_" + hex.EncodeToString(sum[:16])
+}
+
+// errRESTNoRecord is a call without a record (or whose record is gone).
+var errRESTNoRecord = errors.New("no such call")
+
+// withLock runs f holding the storage lock of key.
+func (f *restFace) withLock(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, restStoreTimeout)
+	defer cancel()
+	name := restLockName(key)
+	if err := f.storage.Lock(ctx, name); err != nil {
+		return fmt.Errorf("locking the call's record: %w", err)
+	}
+	defer func() {
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), restStoreTimeout)
+		defer ucancel()
+		_ = f.storage.Unlock(uctx, name)
+	}()
+	return fn(ctx)
+}
+
+// load reads and opens the record at key: errRESTNoRecord when there is
+// none, or when it does not open (another key's, tampered) or has expired.
+func (h *Handler) restLoad(ctx context.Context, key string, now time.Time) (seal.RESTCall, error) {
+	b, err := h.rest.storage.Load(ctx, key)
+	if errors.Is(err, fs.ErrNotExist) {
+		return seal.RESTCall{}, errRESTNoRecord
+	}
+	if err != nil {
+		return seal.RESTCall{}, fmt.Errorf("reading the call's record: %w", err)
+	}
+	c, err := seal.OpenRESTCall(h.keyring, b)
+	if err != nil {
+		return seal.RESTCall{}, errRESTNoRecord
+	}
+	if now.Sub(c.UpdatedAt()) > time.Duration(h.RESTConfig.CallTTL) {
+		return seal.RESTCall{}, errRESTNoRecord
+	}
+	return c, nil
+}
+
+// restSave seals and writes c at key.
+func (h *Handler) restSave(ctx context.Context, key string, c seal.RESTCall) error {
+	b, err := seal.SealRESTCall(h.keyring, c)
+	if err != nil {
+		return fmt.Errorf("sealing the call's record: %w", err)
+	}
+	if err := h.rest.storage.Store(ctx, key, b); err != nil {
+		return fmt.Errorf("writing the call's record: %w", err)
+	}
+	return nil
+}
+
+// newETag is a new random entity tag (16 hex digits).
+func newETag() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// restRun is a call running on this instance.
+type restRun struct {
+	princ  [16]byte
+	cancel context.CancelCauseFunc
+}
+
+// restRunTable is the calls running on this instance: process-wide, so
+// that a reload neither forgets nor double counts them.
+type restRunTable struct {
+	mu     sync.Mutex
+	runs   map[string]*restRun
+	counts map[[16]byte]int
+}
+
+var restRuns = &restRunTable{runs: make(map[string]*restRun), counts: make(map[[16]byte]int)}
+
+// errRESTBusy: the principal has too many calls running here.
+var errRESTBusy = errors.New("too many calls running for this principal")
+
+// start registers the run of key, or refuses it when the principal is at
+// max (errRESTBusy) or the call runs here already.
+func (t *restRunTable) start(key string, run *restRun, max int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.runs[key]; ok {
+		return errors.New("the call is running already")
+	}
+	if t.counts[run.princ] >= max {
+		return errRESTBusy
+	}
+	t.runs[key] = run
+	t.counts[run.princ]++
+	return nil
+}
+
+// end forgets the run of key.
+func (t *restRunTable) end(key string, run *restRun) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.runs[key] != run {
+		return
+	}
+	delete(t.runs, key)
+	if t.counts[run.princ]--; t.counts[run.princ] <= 0 {
+		delete(t.counts, run.princ)
+	}
+}
+
+// stop cancels the run of key, if it runs here.
+func (t *restRunTable) stop(key string, cause error) {
+	t.mu.Lock()
+	run := t.runs[key]
+	t.mu.Unlock()
+	if run != nil {
+		run.cancel(cause)
+	}
+}
