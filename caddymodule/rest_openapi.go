@@ -74,8 +74,8 @@ func addToolPaths(paths oaObject, name, summary, desc string, schema any) {
 		"parameters": []any{idParam},
 		"put": oaObject{
 			"operationId": "call_" + name, "summary": summary, "description": desc,
-			"tags":        []any{name},
-			"parameters":  []any{oaObject{"$ref": "#/components/parameters/IdempotencyKey"}},
+			"tags":       []any{name},
+			"parameters": []any{oaObject{"$ref": "#/components/parameters/IdempotencyKey"}},
 			"requestBody": oaObject{"required": true, "content": oaObject{"application/json": oaObject{"schema": oaObject{
 				"type": "object", "properties": oaObject{"arguments": schema}, "required": []any{"arguments"},
 			}}}},
