@@ -87,7 +87,7 @@ func (h *Handler) restPutCall(w http.ResponseWriter, r *http.Request, tool, id r
 	var rec seal.RESTCall
 	var conflict, created bool
 	err := h.rest.withLock(r.Context(), key, func(sctx context.Context) error {
-		old, err := h.restLoad(sctx, key, now)
+		old, err := h.restLoad(sctx, key, princ, now)
 		switch {
 		case err == nil && old.IdempotencyKey != ikey:
 			conflict = true
@@ -154,8 +154,8 @@ func (h *Handler) restAwait(w http.ResponseWriter, r *http.Request, status int, 
 
 // restGetCall answers a call's current state.
 func (h *Handler) restGetCall(w http.ResponseWriter, r *http.Request, tool, id restName) error {
-	now := time.Now()
-	c, err := h.restLoad(r.Context(), restCallKey(h.principal(r), tool, id), now)
+	now, princ := time.Now(), h.principal(r)
+	c, err := h.restLoad(r.Context(), restCallKey(princ, tool, id), princ, now)
 	switch {
 	case errors.Is(err, errRESTNoRecord):
 		return writeProblem(w, http.StatusNotFound, "no such call")
@@ -192,7 +192,7 @@ func (h *Handler) restAdvance(w http.ResponseWriter, r *http.Request, tool, id r
 	var problemDetail string
 	var retry *sagaCall
 	err := h.rest.withLock(r.Context(), key, func(sctx context.Context) error {
-		cur, err := h.restLoad(sctx, key, now)
+		cur, err := h.restLoad(sctx, key, princ, now)
 		if errors.Is(err, errRESTNoRecord) {
 			problemStatus, problemDetail = http.StatusNotFound, "no such call"
 			return nil
@@ -277,12 +277,13 @@ var errRESTCanceled = errors.New("the call was canceled by its client")
 // at once; its run stops now if it runs here, else when its owner next
 // renews its lease (the owner sees the record changed).
 func (h *Handler) restCancel(w http.ResponseWriter, r *http.Request, tool, id restName) error {
-	key := restCallKey(h.principal(r), tool, id)
+	princ := h.principal(r)
+	key := restCallKey(princ, tool, id)
 	now := time.Now()
 	var rec seal.RESTCall
 	found := false
 	err := h.rest.withLock(r.Context(), key, func(sctx context.Context) error {
-		cur, err := h.restLoad(sctx, key, now)
+		cur, err := h.restLoad(sctx, key, princ, now)
 		if errors.Is(err, errRESTNoRecord) {
 			return nil
 		}
@@ -328,7 +329,8 @@ func (h *Handler) restListCalls(w http.ResponseWriter, r *http.Request, tool res
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), restStoreTimeout)
 	defer cancel()
-	keys, err := h.rest.storage.List(ctx, restToolPrefix(h.principal(r), tool), false)
+	princ := h.principal(r)
+	keys, err := h.rest.storage.List(ctx, restToolPrefix(princ, tool), false)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return h.restStorageProblem(w, err)
 	}
@@ -338,7 +340,7 @@ func (h *Handler) restListCalls(w http.ResponseWriter, r *http.Request, tool res
 	now := time.Now()
 	calls := make([]seal.RESTCall, 0, len(keys))
 	for _, k := range keys {
-		c, err := h.restLoad(ctx, k, now)
+		c, err := h.restLoad(ctx, k, princ, now)
 		if err != nil {
 			continue
 		}

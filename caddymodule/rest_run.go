@@ -175,6 +175,7 @@ func (h *Handler) restInputs(ctx context.Context, princ [16]byte, reqs gjson.Res
 // record changed under it (cancelled from another instance). The
 // returned func stops the renewal.
 func (h *Handler) restKeepLease(ctx context.Context, key, etag string, run *restRun) (stop func()) {
+	princ := run.princ
 	lease := time.Duration(h.TaskLease)
 	ctx, cancel := context.WithCancel(ctx)
 	finished := make(chan struct{})
@@ -190,7 +191,7 @@ func (h *Handler) restKeepLease(ctx context.Context, key, etag string, run *rest
 			}
 			now := time.Now()
 			err := h.rest.withLock(ctx, key, func(sctx context.Context) error {
-				cur, err := h.restLoad(sctx, key, now)
+				cur, err := h.restLoad(sctx, key, princ, now)
 				if err != nil || cur.ETag != etag {
 					run.cancel(errRESTCanceled)
 					return nil
@@ -210,10 +211,10 @@ func (h *Handler) restKeepLease(ctx context.Context, key, etag string, run *rest
 // running etag is etag, unless the record changed meanwhile (cancelled):
 // then the record stays as it is. It returns the record as it is now.
 func (h *Handler) restFinish(key, etag string, out seal.RESTCall) (seal.RESTCall, error) {
-	now := time.Now()
+	now, princ := time.Now(), out.Principal
 	var final seal.RESTCall
 	err := h.rest.withLock(context.Background(), key, func(sctx context.Context) error {
-		cur, err := h.restLoad(sctx, key, now)
+		cur, err := h.restLoad(sctx, key, princ, now)
 		if err == nil && cur.ETag != etag {
 			final = cur
 			return nil

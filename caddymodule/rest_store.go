@@ -72,9 +72,10 @@ func (f *restFace) withLock(ctx context.Context, key string, fn func(ctx context
 	return fn(ctx)
 }
 
-// load reads and opens the record at key: errRESTNoRecord when there is
-// none, or when it does not open (another key's, tampered) or has expired.
-func (h *Handler) restLoad(ctx context.Context, key string, now time.Time) (seal.RESTCall, error) {
+// restLoad reads and opens the record at key: errRESTNoRecord when there
+// is none, or when it does not open (another key's, tampered), is not
+// princ's, or has expired.
+func (h *Handler) restLoad(ctx context.Context, key string, princ [16]byte, now time.Time) (seal.RESTCall, error) {
 	b, err := h.rest.storage.Load(ctx, key)
 	if errors.Is(err, fs.ErrNotExist) {
 		return seal.RESTCall{}, errRESTNoRecord
@@ -83,7 +84,7 @@ func (h *Handler) restLoad(ctx context.Context, key string, now time.Time) (seal
 		return seal.RESTCall{}, fmt.Errorf("reading the call's record: %w", err)
 	}
 	c, err := seal.OpenRESTCall(h.keyring, b)
-	if err != nil {
+	if err != nil || c.Principal != princ {
 		return seal.RESTCall{}, errRESTNoRecord
 	}
 	if now.Sub(c.UpdatedAt()) > time.Duration(h.RESTConfig.CallTTL) {
