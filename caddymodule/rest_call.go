@@ -85,6 +85,7 @@ func (h *Handler) restPutCall(w http.ResponseWriter, r *http.Request, tool, id r
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	run := &restRun{princ: princ, cancel: cancel}
 	var rec seal.RESTCall
+	var pending <-chan seal.RESTCall
 	var conflict, created bool
 	err := h.rest.withLock(r.Context(), key, func(sctx context.Context) error {
 		old, err := h.restLoad(sctx, key, princ, now)
@@ -104,13 +105,13 @@ func (h *Handler) restPutCall(w http.ResponseWriter, r *http.Request, tool, id r
 		if err := restRuns.start(key, run, h.RESTConfig.MaxCallsPerPrincipal); err != nil {
 			return err
 		}
-		if err := h.restSave(sctx, key, rec); err != nil {
-			restRuns.end(key, run)
-			return err
-		}
 		created = true
-		return nil
+		rec, pending = h.restStart(ctx, r, rec, sagaCall{name: rec.Tool, args: rec.Arguments}, run)
+		return h.restSave(sctx, key, rec)
 	})
+	if created && pending == nil {
+		restRuns.end(key, run)
+	}
 	if !created {
 		cancel(nil)
 	}
@@ -119,16 +120,32 @@ func (h *Handler) restPutCall(w http.ResponseWriter, r *http.Request, tool, id r
 		w.Header().Set("Retry-After", restRetryAfterSeconds)
 		return writeProblem(w, http.StatusTooManyRequests, "too many calls of yours are running on this instance (rest_max_calls_per_principal)")
 	case err != nil:
+		h.restAbandon(key, run, pending)
 		return h.restStorageProblem(w, err)
 	case conflict:
 		return writeProblem(w, http.StatusConflict, "a call with this id exists, started with another Idempotency-Key")
 	case !created:
 		return writeCall(w, r, http.StatusOK, rec)
 	}
-	done := make(chan seal.RESTCall, 1)
-	go h.runRESTCall(ctx, r, key, rec, sagaCall{name: rec.Tool, args: rec.Arguments}, run, done)
 	w.Header().Set("Location", r.URL.EscapedPath())
+	if pending == nil {
+		return writeCall(w, r, http.StatusCreated, rec)
+	}
+	done := make(chan seal.RESTCall, 1)
+	go h.restContinue(key, rec.ETag, pending, run, done)
 	return h.restAwait(w, r, http.StatusCreated, rec, done)
+}
+
+// restAbandon stops a call whose record could not be written.
+func (h *Handler) restAbandon(key string, run *restRun, pending <-chan seal.RESTCall) {
+	if pending == nil {
+		return
+	}
+	run.cancel(errRESTCanceled)
+	go func() {
+		<-pending
+		restRuns.end(key, run)
+	}()
 }
 
 // restClaim makes c running on this instance, with a fresh lease.
@@ -188,6 +205,7 @@ func (h *Handler) restAdvance(w http.ResponseWriter, r *http.Request, tool, id r
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	run := &restRun{princ: princ, cancel: cancel}
 	var rec seal.RESTCall
+	var pending <-chan seal.RESTCall
 	var problemStatus int
 	var problemDetail string
 	var retry *sagaCall
@@ -235,29 +253,29 @@ func (h *Handler) restAdvance(w http.ResponseWriter, r *http.Request, tool, id r
 		if err := restRuns.start(key, run, h.RESTConfig.MaxCallsPerPrincipal); err != nil {
 			return err
 		}
-		if err := h.restSave(sctx, key, cur); err != nil {
-			restRuns.end(key, run)
-			return err
-		}
-		rec, retry = cur, &call
-		return nil
+		retry = &call
+		rec, pending = h.restStart(ctx, r, cur, call, run)
+		return h.restSave(sctx, key, rec)
 	})
 	if retry == nil {
 		cancel(nil)
+	} else if pending == nil {
+		restRuns.end(key, run)
 	}
 	switch {
 	case errors.Is(err, errRESTBusy):
 		w.Header().Set("Retry-After", restRetryAfterSeconds)
 		return writeProblem(w, http.StatusTooManyRequests, "too many calls of yours are running on this instance (rest_max_calls_per_principal)")
 	case err != nil:
+		h.restAbandon(key, run, pending)
 		return h.restStorageProblem(w, err)
 	case problemStatus != 0:
 		return writeProblem(w, problemStatus, problemDetail)
-	case retry == nil:
+	case pending == nil:
 		return writeCall(w, r, http.StatusOK, rec)
 	}
 	done := make(chan seal.RESTCall, 1)
-	go h.runRESTCall(ctx, r, key, rec, *retry, run, done)
+	go h.restContinue(key, rec.ETag, pending, run, done)
 	return h.restAwait(w, r, http.StatusOK, rec, done)
 }
 

@@ -25,25 +25,63 @@ import (
 // lease; when it ends (or asks questions) the record says so — unless the
 // call was cancelled meanwhile, which the record's changed etag tells.
 
-// runRESTCall runs call for the record rec (running, owned here) at key,
-// writes its outcome, and sends the record as written on done.
-func (h *Handler) runRESTCall(ctx context.Context, r *http.Request, key string, rec seal.RESTCall, call sagaCall,
-	run *restRun, done chan<- seal.RESTCall) {
+// restFastWindow bounds how long a PUT or an advance holds the record's
+// lock while the call runs: a call that ends (or asks) within it has its
+// record written once, with its outcome; a longer one is written
+// running, and goes on in the background.
+const restFastWindow = 500 * time.Millisecond
+
+// restStart starts call for rec (running, owned here; its etag the
+// running one), while the caller holds the record's lock, and waits up to
+// the fast window (at most rest_wait). It returns the record to write now:
+// the outcome (with a new etag) when the call ended or asked within it,
+// else rec; then pending is the outcome to come, for restContinue.
+func (h *Handler) restStart(ctx context.Context, r *http.Request, rec seal.RESTCall, call sagaCall, run *restRun) (now seal.RESTCall, pending <-chan seal.RESTCall) {
+	out := make(chan seal.RESTCall, 1)
+	go func() {
+		delDone := h.calls.add(run.cancel) // ended when Caddy exits
+		defer delDone()
+		defer func() {
+			if p := recover(); p != nil {
+				h.logger.Error("REST face: a call panicked", zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
+				failed := rec
+				failed.Status, failed.Error = restFailed, json.RawMessage(`{"code":-32603,"message":"the gateway failed making the call"}`)
+				out <- failed
+			}
+		}()
+		out <- h.restRounds(ctx, r, rec, call)
+	}()
+	t := time.NewTimer(min(restFastWindow, time.Duration(h.RESTConfig.Wait)))
+	defer t.Stop()
+	select {
+	case o := <-out:
+		run.cancel(nil)
+		return restOutcome(o, time.Now()), nil
+	case <-t.C:
+		return rec, out
+	}
+}
+
+// restOutcome is the record of an outcome as written at now: a new etag,
+// no owner.
+func restOutcome(o seal.RESTCall, now time.Time) seal.RESTCall {
+	o.ETag, o.Updated, o.Owner, o.Lease = newETag(), now.UnixMilli(), "", 0
+	return o
+}
+
+// restContinue follows a call restStart left running (its record written
+// running with etag): it renews the record's lease until the outcome
+// comes, writes it, and sends the record as written on done.
+func (h *Handler) restContinue(key, etag string, pending <-chan seal.RESTCall, run *restRun, done chan<- seal.RESTCall) {
 	defer restRuns.end(key, run)
 	defer run.cancel(nil)
-	defer h.calls.add(run.cancel)() // ended when Caddy exits
-	defer func() {
-		if p := recover(); p != nil {
-			h.logger.Error("REST face: a call panicked", zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
-		}
-	}()
-	stopLease := h.restKeepLease(ctx, key, rec.ETag, run)
-	out := h.restRounds(ctx, r, rec, call)
+	stopLease := h.restKeepLease(context.Background(), key, etag, run)
+	out := <-pending
 	stopLease()
-	final, err := h.restFinish(key, rec.ETag, out)
+	final, err := h.restFinish(key, etag, out)
 	if err != nil {
-		h.logger.Warn("REST face: the call's outcome could not be written", zap.String("tool", rec.Tool), zap.Error(err))
-		final = out
+		h.logger.Warn("REST face: the call's outcome could not be written", zap.String("tool", out.Tool), zap.Error(err))
+		final = restOutcome(out, time.Now())
 	}
 	done <- final
 }
@@ -219,7 +257,7 @@ func (h *Handler) restFinish(key, etag string, out seal.RESTCall) (seal.RESTCall
 			final = cur
 			return nil
 		}
-		out.ETag, out.Updated, out.Owner, out.Lease = newETag(), now.UnixMilli(), "", 0
+		out = restOutcome(out, now)
 		if err := h.restSave(sctx, key, out); err != nil {
 			if !errors.Is(err, seal.ErrRESTTooLarge) {
 				return err

@@ -366,3 +366,30 @@ func TestRESTAttacks(t *testing.T) {
 		t.Fatalf("the MCP endpoint: %s", x)
 	}
 }
+
+// TestRESTReadmeCurl runs the README's REST curl examples, as written
+// (the demo's address replaced with the test gateway's), against the demo
+// server behind two instances, and checks what they print.
+func TestRESTReadmeCurl(t *testing.T) {
+	scripts, _ := readmeCurlScripts(t)
+	script, ok := scripts["rest"]
+	if !ok {
+		t.Fatal("no <!-- curl: rest --> block in README.md")
+	}
+	const demo = "http://127.0.0.1:9100"
+	if !strings.Contains(script, demo+"/api/") {
+		t.Fatalf("the README's REST curl example does not use the demo's address %s/api", demo)
+	}
+	gw := restFleet(t, "\t\tupstream "+startDemoServer(t)+" {\n\t\t\tera auto\n\t\t}", "")
+	out := runReadmeScript(t, strings.ReplaceAll(script, demo, gw[0]))
+	for _, w := range []string{
+		`"toolname":"greet","id":"hello-1"`, `"status":"success"`, `Hello, Caddy!`,
+		`"toolname":"plan_trip","id":"trip-1"`, `"status":"awaitingElicitationResult"`, `"message":"Where do you want to go?"`,
+		`"message":"When do you want to go to Lisbon?"`, `Trip to Lisbon from 2027-05-01 to 2027-05-08.`,
+		`{"calls":[{"toolname":"plan_trip","id":"trip-1",`,
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("the output of the README's REST curl example lacks %s:\n%s", w, out)
+		}
+	}
+}
