@@ -119,8 +119,8 @@ func (h *Handler) restRounds(ctx context.Context, r *http.Request, rec seal.REST
 		}
 		result := answer.Get("result")
 		if result.Get("resultType").String() != "input_required" {
-			if len(result.Raw) > seal.MaxRESTPayload {
-				return fail(-32603, "the tool's result is larger than a call record holds (%d bytes)", seal.MaxRESTPayload)
+			if limit := min(h.MaxTaskResult, seal.MaxRESTPayload); int64(len(result.Raw)) > limit {
+				return fail(-32603, "the tool's result is larger than max_task_result (%d bytes)", limit)
 			}
 			rec.Status, rec.Result = restSuccess, json.RawMessage(result.Raw)
 			if result.Get("isError").Bool() {

@@ -101,6 +101,30 @@ func TestRESTLists(t *testing.T) {
 			if !strings.Contains(string(c.Result), `"content"`) {
 				t.Fatalf("fast call: %s", c.Result)
 			}
+			if tc.era != "modern" {
+				return
+			}
+			// One round of three questions (MRTR): roots answered by the
+			// gateway, the two others asked one at a time in key order,
+			// the round retried once the last is answered.
+			if r := restDo(t, "PUT", gw[0]+"/api/roots", nil, `{"roots":[{"uri":"file:///srv","name":"srv"}]}`); r.Status != http.StatusNoContent {
+				t.Fatalf("roots: %s", r)
+			}
+			m := "/api/tools/test_input_required_result_multiple_inputs/calls/m1"
+			c = wantCall(t, restDo(t, "PUT", gw[0]+m, map[string]string{"Idempotency-Key": "k"}, `{}`), http.StatusCreated, "awaitingSamplingResult")
+			if c.InputKey != "greeting" || !strings.Contains(string(c.SamplingRequest), "Generate a greeting") {
+				t.Fatalf("first question: %+v", c)
+			}
+			c = wantCall(t, restDo(t, "POST", gw[1]+m+"/advance", map[string]string{"If-Match": `"` + c.ETag + `"`},
+				`{"role":"assistant","content":{"type":"text","text":"Hello"},"model":"m"}`), http.StatusOK, "awaitingElicitationResult")
+			if c.InputKey != "user_name" {
+				t.Fatalf("second question: %+v", c)
+			}
+			c = wantCall(t, restDo(t, "POST", gw[0]+m+"/advance", map[string]string{"If-Match": `"` + c.ETag + `"`},
+				`{"action":"accept","content":{"name":"Ada"}}`), http.StatusOK, "success")
+			if !strings.Contains(string(c.Result), "Hello Ada — 1 root(s) visible") {
+				t.Fatalf("final: %s", c.Result)
+			}
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,16 +28,24 @@ import (
 // instances' base URLs (http://127.0.0.1:PORT).
 func restFleet(t *testing.T, upstream, extra string) []string {
 	t.Helper()
+	bases, _ := restFleetProcs(t, upstream, extra)
+	return bases
+}
+
+// restFleetProcs is restFleet, with the instances' processes.
+func restFleetProcs(t *testing.T, upstream, extra string) ([]string, []*gateway) {
+	t.Helper()
 	globals := "\tstorage file_system " + t.TempDir()
 	ports := []int{freePort(t), freePort(t)}
 	bases := make([]string, len(ports))
+	procs := make([]*gateway, len(ports))
 	for i, port := range ports {
 		block := fleetBlock(t, upstream, "peer", ports, i) + "\n\t\trest /api\n" + extra
 		site := "\troute /api/* {\n\t\tmcp_gateway {\n" + block + "\n\t\t}\n\t}"
-		g := launchGateway(t, port, globals, site, block)
-		bases[i] = fmt.Sprintf("http://127.0.0.1:%d", g.Port)
+		procs[i] = launchGateway(t, port, globals, site, block)
+		bases[i] = fmt.Sprintf("http://127.0.0.1:%d", procs[i].Port)
 	}
-	return bases
+	return bases, procs
 }
 
 // restResp is a REST answer.
@@ -391,5 +400,41 @@ func TestRESTReadmeCurl(t *testing.T) {
 		if !strings.Contains(out, w) {
 			t.Errorf("the output of the README's REST curl example lacks %s:\n%s", w, out)
 		}
+	}
+}
+
+// TestRESTLostInstance: a call running on an instance that dies reads as
+// failed on the other once the dead instance's lease lapses (task_lease
+// 1s), and can be cancelled there no more (it ended).
+func TestRESTLostInstance(t *testing.T) {
+	var slept atomic.Int32
+	up := restLegacyServer(t, &slept)
+	gw, procs := restFleetProcs(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}", "\t\trest_wait 1s\n\t\ttask_lease 1s\n")
+	url := "/api/tools/slow/calls/lost-1"
+	wantCall(t, restDo(t, "PUT", gw[0]+url, map[string]string{"Idempotency-Key": "k"}, `{"arguments":{"ms":30000}}`), http.StatusCreated, "running")
+	// Renewed while its instance lives: still running after two leases.
+	time.Sleep(2500 * time.Millisecond)
+	wantCall(t, restDo(t, "GET", gw[1]+url, nil, ""), http.StatusOK, "running")
+	_ = syscall.Kill(-procs[0].cmd.Process.Pid, syscall.SIGKILL)
+	<-procs[0].done
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := restDo(t, "GET", gw[1]+url, nil, "")
+		var c restCall
+		_ = json.Unmarshal(r.Body, &c)
+		if c.Status == "failed" {
+			if !strings.Contains(string(c.Error), "the gateway instance running the call was lost") {
+				t.Fatalf("lost: %s", r)
+			}
+			break
+		}
+		if c.Status != "running" || time.Now().After(deadline) {
+			t.Fatalf("after its instance died: %s", r)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wantCall(t, restDo(t, "POST", gw[1]+url+"/cancel", nil, ""), http.StatusOK, "failed")
+	if n := slept.Load(); n != 0 {
+		t.Fatalf("%d slow calls finished", n)
 	}
 }
