@@ -350,7 +350,7 @@ func TestRESTLegacy(t *testing.T) {
 func TestRESTAttacks(t *testing.T) {
 	var slept atomic.Int32
 	up := restLegacyServer(t, &slept)
-	gw := restFleet(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}", "\t\tmax_request_body 4KiB\n")
+	gw := restFleet(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}", "\t\tmax_request_body 4KiB\n\t\trest_wait 1s\n\t\trest_max_calls_per_principal 1\n")
 	key := map[string]string{"Idempotency-Key": "k"}
 	for _, path := range []string{
 		"/api/tools/x%2F..%2F..%2Fetc/calls/x", "/api/tools/hello/calls/..%2F..%2Fother", "/api/tools/hello/calls/..", "/api/tools/hello/calls/.hidden",
@@ -366,7 +366,18 @@ func TestRESTAttacks(t *testing.T) {
 	wantProblem(t, restDo(t, "PUT", gw[0]+"/api/tools/hello/calls/x", nil, `{"arguments":{}}`), http.StatusBadRequest)
 	wantProblem(t, restDo(t, "PUT", gw[0]+"/api/tools/hello/calls/x", key, `{"arguments":[1]}`), http.StatusBadRequest)
 	wantProblem(t, restDo(t, "PUT", gw[0]+"/api/tools/hello/calls/x", key, `{"arguments":`), http.StatusBadRequest)
+	wantProblem(t, restDo(t, "PUT", gw[0]+"/api/tools/hello/calls/x", key, strings.Repeat("[", 2000)+strings.Repeat("]", 2000)), http.StatusBadRequest)
 	wantProblem(t, restDo(t, "GET", gw[0]+"/api/nothing", nil, ""), http.StatusNotFound)
+	// One call running per principal and instance: a second is refused
+	// (429) until the first ends; another principal is not.
+	wantCall(t, restDo(t, "PUT", gw[0]+"/api/tools/slow/calls/s1", key, `{"arguments":{"ms":2500}}`), http.StatusCreated, "running")
+	busy := restDo(t, "PUT", gw[0]+"/api/tools/slow/calls/s2", key, `{"arguments":{"ms":10}}`)
+	wantProblem(t, busy, http.StatusTooManyRequests)
+	if busy.Header.Get("Retry-After") == "" {
+		t.Fatalf("429 without Retry-After: %s", busy)
+	}
+	wantCall(t, restDo(t, "PUT", gw[0]+"/api/tools/slow/calls/s2", withHeaders(key, "Authorization", "Bearer other"), `{"arguments":{"ms":10}}`), http.StatusCreated, "success")
+	wantProblem(t, restDo(t, "GET", gw[0]+"/api/tools/slow/calls/s2", nil, ""), http.StatusNotFound) // refused: never made
 	wantProblem(t, restDo(t, "DELETE", gw[0]+"/api/tools/hello/calls/x", nil, ""), http.StatusMethodNotAllowed)
 	wantProblem(t, restDo(t, "GET", gw[0]+"/api/tools/hello/calls/never", nil, ""), http.StatusNotFound)
 	// The MCP endpoint beside the face is unchanged.
