@@ -42,8 +42,14 @@ func restFleetProcs(t *testing.T, upstream, extra string) ([]string, []*gateway)
 	for i, port := range ports {
 		block := fleetBlock(t, upstream, "peer", ports, i) + "\n\t\trest /api\n" + extra
 		site := "\troute /api/* {\n\t\tmcp_gateway {\n" + block + "\n\t\t}\n\t}"
-		procs[i] = launchGateway(t, port, globals, site, block)
-		bases[i] = fmt.Sprintf("http://127.0.0.1:%d", procs[i].Port)
+		g := launchGateway(t, port, globals, site, block)
+		// Built with GOFLAGS=-race, a race in the instance fails the test.
+		t.Cleanup(func() {
+			if strings.Contains(g.Log(), "DATA RACE") {
+				t.Errorf("a data race in instance %d:\n%s", i, g.Log())
+			}
+		})
+		procs[i], bases[i] = g, fmt.Sprintf("http://127.0.0.1:%d", g.Port)
 	}
 	return bases, procs
 }
