@@ -48,6 +48,7 @@ func (h *Handler) provisionREST(ctx caddy.Context) error {
 			"made at start no other instance (nor this one after a restart) could read them: " + makeKeyHint)
 	}
 	h.rest = &restFace{base: h.RESTConfig.BasePath, storage: ctx.Storage()}
+	go h.restSweep(ctx)
 	return nil
 }
 

@@ -42,7 +42,9 @@ type RESTConfig struct {
 	Wait caddy.Duration `json:"wait,omitempty"`
 
 	// How long a call's record is kept after its last change; then the
-	// call is gone (404) and its id can be used again. Default: 24h.
+	// call is gone (404), its id can be used again, and its record is
+	// deleted (each instance looks for expired records every
+	// `rest_call_ttl`, at most hourly). Default: 24h.
 	// Caddyfile: `rest_call_ttl`.
 	CallTTL caddy.Duration `json:"call_ttl,omitempty"`
 

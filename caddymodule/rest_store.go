@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 )
 
@@ -56,6 +58,9 @@ func restLockName(key string) string {
 // errRESTNoRecord is a call without a record (or whose record is gone).
 var errRESTNoRecord = errors.New("no such call")
 
+// errRESTExpired is a record past rest_call_ttl (it wraps errRESTNoRecord).
+var errRESTExpired = fmt.Errorf("%w: expired", errRESTNoRecord)
+
 // withLock runs f holding the storage lock of key.
 func (f *restFace) withLock(ctx context.Context, key string, fn func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, restStoreTimeout)
@@ -87,10 +92,74 @@ func (h *Handler) restLoad(ctx context.Context, key string, princ [16]byte, now 
 	if err != nil || c.Principal != princ {
 		return seal.RESTCall{}, errRESTNoRecord
 	}
-	if now.Sub(c.UpdatedAt()) > time.Duration(h.RESTConfig.CallTTL) {
-		return seal.RESTCall{}, errRESTNoRecord
+	if h.restExpired(c, now) {
+		return seal.RESTCall{}, errRESTExpired
 	}
 	return c, nil
+}
+
+// restExpired reports whether c is past rest_call_ttl at now.
+func (h *Handler) restExpired(c seal.RESTCall, now time.Time) bool {
+	return now.Sub(c.UpdatedAt()) > time.Duration(h.RESTConfig.CallTTL)
+}
+
+// restSweepEvery bounds how often expired records are looked for.
+const restSweepEvery = time.Hour
+
+// restSweep deletes the expired call records of every principal, every
+// rest_call_ttl (at most hourly), until ctx ends. Every instance of a
+// fleet sweeps; a record deleted twice is no harm.
+func (h *Handler) restSweep(ctx context.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			h.logger.Error("REST face: the sweeper panicked", zap.Any("panic", p))
+		}
+	}()
+	t := time.NewTicker(min(time.Duration(h.RESTConfig.CallTTL), restSweepEvery))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if n, err := h.restSweepOnce(ctx, now); err != nil {
+				h.logger.Warn("REST face: sweeping expired call records failed", zap.Int("deleted", n), zap.Error(err))
+			}
+		}
+	}
+}
+
+// restSweepOnce deletes the call records expired at now, and returns how
+// many. A record that does not open (another key's) is left alone.
+func (h *Handler) restSweepOnce(ctx context.Context, now time.Time) (int, error) {
+	keys, err := h.rest.storage.List(ctx, restPrefix, true)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, key := range keys {
+		if ctx.Err() != nil {
+			return n, ctx.Err()
+		}
+		if path.Base(path.Dir(path.Dir(key))) != "calls" {
+			continue // roots, or a folder
+		}
+		b, err := h.rest.storage.Load(ctx, key)
+		if err != nil {
+			continue
+		}
+		c, err := seal.OpenRESTCall(h.keyring, b)
+		if err != nil || !h.restExpired(c, now) {
+			continue
+		}
+		if err := h.rest.storage.Delete(ctx, key); err == nil {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // restSave seals and writes c at key.

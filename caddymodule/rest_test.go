@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -9,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/certmagic"
 	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 )
@@ -173,5 +177,46 @@ func TestRESTRunTable(t *testing.T) {
 	tab.end("k1", a)
 	if err := tab.start("k2", b, 1); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRESTSweep: the sweeper deletes the records past rest_call_ttl, and
+// leaves the others, the roots and what does not open.
+func TestRESTSweep(t *testing.T) {
+	kr, err := seal.NewKeyring(make([]byte, seal.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &certmagic.FileStorage{Path: t.TempDir()}
+	h := &Handler{keyring: kr, logger: zap.NewNop(), rest: &restFace{base: "/api", storage: store}}
+	h.RESTConfig.CallTTL = caddy.Duration(time.Hour)
+	ctx := context.Background()
+	now := time.Now()
+	princ := [16]byte{7}
+	put := func(tool, id restName, updated time.Time) string {
+		key := restCallKey(princ, tool, id)
+		if err := h.restSave(ctx, key, seal.RESTCall{Principal: princ, Tool: string(tool), ID: string(id), Status: restSuccess,
+			Updated: updated.UnixMilli()}); err != nil {
+			t.Fatal(err)
+		}
+		return key
+	}
+	old := put("ask", "old", now.Add(-2*time.Hour))
+	fresh := put("ask", "fresh", now.Add(-time.Minute))
+	other := put("hello", "old", now.Add(-3*time.Hour))
+	_ = store.Store(ctx, restRootsKey(princ), []byte("roots"))
+	_ = store.Store(ctx, restCallKey(princ, "ask", "foreign"), []byte("not sealed"))
+	n, err := h.restSweepOnce(ctx, now)
+	if err != nil || n != 2 {
+		t.Fatalf("swept %d, %v; want 2", n, err)
+	}
+	for key, want := range map[string]bool{old: false, other: false, fresh: true, restRootsKey(princ): true,
+		restCallKey(princ, "ask", "foreign"): true} {
+		if got := store.Exists(ctx, key); got != want {
+			t.Errorf("%s: exists %v, want %v", key, got, want)
+		}
+	}
+	if _, err := h.restLoad(ctx, fresh, [16]byte{8}, now); !errors.Is(err, errRESTNoRecord) {
+		t.Errorf("another principal's record opened: %v", err)
 	}
 }
