@@ -42,7 +42,7 @@ func (h *Handler) restGather(w http.ResponseWriter, r *http.Request, kind string
 			_ = writeProblem(w, http.StatusBadGateway, "the upstream's list has more than "+strconv.Itoa(restListPagesMax)+" pages")
 			return nil, 0, false
 		}
-		status, answer, fail := h.restRPC(r.Context(), r, l.method, "", restListParams{Cursor: cursor, Meta: restMeta})
+		status, answer, fail := h.restRPC(r.Context(), r, l.method, "", restListParams{Cursor: cursor, Meta: restMeta}, nil)
 		if fail != nil {
 			_ = writeProblem(w, fail.status, fail.detail)
 			return nil, 0, false
@@ -120,7 +120,7 @@ func (h *Handler) restResource(w http.ResponseWriter, r *http.Request, name stri
 		URI  string   `json:"uri"`
 		Meta sagaMeta `json:"_meta"`
 	}{uri, restMeta}
-	status, answer, fail := h.restRPC(r.Context(), r, "resources/read", uri, params)
+	status, answer, fail := h.restRPC(r.Context(), r, "resources/read", uri, params, nil)
 	if fail != nil {
 		return writeProblem(w, fail.status, fail.detail)
 	}
@@ -200,7 +200,7 @@ func (h *Handler) restComplete(w http.ResponseWriter, r *http.Request) error {
 
 // restForward makes the request and answers its result as is.
 func (h *Handler) restForward(w http.ResponseWriter, r *http.Request, method, name string, params any) error {
-	status, answer, fail := h.restRPC(r.Context(), r, method, name, params)
+	status, answer, fail := h.restRPC(r.Context(), r, method, name, params, nil)
 	if fail != nil {
 		return writeProblem(w, fail.status, fail.detail)
 	}

@@ -45,8 +45,10 @@ type restFailure struct {
 // handler's dispatch, with the client's request r as the model (its
 // principal, its headers) and ctx as its life; name is the Mcp-Name
 // header's value ("" for none). It returns the HTTP status and the
-// JSON-RPC response (with a result or an error), or a failure.
-func (h *Handler) restRPC(ctx context.Context, r *http.Request, method, name string, params any) (int, gjson.Result, *restFailure) {
+// JSON-RPC response (with a result or an error), or a failure. With
+// progress, the progress notifications of the answer go there as they
+// come.
+func (h *Handler) restRPC(ctx context.Context, r *http.Request, method, name string, params any, progress *restProgress) (int, gjson.Result, *restFailure) {
 	body, err := jsonrpc.Marshal(jsonrpc.NewRequest(sagaCallID, method, params))
 	if err != nil {
 		return 0, gjson.Result{}, &restFailure{http.StatusInternalServerError, "the request could not be encoded"}
@@ -68,7 +70,10 @@ func (h *Handler) restRPC(ctx context.Context, r *http.Request, method, name str
 	} else {
 		in.Header.Del(translate.HeaderName)
 	}
-	rec := &sagaRecorder{header: make(http.Header)}
+	rec := &progressRecorder{sagaRecorder: sagaRecorder{header: make(http.Header)}}
+	if progress != nil {
+		rec.onProgress = progress.set
+	}
 	var seen []byte
 	if err := h.dispatch(rec, in, &seen); err != nil {
 		// Its text may name an upstream: the log has it, not the client.

@@ -49,7 +49,7 @@ func (h *Handler) restStart(ctx context.Context, r *http.Request, rec seal.RESTC
 				out <- failed
 			}
 		}()
-		out <- h.restRounds(ctx, r, rec, call)
+		out <- h.restRounds(ctx, r, rec, call, &run.progress)
 	}()
 	t := time.NewTimer(min(restFastWindow, time.Duration(h.RESTConfig.Wait)))
 	defer t.Stop()
@@ -89,18 +89,19 @@ func (h *Handler) restContinue(key, etag string, pending <-chan seal.RESTCall, r
 // restRounds makes the call and the rounds the gateway answers itself
 // (roots), and returns the record as it should read after: ended, or
 // waiting for the client's answers.
-func (h *Handler) restRounds(ctx context.Context, r *http.Request, rec seal.RESTCall, call sagaCall) seal.RESTCall {
+func (h *Handler) restRounds(ctx context.Context, r *http.Request, rec seal.RESTCall, call sagaCall, progress *restProgress) seal.RESTCall {
 	fail := func(code int, format string, args ...any) seal.RESTCall {
 		rec.Status = restFailed
 		rec.Error, _ = json.Marshal(restError{Code: int64(code), Message: fmt.Sprintf(format, args...)})
 		return rec
 	}
 	for range max(h.MaxRounds, 1) {
-		params := sagaCallParams{Name: call.name, InputResponses: call.responses, RequestState: call.state, Meta: restMeta}
+		params := restCallParams{Name: call.name, InputResponses: call.responses, RequestState: call.state,
+			Meta: restCallMeta{sagaMeta: restMeta, ProgressToken: restProgressToken}}
 		if len(call.args) > 0 {
 			params.Arguments = call.args
 		}
-		status, answer, failure := h.restRPC(ctx, r, "tools/call", call.name, params)
+		status, answer, failure := h.restRPC(ctx, r, "tools/call", call.name, params, progress)
 		switch {
 		case errors.Is(context.Cause(ctx), errRESTCanceled):
 			rec.Status = restCanceled
@@ -235,6 +236,9 @@ func (h *Handler) restKeepLease(ctx context.Context, key, etag string, run *rest
 					return nil
 				}
 				cur.Lease = now.Add(lease).UnixMilli()
+				if p := run.progress.get(); len(p) > 0 && len(p) <= seal.MaxRESTParams {
+					cur.Progress = p
+				}
 				return h.restSave(sctx, key, cur)
 			})
 			if err != nil && ctx.Err() == nil {

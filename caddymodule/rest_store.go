@@ -183,8 +183,9 @@ func newETag() string {
 
 // restRun is a call running on this instance.
 type restRun struct {
-	princ  [16]byte
-	cancel context.CancelCauseFunc
+	princ    [16]byte
+	cancel   context.CancelCauseFunc
+	progress restProgress // the call's last progress (rest_progress.go)
 }
 
 // restRunTable is the calls running on this instance: process-wide, so

@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -52,10 +54,13 @@ type restCallView struct {
 	SamplingRequest    json.RawMessage `json:"samplingRequest,omitempty"`
 	InputKey           string          `json:"inputKey,omitempty"`
 	InputsPending      int             `json:"inputsPending,omitempty"`
-	Result             json.RawMessage `json:"result,omitempty"`
-	Error              json.RawMessage `json:"error,omitempty"`
-	Created            string          `json:"created"`
-	Updated            string          `json:"updated"`
+	// Progress is the last progress notification's params while the
+	// call runs.
+	Progress json.RawMessage `json:"progress,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
+	Error    json.RawMessage `json:"error,omitempty"`
+	Created  string          `json:"created"`
+	Updated  string          `json:"updated"`
 }
 
 // restCallRequest is the body of the PUT that started a call.
@@ -78,10 +83,21 @@ var errLost = json.RawMessage(`{"code":-32603,"message":"the gateway instance ru
 
 // restSeen is c as it reads at now: a running call whose owner's lease
 // lapsed reads as failed (its instance was lost).
+//
+// A running call's progress is part of its etag as seen (the record's own
+// etag changes only on transitions, which is what a run checks to learn
+// that its call was cancelled): a poll with If-None-Match sees new
+// progress.
 func restSeen(c seal.RESTCall, now time.Time) seal.RESTCall {
 	if c.Status == restRunning && c.Lease != 0 && now.After(c.LeaseUntil()) {
-		c.Status, c.Error, c.Owner, c.Lease = restFailed, errLost, "", 0
+		c.Status, c.Error, c.Owner, c.Lease, c.Progress = restFailed, errLost, "", 0, nil
 		c.ETag += "-lost"
+	}
+	if c.Status != restRunning {
+		c.Progress = nil
+	} else if len(c.Progress) > 0 {
+		sum := sha256.Sum256(c.Progress)
+		c.ETag += "-" + hex.EncodeToString(sum[:4])
 	}
 	return c
 }
@@ -100,7 +116,7 @@ func pendingInput(c *seal.RESTCall) int {
 // restView is the call resource of c.
 func restView(c seal.RESTCall) restCallView {
 	v := restCallView{ToolName: c.Tool, ID: c.ID, ETag: c.ETag, Status: c.Status,
-		Request: restCallRequest{Arguments: c.Arguments}, Result: c.Result, Error: c.Error,
+		Request: restCallRequest{Arguments: c.Arguments}, Result: c.Result, Error: c.Error, Progress: c.Progress,
 		Created: c.CreatedAt().UTC().Format(time.RFC3339Nano), Updated: c.UpdatedAt().UTC().Format(time.RFC3339Nano)}
 	if i := pendingInput(&c); i >= 0 && !restTerminal(c.Status) && c.Status != restRunning {
 		in := c.Inputs[i]

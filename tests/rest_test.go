@@ -201,15 +201,25 @@ func restLegacyServer(t *testing.T, done *atomic.Int32) string {
 			return text(fmt.Sprintf("roots:%s %s:%s", strings.Join(names, "+"), res.Action, a)), nil, nil
 		})
 	mcp.AddTool(server, &mcp.Tool{Name: "slow", Description: "Sleeps."},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
 			Ms int `json:"ms"`
 		}) (*mcp.CallToolResult, any, error) {
-			select {
-			case <-time.After(time.Duration(in.Ms) * time.Millisecond):
-				done.Add(1)
-				return text("slept"), nil, nil
-			case <-ctx.Done():
-				return nil, nil, ctx.Err()
+			end := time.After(time.Duration(in.Ms) * time.Millisecond)
+			tick := time.NewTicker(200 * time.Millisecond)
+			defer tick.Stop()
+			for slept := 200; ; slept += 200 {
+				select {
+				case <-end:
+					done.Add(1)
+					return text("slept"), nil, nil
+				case <-tick.C:
+					if tok := req.Params.GetProgressToken(); tok != nil {
+						_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok,
+							Progress: float64(slept), Total: float64(in.Ms), Message: "sleeping"})
+					}
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				}
 			}
 		})
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
@@ -429,9 +439,19 @@ func TestRESTLostInstance(t *testing.T) {
 	gw, procs := restFleetProcs(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}", "\t\trest_wait 1s\n\t\ttask_lease 1s\n")
 	url := "/api/tools/slow/calls/lost-1"
 	wantCall(t, restDo(t, "PUT", gw[0]+url, map[string]string{"Idempotency-Key": "k"}, `{"arguments":{"ms":30000}}`), http.StatusCreated, "running")
-	// Renewed while its instance lives: still running after two leases.
+	// Renewed while its instance lives: still running after two leases,
+	// its progress in the record (and in its etag as seen: a poll with
+	// the etag of an older progress gets the newer one).
 	time.Sleep(2500 * time.Millisecond)
-	wantCall(t, restDo(t, "GET", gw[1]+url, nil, ""), http.StatusOK, "running")
+	r := restDo(t, "GET", gw[1]+url, nil, "")
+	c := wantCall(t, r, http.StatusOK, "running")
+	if !strings.Contains(string(r.Body), `"progress":{`) || !strings.Contains(string(r.Body), `"message":"sleeping"`) {
+		t.Fatalf("running without progress: %s", r)
+	}
+	time.Sleep(700 * time.Millisecond)
+	if r2 := restDo(t, "GET", gw[0]+url, map[string]string{"If-None-Match": `"` + c.ETag + `"`}, ""); r2.Status != http.StatusOK {
+		t.Fatalf("a poll with an older progress's etag: %s", r2)
+	}
 	_ = syscall.Kill(-procs[0].cmd.Process.Pid, syscall.SIGKILL)
 	<-procs[0].done
 	deadline := time.Now().Add(5 * time.Second)

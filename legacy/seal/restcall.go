@@ -37,7 +37,7 @@ const (
 	MaxRESTArguments = 1 << 20  // Arguments (raw JSON)
 	MaxRESTState     = 1 << 20  // RequestState
 	MaxRESTInputs    = 64       // Inputs
-	MaxRESTParams    = 1 << 20  // an input's Params, an answer
+	MaxRESTParams    = 1 << 20  // an input's Params, an answer, Progress
 	MaxRESTPayload   = 16 << 20 // Result, Error
 	// maxRESTPlain bounds the whole plaintext.
 	maxRESTPlain = 32 << 20
@@ -85,6 +85,9 @@ type RESTCall struct {
 	// the call awaits input; RequestState is that round's requestState.
 	Inputs       []RESTInput `json:"in,omitempty"`
 	RequestState string      `json:"rs,omitempty"`
+	// Progress is the params of the last progress notification of a
+	// running call, raw JSON.
+	Progress json.RawMessage `json:"pg,omitempty"`
 	// Result and Error are the call's end, raw JSON.
 	Result json.RawMessage `json:"re,omitempty"`
 	Error  json.RawMessage `json:"er,omitempty"`
@@ -107,7 +110,7 @@ func (c *RESTCall) check() error {
 	case len(c.Tool) > MaxRESTName, len(c.ID) > MaxRESTName, len(c.IdempotencyKey) > MaxRESTShort,
 		len(c.Status) > MaxRESTShort, len(c.ETag) > MaxRESTShort, len(c.Owner) > MaxRESTShort,
 		len(c.Arguments) > MaxRESTArguments, len(c.RequestState) > MaxRESTState, len(c.Inputs) > MaxRESTInputs,
-		len(c.Result) > MaxRESTPayload, len(c.Error) > MaxRESTPayload:
+		len(c.Result) > MaxRESTPayload, len(c.Error) > MaxRESTPayload, len(c.Progress) > MaxRESTParams:
 		return ErrRESTTooLarge
 	}
 	for _, in := range c.Inputs {

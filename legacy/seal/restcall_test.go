@@ -17,7 +17,7 @@ func testRESTCall() RESTCall {
 			{Key: "a", Method: "elicitation/create", Params: json.RawMessage(`{"message":"Sure?"}`), Answer: json.RawMessage(`{"action":"accept"}`)},
 			{Key: "b", Method: "sampling/createMessage", Params: json.RawMessage(`{"messages":[]}`)},
 		},
-		RequestState: "opaque", Created: 1, Updated: 2, Owner: "gw-0", Lease: 3,
+		RequestState: "opaque", Progress: json.RawMessage(`{"progress":1}`), Created: 1, Updated: 2, Owner: "gw-0", Lease: 3,
 	}
 }
 
@@ -52,6 +52,7 @@ func TestRESTCallBounds(t *testing.T) {
 		"inputs":    func(c *RESTCall) { c.Inputs = make([]RESTInput, MaxRESTInputs+1) },
 		"params":    func(c *RESTCall) { c.Inputs[0].Params = make([]byte, MaxRESTParams+1) },
 		"result":    func(c *RESTCall) { c.Result = make([]byte, MaxRESTPayload+1) },
+		"progress":  func(c *RESTCall) { c.Progress = make([]byte, MaxRESTParams+1) },
 	} {
 		c := testRESTCall()
 		mod(&c)
