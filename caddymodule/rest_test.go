@@ -220,3 +220,35 @@ func TestRESTSweep(t *testing.T) {
 		t.Errorf("another principal's record opened: %v", err)
 	}
 }
+
+// TestProgressRecorder: progress notifications are found in an SSE answer
+// as it is written, in pieces, with LF or CRLF lines; the response is
+// found at the end; a JSON answer is not scanned.
+func TestProgressRecorder(t *testing.T) {
+	var got []string
+	rec := &progressRecorder{sagaRecorder: sagaRecorder{header: make(http.Header)}, onProgress: func(p []byte) { got = append(got, string(p)) }}
+	rec.header.Set("Content-Type", "text/event-stream")
+	stream := "id: 1\ndata: \n\n" +
+		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\n\n" +
+		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\"}}\r\n\r\n" +
+		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\r\ndata: \"params\":{\"progress\":2}}\r\n\r\n" +
+		"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[]}}\n\n"
+	for i := 0; i < len(stream); i += 7 {
+		if _, err := rec.Write([]byte(stream[i:min(i+7, len(stream))])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != 2 || got[0] != `{"progress":1}` || got[1] != `{"progress":2}` {
+		t.Fatalf("progress: %q", got)
+	}
+	if m, ok := rec.response(); !ok || !m.Get("result").Exists() {
+		t.Fatalf("response: %v %s", ok, m.Raw)
+	}
+	got = nil
+	plain := &progressRecorder{sagaRecorder: sagaRecorder{header: make(http.Header)}, onProgress: func(p []byte) { got = append(got, string(p)) }}
+	plain.header.Set("Content-Type", "application/json")
+	_, _ = plain.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{}}` + "\n\n"))
+	if got != nil {
+		t.Fatalf("a JSON answer was scanned: %q", got)
+	}
+}
