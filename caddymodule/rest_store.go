@@ -61,9 +61,11 @@ var errRESTNoRecord = errors.New("no such call")
 // errRESTExpired is a record past rest_call_ttl (it wraps errRESTNoRecord).
 var errRESTExpired = fmt.Errorf("%w: expired", errRESTNoRecord)
 
-// withLock runs f holding the storage lock of key.
+// withLock runs f holding the storage lock of key. The client's leaving
+// does not cut it short (a record half made would make the client's retry
+// run its call again): restStoreTimeout bounds it.
 func (f *restFace) withLock(ctx context.Context, key string, fn func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, restStoreTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restStoreTimeout)
 	defer cancel()
 	name := restLockName(key)
 	if err := f.storage.Lock(ctx, name); err != nil {
