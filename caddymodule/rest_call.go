@@ -133,7 +133,7 @@ func (h *Handler) restPutCall(w http.ResponseWriter, r *http.Request, tool, id r
 	}
 	done := make(chan seal.RESTCall, 1)
 	go h.restContinue(key, rec.ETag, pending, run, done)
-	return h.restAwait(w, r, http.StatusCreated, rec, done)
+	return h.restAwait(w, r, http.StatusCreated, rec, done, now)
 }
 
 // restAbandon stops a call whose record could not be written.
@@ -154,10 +154,11 @@ func (h *Handler) restClaim(c *seal.RESTCall, now time.Time) {
 	c.Lease = now.Add(time.Duration(h.TaskLease)).UnixMilli()
 }
 
-// restAwait waits up to rest_wait for the call's next state, then answers
-// with status and the state it has then.
-func (h *Handler) restAwait(w http.ResponseWriter, r *http.Request, status int, rec seal.RESTCall, done <-chan seal.RESTCall) error {
-	t := time.NewTimer(time.Duration(h.RESTConfig.Wait))
+// restAwait waits for the call's next state until rest_wait after start
+// (when the request came), then answers with status and the state it has
+// then.
+func (h *Handler) restAwait(w http.ResponseWriter, r *http.Request, status int, rec seal.RESTCall, done <-chan seal.RESTCall, start time.Time) error {
+	t := time.NewTimer(time.Duration(h.RESTConfig.Wait) - time.Since(start))
 	defer t.Stop()
 	select {
 	case c := <-done:
@@ -276,7 +277,7 @@ func (h *Handler) restAdvance(w http.ResponseWriter, r *http.Request, tool, id r
 	}
 	done := make(chan seal.RESTCall, 1)
 	go h.restContinue(key, rec.ETag, pending, run, done)
-	return h.restAwait(w, r, http.StatusOK, rec, done)
+	return h.restAwait(w, r, http.StatusOK, rec, done, now)
 }
 
 // restAwaitStatus is the status of a call waiting for an answer to a
@@ -325,7 +326,9 @@ func (h *Handler) restCancel(w http.ResponseWriter, r *http.Request, tool, id re
 	case !found:
 		return writeProblem(w, http.StatusNotFound, "no such call")
 	}
-	restRuns.stop(key, errRESTCanceled)
+	if restRuns.stop(key, errRESTCanceled) {
+		h.logger.Debug("REST face: stopped a cancelled call running here", zap.String("tool", string(tool)))
+	}
 	return writeCall(w, r, http.StatusOK, rec)
 }
 

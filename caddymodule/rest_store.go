@@ -232,12 +232,14 @@ func (t *restRunTable) end(key string, run *restRun) {
 	}
 }
 
-// stop cancels the run of key, if it runs here.
-func (t *restRunTable) stop(key string, cause error) {
+// stop cancels the run of key, if it runs here, and reports whether it
+// does.
+func (t *restRunTable) stop(key string, cause error) bool {
 	t.mu.Lock()
 	run := t.runs[key]
 	t.mu.Unlock()
 	if run != nil {
 		run.cancel(cause)
 	}
+	return run != nil
 }

@@ -355,8 +355,17 @@ func TestRESTLegacy(t *testing.T) {
 	slow = restDo(t, "PUT", call(0, "slow", "s2"), withHeaders(alice, "Idempotency-Key", "k"), `{"arguments":{"ms":3000}}`)
 	wantCall(t, slow, http.StatusCreated, "running")
 	wantCall(t, restDo(t, "POST", call(1, "slow", "s2")+"/cancel", alice, ""), http.StatusOK, "canceled")
-	time.Sleep(3500 * time.Millisecond)
+	// Cancelled on the instance running it: its upstream call is stopped.
+	before := slept.Load()
+	slow = restDo(t, "PUT", call(0, "slow", "s3"), withHeaders(alice, "Idempotency-Key", "k"), `{"arguments":{"ms":4000}}`)
+	wantCall(t, slow, http.StatusCreated, "running")
+	wantCall(t, restDo(t, "POST", call(0, "slow", "s3")+"/cancel", alice, ""), http.StatusOK, "canceled")
+	time.Sleep(2500 * time.Millisecond)
 	wantCall(t, restDo(t, "GET", call(0, "slow", "s2"), alice, ""), http.StatusOK, "canceled")
+	wantCall(t, restDo(t, "GET", call(1, "slow", "s3"), alice, ""), http.StatusOK, "canceled")
+	if got := slept.Load() - before; got != 1 { // s2's, not s3's
+		t.Fatalf("%d slow calls finished since s3 started, want 1 (s2, cancelled on another instance)", got)
+	}
 }
 
 // TestRESTAttacks: names and ids outside the charset (path traversal,
