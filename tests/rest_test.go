@@ -375,7 +375,7 @@ func TestRESTLegacy(t *testing.T) {
 func TestRESTAttacks(t *testing.T) {
 	var slept atomic.Int32
 	up := restLegacyServer(t, &slept)
-	gw := restFleet(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}", "\t\tmax_request_body 4KiB\n\t\trest_wait 1s\n\t\trest_max_calls_per_principal 1\n")
+	gw := restFleet(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}", "\t\tmax_request_body 4KiB\n\t\trest_wait 2s\n\t\trest_max_calls_per_principal 1\n")
 	key := map[string]string{"Idempotency-Key": "k"}
 	for _, path := range []string{
 		"/api/tools/x%2F..%2F..%2Fetc/calls/x", "/api/tools/hello/calls/..%2F..%2Fother", "/api/tools/hello/calls/..", "/api/tools/hello/calls/.hidden",
@@ -395,7 +395,7 @@ func TestRESTAttacks(t *testing.T) {
 	wantProblem(t, restDo(t, "GET", gw[0]+"/api/nothing", nil, ""), http.StatusNotFound)
 	// One call running per principal and instance: a second is refused
 	// (429) until the first ends; another principal is not.
-	wantCall(t, restDo(t, "PUT", gw[0]+"/api/tools/slow/calls/s1", key, `{"arguments":{"ms":2500}}`), http.StatusCreated, "running")
+	wantCall(t, restDo(t, "PUT", gw[0]+"/api/tools/slow/calls/s1", key, `{"arguments":{"ms":4500}}`), http.StatusCreated, "running")
 	busy := restDo(t, "PUT", gw[0]+"/api/tools/slow/calls/s2", key, `{"arguments":{"ms":10}}`)
 	wantProblem(t, busy, http.StatusTooManyRequests)
 	if busy.Header.Get("Retry-After") == "" {
