@@ -333,12 +333,23 @@ func (h *Handler) restCancel(w http.ResponseWriter, r *http.Request, tool, id re
 }
 
 // restListCalls answers the caller's calls of a tool, newest first:
-// `?status=` filters, `?limit=` bounds (default 50, at most 200).
+// `?status=` and `?createdAfter=` (an RFC 3339 time or a date) filter,
+// `?limit=` bounds (default 50, at most 200).
 func (h *Handler) restListCalls(w http.ResponseWriter, r *http.Request, tool restName) error {
 	q := r.URL.Query()
 	status := q.Get("status")
 	if status != "" && !restStatuses[status] {
 		return writeProblem(w, http.StatusBadRequest, "status must be one of submitted, running, awaitingElicitationResult, awaitingSamplingResult, success, failed, canceled")
+	}
+	var after time.Time
+	if s := q.Get("createdAfter"); s != "" {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			if t, err = time.Parse(time.DateOnly, s); err != nil {
+				return writeProblem(w, http.StatusBadRequest, "createdAfter must be an RFC 3339 time or a date (2006-01-02)")
+			}
+		}
+		after = t
 	}
 	limit := restListDefault
 	if s := q.Get("limit"); s != "" {
@@ -365,7 +376,7 @@ func (h *Handler) restListCalls(w http.ResponseWriter, r *http.Request, tool res
 		if err != nil {
 			continue
 		}
-		if c = restSeen(c, now); status == "" || c.Status == status {
+		if c = restSeen(c, now); (status == "" || c.Status == status) && c.CreatedAt().After(after) {
 			calls = append(calls, c)
 		}
 	}

@@ -109,6 +109,7 @@ func addToolPaths(paths oaObject, name, summary, desc string, schema any) {
 			"parameters": []any{
 				oaObject{"name": "status", "in": "query", "schema": oaObject{"$ref": "#/components/schemas/Status"}},
 				oaObject{"name": "limit", "in": "query", "schema": oaObject{"type": "integer", "minimum": 1, "maximum": restListMax}},
+				oaObject{"name": "createdAfter", "in": "query", "schema": oaObject{"type": "string"}},
 			},
 			"responses": oaObject{
 				"200": oaObject{"description": "The calls", "content": oaObject{"application/json": oaObject{"schema": oaObject{

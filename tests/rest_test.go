@@ -305,6 +305,15 @@ func TestRESTLegacy(t *testing.T) {
 		t.Fatalf("list of successes: %s", lr)
 	}
 	wantProblem(t, restDo(t, "GET", gw[0]+"/api/tools/ask/calls?status=bogus", alice, ""), http.StatusBadRequest)
+	wantProblem(t, restDo(t, "GET", gw[0]+"/api/tools/ask/calls?createdAfter=yesterday", alice, ""), http.StatusBadRequest)
+	lr = restDo(t, "GET", gw[0]+"/api/tools/ask/calls?createdAfter="+time.Now().Add(time.Hour).UTC().Format(time.RFC3339), alice, "")
+	if json.Unmarshal(lr.Body, &list) != nil || len(list.Calls) != 0 {
+		t.Fatalf("calls created in an hour: %s", lr)
+	}
+	lr = restDo(t, "GET", gw[0]+"/api/tools/ask/calls?createdAfter=2020-01-01&limit=1", alice, "")
+	if json.Unmarshal(lr.Body, &list) != nil || len(list.Calls) != 1 || list.Calls[0].ID != "a2" {
+		t.Fatalf("the newest call since 2020: %s", lr)
+	}
 	lr = restDo(t, "GET", gw[0]+"/api/tools/ask/calls", bob, "")
 	if json.Unmarshal(lr.Body, &list) != nil || len(list.Calls) != 0 {
 		t.Fatalf("bob's list: %s", lr)
