@@ -38,6 +38,10 @@ func init() {
 // With `saga on` it also serves the tool-call saga (tools/callSaga,
 // tools/resumeSaga) as a face over the modern path (saga.go).
 //
+// With `rest <base>` it also serves, under that path, the HTTP REST face of
+// SEP-1597 (rest.go): lists, resources, prompts and tool calls as durable
+// HTTP resources, another face over the same modern path.
+//
 // The handler is terminal: it answers every request it receives.
 //
 // The bridges' parked calls and rounds are process-wide (they survive a
