@@ -29,33 +29,61 @@ var restLists = map[string]struct{ method, member string }{
 	"resources-templates": {"resources/templates/list", "resourceTemplates"},
 }
 
+// restCache is a result's caching hint (CacheableResult): ttlMs (-1 when
+// absent) and cacheScope.
+type restCache struct {
+	ttl    int64
+	public bool
+}
+
+// cacheOf reads a result's caching hint.
+func cacheOf(res gjson.Result) restCache {
+	c := restCache{ttl: -1}
+	if t := res.Get("ttlMs"); t.Type == gjson.Number {
+		c.ttl = max(t.Int(), 0)
+	}
+	c.public = res.Get("cacheScope").String() == "public"
+	return c
+}
+
+// header is the Cache-Control of a result with c: max-age from ttlMs
+// (private unless the server said public), or no-cache without one.
+func (c restCache) header() string {
+	if c.ttl < 0 {
+		return "private, no-cache"
+	}
+	scope := "private"
+	if c.public {
+		scope = "public"
+	}
+	return scope + ", max-age=" + strconv.FormatInt(c.ttl/1000, 10)
+}
+
 // restGather gathers every page of a list and returns its items (raw
-// JSON) and the first page's ttlMs (-1 for none); on failure it has
-// answered the client.
-func (h *Handler) restGather(w http.ResponseWriter, r *http.Request, kind string) ([]json.RawMessage, int64, bool) {
+// JSON) and the first page's caching hint; on failure it has answered
+// the client.
+func (h *Handler) restGather(w http.ResponseWriter, r *http.Request, kind string) ([]json.RawMessage, restCache, bool) {
 	l := restLists[kind]
 	var items []json.RawMessage
-	ttl := int64(-1)
+	cache := restCache{ttl: -1}
 	cursor := ""
 	for page := 0; ; page++ {
 		if page == restListPagesMax {
 			_ = writeProblem(w, http.StatusBadGateway, "the upstream's list has more than "+strconv.Itoa(restListPagesMax)+" pages")
-			return nil, 0, false
+			return nil, cache, false
 		}
 		status, answer, fail := h.restRPC(r.Context(), r, l.method, "", restListParams{Cursor: cursor, Meta: restMeta}, nil)
 		if fail != nil {
 			_ = writeProblem(w, fail.status, fail.detail)
-			return nil, 0, false
+			return nil, cache, false
 		}
 		if e := answer.Get("error"); e.Exists() {
 			_ = writeProblem(w, restErrorStatus(status, e), "the upstream answered: "+jsonrpc.Clip(e.Get("message").String()))
-			return nil, 0, false
+			return nil, cache, false
 		}
 		res := answer.Get("result")
 		if page == 0 {
-			if t := res.Get("ttlMs"); t.Type == gjson.Number {
-				ttl = t.Int()
-			}
+			cache = cacheOf(res)
 		}
 		res.Get(l.member).ForEach(func(_, v gjson.Result) bool {
 			items = append(items, json.RawMessage(v.Raw))
@@ -63,17 +91,17 @@ func (h *Handler) restGather(w http.ResponseWriter, r *http.Request, kind string
 		})
 		next := res.Get("nextCursor").String()
 		if next == "" || next == cursor {
-			return items, ttl, true
+			return items, cache, true
 		}
 		cursor = next
 	}
 }
 
 // restList answers a whole list as MCP's list result (no nextCursor),
-// with a strong ETag; If-None-Match → 304. A modern server's ttlMs
-// becomes Cache-Control's max-age.
+// with a strong ETag; If-None-Match → 304. The result's ttlMs and
+// cacheScope become Cache-Control.
 func (h *Handler) restList(w http.ResponseWriter, r *http.Request, kind string) error {
-	items, ttl, ok := h.restGather(w, r, kind)
+	items, cache, ok := h.restGather(w, r, kind)
 	if !ok {
 		return nil
 	}
@@ -87,11 +115,7 @@ func (h *Handler) restList(w http.ResponseWriter, r *http.Request, kind string) 
 	sum := sha256.Sum256(b)
 	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
 	w.Header().Set("ETag", etag)
-	if ttl >= 0 {
-		w.Header().Set("Cache-Control", "private, max-age="+strconv.FormatInt(ttl/1000, 10))
-	} else {
-		w.Header().Set("Cache-Control", "private, no-cache")
-	}
+	w.Header().Set("Cache-Control", cache.header())
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, etag[1:len(etag)-1]) {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
@@ -125,7 +149,11 @@ func (h *Handler) restResource(w http.ResponseWriter, r *http.Request, name stri
 		return writeProblem(w, fail.status, fail.detail)
 	}
 	if e := answer.Get("error"); e.Exists() {
-		return writeProblem(w, restErrorStatus(status, e), "the upstream answered: "+jsonrpc.Clip(e.Get("message").String()))
+		st := restErrorStatus(status, e)
+		if code := e.Get("code").Int(); code == -32002 || code == jsonrpc.InvalidParams && e.Get("data.uri").Exists() {
+			st = http.StatusNotFound // resource not found: 2025-11-25's code, and 2026-07-28's
+		}
+		return writeProblem(w, st, "the upstream answered: "+jsonrpc.Clip(e.Get("message").String()))
 	}
 	c := answer.Get("result.contents.0")
 	if !c.Exists() {
@@ -153,7 +181,7 @@ func (h *Handler) restResource(w http.ResponseWriter, r *http.Request, name stri
 	sum := sha256.Sum256(body)
 	etag := hex.EncodeToString(sum[:16])
 	w.Header().Set("ETag", `"`+etag+`"`)
-	w.Header().Set("Cache-Control", "private, no-cache")
+	w.Header().Set("Cache-Control", cacheOf(answer.Get("result")).header())
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, etag) {
 		w.WriteHeader(http.StatusNotModified)

@@ -252,3 +252,19 @@ func TestProgressRecorder(t *testing.T) {
 		t.Fatalf("a JSON answer was scanned: %q", got)
 	}
 }
+
+// TestRESTCacheControl: a result's ttlMs and cacheScope become
+// Cache-Control; without ttlMs, no-cache; private unless public.
+func TestRESTCacheControl(t *testing.T) {
+	for res, want := range map[string]string{
+		`{}`:                                     "private, no-cache",
+		`{"ttlMs":60000,"cacheScope":"public"}`:  "public, max-age=60",
+		`{"ttlMs":1500,"cacheScope":"private"}`:  "private, max-age=1",
+		`{"ttlMs":-5}`:                           "private, max-age=0",
+		`{"ttlMs":"soon","cacheScope":"public"}`: "private, no-cache",
+	} {
+		if got := cacheOf(gjson.Parse(res)).header(); got != want {
+			t.Errorf("%s: %q, want %q", res, got, want)
+		}
+	}
+}

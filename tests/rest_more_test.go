@@ -66,6 +66,11 @@ func TestRESTLists(t *testing.T) {
 					!strings.Contains(string(r.Body), l.has) || body["nextCursor"] != nil {
 					t.Fatalf("%s: %s", l.path, r)
 				}
+				// Both servers (and the gateway for a legacy one) give
+				// ttlMs 0 and cacheScope public.
+				if cc := r.Header.Get("Cache-Control"); cc != "public, max-age=0" {
+					t.Fatalf("%s: Cache-Control %q", l.path, cc)
+				}
 				etag := r.Header.Get("ETag")
 				if !strings.HasPrefix(etag, `"`) || len(etag) < 10 {
 					t.Fatalf("%s: ETag %q", l.path, etag)
