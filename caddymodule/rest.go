@@ -8,6 +8,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
@@ -157,8 +161,21 @@ var restMethods = map[string]string{
 	"call": "GET, PUT", "advance": "POST", "cancel": "POST", "calls": "GET",
 }
 
-// serveREST answers a request of the REST face.
+// serveREST answers a request of the REST face, and logs it at debug
+// level.
 func (h *Handler) serveREST(w http.ResponseWriter, r *http.Request) error {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	err := h.serveRESTRoute(sw, r)
+	if c := h.logger.Check(zapcore.DebugLevel, "REST request"); c != nil {
+		c.Write(zap.String("method", r.Method), zap.String("path", clipText(r.URL.Path, 256)),
+			zap.Int("status", sw.status), zap.Duration("duration", time.Since(start)))
+	}
+	return err
+}
+
+// serveRESTRoute routes a request of the REST face.
+func (h *Handler) serveRESTRoute(w http.ResponseWriter, r *http.Request) error {
 	if rerr := checkOriginForm(r); rerr != nil {
 		return writeProblem(w, http.StatusBadRequest, rerr.Message)
 	}
