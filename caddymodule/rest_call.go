@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
@@ -86,7 +87,7 @@ func (h *Handler) restPutCall(w http.ResponseWriter, r *http.Request, tool, id r
 	run := &restRun{princ: princ, cancel: cancel}
 	var rec seal.RESTCall
 	var pending <-chan seal.RESTCall
-	var conflict, created bool
+	var conflict, created, unknown bool
 	err := h.rest.withLock(r.Context(), key, func(sctx context.Context) error {
 		old, err := h.restLoad(sctx, key, princ, now)
 		switch {
@@ -107,6 +108,10 @@ func (h *Handler) restPutCall(w http.ResponseWriter, r *http.Request, tool, id r
 		}
 		created = true
 		rec, pending = h.restStart(ctx, r, rec, sagaCall{name: rec.Tool, args: rec.Arguments}, run)
+		if pending == nil && restRefusedParams(rec) && h.restToolUnknown(sctx, r, string(tool)) {
+			unknown = true // no record: the id stays free
+			return nil
+		}
 		return h.restSave(sctx, key, rec)
 	})
 	if created && pending == nil {
@@ -124,6 +129,8 @@ func (h *Handler) restPutCall(w http.ResponseWriter, r *http.Request, tool, id r
 		return h.restStorageProblem(w, err)
 	case conflict:
 		return writeProblem(w, http.StatusConflict, "a call with this id exists, started with another Idempotency-Key")
+	case unknown:
+		return writeProblem(w, http.StatusNotFound, "no tool of that name in tools/list")
 	case !created:
 		return writeCall(w, r, http.StatusOK, rec)
 	}
@@ -146,6 +153,14 @@ func (h *Handler) restAbandon(key string, run *restRun, pending <-chan seal.REST
 		<-pending
 		restRuns.end(key, run)
 	}()
+}
+
+// restRefusedParams reports whether c failed at once with -32602 or
+// -32601: an unknown tool's answer (or invalid arguments, which
+// restToolUnknown tells apart).
+func restRefusedParams(c seal.RESTCall) bool {
+	code := gjson.GetBytes(c.Error, "code")
+	return c.Status == restFailed && code.Exists() && (code.Int() == jsonrpc.InvalidParams || code.Int() == jsonrpc.MethodNotFound)
 }
 
 // restClaim makes c running on this instance, with a fresh lease.

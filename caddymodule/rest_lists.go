@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -63,23 +64,31 @@ func (c restCache) header() string {
 // JSON) and the first page's caching hint; on failure it has answered
 // the client.
 func (h *Handler) restGather(w http.ResponseWriter, r *http.Request, kind string) ([]json.RawMessage, restCache, bool) {
+	items, cache, fail := h.restGatherItems(r.Context(), r, kind)
+	if fail != nil {
+		_ = writeProblem(w, fail.status, fail.detail)
+		return nil, cache, false
+	}
+	return items, cache, true
+}
+
+// restGatherItems gathers every page of a list: its items (raw JSON) and
+// the first page's caching hint, or why not.
+func (h *Handler) restGatherItems(ctx context.Context, r *http.Request, kind string) ([]json.RawMessage, restCache, *restFailure) {
 	l := restLists[kind]
 	var items []json.RawMessage
 	cache := restCache{ttl: -1}
 	cursor := ""
 	for page := 0; ; page++ {
 		if page == restListPagesMax {
-			_ = writeProblem(w, http.StatusBadGateway, "the upstream's list has more than "+strconv.Itoa(restListPagesMax)+" pages")
-			return nil, cache, false
+			return nil, cache, &restFailure{http.StatusBadGateway, "the upstream's list has more than " + strconv.Itoa(restListPagesMax) + " pages"}
 		}
-		status, answer, fail := h.restRPC(r.Context(), r, l.method, "", restListParams{Cursor: cursor, Meta: restMeta}, nil)
+		status, answer, fail := h.restRPC(ctx, r, l.method, "", restListParams{Cursor: cursor, Meta: restMeta}, nil)
 		if fail != nil {
-			_ = writeProblem(w, fail.status, fail.detail)
-			return nil, cache, false
+			return nil, cache, fail
 		}
 		if e := answer.Get("error"); e.Exists() {
-			_ = writeProblem(w, restErrorStatus(status, e), "the upstream answered: "+jsonrpc.Clip(e.Get("message").String()))
-			return nil, cache, false
+			return nil, cache, &restFailure{restErrorStatus(status, e), "the upstream answered: " + jsonrpc.Clip(e.Get("message").String())}
 		}
 		res := answer.Get("result")
 		if page == 0 {
@@ -91,10 +100,25 @@ func (h *Handler) restGather(w http.ResponseWriter, r *http.Request, kind string
 		})
 		next := res.Get("nextCursor").String()
 		if next == "" || next == cursor {
-			return items, cache, true
+			return items, cache, nil
 		}
 		cursor = next
 	}
+}
+
+// restToolUnknown reports whether the upstream's tools/list, asked now,
+// lacks the tool name (false when the list cannot be had).
+func (h *Handler) restToolUnknown(ctx context.Context, r *http.Request, name string) bool {
+	tools, _, fail := h.restGatherItems(ctx, r, "tools")
+	if fail != nil {
+		return false
+	}
+	for _, t := range tools {
+		if gjson.GetBytes(t, "name").String() == name {
+			return false
+		}
+	}
+	return true
 }
 
 // restList answers a whole list as MCP's list result (no nextCursor),
