@@ -15,7 +15,8 @@ import (
 // restName has its own paths: PUT (start, the tool's inputSchema as the
 // body's `arguments`) and GET of a call, advance, cancel, and the list of
 // its calls. A tool whose name is not a restName cannot be called through
-// the face and is left out.
+// the face and is left out. The face's other operations (the lists, a
+// resource's bytes, a prompt, a completion, the roots) are in it too.
 
 // oaObject is a JSON object of the document (keys sorted when encoded).
 type oaObject = map[string]any
@@ -44,6 +45,7 @@ func (h *Handler) restOpenAPI(w http.ResponseWriter, r *http.Request) error {
 		desc := t.Get("description").String()
 		addToolPaths(paths, string(name), summary, desc, schema)
 	}
+	addFacePaths(paths)
 	doc := oaObject{
 		"openapi": "3.1.0",
 		"info": oaObject{"title": "MCP tools over HTTP REST (SEP-1597)", "version": "1",
@@ -120,6 +122,45 @@ func addToolPaths(paths oaObject, name, summary, desc string, schema any) {
 			},
 		},
 	}
+}
+
+// addFacePaths adds the operations that are not a tool's: the lists, a
+// resource's bytes, a prompt, a completion, the roots.
+func addFacePaths(paths oaObject) {
+	jsonBody := func(desc string) oaObject {
+		return oaObject{"description": desc, "content": oaObject{"application/json": oaObject{"schema": oaObject{"type": "object"}}}}
+	}
+	problem := oaObject{"$ref": "#/components/responses/Problem"}
+	for _, l := range []struct{ path, id, desc string }{
+		{"/tools", "listTools", "tools/list, every page"},
+		{"/prompts", "listPrompts", "prompts/list, every page"},
+		{"/resources", "listResources", "resources/list, every page"},
+		{"/resources-templates", "listResourceTemplates", "resources/templates/list, every page"},
+	} {
+		paths[l.path] = oaObject{"get": oaObject{"operationId": l.id, "summary": l.desc, "tags": []any{"mcp"},
+			"responses": oaObject{"200": jsonBody("The list result"), "304": oaObject{"description": "Not modified (If-None-Match)"}, "default": problem}}}
+	}
+	nameParam := oaObject{"name": "name", "in": "path", "required": true, "schema": oaObject{"type": "string"}}
+	paths["/resources/{name}"] = oaObject{"get": oaObject{"operationId": "readResource", "summary": "A resource's bytes", "tags": []any{"mcp"},
+		"parameters": []any{nameParam},
+		"responses": oaObject{
+			"200":     oaObject{"description": "The resource's first content, its mimeType as Content-Type", "content": oaObject{"*/*": oaObject{"schema": oaObject{"type": "string", "format": "binary"}}}},
+			"304":     oaObject{"description": "Not modified (If-None-Match)"},
+			"default": problem,
+		}}}
+	argsBody := oaObject{"required": false, "content": oaObject{"application/json": oaObject{"schema": oaObject{
+		"type": "object", "properties": oaObject{"arguments": oaObject{"type": "object"}}}}}}
+	paths["/prompts/{name}"] = oaObject{"post": oaObject{"operationId": "getPrompt", "summary": "prompts/get", "tags": []any{"mcp"},
+		"parameters": []any{nameParam}, "requestBody": argsBody,
+		"responses": oaObject{"200": jsonBody("The prompt"), "default": problem}}}
+	paths["/complete"] = oaObject{"post": oaObject{"operationId": "complete", "summary": "completion/complete", "tags": []any{"mcp"},
+		"requestBody": oaObject{"required": true, "content": oaObject{"application/json": oaObject{"schema": oaObject{
+			"type": "object", "required": []any{"ref", "argument"}}}}},
+		"responses": oaObject{"200": jsonBody("The completion"), "default": problem}}}
+	paths["/roots"] = oaObject{"put": oaObject{"operationId": "putRoots", "summary": "Your roots, answered to a tool's roots/list", "tags": []any{"mcp"},
+		"requestBody": oaObject{"required": true, "content": oaObject{"application/json": oaObject{"schema": oaObject{
+			"type": "object", "required": []any{"roots"}, "properties": oaObject{"roots": oaObject{"type": "array", "items": oaObject{"type": "object"}}}}}}},
+		"responses": oaObject{"204": oaObject{"description": "Set"}, "default": problem}}}
 }
 
 // restComponents are the document's shared pieces.

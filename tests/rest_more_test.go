@@ -214,6 +214,10 @@ func TestRESTOpenAPI(t *testing.T) {
 		}
 		return c
 	}
+	for _, id := range []string{"listTools", "listPrompts", "listResources", "listResourceTemplates", "readResource", "getPrompt", "complete", "putRoots",
+		"call_hello", "get_hello_call", "advance_hello_call", "cancel_hello_call", "list_hello_calls"} {
+		opPath(id)
+	}
 	c := do("call_ask", "o1", map[string]string{"Idempotency-Key": "k"}, `{"arguments":{"topic":"tea"}}`)
 	for range 2 {
 		if c.Status != "awaitingElicitationResult" {
