@@ -99,6 +99,11 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    task_lease         <duration>          # tasks.lease
 //	    max_task_result    <size>              # tasks.max_result
 //	    max_task_wait      <duration>          # tasks
+//
+//	    rest               <base path>         # rest.base_path
+//	    rest_wait          <duration>          # rest.wait
+//	    rest_call_ttl      <duration>          # rest.call_ttl
+//	    rest_max_calls_per_principal <count>   # rest.max_calls_per_principal
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
@@ -248,6 +253,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					err = d.Err(cerr.Error())
 				}
 			}
+		case "rest", "rest_wait", "rest_call_ttl", "rest_max_calls_per_principal":
+			err = h.unmarshalRESTOption(d) // rest_config.go
 		case "log_unsafe_details":
 			if h.LogUnsafeDetails {
 				return d.Err("log_unsafe_details already specified")

@@ -76,6 +76,7 @@ func (h *Handler) setDefaults() (fwd forward.Options, rev reverse.Options) {
 	setInt(&h.MaxFails, 1)
 	setInt(&h.HealthPasses, 1)
 	setInt(&h.HealthFails, 1)
+	h.RESTConfig.setRESTDefaults() // rest_config.go
 	setDuration(&h.TaskWindow, fwd.Tasks.Policy.DefaultWindow)
 	setDuration(&h.TaskTTL, fwd.Tasks.TTL)
 	setDuration(&h.TaskPollInterval, fwd.Tasks.PollInterval)

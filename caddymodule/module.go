@@ -38,6 +38,10 @@ func init() {
 // With `saga on` it also serves the tool-call saga (tools/callSaga,
 // tools/resumeSaga) as a face over the modern path (saga.go).
 //
+// With `rest <base>` it also serves, under that path, the HTTP REST face of
+// SEP-1597 (rest.go): lists, resources, prompts and tool calls as durable
+// HTTP resources, another face over the same modern path.
+//
 // The handler is terminal: it answers every request it receives.
 //
 // The bridges' parked calls and rounds are process-wide (they survive a
@@ -172,6 +176,7 @@ type Handler struct {
 	ParkingConfig  `json:"parking,omitzero"`
 	SessionsConfig `json:"sessions,omitzero"`
 	TasksConfig    `json:"tasks,omitzero"`
+	RESTConfig     `json:"rest,omitzero"`
 
 	selector      reverseproxy.Selector
 	ctx           context.Context   // this configuration's life: background probes
@@ -203,6 +208,9 @@ type Handler struct {
 	// forward bridge keeps the records of its tasks (task_store); nil with
 	// task_store off. bridgeOpts.Tasks.Store is it.
 	taskStorage certmagic.Storage
+
+	// rest is the REST face's state (rest.go); nil with `rest` off.
+	rest *restFace
 }
 
 // CaddyModule returns the Caddy module information.

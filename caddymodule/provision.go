@@ -80,6 +80,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionTaskStore(ctx); err != nil {
 		return err
 	}
+	if err := h.provisionREST(ctx); err != nil { // rest.go
+		return err
+	}
 	if err := h.provisionBridge(fwdBase); err != nil {
 		return err
 	}
@@ -200,6 +203,9 @@ func (h *Handler) Validate() error {
 		return err
 	}
 	if err := checkOnOff("saga", h.Saga); err != nil {
+		return err
+	}
+	if err := h.RESTConfig.validateREST(); err != nil { // rest_config.go
 		return err
 	}
 	if err := checkTaskLease(h.TaskLease); err != nil {

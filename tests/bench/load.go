@@ -23,8 +23,8 @@ type target struct {
 func parseTarget(s string) (target, error) {
 	name, rest, ok := strings.Cut(s, "=")
 	era, list, ok2 := strings.Cut(rest, ":")
-	if !ok || !ok2 || (era != "legacy" && era != "modern") {
-		return target{}, fmt.Errorf("target %q: want name=legacy:URL or name=modern:URL[,URL…]", s)
+	if !ok || !ok2 || (era != "legacy" && era != "modern" && era != "rest") {
+		return target{}, fmt.Errorf("target %q: want name=legacy:URL, name=modern:URL[,URL…] or name=rest:BASE_URL", s)
 	}
 	urls := strings.Split(list, ",")
 	for _, u := range urls {
@@ -32,7 +32,7 @@ func parseTarget(s string) (target, error) {
 			return target{}, fmt.Errorf("target %q: %q is no http(s) URL", s, u)
 		}
 	}
-	if era == "legacy" && len(urls) != 1 {
+	if era != "modern" && len(urls) != 1 {
 		return target{}, fmt.Errorf("target %q: a legacy target has exactly one URL (its session lives on one instance)", s)
 	}
 	return target{name: name, era: era, urls: urls}, nil
@@ -110,6 +110,10 @@ func run(t target, conc int, d, warmup time.Duration, tool, args string, procs [
 	for i := range callers {
 		if t.era == "modern" {
 			callers[i] = newModern(cs, tool, args)
+			continue
+		}
+		if t.era == "rest" {
+			callers[i] = newREST(c, tool, args)
 			continue
 		}
 		l, err := openLegacy(ctx, c, tool, args)

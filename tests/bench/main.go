@@ -19,7 +19,10 @@
 //	    gateway instances sharing state_key): the k-th request of each call
 //	    (k = 0 the first, 1 the first retry, …) goes to the (k mod n)-th URL,
 //	    so with two URLs and one round every retry lands on the other
-//	    instance. A legacy target has exactly one URL.
+//	    instance. A legacy target has exactly one URL. A rest target
+//	    (name=rest:http://host:port/api) names the gateway's REST base
+//	    (option `rest`): a call is one PUT of a new call id (and its
+//	    advances and polls, if any).
 //	bench park    -url URL -n 10000 -c 32
 //	    opens n modern calls that end in input_required and never retries them
 //	bench tasks   -url URL -n 3000 -c 32 [-tool hold]

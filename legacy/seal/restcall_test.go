@@ -1,0 +1,130 @@
+package seal
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func testRESTCall() RESTCall {
+	return RESTCall{
+		Principal: testPrincipal, Tool: "ask", ID: "order-42", IdempotencyKey: "k-1", Status: "awaitingElicitationResult",
+		ETag: "33a649d4", Arguments: json.RawMessage(`{"topic":"tea"}`),
+		Inputs: []RESTInput{
+			{Key: "a", Method: "elicitation/create", Params: json.RawMessage(`{"message":"Sure?"}`), Answer: json.RawMessage(`{"action":"accept"}`)},
+			{Key: "b", Method: "sampling/createMessage", Params: json.RawMessage(`{"messages":[]}`)},
+		},
+		RequestState: "opaque", Progress: json.RawMessage(`{"progress":1}`), Created: 1, Updated: 2, Owner: "gw-0", Lease: 3,
+	}
+}
+
+// TestRESTCallRoundTrip: a record seals and opens to itself.
+func TestRESTCallRoundTrip(t *testing.T) {
+	kr := testKeyring(t)
+	done := RESTCall{Tool: "t", ID: "i", Status: "success", Result: json.RawMessage(`{"content":[]}`)}
+	for _, c := range []RESTCall{testRESTCall(), {}, done} {
+		sealed, err := SealRESTCall(kr, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := OpenRESTCall(kr, sealed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, c) {
+			t.Fatalf("opened %+v, sealed %+v", got, c)
+		}
+	}
+}
+
+// TestRESTCallBounds: a record beyond any bound is not sealed.
+func TestRESTCallBounds(t *testing.T) {
+	kr := testKeyring(t)
+	for name, mod := range map[string]func(*RESTCall){
+		"tool":      func(c *RESTCall) { c.Tool = strings.Repeat("n", MaxRESTName+1) },
+		"id":        func(c *RESTCall) { c.ID = strings.Repeat("n", MaxRESTName+1) },
+		"key":       func(c *RESTCall) { c.IdempotencyKey = strings.Repeat("k", MaxRESTShort+1) },
+		"arguments": func(c *RESTCall) { c.Arguments = make([]byte, MaxRESTArguments+1) },
+		"state":     func(c *RESTCall) { c.RequestState = strings.Repeat("s", MaxRESTState+1) },
+		"inputs":    func(c *RESTCall) { c.Inputs = make([]RESTInput, MaxRESTInputs+1) },
+		"params":    func(c *RESTCall) { c.Inputs[0].Params = make([]byte, MaxRESTParams+1) },
+		"result":    func(c *RESTCall) { c.Result = make([]byte, MaxRESTPayload+1) },
+		"progress":  func(c *RESTCall) { c.Progress = make([]byte, MaxRESTParams+1) },
+	} {
+		c := testRESTCall()
+		mod(&c)
+		if _, err := SealRESTCall(kr, c); !errors.Is(err, ErrRESTTooLarge) {
+			t.Errorf("%s: %v, want ErrRESTTooLarge", name, err)
+		}
+	}
+}
+
+// TestRESTCallRefusals: tampered, other-purpose, other-key records, and
+// roots bound to their principal.
+func TestRESTCallRefusals(t *testing.T) {
+	kr := testKeyring(t)
+	sealed, err := SealRESTCall(kr, testRESTCall())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := bytes.Clone(sealed)
+	b[len(b)/2] ^= 1
+	if _, err := OpenRESTCall(kr, b); !errors.Is(err, ErrRESTInvalid) {
+		t.Errorf("tampered: %v", err)
+	}
+	task, _ := SealTaskRecord(kr, TaskRecord{Tool: "t"})
+	if _, err := OpenRESTCall(kr, task); !errors.Is(err, ErrRESTInvalid) {
+		t.Errorf("a task record opened as a REST call: %v", err)
+	}
+	if _, err := OpenTaskRecord(kr, sealed); err == nil {
+		t.Error("a REST call opened as a task record")
+	}
+	other := testKeyring(t, bytes.Repeat([]byte{0x5a}, KeySize))
+	if _, err := OpenRESTCall(other, sealed); !errors.Is(err, ErrRESTInvalid) {
+		t.Errorf("another key: %v", err)
+	}
+	roots, err := SealRESTRoots(kr, testPrincipal, []byte(`{"roots":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := OpenRESTRoots(kr, testPrincipal, roots); err != nil || string(got) != `{"roots":[]}` {
+		t.Errorf("roots: %q %v", got, err)
+	}
+	if _, err := OpenRESTRoots(kr, [16]byte{9}, roots); !errors.Is(err, ErrRESTInvalid) {
+		t.Errorf("another principal's roots: %v", err)
+	}
+	if _, err := OpenRESTCall(kr, roots); !errors.Is(err, ErrRESTInvalid) {
+		t.Errorf("roots opened as a REST call: %v", err)
+	}
+}
+
+// FuzzDecodeRESTCall: the decoder never panics, accepts only records
+// within the bounds, and what it accepts encodes to a plaintext that
+// decodes to the same record.
+func FuzzDecodeRESTCall(f *testing.F) {
+	c := testRESTCall()
+	b, _ := encodeRESTCall(&c)
+	f.Add(b)
+	f.Add([]byte{restCallVersion, '{', '}'})
+	f.Add([]byte{restCallVersion, '{', '"', 't', '"', ':', '1', '}'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := decodeRESTCall(b)
+		if err != nil {
+			return
+		}
+		if err := c.check(); err != nil {
+			t.Fatalf("decoded a record beyond the bounds: %v", err)
+		}
+		again, err := encodeRESTCall(&c)
+		if err != nil {
+			t.Fatalf("re-encoding: %v", err)
+		}
+		c2, err := decodeRESTCall(again)
+		if err != nil || !reflect.DeepEqual(c, c2) {
+			t.Fatalf("re-encoded record decodes to %+v (%v), want %+v", c2, err, c)
+		}
+	})
+}
