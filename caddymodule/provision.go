@@ -202,6 +202,9 @@ func (h *Handler) Validate() error {
 	if err := checkOnOff("saga", h.Saga); err != nil {
 		return err
 	}
+	if err := checkOnOff("multi_turn_sse", h.MultiTurnSSE); err != nil {
+		return err
+	}
 	if err := checkTaskLease(h.TaskLease); err != nil {
 		return err
 	}
