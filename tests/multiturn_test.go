@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // mtCaps are the capabilities of a client that opts in.
@@ -96,6 +97,10 @@ func (a mtAnswer) String() string {
 // response.
 func mtRead(t *testing.T, resp *http.Response) mtAnswer {
 	t.Helper()
+	// A stream that does not end (a request in-line, waiting for its
+	// answer) fails the test rather than hanging it.
+	stop := time.AfterFunc(15*time.Second, func() { resp.Body.Close() })
+	defer stop.Stop()
 	a := mtAnswer{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type")}
 	if !strings.HasPrefix(a.ctype, "text/event-stream") {
 		b, _ := io.ReadAll(resp.Body)
