@@ -35,6 +35,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		max_inputs_per_round 4
 		max_buffered_notifications 64
 		saga on
+		multi_turn_sse on
 		max_sessions_per_principal 50
 		write_timeout 10s
 		session_lifetime 1h
@@ -68,7 +69,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		`"fleet":{"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="]},` +
 		`"security":{"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],"principal":"{http.auth.user.id}","max_request_body":1048576,"log_unsafe_details":true},` +
 		`"streams":{"keepalive_interval":20000000000,"stream_close_delay":2000000000,"write_timeout":10000000000},` +
-		`"parking":{"park_ttl":120000000000,"max_parked":500,"max_parked_per_principal":20,"gather_window":50000000,"resume_linger":100000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64,"saga":"on"},` +
+		`"parking":{"park_ttl":120000000000,"max_parked":500,"max_parked_per_principal":20,"gather_window":50000000,"resume_linger":100000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64,"saga":"on","multi_turn_sse":"on"},` +
 		`"sessions":{"max_sessions_per_principal":50,"session_lifetime":3600000000000,"max_get_streams":2000,"max_get_streams_per_principal":20},` +
 		`"tasks":{"store":"off","lease":30000000000,"max_result":1048576,"max_task_wait":600000000000}}`
 	if string(got) != want {
@@ -141,29 +142,31 @@ func TestCaddyfileChecksCarryLine(t *testing.T) {
 	const up = " upstream http://127.0.0.1:9/mcp\n"
 	key := "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
 	cases := map[string]struct{ input, want string }{
-		"negative park_ttl":     {"mcp_gateway {\n" + up + " park_ttl -1s\n}", "park_ttl: must be positive, got -1s, at Testfile:3"},
-		"negative fail_dur":     {"mcp_gateway {\n" + up + " fail_duration -1\n}", "fail_duration: must be positive, got -1ns, at Testfile:3"},
-		"negative close delay":  {"mcp_gateway {\n" + up + " stream_close_delay -2s\n}", "stream_close_delay: must not be negative, got -2s, at Testfile:3"},
-		"negative task_ttl":     {"mcp_gateway {\n" + up + " task_ttl -1s\n}", "task_ttl: must be positive, got -1s, at Testfile:3"},
-		"long resume_linger":    {"mcp_gateway {\n" + up + " resume_linger 2s\n}", "resume_linger: must be at most 1s, got 2s, at Testfile:3"},
-		"unknown task_store":    {"mcp_gateway {\n" + up + " task_store redis\n}", `task_store: unknown value "redis" (want storage or off), at Testfile:3`},
-		"short task_lease":      {"mcp_gateway {\n" + up + " task_lease 500ms\n}", "task_lease: must be at least 1s, got 500ms, at Testfile:3"},
-		"negative task_lease":   {"mcp_gateway {\n" + up + " task_lease -1\n}", "task_lease: must be at least 1s, got -1ns, at Testfile:3"},
-		"huge max_task_result":  {"mcp_gateway {\n" + up + " max_task_result 65MiB\n}", "max_task_result: must be at most 67108864 (64MiB, what a task record holds), got 68157440, at Testfile:3"},
-		"unknown saga":          {"mcp_gateway {\n" + up + " saga maybe\n}", `unknown saga "maybe" (want on or off), at Testfile:3`},
-		"too many buffered":     {"mcp_gateway {\n" + up + " max_buffered_notifications 5000\n}", "max_buffered_notifications: must be at most 4096"},
-		"short state_key":       {"mcp_gateway {\n" + up + " state_key c2hvcnQ=\n}", "state_key 1: key decodes to 5 bytes, want 32: make one with `openssl rand -base64 32`"},
-		"second key not base64": {"mcp_gateway {\n" + up + " state_key " + key + " not*base64\n}", "state_key 2: key is not valid base64: make one with `openssl rand -base64 32` and give every instance the same, at Testfile:3"},
-		"empty state_key":       {"mcp_gateway {\n" + up + " state_key \"\"\n}", "state_key 1 is empty (an unset environment variable?): make one with `openssl rand -base64 32`"},
-		"missing upstream":      {"mcp_gateway {\n keepalive_interval 5s\n}", "at least one upstream (or a dynamic upstream source) is required, at Testfile:1"},
-		"duplicate upstream":    {"mcp_gateway {\n" + up + up + "}", `upstream "http://127.0.0.1:9/mcp" is listed twice, at Testfile:3`},
-		"peer without key":      {"mcp_gateway {\n" + up + " instance_id gw-1\n peer gw-2 http://10.0.0.2:8080\n}", "advertise and peer need state_key, shared by every instance: with a key made at start, no other instance can open this one's tokens, at Testfile:4"},
-		"advertise without key": {"mcp_gateway {\n" + up + " advertise http://10.0.0.1:8080\n}", "advertise and peer need state_key, shared by every instance"},
-		"advertise with a path": {"mcp_gateway {\n" + up + " state_key " + key + "\n advertise http://10.0.0.1:8080/mcp\n}", "no path, please: the client's request path is kept, at Testfile:4"},
-		"bad instance_id":       {"mcp_gateway {\n" + up + " instance_id gw/1\n}", `instance_id "gw/1": want 1 to 64 letters, digits, '.', '_' or '-', at Testfile:3`},
-		"peer bad url":          {"mcp_gateway {\n" + up + " peer gw-2 ftp://10.0.0.2\n}", `peer gw-2: "ftp://10.0.0.2": scheme must be http or https, at Testfile:3`},
-		"peer bad id":           {"mcp_gateway {\n" + up + " peer gw:2 http://10.0.0.2\n}", `peer "gw:2": want an instance id`},
-		"peer without id":       {"mcp_gateway {\n" + up + " state_key " + key + "\n peer gw-2 http://10.0.0.2:8080\n}", "peer needs instance_id (or advertise) on this instance: with a random id, the other instances cannot list this one, at Testfile:4"},
+		"negative park_ttl":      {"mcp_gateway {\n" + up + " park_ttl -1s\n}", "park_ttl: must be positive, got -1s, at Testfile:3"},
+		"negative fail_dur":      {"mcp_gateway {\n" + up + " fail_duration -1\n}", "fail_duration: must be positive, got -1ns, at Testfile:3"},
+		"negative close delay":   {"mcp_gateway {\n" + up + " stream_close_delay -2s\n}", "stream_close_delay: must not be negative, got -2s, at Testfile:3"},
+		"negative task_ttl":      {"mcp_gateway {\n" + up + " task_ttl -1s\n}", "task_ttl: must be positive, got -1s, at Testfile:3"},
+		"long resume_linger":     {"mcp_gateway {\n" + up + " resume_linger 2s\n}", "resume_linger: must be at most 1s, got 2s, at Testfile:3"},
+		"unknown task_store":     {"mcp_gateway {\n" + up + " task_store redis\n}", `task_store: unknown value "redis" (want storage or off), at Testfile:3`},
+		"short task_lease":       {"mcp_gateway {\n" + up + " task_lease 500ms\n}", "task_lease: must be at least 1s, got 500ms, at Testfile:3"},
+		"negative task_lease":    {"mcp_gateway {\n" + up + " task_lease -1\n}", "task_lease: must be at least 1s, got -1ns, at Testfile:3"},
+		"huge max_task_result":   {"mcp_gateway {\n" + up + " max_task_result 65MiB\n}", "max_task_result: must be at most 67108864 (64MiB, what a task record holds), got 68157440, at Testfile:3"},
+		"unknown saga":           {"mcp_gateway {\n" + up + " saga maybe\n}", `unknown saga "maybe" (want on or off), at Testfile:3`},
+		"unknown multi_turn_sse": {"mcp_gateway {\n" + up + " multi_turn_sse maybe\n}", `unknown multi_turn_sse "maybe" (want on or off), at Testfile:3`},
+		"multi_turn_sse twice":   {"mcp_gateway {\n" + up + " multi_turn_sse on\n multi_turn_sse off\n}", `multi_turn_sse already specified, at Testfile:4`},
+		"too many buffered":      {"mcp_gateway {\n" + up + " max_buffered_notifications 5000\n}", "max_buffered_notifications: must be at most 4096"},
+		"short state_key":        {"mcp_gateway {\n" + up + " state_key c2hvcnQ=\n}", "state_key 1: key decodes to 5 bytes, want 32: make one with `openssl rand -base64 32`"},
+		"second key not base64":  {"mcp_gateway {\n" + up + " state_key " + key + " not*base64\n}", "state_key 2: key is not valid base64: make one with `openssl rand -base64 32` and give every instance the same, at Testfile:3"},
+		"empty state_key":        {"mcp_gateway {\n" + up + " state_key \"\"\n}", "state_key 1 is empty (an unset environment variable?): make one with `openssl rand -base64 32`"},
+		"missing upstream":       {"mcp_gateway {\n keepalive_interval 5s\n}", "at least one upstream (or a dynamic upstream source) is required, at Testfile:1"},
+		"duplicate upstream":     {"mcp_gateway {\n" + up + up + "}", `upstream "http://127.0.0.1:9/mcp" is listed twice, at Testfile:3`},
+		"peer without key":       {"mcp_gateway {\n" + up + " instance_id gw-1\n peer gw-2 http://10.0.0.2:8080\n}", "advertise and peer need state_key, shared by every instance: with a key made at start, no other instance can open this one's tokens, at Testfile:4"},
+		"advertise without key":  {"mcp_gateway {\n" + up + " advertise http://10.0.0.1:8080\n}", "advertise and peer need state_key, shared by every instance"},
+		"advertise with a path":  {"mcp_gateway {\n" + up + " state_key " + key + "\n advertise http://10.0.0.1:8080/mcp\n}", "no path, please: the client's request path is kept, at Testfile:4"},
+		"bad instance_id":        {"mcp_gateway {\n" + up + " instance_id gw/1\n}", `instance_id "gw/1": want 1 to 64 letters, digits, '.', '_' or '-', at Testfile:3`},
+		"peer bad url":           {"mcp_gateway {\n" + up + " peer gw-2 ftp://10.0.0.2\n}", `peer gw-2: "ftp://10.0.0.2": scheme must be http or https, at Testfile:3`},
+		"peer bad id":            {"mcp_gateway {\n" + up + " peer gw:2 http://10.0.0.2\n}", `peer "gw:2": want an instance id`},
+		"peer without id":        {"mcp_gateway {\n" + up + " state_key " + key + "\n peer gw-2 http://10.0.0.2:8080\n}", "peer needs instance_id (or advertise) on this instance: with a random id, the other instances cannot list this one, at Testfile:4"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

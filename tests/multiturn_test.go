@@ -360,3 +360,32 @@ func TestMultiTurnNotOptedIn(t *testing.T) {
 		t.Fatalf("multi_turn_sse off gave an opted-in session: %q", sid)
 	}
 }
+
+// TestReadmeCurlMultiTurn runs the README's multi-turn curl example, as
+// written (the demo's URL replaced with the test gateway's), against the
+// demo server behind a gateway with multi_turn_sse on: a turn, its answer,
+// and the result the README shows.
+func TestReadmeCurlMultiTurn(t *testing.T) {
+	scripts, readme := readmeCurlScripts(t)
+	script, ok := scripts["multi-turn"]
+	if !ok || !strings.Contains(script, readmeDemoURL) {
+		t.Fatalf("no <!-- curl: multi-turn --> block using %s in README.md", readmeDemoURL)
+	}
+	g := startGateway(t, "\t\tupstream "+startDemoServer(t)+" {\n\t\t\tera auto\n\t\t}\n\t\tmulti_turn_sse on")
+	out := runReadmeScript(t, strings.ReplaceAll(script, readmeDemoURL, g.URL))
+	for _, w := range []string{"event: buffer_input\n", `"method":"elicitation/create"`, `"message":"How many people, and when?"`, "event: input_required\n"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("the output lacks %q:\n%s", w, out)
+		}
+	}
+	last := ""
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(l, "data: ") {
+			last = l
+		}
+	}
+	if !strings.Contains(last, `"id":2,"result":{"content":[{"type":"text","text":"Booked Chez Caddy for 2 on 2026-12-24."}]`) ||
+		!strings.Contains(readme, last+"\n") {
+		t.Errorf("the README does not show the result its multi-turn curl example gets:\n%s", last)
+	}
+}
