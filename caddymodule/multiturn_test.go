@@ -1,0 +1,215 @@
+package caddymodule
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+)
+
+func turnTestHandler(t *testing.T) *Handler {
+	t.Helper()
+	kr, err := seal.NewKeyring(bytes.Repeat([]byte{9}, seal.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Handler{keyring: kr, logger: zap.NewNop(), ParkingConfig: ParkingConfig{MultiTurnSSE: "on", ParkTTL: 60e9}}
+}
+
+// TestOptIn: an initialize with the capability gets its session id sealed
+// into a TurnSession, which opens back to the inner id and the client's
+// capabilities; one without keeps its id as it is; the sealed id goes back
+// to the client wherever an answer names the inner one.
+func TestOptIn(t *testing.T) {
+	h := turnTestHandler(t)
+	in := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",` +
+		`"capabilities":{"elicitation":{}, "experimental":{"` + turnCapability + `":{}}},"clientInfo":{"name":"c","version":"1"}}}`
+	rec := httptest.NewRecorder()
+	w := h.optInWriter(rec, []byte(in))
+	w.Header().Set("Mcp-Session-Id", "inner-id")
+	w.WriteHeader(http.StatusOK)
+	outer := rec.Header().Get("Mcp-Session-Id")
+	if !seal.IsTurnSession(outer) {
+		t.Fatalf("an opted-in session id: %q", outer)
+	}
+
+	for _, caps := range []string{`{"elicitation":{}}`, `{"experimental":{"` + turnCapability + `":true}}`, `{"experimental":{"io":{"modelcontextprotocol/multi-turn-sse":{}}}}`} {
+		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":` + caps + `}}`
+		if w := h.optInWriter(httptest.NewRecorder(), []byte(body)); w != nil {
+			if _, wrapped := w.(*turnSessionWriter); wrapped {
+				t.Errorf("%s opted in", caps)
+			}
+		}
+	}
+
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	r.Header.Set("Mcp-Session-Id", outer)
+	rec = httptest.NewRecorder()
+	w, r2, ts := h.openTurnSession(rec, r)
+	if ts == nil || r2.Header.Get("Mcp-Session-Id") != "inner-id" || r.Header.Get("Mcp-Session-Id") != outer ||
+		string(ts.Capabilities) != `{"elicitation":{},"experimental":{"`+turnCapability+`":{}}}` || string(ts.ClientInfo) != `{"name":"c","version":"1"}` {
+		t.Fatalf("opened %+v, header %q", ts, r2.Header.Get("Mcp-Session-Id"))
+	}
+	w.Header().Set("Mcp-Session-Id", "inner-id")
+	_, _ = w.Write([]byte("{}"))
+	if got := rec.Header().Get("Mcp-Session-Id"); got != outer {
+		t.Fatalf("the answer names %q", got)
+	}
+
+	// Not a turn session, or one that does not open: left as it is.
+	for _, sid := range []string{"plain-id", seal.TurnSessionPrefix + "AAAA", outer[:len(outer)-2]} {
+		r.Header.Set("Mcp-Session-Id", sid)
+		if _, r2, ts := h.openTurnSession(rec, r); ts != nil || r2.Header.Get("Mcp-Session-Id") != sid {
+			t.Errorf("%q opened", sid)
+		}
+	}
+}
+
+// TestTurnInputs: an input_required's requests become the turn's inputs
+// and the JSON-RPC requests the client is sent (its key as id, a URL-mode
+// elicitation given an elicitationId); what the client did not declare,
+// or a turn cannot carry, fails the call.
+func TestTurnInputs(t *testing.T) {
+	caps := []byte(`{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{}}`)
+	reqs := gjson.Parse(`{"host":{"method":"elicitation/create","params":{"message":"Who?"}},
+		"toast":{"method":"sampling/createMessage","params":{"maxTokens":5}},
+		"r":{"method":"roots/list"},
+		"go":{"method":"elicitation/create","params":{"mode":"url","url":"https://x","message":"Go"}}}`)
+	inputs, msgs, fail := turnInputs(reqs, caps)
+	if fail != "" || len(inputs) != 4 || inputs[1] != (seal.TurnInput{Key: "toast", Kind: seal.TurnSampling}) || inputs[2].Kind != seal.TurnRoots {
+		t.Fatalf("inputs %+v, fail %q", inputs, fail)
+	}
+	if string(msgs[0]) != `{"jsonrpc":"2.0","id":"host","method":"elicitation/create","params":{"message":"Who?"}}` ||
+		string(msgs[2]) != `{"jsonrpc":"2.0","id":"r","method":"roots/list"}` ||
+		gjson.GetBytes(msgs[3], "params.elicitationId").String() == "" || jsonrpc.ValidJSON(msgs[3]) != nil {
+		t.Fatalf("messages: %s", bytes.Join(msgs, []byte("\n")))
+	}
+	for name, c := range map[string]struct{ reqs, caps, want string }{
+		"no capability":  {`{"s":{"method":"sampling/createMessage","params":{}}}`, `{"elicitation":{}}`, "did not declare the capability"},
+		"unknown method": {`{"x":{"method":"tools/list","params":{}}}`, string(caps), "unknown kind"},
+		"no params":      {`{"x":{"method":"elicitation/create"}}`, string(caps), "has no params"},
+		"long key":       {`{"` + strings.Repeat("k", seal.MaxTurnKey+1) + `":{"method":"roots/list"}}`, string(caps), "longer than"},
+		"not an object":  {`[1]`, string(caps), "not an object"},
+	} {
+		if _, _, fail := turnInputs(gjson.Parse(c.reqs), []byte(c.caps)); !strings.Contains(fail, c.want) {
+			t.Errorf("%s: %q, want %q", name, fail, c.want)
+		}
+	}
+	if inputs, _, fail := turnInputs(gjson.Result{}, caps); fail != "" || len(inputs) != 0 {
+		t.Errorf("no inputRequests: %+v %q", inputs, fail)
+	}
+}
+
+// TestTurnResponses: the client's responses map onto inputResponses by
+// id; errors decline an elicitation, give no roots and refuse sampling;
+// unknown, repeated, missing or invalid answers are refused.
+func TestTurnResponses(t *testing.T) {
+	inputs := []seal.TurnInput{{Key: "e", Kind: seal.TurnElicitation}, {Key: "s", Kind: seal.TurnSampling}, {Key: "r", Kind: seal.TurnRoots}}
+	errResp := func(id string) string {
+		return `{"jsonrpc":"2.0","id":"` + id + `","error":{"code":-1,"message":"no"}}`
+	}
+	out, refused, rerr := turnResponses(inputs, gjson.Parse(`[`+errResp("r")+`,`+errResp("e")+`,`+
+		`{"jsonrpc":"2.0","id":"s","result":{"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"}}]`))
+	if rerr != nil || refused != nil || string(out["e"]) != `{"action":"decline"}` || string(out["r"]) != `{"roots":[]}` || !strings.Contains(string(out["s"]), `"hi"`) {
+		t.Fatalf("out %s, refused %+v, err %v", out, refused, rerr)
+	}
+	_, refused, rerr = turnResponses(inputs, gjson.Parse(`[`+errResp("r")+`,`+errResp("e")+`,`+errResp("s")+`]`))
+	if rerr != nil || refused == nil || refused.id != "s" || refused.message != "no" {
+		t.Fatalf("a refused sampling: %+v %v", refused, rerr)
+	}
+	ok := `{"jsonrpc":"2.0","id":"e","result":{"action":"accept","content":{"a":"b"}}}`
+	for name, c := range map[string]struct {
+		answers, want string
+		code          int
+	}{
+		"unknown id":    {`[{"jsonrpc":"2.0","id":"x","result":{}}]`, "no request of this turn", jsonrpc.InvalidParams},
+		"numeric id":    {`[{"jsonrpc":"2.0","id":1,"result":{}}]`, "no request of this turn", jsonrpc.InvalidParams},
+		"twice":         {`[` + ok + `,` + ok + `]`, "answered twice", jsonrpc.InvalidParams},
+		"missing":       {`[` + ok + `]`, `no response for id "s"`, jsonrpc.InvalidParams},
+		"invalid":       {`[{"jsonrpc":"2.0","id":"e","result":{"action":"maybe"}}]`, "action", jsonrpc.InvalidParams},
+		"a request":     {`[{"jsonrpc":"2.0","id":"e","method":"x"}]`, "not a JSON-RPC 2.0 response", jsonrpc.InvalidRequest},
+		"both":          {`[{"jsonrpc":"2.0","id":"e","result":{},"error":{}}]`, "not a JSON-RPC 2.0 response", jsonrpc.InvalidRequest},
+		"not 2.0":       {`[{"id":"e","result":{}}]`, "not a JSON-RPC 2.0 response", jsonrpc.InvalidRequest},
+		"error string":  {`[{"jsonrpc":"2.0","id":"e","error":"no"}]`, "error must be an object", jsonrpc.InvalidParams},
+		"result string": {`[{"jsonrpc":"2.0","id":"e","result":"yes"}]`, "result must be an object", jsonrpc.InvalidParams},
+	} {
+		_, _, rerr := turnResponses(inputs, gjson.Parse(c.answers))
+		if rerr == nil || rerr.Code != c.code || rerr.HTTPStatus != http.StatusBadRequest || !strings.Contains(rerr.Message, c.want) {
+			t.Errorf("%s: %v, want %d %q", name, rerr, c.code, c.want)
+		}
+	}
+}
+
+// TestServeTurnAnswersRefusals: what is refused before anything is used,
+// with HTTP 400 and id null; a token of another session or principal, or
+// expired, with one message.
+func TestServeTurnAnswersRefusals(t *testing.T) {
+	h := turnTestHandler(t)
+	ts := &turnSession{outer: "mt1.session"}
+	st := seal.TurnState{Session: sessionHash(ts.outer), Expires: time.Now().Add(time.Minute), CallID: []byte("7"), Name: "x",
+		Inputs: []seal.TurnInput{{Key: "e", Kind: seal.TurnElicitation}}}
+	st.Principal = h.principal(httptest.NewRequest(http.MethodPost, "/mcp", nil))
+	good, err := seal.SealTurn(h.keyring, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := st
+	other.Session = sessionHash("mt1.other")
+	otherSession, _ := seal.SealTurn(h.keyring, other)
+	other = st
+	other.Principal[0] ^= 1
+	otherPrincipal, _ := seal.SealTurn(h.keyring, other)
+	answer := `[{"jsonrpc":"2.0","id":"e","result":{"action":"accept","content":{"a":"b"}}}]`
+	for name, c := range map[string]struct {
+		token, body, want string
+		code              int
+	}{
+		"not JSON":        {good, `[{`, "Parse error", jsonrpc.ParseError},
+		"an object":       {good, `{"jsonrpc":"2.0","id":"e","result":{}}`, "JSON array", jsonrpc.InvalidRequest},
+		"empty":           {good, `[]`, "JSON array", jsonrpc.InvalidRequest},
+		"too many":        {good, "[" + strings.Repeat("{},", seal.MaxTurnInputs) + "{}]", "JSON array", jsonrpc.InvalidRequest},
+		"forged":          {"AAAA", answer, turnRefused, jsonrpc.InvalidParams},
+		"other session":   {otherSession, answer, turnRefused, jsonrpc.InvalidParams},
+		"other principal": {otherPrincipal, answer, turnRefused, jsonrpc.InvalidParams},
+		"unknown id":      {good, `[{"jsonrpc":"2.0","id":"x","result":{}}]`, "no request of this turn", jsonrpc.InvalidParams},
+	} {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(c.body))
+		r.Header.Set("Last-Event-ID", c.token)
+		if err := h.serveTurnAnswers(w, r, []byte(c.body), ts); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if w.Code != http.StatusBadRequest || gjson.Get(w.Body.String(), "error.code").Int() != int64(c.code) ||
+			!strings.Contains(w.Body.String(), c.want) || gjson.Get(w.Body.String(), "id").Raw != "null" {
+			t.Errorf("%s: HTTP %d %s, want 400 %d %q", name, w.Code, w.Body, c.code, c.want)
+		}
+	}
+	if turnUsed.Len() != 0 {
+		t.Errorf("a refusal used a token (%d used)", turnUsed.Len())
+	}
+}
+
+// TestAcceptsEventStream: only an Accept listing text/event-stream.
+func TestAcceptsEventStream(t *testing.T) {
+	for accept, want := range map[string]bool{
+		"application/json, text/event-stream": true,
+		"text/event-stream;q=0.5":             true,
+		"application/json":                    false,
+		"":                                    false,
+		"*/*":                                 false,
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		r.Header.Set("Accept", accept)
+		if got := acceptsEventStream(r); got != want {
+			t.Errorf("%q: %v", accept, got)
+		}
+	}
+}
