@@ -298,6 +298,14 @@ func TestMultiTurnLegacyHeld(t *testing.T) {
 		"1", "accept:yes,accept:sure")
 	// A tool that asks nothing answers at once, on the stream.
 	mtFinal(t, mtCall(t, b, sid, 2, "hello", map[string]any{"name": "Caddy"}), "2", "Hello, Caddy!")
+	// The session's other requests are served as without the opt-in.
+	l := readRPC(t, post(t, b, legacyHeaders(sid), rpcBody(t, 3, "tools/list", nil)), 3)
+	if l.Status != http.StatusOK || l.Resp == nil || l.Resp.Error != nil || !strings.Contains(string(l.Resp.Result), `"roots_ask"`) {
+		t.Fatalf("tools/list: %s", l)
+	}
+	if got := l.Header.Get("Mcp-Session-Id"); got != "" && got != sid {
+		t.Fatalf("tools/list named the session %q", got)
+	}
 }
 
 // TestMultiTurnModern: in front of a modern server (the TypeScript SDK 2.x
@@ -318,8 +326,15 @@ func TestMultiTurnModern(t *testing.T) {
 	mtFinal(t, mtAnswers(t, b, sid, s.token, []map[string]any{mtAccept(s.reqs[0], map[string]any{"send": true})}, nil),
 		"1", `hosted by Ada; toast: \"To Ada!\"; invitations sent: true`)
 
+	// A next turn needs an event stream: without one, the call ends (406).
+	s = mtTurn(t, mtCall(t, b, sid, 3, "plan_party", map[string]any{"occasion": "tea"}), "", "elicitation/create")
+	x := mtAnswers(t, a, sid, s.token, []map[string]any{mtAccept(s.reqs[0], map[string]any{"name": "Bo"})}, map[string]string{"Accept": "application/json"})
+	if x.status != http.StatusNotAcceptable || x.final == nil || x.final.Error == nil || x.final.Error.Code != -32600 || string(x.final.ID) != "3" {
+		t.Fatalf("a next turn without an event stream: %s", x)
+	}
+
 	s = mtTurn(t, mtCall(t, b, sid, 2, "test_sampling", map[string]any{"prompt": "Hi?"}), "", "sampling/createMessage")
-	x := mtAnswers(t, a, sid, s.token, []map[string]any{{"jsonrpc": "2.0", "id": s.reqs[0].ID, "error": map[string]any{"code": -1, "message": "no LLM today"}}}, nil)
+	x = mtAnswers(t, a, sid, s.token, []map[string]any{{"jsonrpc": "2.0", "id": s.reqs[0].ID, "error": map[string]any{"code": -1, "message": "no LLM today"}}}, nil)
 	mtFinal(t, x, "2", "no LLM today")
 	if !strings.Contains(string(x.final.Result), `"isError":true`) {
 		t.Fatalf("refused sampling: %s", x)
