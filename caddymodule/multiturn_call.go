@@ -138,7 +138,14 @@ func (h *Handler) runTurns(w http.ResponseWriter, r *http.Request, ts *turnSessi
 			return h.writeTurnAnswer(w, r, status, translate.ErrorObjectResponse(call.callID, reverse.LegacyError("tools/call", []byte(e.Raw))))
 		}
 		result := answer.Get("result")
-		if result.Get("resultType").String() != "input_required" {
+		switch rt := result.Get("resultType"); {
+		case rt.Exists() && rt.Str != "complete" && rt.Str != "input_required":
+			// A task, or what comes next: the reverse bridge follows tasks
+			// for legacy clients; a turn cannot.
+			out, _ := reverse.LegacyFailure("tools/call", "the server answered with resultType "+jsonrpc.Clip(rt.Raw)+
+				", which a multi-turn call cannot carry: call the tool without the opt-in")
+			return h.writeTurnAnswer(w, r, http.StatusOK, translate.ResultResponse(call.callID, out))
+		case rt.Str != "input_required":
 			out, err := reverse.LegacyResult("tools/call", []byte(result.Raw))
 			if err != nil {
 				return writeRPCError(w, call.callID, translate.BadGateway("Internal error: the tool's result is not a JSON object"))
@@ -150,7 +157,12 @@ func (h *Handler) runTurns(w http.ResponseWriter, r *http.Request, ts *turnSessi
 			out, _ := reverse.LegacyFailure("tools/call", fail)
 			return h.writeTurnAnswer(w, r, http.StatusOK, translate.ResultResponse(call.callID, out))
 		}
-		call.responses, call.state = nil, result.Get("requestState").String()
+		st := result.Get("requestState")
+		if len(inputs) == 0 && st.Type != gjson.String {
+			return writeRPCError(w, call.callID, translate.BadGateway(
+				"Internal error: the server answered input_required with neither inputRequests nor requestState"))
+		}
+		call.responses, call.state = nil, st.String()
 		if len(inputs) == 0 {
 			continue // load shedding: nothing to ask, retry with the state
 		}

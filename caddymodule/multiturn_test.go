@@ -213,3 +213,81 @@ func TestAcceptsEventStream(t *testing.T) {
 		}
 	}
 }
+
+// TestRunTurns: the modern call's answers, as the cell the call went to
+// gives them (a canned serve), become the legacy client's: a result
+// without resultType, an error, a turn of SSE events with a sealed
+// Last-Event-ID, a load-shedding round retried with its state, and what a
+// turn cannot carry.
+func TestRunTurns(t *testing.T) {
+	h := turnTestHandler(t)
+	h.MaxRounds = 3
+	ts := &turnSession{TurnSession: seal.TurnSession{Capabilities: []byte(`{"elicitation":{}}`)}, outer: "mt1.s"}
+	canned := func(answers ...string) (innerServe, *[]string) {
+		var seen []string
+		return func(w http.ResponseWriter, in *http.Request, body *[]byte) error {
+			b := make([]byte, in.ContentLength)
+			_, _ = in.Body.Read(b)
+			seen = append(seen, string(b))
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":1,` + answers[min(len(seen), len(answers))-1] + `}`))
+			return nil
+		}, &seen
+	}
+	run := func(accept string, serve innerServe) *httptest.ResponseRecorder {
+		r, _ := withRoute(httptest.NewRequest(http.MethodPost, "/mcp", nil))
+		r.Header.Set("Accept", accept)
+		w := httptest.NewRecorder()
+		if err := h.runTurns(w, r, ts, turnCall{callID: []byte(`"c"`), name: "ask", args: []byte(`{"a":1}`)}, serve); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	const both = "application/json, text/event-stream"
+
+	serve, seen := canned(`"result":{"content":[],"resultType":"complete"}`)
+	if w := run("application/json", serve); w.Code != 200 || w.Body.String() != `{"jsonrpc":"2.0","id":"c","result":{"content":[]}}` {
+		t.Errorf("result as JSON: %d %s", w.Code, w.Body)
+	}
+	if !strings.Contains((*seen)[0], `"arguments":{"a":1}`) || !strings.Contains((*seen)[0], `"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}`) {
+		t.Errorf("the call: %s", (*seen)[0])
+	}
+	serve, _ = canned(`"error":{"code":-32602,"message":"no tool"}`)
+	if w := run(both, serve); w.Header().Get("Content-Type") != "text/event-stream" || !strings.Contains(w.Body.String(), `data: {"jsonrpc":"2.0","id":"c","error":{"code":-32602`) {
+		t.Errorf("error on a stream: %s", w.Body)
+	}
+	serve, seen = canned(`"result":{"resultType":"input_required","requestState":"s1"}`,
+		`"result":{"resultType":"input_required","inputRequests":{"q":{"method":"elicitation/create","params":{"message":"Sure?"}}},"requestState":"s2"}`)
+	w := run(both, serve)
+	body := w.Body.String()
+	if len(*seen) != 2 || !strings.Contains((*seen)[1], `"requestState":"s1"`) || !strings.HasPrefix(body, "id: mt-") ||
+		!strings.Contains(body, "\nevent: buffer_input\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"q\",\"method\":\"elicitation/create\"") ||
+		!strings.HasSuffix(body, "\nevent: input_required\n\n") {
+		t.Fatalf("a turn after a load-shedding round: %v\n%s", *seen, body)
+	}
+	token := body[strings.LastIndex(body, "id: ")+4 : strings.LastIndex(body, "\nevent: input_required")]
+	st, err := seal.OpenTurn(h.keyring, token, time.Now())
+	if err != nil || string(st.CallID) != `"c"` || st.RequestState != "s2" || st.Name != "ask" || len(st.Inputs) != 1 || st.Inputs[0].Key != "q" ||
+		st.Session != sessionHash("mt1.s") {
+		t.Fatalf("the turn's state: %+v %v", st, err)
+	}
+	if w := run("application/json", serve); w.Code != http.StatusNotAcceptable {
+		t.Errorf("a turn without an event stream: %d %s", w.Code, w.Body)
+	}
+
+	for name, c := range map[string]struct {
+		answer, want string
+		status       int
+	}{
+		"a task":           {`"result":{"resultType":"task","task":{}}`, `"isError":true`, 200},
+		"no capability":    {`"result":{"resultType":"input_required","inputRequests":{"s":{"method":"sampling/createMessage","params":{}}}}`, `"isError":true`, 200},
+		"nothing to retry": {`"result":{"resultType":"input_required"}`, "neither inputRequests nor requestState", 502},
+		"shedding forever": {`"result":{"resultType":"input_required","requestState":"s"}`, "more than max_rounds", 502},
+		"not an object":    {`"result":[1]`, "no JSON-RPC response", 502},
+	} {
+		serve, _ := canned(c.answer)
+		if w := run("application/json", serve); w.Code != c.status || !strings.Contains(w.Body.String(), c.want) {
+			t.Errorf("%s: %d %s", name, w.Code, w.Body)
+		}
+	}
+}
