@@ -291,3 +291,31 @@ func TestRunTurns(t *testing.T) {
 		}
 	}
 }
+
+// FuzzTurnAnswers: whatever a client POSTs as a turn's answers, the
+// mapping never panics, and what it accepts answers every request of the
+// turn, each with a JSON object.
+func FuzzTurnAnswers(f *testing.F) {
+	f.Add(`[{"jsonrpc":"2.0","id":"e","result":{"action":"accept","content":{"a":"b"}}},{"jsonrpc":"2.0","id":"s","error":{"code":-1}}]`)
+	f.Add(`[{"jsonrpc":"2.0","id":"r","result":{"roots":[{"uri":"file:///x"}]}},{}]`)
+	f.Add(`[[],1,"x",null]`)
+	inputs := []seal.TurnInput{{Key: "e", Kind: seal.TurnElicitation}, {Key: "s", Kind: seal.TurnSampling}, {Key: "r", Kind: seal.TurnRoots}}
+	f.Fuzz(func(t *testing.T, body string) {
+		if jsonrpc.ValidJSON([]byte(body)) != nil {
+			return // dispatch and serveTurnAnswers refuse it before
+		}
+		out, refused, rerr := turnResponses(inputs, gjson.Parse(body))
+		if rerr != nil {
+			if rerr.HTTPStatus != http.StatusBadRequest {
+				t.Fatalf("refused with HTTP %d", rerr.HTTPStatus)
+			}
+			return
+		}
+		for _, in := range inputs {
+			v, ok := out[in.Key]
+			if (!ok || !gjson.ParseBytes(v).IsObject()) && (refused == nil || in.Kind != seal.TurnSampling) {
+				t.Fatalf("accepted %s without an answer to %q: %s", body, in.Key, out)
+			}
+		}
+	})
+}
