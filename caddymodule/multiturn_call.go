@@ -134,6 +134,9 @@ func (h *Handler) runTurns(w http.ResponseWriter, r *http.Request, ts *turnSessi
 		if rerr != nil {
 			return writeRPCError(w, call.callID, rerr)
 		}
+		if up := routeOf(r).up; call.upstream != "" && up != nil {
+			call.upstream = up.URL // where failover took the call
+		}
 		if e := answer.Get("error"); e.Exists() {
 			return h.writeTurnAnswer(w, r, status, translate.ErrorObjectResponse(call.callID, reverse.LegacyError("tools/call", []byte(e.Raw))))
 		}
