@@ -2,12 +2,14 @@ package caddymodule
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
@@ -318,4 +320,29 @@ func FuzzTurnAnswers(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCaddyfileMultiTurnSSE: multi_turn_sse takes on or off, once, into
+// parking.multi_turn_sse; anything else is refused where it is written.
+func TestCaddyfileMultiTurnSSE(t *testing.T) {
+	const up = "mcp_gateway {\n upstream http://127.0.0.1:9/mcp\n "
+	for opts, want := range map[string]string{
+		"multi_turn_sse on":                     `"on"`,
+		"multi_turn_sse off":                    `"off"`,
+		"multi_turn_sse maybe":                  `unknown multi_turn_sse "maybe" (want on or off), at Testfile:3`,
+		"multi_turn_sse":                        `wrong argument count`,
+		"multi_turn_sse on\n multi_turn_sse on": `multi_turn_sse already specified, at Testfile:4`,
+	} {
+		var h Handler
+		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(up + opts + "\n}"))
+		got := ""
+		if err != nil {
+			got = err.Error()
+		} else if b, err := json.Marshal(h); err == nil {
+			got = gjson.GetBytes(b, "parking.multi_turn_sse").Raw
+		}
+		if !strings.Contains(got, want) {
+			t.Errorf("%q: %s, want %s", opts, got, want)
+		}
+	}
 }
