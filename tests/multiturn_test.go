@@ -404,3 +404,14 @@ func TestReadmeCurlMultiTurn(t *testing.T) {
 		t.Errorf("the README does not show the result its multi-turn curl example gets:\n%s", last)
 	}
 }
+
+// TestMultiTurnExpired: a turn's Last-Event-ID lives park_ttl; then it is
+// refused.
+func TestMultiTurnExpired(t *testing.T) {
+	g := startGateway(t, "\t\tupstream "+newHeldServer(t)+" {\n\t\t\tera legacy\n\t\t}\n\t\tmulti_turn_sse on\n\t\tpark_ttl 1s")
+	sid := mtOpen(t, g.URL, mtCaps)
+	s := mtTurn(t, mtCall(t, g.URL, sid, 1, "ask", map[string]any{"topic": "tea"}), "About tea?", "elicitation/create")
+	time.Sleep(2500 * time.Millisecond)
+	mtRefused(t, mtAnswers(t, g.URL, sid, s.token, []map[string]any{mtAccept(s.reqs[0], map[string]any{"answer": "late"})}, nil),
+		-32602, "Last-Event-ID is not valid")
+}
