@@ -298,6 +298,13 @@ func TestMultiTurnLegacyHeld(t *testing.T) {
 		"1", "accept:yes,accept:sure")
 	// A tool that asks nothing answers at once, on the stream.
 	mtFinal(t, mtCall(t, b, sid, 2, "hello", map[string]any{"name": "Caddy"}), "2", "Hello, Caddy!")
+	// Roots are asked as any request, of a client that declared them.
+	rsid := mtOpen(t, b, `{"elicitation":{},"roots":{},"experimental":{"io.modelcontextprotocol/multi-turn-sse":{}}}`)
+	r := mtTurn(t, mtCall(t, b, rsid, 4, "roots_ask", nil), "", "roots/list")
+	r = mtTurn(t, mtAnswers(t, a, rsid, r.token, []map[string]any{mtResult(r.reqs[0], map[string]any{"roots": []map[string]any{{"uri": "file:///tmp"}}})}, nil),
+		"Go?", "elicitation/create")
+	mtFinal(t, mtAnswers(t, b, rsid, r.token, []map[string]any{mtAccept(r.reqs[0], map[string]any{"answer": "go"})}, nil), "4", "roots:1 accept:go")
+
 	// The session's other requests are served as without the opt-in.
 	l := readRPC(t, post(t, b, legacyHeaders(sid), rpcBody(t, 3, "tools/list", nil)), 3)
 	if l.Status != http.StatusOK || l.Resp == nil || l.Resp.Error != nil || !strings.Contains(string(l.Resp.Result), `"roots_ask"`) {
