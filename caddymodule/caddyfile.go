@@ -83,6 +83,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    max_inputs_per_round <count>           # parking
 //	    max_buffered_notifications <count>     # parking
 //	    saga               on|off              # parking
+//	    multi_turn_sse     on|off              # parking
 //
 //	    max_sessions_per_principal <count>     # sessions
 //	    session_lifetime   <duration>          # sessions
@@ -209,6 +210,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					err = d.Err(cerr.Error())
 				}
 			}
+		case "multi_turn_sse":
+			err = parseOnOff(d, &h.MultiTurnSSE)
 		case "max_sessions_per_principal":
 			err = parseInt(d, &h.MaxSessionsPerPrincipal)
 		case "write_timeout":

@@ -208,6 +208,9 @@ func (h *Handler) Validate() error {
 	if err := h.RESTConfig.validateREST(); err != nil { // rest_config.go
 		return err
 	}
+	if err := checkOnOff("multi_turn_sse", h.MultiTurnSSE); err != nil {
+		return err
+	}
 	if err := checkTaskLease(h.TaskLease); err != nil {
 		return err
 	}

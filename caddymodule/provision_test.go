@@ -184,6 +184,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"max_buffered_notifications: must be at least 1, got -1", func(h *Handler) { h.MaxBufferedNotifications = -1 }},
 		{"max_buffered_notifications: must be at most 4096", func(h *Handler) { h.MaxBufferedNotifications = 4097 }},
 		{`unknown saga "yes" (want on or off)`, func(h *Handler) { h.Saga = "yes" }},
+		{`unknown multi_turn_sse "yes" (want on or off)`, func(h *Handler) { h.MultiTurnSSE = "yes" }},
 		{"resume_linger: must be at most 1s, got 1.001s", func(h *Handler) { h.ResumeLinger = caddy.Duration(1001 * time.Millisecond) }},
 		{"max_sessions_per_principal: must be at least 1, got 0", func(h *Handler) { h.MaxSessionsPerPrincipal = 0 }},
 		{"max_get_streams_per_principal: must be at least 1, got -1", func(h *Handler) { h.MaxGetStreamsPerPrincipal = -1 }},

@@ -132,6 +132,19 @@ func (h *Handler) sagaToolCall(r *http.Request, call sagaCall) (int, gjson.Resul
 	if len(call.args) > 0 {
 		params.Arguments = call.args
 	}
+	return h.innerToolCall(r, call.name, params, h.dispatch)
+}
+
+// innerServe serves an internal request: h.dispatch, or a cell the caller
+// chose.
+type innerServe func(w http.ResponseWriter, in *http.Request, body *[]byte) error
+
+// innerToolCall makes a modern tools/call of the tool name with params,
+// built by the gateway on r's behalf (r's principal, authorization and
+// origin; none of its MCP headers), served by serve into a recording
+// ResponseWriter. It returns the HTTP status and the JSON-RPC response to
+// it. The saga and multi-turn SSE faces make their calls so.
+func (h *Handler) innerToolCall(r *http.Request, name string, params any, serve innerServe) (int, gjson.Result, *jsonrpc.RPCError) {
 	body, err := jsonrpc.Marshal(jsonrpc.NewRequest(sagaCallID, "tools/call", params))
 	if err != nil {
 		return 0, gjson.Result{}, jsonrpc.Errorf(http.StatusInternalServerError, jsonrpc.InternalError, "Internal error: %v", err)
@@ -146,12 +159,12 @@ func (h *Handler) sagaToolCall(r *http.Request, call sagaCall) (int, gjson.Resul
 	in.Header.Set("Accept", "application/json, text/event-stream")
 	in.Header.Set(translate.HeaderProtocolVersion, translate.ModernVersion)
 	in.Header.Set(translate.HeaderMethod, "tools/call")
-	in.Header.Set(translate.HeaderName, headerValue(call.name))
+	in.Header.Set(translate.HeaderName, headerValue(name))
 	rec := &sagaRecorder{header: make(http.Header)}
 	var seen []byte
-	if err := h.dispatch(rec, in, &seen); err != nil {
+	if err := serve(rec, in, &seen); err != nil {
 		// Its text may name an upstream: the log has it, not the client.
-		h.logger.Debug("saga tool call failed", zap.Error(err))
+		h.logger.Debug("internal tool call failed", zap.Error(err))
 		status := http.StatusBadGateway
 		if herr := (caddyhttp.HandlerError{}); errors.As(err, &herr) && herr.StatusCode != 0 {
 			status = herr.StatusCode

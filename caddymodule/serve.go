@@ -59,6 +59,7 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 	if rerr := h.checkOrigin(r); rerr != nil {
 		return writeRPCError(w, nil, rerr)
 	}
+	w, r, ts := h.openTurnSession(w, r) // multiturn.go
 	rt := routeOf(r)
 	var body []byte
 	switch r.Method {
@@ -85,6 +86,12 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 		}
 		if rt.method == forward.NoticeSessionReturned {
 			return h.takeBack(w, r, body)
+		}
+		if ts != nil && h.multiTurnOn() && r.Header.Get("Last-Event-ID") != "" {
+			return h.serveTurnAnswers(w, r, body, ts) // multiturn_answers.go
+		}
+		if h.multiTurnOn() && rt.method == "initialize" && r.Header.Get("Mcp-Session-Id") == "" {
+			w = h.optInWriter(w, body)
 		}
 		// Modern, or unrecognizable: the modern ladder says what is wrong.
 		rt.era = eraModern
@@ -121,6 +128,9 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 		return err
 	}
 	d := decide(l.in, func(want eraSet) *Upstream { return h.selectUpstream(r, w, want) })
+	if ts != nil && h.multiTurnOn() && takesTurns(r, &l, d) {
+		return h.callTurns(w, r, &l, d, ts) // multiturn_call.go
+	}
 	return h.serve(w, r, &l, d)
 }
 

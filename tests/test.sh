@@ -36,7 +36,7 @@ if ((${#short[@]} == 0)); then
 		"FuzzInputs ./translate/" "FuzzParseMessage ./jsonrpc/" "FuzzMessageReader ./legacy/" "FuzzVerifyForwarded ./legacy/seal/" \
 		"FuzzJSONDepth ./jsonrpc/" "FuzzForwardURL ./caddymodule/" "FuzzCheckBatch ./translate/" "FuzzDecodeTask ./legacy/seal/" \
 		"FuzzDecodeResume ./legacy/seal/" "FuzzQuote ./jsonrpc/" "FuzzDecodeTaskRecord ./legacy/seal/" \
-		"FuzzDecodeSaga ./legacy/seal/" "FuzzDecodeRESTCall ./legacy/seal/"; do
+		"FuzzDecodeSaga ./legacy/seal/" "FuzzDecodeRESTCall ./legacy/seal/" "FuzzDecodeTurn ./legacy/seal/" "FuzzDecodeTurnSession ./legacy/seal/"; do
 		set -- $target
 		if ! out="$(go test -run='^$' -fuzz="^$1\$" -fuzztime=200000x "$2" 2>&1)"; then
 			echo "fuzzing $1 failed:"; echo "$out"; exit 1

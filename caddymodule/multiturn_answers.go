@@ -1,0 +1,170 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+)
+
+// This file takes back the answers of a turn (multiturn.go): the POST of
+// an opted-in session with Last-Event-ID (the input_required event's id)
+// and a JSON array of the client's JSON-RPC responses. Any instance
+// holding state_key serves it: the token has the whole turn. The answers
+// become the inputResponses of the modern call's retry, which the
+// gateway makes as the first call was (multiturn_call.go), and the client
+// gets the result or the next turn.
+//
+// Refusals are JSON errors of the POST itself (id null), the call going
+// on: a malformed array (-32700, -32600), an answer that does not fit the
+// turn (-32602; the token stays usable, the client may POST again), a
+// token that is not valid for this session (-32602, one message for every
+// reason). Once the token is used, what comes is the call's answer, under
+// the tools/call's id.
+
+// turnInvalid is a -32602 refusal of a turn's answers.
+func turnInvalid(format string, args ...any) *jsonrpc.RPCError {
+	return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidParams, "Invalid params: "+format, args...)
+}
+
+// turnRefused is the message of every refusal of a turn token.
+const turnRefused = "Last-Event-ID is not valid (invalid, expired, already used, or not this session's): " +
+	"call the tool again"
+
+// serveTurnAnswers answers the POST of a turn's answers.
+func (h *Handler) serveTurnAnswers(w http.ResponseWriter, r *http.Request, body []byte, ts *turnSession) error {
+	routeOf(r).era = eraLegacy
+	if err := jsonrpc.ValidJSON(body); err != nil {
+		return writeRPCError(w, nil, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.ParseError, "Parse error: %v", err))
+	}
+	answers := gjson.ParseBytes(body)
+	n := 0
+	answers.ForEach(func(_, _ gjson.Result) bool { n++; return true })
+	if !answers.IsArray() || n == 0 || n > seal.MaxTurnInputs {
+		return writeRPCError(w, nil, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest,
+			"Invalid Request: a POST with Last-Event-ID carries a JSON array of 1 to %d JSON-RPC responses, "+
+				"the answers to the requests of the turn that id ended", seal.MaxTurnInputs))
+	}
+	now := time.Now()
+	st, err := seal.OpenTurn(h.keyring, r.Header.Get("Last-Event-ID"), now)
+	switch {
+	case err != nil:
+	case st.Principal != h.principal(r):
+		err = errors.New("another principal's")
+	case st.Session != sessionHash(ts.outer):
+		err = errors.New("another session's")
+	}
+	if err != nil {
+		return h.refuseTurn(w, err)
+	}
+	responses, refused, rerr := turnResponses(st.Inputs, answers)
+	if rerr != nil {
+		return writeRPCError(w, nil, rerr)
+	}
+	if err := turnUsed.Use(st.ID, st.Expires, now); err != nil {
+		return h.refuseTurn(w, fmt.Errorf("already used: %w", err))
+	}
+	if refused != nil {
+		out, err := json.Marshal(samplingRefused(refused))
+		if err != nil {
+			return err
+		}
+		return h.writeTurnAnswer(w, r, http.StatusOK, translate.ResultResponse(st.CallID, out))
+	}
+	call := turnCall{callID: st.CallID, name: st.Name, args: st.Arguments, responses: responses,
+		state: st.RequestState, upstream: st.Upstream}
+	serve := innerServe(h.dispatch)
+	if st.Upstream != "" {
+		up := h.upstreamByURL(r, st.Upstream)
+		if up == nil {
+			return writeRPCError(w, st.CallID, jsonrpc.Errorf(http.StatusBadGateway, jsonrpc.InternalError,
+				"Internal error: the call's upstream is no longer configured: call the tool again"))
+		}
+		serve = h.servedBy(cellModern, up)
+	}
+	return h.runTurns(w, r, ts, call, serve)
+}
+
+// refuseTurn answers a turn token that is not valid for the caller with
+// one message for every reason (tampered, forged, expired, another
+// principal's or session's, already used), as sagaTokens are refused. Why
+// goes to the debug log.
+func (h *Handler) refuseTurn(w http.ResponseWriter, why error) error {
+	h.logger.Debug("multi-turn Last-Event-ID refused", zap.String("why", why.Error()))
+	return writeRPCError(w, nil, turnInvalid(turnRefused))
+}
+
+// turnResponses maps the client's JSON-RPC responses onto the retry's
+// inputResponses for the turn's inputs: every response's id must be one
+// the turn's requests were sent with, once, and every request answered.
+// A response with an error is, for an elicitation, a decline; for roots,
+// no roots; for sampling, returned as refused (the 2026-07-28
+// inputResponses have no error form; the gateway ends the call, as the
+// saga does).
+func turnResponses(inputs []seal.TurnInput, answers gjson.Result) (map[string]json.RawMessage, *refusedStep, *jsonrpc.RPCError) {
+	out := make(map[string]json.RawMessage, len(inputs))
+	answered := make(map[string]bool, len(inputs))
+	var refused *refusedStep
+	var bad *jsonrpc.RPCError
+	i := -1
+	answers.ForEach(func(_, e gjson.Result) bool {
+		i++
+		id, res, errObj := e.Get("id"), e.Get("result"), e.Get("error")
+		if !e.IsObject() || e.Get("jsonrpc").String() != "2.0" || e.Get("method").Exists() || res.Exists() == errObj.Exists() {
+			bad = jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest,
+				"Invalid Request: element %d is not a JSON-RPC 2.0 response (a result or an error)", i)
+			return false
+		}
+		var in *seal.TurnInput
+		for k := range inputs {
+			if id.Type == gjson.String && inputs[k].Key == id.Str {
+				in = &inputs[k]
+			}
+		}
+		switch {
+		case in == nil:
+			bad = turnInvalid("element %d answers id %s, which no request of this turn has", i, jsonrpc.Clip(id.Raw))
+		case answered[in.Key]:
+			bad = turnInvalid("id %s is answered twice", jsonrpc.Clip(id.Raw))
+		case errObj.Exists() && !errObj.IsObject():
+			bad = turnInvalid("element %d: error must be an object", i)
+		case errObj.Exists() && in.Kind == seal.TurnElicitation:
+			out[in.Key] = elicitDeclined
+		case errObj.Exists() && in.Kind == seal.TurnRoots:
+			out[in.Key] = rootsNone
+		case errObj.Exists():
+			if refused == nil {
+				refused = &refusedStep{id: in.Key, message: errObj.Get("message").String()}
+			}
+		case !res.IsObject():
+			bad = turnInvalid("element %d: result must be an object", i)
+		default:
+			if err := translate.ValidateInputResponse(stepMethod(in.Kind), []byte(res.Raw)); err != nil {
+				bad = turnInvalid("id %s: %v", jsonrpc.Clip(id.Raw), err)
+			} else {
+				out[in.Key] = json.RawMessage(res.Raw)
+			}
+		}
+		if in != nil {
+			answered[in.Key] = true
+		}
+		return bad == nil
+	})
+	if bad != nil {
+		return nil, nil, bad
+	}
+	for _, in := range inputs {
+		if !answered[in.Key] {
+			return nil, nil, turnInvalid("no response for id %s, a request of this turn", jsonrpc.Quote(jsonrpc.Clip(in.Key)))
+		}
+	}
+	return out, refused, nil
+}
