@@ -18,25 +18,29 @@ import (
 // the face and is left out. The face's other operations (the lists, a
 // resource's bytes, a prompt, a completion, the roots) are in it too.
 
-// oaObject is a JSON object of the document (keys sorted when encoded).
-type oaObject = map[string]any
-
 // restOpenAPI answers the document.
 func (h *Handler) restOpenAPI(w http.ResponseWriter, r *http.Request) error {
 	tools, _, ok := h.restGather(w, r, "tools")
 	if !ok {
 		return nil
 	}
-	paths := oaObject{}
+	w.Header().Set("Cache-Control", "private, no-cache")
+	return writeRESTJSON(w, r, http.StatusOK, restOpenAPIDoc(h.rest.base, tools))
+}
+
+// restOpenAPIDoc makes the document of the face under base from the
+// tools of tools/list.
+func restOpenAPIDoc(base string, tools []json.RawMessage) *openAPIDoc {
+	paths := map[string]*oaPathItem{}
 	for _, raw := range tools {
 		t := gjson.ParseBytes(raw)
 		name, ok := parseRESTName(t.Get("name").String())
 		if !ok {
 			continue
 		}
-		schema := any(oaObject{"type": "object"})
+		schema := oaType("object")
 		if s := t.Get("inputSchema"); s.IsObject() {
-			schema = json.RawMessage(s.Raw)
+			schema = &oaSchema{Raw: json.RawMessage(s.Raw)}
 		}
 		summary := t.Get("title").String()
 		if summary == "" {
@@ -46,79 +50,82 @@ func (h *Handler) restOpenAPI(w http.ResponseWriter, r *http.Request) error {
 		addToolPaths(paths, string(name), summary, desc, schema)
 	}
 	addFacePaths(paths)
-	doc := oaObject{
-		"openapi": "3.1.0",
-		"info": oaObject{"title": "MCP tools over HTTP REST (SEP-1597)", "version": "1",
-			"description": "Tool calls are resources: PUT starts one (Idempotency-Key), GET polls it, advance answers its questions (If-Match), cancel ends it."},
-		"servers":    []any{oaObject{"url": h.rest.base}},
-		"paths":      paths,
-		"components": restComponents(),
+	return &openAPIDoc{
+		OpenAPI: "3.1.0",
+		Info: oaInfo{Title: "MCP tools over HTTP REST (SEP-1597)", Version: "1",
+			Description: "Tool calls are resources: PUT starts one (Idempotency-Key), GET polls it, advance answers its questions (If-Match), cancel ends it."},
+		Servers:    []oaServer{{URL: base}},
+		Paths:      paths,
+		Components: restComponents(),
 	}
-	w.Header().Set("Cache-Control", "private, no-cache")
-	return writeRESTJSON(w, r, http.StatusOK, doc)
 }
 
-// addToolPaths adds the operations of one tool.
-func addToolPaths(paths oaObject, name, summary, desc string, schema any) {
+// jsonContent is a content of one media type, application/json, of schema s.
+func jsonContent(s *oaSchema) map[string]*oaMediaType {
+	return map[string]*oaMediaType{"application/json": {Schema: s}}
+}
+
+// addToolPaths adds the operations of one tool; schema is its arguments'.
+func addToolPaths(paths map[string]*oaPathItem, name, summary, desc string, schema *oaSchema) {
 	callPath := "/tools/" + name + "/calls/{toolCallID}"
-	idParam := oaObject{"$ref": "#/components/parameters/toolCallID"}
-	callResponses := func(extra oaObject) oaObject {
-		out := oaObject{
-			"200":     oaObject{"$ref": "#/components/responses/Call"},
-			"default": oaObject{"$ref": "#/components/responses/Problem"},
+	idParam := &oaParameter{Ref: "#/components/parameters/toolCallID"}
+	callResponses := func(status string, extra *oaResponse) map[string]*oaResponse {
+		out := map[string]*oaResponse{
+			"200":     {Ref: "#/components/responses/Call"},
+			"default": {Ref: "#/components/responses/Problem"},
 		}
-		for k, v := range extra {
-			out[k] = v
+		if extra != nil {
+			out[status] = extra
 		}
 		return out
 	}
-	paths[callPath] = oaObject{
-		"parameters": []any{idParam},
-		"put": oaObject{
-			"operationId": "call_" + name, "summary": summary, "description": desc,
-			"tags":       []any{name},
-			"parameters": []any{oaObject{"$ref": "#/components/parameters/IdempotencyKey"}},
-			"requestBody": oaObject{"required": true, "content": oaObject{"application/json": oaObject{"schema": oaObject{
-				"type": "object", "properties": oaObject{"arguments": schema}, "required": []any{"arguments"},
-			}}}},
-			"responses": callResponses(oaObject{"201": oaObject{"$ref": "#/components/responses/Call"}}),
+	paths[callPath] = &oaPathItem{
+		Parameters: []*oaParameter{idParam},
+		Put: &oaOperation{
+			OperationID: "call_" + name, Summary: summary, Description: desc,
+			Tags:       []string{name},
+			Parameters: []*oaParameter{{Ref: "#/components/parameters/IdempotencyKey"}},
+			RequestBody: &oaRequestBody{Required: true, Content: jsonContent(&oaSchema{
+				Type: "object", Properties: map[string]*oaSchema{"arguments": schema}, Required: []string{"arguments"},
+			})},
+			Responses: callResponses("201", &oaResponse{Ref: "#/components/responses/Call"}),
 		},
-		"get": oaObject{
-			"operationId": "get_" + name + "_call", "summary": "The state of a call of " + name, "tags": []any{name},
-			"responses": callResponses(oaObject{"304": oaObject{"description": "Not modified (If-None-Match)"}}),
-		},
-	}
-	paths[callPath+"/advance"] = oaObject{
-		"parameters": []any{idParam},
-		"post": oaObject{
-			"operationId": "advance_" + name + "_call", "summary": "Answer the question a call of " + name + " waits on",
-			"tags":        []any{name},
-			"parameters":  []any{oaObject{"$ref": "#/components/parameters/IfMatch"}},
-			"requestBody": oaObject{"required": true, "content": oaObject{"application/json": oaObject{"schema": oaObject{"$ref": "#/components/schemas/Answer"}}}},
-			"responses":   callResponses(nil),
+		Get: &oaOperation{
+			OperationID: "get_" + name + "_call", Summary: "The state of a call of " + name, Tags: []string{name},
+			Responses: callResponses("304", &oaResponse{Description: "Not modified (If-None-Match)"}),
 		},
 	}
-	paths[callPath+"/cancel"] = oaObject{
-		"parameters": []any{idParam},
-		"post": oaObject{
-			"operationId": "cancel_" + name + "_call", "summary": "Cancel a call of " + name, "tags": []any{name},
-			"responses": callResponses(nil),
+	paths[callPath+"/advance"] = &oaPathItem{
+		Parameters: []*oaParameter{idParam},
+		Post: &oaOperation{
+			OperationID: "advance_" + name + "_call", Summary: "Answer the question a call of " + name + " waits on",
+			Tags:        []string{name},
+			Parameters:  []*oaParameter{{Ref: "#/components/parameters/IfMatch"}},
+			RequestBody: &oaRequestBody{Required: true, Content: jsonContent(oaSchemaRef("#/components/schemas/Answer"))},
+			Responses:   callResponses("", nil),
 		},
 	}
-	paths["/tools/"+name+"/calls"] = oaObject{
-		"get": oaObject{
-			"operationId": "list_" + name + "_calls", "summary": "Your calls of " + name + ", newest first", "tags": []any{name},
-			"parameters": []any{
-				oaObject{"name": "status", "in": "query", "schema": oaObject{"$ref": "#/components/schemas/Status"}},
-				oaObject{"name": "limit", "in": "query", "schema": oaObject{"type": "integer", "minimum": 1, "maximum": restListMax}},
-				oaObject{"name": "createdAfter", "in": "query", "schema": oaObject{"type": "string"}},
+	paths[callPath+"/cancel"] = &oaPathItem{
+		Parameters: []*oaParameter{idParam},
+		Post: &oaOperation{
+			OperationID: "cancel_" + name + "_call", Summary: "Cancel a call of " + name, Tags: []string{name},
+			Responses: callResponses("", nil),
+		},
+	}
+	paths["/tools/"+name+"/calls"] = &oaPathItem{
+		Get: &oaOperation{
+			OperationID: "list_" + name + "_calls", Summary: "Your calls of " + name + ", newest first", Tags: []string{name},
+			Parameters: []*oaParameter{
+				{Name: "status", In: "query", Schema: oaSchemaRef("#/components/schemas/Status")},
+				{Name: "limit", In: "query", Schema: &oaSchema{Type: "integer", Minimum: oaInt(1), Maximum: oaInt(restListMax)}},
+				{Name: "createdAfter", In: "query", Schema: oaType("string")},
 			},
-			"responses": oaObject{
-				"200": oaObject{"description": "The calls", "content": oaObject{"application/json": oaObject{"schema": oaObject{
-					"type": "object", "required": []any{"calls"},
-					"properties": oaObject{"calls": oaObject{"type": "array", "items": oaObject{"$ref": "#/components/schemas/CallSummary"}}},
-				}}}},
-				"default": oaObject{"$ref": "#/components/responses/Problem"},
+			Responses: map[string]*oaResponse{
+				"200": {Description: "The calls", Content: jsonContent(&oaSchema{
+					Type: "object", Required: []string{"calls"},
+					Properties: map[string]*oaSchema{"calls": {Type: "array", Items: oaSchemaRef("#/components/schemas/CallSummary")}},
+				})},
+				"default": {Ref: "#/components/responses/Problem"},
 			},
 		},
 	}
@@ -126,103 +133,102 @@ func addToolPaths(paths oaObject, name, summary, desc string, schema any) {
 
 // addFacePaths adds the operations that are not a tool's: the lists, a
 // resource's bytes, a prompt, a completion, the roots.
-func addFacePaths(paths oaObject) {
-	jsonBody := func(desc string) oaObject {
-		return oaObject{"description": desc, "content": oaObject{"application/json": oaObject{"schema": oaObject{"type": "object"}}}}
+func addFacePaths(paths map[string]*oaPathItem) {
+	jsonBody := func(desc string) *oaResponse {
+		return &oaResponse{Description: desc, Content: jsonContent(oaType("object"))}
 	}
-	problem := oaObject{"$ref": "#/components/responses/Problem"}
+	problem := &oaResponse{Ref: "#/components/responses/Problem"}
+	notModified := &oaResponse{Description: "Not modified (If-None-Match)"}
 	for _, l := range []struct{ path, id, desc string }{
 		{"/tools", "listTools", "tools/list, every page"},
 		{"/prompts", "listPrompts", "prompts/list, every page"},
 		{"/resources", "listResources", "resources/list, every page"},
 		{"/resources-templates", "listResourceTemplates", "resources/templates/list, every page"},
 	} {
-		paths[l.path] = oaObject{"get": oaObject{"operationId": l.id, "summary": l.desc, "tags": []any{"mcp"},
-			"responses": oaObject{"200": jsonBody("The list result"), "304": oaObject{"description": "Not modified (If-None-Match)"}, "default": problem}}}
+		paths[l.path] = &oaPathItem{Get: &oaOperation{OperationID: l.id, Summary: l.desc, Tags: []string{"mcp"},
+			Responses: map[string]*oaResponse{"200": jsonBody("The list result"), "304": notModified, "default": problem}}}
 	}
-	nameParam := oaObject{"name": "name", "in": "path", "required": true, "schema": oaObject{"type": "string"}}
-	paths["/resources/{name}"] = oaObject{"get": oaObject{"operationId": "readResource", "summary": "A resource's bytes", "tags": []any{"mcp"},
-		"parameters": []any{nameParam},
-		"responses": oaObject{
-			"200":     oaObject{"description": "The resource's first content, its mimeType as Content-Type", "content": oaObject{"*/*": oaObject{"schema": oaObject{"type": "string", "format": "binary"}}}},
-			"304":     oaObject{"description": "Not modified (If-None-Match)"},
+	nameParam := &oaParameter{Name: "name", In: "path", Required: true, Schema: oaType("string")}
+	paths["/resources/{name}"] = &oaPathItem{Get: &oaOperation{OperationID: "readResource", Summary: "A resource's bytes", Tags: []string{"mcp"},
+		Parameters: []*oaParameter{nameParam},
+		Responses: map[string]*oaResponse{
+			"200": {Description: "The resource's first content, its mimeType as Content-Type",
+				Content: map[string]*oaMediaType{"*/*": {Schema: &oaSchema{Type: "string", Format: "binary"}}}},
+			"304":     notModified,
 			"default": problem,
 		}}}
-	argsBody := oaObject{"required": false, "content": oaObject{"application/json": oaObject{"schema": oaObject{
-		"type": "object", "properties": oaObject{"arguments": oaObject{"type": "object"}}}}}}
-	paths["/prompts/{name}"] = oaObject{"post": oaObject{"operationId": "getPrompt", "summary": "prompts/get", "tags": []any{"mcp"},
-		"parameters": []any{nameParam}, "requestBody": argsBody,
-		"responses": oaObject{"200": jsonBody("The prompt"), "default": problem}}}
-	paths["/complete"] = oaObject{"post": oaObject{"operationId": "complete", "summary": "completion/complete", "tags": []any{"mcp"},
-		"requestBody": oaObject{"required": true, "content": oaObject{"application/json": oaObject{"schema": oaObject{
-			"type": "object", "required": []any{"ref", "argument"}}}}},
-		"responses": oaObject{"200": jsonBody("The completion"), "default": problem}}}
-	paths["/roots"] = oaObject{"put": oaObject{"operationId": "putRoots", "summary": "Your roots, answered to a tool's roots/list", "tags": []any{"mcp"},
-		"requestBody": oaObject{"required": true, "content": oaObject{"application/json": oaObject{"schema": oaObject{
-			"type": "object", "required": []any{"roots"}, "properties": oaObject{"roots": oaObject{"type": "array", "items": oaObject{"type": "object"}}}}}}},
-		"responses": oaObject{"204": oaObject{"description": "Set"}, "default": problem}}}
+	argsBody := &oaRequestBody{Required: false, Content: jsonContent(&oaSchema{
+		Type: "object", Properties: map[string]*oaSchema{"arguments": oaType("object")}})}
+	paths["/prompts/{name}"] = &oaPathItem{Post: &oaOperation{OperationID: "getPrompt", Summary: "prompts/get", Tags: []string{"mcp"},
+		Parameters: []*oaParameter{nameParam}, RequestBody: argsBody,
+		Responses: map[string]*oaResponse{"200": jsonBody("The prompt"), "default": problem}}}
+	paths["/complete"] = &oaPathItem{Post: &oaOperation{OperationID: "complete", Summary: "completion/complete", Tags: []string{"mcp"},
+		RequestBody: &oaRequestBody{Required: true, Content: jsonContent(&oaSchema{
+			Type: "object", Required: []string{"ref", "argument"}})},
+		Responses: map[string]*oaResponse{"200": jsonBody("The completion"), "default": problem}}}
+	paths["/roots"] = &oaPathItem{Put: &oaOperation{OperationID: "putRoots", Summary: "Your roots, answered to a tool's roots/list", Tags: []string{"mcp"},
+		RequestBody: &oaRequestBody{Required: true, Content: jsonContent(&oaSchema{
+			Type: "object", Required: []string{"roots"}, Properties: map[string]*oaSchema{"roots": {Type: "array", Items: oaType("object")}}})},
+		Responses: map[string]*oaResponse{"204": {Description: "Set"}, "default": problem}}}
 }
 
 // restComponents are the document's shared pieces.
-func restComponents() oaObject {
-	statuses := make([]any, 0, len(restStatuses))
-	keys := make([]string, 0, len(restStatuses))
+func restComponents() oaComponents {
+	statuses := make([]string, 0, len(restStatuses))
 	for s := range restStatuses {
-		keys = append(keys, s)
-	}
-	sort.Strings(keys)
-	for _, s := range keys {
 		statuses = append(statuses, s)
 	}
-	anyObject := oaObject{"type": "object"}
-	return oaObject{
-		"parameters": oaObject{
-			"toolCallID": oaObject{"name": "toolCallID", "in": "path", "required": true, "description": "The call's id, chosen by the client",
-				"schema": oaObject{"type": "string", "pattern": "^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$"}},
-			"IdempotencyKey": oaObject{"name": "Idempotency-Key", "in": "header", "required": true,
-				"schema": oaObject{"type": "string", "minLength": 1, "maxLength": 255}},
-			"IfMatch": oaObject{"name": "If-Match", "in": "header", "required": false,
-				"description": "The call's etag: a stale one gets 412", "schema": oaObject{"type": "string"}},
-		},
-		"schemas": oaObject{
-			"Status": oaObject{"type": "string", "enum": statuses},
-			"Call": oaObject{
-				"type": "object", "required": []any{"toolname", "id", "etag", "status", "request", "created", "updated"},
-				"properties": oaObject{
-					"toolname": oaObject{"type": "string"}, "id": oaObject{"type": "string"}, "etag": oaObject{"type": "string"},
-					"status":             oaObject{"$ref": "#/components/schemas/Status"},
+	sort.Strings(statuses)
+	anyObject := oaType("object")
+	date := &oaSchema{Type: "string", Format: "date-time"}
+	return oaComponents{
+		Schemas: map[string]*oaSchema{
+			"Status": {Type: "string", Enum: statuses},
+			"Call": {
+				Type: "object", Required: []string{"toolname", "id", "etag", "status", "request", "created", "updated"},
+				Properties: map[string]*oaSchema{
+					"toolname": oaType("string"), "id": oaType("string"), "etag": oaType("string"),
+					"status":             oaSchemaRef("#/components/schemas/Status"),
 					"request":            anyObject,
 					"elicitationRequest": anyObject, "samplingRequest": anyObject,
-					"inputKey": oaObject{"type": "string"}, "inputsPending": oaObject{"type": "integer"},
+					"inputKey": oaType("string"), "inputsPending": oaType("integer"),
 					"progress": anyObject,
 					"result":   anyObject, "error": anyObject,
-					"created": oaObject{"type": "string", "format": "date-time"},
-					"updated": oaObject{"type": "string", "format": "date-time"},
+					"created": date,
+					"updated": date,
 				},
 			},
-			"CallSummary": oaObject{
-				"type": "object", "required": []any{"toolname", "id", "etag", "status"},
-				"properties": oaObject{
-					"toolname": oaObject{"type": "string"}, "id": oaObject{"type": "string"}, "etag": oaObject{"type": "string"},
-					"status":  oaObject{"$ref": "#/components/schemas/Status"},
-					"created": oaObject{"type": "string", "format": "date-time"},
-					"updated": oaObject{"type": "string", "format": "date-time"},
+			"CallSummary": {
+				Type: "object", Required: []string{"toolname", "id", "etag", "status"},
+				Properties: map[string]*oaSchema{
+					"toolname": oaType("string"), "id": oaType("string"), "etag": oaType("string"),
+					"status":  oaSchemaRef("#/components/schemas/Status"),
+					"created": date,
+					"updated": date,
 				},
 			},
-			"Answer": oaObject{"description": "An elicitation result ({action, content}) or a sampling result ({role, content, model, stopReason})",
-				"type": "object"},
-			"Problem": oaObject{"type": "object", "properties": oaObject{
-				"type": oaObject{"type": "string"}, "title": oaObject{"type": "string"},
-				"status": oaObject{"type": "integer"}, "detail": oaObject{"type": "string"},
+			"Answer": {Description: "An elicitation result ({action, content}) or a sampling result ({role, content, model, stopReason})",
+				Type: "object"},
+			"Problem": {Type: "object", Properties: map[string]*oaSchema{
+				"type": oaType("string"), "title": oaType("string"),
+				"status": oaType("integer"), "detail": oaType("string"),
 			}},
 		},
-		"responses": oaObject{
-			"Call": oaObject{"description": "The call resource",
-				"headers": oaObject{"ETag": oaObject{"schema": oaObject{"type": "string"}},
-					"Retry-After": oaObject{"description": "While running: seconds before polling again", "schema": oaObject{"type": "integer"}}},
-				"content": oaObject{"application/json": oaObject{"schema": oaObject{"$ref": "#/components/schemas/Call"}}}},
-			"Problem": oaObject{"description": "An RFC 9457 problem",
-				"content": oaObject{"application/problem+json": oaObject{"schema": oaObject{"$ref": "#/components/schemas/Problem"}}}},
+		Responses: map[string]*oaResponse{
+			"Call": {Description: "The call resource",
+				Headers: map[string]*oaHeader{"ETag": {Schema: oaType("string")},
+					"Retry-After": {Description: "While running: seconds before polling again", Schema: oaType("integer")}},
+				Content: jsonContent(oaSchemaRef("#/components/schemas/Call"))},
+			"Problem": {Description: "An RFC 9457 problem",
+				Content: map[string]*oaMediaType{"application/problem+json": {Schema: oaSchemaRef("#/components/schemas/Problem")}}},
+		},
+		Parameters: map[string]*oaParameter{
+			"toolCallID": {Name: "toolCallID", In: "path", Required: true, Description: "The call's id, chosen by the client",
+				Schema: &oaSchema{Type: "string", Pattern: "^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$"}},
+			"IdempotencyKey": {Name: "Idempotency-Key", In: "header", Required: true,
+				Schema: &oaSchema{Type: "string", MinLength: oaInt(1), MaxLength: oaInt(255)}},
+			"IfMatch": {Name: "If-Match", In: "header", Required: false,
+				Description: "The call's etag: a stale one gets 412", Schema: oaType("string")},
 		},
 	}
 }
