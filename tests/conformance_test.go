@@ -1,9 +1,10 @@
 package tests
 
 // The MCP conformance suite run against the go-sdk everything-server twice:
-// directly, and through the gateway in front of it. The gateway passes the
-// traffic of each era through, so it must not lose a scenario that the
-// server passes on its own.
+// directly, and through the gateway in front of it (with the saga and
+// multi-turn SSE faces on, which clients that do not use them must not
+// notice). The gateway passes the traffic of each era through, so it must
+// not lose a scenario that the server passes on its own.
 
 import (
 	"context"
@@ -65,7 +66,9 @@ func conformanceThroughGateway(t *testing.T, stateless bool, revision string, wa
 	requireLocalhostIPv4(t)
 
 	upstream := startGoEverything(t, stateless)
-	g := startGateway(t, "\t\tupstream "+upstream)
+	// The faces other clients opt into are on: a client that does not use
+	// them must see no change.
+	g := startGateway(t, "\t\tupstream "+upstream+"\n\t\tsaga on\n\t\tmulti_turn_sse on")
 
 	// dns-rebinding-protection needs a localhost URL: use one for both runs,
 	// so that they differ only by the gateway.
