@@ -151,6 +151,9 @@ func decodeRESTCall(b []byte) (RESTCall, error) {
 	if c.check() != nil {
 		return RESTCall{}, errMalformedState
 	}
+	if len(c.Inputs) == 0 {
+		c.Inputs = nil // "in":[] reads as no inputs, as encodeRESTCall writes them
+	}
 	return c, nil
 }
 
