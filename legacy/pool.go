@@ -41,6 +41,16 @@ type PoolOptions struct {
 	MaxSessions int
 	// IdleTimeout closes sessions unused for this long.
 	IdleTimeout time.Duration
+	// MaxUses retires a session once it has been leased (and released)
+	// this many times: it is closed at that release instead of kept. An
+	// upstream keeps what a session's calls left behind until the session
+	// ends — the go-sdk's MemoryEventStore every call's stream (purging
+	// the oldest event of every stream, active ones included, once all
+	// sessions together hold 10 MiB, after which their calls cannot be
+	// resumed), the TypeScript SDK's example store every event — so a
+	// session reused without end makes the upstream grow, then fail. 0
+	// means no bound.
+	MaxUses int
 	// Client makes the upstream requests.
 	Client Doer
 }
@@ -207,8 +217,12 @@ func (p *Pool) removeIdleLocked(e *idleEntry) {
 }
 
 // Release gives a leased session back. A session that failed (or whose
-// upstream forgot it) is closed instead of kept.
+// upstream forgot it), or that served MaxUses leases, is closed instead of
+// kept.
 func (p *Pool) Release(key PoolKey, s *Session, healthy bool) {
+	if uses := s.uses.Add(1); p.opts.MaxUses > 0 && uses >= int64(p.opts.MaxUses) {
+		healthy = false // retired
+	}
 	if !healthy {
 		p.mu.Lock()
 		p.countLocked(key, -1)

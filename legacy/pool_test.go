@@ -95,6 +95,43 @@ func TestPoolLeasesByKey(t *testing.T) {
 	}
 }
 
+// TestPoolMaxUses: a session is reused for MaxUses leases, then ended
+// upstream at its last release, and the next lease opens a new one.
+func TestPoolMaxUses(t *testing.T) {
+	server, url := goSDKServer(t)
+	ctx := context.Background()
+	p := NewPool(PoolOptions{MaxSessions: 10, IdleTimeout: time.Minute, MaxUses: 3, Client: http.DefaultClient})
+	defer p.Close()
+	key := PoolKey{Upstream: url, Principal: "a", Caps: "{}"}
+	var first *Session
+	for i := range 4 {
+		s, err := p.Lease(ctx, key, nil, []byte("{}"), nil, LeaseLimits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case i == 0:
+			first = s
+		case i < 3 && s != first:
+			t.Fatalf("lease %d opened another session before the first served 3", i)
+		case i == 3 && s == first:
+			t.Fatal("a session was leased a fourth time with MaxUses 3")
+		}
+		if got := callText(t, s, "caps"); got != "none" {
+			t.Fatalf("lease %d: %q", i, got)
+		}
+		if i == 2 {
+			p.Release(key, s, true) // its third: retired, ended upstream
+			waitSessions(t, server, 0)
+			continue
+		}
+		p.Release(key, s, true)
+	}
+	if st := p.StatsByUpstream()[url]; st != (UpstreamStats{Open: 1, Idle: 1, Initialized: 2}) {
+		t.Fatalf("stats of %s = %+v, want 1 open, 1 idle, 2 initialized", url, st)
+	}
+}
+
 func TestPoolBoundAndReap(t *testing.T) {
 	server, url := goSDKServer(t)
 	ctx := context.Background()

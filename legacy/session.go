@@ -67,6 +67,7 @@ type Session struct {
 	closeOnce    sync.Once
 
 	lastUsed atomic.Int64 // unix nanoseconds
+	uses     atomic.Int64 // leases released (Pool.Release)
 
 	// buffer is how many messages each call of the session holds unread
 	// (0: DefaultCallBuffer); the pool sets it on every lease (LeaseLimits).
