@@ -314,7 +314,7 @@ func (h *Handler) restCancel(w http.ResponseWriter, r *http.Request, tool, id re
 	princ := h.principal(r)
 	key := restCallKey(princ, tool, id)
 	now := time.Now()
-	var rec seal.RESTCall
+	var rec, waiting seal.RESTCall
 	found := false
 	err := h.rest.withLock(r.Context(), key, func(sctx context.Context) error {
 		cur, err := h.restLoad(sctx, key, princ, now)
@@ -330,6 +330,7 @@ func (h *Handler) restCancel(w http.ResponseWriter, r *http.Request, tool, id re
 			rec = cur
 			return nil
 		}
+		waiting = cur
 		cur.Status, cur.Inputs, cur.RequestState, cur.Owner, cur.Lease = restCanceled, nil, "", "", 0
 		cur.ETag, cur.Updated = newETag(), now.UnixMilli()
 		rec = cur
@@ -343,6 +344,9 @@ func (h *Handler) restCancel(w http.ResponseWriter, r *http.Request, tool, id re
 	}
 	if restRuns.stop(key, errRESTCanceled) {
 		h.logger.Debug("REST face: stopped a cancelled call running here", zap.String("tool", string(tool)))
+	}
+	if call, ok := restDismissal(waiting); ok {
+		go h.restDismiss(r, waiting, call) // rest_dismiss.go
 	}
 	return writeCall(w, r, http.StatusOK, rec)
 }

@@ -156,6 +156,12 @@ func wantProblem(t *testing.T, r restResp, status int) {
 // twice, roots_ask lists the client's roots and elicits once, slow
 // sleeps `ms` milliseconds (counting those it finished in done).
 func restLegacyServer(t *testing.T, done *atomic.Int32) string {
+	return restLegacyServerAnswers(t, done, nil)
+}
+
+// restLegacyServerAnswers is restLegacyServer whose ask tool also sends
+// what it was answered, per topic, to answers (when not nil).
+func restLegacyServerAnswers(t *testing.T, done *atomic.Int32, answers chan<- string) string {
 	t.Helper()
 	server := mcp.NewServer(&mcp.Implementation{Name: "rest-legacy", Version: "1"}, nil)
 	schema := map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}
@@ -180,6 +186,10 @@ func restLegacyServer(t *testing.T, done *atomic.Int32) string {
 				}
 				a, _ := res.Content["answer"].(string)
 				got = append(got, res.Action+":"+a)
+			}
+			select {
+			case answers <- in.Topic + " " + strings.Join(got, ","):
+			default: // nil, or nobody reads
 			}
 			return text(strings.Join(got, ",")), nil, nil
 		})
@@ -235,7 +245,8 @@ func restLegacyServer(t *testing.T, done *atomic.Int32) string {
 // call answered running, then polled.
 func TestRESTLegacy(t *testing.T) {
 	var slept atomic.Int32
-	up := restLegacyServer(t, &slept)
+	answers := make(chan string, 16)
+	up := restLegacyServerAnswers(t, &slept, answers)
 	gw := restFleet(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}", "\t\trest_wait 2s\n")
 	alice := map[string]string{"Authorization": "Bearer alice"}
 	bob := map[string]string{"Authorization": "Bearer bob"}
@@ -298,6 +309,18 @@ func TestRESTLegacy(t *testing.T) {
 	wantCall(t, restDo(t, "POST", call(1, "ask", "a2")+"/cancel", alice, ""), http.StatusOK, "canceled")
 	wantCall(t, restDo(t, "GET", call(0, "ask", "a2"), alice, ""), http.StatusOK, "canceled")
 	wantProblem(t, restDo(t, "POST", call(0, "ask", "a2")+"/advance", alice, answer("late")), http.StatusConflict)
+	// The parked upstream call was dismissed (both questions cancelled, as
+	// by a user closing the dialog): the tool ended, not left to park_ttl.
+	for got := ""; got != "jam cancel:,cancel:"; {
+		select {
+		case got = <-answers:
+			if !strings.HasPrefix(got, "jam ") && !strings.HasPrefix(got, "tea ") {
+				t.Fatalf("the ask tool ended with %q", got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the cancelled call's upstream tool did not end within 10s")
+		}
+	}
 	_ = w
 
 	// The caller's list, newest first; filtered; another principal's.
