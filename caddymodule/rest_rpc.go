@@ -1,25 +1,20 @@
 package caddymodule
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/tidwall/gjson"
-	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
-// This file makes the REST face's internal modern requests: built by the
-// gateway as a modern client would, served by the handler's own dispatch
-// into a recording ResponseWriter (the saga's), and read back.
+// This file makes the REST face's internal modern requests: built and
+// served by the handler's own dispatch as the other faces' are
+// (innerRequest), into a recording ResponseWriter (the saga's), and read
+// back.
 
 // restClientInfo names the gateway as the REST face's modern client.
 var restClientInfo = sagaInfo{Name: "caddy-mcp-gateway-rest", Version: "1"}
@@ -49,40 +44,12 @@ type restFailure struct {
 // progress, the progress notifications of the answer go there as they
 // come.
 func (h *Handler) restRPC(ctx context.Context, r *http.Request, method, name string, params any, progress *restProgress) (int, gjson.Result, *restFailure) {
-	body, err := jsonrpc.Marshal(jsonrpc.NewRequest(sagaCallID, method, params))
-	if err != nil {
-		return 0, gjson.Result{}, &restFailure{http.StatusInternalServerError, "the request could not be encoded"}
-	}
-	in, _ := withRoute(r.Clone(ctx))
-	in.Method = http.MethodPost
-	in.Body = io.NopCloser(bytes.NewReader(body))
-	in.ContentLength = int64(len(body))
-	for _, hdr := range []string{seal.ForwardedHeader, "Mcp-Session-Id", "Last-Event-ID", "If-Match", "If-None-Match",
-		"Idempotency-Key", "Expect", "Content-Encoding"} {
-		in.Header.Del(hdr)
-	}
-	in.Header.Set("Content-Type", "application/json")
-	in.Header.Set("Accept", "application/json, text/event-stream")
-	in.Header.Set(translate.HeaderProtocolVersion, translate.ModernVersion)
-	in.Header.Set(translate.HeaderMethod, method)
-	if name != "" {
-		in.Header.Set(translate.HeaderName, headerValue(name))
-	} else {
-		in.Header.Del(translate.HeaderName)
-	}
 	rec := &progressRecorder{sagaRecorder: sagaRecorder{header: make(http.Header)}}
 	if progress != nil {
 		rec.onProgress = progress.set
 	}
-	var seen []byte
-	if err := h.dispatch(rec, in, &seen); err != nil {
-		// Its text may name an upstream: the log has it, not the client.
-		h.logger.Debug("REST face: internal request failed", zap.String("method", method), zap.Error(err))
-		status := http.StatusBadGateway
-		if herr := (caddyhttp.HandlerError{}); errors.As(err, &herr) && herr.StatusCode != 0 {
-			status = herr.StatusCode
-		}
-		return 0, gjson.Result{}, &restFailure{status, "the upstream request failed (the gateway's log says why)"}
+	if _, failed := h.innerRequest(ctx, r, method, name, params, h.dispatch, rec); failed != 0 {
+		return 0, gjson.Result{}, &restFailure{failed, "the upstream request failed (the gateway's log says why)"}
 	}
 	answer, ok := rec.response()
 	if !ok {

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -145,31 +146,10 @@ type innerServe func(w http.ResponseWriter, in *http.Request, body *[]byte) erro
 // ResponseWriter. It returns the HTTP status and the JSON-RPC response to
 // it. The saga and multi-turn SSE faces make their calls so.
 func (h *Handler) innerToolCall(r *http.Request, name string, params any, serve innerServe) (int, gjson.Result, *jsonrpc.RPCError) {
-	body, err := jsonrpc.Marshal(jsonrpc.NewRequest(sagaCallID, "tools/call", params))
-	if err != nil {
-		return 0, gjson.Result{}, jsonrpc.Errorf(http.StatusInternalServerError, jsonrpc.InternalError, "Internal error: %v", err)
-	}
-	in, _ := withRoute(r.Clone(r.Context()))
-	in.Body = io.NopCloser(bytes.NewReader(body))
-	in.ContentLength = int64(len(body))
-	for _, name := range []string{seal.ForwardedHeader, "Mcp-Session-Id", "Last-Event-ID", "Mcp-Method", "Mcp-Name"} {
-		in.Header.Del(name)
-	}
-	in.Header.Set("Content-Type", "application/json")
-	in.Header.Set("Accept", "application/json, text/event-stream")
-	in.Header.Set(translate.HeaderProtocolVersion, translate.ModernVersion)
-	in.Header.Set(translate.HeaderMethod, "tools/call")
-	in.Header.Set(translate.HeaderName, headerValue(name))
 	rec := &sagaRecorder{header: make(http.Header)}
-	var seen []byte
-	if err := serve(rec, in, &seen); err != nil {
-		// Its text may name an upstream: the log has it, not the client.
-		h.logger.Debug("internal tool call failed", zap.Error(err))
-		status := http.StatusBadGateway
-		if herr := (caddyhttp.HandlerError{}); errors.As(err, &herr) && herr.StatusCode != 0 {
-			status = herr.StatusCode
-		}
-		return 0, gjson.Result{}, jsonrpc.Errorf(status, jsonrpc.InternalError, "Internal error: the tool call failed (HTTP %d; the gateway's log says why)", status)
+	in, failed := h.innerRequest(r.Context(), r, "tools/call", name, params, serve, rec)
+	if failed != 0 {
+		return 0, gjson.Result{}, jsonrpc.Errorf(failed, jsonrpc.InternalError, "Internal error: the tool call failed (HTTP %d; the gateway's log says why)", failed)
 	}
 	inner, outer := routeOf(in), routeOf(r)
 	outer.cell, outer.up, outer.owner = inner.cell, inner.up, inner.owner
@@ -179,6 +159,45 @@ func (h *Handler) innerToolCall(r *http.Request, name string, params any, serve 
 			"Internal error: the tool call got no JSON-RPC response (HTTP %d)", rec.statusCode())
 	}
 	return rec.statusCode(), answer, nil
+}
+
+// innerRequest makes the modern request method with params, built by the
+// gateway on r's behalf (r's principal, authorization and origin; none of
+// its MCP, conditional or encoding headers), with ctx as its life and name
+// as its Mcp-Name ("" for none), served by serve into rec. It returns the
+// request served, or, when it could not be served, the HTTP status to
+// report: why is logged, not returned (its text may name an upstream).
+func (h *Handler) innerRequest(ctx context.Context, r *http.Request, method, name string, params any, serve innerServe, rec http.ResponseWriter) (*http.Request, int) {
+	body, err := jsonrpc.Marshal(jsonrpc.NewRequest(sagaCallID, method, params))
+	if err != nil {
+		h.logger.Debug("internal request not encoded", zap.String("method", method), zap.Error(err))
+		return nil, http.StatusInternalServerError
+	}
+	in, _ := withRoute(r.Clone(ctx))
+	in.Method = http.MethodPost
+	in.Body = io.NopCloser(bytes.NewReader(body))
+	in.ContentLength = int64(len(body))
+	for _, hdr := range []string{seal.ForwardedHeader, "Mcp-Session-Id", "Last-Event-ID", translate.HeaderMethod, translate.HeaderName,
+		"If-Match", "If-None-Match", "Idempotency-Key", "Expect", "Content-Encoding"} {
+		in.Header.Del(hdr)
+	}
+	in.Header.Set("Content-Type", "application/json")
+	in.Header.Set("Accept", "application/json, text/event-stream")
+	in.Header.Set(translate.HeaderProtocolVersion, translate.ModernVersion)
+	in.Header.Set(translate.HeaderMethod, method)
+	if name != "" {
+		in.Header.Set(translate.HeaderName, headerValue(name))
+	}
+	var seen []byte
+	if err := serve(rec, in, &seen); err != nil {
+		h.logger.Debug("internal request failed", zap.String("method", method), zap.Error(err))
+		status := http.StatusBadGateway
+		if herr := (caddyhttp.HandlerError{}); errors.As(err, &herr) && herr.StatusCode != 0 {
+			status = herr.StatusCode
+		}
+		return nil, status
+	}
+	return in, 0
 }
 
 // headerValue encodes v for an Mcp-Name header: as is when it is visible
