@@ -79,8 +79,8 @@ func (h *Handler) serveTurnAnswers(w http.ResponseWriter, r *http.Request, body 
 		}
 		return h.writeTurnAnswer(w, r, http.StatusOK, translate.ResultResponse(st.CallID, out))
 	}
-	call := turnCall{callID: st.CallID, name: st.Name, args: st.Arguments, responses: responses,
-		state: st.RequestState, upstream: st.Upstream}
+	call := turnCall{callID: st.CallID, sagaCall: sagaCall{name: st.Name, args: st.Arguments, responses: responses,
+		state: st.RequestState}, upstream: st.Upstream}
 	serve := innerServe(h.dispatch)
 	if st.Upstream != "" {
 		up := h.upstreamByURL(r, st.Upstream)

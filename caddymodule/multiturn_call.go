@@ -32,26 +32,15 @@ import (
 // turnCall is one tool call of a multi-turn session: the first (no
 // responses, no state) or a retry.
 type turnCall struct {
-	callID    json.RawMessage // the client's tools/call id
-	name      string
-	args      []byte
-	responses map[string]json.RawMessage
-	state     string
+	callID json.RawMessage // the client's tools/call id
+	sagaCall
 	// upstream is the modern upstream the call is passed through to; ""
 	// when it goes through the forward bridge (its requestState routes
 	// the retries).
 	upstream string
 }
 
-// The internal tools/call's params (the JSON rule: built from structs).
-type turnCallParams struct {
-	Name           string                     `json:"name"`
-	Arguments      json.RawMessage            `json:"arguments,omitempty"`
-	InputResponses map[string]json.RawMessage `json:"inputResponses,omitempty"`
-	RequestState   string                     `json:"requestState,omitempty"`
-	Meta           turnMeta                   `json:"_meta"`
-}
-
+// turnMeta is the _meta of the internal tools/call: the session's client.
 type turnMeta struct {
 	ProtocolVersion    string          `json:"io.modelcontextprotocol/protocolVersion"`
 	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
@@ -63,20 +52,16 @@ type turnMeta struct {
 var turnClientInfo = json.RawMessage(`{"name":"caddy-mcp-gateway-multi-turn","version":"1"}`)
 
 // params are the internal call's params, declaring the session's client.
-func (c *turnCall) params(ts *turnSession) turnCallParams {
+func (c *turnCall) params(ts *turnSession) innerCallParams {
 	info := json.RawMessage(ts.ClientInfo)
 	if i := gjson.ParseBytes(info); i.Get("name").Type != gjson.String || i.Get("version").Type != gjson.String {
 		info = turnClientInfo
 	}
-	p := turnCallParams{Name: c.name, InputResponses: c.responses, RequestState: c.state, Meta: turnMeta{
+	return c.callParams(turnMeta{
 		ProtocolVersion:    translate.ModernVersion,
 		ClientCapabilities: reverse.ModernClientCapabilities(ts.Capabilities),
 		ClientInfo:         info,
-	}}
-	if len(c.args) > 0 {
-		p.Arguments = c.args
-	}
-	return p
+	})
 }
 
 // callTurns serves a tools/call of an opted-in session whose client takes
@@ -94,7 +79,7 @@ func (h *Handler) callTurns(w http.ResponseWriter, r *http.Request, l *learned, 
 		len(l.msg.ID) > seal.MaxTurnCallID:
 		return h.serve(w, r, l, d)
 	}
-	call := turnCall{callID: l.msg.ID, name: name.Str}
+	call := turnCall{callID: l.msg.ID, sagaCall: sagaCall{name: name.Str}}
 	if args.IsObject() {
 		call.args = []byte(args.Raw)
 	}

@@ -240,7 +240,7 @@ func TestRunTurns(t *testing.T) {
 		r, _ := withRoute(httptest.NewRequest(http.MethodPost, "/mcp", nil))
 		r.Header.Set("Accept", accept)
 		w := httptest.NewRecorder()
-		if err := h.runTurns(w, r, ts, turnCall{callID: []byte(`"c"`), name: "ask", args: []byte(`{"a":1}`)}, serve); err != nil {
+		if err := h.runTurns(w, r, ts, turnCall{callID: []byte(`"c"`), sagaCall: sagaCall{name: "ask", args: []byte(`{"a":1}`)}}, serve); err != nil {
 			t.Fatal(err)
 		}
 		return w

@@ -53,12 +53,7 @@ func (h *Handler) restDismiss(r *http.Request, rec seal.RESTCall, call sagaCall)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), restDismissTimeout)
 	defer cancel()
 	for range max(h.MaxRounds, 1) {
-		params := restCallParams{Name: call.name, InputResponses: call.responses, RequestState: call.state,
-			Meta: restCallMeta{sagaMeta: restMeta, ProgressToken: restProgressToken}}
-		if len(call.args) > 0 {
-			params.Arguments = call.args
-		}
-		_, answer, failure := h.restRPC(ctx, r, "tools/call", call.name, params, nil)
+		_, answer, failure := h.restRPC(ctx, r, "tools/call", call.name, call.callParams(restToolCallMeta), nil)
 		result := answer.Get("result")
 		if failure != nil || result.Get("resultType").String() != "input_required" {
 			return // ended (or failed): nothing parked any more

@@ -21,20 +21,14 @@ import (
 // one call per internal request, so no two share it.
 const restProgressToken = "rest"
 
-// restCallParams are the internal tools/call's params.
-type restCallParams struct {
-	Name           string                     `json:"name"`
-	Arguments      json.RawMessage            `json:"arguments,omitempty"`
-	InputResponses map[string]json.RawMessage `json:"inputResponses,omitempty"`
-	RequestState   string                     `json:"requestState,omitempty"`
-	Meta           restCallMeta               `json:"_meta"`
-}
-
 // restCallMeta is the _meta of an internal tools/call.
 type restCallMeta struct {
 	sagaMeta
 	ProgressToken string `json:"progressToken"`
 }
+
+// restToolCallMeta is that _meta: asking for progress.
+var restToolCallMeta = restCallMeta{sagaMeta: restMeta, ProgressToken: restProgressToken}
 
 // restProgress holds the last progress of a run.
 type restProgress struct {

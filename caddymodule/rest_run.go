@@ -98,12 +98,7 @@ func (h *Handler) restRounds(ctx context.Context, r *http.Request, rec seal.REST
 		return rec
 	}
 	for range max(h.MaxRounds, 1) {
-		params := restCallParams{Name: call.name, InputResponses: call.responses, RequestState: call.state,
-			Meta: restCallMeta{sagaMeta: restMeta, ProgressToken: restProgressToken}}
-		if len(call.args) > 0 {
-			params.Arguments = call.args
-		}
-		status, answer, failure := h.restRPC(ctx, r, "tools/call", call.name, params, progress)
+		status, answer, failure := h.restRPC(ctx, r, "tools/call", call.name, call.callParams(restToolCallMeta), progress)
 		switch {
 		case errors.Is(context.Cause(ctx), errRESTCanceled):
 			rec.Status = restCanceled

@@ -26,7 +26,7 @@ import (
 // ResponseWriter, and the answer mapped onto the saga's.
 
 // sagaCall is one tool call of a saga: the first (no responses, no state)
-// or a retry.
+// or a retry. The REST and multi-turn faces make theirs of it too.
 type sagaCall struct {
 	name      string
 	args      []byte
@@ -34,18 +34,30 @@ type sagaCall struct {
 	state     string
 }
 
-// sagaClientInfo names the gateway as the saga's modern client.
-var sagaClientInfo = sagaInfo{Name: "caddy-mcp-gateway-saga", Version: "1"}
-
-// The internal tools/call's params, built from structs (the JSON rule).
-type sagaCallParams struct {
+// innerCallParams are an internal tools/call's params, built from structs
+// (the JSON rule); Meta is the face's _meta.
+type innerCallParams struct {
 	Name           string                     `json:"name"`
 	Arguments      json.RawMessage            `json:"arguments,omitempty"`
 	InputResponses map[string]json.RawMessage `json:"inputResponses,omitempty"`
 	RequestState   string                     `json:"requestState,omitempty"`
-	Meta           sagaMeta                   `json:"_meta"`
+	Meta           any                        `json:"_meta"`
 }
 
+// callParams are the params of the tools/call that makes (or retries) c,
+// with meta as their _meta.
+func (c sagaCall) callParams(meta any) innerCallParams {
+	p := innerCallParams{Name: c.name, InputResponses: c.responses, RequestState: c.state, Meta: meta}
+	if len(c.args) > 0 {
+		p.Arguments = c.args
+	}
+	return p
+}
+
+// sagaClientInfo names the gateway as the saga's modern client.
+var sagaClientInfo = sagaInfo{Name: "caddy-mcp-gateway-saga", Version: "1"}
+
+// sagaMeta is the _meta of the saga's internal requests.
 type sagaMeta struct {
 	ProtocolVersion    string   `json:"io.modelcontextprotocol/protocolVersion"`
 	ClientCapabilities sagaCaps `json:"io.modelcontextprotocol/clientCapabilities"`
@@ -128,11 +140,7 @@ func (h *Handler) runSaga(w http.ResponseWriter, r *http.Request, id json.RawMes
 // sagaToolCall serves call through the handler's own dispatch and returns
 // the HTTP status and the JSON-RPC response to it.
 func (h *Handler) sagaToolCall(r *http.Request, call sagaCall) (int, gjson.Result, *jsonrpc.RPCError) {
-	params := sagaCallParams{Name: call.name, InputResponses: call.responses, RequestState: call.state,
-		Meta: sagaMeta{ProtocolVersion: translate.ModernVersion, ClientInfo: sagaClientInfo}}
-	if len(call.args) > 0 {
-		params.Arguments = call.args
-	}
+	params := call.callParams(sagaMeta{ProtocolVersion: translate.ModernVersion, ClientInfo: sagaClientInfo})
 	return h.innerToolCall(r, call.name, params, h.dispatch)
 }
 
