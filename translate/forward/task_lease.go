@@ -162,14 +162,11 @@ func (b *Bridge) sweep(store Storage, kr *seal.Keyring) {
 	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
 	defer cancel()
 	const lock = "mcp_gateway/tasks-sweep"
-	if store.Lock(ctx, lock) != nil {
+	release, err := lockStore(ctx, store, lock)
+	if err != nil {
 		return
 	}
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		_ = store.Unlock(uctx, lock)
-		cancel()
-	}()
+	defer release()
 	keys, err := store.List(ctx, recordsPrefix, true)
 	if err != nil {
 		return

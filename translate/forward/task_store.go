@@ -55,6 +55,20 @@ const (
 	storeTimeout = 5 * time.Second
 )
 
+// lockStore takes store's lock name (one holder across the fleet) and
+// returns its release, which unlocks within storeTimeout whatever ctx has
+// become.
+func lockStore(ctx context.Context, store Storage, name string) (release func(), err error) {
+	if err := store.Lock(ctx, name); err != nil {
+		return nil, err
+	}
+	return func() {
+		uctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		defer cancel()
+		_ = store.Unlock(uctx, name)
+	}, nil
+}
+
 func recordKey(princ, handle [16]byte) string {
 	return path.Join(recordsPrefix, hex.EncodeToString(princ[:]), hex.EncodeToString(handle[:]))
 }

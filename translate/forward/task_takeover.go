@@ -82,14 +82,11 @@ func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.
 		}
 	}
 	// Orphaned, or this instance's: take it over, one taker.
-	if err := store.Lock(ctx, key); err != nil {
+	release, err := lockStore(ctx, store, key)
+	if err != nil {
 		return storedTask{}, fmt.Errorf("locking the task's record: %w", err)
 	}
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		_ = store.Unlock(uctx, key)
-		cancel()
-	}()
+	defer release()
 	if t := b.heldTask(tk.Handle, r.Principal); t != nil {
 		return storedTask{t: t}, nil // taken over here while this one waited
 	}
