@@ -32,11 +32,18 @@ import (
 // after sessionMaxCalls calls: the servers' event stores keep each session's
 // streams until it ends (legacy.PoolOptions.MaxUses), and a new session
 // costs about three upstream requests, about 1 % of a hundred calls' own.
+//
+// A call parked holding no stream closes its call stream's connection (the
+// upstream is still writing it); up to upstreamSpares such connections per
+// upstream are replaced at once in the background (legacy.ConnOptions.Spares),
+// so an instance whose calls resume elsewhere does not dial on each call's
+// path.
 const (
 	maxUpstreamSessions = 200_000
 	sessionIdleTimeout  = 2 * time.Minute
 	sessionMaxCalls     = 100
 	reapInterval        = 30 * time.Second
+	upstreamSpares      = 16
 )
 
 // bridges holds the forward bridge: its parked calls and upstream sessions
@@ -59,7 +66,7 @@ type bridgeState struct {
 func newBridgeState(logger *zap.Logger) *bridgeState {
 	// The upstream sessions' own HTTP/1.1 client: a parked call's two open
 	// streams cost a goroutine each, not three (see legacy.ConnClient).
-	client := legacy.NewConnClient(legacy.ConnOptions{MaxIdlePerHost: 128,
+	client := legacy.NewConnClient(legacy.ConnOptions{MaxIdlePerHost: 128, Spares: upstreamSpares,
 		Dial: guardDial((&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext)})
 	pool := legacy.NewPool(legacy.PoolOptions{MaxSessions: maxUpstreamSessions, IdleTimeout: sessionIdleTimeout,
 		MaxUses: sessionMaxCalls, Client: client})

@@ -52,6 +52,11 @@ type ConnOptions struct {
 	// MaxHeaderBytes bounds a response's status line and headers.
 	// Default 1 MiB.
 	MaxHeaderBytes int
+	// Spares is how many idle connections per upstream the client may
+	// dial ahead, in the background, to replace connections closed with
+	// their answer unfinished (see spare.go). 0: none; capped at
+	// MaxIdlePerHost.
+	Spares int
 }
 
 func (o ConnOptions) withDefaults() ConnOptions {
@@ -73,6 +78,7 @@ func (o ConnOptions) withDefaults() ConnOptions {
 	if o.MaxHeaderBytes <= 0 {
 		o.MaxHeaderBytes = 1 << 20
 	}
+	o.Spares = min(max(o.Spares, 0), o.MaxIdlePerHost)
 	return o
 }
 
@@ -92,13 +98,15 @@ func (o ConnOptions) withDefaults() ConnOptions {
 type ConnClient struct {
 	opts ConnOptions
 
-	mu   sync.Mutex
-	idle map[string][]*conn // by scheme and address, most recently used last
+	mu      sync.Mutex
+	idle    map[string][]*conn // by scheme and address, most recently used last
+	dialing map[string]int     // spares being dialed, by key
+	gen     uint64             // CloseIdleConnections calls: a spare dialed across one is not kept
 }
 
 // NewConnClient returns a client with no connections yet.
 func NewConnClient(opts ConnOptions) *ConnClient {
-	return &ConnClient{opts: opts.withDefaults(), idle: make(map[string][]*conn)}
+	return &ConnClient{opts: opts.withDefaults(), idle: make(map[string][]*conn), dialing: make(map[string]int)}
 }
 
 // CloseIdleConnections closes the pooled idle connections; answers still
@@ -107,6 +115,7 @@ func (c *ConnClient) CloseIdleConnections() {
 	c.mu.Lock()
 	all := c.idle
 	c.idle = make(map[string][]*conn)
+	c.gen++
 	c.mu.Unlock()
 	for _, list := range all {
 		for _, pc := range list {
@@ -234,7 +243,7 @@ func (c *ConnClient) dial(ctx context.Context, key, scheme, addr, host string) (
 		}
 		nc = tc
 	}
-	pc := &conn{client: c, key: key, nc: nc, raw: raw, tls: scheme == "https"}
+	pc := &conn{client: c, key: key, scheme: scheme, addr: addr, host: host, nc: nc, raw: raw, tls: scheme == "https"}
 	if sc, ok := raw.(syscall.Conn); ok && canPeek && scheme != "https" {
 		pc.rc, _ = sc.SyscallConn()
 	}
@@ -274,6 +283,9 @@ func (c *ConnClient) put(pc *conn) {
 type conn struct {
 	client    *ConnClient
 	key       string
+	scheme    string // of the upstream, to dial a spare (see spare.go)
+	addr      string
+	host      string
 	nc        net.Conn // what requests are written to (TLS, or raw)
 	raw       net.Conn // the TCP connection
 	tls       bool
@@ -481,7 +493,13 @@ func (b *body) Close() error {
 	b.done = true
 	reading := b.reading
 	b.mu.Unlock()
-	b.release(!reading && b.reuse && b.drain(time.Now()))
+	reuse := !reading && b.reuse && b.drain(time.Now())
+	b.release(reuse)
+	if !reuse && b.reuse {
+		// A keep-alive connection let go mid-answer (a parked call's
+		// stream): the next request would have to dial.
+		b.pc.client.spare(b.pc)
+	}
 	return nil
 }
 
