@@ -10,6 +10,7 @@ import (
 	"net/http/httptrace"
 	"net/http/httputil"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -117,10 +118,12 @@ var errOwnerSilent = errors.New("the owner instance did not answer in time")
 // answer. id is the JSON-RPC id for errors of the gateway's own. When the
 // owner cannot be reached (or does not answer in time), unreachable, if
 // set, may answer instead of the gateway's error (a task served from its
-// record: storedTask); it reports whether it did. A request another
-// instance forwarded is forwarded again only when again is set: a task's
-// record names its owner now (relayTaskOwner), who serves it itself.
-func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id json.RawMessage, owner translate.Owner, unreachable func() bool, again bool) error {
+// record: storedTask; a lingering call resumed here: resumeHere); it
+// reports whether it did, and is told whether the owner had sent anything
+// (its "100 Continue": it read the request). A request another instance
+// forwarded is forwarded again only when again is set: a task's record
+// names its owner now (relayTaskOwner), who serves it itself.
+func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id json.RawMessage, owner translate.Owner, unreachable func(started bool) bool, again bool) error {
 	routeOf(r).owner = owner.Instance
 	if _, forwarded := forwardedOf(r); forwarded && !again {
 		// Never forward twice: the fleet disagrees on who is where.
@@ -147,7 +150,8 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 	sig := h.fleet.auth.Sign(owner.Instance, forwardedRequest(r, body, h.principal(r)), time.Now())
 	silent := time.AfterFunc(forwardFirstByteTimeout, func() { cancel(errOwnerSilent) })
 	defer silent.Stop()
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotFirstResponseByte: func() { silent.Stop() }})
+	var started atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotFirstResponseByte: func() { started.Store(true); silent.Stop() }})
 	out := r.WithContext(ctx)
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
@@ -183,8 +187,8 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			h.metrics.Forwarded("sent", "error")
-			if unreachable != nil && r.Context().Err() == nil && unreachable() {
-				logger.Warn("the owner instance is unreachable: the task was served from its record", zap.Error(err))
+			if unreachable != nil && r.Context().Err() == nil && unreachable(started.Load()) {
+				logger.Warn("the owner instance is unreachable: the request was served here", zap.Error(err))
 				return
 			}
 			if errors.Is(context.Cause(ctx), errOwnerSilent) {
@@ -245,11 +249,11 @@ func (r relayWriter) WriteHeader(code int) {
 // lapsed). Nil for other requests and without records; false without a
 // record (the storage is not shared, or the task ended long ago): the
 // client then gets the relay's error.
-func (h *Handler) storedTask(w http.ResponseWriter, r *http.Request, l *learned, owner translate.Owner) func() bool {
+func (h *Handler) storedTask(w http.ResponseWriter, r *http.Request, l *learned, owner translate.Owner) func(bool) bool {
 	if h.bridgeOpts == nil || h.bridgeOpts.Tasks.Store == nil || l.in.era != eraModern || !strings.HasPrefix(l.breq.Method, "tasks/") {
 		return nil
 	}
-	return func() bool {
+	return func(bool) bool {
 		now, found := h.bridge.StoredOwner(r.Context(), &l.breq)
 		switch {
 		case !found:
@@ -260,6 +264,21 @@ func (h *Handler) storedTask(w http.ResponseWriter, r *http.Request, l *learned,
 			l.breq.OwnerGone = true
 			_ = h.serveBridged(w, r, l.breq, nil)
 		}
+		return true
+	}
+}
+
+// resumeHere is what serves the retry of a resumable call relayed to its
+// home while it lingers there, when the home cannot be reached: this
+// instance resumes the call itself, as it would have without the relay —
+// unless the home had read the retry (it may have answered the call's
+// questions upstream), when the client gets the relay's error.
+func (h *Handler) resumeHere(w http.ResponseWriter, r *http.Request, l *learned, up *Upstream) func(bool) bool {
+	return func(started bool) bool {
+		if started {
+			return false
+		}
+		_ = h.serveBridged(w, r, l.breq, up)
 		return true
 	}
 }

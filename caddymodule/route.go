@@ -49,6 +49,11 @@ type routeInput struct {
 	state      forward.Whose
 	stateOwner translate.Owner
 	stateUp    *Upstream
+	// lingersThere: a resumable call whose home (stateOwner), another
+	// instance this one can reach, still holds its streams (a lingering
+	// call, forward.Retry.Lingers): relayed there, resumed here if that
+	// instance cannot be reached.
+	lingersThere bool
 	// session is what a legacy request's Mcp-Session-Id names, and
 	// sessionUp the configured upstream it names.
 	session   sessionKind
@@ -131,7 +136,8 @@ type decision struct {
 
 // decide routes a request, in this order. A modern retry goes to the
 // instance that parked its call: another instance (relayed), or this one
-// (the forward bridge, whatever upstreams are up now). Any other modern
+// (the forward bridge, whatever upstreams are up now); a resumable one is
+// served here, unless its home still holds its streams (relayed there). Any other modern
 // request goes to a modern upstream, else through the forward bridge to a
 // legacy one. A legacy initialize without a session opens one on a legacy
 // upstream (pinned), else the gateway holds it in front of a modern one
@@ -146,6 +152,8 @@ func decide(in routeInput, pick func(eraSet) *Upstream) decision {
 		return decision{cell: cellForward, relayTo: &in.stateOwner}
 	case in.era == eraModern && in.state == forward.ParkedHere:
 		return decision{cell: cellForward, up: in.stateUp}
+	case in.era == eraModern && in.state == forward.Resumable && in.lingersThere:
+		return decision{cell: cellForward, up: in.stateUp, relayTo: &in.stateOwner}
 	case in.era == eraModern && in.state == forward.Resumable:
 		// The state holds the whole call: served here, never relayed, on
 		// the upstream it names (nil when not configured here: refused).
@@ -226,6 +234,8 @@ func (h *Handler) learnModern(w http.ResponseWriter, r *http.Request, body []byt
 	if retry.Whose == forward.Resumable {
 		// A call parked elsewhere may end here: its session goes back.
 		l.breq.GiveBack = h.giveBackVia(r)
+		_, forwarded := forwardedOf(r)
+		l.in.lingersThere = retry.Lingers && !forwarded && h.fleet.auth != nil && h.fleet.ownerAddress(retry.Owner) != ""
 	}
 	if retry.Upstream != "" {
 		l.in.stateUp = h.upstreamByURL(r, retry.Upstream)

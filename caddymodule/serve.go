@@ -150,7 +150,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *learned, d de
 		if l.in.era == eraLegacy {
 			id = nil // an answer: its id is the in-line request's
 		}
-		return h.relay(w, r, l.body, id, *d.relayTo, h.storedTask(w, r, l, *d.relayTo), false)
+		fallback := h.storedTask(w, r, l, *d.relayTo)
+		if l.in.state == forward.Resumable {
+			fallback = h.resumeHere(w, r, l, d.up)
+		}
+		return h.relay(w, r, l.body, id, *d.relayTo, fallback, false)
 	}
 	if d.cell == cellForward && l.in.state == forward.ParkedHere {
 		if relayed, err := h.relayTaskOwner(w, r, l); relayed {

@@ -167,6 +167,7 @@ func (h *Handler) forwardBridgeClient(ht *reverseproxy.HTTPTransport) (client le
 		MaxIdlePerHost:      t.MaxIdleConnsPerHost,
 		IdleTimeout:         t.IdleConnTimeout,
 		MaxHeaderBytes:      int(t.MaxResponseHeaderBytes),
+		Spares:              upstreamSpares,
 	})
 	if proxy := t.Proxy; proxy != nil {
 		// A proxy from the environment (HTTP_PROXY, HTTPS_PROXY,
@@ -200,16 +201,18 @@ func (h *Handler) provisionPeerTransport(ctx caddy.Context) error {
 
 // newPeerClient is the built-in client of forwarding between instances:
 // direct (no proxy from the environment), the system's roots, bounded dial
-// and TLS handshake, no redirects.
+// and TLS handshake, no redirects. A forwarded request says Expect:
+// 100-continue (relay.go) but its body goes with its headers, without
+// waiting for the owner's "100 Continue" (ExpectContinueTimeout 0): that
+// wait cost every relayed request a round trip between the instances.
 func newPeerClient() *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{
-			Proxy:                 nil,
-			DialContext:           (&net.Dialer{Timeout: forwardDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost:   32,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   forwardDialTimeout,
-			ExpectContinueTimeout: time.Second,
+			Proxy:               nil,
+			DialContext:         (&net.Dialer{Timeout: forwardDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 32,
+			IdleConnTimeout:     90 * time.Second,
+			TLSHandshakeTimeout: forwardDialTimeout,
 		},
 		CheckRedirect: noRedirect,
 	}

@@ -23,7 +23,9 @@ import (
 // front of server-everything (TypeScript SDK 1.x, one question; instances
 // found by a peer list), the same from the gateways' metrics. A client
 // that sends the notice itself, unsigned, is refused (400) and frees
-// nothing.
+// nothing. The calls do not linger (resume_linger -1): a retry that comes
+// back at once to an instance whose call lingers elsewhere is relayed to
+// it instead (TestLingerRelay).
 func TestGiveBack(t *testing.T) {
 	const calls = 8
 	given := `caddy_mcp_gateway_resumable_calls_total{event="given_back"}`
@@ -46,7 +48,7 @@ func TestGiveBack(t *testing.T) {
 	t.Run("go-sdk", func(t *testing.T) {
 		up := newResumableServer(t)
 		ports := []int{freePort(t), freePort(t)}
-		upstream := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}\n"
+		upstream := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}\n\t\tresume_linger -1\n"
 		g0 := startGatewayOn(t, ports[0], fleetBlock(t, upstream, "advertise", ports, 0))
 		g1 := startGatewayOn(t, ports[1], fleetBlock(t, upstream, "advertise", ports, 1))
 		alice := map[string]string{"Authorization": "Bearer alice"}
@@ -78,7 +80,7 @@ func TestGiveBack(t *testing.T) {
 	t.Run("typescript-sdk", func(t *testing.T) {
 		up := startServerEverything(t)
 		ports := []int{freePort(t), freePort(t)}
-		upstream := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n"
+		upstream := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n\t\tresume_linger -1\n"
 		g0 := startGatewayOn(t, ports[0], fleetBlock(t, upstream, "peer", ports, 0))
 		g1 := startGatewayOn(t, ports[1], fleetBlock(t, upstream, "peer", ports, 1))
 		for i := range calls {

@@ -26,14 +26,16 @@ import (
 // handler that restart swaps for a fresh one (same address, no sessions),
 // as an upstream restarted. Its tool ask elicits twice and answers with
 // both answers; a tool call cancelled while it waits for an answer is
-// reported on cancelled, and deletes counts DELETE requests (sessions
-// ended by the gateway).
+// reported on cancelled, deletes counts DELETE requests (sessions ended by
+// the gateway) and reopens GET requests with Last-Event-ID (call streams
+// reopened by an instance resuming a call).
 type resumableServer struct {
 	url       string
 	current   atomic.Pointer[http.Handler]
 	server    atomic.Pointer[mcp.Server]
 	cancelled chan struct{}
 	deletes   atomic.Int32
+	reopens   atomic.Int32
 }
 
 func newResumableServer(t *testing.T) *resumableServer {
@@ -41,8 +43,11 @@ func newResumableServer(t *testing.T) *resumableServer {
 	rs := &resumableServer{cancelled: make(chan struct{}, 64)}
 	rs.restart()
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodDelete {
+		switch {
+		case r.Method == http.MethodDelete:
 			rs.deletes.Add(1)
+		case r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "":
+			rs.reopens.Add(1)
 		}
 		(*rs.current.Load()).ServeHTTP(w, r)
 	}))

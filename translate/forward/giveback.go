@@ -179,6 +179,7 @@ func (b *Bridge) TakeBack(n SessionNotice) bool {
 	if taken != p {
 		return false // a retry here, or its expiry, took it meanwhile
 	}
+	b.cameQuickly(p) // its retry came quickly, elsewhere: relayed here next time (linger.go)
 	b.closeLingering(hot)
 	resumeEvent(p.opts, ResumeFinished)
 	b.pool.Release(p.key, p.sess, p.sess.Relisten())

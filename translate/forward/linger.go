@@ -38,6 +38,21 @@ import (
 // upstream that allows one reader per stream (go-sdk) refuses that other
 // instance's GET (409) while the stream is held here: legacy.Session.Reopen
 // tries again for up to 2s, so the linger is bounded well below that.
+//
+// In a fleet, a retry landing on another instance while the call lingers
+// is relayed to the parking instance (its home), which reads on as above:
+// the state says until when the call lingers (seal.ResumeState.LingerUntil,
+// only for a session of the home's pool, whose address the state carries),
+// and the other instance relays it (Retry.Lingers) when that is more than
+// lingerRelayMargin away by its own clock, else resumes it itself, as it
+// does when the home cannot be reached. Such a relayed retry teaches the
+// home like one that came to it directly; so does a session given back by
+// an instance that ended the call (TakeBack) within the linger, a retry
+// that came back quickly elsewhere: the next call of that target lingers,
+// and its retry is relayed. Relaying one round costs a hop between the
+// instances; resuming it costs the upstream a GET that replays the
+// stream, a new connection on the home for its next call, and the session's
+// journey back (BENCHMARKS.md, "The fleet").
 
 const (
 	// defaultResumeLinger is ResumeLinger's default: far longer than a
@@ -45,19 +60,33 @@ const (
 	defaultResumeLinger = 250 * time.Millisecond
 	// MaxResumeLinger bounds ResumeLinger (see above).
 	MaxResumeLinger = time.Second
+	// lingerRelayMargin is how long a call must still linger for another
+	// instance to relay its retry home rather than resume it itself:
+	// about a relay's hop, and some clock skew between the instances.
+	lingerRelayMargin = 20 * time.Millisecond
 )
+
+// lingersFor is how long c, about to park holding no stream, will linger
+// (lingerLocked), 0 for not at all: the state says so before it is sealed.
+func (b *Bridge) lingersFor(c *call, ttl time.Duration) time.Duration {
+	d := min(c.opts.ResumeLinger, ttl)
+	if d <= 0 || !b.quick.has(b.gather.target(c)) {
+		return 0
+	}
+	return d
+}
 
 // lingerLocked keeps c's streams open for its options' ResumeLinger, on
 // the place p its resumable state holds here (under b.mu, before the state
 // reaches the client); it reports false, and keeps nothing, when the
 // options want no linger, or c's target is not known to be quick.
 func (b *Bridge) lingerLocked(c *call, p *resumePlace, ttl time.Duration) bool {
-	d := min(c.opts.ResumeLinger, ttl)
-	if d <= 0 {
+	if c.opts.ResumeLinger <= 0 || ttl <= 0 {
 		return false
 	}
 	p.parkedAt = time.Now().UnixNano()
-	if b.closed || !b.quick.has(b.gather.target(c)) {
+	d := b.lingersFor(c, ttl)
+	if b.closed || d <= 0 {
 		return false
 	}
 	p.hot = c
@@ -173,10 +202,11 @@ func (q *quickTargets) has(t uint64) bool { return q.known.Contains(t) }
 func (q *quickTargets) learn(t uint64)    { q.known.Add(t, struct{}{}) }
 func (q *quickTargets) forget(t uint64)   { q.known.Remove(t) }
 
-// cameQuickly teaches q c's target when c's retry reached the instance
-// that parked it (p) within its options' ResumeLinger of the park.
-func (b *Bridge) cameQuickly(c *call, p *resumePlace) {
-	if p.parkedAt != 0 && time.Since(time.Unix(0, p.parkedAt)) <= c.opts.ResumeLinger {
-		b.quick.learn(b.gather.target(c))
+// cameQuickly teaches q the target of the call parked on p when its retry
+// reached the instance that parked it (or ended it elsewhere) within its
+// options' ResumeLinger of the park.
+func (b *Bridge) cameQuickly(p *resumePlace) {
+	if p.parkedAt != 0 && time.Since(time.Unix(0, p.parkedAt)) <= p.opts.ResumeLinger {
+		b.quick.learn(b.gather.targetOf(p.key.Upstream, p.method, p.name))
 	}
 }

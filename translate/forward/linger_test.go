@@ -1,12 +1,16 @@
 package forward
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // lingering counts the calls lingering with their streams open on b.
@@ -183,5 +187,69 @@ func TestLingerUnlearned(t *testing.T) {
 	}
 	if _, idle := b.pool.Stats(); idle != sessionsOf(server) {
 		t.Fatalf("%d upstream sessions, %d idle in the pool", sessionsOf(server), idle)
+	}
+}
+
+// TestLingerRelayHint: a call that lingers on its home says so in its
+// state: another instance that gets the retry is told to relay it there
+// (Retry.Lingers, with the home), the home itself is not, and once the
+// linger is over nobody is. A call that does not linger says nothing.
+func TestLingerRelayHint(t *testing.T) {
+	upstream, _ := resumableUpstream(t)
+	bs := fleet(t, 2, linger(300*time.Millisecond), func(o *Options) { o.Address = "http://gw.example" })
+	retryOn := func(b *Bridge, a *recordedAnswer, id int) Retry {
+		t.Helper()
+		extra, _ := answerRound(t, a, "x")
+		r := resumeRequest(t, upstream, id, 1, extra)
+		return b.RetryOf(&r)
+	}
+	cold := serve(bs[0], resumeRequest(t, upstream, 1, 1, ""))
+	if rt := retryOn(bs[1], cold, 2); rt.Whose != Resumable || rt.Lingers {
+		t.Fatalf("a call that does not linger: %+v", rt)
+	}
+	teach(t, bs[0], upstream)
+	hot := serve(bs[0], resumeRequest(t, upstream, 3, 1, ""))
+	if lingering(bs[0]) != 1 {
+		t.Fatalf("%d calls lingering, want 1", lingering(bs[0]))
+	}
+	rt := retryOn(bs[1], hot, 4)
+	if rt.Whose != Resumable || !rt.Lingers || rt.Owner.Instance != "gw-0" || rt.Owner.Address != "http://gw.example" {
+		t.Fatalf("on another instance: %+v, want relayed to gw-0", rt)
+	}
+	if rt := retryOn(bs[0], hot, 5); rt.Lingers {
+		t.Fatalf("on the home: %+v, want served there", rt)
+	}
+	waitNotLingering(t, bs[0]) // its linger ended: so did the state's LingerUntil (set at the park, before it)
+	if rt := retryOn(bs[1], hot, 6); rt.Lingers {
+		t.Fatalf("after the linger: %+v, want resumed where it lands", rt)
+	}
+}
+
+// TestLingerLearnedFromGiveBack: a session given back within the linger
+// (the call's retry came quickly, to another instance) teaches the home,
+// whose next call of that target lingers.
+func TestLingerLearnedFromGiveBack(t *testing.T) {
+	upstream, _ := resumableUpstream(t)
+	bs := fleet(t, 2, linger(time.Minute))
+	home := func(_ context.Context, _ translate.Owner, n SessionNotice) error {
+		if !bs[0].TakeBack(n) {
+			return errors.New("not taken")
+		}
+		return nil
+	}
+	a := serve(bs[0], resumeRequest(t, upstream, 1, 1, ""))
+	if lingering(bs[0]) != 0 {
+		t.Fatal("the first call of a target lingers")
+	}
+	extra, _ := answerRound(t, a, "q")
+	retry := resumeRequest(t, upstream, 2, 1, extra)
+	retry.GiveBack = home
+	if a = serve(bs[1], retry); gjson.GetBytes(a.final, "result.content.0.text").String() != "accept:q" {
+		t.Fatalf("retry elsewhere: %d %s", a.status, a.final)
+	}
+	waitPlaces(t, bs[0], 0)
+	serve(bs[0], resumeRequest(t, upstream, 3, 1, ""))
+	if lingering(bs[0]) != 1 {
+		t.Fatalf("%d calls lingering after a session given back at once, want 1", lingering(bs[0]))
 	}
 }

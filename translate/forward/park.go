@@ -174,8 +174,14 @@ const (
 // Retry is what RetryOf learned from a request's requestState.
 type Retry struct {
 	Whose Whose
-	// Owner is the instance that parked the call (ParkedHere, ParkedThere).
+	// Owner is the instance that parked the call (ParkedHere, ParkedThere;
+	// Resumable when Lingers).
 	Owner translate.Owner
+	// Lingers is, for Resumable, that another instance (Owner) keeps the
+	// call's streams open for a while yet (linger.go): the caller had
+	// better relay the retry there, and resume it here only if that
+	// instance cannot be reached.
+	Lingers bool
 	// Upstream is, for ParkedHere, the URL of the legacy upstream the call
 	// runs on, or "" when it is no longer parked (answered already,
 	// abandoned); for Resumable, the URL of the call's upstream.
@@ -201,7 +207,11 @@ func (b *Bridge) RetryOf(r *Request) Retry {
 	case rerr != nil:
 		return Retry{Whose: StateUnopened}
 	case rs != nil:
-		return Retry{Whose: Resumable, Upstream: rs.Upstream}
+		rt := Retry{Whose: Resumable, Upstream: rs.Upstream}
+		if rs.Home != "" && rs.Home != r.Options.Instance && time.Until(rs.LingerUntil) > lingerRelayMargin {
+			rt.Owner, rt.Lingers = translate.Owner{Instance: rs.Home, Address: rs.HomeAddress}, true
+		}
+		return rt
 	case st.Instance != r.Options.Instance:
 		return Retry{Whose: ParkedThere, Owner: translate.Owner{Instance: st.Instance, Address: st.Address}}
 	}

@@ -72,12 +72,16 @@ func (b *Bridge) parkResumable(c *call, r Request, sink translate.Sink) (outcome
 	_, _ = rand.Read(rs.Place[:])
 	if !c.own {
 		// The session is of this instance's pool: an instance that ends
-		// the call gives it back here (giveback.go).
+		// the call gives it back here (giveback.go), and one that gets
+		// its retry while it lingers relays it here (linger.go).
 		rs.Home, rs.HomeAddress = r.Options.Instance, r.Options.Address
+		if d := b.lingersFor(c, time.Until(expires)); d > 0 {
+			rs.LingerUntil = time.Now().Add(d)
+		}
 	}
 	token, err := seal.SealResume(r.Options.Keyring, rs)
 	if errors.Is(err, seal.ErrResumeTooLarge) && rs.Home != "" {
-		rs.Home, rs.HomeAddress = "", ""
+		rs.Home, rs.HomeAddress, rs.LingerUntil = "", "", time.Time{}
 		token, err = seal.SealResume(r.Options.Keyring, rs)
 	}
 	w.Stop()
@@ -279,7 +283,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 	_, _ = rand.Read(c.handle[:])
 	c.keys = translate.DecodeKeyCounter(rs.Keys)
 	if p != nil {
-		b.cameQuickly(c, p)
+		b.cameQuickly(p)
 	} else {
 		homeOf(c, r, homeState{rs.Home, rs.HomeAddress, rs.Place})
 	}
