@@ -170,7 +170,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			pr.Out.Header.Set("Expect", "100-continue")
 		},
 		Transport:     h.fleet.client.Transport,
-		FlushInterval: -1,
+		FlushInterval: 0, // at once for SSE and chunked answers (ReverseProxy), at the end for a sized one
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Header.Del("Server") // this instance's own is set already
 			outcome := "ok"
