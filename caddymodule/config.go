@@ -322,17 +322,23 @@ type ParkingConfig struct {
 	// within this time linger, until one lingers with no retry (the
 	// gateway remembers 4096 of them, per Caddy process, as for
 	// `gather_window`): a tool a person answers never does, and neither
-	// does a tool's first park. The streams close when the time is up, or
-	// as soon as the upstream sends anything on the call's stream or ends
-	// it: it may be answering a retry that reached another instance, which
-	// then reopens the stream itself (a go-sdk server refuses that
-	// instance's GET with 409 until the streams here close, and the
+	// does a tool's first park. In a fleet whose instances reach each
+	// other (`advertise` or `peer`), a retry that lands on another
+	// instance while the call lingers here is relayed here and reads on
+	// the same way (the state says until when the call lingers); a
+	// session given back by another instance within this time (a retry
+	// that came back at once, elsewhere) teaches this instance like a
+	// retry here. The streams close when the time is up, or as soon as
+	// the upstream sends anything on the call's stream or ends it: it may
+	// be answering a retry that reached an instance that could not relay
+	// it, which then reopens the stream itself (a go-sdk server refuses
+	// that instance's GET with 409 until the streams here close, and the
 	// gateway tries again after 4ms, doubling, for up to 2s: such a retry
 	// takes about 5ms more; a TypeScript SDK server hands the stream over
-	// at once). In a fleet behind a balancer that spreads retries, set
-	// `-1` if those milliseconds matter more than the held round's
-	// savings. The state is the resumable one either way: any instance
-	// sharing `state_key` resumes it, and the call survives this one.
+	// at once). An instance that cannot reach this one (it is down, or
+	// the fleet lists no peers) resumes the call itself. The state is the
+	// resumable one either way: any instance sharing `state_key` resumes
+	// it, and the call survives this one.
 	// Calls lingering when the gateway stops let go of their streams then
 	// (a reload keeps them, as it keeps parked calls). A negative duration
 	// (`-1`) closes the streams at `input_required`. At most 1s. Default:

@@ -20,13 +20,11 @@ import (
 const resumePurpose Purpose = "mcp-gateway/request-state-resume/v1"
 
 // The first byte of the sealed plaintext: resumeVersion, or
-// resumeVersionHome for a state with a Home (two more fields), or
-// resumeVersionLinger for one with a Home and a LingerUntil (one more).
-// States without them are sealed byte for byte as before they existed.
+// resumeVersionHome for a state with a Home (two more fields). States
+// without one are sealed byte for byte as before Home existed.
 const (
-	resumeVersion       = 1
-	resumeVersionHome   = 2
-	resumeVersionLinger = 3
+	resumeVersion     = 1
+	resumeVersionHome = 2
 )
 
 // Bounds of a ResumeState's fields, in bytes (or entries). SealResume
@@ -113,11 +111,6 @@ type ResumeState struct {
 	// ending it upstream. Sealed only when Home is set (version 2).
 	Home        string
 	HomeAddress string
-	// LingerUntil, with a Home, is until when the home keeps the call's
-	// streams open (millisecond precision): a retry reaching another
-	// instance before then is best relayed to the home, which reads on
-	// from them. Sealed only with a Home and after 1970 (version 3).
-	LingerUntil time.Time
 }
 
 // Plaintext layout (varints minimal, strings and byte strings as
@@ -127,7 +120,6 @@ type ResumeState struct {
 //	uvarint(n) | n × (id | key | method) | keys | serverInfo | uvarint(round) |
 //	principal(16) | digest(16) | place(16) | varint(started, Unix ms) | varint(expires, Unix s)
 //	[version 2: | home | homeAddress]
-//	[version 3: | home | homeAddress | varint(lingerUntil, Unix ms > 0)]
 
 func (s *ResumeState) check() error {
 	switch {
@@ -150,17 +142,11 @@ func appendField(b []byte, v string) []byte {
 	return append(b, v...)
 }
 
-// lingers reports whether s is sealed with its LingerUntil.
-func (s *ResumeState) lingers() bool { return s.Home != "" && s.LingerUntil.UnixMilli() > 0 }
-
 // encode appends the plaintext of s to b.
 func (s *ResumeState) encode(b []byte) []byte {
-	switch {
-	case s.lingers():
-		b = append(b, resumeVersionLinger)
-	case s.Home != "":
+	if s.Home != "" {
 		b = append(b, resumeVersionHome)
-	default:
+	} else {
 		b = append(b, resumeVersion)
 	}
 	b = appendField(b, s.Upstream)
@@ -186,9 +172,6 @@ func (s *ResumeState) encode(b []byte) []byte {
 	if s.Home != "" {
 		b = appendField(b, s.Home)
 		b = appendField(b, s.HomeAddress)
-	}
-	if s.lingers() {
-		b = binary.AppendVarint(b, s.LingerUntil.UnixMilli())
 	}
 	return b
 }
@@ -262,7 +245,7 @@ func (d *resumeDecoder) fixed(dst []byte) {
 // byte strings encode produces for states within the bounds.
 func decodeResume(b []byte) (ResumeState, error) {
 	var s ResumeState
-	if len(b) < 1 || len(b) > maxResumePlain || b[0] < resumeVersion || b[0] > resumeVersionLinger {
+	if len(b) < 1 || len(b) > maxResumePlain || (b[0] != resumeVersion && b[0] != resumeVersionHome) {
 		return s, errMalformedState
 	}
 	d := &resumeDecoder{b: b[1:]}
@@ -284,18 +267,11 @@ func decodeResume(b []byte) (ResumeState, error) {
 	d.fixed(s.Place[:])
 	s.Started = time.UnixMilli(d.varint())
 	s.Expires = time.Unix(d.varint(), 0)
-	if b[0] >= resumeVersionHome {
+	if b[0] == resumeVersionHome {
 		s.Home = d.field(MaxResumeShort)
 		s.HomeAddress = d.field(MaxResumeUpstream)
 		if s.Home == "" {
-			d.err = errMalformedState // encode writes versions 2 and 3 only with a Home
-		}
-	}
-	if b[0] == resumeVersionLinger {
-		if ms := d.varint(); ms > 0 {
-			s.LingerUntil = time.UnixMilli(ms)
-		} else {
-			d.err = errMalformedState
+			d.err = errMalformedState // encode writes version 2 only with a Home
 		}
 	}
 	if d.err != nil || len(d.b) != 0 {

@@ -35,9 +35,7 @@ func TestResumeRoundTrip(t *testing.T) {
 	homeOnly := testResume()
 	homeOnly.Home = "gw-b"
 	long.Home, long.HomeAddress = strings.Repeat("h", 100), "http://10.0.0.1:8080"
-	linger := home
-	linger.LingerUntil = time.UnixMilli(testNow.UnixMilli() + 250)
-	for _, s := range []ResumeState{testResume(), {Expires: testNow.Add(time.Second), Started: time.UnixMilli(0)}, long, home, homeOnly, linger} {
+	for _, s := range []ResumeState{testResume(), {Expires: testNow.Add(time.Second), Started: time.UnixMilli(0)}, long, home, homeOnly} {
 		token, err := SealResume(kr, s)
 		if err != nil {
 			t.Fatal(err)
@@ -49,20 +47,6 @@ func TestResumeRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(*got, s) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", *got, s)
 		}
-	}
-}
-
-// A LingerUntil is sealed only with a Home (the instance to relay to).
-func TestResumeLingerNeedsHome(t *testing.T) {
-	s := testResume()
-	s.LingerUntil = testNow
-	plain := s.encode(nil)
-	if plain[0] != resumeVersion {
-		t.Fatalf("version %d for a linger without a home, want %d", plain[0], resumeVersion)
-	}
-	got, err := decodeResume(plain)
-	if err != nil || !got.LingerUntil.IsZero() {
-		t.Fatalf("decoded %v, %v: want no LingerUntil", got.LingerUntil, err)
 	}
 }
 
@@ -142,8 +126,6 @@ func FuzzDecodeResume(f *testing.F) {
 	f.Add((&ResumeState{}).encode(nil))
 	f.Add([]byte{resumeVersion, 0x80})
 	s.Home, s.HomeAddress = "gw-a", "http://10.0.0.1:8080"
-	f.Add(s.encode(nil))
-	s.LingerUntil = time.UnixMilli(testNow.UnixMilli() + 250)
 	f.Add(s.encode(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeResume(b)

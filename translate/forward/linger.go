@@ -2,6 +2,8 @@ package forward
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"net/http"
 	"time"
 
@@ -41,7 +43,7 @@ import (
 //
 // In a fleet, a retry landing on another instance while the call lingers
 // is relayed to the parking instance (its home), which reads on as above:
-// the state says until when the call lingers (seal.ResumeState.LingerUntil,
+// the state says until when the call lingers (in its place's id: newPlace;
 // only for a session of the home's pool, whose address the state carries),
 // and the other instance relays it (Retry.Lingers) when that is more than
 // lingerRelayMargin away by its own clock, else resumes it itself, as it
@@ -65,6 +67,34 @@ const (
 	// about a relay's hop, and some clock skew between the instances.
 	lingerRelayMargin = 20 * time.Millisecond
 )
+
+// newPlace returns the id of a resumable state's place (seal.ResumeState.Place,
+// opaque to every instance but the one that parked the call, and sealed):
+// 8 random bytes, then until when the call lingers there (Unix
+// milliseconds, big-endian; 0 when it does not). The state's format is
+// the one earlier releases seal and open, so instances of both go on
+// resuming each other's calls; an earlier release's place (16 random
+// bytes) reads as a time within the next MaxResumeLinger with odds of
+// about 1 in 10^16, and would then cost one needless hop.
+func newPlace(until time.Time) (p [16]byte) {
+	_, _ = rand.Read(p[:8])
+	if ms := until.UnixMilli(); ms > 0 {
+		binary.BigEndian.PutUint64(p[8:], uint64(ms))
+	}
+	return p
+}
+
+// placeLingers reports whether the call whose place is p lingers on its
+// home for more than lingerRelayMargin after now (and no further away than
+// a linger can be: see newPlace).
+func placeLingers(p [16]byte, now time.Time) bool {
+	until, at := binary.BigEndian.Uint64(p[8:]), now.UnixMilli()
+	if at <= 0 || until <= uint64(at) {
+		return false
+	}
+	left := until - uint64(at) // milliseconds
+	return left > uint64(lingerRelayMargin.Milliseconds()) && left <= uint64((MaxResumeLinger+time.Second).Milliseconds())
+}
 
 // lingersFor is how long c, about to park holding no stream, will linger
 // (lingerLocked), 0 for not at all: the state says so before it is sealed.

@@ -2,6 +2,8 @@ package forward
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
@@ -251,5 +253,41 @@ func TestLingerLearnedFromGiveBack(t *testing.T) {
 	serve(bs[0], resumeRequest(t, upstream, 3, 1, ""))
 	if lingering(bs[0]) != 1 {
 		t.Fatalf("%d calls lingering after a session given back at once, want 1", lingering(bs[0]))
+	}
+}
+
+// TestPlaceLingers: a place says until when its call lingers, and no
+// random place (an earlier release's) nor a time past, too close or too
+// far reads as lingering.
+func TestPlaceLingers(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		until time.Time
+		want  bool
+	}{
+		{now.Add(250 * time.Millisecond), true},
+		{now.Add(MaxResumeLinger), true},
+		{now.Add(lingerRelayMargin / 2), false},
+		{now.Add(-time.Second), false},
+		{now.Add(time.Hour), false},
+		{time.Time{}, false},
+	} {
+		if got := placeLingers(newPlace(c.until), now); got != c.want {
+			t.Errorf("until %v from now: lingers %v, want %v", c.until.Sub(now), got, c.want)
+		}
+	}
+	for i := range 100_000 {
+		var p [16]byte
+		_, _ = rand.Read(p[:])
+		if placeLingers(p, now) {
+			t.Fatalf("random place %d %x reads as lingering", i, p)
+		}
+	}
+	for _, tail := range []uint64{0, 1, 1 << 63, 1<<64 - 1} {
+		var p [16]byte
+		binary.BigEndian.PutUint64(p[8:], tail)
+		if placeLingers(p, now) {
+			t.Fatalf("place ending %x reads as lingering", tail)
+		}
 	}
 }

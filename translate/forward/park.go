@@ -208,7 +208,7 @@ func (b *Bridge) RetryOf(r *Request) Retry {
 		return Retry{Whose: StateUnopened}
 	case rs != nil:
 		rt := Retry{Whose: Resumable, Upstream: rs.Upstream}
-		if rs.Home != "" && rs.Home != r.Options.Instance && time.Until(rs.LingerUntil) > lingerRelayMargin {
+		if rs.Home != "" && rs.Home != r.Options.Instance && placeLingers(rs.Place, time.Now()) {
 			rt.Owner, rt.Lingers = translate.Owner{Instance: rs.Home, Address: rs.HomeAddress}, true
 		}
 		return rt

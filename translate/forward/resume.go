@@ -69,19 +69,19 @@ func (b *Bridge) parkResumable(c *call, r Request, sink translate.Sink) (outcome
 		reqs[i] = p.InputRequest
 		rs.Inputs = append(rs.Inputs, seal.ResumeInput{ID: p.upstreamID, Key: p.Key, Method: p.Method})
 	}
-	_, _ = rand.Read(rs.Place[:])
+	rs.Place = newPlace(time.Time{})
 	if !c.own {
 		// The session is of this instance's pool: an instance that ends
 		// the call gives it back here (giveback.go), and one that gets
 		// its retry while it lingers relays it here (linger.go).
 		rs.Home, rs.HomeAddress = r.Options.Instance, r.Options.Address
 		if d := b.lingersFor(c, time.Until(expires)); d > 0 {
-			rs.LingerUntil = time.Now().Add(d)
+			rs.Place = newPlace(time.Now().Add(d))
 		}
 	}
 	token, err := seal.SealResume(r.Options.Keyring, rs)
 	if errors.Is(err, seal.ErrResumeTooLarge) && rs.Home != "" {
-		rs.Home, rs.HomeAddress, rs.LingerUntil = "", "", time.Time{}
+		rs.Home, rs.HomeAddress, rs.Place = "", "", newPlace(time.Time{})
 		token, err = seal.SealResume(r.Options.Keyring, rs)
 	}
 	w.Stop()
