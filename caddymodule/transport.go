@@ -200,20 +200,19 @@ func (h *Handler) provisionPeerTransport(ctx caddy.Context) error {
 }
 
 // newPeerClient is the built-in client of forwarding between instances:
-// direct (no proxy from the environment), the system's roots, bounded dial
-// and TLS handshake, no redirects. A forwarded request says Expect:
-// 100-continue (relay.go) but its body goes with its headers, without
-// waiting for the owner's "100 Continue" (ExpectContinueTimeout 0): that
-// wait cost every relayed request a round trip between the instances.
+// HTTP/1.1 on the calling goroutine (legacy.ConnClient, as for the
+// bridge's upstream sessions: no hand-offs to a transport's goroutines on
+// every relayed request), direct (no proxy from the environment), the
+// system's roots, bounded dial and TLS handshake, no redirects. A
+// forwarded request says Expect: 100-continue (relay.go) but its body goes
+// with its headers, without waiting for the owner's "100 Continue": that
+// wait would cost every relayed request a round trip between the
+// instances.
 func newPeerClient() *http.Client {
 	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:               nil,
-			DialContext:         (&net.Dialer{Timeout: forwardDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost: 32,
-			IdleConnTimeout:     90 * time.Second,
-			TLSHandshakeTimeout: forwardDialTimeout,
-		},
+		Transport: legacy.NewConnClient(legacy.ConnOptions{
+			DialTimeout: forwardDialTimeout, TLSHandshakeTimeout: forwardDialTimeout, MaxIdlePerHost: 32,
+		}),
 		CheckRedirect: noRedirect,
 	}
 }

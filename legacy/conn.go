@@ -83,7 +83,7 @@ func (o ConnOptions) withDefaults() ConnOptions {
 }
 
 // ConnClient is an HTTP/1.1 client for the upstream sessions of the forward
-// bridge. It writes each request and reads its answer on the calling
+// bridge (and the built-in client of forwarding between instances). It writes each request and reads its answer on the calling
 // goroutine, with keep-alive connections it pools per upstream.
 //
 // net/http's Transport keeps two goroutines of its own per connection (a
@@ -124,10 +124,14 @@ func (c *ConnClient) CloseIdleConnections() {
 	}
 }
 
+// RoundTrip implements http.RoundTripper with Do, so that an http.Client or
+// an httputil.ReverseProxy can send through a ConnClient.
+func (c *ConnClient) RoundTrip(req *http.Request) (*http.Response, error) { return c.Do(req) }
+
 // Do sends req and returns the response once its headers have arrived. The
 // caller must close the body; a body read to its end returns the
 // connection to the pool. Cancelling req's context closes the connection,
-// which ends a body being read.
+// which ends a body being read. req is not modified.
 func (c *ConnClient) Do(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 		return nil, fmt.Errorf("unsupported protocol scheme %q", req.URL.Scheme)
@@ -153,9 +157,11 @@ func (c *ConnClient) Do(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		if req.GetBody != nil {
-			if req.Body, err = req.GetBody(); err != nil {
+			again := *req
+			if again.Body, err = req.GetBody(); err != nil {
 				return nil, err
 			}
+			req = &again
 		}
 	}
 }
@@ -332,10 +338,16 @@ func (pc *conn) roundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return fail(err, false)
 	}
-	if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.WroteRequest != nil {
+	trace := httptrace.ContextClientTrace(ctx)
+	if trace != nil && trace.WroteRequest != nil {
 		trace.WroteRequest(httptrace.WroteRequestInfo{})
 	}
 	pc.lim.n, pc.lim.read = int64(pc.client.opts.MaxHeaderBytes), 0
+	if trace != nil && trace.GotFirstResponseByte != nil {
+		if _, err := pc.br.Peek(1); err == nil {
+			trace.GotFirstResponseByte()
+		}
+	}
 	resp, err := http.ReadResponse(pc.br, req)
 	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 		resp, err = http.ReadResponse(pc.br, req) // skip informational answers

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -367,5 +368,35 @@ func TestConnClientChunkedRequest(t *testing.T) {
 	}
 	if got := readAll(t, resp); got != "ABCD" {
 		t.Fatalf("answer %q", got)
+	}
+}
+
+// TestConnClientRoundTripper: as an http.Client's transport, a ConnClient
+// tells a client trace of the answer's first byte (a "100 Continue"
+// included, which it skips), and leaves the request as it was.
+func TestConnClientRoundTripper(t *testing.T) {
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body) // answers 100 Continue to an Expect
+		fmt.Fprintf(w, "got %s", b)
+	})
+	c := NewConnClient(ConnOptions{})
+	defer c.CloseIdleConnections()
+	first := 0
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotFirstResponseByte: func() { first++ }})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Expect", "100-continue")
+	body := req.Body
+	resp, err := (&http.Client{Transport: c}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); resp.StatusCode != http.StatusOK || got != "got hi" {
+		t.Fatalf("%d %q", resp.StatusCode, got)
+	}
+	if first != 1 || req.Body != body {
+		t.Fatalf("first byte told %d times (want 1); request body replaced: %v", first, req.Body != body)
 	}
 }

@@ -10,10 +10,15 @@
 # number of clients, one interleaved bench compare (A B C A B C …) of the
 # ask tool with one round:
 #
-#   cross   modern client, first request to gw-a, the retry to gw-b (which
-#           gives the call's upstream session back to gw-a: peer lists)
+#   cross   modern client, first request to gw-a, the retry to gw-b, which
+#           relays it to gw-a while the call lingers there (resume_linger),
+#           else resumes it and gives the call's upstream session back to
+#           gw-a (peer lists)
 #   ended   the same through sites of the two processes that list no peers:
-#           gw-b cannot reach gw-a, and ends the session (DELETE)
+#           gw-b cannot reach gw-a, resumes the call and ends the session
+#           (DELETE); gw-a learns which tools linger per upstream, not per
+#           site, so these calls linger too, and gw-b's reopening waits
+#           until gw-a lets go of the stream
 #   same    modern client, both requests to gw-a
 #   inline  legacy client straight to the upstream, the question in-line
 #
@@ -195,6 +200,6 @@ if [[ -n "$UP_EXTRA" ]]; then
 	echo "In every upstream block: \`$(printf '%s\n' "$UP_EXTRA" | sed 's/^[[:space:]]*//; /^$/d' | paste -sd ';' | sed 's/;/; /g')\`"
 fi
 echo
-echo "cross: a modern client's first request to gw-a, its retry to gw-b, which gives the session back; ended: the same through sites listing no peers (gw-b ends the session); same: both to gw-a; inline: a legacy client straight to the upstream."
+echo "cross: a modern client's first request to gw-a, its retry to gw-b, which relays it to gw-a while the call lingers there (else resumes it and gives the session back); ended: the same through sites listing no peers (gw-b resumes the call and ends the session); same: both to gw-a; inline: a legacy client straight to the upstream."
 echo
 compare_tables "$results" "both Caddy processes and the upstream"
