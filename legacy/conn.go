@@ -83,8 +83,9 @@ func (o ConnOptions) withDefaults() ConnOptions {
 }
 
 // ConnClient is an HTTP/1.1 client for the upstream sessions of the forward
-// bridge (and the built-in client of forwarding between instances). It writes each request and reads its answer on the calling
-// goroutine, with keep-alive connections it pools per upstream.
+// bridge (and the built-in client of forwarding between instances). It
+// writes each request and reads its answer on the calling goroutine, with
+// keep-alive connections it pools per upstream.
 //
 // net/http's Transport keeps two goroutines of its own per connection (a
 // reader and a writer), for as long as an answer is open. A parked call

@@ -57,9 +57,7 @@ func TestConnClientSpares(t *testing.T) {
 	}
 	// Three closed, two replaced (Spares), none more.
 	waitFor(t, "two spares", func() bool { return idleCount(c) == 2 })
-	if n := conns(); n != 5 {
-		t.Fatalf("%d connections, want 5 (three streams, two spares)", n)
-	}
+	waitFor(t, "five connections (three streams, two spares)", func() bool { return conns() == 5 })
 	// The next two requests, held at once, take the spares: no dial.
 	a := post(t, c, context.Background(), url, "{}")
 	b := post(t, c, context.Background(), url, "{}")
