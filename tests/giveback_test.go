@@ -84,16 +84,7 @@ func TestGiveBack(t *testing.T) {
 		g0 := startGatewayOn(t, ports[0], fleetBlock(t, upstream, "peer", ports, 0))
 		g1 := startGatewayOn(t, ports[1], fleetBlock(t, upstream, "peer", ports, 1))
 		for i := range calls {
-			ir := parseInputRequired(t, tsCall(t, g0.URL, 10*i+1, "trigger-elicitation-request", nil))
-			var key string
-			for key = range ir.InputRequests {
-			}
-			name := fmt.Sprintf("Ada Home %d", i)
-			x := tsCall(t, g1.URL, 10*i+2, "trigger-elicitation-request", map[string]any{"requestState": ir.RequestState,
-				"inputResponses": map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"name": name}}}})
-			if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), name) {
-				t.Fatalf("call %d on the other instance: %s", i, x)
-			}
+			tsCallAcross(t, g0, g1, 10*i+1, fmt.Sprintf("Ada Home %d", i))
 		}
 		check(t, g0, g1, up)
 	})

@@ -206,6 +206,23 @@ func tsCall(t *testing.T, url string, id int, tool string, extra map[string]any)
 	return elicitingCall(t, url, id, tool, map[string]any{}, extra, nil)
 }
 
+// tsCallAcross makes a call of server-everything's
+// trigger-elicitation-request parked by park and answered with name through
+// retry (its id and the next), and fails unless the result carries the
+// name.
+func tsCallAcross(t *testing.T, park, retry *gateway, id int, name string) {
+	t.Helper()
+	ir := parseInputRequired(t, tsCall(t, park.URL, id, "trigger-elicitation-request", nil))
+	var key string
+	for key = range ir.InputRequests {
+	}
+	x := tsCall(t, retry.URL, id+1, "trigger-elicitation-request", map[string]any{"requestState": ir.RequestState,
+		"inputResponses": map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"name": name}}}})
+	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), name) {
+		t.Fatalf("call %d answered %q: %s", id, name, x)
+	}
+}
+
 // TestResumeTSServer: in front of the TypeScript SDK 1.x server
 // (server-everything, whose streamable HTTP transport keeps an
 // InMemoryEventStore), a call parks holding nothing — the parking
@@ -279,17 +296,7 @@ func TestResumeLingerElsewhere(t *testing.T) {
 		block := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n\t\tresume_linger 1s\n\t\tstate_key " + testKey(0x3b)
 		g0, g1 := startGateway(t, block), startGateway(t, block)
 		for i, retry := range []*gateway{g0, g0, g1, g1} {
-			ir := parseInputRequired(t, tsCall(t, g0.URL, 10*i+1, "trigger-elicitation-request", nil))
-			var key string
-			for k := range ir.InputRequests {
-				key = k
-			}
-			name := fmt.Sprintf("Ada Lingered %d", i)
-			x := tsCall(t, retry.URL, 10*i+2, "trigger-elicitation-request", map[string]any{"requestState": ir.RequestState,
-				"inputResponses": map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"name": name}}}})
-			if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), name) {
-				t.Fatalf("call %d: %s", i, x)
-			}
+			tsCallAcross(t, g0, retry, 10*i+1, fmt.Sprintf("Ada Lingered %d", i))
 			if i == 1 {
 				if got := fleetMetric(t, []*gateway{g0}, lingered, 1); got != 1 {
 					t.Fatalf("%s = %v on the parking instance, want 1", lingered, got)
