@@ -102,12 +102,10 @@ func (h *Handler) restPutCall(w http.ResponseWriter, r *http.Request, tool, id r
 		}
 		rec = seal.RESTCall{Principal: princ, Tool: string(tool), ID: string(id), IdempotencyKey: ikey,
 			Status: restRunning, ETag: newETag(), Arguments: args, Created: now.UnixMilli(), Updated: now.UnixMilli()}
-		h.restClaim(&rec, now)
-		if err := restRuns.start(key, run, h.RESTConfig.MaxCallsPerPrincipal); err != nil {
+		if rec, pending, err = h.restStart(ctx, r, key, rec, sagaCall{name: rec.Tool, args: rec.Arguments}, run, now); err != nil {
 			return err
 		}
 		created = true
-		rec, pending = h.restStart(ctx, r, rec, sagaCall{name: rec.Tool, args: rec.Arguments}, run)
 		if pending == nil && restRefusedParams(rec) && h.restToolUnknown(sctx, r, string(tool)) {
 			unknown = true // no record: the id stays free
 			return nil
@@ -121,12 +119,8 @@ func (h *Handler) restPutCall(w http.ResponseWriter, r *http.Request, tool, id r
 		cancel(nil)
 	}
 	switch {
-	case errors.Is(err, errRESTBusy):
-		w.Header().Set("Retry-After", restRetryAfterSeconds)
-		return writeProblem(w, http.StatusTooManyRequests, "too many calls of yours are running on this instance (rest_max_calls_per_principal)")
 	case err != nil:
-		h.restAbandon(key, run, pending)
-		return h.restStorageProblem(w, err)
+		return h.restLockFailed(w, err, key, run, pending)
 	case conflict:
 		return writeProblem(w, http.StatusConflict, "a call with this id exists, started with another Idempotency-Key")
 	case unknown:
@@ -138,21 +132,25 @@ func (h *Handler) restPutCall(w http.ResponseWriter, r *http.Request, tool, id r
 	if pending == nil {
 		return writeCall(w, r, http.StatusCreated, rec)
 	}
-	done := make(chan seal.RESTCall, 1)
-	go h.restContinue(key, rec.ETag, pending, run, done)
-	return h.restAwait(w, r, http.StatusCreated, rec, done, now)
+	return h.restAwait(w, r, http.StatusCreated, key, rec, pending, run, now)
 }
 
-// restAbandon stops a call whose record could not be written.
-func (h *Handler) restAbandon(key string, run *restRun, pending <-chan seal.RESTCall) {
-	if pending == nil {
-		return
+// restLockFailed answers a PUT or an advance whose step under the record's
+// lock failed: too many calls running (429), or the storage (the call
+// started, if it did, is stopped: its record could not be written).
+func (h *Handler) restLockFailed(w http.ResponseWriter, err error, key string, run *restRun, pending <-chan seal.RESTCall) error {
+	if errors.Is(err, errRESTBusy) {
+		w.Header().Set("Retry-After", restRetryAfterSeconds)
+		return writeProblem(w, http.StatusTooManyRequests, "too many calls of yours are running on this instance (rest_max_calls_per_principal)")
 	}
-	run.cancel(errRESTCanceled)
-	go func() {
-		<-pending
-		restRuns.end(key, run)
-	}()
+	if pending != nil {
+		run.cancel(errRESTCanceled)
+		go func() {
+			<-pending
+			restRuns.end(key, run)
+		}()
+	}
+	return h.restStorageProblem(w, err)
 }
 
 // restRefusedParams reports whether c failed at once with -32602 or
@@ -163,16 +161,12 @@ func restRefusedParams(c seal.RESTCall) bool {
 	return c.Status == restFailed && code.Exists() && (code.Int() == jsonrpc.InvalidParams || code.Int() == jsonrpc.MethodNotFound)
 }
 
-// restClaim makes c running on this instance, with a fresh lease.
-func (h *Handler) restClaim(c *seal.RESTCall, now time.Time) {
-	c.Owner = h.fleet.instance
-	c.Lease = now.Add(time.Duration(h.TaskLease)).UnixMilli()
-}
-
-// restAwait waits for the call's next state until rest_wait after start
-// (when the request came), then answers with status and the state it has
-// then.
-func (h *Handler) restAwait(w http.ResponseWriter, r *http.Request, status int, rec seal.RESTCall, done <-chan seal.RESTCall, start time.Time) error {
+// restAwait follows the call restStart left running (pending, restContinue)
+// and waits for its next state until rest_wait after start (when the
+// request came), then answers with status and the state it has then.
+func (h *Handler) restAwait(w http.ResponseWriter, r *http.Request, status int, key string, rec seal.RESTCall, pending <-chan seal.RESTCall, run *restRun, start time.Time) error {
+	done := make(chan seal.RESTCall, 1)
+	go h.restContinue(key, rec.ETag, pending, run, done)
 	t := time.NewTimer(time.Duration(h.RESTConfig.Wait) - time.Since(start))
 	defer t.Stop()
 	select {
@@ -265,12 +259,10 @@ func (h *Handler) restAdvance(w http.ResponseWriter, r *http.Request, tool, id r
 			call.responses[in.Key] = in.Answer
 		}
 		cur.Status, cur.Inputs, cur.RequestState = restRunning, nil, ""
-		h.restClaim(&cur, now)
-		if err := restRuns.start(key, run, h.RESTConfig.MaxCallsPerPrincipal); err != nil {
+		if rec, pending, err = h.restStart(ctx, r, key, cur, call, run, now); err != nil {
 			return err
 		}
 		retry = &call
-		rec, pending = h.restStart(ctx, r, cur, call, run)
 		return h.restSave(sctx, key, rec)
 	})
 	if retry == nil {
@@ -279,20 +271,14 @@ func (h *Handler) restAdvance(w http.ResponseWriter, r *http.Request, tool, id r
 		restRuns.end(key, run)
 	}
 	switch {
-	case errors.Is(err, errRESTBusy):
-		w.Header().Set("Retry-After", restRetryAfterSeconds)
-		return writeProblem(w, http.StatusTooManyRequests, "too many calls of yours are running on this instance (rest_max_calls_per_principal)")
 	case err != nil:
-		h.restAbandon(key, run, pending)
-		return h.restStorageProblem(w, err)
+		return h.restLockFailed(w, err, key, run, pending)
 	case problemStatus != 0:
 		return writeProblem(w, problemStatus, problemDetail)
 	case pending == nil:
 		return writeCall(w, r, http.StatusOK, rec)
 	}
-	done := make(chan seal.RESTCall, 1)
-	go h.restContinue(key, rec.ETag, pending, run, done)
-	return h.restAwait(w, r, http.StatusOK, rec, done, now)
+	return h.restAwait(w, r, http.StatusOK, key, rec, pending, run, now)
 }
 
 // restAwaitStatus is the status of a call waiting for an answer to a

@@ -33,12 +33,18 @@ import (
 // running, and goes on in the background.
 const restFastWindow = 500 * time.Millisecond
 
-// restStart starts call for rec (running, owned here; its etag the
-// running one), while the caller holds the record's lock, and waits up to
-// the fast window (at most rest_wait). It returns the record to write now:
-// the outcome (with a new etag) when the call ended or asked within it,
-// else rec; then pending is the outcome to come, for restContinue.
-func (h *Handler) restStart(ctx context.Context, r *http.Request, rec seal.RESTCall, call sagaCall, run *restRun) (now seal.RESTCall, pending <-chan seal.RESTCall) {
+// restStart starts call for rec (running; its etag the running one) as
+// the run of key on this instance (errRESTBusy beyond
+// rest_max_calls_per_principal), owned here from now, while the caller
+// holds the record's lock, and waits up to the fast window (at most
+// rest_wait). It returns the record to write now: the outcome (with a new
+// etag) when the call ended or asked within it, else rec; then pending is
+// the outcome to come, for restContinue.
+func (h *Handler) restStart(ctx context.Context, r *http.Request, key string, rec seal.RESTCall, call sagaCall, run *restRun, now time.Time) (seal.RESTCall, <-chan seal.RESTCall, error) {
+	rec.Owner, rec.Lease = h.fleet.instance, now.Add(time.Duration(h.TaskLease)).UnixMilli()
+	if err := restRuns.start(key, run, h.RESTConfig.MaxCallsPerPrincipal); err != nil {
+		return rec, nil, err
+	}
 	out := make(chan seal.RESTCall, 1)
 	go func() {
 		delDone := h.calls.add(run.cancel) // ended when Caddy exits
@@ -58,9 +64,9 @@ func (h *Handler) restStart(ctx context.Context, r *http.Request, rec seal.RESTC
 	select {
 	case o := <-out:
 		run.cancel(nil)
-		return restOutcome(o, time.Now()), nil
+		return restOutcome(o, time.Now()), nil, nil
 	case <-t.C:
-		return rec, out
+		return rec, out, nil
 	}
 }
 
