@@ -69,9 +69,7 @@ func TestSagaRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := []byte(token)
-	b[len(b)/2] ^= 1
-	if _, err := OpenSaga(kr, string(b), testNow); !errors.Is(err, ErrSagaInvalid) {
+	if _, err := OpenSaga(kr, tamper(token), testNow); !errors.Is(err, ErrSagaInvalid) {
 		t.Errorf("tampered: %v", err)
 	}
 	if _, err := OpenSaga(kr, token, testNow.Add(time.Hour)); !errors.Is(err, ErrSagaExpired) {

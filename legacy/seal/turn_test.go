@@ -85,9 +85,7 @@ func TestTurnRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := []byte(token)
-	b[len(b)/2] ^= 1
-	if _, err := OpenTurn(kr, string(b), testNow); !errors.Is(err, ErrTurnInvalid) {
+	if _, err := OpenTurn(kr, tamper(token), testNow); !errors.Is(err, ErrTurnInvalid) {
 		t.Errorf("tampered: %v", err)
 	}
 	if _, err := OpenTurn(kr, token, testNow.Add(time.Hour)); !errors.Is(err, ErrTurnExpired) {
