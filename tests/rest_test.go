@@ -164,7 +164,6 @@ func restLegacyServer(t *testing.T, done *atomic.Int32) string {
 func restLegacyServerAnswers(t *testing.T, done *atomic.Int32, answers chan<- string) string {
 	t.Helper()
 	server := mcp.NewServer(&mcp.Implementation{Name: "rest-legacy", Version: "1"}, nil)
-	schema := map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}
 	text := func(s string) *mcp.CallToolResult {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 	}
@@ -178,14 +177,9 @@ func restLegacyServerAnswers(t *testing.T, done *atomic.Int32, answers chan<- st
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
 			Topic string `json:"topic"`
 		}) (*mcp.CallToolResult, any, error) {
-			var got []string
-			for _, q := range []string{"About " + in.Topic + "?", "Sure?"} {
-				res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: q, RequestedSchema: schema})
-				if err != nil {
-					return nil, nil, err
-				}
-				a, _ := res.Content["answer"].(string)
-				got = append(got, res.Action+":"+a)
+			got, err := elicitTwice(ctx, req, in.Topic)
+			if err != nil {
+				return nil, nil, err
 			}
 			select {
 			case answers <- in.Topic + " " + strings.Join(got, ","):
@@ -199,7 +193,7 @@ func restLegacyServerAnswers(t *testing.T, done *atomic.Int32, answers chan<- st
 			if err != nil {
 				return nil, nil, err
 			}
-			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Go?", RequestedSchema: schema})
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Go?", RequestedSchema: answerSchema})
 			if err != nil {
 				return nil, nil, err
 			}

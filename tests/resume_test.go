@@ -62,21 +62,15 @@ func (rs *resumableServer) restart() {
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
 			Topic string `json:"topic"`
 		}) (*mcp.CallToolResult, any, error) {
-			var got []string
-			for _, q := range []string{"About " + in.Topic + "?", "Sure?"} {
-				res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: q,
-					RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}})
-				if err != nil {
-					if ctx.Err() != nil {
-						select {
-						case rs.cancelled <- struct{}{}:
-						default:
-						}
+			got, err := elicitTwice(ctx, req, in.Topic)
+			if err != nil {
+				if ctx.Err() != nil {
+					select {
+					case rs.cancelled <- struct{}{}:
+					default:
 					}
-					return nil, nil, err
 				}
-				a, _ := res.Content["answer"].(string)
-				got = append(got, res.Action+":"+a)
+				return nil, nil, err
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(got, ",")}}}, nil, nil
 		})
@@ -84,6 +78,25 @@ func (rs *resumableServer) restart() {
 		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)}))
 	rs.server.Store(server)
 	rs.current.Store(&h)
+}
+
+// answerSchema is the schema of the test servers' questions: one string,
+// answer.
+var answerSchema = map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}
+
+// elicitTwice asks the client "About <topic>?", then "Sure?", as the test
+// servers' ask tools do, and returns the answers as action:answer.
+func elicitTwice(ctx context.Context, req *mcp.CallToolRequest, topic string) ([]string, error) {
+	var got []string
+	for _, q := range []string{"About " + topic + "?", "Sure?"} {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: q, RequestedSchema: answerSchema})
+		if err != nil {
+			return nil, err
+		}
+		a, _ := res.Content["answer"].(string)
+		got = append(got, res.Action+":"+a)
+	}
+	return got, nil
 }
 
 // sessions is how many sessions the server holds now.

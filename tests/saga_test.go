@@ -200,19 +200,13 @@ func TestSagaModern(t *testing.T) {
 func newHeldServer(t *testing.T) string {
 	t.Helper()
 	server := mcp.NewServer(&mcp.Implementation{Name: "held", Version: "1"}, nil)
-	schema := map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}
 	mcp.AddTool(server, &mcp.Tool{Name: "ask", Description: "Asks twice."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
 			Topic string `json:"topic"`
 		}) (*mcp.CallToolResult, any, error) {
-			var got []string
-			for _, q := range []string{"About " + in.Topic + "?", "Sure?"} {
-				res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: q, RequestedSchema: schema})
-				if err != nil {
-					return nil, nil, err
-				}
-				a, _ := res.Content["answer"].(string)
-				got = append(got, res.Action+":"+a)
+			got, err := elicitTwice(ctx, req, in.Topic)
+			if err != nil {
+				return nil, nil, err
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(got, ",")}}}, nil, nil
 		})
@@ -228,7 +222,7 @@ func newHeldServer(t *testing.T) string {
 			if err != nil {
 				return nil, nil, err
 			}
-			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Go?", RequestedSchema: schema})
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Go?", RequestedSchema: answerSchema})
 			if err != nil {
 				return nil, nil, err
 			}
