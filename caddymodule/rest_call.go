@@ -253,11 +253,7 @@ func (h *Handler) restAdvance(w http.ResponseWriter, r *http.Request, tool, id r
 			rec = cur
 			return h.restSave(sctx, key, cur)
 		}
-		call := sagaCall{name: cur.Tool, args: cur.Arguments, state: cur.RequestState,
-			responses: make(map[string]json.RawMessage, len(cur.Inputs))}
-		for _, in := range cur.Inputs {
-			call.responses[in.Key] = in.Answer
-		}
+		call := restRetry(cur)
 		cur.Status, cur.Inputs, cur.RequestState = restRunning, nil, ""
 		if rec, pending, err = h.restStart(ctx, r, key, cur, call, run, now); err != nil {
 			return err
@@ -279,6 +275,16 @@ func (h *Handler) restAdvance(w http.ResponseWriter, r *http.Request, tool, id r
 		return writeCall(w, r, http.StatusOK, rec)
 	}
 	return h.restAwait(w, r, http.StatusOK, key, rec, pending, run, now)
+}
+
+// restRetry is the retry of c's round: its tool call with the round's
+// requestState and c's answers, one under each question's key.
+func restRetry(c seal.RESTCall) sagaCall {
+	call := sagaCall{name: c.Tool, args: c.Arguments, state: c.RequestState, responses: make(map[string]json.RawMessage, len(c.Inputs))}
+	for _, in := range c.Inputs {
+		call.responses[in.Key] = in.Answer
+	}
+	return call
 }
 
 // restAwaitStatus is the status of a call waiting for an answer to a

@@ -32,11 +32,10 @@ func restDismissal(c seal.RESTCall) (sagaCall, bool) {
 	if c.RequestState == "" || len(c.Inputs) == 0 {
 		return sagaCall{}, false
 	}
-	call := sagaCall{name: c.Tool, args: c.Arguments, state: c.RequestState, responses: make(map[string]json.RawMessage, len(c.Inputs))}
+	call := restRetry(c)
 	for _, in := range c.Inputs {
 		switch {
 		case len(in.Answer) > 0:
-			call.responses[in.Key] = in.Answer
 		case in.Method == translate.MethodElicit:
 			call.responses[in.Key] = json.RawMessage(`{"action":"cancel"}`)
 		default:

@@ -146,10 +146,7 @@ func (h *Handler) restRounds(ctx context.Context, r *http.Request, rec seal.REST
 			return rec
 		}
 		// Roots only (or a bare requestState): answered here.
-		call.state, call.responses = state, make(map[string]json.RawMessage, len(inputs))
-		for _, in := range inputs {
-			call.responses[in.Key] = in.Answer
-		}
+		call = restRetry(rec)
 		rec.Inputs, rec.RequestState = nil, ""
 	}
 	return fail(-32603, "the tool asked for roots more than max_rounds times in a row")
