@@ -10,10 +10,12 @@ import (
 	"net/http/httptrace"
 	"net/http/httputil"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
@@ -155,8 +157,13 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 	out := r.WithContext(ctx)
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
-	logger := h.logger.With(zap.String("owner", owner.Instance), zap.String("address", base))
-	logger.Debug("forwarding to the owner instance")
+	// Built only to log: zap's With costs a relay more than its signature.
+	logger := func() *zap.Logger {
+		return h.logger.With(zap.String("owner", owner.Instance), zap.String("address", base))
+	}
+	if ce := h.logger.Check(zapcore.DebugLevel, "forwarding to the owner instance"); ce != nil {
+		ce.Write(zap.String("owner", owner.Instance), zap.String("address", base))
+	}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = target
@@ -170,6 +177,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			pr.Out.Header.Set("Expect", "100-continue")
 		},
 		Transport:     h.fleet.client.Transport,
+		BufferPool:    relayBuffers{},
 		FlushInterval: 0, // at once for SSE and chunked answers (ReverseProxy), at the end for a sized one
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Header.Del("Server") // this instance's own is set already
@@ -181,18 +189,18 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			if resp.StatusCode == http.StatusForbidden {
 				// Different keys, a Host or Origin check on the owner, or a
 				// clock far off: the client sees the owner's reason.
-				logger.Warn("the owner instance refused a forwarded request (HTTP 403)")
+				logger().Warn("the owner instance refused a forwarded request (HTTP 403)")
 			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			h.metrics.Forwarded("sent", "error")
 			if unreachable != nil && r.Context().Err() == nil && unreachable(started.Load()) {
-				logger.Warn("the owner instance is unreachable: the request was served here", zap.Error(err))
+				logger().Warn("the owner instance is unreachable: the request was served here", zap.Error(err))
 				return
 			}
 			if errors.Is(context.Cause(ctx), errOwnerSilent) {
-				logger.Warn("the owner instance did not answer", zap.Duration("waited", forwardFirstByteTimeout))
+				logger().Warn("the owner instance did not answer", zap.Duration("waited", forwardFirstByteTimeout))
 				_ = writeRPCError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusGatewayTimeout, Code: jsonrpc.InternalError,
 					Message: "the call belongs to gateway instance " + owner.Instance + ", which did not answer within " +
 						forwardFirstByteTimeout.String() + ": start the call again"})
@@ -202,7 +210,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 				return // the client left, or the config was unloaded
 			}
 			// The error names the owner's address: logged, not told.
-			logger.Warn("the owner instance is unreachable", zap.Error(err))
+			logger().Warn("the owner instance is unreachable", zap.Error(err))
 			_ = writeRPCError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,
 				Message: "the call belongs to gateway instance " + owner.Instance + ", which is unreachable: start the call again"})
 		},
@@ -210,6 +218,20 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 	}
 	proxy.ServeHTTP(relayWriter{w, newDeadlineWriter(w, time.Duration(h.WriteTimeout)), w.Header().Clone()}, out)
 	return nil
+}
+
+// relayBuffers lends the proxy its copy buffers: without a pool, it
+// allocates 32 KiB for every relayed answer.
+type relayBuffers struct{}
+
+var relayBufferPool = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
+func (relayBuffers) Get() []byte { return relayBufferPool.Get().(*[32 << 10]byte)[:] }
+
+func (relayBuffers) Put(b []byte) {
+	if len(b) == 32<<10 {
+		relayBufferPool.Put((*[32 << 10]byte)(b))
+	}
 }
 
 // relayWriter bounds each write of a relayed answer by write_timeout, so
