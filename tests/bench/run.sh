@@ -148,10 +148,12 @@ for c in 1 32; do
 	[[ "${BENCH_THROUGHPUT:-1}" == 0 ]] && break
 	cmp -scenario "legacy pass-through" -c "$c" gateway=legacy:"$GL" reverse_proxy=legacy:"$RP" direct=legacy:"$L"
 	cmp -scenario "modern pass-through" -c "$c" gateway=modern:"$GM" reverse_proxy=modern:"$RPM" direct=modern:"$M"
-	cmp -scenario "forward bridge, no input" -c "$c" modern-via-gateway=modern:"$GL" legacy-direct=legacy:"$L"
-	cmp -scenario "forward bridge, 1 MRTR round" -c "$c" -tool ask -args '{"rounds":1}' modern-via-gateway=modern:"$GL" legacy-direct-inline=legacy:"$L"
+	# legacy-via-reverse_proxy: the legacy client through Caddy's plain
+	# reverse_proxy, what any proxy hop adds to the direct call.
+	cmp -scenario "forward bridge, no input" -c "$c" modern-via-gateway=modern:"$GL" legacy-direct=legacy:"$L" legacy-via-reverse_proxy=legacy:"$RP"
+	cmp -scenario "forward bridge, 1 MRTR round" -c "$c" -tool ask -args '{"rounds":1}' modern-via-gateway=modern:"$GL" legacy-direct-inline=legacy:"$L" legacy-via-reverse_proxy-inline=legacy:"$RP"
 	cmp -scenario "forward bridge, 1 MRTR round, gather always, gather_window 200us" -c "$c" -tool ask -args '{"rounds":1}' modern-via-gateway=modern:"$GQ" legacy-direct-inline=legacy:"$L"
-	cmp -scenario "forward bridge, 3 MRTR rounds" -c "$c" -tool ask -args '{"rounds":3}' modern-via-gateway=modern:"$GL" legacy-direct-inline=legacy:"$L"
+	cmp -scenario "forward bridge, 3 MRTR rounds" -c "$c" -tool ask -args '{"rounds":3}' modern-via-gateway=modern:"$GL" legacy-direct-inline=legacy:"$L" legacy-via-reverse_proxy-inline=legacy:"$RP"
 done
 
 # park_run LABEL UPSTREAM_OPTION: parks $PARKED calls in a fresh gateway
