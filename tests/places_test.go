@@ -8,9 +8,11 @@ package tests
 // once it ended).
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -110,5 +112,65 @@ func stillParked(t *testing.T, g *gateway, first func(id int, who map[string]str
 	parseInputRequired(t, first(1003, map[string]string{"Authorization": "Bearer trent"}))
 	if got := fleetMetric(t, []*gateway{g}, "caddy_mcp_gateway_resumable_parked_calls", 3); got != 3 {
 		t.Fatalf("resumable_parked_calls = %v, want the 3 parked calls", got)
+	}
+}
+
+// TestPlacesUnderLoad: two instances that know nothing of each other
+// (state_key only: the second resumes a retry and ends the session),
+// max_parked_per_principal 4, in front of the go-sdk server; one principal
+// with 4 clients making calls back to back, each call parked on the first
+// instance and finished on the second (every fourth call's first retry
+// back to the first, which so learns that the tool's retries come back at
+// once, and lingers its calls). At most 4 calls of the principal live at
+// any time, so none may be refused: the places of calls finished on the
+// second instance, lingering ones included, must make room for the next.
+func TestPlacesUnderLoad(t *testing.T) {
+	up := newResumableServer(t)
+	block := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}\n\t\tmax_parked_per_principal 4\n\t\tstate_key " + testKey(0x3e)
+	g0, g1 := startGateway(t, block), startGateway(t, block)
+	alice := map[string]string{"Authorization": "Bearer alice"}
+	// round reports what x is not: input_required (ir set) or, with
+	// want, the result carrying it.
+	round := func(x rpcExchange, want string) (inputRequired, string) {
+		var ir inputRequired
+		switch {
+		case x.Resp == nil || x.Resp.Error != nil:
+			return ir, x.String()
+		case want != "":
+			if !strings.Contains(string(x.Resp.Result), want) {
+				return ir, "result " + string(x.Resp.Result) + ", want " + want
+			}
+		case json.Unmarshal(x.Resp.Result, &ir) != nil || ir.ResultType != "input_required" || len(ir.InputRequests) != 1:
+			return ir, "want input_required: " + string(x.Resp.Result)
+		}
+		return ir, ""
+	}
+	var wg sync.WaitGroup
+	for c := range 4 {
+		wg.Go(func() {
+			for i := range 20 {
+				id := 1000*c + 10*i
+				first := g1
+				if i%4 == 0 {
+					first = g0
+				}
+				ir, bad := round(askCall(t, g0.URL, id+1, "tea", nil, alice), "")
+				if bad == "" {
+					ir, bad = round(askCall(t, first.URL, id+2, "tea", answerWith(t, ir, "yes"), alice), "")
+				}
+				if bad == "" {
+					_, bad = round(askCall(t, g1.URL, id+3, "tea", answerWith(t, ir, "sure"), alice), `"accept:yes,accept:sure"`)
+				}
+				if bad != "" {
+					t.Errorf("client %d, call %d: %s", c, i, bad)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	lingered := `caddy_mcp_gateway_resumable_calls_total{event="lingered"}`
+	if n := metricValue(scrape(t, g0), lingered); n < 1 {
+		t.Errorf("%s = %v on the first instance: its calls never lingered", lingered, n)
 	}
 }

@@ -152,7 +152,7 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 		key := poolKey(*r)
 		c.key, c.always, c.resumeOn = key, r.GatherAlways, r.Resume
 		sess, err := b.pool.Lease(ctx, key, r.Header, []byte(key.Caps), info, r.Options.Lease)
-		if err != nil && b.reclaimSessions(r.Principal, err) {
+		for deadline := time.Now().Add(reclaimDeadline); err != nil && b.reclaimSessions(r.Principal, err, deadline); {
 			sess, err = b.pool.Lease(ctx, key, r.Header, []byte(key.Caps), info, r.Options.Lease)
 		}
 		if err != nil {

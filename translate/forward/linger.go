@@ -119,7 +119,7 @@ func (b *Bridge) lingerLocked(c *call, p *resumePlace, ttl time.Duration) bool {
 	if b.closed || d <= 0 {
 		return false
 	}
-	p.hot = c
+	p.hot, p.coolAt = c, time.Now().Add(d).UnixNano()
 	p.cool = time.AfterFunc(d, func() { b.cool(p, true) })
 	c.up.Linger(func() { b.cool(p, false) })
 	return true

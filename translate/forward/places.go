@@ -33,12 +33,17 @@ import (
 //     (makeRoomLocked): the places that would make room for it (its
 //     options' places, or its principal's at the per-principal bound) not
 //     checked lately (see trustedUntil) are checked, the oldest first, at most
-//     maxReclaim of them within reclaimDeadline, and the call is admitted
-//     if that freed a place. One such pass runs at a time per options set
-//     and principal; a caller arriving meanwhile waits for it, and one
-//     arriving within reclaimCooldown after a pass that freed nothing is
-//     refused at once. The same,
-//     when the pool refuses a new call an upstream session
+//     maxReclaim of them, and the call is admitted if that freed a place.
+//     One such pass runs at a time per options set and principal; a caller
+//     arriving meanwhile waits for it, and its answer stands for those
+//     arriving after it for reclaimCooldown, or until a place it could not
+//     free may be checked again (a call found alive just after it parked,
+//     which may be ending elsewhere right now, its DELETE on the way; a
+//     lingering call), if sooner, but not sooner than reclaimCooldownMin.
+//     A caller whose pass freed a place that another took, or freed none
+//     while one may be freed soon, tries again: it is refused once no
+//     place may be freed within reclaimDeadline of its first try. The
+//     same, when the pool refuses a new call an upstream session
 //     (max_sessions_per_principal, max_sessions): a place of the pool's
 //     holds a session of it (reclaimSessions).
 //
@@ -67,14 +72,16 @@ const (
 	// refused for want of room costs the upstream at most one check per
 	// long-parked call in that time.
 	reclaimRecheck = 5 * time.Second
-	// maxReclaim bounds the places one pass checks, reclaimDeadline how
-	// long it may take: the refused call waits for it.
+	// maxReclaim bounds the places one pass checks; reclaimDeadline how
+	// long a call waits for room, its passes and their checks included.
 	maxReclaim      = 32
 	reclaimDeadline = 2 * time.Second
 	// reclaimCooldown is how long the result of a pass that freed nothing
-	// stands for the calls refused after it: a flood of refused calls
-	// walks the places once per cooldown, not once per call.
-	reclaimCooldown = 200 * time.Millisecond
+	// stands for the calls refused after it, reclaimCooldownMin how long
+	// at least: a flood of refused calls walks the places at most once
+	// per reclaimCooldownMin, not once per call.
+	reclaimCooldown    = 200 * time.Millisecond
+	reclaimCooldownMin = 10 * time.Millisecond
 )
 
 // placeSession names an upstream session a place holds.
@@ -100,11 +107,14 @@ func (k reclaimKey) holds(p *resumePlace) bool {
 	return p.opts == k.opts && (!k.own || p.princ == k.princ)
 }
 
-// reclaimRun is a pass in progress: done is closed when it ends, and
-// freed then says whether it freed any place.
+// reclaimRun is a pass: done is closed when it ends; freed then says
+// whether it freed any place, and if not, until when its answer stands
+// (unix nanoseconds), and retry whether a place may be freed then.
 type reclaimRun struct {
 	done  chan struct{}
 	freed bool
+	until int64
+	retry bool
 }
 
 // armCheckLocked schedules p's next background check after d (under b.mu).
@@ -171,37 +181,33 @@ func (b *Bridge) verify(p *resumePlace) (freed bool) {
 }
 
 // makeRoomLocked is roomLocked, but before it refuses a call for want of
-// room, it checks at once the places that could make room (see above) and
-// asks again. It is called under b.mu, which it releases meanwhile.
+// room, it checks the places that could make room (see above) and asks
+// again, until reclaimDeadline. It is called under b.mu, which it
+// releases meanwhile.
 func (b *Bridge) makeRoomLocked(o *Options, princ [16]byte, sent bool) *jsonrpc.RPCError {
-	rerr := b.roomLocked(o, princ, sent)
-	if rerr == nil {
-		return nil
+	deadline := time.Now().Add(reclaimDeadline)
+	for {
+		rerr := b.roomLocked(o, princ, sent)
+		if rerr == nil {
+			return nil
+		}
+		key := reclaimKey{opts: o}
+		if set := b.sets[o]; set != nil && set.byPrin[princ] >= o.MaxParkedPerPrincipal {
+			key.princ, key.own = princ, true
+		}
+		again := b.awaitReclaimLocked(key, deadline)
+		b.mu.Lock()
+		if !again {
+			return b.roomLocked(o, princ, sent)
+		}
 	}
-	b.mu.Unlock()
-	freed := b.reclaim(o, princ)
-	b.mu.Lock()
-	if !freed {
-		return rerr
-	}
-	return b.roomLocked(o, princ, sent)
 }
 
-// reclaim runs, or waits for, a pass checking the places that may make
-// room for a new call of princ with o, and reports whether it freed any.
-func (b *Bridge) reclaim(o *Options, princ [16]byte) bool {
-	b.mu.Lock()
-	key := reclaimKey{opts: o}
-	if set := b.sets[o]; set != nil && set.byPrin[princ] >= o.MaxParkedPerPrincipal {
-		key.princ, key.own = princ, true
-	}
-	return b.reclaimLocked(key)
-}
-
-// reclaimSessions is reclaim for a call the pool refused a session
-// (legacy.ErrPrincipalFull, legacy.ErrPoolFull): the places whose calls
-// may have ended elsewhere hold sessions of the pool.
-func (b *Bridge) reclaimSessions(princ [16]byte, err error) bool {
+// reclaimSessions is makeRoomLocked's pass for a call the pool refused a
+// session (legacy.ErrPrincipalFull, legacy.ErrPoolFull): the places whose
+// calls may have ended elsewhere hold sessions of the pool. It reports
+// whether the lease is worth trying again (before deadline).
+func (b *Bridge) reclaimSessions(princ [16]byte, err error, deadline time.Time) bool {
 	key := reclaimKey{}
 	switch {
 	case errors.Is(err, legacy.ErrPrincipalFull):
@@ -210,16 +216,51 @@ func (b *Bridge) reclaimSessions(princ [16]byte, err error) bool {
 		return false
 	}
 	b.mu.Lock()
-	return b.reclaimLocked(key)
+	return b.awaitReclaimLocked(key, deadline)
+}
+
+// awaitReclaimLocked runs, or waits for, a pass of key (called under b.mu,
+// which it releases), and reports whether to look for room again: the pass
+// freed a place, or a place may be freed before deadline, and that time
+// came.
+func (b *Bridge) awaitReclaimLocked(key reclaimKey, deadline time.Time) bool {
+	if !time.Now().Before(deadline) {
+		b.mu.Unlock()
+		return false
+	}
+	run := b.reclaimLocked(key)
+	if run.freed {
+		return true
+	}
+	if !run.retry || run.until > deadline.UnixNano() {
+		return false
+	}
+	t := time.NewTimer(time.Until(time.Unix(0, run.until)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-b.ctx.Done():
+		return false
+	}
 }
 
 // reclaimLocked runs, or waits for, the pass of key (called under b.mu,
-// which it releases).
-func (b *Bridge) reclaimLocked(key reclaimKey) bool {
+// which it releases), and returns it, done.
+func (b *Bridge) reclaimLocked(key reclaimKey) *reclaimRun {
 	if run := b.reclaiming[key]; run != nil {
-		b.mu.Unlock()
-		<-run.done
-		return run.freed
+		select {
+		case <-run.done:
+			if time.Now().UnixNano() < run.until {
+				b.mu.Unlock()
+				return run
+			}
+			delete(b.reclaiming, key) // its answer stood its time
+		default:
+			b.mu.Unlock()
+			<-run.done
+			return run
+		}
 	}
 	run := &reclaimRun{done: make(chan struct{})}
 	b.reclaiming[key] = run
@@ -243,16 +284,46 @@ func (b *Bridge) reclaimLocked(key reclaimKey) bool {
 	case <-waited:
 	case <-ctx.Done():
 	}
+	b.mu.Lock()
 	run.freed = freed.Load()
-	close(run.done)
 	if run.freed {
-		b.endReclaim(key, run)
+		delete(b.reclaiming, key)
 	} else {
 		// A pass that freed nothing answers the calls refused right
 		// after it, rather than each of them looking again.
-		time.AfterFunc(reclaimCooldown, func() { b.endReclaim(key, run) })
+		now := time.Now().UnixNano()
+		stands := int64(reclaimCooldown)
+		if soonest, ok := b.soonestLocked(key, now); ok && soonest-now <= stands {
+			run.retry = true
+			stands = max(soonest-now, int64(reclaimCooldownMin))
+		}
+		run.until = now + stands
+		time.AfterFunc(time.Duration(stands), func() { b.endReclaim(key, run) })
 	}
-	return run.freed
+	close(run.done)
+	b.mu.Unlock()
+	return run
+}
+
+// soonestLocked returns when the earliest of key's places a pass could
+// not free now may be checked again (unix nanoseconds, now at the
+// earliest): one found alive (trustedUntil), one not checked yet, or one
+// lingering (until it cools); false when key holds none.
+func (b *Bridge) soonestLocked(key reclaimKey, now int64) (int64, bool) {
+	soonest, ok := int64(0), false
+	for _, p := range b.places {
+		if !key.holds(p) || p.sess == nil {
+			continue
+		}
+		at := max(p.trustedUntil, now)
+		if p.hot != nil {
+			at = max(p.coolAt, now)
+		}
+		if !ok || at < soonest {
+			soonest, ok = at, true
+		}
+	}
+	return soonest, ok
 }
 
 // endReclaim forgets key's pass run.

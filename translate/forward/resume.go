@@ -173,9 +173,11 @@ type resumePlace struct {
 	after  string
 	seen   uint32
 	// hot is the call while it lingers with its streams open, cool the
-	// timer that ends that (linger.go); under Bridge.mu.
+	// timer that ends that (linger.go) at coolAt (unix nanoseconds); under
+	// Bridge.mu.
 	hot      *call
 	cool     *time.Timer
+	coolAt   int64
 	parkedAt int64         // unix nanoseconds; 0: the options want no linger
 	cooling  chan struct{} // closed once cool has closed hot's streams
 	// What the admin API lists of the call (ParkedCall): its method and
