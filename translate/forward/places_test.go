@@ -225,8 +225,8 @@ func TestPlacesPrimed(t *testing.T) {
 
 // TestPlacesRefusalsCheckOnce: a flood of calls refused for want of room
 // does not make the instance check the places once per call: a pass that
-// freed nothing answers the refusals within reclaimCooldown, and the next
-// pass after it checks again.
+// freed nothing answers the refusals made right after it (for at least
+// reclaimCooldownMin), and the next pass after it checks again.
 func TestPlacesRefusalsCheckOnce(t *testing.T) {
 	server := askServer()
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
