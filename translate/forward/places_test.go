@@ -43,6 +43,37 @@ func TestPlacesFinishedElsewhere(t *testing.T) {
 	}
 }
 
+// TestPlacesEndingNow: a call refused for want of room waits for a place
+// whose call has just ended elsewhere, its session's DELETE still on the
+// way (the upstream here takes 100 ms to end a session): with max_parked
+// 1, each call parked on one instance and finished on the other is
+// followed at once by a new call on the first, which parks. Before, the
+// check found the previous session alive and the new call was refused.
+func TestPlacesEndingNow(t *testing.T) {
+	server := askServer()
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			time.Sleep(100 * time.Millisecond)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	bs := fleet(t, 2, func(o *Options) { o.MaxParked = 1; o.ResumeLinger = -1 })
+	for i := range 4 {
+		a := serve(bs[0], resumeRequest(t, ts.URL, 10*i, 1, ""))
+		if a.status != http.StatusOK {
+			t.Fatalf("call %d: the parking instance refused it: %d %s", i, a.status, a.final)
+		}
+		extra, _ := answerRound(t, a, fmt.Sprintf("x%d", i))
+		a = serve(bs[1], resumeRequest(t, ts.URL, 10*i+1, 1, extra))
+		if got := gjson.GetBytes(a.final, "result.content.0.text").String(); got != fmt.Sprintf("accept:x%d", i) {
+			t.Fatalf("call %d on the other instance: %d %s", i, a.status, a.final)
+		}
+	}
+}
+
 // TestPlacesStillParkedCount: places of calls still parked keep counting:
 // a principal that parks max_parked_per_principal calls and never retries
 // is refused the next (429), the check having found their sessions alive,
