@@ -37,7 +37,16 @@ const fleetKeyByte = 0x5a
 // (fixed ids gw-0, gw-1, gw-2, every instance listing all three).
 func startFleet(t *testing.T, upstream, form string) []*gateway {
 	t.Helper()
-	ports := []int{freePort(t), freePort(t), freePort(t)}
+	return startFleetOf(t, 3, upstream, form)
+}
+
+// startFleetOf is startFleet with n instances.
+func startFleetOf(t *testing.T, n int, upstream, form string) []*gateway {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		ports[i] = freePort(t)
+	}
 	fleet := make([]*gateway, len(ports))
 	for i, port := range ports {
 		fleet[i] = startGatewayOn(t, port, fleetBlock(t, upstream, form, ports, i))

@@ -32,10 +32,9 @@ func TestLingerRelay(t *testing.T) {
 	sent := `caddy_mcp_gateway_instance_forwards_total{direction="sent",outcome="ok"}`
 	t.Run("go-sdk", func(t *testing.T) {
 		up := newResumableServer(t)
-		ports := []int{freePort(t), freePort(t)}
 		upstream := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}\n"
-		g0 := startGatewayOn(t, ports[0], fleetBlock(t, upstream, "advertise", ports, 0))
-		g1 := startGatewayOn(t, ports[1], fleetBlock(t, upstream, "advertise", ports, 1))
+		pair := startFleetOf(t, 2, upstream, "advertise")
+		g0, g1 := pair[0], pair[1]
 		alice := map[string]string{"Authorization": "Bearer alice"}
 		call := func(i int) inputRequired {
 			t.Helper()
@@ -75,10 +74,9 @@ func TestLingerRelay(t *testing.T) {
 	})
 	t.Run("typescript-sdk", func(t *testing.T) {
 		up := startServerEverything(t)
-		ports := []int{freePort(t), freePort(t)}
 		upstream := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n"
-		g0 := startGatewayOn(t, ports[0], fleetBlock(t, upstream, "peer", ports, 0))
-		g1 := startGatewayOn(t, ports[1], fleetBlock(t, upstream, "peer", ports, 1))
+		pair := startFleetOf(t, 2, upstream, "peer")
+		g0, g1 := pair[0], pair[1]
 		for i := range calls {
 			tsCallAcross(t, g0, g1, 10*i+1, fmt.Sprintf("Ada Lingers %d", i))
 		}
