@@ -35,6 +35,21 @@ func countingServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic
 	return srv, &conns
 }
 
+// streamServer answers /x at once and any other path with an SSE stream
+// held open until the client goes.
+func streamServer(t *testing.T) (url string, conns func() int32) {
+	srv, n := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/x" {
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	return srv.URL, n.Load
+}
+
 func post(t *testing.T, c *ConnClient, ctx context.Context, url, body string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
@@ -115,22 +130,9 @@ func TestConnClientDrainsEndedStream(t *testing.T) {
 // Closing a body that is still open upstream closes its connection, also
 // while another goroutine is blocked reading it.
 func TestConnClientCloseOpenStream(t *testing.T) {
-	release := make(chan struct{})
-	defer close(release)
-	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/x" {
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	})
+	url, conns := streamServer(t)
 	c := NewConnClient(ConnOptions{})
-	resp := post(t, c, context.Background(), srv.URL, "{}")
+	resp := post(t, c, context.Background(), url, "{}")
 	readErr := make(chan error, 1)
 	go func() {
 		_, err := resp.Body.Read(make([]byte, 10))
@@ -146,8 +148,8 @@ func TestConnClientCloseOpenStream(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Read still blocked after Close")
 	}
-	readAll(t, post(t, c, context.Background(), srv.URL+"/x", "{}"))
-	if n := conns.Load(); n != 2 {
+	readAll(t, post(t, c, context.Background(), url+"/x", "{}"))
+	if n := conns(); n != 2 {
 		t.Fatalf("%d connections, want 2 (the closed stream's is not reused)", n)
 	}
 }

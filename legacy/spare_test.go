@@ -8,21 +8,6 @@ import (
 	"time"
 )
 
-// streamServer answers /x at once and any other path with an SSE stream
-// held open until the client goes.
-func streamServer(t *testing.T) (url string, conns func() int32) {
-	srv, n := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/x" {
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-	})
-	return srv.URL, n.Load
-}
-
 func idleCount(c *ConnClient) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
