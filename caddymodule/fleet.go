@@ -13,8 +13,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
 // Several gateway instances behind a load balancer share state_key and

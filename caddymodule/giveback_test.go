@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 	"go.uber.org/zap"
 )
 

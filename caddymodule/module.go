@@ -16,9 +16,9 @@ import (
 	"github.com/caddyserver/certmagic"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/reverse"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
 func init() {

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
 func turnTestHandler(t *testing.T) *Handler {

@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
 // Forwarding between the instances of a fleet (fleet.go): the instance a

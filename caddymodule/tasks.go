@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )

@@ -32,11 +32,11 @@ if ((${#short[@]} == 0)); then
 	# A count, not a duration: time-boxed fuzzing can end with a spurious
 	# "context deadline exceeded" on Go 1.26 (golang/go#75804).
 	for target in "FuzzReader ./sse/" "FuzzWriter ./sse/" "FuzzPeek ./jsonrpc/" "FuzzValidateModern ./translate/" \
-		"FuzzOpenState ./legacy/seal/" "FuzzReshapeResult ./translate/" "FuzzOpenPin ./legacy/seal/" "FuzzOpenClientSession ./legacy/seal/" \
-		"FuzzInputs ./translate/" "FuzzParseMessage ./jsonrpc/" "FuzzMessageReader ./legacy/" "FuzzVerifyForwarded ./legacy/seal/" \
-		"FuzzJSONDepth ./jsonrpc/" "FuzzForwardURL ./caddymodule/" "FuzzCheckBatch ./translate/" "FuzzDecodeTask ./legacy/seal/" \
-		"FuzzDecodeResume ./legacy/seal/" "FuzzQuote ./jsonrpc/" "FuzzDecodeTaskRecord ./legacy/seal/" \
-		"FuzzDecodeSaga ./legacy/seal/" "FuzzDecodeRESTCall ./legacy/seal/" "FuzzDecodeTurn ./legacy/seal/" "FuzzDecodeTurnSession ./legacy/seal/"; do
+		"FuzzOpenState ./translate/seal/" "FuzzReshapeResult ./translate/" "FuzzOpenPin ./translate/seal/" "FuzzOpenClientSession ./translate/seal/" \
+		"FuzzInputs ./translate/" "FuzzParseMessage ./jsonrpc/" "FuzzMessageReader ./legacy/" "FuzzVerifyForwarded ./translate/seal/" \
+		"FuzzJSONDepth ./jsonrpc/" "FuzzForwardURL ./caddymodule/" "FuzzCheckBatch ./translate/" "FuzzDecodeTask ./translate/seal/" \
+		"FuzzDecodeResume ./translate/seal/" "FuzzQuote ./jsonrpc/" "FuzzDecodeTaskRecord ./translate/seal/" \
+		"FuzzDecodeSaga ./translate/seal/" "FuzzDecodeRESTCall ./translate/seal/" "FuzzDecodeTurn ./translate/seal/" "FuzzDecodeTurnSession ./translate/seal/"; do
 		set -- $target
 		if ! out="$(go test -run='^$' -fuzz="^$1\$" -fuzztime=200000x "$2" 2>&1)"; then
 			echo "fuzzing $1 failed:"; echo "$out"; exit 1

@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/internal/testkit"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
 // TestParkedElsewhere: only a retry whose state opens, is the retry's own,

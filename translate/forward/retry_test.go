@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 	"github.com/tidwall/gjson"
 )
 

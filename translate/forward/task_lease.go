@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
 // An instance's lease on the tasks it owns (task_store.go): one record per

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy/seal"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/internal/testkit"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 	"github.com/tidwall/gjson"
 )
 

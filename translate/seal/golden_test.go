@@ -8,7 +8,7 @@ import (
 )
 
 // Tokens minted by the gateway before sealing moved into this package (the
-// code of legacy/seal.go, pin.go, clientsession.go and translate/state.go,
+// code of translate/seal.go, pin.go, clientsession.go and translate/state.go,
 // owner.go, forwarded.go at 8f6ffe3), under goldenKey. A gateway must go on
 // opening the tokens its fleet minted before an upgrade, and mint tokens
 // the fleet's older instances open: TestGoldenTokens checks both.
