@@ -179,7 +179,7 @@ type httpSink struct {
 }
 
 func (h *Handler) newSink(w http.ResponseWriter) *httpSink {
-	return &httpSink{w: w, keepAlive: time.Duration(h.KeepAliveInterval), writeTimeout: time.Duration(h.WriteTimeout)}
+	return &httpSink{w: w, keepAlive: time.Duration(h.Streams.KeepAliveInterval), writeTimeout: time.Duration(h.Streams.WriteTimeout)}
 }
 
 func (s *httpSink) Notify(msg []byte) error {

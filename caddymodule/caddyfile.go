@@ -122,7 +122,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "transport":
 			err = unmarshalModule[http.RoundTripper](d, &h.TransportRaw, "http.reverse_proxy.transport", "protocol", "a transport")
 		case "peer_transport":
-			err = unmarshalModule[http.RoundTripper](d, &h.PeerTransportRaw, "http.reverse_proxy.transport", "protocol", "a transport")
+			err = unmarshalModule[http.RoundTripper](d, &h.Fleet.PeerTransportRaw, "http.reverse_proxy.transport", "protocol", "a transport")
 		case "dynamic":
 			err = unmarshalModule[reverseproxy.UpstreamSource](d, &h.DynamicUpstreamsRaw, "http.reverse_proxy.upstreams", "source", "an upstream source")
 		case "dynamic_endpoint":
@@ -139,32 +139,32 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Err(perr.Error())
 			}
 		case "max_fails":
-			err = parseInt(d, &h.MaxFails)
+			err = parseInt(d, &h.Health.Passive.MaxFails)
 		case "unhealthy_status":
 			err = h.unmarshalUnhealthyStatus(d)
 		case "unhealthy_latency":
-			err = parseDurationNotNegative(d, &h.UnhealthyLatency, "must not be negative")
+			err = parseDurationNotNegative(d, &h.Health.Passive.UnhealthyLatency, "must not be negative")
 		case "health_passes":
-			err = parseInt(d, &h.HealthPasses)
+			err = parseInt(d, &h.Health.Active.Passes)
 		case "health_fails":
-			err = parseInt(d, &h.HealthFails)
+			err = parseInt(d, &h.Health.Active.Fails)
 		case "state_key":
-			if h.StateKeys != nil {
+			if h.Fleet.StateKeys != nil {
 				return d.Err("state_key already specified")
 			}
-			h.StateKeys = d.RemainingArgs()
-			if len(h.StateKeys) == 0 {
+			h.Fleet.StateKeys = d.RemainingArgs()
+			if len(h.Fleet.StateKeys) == 0 {
 				return d.Errf("state_key needs a key (an unset environment variable?): %s", makeKeyHint)
 			}
-			err = checkLiteralStateKeys(d, h.StateKeys)
+			err = checkLiteralStateKeys(d, h.Fleet.StateKeys)
 		case "instance_id":
-			if err = parseString(d, &h.InstanceID); err == nil {
-				err = checkLiteral(d, h.InstanceID, checkInstanceID)
+			if err = parseString(d, &h.Fleet.InstanceID); err == nil {
+				err = checkLiteral(d, h.Fleet.InstanceID, checkInstanceID)
 			}
 		case "advertise":
 			at.fleetOption(d)
-			if err = parseString(d, &h.Advertise); err == nil {
-				err = checkLiteral(d, h.Advertise, func(s string) error {
+			if err = parseString(d, &h.Fleet.Advertise); err == nil {
+				err = checkLiteral(d, h.Fleet.Advertise, func(s string) error {
 					_, err := checkBaseURL(s)
 					return err
 				})
@@ -173,99 +173,99 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			at.fleetOption(d)
 			err = h.unmarshalPeer(d)
 		case "allowed_origins":
-			h.AllowedOrigins, err = appendArgs(d, h.AllowedOrigins)
+			h.Security.AllowedOrigins, err = appendArgs(d, h.Security.AllowedOrigins)
 		case "allowed_hosts":
-			h.AllowedHosts, err = appendArgs(d, h.AllowedHosts)
+			h.Security.AllowedHosts, err = appendArgs(d, h.Security.AllowedHosts)
 		case "keepalive_interval":
-			err = parseDuration(d, &h.KeepAliveInterval)
+			err = parseDuration(d, &h.Streams.KeepAliveInterval)
 		case "stream_close_delay":
-			err = parseDurationNotNegative(d, &h.StreamCloseDelay, "must not be negative")
+			err = parseDurationNotNegative(d, &h.Streams.StreamCloseDelay, "must not be negative")
 		case "fail_duration":
-			err = parseDurationNotNegative(d, &h.FailDuration, "must be positive")
+			err = parseDurationNotNegative(d, &h.Health.Passive.FailDuration, "must be positive")
 		case "max_request_body":
-			err = parseSize(d, &h.MaxRequestBody)
+			err = parseSize(d, &h.Security.MaxRequestBody)
 		case "park_ttl":
-			err = parseDurationNotNegative(d, &h.ParkTTL, "must be positive")
+			err = parseDurationNotNegative(d, &h.Parking.ParkTTL, "must be positive")
 		case "gather_window":
-			err = parseDuration(d, &h.GatherWindow)
+			err = parseDuration(d, &h.Parking.GatherWindow)
 		case "resume_linger":
-			err = parseResumeLinger(d, &h.ResumeLinger)
+			err = parseResumeLinger(d, &h.Parking.ResumeLinger)
 		case "max_parked":
-			err = parseInt(d, &h.MaxParked)
+			err = parseInt(d, &h.Parking.MaxParked)
 		case "max_parked_per_principal":
-			err = parseInt(d, &h.MaxParkedPerPrincipal)
+			err = parseInt(d, &h.Parking.MaxParkedPerPrincipal)
 		case "max_rounds":
-			err = parseInt(d, &h.MaxRounds)
+			err = parseInt(d, &h.Parking.MaxRounds)
 		case "max_inputs_per_round":
-			err = parseInt(d, &h.MaxInputsPerRound)
+			err = parseInt(d, &h.Parking.MaxInputsPerRound)
 		case "max_buffered_notifications":
-			err = parseInt(d, &h.MaxBufferedNotifications)
-			if err == nil && h.MaxBufferedNotifications > maxBufferedNotifications {
+			err = parseInt(d, &h.Parking.MaxBufferedNotifications)
+			if err == nil && h.Parking.MaxBufferedNotifications > maxBufferedNotifications {
 				err = d.Errf("max_buffered_notifications: must be at most %d (each call holds a buffer this large), got %d",
-					maxBufferedNotifications, h.MaxBufferedNotifications)
+					maxBufferedNotifications, h.Parking.MaxBufferedNotifications)
 			}
 		case "saga":
-			if err = parseString(d, &h.Saga); err == nil {
-				if cerr := checkOnOff("saga", h.Saga); cerr != nil {
+			if err = parseString(d, &h.Parking.Saga); err == nil {
+				if cerr := checkOnOff("saga", h.Parking.Saga); cerr != nil {
 					err = d.Err(cerr.Error())
 				}
 			}
 		case "multi_turn_sse":
-			err = parseOnOff(d, &h.MultiTurnSSE)
+			err = parseOnOff(d, &h.Parking.MultiTurnSSE)
 		case "max_sessions_per_principal":
-			err = parseInt(d, &h.MaxSessionsPerPrincipal)
+			err = parseInt(d, &h.Sessions.MaxSessionsPerPrincipal)
 		case "write_timeout":
-			err = parseDuration(d, &h.WriteTimeout)
+			err = parseDuration(d, &h.Streams.WriteTimeout)
 		case "session_lifetime":
-			err = parseDurationNotNegative(d, &h.SessionLifetime, "must be positive")
+			err = parseDurationNotNegative(d, &h.Sessions.SessionLifetime, "must be positive")
 		case "max_get_streams":
-			err = parseInt(d, &h.MaxGetStreams)
+			err = parseInt(d, &h.Sessions.MaxGetStreams)
 		case "max_get_streams_per_principal":
-			err = parseInt(d, &h.MaxGetStreamsPerPrincipal)
+			err = parseInt(d, &h.Sessions.MaxGetStreamsPerPrincipal)
 		case "max_task_wait":
-			err = parseDurationNotNegative(d, &h.MaxTaskWait, "must be positive")
+			err = parseDurationNotNegative(d, &h.Tasks.MaxTaskWait, "must be positive")
 		case "principal":
-			err = parseString(d, &h.Principal)
+			err = parseString(d, &h.Security.Principal)
 		case "health_interval":
-			err = parseDuration(d, &h.HealthInterval)
+			err = parseDuration(d, &h.Health.Active.Interval)
 		case "health_timeout":
-			err = parseDurationNotNegative(d, &h.HealthTimeout, "must be positive")
+			err = parseDurationNotNegative(d, &h.Health.Active.Timeout, "must be positive")
 		case "task":
 			err = h.unmarshalTask(d)
 		case "task_window":
-			err = parseDuration(d, &h.TaskWindow)
+			err = parseDuration(d, &h.Tasks.Window)
 		case "task_ttl":
-			err = parseDurationNotNegative(d, &h.TaskTTL, "must be positive")
+			err = parseDurationNotNegative(d, &h.Tasks.TTL, "must be positive")
 		case "task_poll_interval":
-			err = parseDuration(d, &h.TaskPollInterval)
+			err = parseDuration(d, &h.Tasks.PollInterval)
 		case "max_tasks":
-			err = parseInt(d, &h.MaxTasks)
+			err = parseInt(d, &h.Tasks.MaxTasks)
 		case "max_tasks_per_principal":
-			err = parseInt(d, &h.MaxTasksPerPrincipal)
+			err = parseInt(d, &h.Tasks.MaxTasksPerPrincipal)
 		case "task_store":
-			if err = parseString(d, &h.TaskStore); err == nil {
-				if cerr := checkTaskStore(h.TaskStore); cerr != nil {
+			if err = parseString(d, &h.Tasks.Store); err == nil {
+				if cerr := checkTaskStore(h.Tasks.Store); cerr != nil {
 					err = d.Err(cerr.Error())
 				}
 			}
 		case "task_lease":
-			err = parseTaskLease(d, &h.TaskLease)
+			err = parseTaskLease(d, &h.Tasks.Lease)
 		case "max_task_result":
-			if err = parseSize(d, &h.MaxTaskResult); err == nil {
-				if cerr := checkMaxTaskResult(h.MaxTaskResult); cerr != nil {
+			if err = parseSize(d, &h.Tasks.MaxResult); err == nil {
+				if cerr := checkMaxTaskResult(h.Tasks.MaxResult); cerr != nil {
 					err = d.Err(cerr.Error())
 				}
 			}
 		case "rest", "rest_wait", "rest_call_ttl", "rest_max_calls_per_principal":
 			err = h.unmarshalRESTOption(d) // rest_config.go
 		case "log_unsafe_details":
-			if h.LogUnsafeDetails {
+			if h.Security.LogUnsafeDetails {
 				return d.Err("log_unsafe_details already specified")
 			}
 			if d.NextArg() {
 				return d.ArgErr()
 			}
-			h.LogUnsafeDetails = true
+			h.Security.LogUnsafeDetails = true
 		default:
 			return d.Errf("unrecognized mcp_gateway option %q", opt)
 		}
@@ -332,7 +332,7 @@ func (h *Handler) unmarshalUnhealthyStatus(d *caddyfile.Dispenser) error {
 		if err != nil {
 			return d.Errf("invalid unhealthy_status %q: %v", a, err)
 		}
-		h.UnhealthyStatus = append(h.UnhealthyStatus, code)
+		h.Health.Passive.UnhealthyStatus = append(h.Health.Passive.UnhealthyStatus, code)
 	}
 	return nil
 }
@@ -396,7 +396,7 @@ func (h *Handler) unmarshalPeer(d *caddyfile.Dispenser) error {
 	if !d.Args(&id, &addr) || d.NextArg() {
 		return d.Err("peer takes an instance id and a base URL: peer <id> <base url>")
 	}
-	if _, dup := h.Peers[id]; dup {
+	if _, dup := h.Fleet.Peers[id]; dup {
 		return d.Errf("peer %q listed twice", id)
 	}
 	if !instanceIDPattern.MatchString(id) {
@@ -408,10 +408,10 @@ func (h *Handler) unmarshalPeer(d *caddyfile.Dispenser) error {
 	}); err != nil {
 		return d.Errf("peer %s: %v", id, err)
 	}
-	if h.Peers == nil {
-		h.Peers = make(map[string]string)
+	if h.Fleet.Peers == nil {
+		h.Fleet.Peers = make(map[string]string)
 	}
-	h.Peers[id] = addr
+	h.Fleet.Peers[id] = addr
 	return nil
 }
 

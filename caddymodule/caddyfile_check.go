@@ -44,10 +44,10 @@ func (h *Handler) checkParsed(at parsedAt) error {
 	if at.fleet.Text == "" {
 		return nil
 	}
-	if len(h.StateKeys) == 0 {
+	if len(h.Fleet.StateKeys) == 0 {
 		return errAt(at.fleet, errFleetNeedsKey.Error())
 	}
-	if len(h.Peers) > 0 && h.InstanceID == "" && h.Advertise == "" {
+	if len(h.Fleet.Peers) > 0 && h.Fleet.InstanceID == "" && h.Fleet.Advertise == "" {
 		return errAt(at.fleet, errPeerNeedsID.Error())
 	}
 	return nil

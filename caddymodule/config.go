@@ -6,9 +6,10 @@ import (
 	"github.com/caddyserver/caddy/v2"
 )
 
-// The groups of the handler's JSON configuration. Each is embedded in
-// Handler under its JSON key, so that its fields are the handler's (h.MaxParked)
-// and its JSON is an object of its own (`"parking": {"max_parked": 100}`).
+// The groups of the handler's JSON configuration. Each is a field of
+// Handler named after its JSON key, so that code names the group it reads
+// (h.Parking.MaxParked, as reverse_proxy reads h.HealthChecks.Active) and
+// its JSON is an object of its own (`"parking": {"max_parked": 100}`).
 // An empty group is left out of the JSON (omitzero). docs/json.md is made
 // from the comments of these fields (TestJSONReference).
 
@@ -18,8 +19,8 @@ import (
 // active checks are requests the gateway makes on its own, and passive
 // ones are counted from the traffic it serves.
 type HealthChecks struct {
-	ActiveHealthChecks  `json:"active,omitzero"`
-	PassiveHealthChecks `json:"passive,omitzero"`
+	Active  ActiveHealthChecks  `json:"active,omitzero"`
+	Passive PassiveHealthChecks `json:"passive,omitzero"`
 }
 
 // ActiveHealthChecks is `health.active`: checks the gateway makes on its
@@ -35,7 +36,7 @@ type ActiveHealthChecks struct {
 	// (`-1`) means no active checks (the passive ones still apply).
 	// Default: 0 (off).
 	// Caddyfile: `health_interval`.
-	HealthInterval caddy.Duration `json:"interval,omitempty"`
+	Interval caddy.Duration `json:"interval,omitempty"`
 
 	// How long one active health check may take before it counts as
 	// failed; also the bound of an era probe. Era probes (of `auto`
@@ -47,17 +48,17 @@ type ActiveHealthChecks struct {
 	// flight to end, at most this long; then it gets 503 if none answered.
 	// Must be positive. Default: 5s.
 	// Caddyfile: `health_timeout`.
-	HealthTimeout caddy.Duration `json:"timeout,omitempty"`
+	Timeout caddy.Duration `json:"timeout,omitempty"`
 
 	// How many active health checks in a row an upstream must pass to be
 	// taken back when it is down. At least 1. Default: 1.
 	// Caddyfile: `health_passes`.
-	HealthPasses int `json:"passes,omitempty"`
+	Passes int `json:"passes,omitempty"`
 
 	// How many active health checks in a row an upstream must fail to be
 	// marked down. At least 1. Default: 1.
 	// Caddyfile: `health_fails`.
-	HealthFails int `json:"fails,omitempty"`
+	Fails int `json:"fails,omitempty"`
 }
 
 // PassiveHealthChecks is `health.passive`: failures counted from the
@@ -466,24 +467,24 @@ type TasksConfig struct {
 	// applied to another principal's calls), else `forbidden`. Default:
 	// none. Caddyfile: `task <tool> <forbidden|optional|required>
 	// [<window>]`, repeatable.
-	Tasks []*TaskPolicy `json:"rules,omitempty"`
+	Rules []*TaskPolicy `json:"rules,omitempty"`
 
 	// The window of the task rules that name none, and of the tools whose
 	// rule comes from the upstream's `tools/list`: how long the gateway
 	// holds a call before it turns it into a task. Zero or negative: the
 	// task is made at once. Default: 1s.
-	TaskWindow caddy.Duration `json:"task_window,omitempty"`
+	Window caddy.Duration `json:"task_window,omitempty"`
 
 	// How long a task's record lives from its creation (the `ttlMs` its
 	// client sees): its result stays readable until then, and a task still
 	// running then is cancelled (its upstream call too); afterwards
 	// `tasks/get` answers `-32602`. Must be positive. Default: 1h.
-	TaskTTL caddy.Duration `json:"task_ttl,omitempty"`
+	TTL caddy.Duration `json:"task_ttl,omitempty"`
 
 	// The `pollIntervalMs` suggested to clients polling a task (advice
 	// only: polls are never refused for coming early). A negative duration
 	// (`-1`) suggests none. Default: 1s.
-	TaskPollInterval caddy.Duration `json:"task_poll_interval,omitempty"`
+	PollInterval caddy.Duration `json:"task_poll_interval,omitempty"`
 
 	// The most tasks this handler runs at once (with the calls that may
 	// still become one). A task gives its place back the moment it is
@@ -527,7 +528,7 @@ type TasksConfig struct {
 	// restart, a crash). `storage` needs `state_key`. Default: `storage`
 	// when `state_key` is set, else `off`.
 	// Caddyfile: `task_store`.
-	TaskStore string `json:"store,omitempty"`
+	Store string `json:"store,omitempty"`
 
 	// How long an instance's claim (lease) on the tasks it owns lasts
 	// without renewal, when `store` keeps task records: the instance
@@ -543,7 +544,7 @@ type TasksConfig struct {
 	// call's lease the same way, whatever `store` says. At least 1s.
 	// Default: 15s.
 	// Caddyfile: `task_lease`.
-	TaskLease caddy.Duration `json:"lease,omitempty"`
+	Lease caddy.Duration `json:"lease,omitempty"`
 
 	// The largest result (or error) of a task the gateway hosts, in bytes,
 	// with or without `store`: a task whose tool answers with more fails,
@@ -552,7 +553,7 @@ type TasksConfig struct {
 	// record). At least 1, at most 67108864 (64MiB, what a record can
 	// hold). Default: 4194304 (4MiB).
 	// Caddyfile: `max_task_result <size>` (bytes, or a size such as `4MiB`).
-	MaxTaskResult int64 `json:"max_result,omitempty"`
+	MaxResult int64 `json:"max_result,omitempty"`
 
 	// How long the gateway follows a task for a legacy client in front of
 	// a modern server (an upstream with `tasks on` answered its

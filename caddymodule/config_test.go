@@ -29,10 +29,10 @@ func TestGroupedJSON(t *testing.T) {
 	if err := caddy.StrictUnmarshalJSON([]byte(groupedJSON), &h); err != nil {
 		t.Fatal(err)
 	}
-	if h.HealthInterval != caddy.Duration(time.Minute) || h.HealthFails != 3 || h.MaxFails != 2 ||
-		h.InstanceID != "gw-1" || len(h.AllowedHosts) != 1 || h.MaxRequestBody != 1024 ||
-		h.WriteTimeout != caddy.Duration(5*time.Second) || h.MaxParked != 7 || h.MaxRounds != 2 ||
-		h.SessionLifetime != caddy.Duration(time.Hour) || len(h.Tasks) != 1 || h.MaxTasks != 9 {
+	if h.Health.Active.Interval != caddy.Duration(time.Minute) || h.Health.Active.Fails != 3 || h.Health.Passive.MaxFails != 2 ||
+		h.Fleet.InstanceID != "gw-1" || len(h.Security.AllowedHosts) != 1 || h.Security.MaxRequestBody != 1024 ||
+		h.Streams.WriteTimeout != caddy.Duration(5*time.Second) || h.Parking.MaxParked != 7 || h.Parking.MaxRounds != 2 ||
+		h.Sessions.SessionLifetime != caddy.Duration(time.Hour) || len(h.Tasks.Rules) != 1 || h.Tasks.MaxTasks != 9 {
 		t.Fatalf("fields not filled from the grouped JSON: %+v", h)
 	}
 	out, err := json.Marshal(&h)
@@ -46,8 +46,8 @@ func TestGroupedJSON(t *testing.T) {
 	if err := provisioned(t, &h); err != nil {
 		t.Fatal(err)
 	}
-	if h.peerClient == nil || h.PeerTransportRaw != nil {
-		t.Fatalf("fleet.peer_transport not loaded: peerClient %v, raw %s", h.peerClient, h.PeerTransportRaw)
+	if h.peerClient == nil || h.Fleet.PeerTransportRaw != nil {
+		t.Fatalf("fleet.peer_transport not loaded: peerClient %v, raw %s", h.peerClient, h.Fleet.PeerTransportRaw)
 	}
 
 	// A module error names the option, so the module was loaded from the group.

@@ -45,54 +45,54 @@ func (h *Handler) setDefaults() (fwd forward.Options, rev reverse.Options) {
 	if h.SelectionPolicyRaw == nil {
 		h.SelectionPolicyRaw = caddyconfig.JSONModuleObject(reverseproxy.RandomSelection{}, "policy", "random", nil)
 	}
-	if h.Principal == "" {
-		h.Principal = defaultPrincipal
+	if h.Security.Principal == "" {
+		h.Security.Principal = defaultPrincipal
 	}
-	if h.MaxRequestBody == 0 {
-		h.MaxRequestBody = defaultMaxRequestBody
+	if h.Security.MaxRequestBody == 0 {
+		h.Security.MaxRequestBody = defaultMaxRequestBody
 	}
-	setDuration(&h.KeepAliveInterval, defaultKeepAlive)
-	setDuration(&h.FailDuration, defaultFailDuration)
-	setDuration(&h.WriteTimeout, defaultWriteTimeout)
-	setDuration(&h.HealthTimeout, defaultHealthTimeout)
+	setDuration(&h.Streams.KeepAliveInterval, defaultKeepAlive)
+	setDuration(&h.Health.Passive.FailDuration, defaultFailDuration)
+	setDuration(&h.Streams.WriteTimeout, defaultWriteTimeout)
+	setDuration(&h.Health.Active.Timeout, defaultHealthTimeout)
 	// stream_close_delay (0: close at once) and health_interval (0: no
 	// active checks) default to their zero value.
 
 	// The bridges' options: park_ttl is also the reverse bridge's round
 	// timeout.
-	setDuration(&h.ParkTTL, fwd.ParkTTL)
-	setDuration(&h.GatherWindow, fwd.GatherWindow)
-	setDuration(&h.ResumeLinger, fwd.ResumeLinger)
-	setDuration(&h.SessionLifetime, rev.SessionLifetime)
-	setDuration(&h.MaxTaskWait, rev.TaskWait)
-	setInt(&h.MaxGetStreams, rev.MaxGetStreams)
-	setInt(&h.MaxGetStreamsPerPrincipal, rev.MaxGetStreamsPerPrincipal)
-	setInt(&h.MaxParked, fwd.MaxParked)
-	setInt(&h.MaxParkedPerPrincipal, fwd.MaxParkedPerPrincipal)
-	setInt(&h.MaxRounds, fwd.MaxRounds)
-	setInt(&h.MaxInputsPerRound, fwd.MaxInputsPerRound)
-	setInt(&h.MaxBufferedNotifications, fwd.Lease.CallBuffer)
-	setInt(&h.MaxSessionsPerPrincipal, fwd.Lease.MaxPerPrincipal)
-	setInt(&h.MaxFails, 1)
-	setInt(&h.HealthPasses, 1)
-	setInt(&h.HealthFails, 1)
-	h.RESTConfig.setRESTDefaults() // rest_config.go
-	setDuration(&h.TaskWindow, fwd.Tasks.Policy.DefaultWindow)
-	setDuration(&h.TaskTTL, fwd.Tasks.TTL)
-	setDuration(&h.TaskPollInterval, fwd.Tasks.PollInterval)
-	setInt(&h.MaxTasks, fwd.Tasks.MaxTasks)
-	setInt(&h.MaxTasksPerPrincipal, fwd.Tasks.MaxTasksPerPrincipal)
-	if h.TaskStore == "" {
+	setDuration(&h.Parking.ParkTTL, fwd.ParkTTL)
+	setDuration(&h.Parking.GatherWindow, fwd.GatherWindow)
+	setDuration(&h.Parking.ResumeLinger, fwd.ResumeLinger)
+	setDuration(&h.Sessions.SessionLifetime, rev.SessionLifetime)
+	setDuration(&h.Tasks.MaxTaskWait, rev.TaskWait)
+	setInt(&h.Sessions.MaxGetStreams, rev.MaxGetStreams)
+	setInt(&h.Sessions.MaxGetStreamsPerPrincipal, rev.MaxGetStreamsPerPrincipal)
+	setInt(&h.Parking.MaxParked, fwd.MaxParked)
+	setInt(&h.Parking.MaxParkedPerPrincipal, fwd.MaxParkedPerPrincipal)
+	setInt(&h.Parking.MaxRounds, fwd.MaxRounds)
+	setInt(&h.Parking.MaxInputsPerRound, fwd.MaxInputsPerRound)
+	setInt(&h.Parking.MaxBufferedNotifications, fwd.Lease.CallBuffer)
+	setInt(&h.Sessions.MaxSessionsPerPrincipal, fwd.Lease.MaxPerPrincipal)
+	setInt(&h.Health.Passive.MaxFails, 1)
+	setInt(&h.Health.Active.Passes, 1)
+	setInt(&h.Health.Active.Fails, 1)
+	h.REST.setRESTDefaults() // rest_config.go
+	setDuration(&h.Tasks.Window, fwd.Tasks.Policy.DefaultWindow)
+	setDuration(&h.Tasks.TTL, fwd.Tasks.TTL)
+	setDuration(&h.Tasks.PollInterval, fwd.Tasks.PollInterval)
+	setInt(&h.Tasks.MaxTasks, fwd.Tasks.MaxTasks)
+	setInt(&h.Tasks.MaxTasksPerPrincipal, fwd.Tasks.MaxTasksPerPrincipal)
+	if h.Tasks.Store == "" {
 		// Records only another process can read are worth writing only
 		// when a state_key seals them.
-		h.TaskStore = taskStoreOff
-		if len(h.StateKeys) > 0 {
-			h.TaskStore = taskStoreStorage
+		h.Tasks.Store = taskStoreOff
+		if len(h.Fleet.StateKeys) > 0 {
+			h.Tasks.Store = taskStoreStorage
 		}
 	}
-	setDuration(&h.TaskLease, forward.DefaultTaskLease)
-	if h.MaxTaskResult == 0 {
-		h.MaxTaskResult = forward.DefaultMaxTaskResult
+	setDuration(&h.Tasks.Lease, forward.DefaultTaskLease)
+	if h.Tasks.MaxResult == 0 {
+		h.Tasks.MaxResult = forward.DefaultMaxTaskResult
 	}
 	return fwd, rev
 }
@@ -119,21 +119,21 @@ func orOff(d caddy.Duration) time.Duration {
 func (h *Handler) bridgeOptions(base forward.Options) *forward.Options {
 	o := base
 	o.Keyring, o.Instance, o.Address, o.Observer = h.keyring, h.fleet.instance, h.fleet.address, h.observer
-	o.ParkTTL = time.Duration(h.ParkTTL)
-	o.MaxParked = h.MaxParked
-	o.MaxParkedPerPrincipal = h.MaxParkedPerPrincipal
-	o.GatherWindow = orOff(h.GatherWindow)
-	o.ResumeLinger = orOff(h.ResumeLinger)
-	o.MaxRounds = h.MaxRounds
-	o.MaxInputsPerRound = h.MaxInputsPerRound
-	o.Lease.MaxPerPrincipal = h.MaxSessionsPerPrincipal
-	o.Lease.CallBuffer = h.MaxBufferedNotifications
+	o.ParkTTL = time.Duration(h.Parking.ParkTTL)
+	o.MaxParked = h.Parking.MaxParked
+	o.MaxParkedPerPrincipal = h.Parking.MaxParkedPerPrincipal
+	o.GatherWindow = orOff(h.Parking.GatherWindow)
+	o.ResumeLinger = orOff(h.Parking.ResumeLinger)
+	o.MaxRounds = h.Parking.MaxRounds
+	o.MaxInputsPerRound = h.Parking.MaxInputsPerRound
+	o.Lease.MaxPerPrincipal = h.Sessions.MaxSessionsPerPrincipal
+	o.Lease.CallBuffer = h.Parking.MaxBufferedNotifications
 	o.Client = h.bridgeClient // nil without a transport: the bridge's own
 	o.Tasks = forward.TaskOptions{
-		Policy: h.taskPolicy(), TTL: time.Duration(h.TaskTTL), PollInterval: orOff(h.TaskPollInterval),
-		MaxTasks: h.MaxTasks, MaxTasksPerPrincipal: h.MaxTasksPerPrincipal,
+		Policy: h.taskPolicy(), TTL: time.Duration(h.Tasks.TTL), PollInterval: orOff(h.Tasks.PollInterval),
+		MaxTasks: h.Tasks.MaxTasks, MaxTasksPerPrincipal: h.Tasks.MaxTasksPerPrincipal,
 		Store: h.taskStorage, // nil with task_store off: tasks in memory only
-		Lease: time.Duration(h.TaskLease), MaxResult: int(h.MaxTaskResult),
+		Lease: time.Duration(h.Tasks.Lease), MaxResult: int(h.Tasks.MaxResult),
 	}
 	return o.Ready()
 }
@@ -144,13 +144,13 @@ func (h *Handler) bridgeOptions(base forward.Options) *forward.Options {
 func (h *Handler) reverseOptions(base reverse.Options) *reverse.Options {
 	o := base
 	o.Keyring, o.Instance, o.Address, o.Observer = h.keyring, h.fleet.instance, h.fleet.address, h.observer
-	o.MaxRounds = h.MaxRounds
-	o.MaxInputsPerRound = h.MaxInputsPerRound
-	o.RoundTimeout = time.Duration(h.ParkTTL)
-	o.SessionLifetime = time.Duration(h.SessionLifetime)
+	o.MaxRounds = h.Parking.MaxRounds
+	o.MaxInputsPerRound = h.Parking.MaxInputsPerRound
+	o.RoundTimeout = time.Duration(h.Parking.ParkTTL)
+	o.SessionLifetime = time.Duration(h.Sessions.SessionLifetime)
 	o.Client = h.reverseClient // nil without a transport: the bridge's own
-	o.TaskWait = time.Duration(h.MaxTaskWait)
-	o.MaxGetStreams = h.MaxGetStreams
-	o.MaxGetStreamsPerPrincipal = h.MaxGetStreamsPerPrincipal
+	o.TaskWait = time.Duration(h.Tasks.MaxTaskWait)
+	o.MaxGetStreams = h.Sessions.MaxGetStreams
+	o.MaxGetStreamsPerPrincipal = h.Sessions.MaxGetStreamsPerPrincipal
 	return o.Ready()
 }

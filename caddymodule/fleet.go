@@ -59,23 +59,23 @@ var instanceIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 // expanded) and checks them. It needs the keyring.
 func (h *Handler) provisionFleet() error {
 	repl := caddy.NewReplacer()
-	f := fleet{instance: repl.ReplaceAll(h.InstanceID, ""), peers: make(map[string]string, len(h.Peers))}
+	f := fleet{instance: repl.ReplaceAll(h.Fleet.InstanceID, ""), peers: make(map[string]string, len(h.Fleet.Peers))}
 	if f.instance == "" {
-		if h.InstanceID != "" {
-			return fmt.Errorf("instance_id %q is empty once expanded", h.InstanceID)
+		if h.Fleet.InstanceID != "" {
+			return fmt.Errorf("instance_id %q is empty once expanded", h.Fleet.InstanceID)
 		}
 		f.instance = processInstance()
 	} else if err := checkInstanceID(f.instance); err != nil {
 		return err
 	}
-	if h.Advertise != "" {
-		addr, err := checkBaseURL(repl.ReplaceAll(h.Advertise, ""))
+	if h.Fleet.Advertise != "" {
+		addr, err := checkBaseURL(repl.ReplaceAll(h.Fleet.Advertise, ""))
 		if err != nil {
 			return fmt.Errorf("advertise: %w", err)
 		}
 		f.address = addr
 	}
-	for id, u := range h.Peers {
+	for id, u := range h.Fleet.Peers {
 		if !instanceIDPattern.MatchString(id) {
 			return fmt.Errorf("peer %q: want an instance id of 1 to 64 letters, digits, '.', '_' or '-'", id)
 		}
@@ -87,10 +87,10 @@ func (h *Handler) provisionFleet() error {
 			f.peers[id] = addr
 		}
 	}
-	if (h.Advertise != "" || len(h.Peers) > 0) && len(h.StateKeys) == 0 {
+	if (h.Fleet.Advertise != "" || len(h.Fleet.Peers) > 0) && len(h.Fleet.StateKeys) == 0 {
 		return errFleetNeedsKey
 	}
-	if len(h.Peers) > 0 && h.InstanceID == "" && h.Advertise == "" {
+	if len(h.Fleet.Peers) > 0 && h.Fleet.InstanceID == "" && h.Fleet.Advertise == "" {
 		return errPeerNeedsID
 	}
 	f.auth = seal.NewForwardAuth(h.keyring, f.instance, forwardNonces())

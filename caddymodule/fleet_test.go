@@ -64,7 +64,7 @@ func TestUnmarshalCaddyfileFleetErrors(t *testing.T) {
 // fleetHandler provisions the fleet part of a handler with these options.
 func fleetHandler(t *testing.T, f FleetConfig) (Handler, error) {
 	t.Helper()
-	h := Handler{FleetConfig: f}
+	h := Handler{Fleet: f}
 	h.logger = zap.NewNop()
 	kr, err := seal.NewKeyring(seal.NewRandomKey())
 	if err != nil {

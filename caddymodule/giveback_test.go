@@ -57,7 +57,7 @@ func TestGiveBackCoalesced(t *testing.T) {
 	}))
 	defer home.Close()
 
-	sender := Handler{FleetConfig: FleetConfig{StateKeys: []string{base64.StdEncoding.EncodeToString(key)}, InstanceID: "gw-b",
+	sender := Handler{Fleet: FleetConfig{StateKeys: []string{base64.StdEncoding.EncodeToString(key)}, InstanceID: "gw-b",
 		Peers: map[string]string{"gw-a": home.URL}}}
 	sender.keyring, sender.logger = kr, zap.NewNop()
 	if err := sender.provisionFleet(); err != nil {

@@ -27,8 +27,8 @@ type hostGuard struct {
 // peer list), which are what the other instances name when they forward a
 // request here. It needs the fleet.
 func (h *Handler) provisionHosts() error {
-	g := hostGuard{restrict: len(h.AllowedHosts) > 0, names: make(map[string]bool, len(h.AllowedHosts)+2)}
-	for _, raw := range h.AllowedHosts {
+	g := hostGuard{restrict: len(h.Security.AllowedHosts) > 0, names: make(map[string]bool, len(h.Security.AllowedHosts)+2)}
+	for _, raw := range h.Security.AllowedHosts {
 		host, err := allowedHostEntry(raw)
 		if err != nil {
 			return fmt.Errorf("allowed_hosts: %w", err)
@@ -40,7 +40,7 @@ func (h *Handler) provisionHosts() error {
 		g.names[host] = true
 	}
 	own := []string{h.fleet.address}
-	if u, ok := h.Peers[h.fleet.instance]; ok {
+	if u, ok := h.Fleet.Peers[h.fleet.instance]; ok {
 		own = append(own, caddy.NewReplacer().ReplaceAll(u, ""))
 	}
 	for _, addr := range own {

@@ -12,7 +12,7 @@ import (
 // allowed_origins https://app.example.com.
 func guarded(t *testing.T, hosts ...string) *Handler {
 	t.Helper()
-	h := &Handler{SecurityConfig: SecurityConfig{AllowedHosts: hosts}, allowedOrigin: map[string]bool{"https://app.example.com": true}}
+	h := &Handler{Security: SecurityConfig{AllowedHosts: hosts}, allowedOrigin: map[string]bool{"https://app.example.com": true}}
 	if err := h.provisionHosts(); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestCheckOrigin(t *testing.T) {
 // and of its own peer entry are accepted (the other instances forward to
 // them); another peer's is not.
 func TestAllowedHostsFleet(t *testing.T) {
-	h := &Handler{SecurityConfig: SecurityConfig{AllowedHosts: []string{"mcp.internal"}}, FleetConfig: FleetConfig{Peers: map[string]string{
+	h := &Handler{Security: SecurityConfig{AllowedHosts: []string{"mcp.internal"}}, Fleet: FleetConfig{Peers: map[string]string{
 		"gw-a": "http://gw-a.internal:8080", "gw-b": "http://gw-b.internal:8080",
 	}}}
 	h.fleet.instance, h.fleet.address = "gw-a", "http://10.0.0.11:8080"

@@ -49,7 +49,7 @@ func (e healthEvents) emit(name string, u *Upstream) {
 // log) and takes u out of selection when it reaches max_fails.
 func (h *Handler) countFailure(u *Upstream, why string, cause error) {
 	now := time.Now()
-	window := time.Duration(h.FailDuration)
+	window := time.Duration(h.Health.Passive.FailDuration)
 	s := u.state
 	s.failMu.Lock()
 	kept := s.failures[:0]
@@ -59,7 +59,7 @@ func (h *Handler) countFailure(u *Upstream, why string, cause error) {
 		}
 	}
 	kept = append(kept, now.UnixNano())
-	tripped := len(kept) >= max(h.MaxFails, 1)
+	tripped := len(kept) >= max(h.Health.Passive.MaxFails, 1)
 	if tripped {
 		kept = kept[:0]
 	}
@@ -73,20 +73,20 @@ func (h *Handler) countFailure(u *Upstream, why string, cause error) {
 		h.events.emit(upstreamUnhealthy, u)
 	}
 	h.logger.Warn("upstream marked unhealthy", zap.String("upstream", u.URL), zap.String("failure", why),
-		zap.Int("max_fails", max(h.MaxFails, 1)), zap.Duration("fail_duration", window), zap.Error(cause))
+		zap.Int("max_fails", max(h.Health.Passive.MaxFails, 1)), zap.Duration("fail_duration", window), zap.Error(cause))
 }
 
 // observeAnswer counts the passive failures an upstream's answer shows: a
 // status listed in unhealthy_status, or response headers that took longer
 // than unhealthy_latency to arrive.
 func (h *Handler) observeAnswer(u *Upstream, resp *http.Response, latency time.Duration) {
-	for _, code := range h.UnhealthyStatus {
+	for _, code := range h.Health.Passive.UnhealthyStatus {
 		if caddyhttp.StatusCodeMatches(resp.StatusCode, code) {
 			h.countFailure(u, "unhealthy_status", nil)
 			return
 		}
 	}
-	if h.UnhealthyLatency > 0 && latency > time.Duration(h.UnhealthyLatency) {
+	if h.Health.Passive.UnhealthyLatency > 0 && latency > time.Duration(h.Health.Passive.UnhealthyLatency) {
 		h.countFailure(u, "unhealthy_latency", nil)
 	}
 }

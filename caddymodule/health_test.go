@@ -25,7 +25,7 @@ func testUpstream(t *testing.T, url string) *Upstream {
 }
 
 func TestCountFailureMaxFails(t *testing.T) {
-	h := &Handler{HealthChecks: HealthChecks{PassiveHealthChecks: PassiveHealthChecks{MaxFails: 3, FailDuration: caddy.Duration(time.Hour)}}, logger: zap.NewNop()}
+	h := &Handler{Health: HealthChecks{Passive: PassiveHealthChecks{MaxFails: 3, FailDuration: caddy.Duration(time.Hour)}}, logger: zap.NewNop()}
 	u := testUpstream(t, "http://127.0.0.1:9/count-failure")
 	u.state.eras.Store(uint32(speaksLegacy))
 	for i := range 2 {
@@ -47,7 +47,7 @@ func TestCountFailureMaxFails(t *testing.T) {
 }
 
 func TestCountFailureWindow(t *testing.T) {
-	h := &Handler{HealthChecks: HealthChecks{PassiveHealthChecks: PassiveHealthChecks{MaxFails: 2, FailDuration: caddy.Duration(time.Hour)}}, logger: zap.NewNop()}
+	h := &Handler{Health: HealthChecks{Passive: PassiveHealthChecks{MaxFails: 2, FailDuration: caddy.Duration(time.Hour)}}, logger: zap.NewNop()}
 	u := testUpstream(t, "http://127.0.0.1:9/count-window")
 	// A failure older than fail_duration no longer counts.
 	u.state.failures = []int64{time.Now().Add(-2 * time.Hour).UnixNano()}
@@ -98,7 +98,7 @@ func TestHealthEventsEmitted(t *testing.T) {
 	if err := app.Start(); err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{HealthChecks: HealthChecks{PassiveHealthChecks: PassiveHealthChecks{MaxFails: 1, FailDuration: caddy.Duration(time.Hour)}}, logger: zap.NewNop(), events: healthEvents{app: app, ctx: ctx}}
+	h := &Handler{Health: HealthChecks{Passive: PassiveHealthChecks{MaxFails: 1, FailDuration: caddy.Duration(time.Hour)}}, logger: zap.NewNop(), events: healthEvents{app: app, ctx: ctx}}
 	u := testUpstream(t, "http://127.0.0.1:9/health-events")
 	h.countFailure(u, "test", nil)
 	h.countFailure(u, "test", nil) // already down: no second event

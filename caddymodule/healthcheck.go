@@ -18,7 +18,7 @@ import (
 // health_interval, until ctx (the configuration) ends. Results feed the
 // same up/down state that selection and passive health use.
 func (h *Handler) startHealthChecks(ctx context.Context) {
-	if h.HealthInterval <= 0 {
+	if h.Health.Active.Interval <= 0 {
 		return
 	}
 	go func() {
@@ -27,7 +27,7 @@ func (h *Handler) startHealthChecks(ctx context.Context) {
 				h.logger.Error("active health checker panicked", zap.Any("error", err), zap.ByteString("stack", debug.Stack()))
 			}
 		}()
-		ticker := time.NewTicker(time.Duration(h.HealthInterval))
+		ticker := time.NewTicker(time.Duration(h.Health.Active.Interval))
 		defer ticker.Stop()
 		for {
 			h.checkAll(ctx)
@@ -58,7 +58,7 @@ func (h *Handler) checkAll(ctx context.Context) {
 // checks stop, for two intervals); health_passes passing checks in a row
 // take a down upstream back at once.
 func (h *Handler) checkUpstream(ctx context.Context, u *Upstream) {
-	timeout := time.Duration(h.HealthTimeout)
+	timeout := time.Duration(h.Health.Active.Timeout)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	err := h.healthCheck(cctx, u)
 	cancel()
@@ -69,12 +69,12 @@ func (h *Handler) checkUpstream(ctx context.Context, u *Upstream) {
 	now := time.Now()
 	wasUp := u.available(now)
 	s := u.state
-	downFor := 2*time.Duration(h.HealthInterval) + timeout
+	downFor := 2*time.Duration(h.Health.Active.Interval) + timeout
 	if err != nil {
 		s.activePasses.Store(0)
-		if n := s.activeFails.Add(1); int(n) < max(h.HealthFails, 1) {
+		if n := s.activeFails.Add(1); int(n) < max(h.Health.Active.Fails, 1) {
 			h.logger.Debug("upstream failed a health check", zap.String("upstream", u.URL),
-				zap.Int32("in_a_row", n), zap.Int("health_fails", h.HealthFails), zap.Error(err))
+				zap.Int32("in_a_row", n), zap.Int("health_fails", h.Health.Active.Fails), zap.Error(err))
 			return
 		}
 		// probed again when it answers: it may come back as another server
@@ -91,7 +91,7 @@ func (h *Handler) checkUpstream(ctx context.Context, u *Upstream) {
 	if wasUp {
 		return
 	}
-	if int(n) < max(h.HealthPasses, 1) {
+	if int(n) < max(h.Health.Active.Passes, 1) {
 		// Still down: keep it down until enough checks passed in a row.
 		until := now.Add(downFor).UnixNano()
 		if s.downUntil.Load() < until {

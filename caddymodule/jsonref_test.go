@@ -183,8 +183,9 @@ func configKeys(t *testing.T) []configKey {
 				continue
 			}
 			k := configKey{path: prefix + name, depth: depth, doc: field.Doc.Text()}
-			if len(field.Names) == 0 { // an embedded group
-				group := field.Type.(*ast.Ident).Name
+			if id, ok := field.Type.(*ast.Ident); ok && field.Doc == nil && types[id.Name] != nil {
+				// A group (h.Parking): its type's doc comment is its own.
+				group := id.Name
 				k.goField, k.kind = group, "object"
 				if k.doc == "" {
 					k.doc = groupDoc(docs[group], group)

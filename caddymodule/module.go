@@ -169,14 +169,14 @@ type Handler struct {
 
 	// The groups of options (config.go), each a JSON object of its own.
 
-	HealthChecks   `json:"health,omitzero"`
-	FleetConfig    `json:"fleet,omitzero"`
-	SecurityConfig `json:"security,omitzero"`
-	StreamsConfig  `json:"streams,omitzero"`
-	ParkingConfig  `json:"parking,omitzero"`
-	SessionsConfig `json:"sessions,omitzero"`
-	TasksConfig    `json:"tasks,omitzero"`
-	RESTConfig     `json:"rest,omitzero"`
+	Health   HealthChecks   `json:"health,omitzero"`
+	Fleet    FleetConfig    `json:"fleet,omitzero"`
+	Security SecurityConfig `json:"security,omitzero"`
+	Streams  StreamsConfig  `json:"streams,omitzero"`
+	Parking  ParkingConfig  `json:"parking,omitzero"`
+	Sessions SessionsConfig `json:"sessions,omitzero"`
+	Tasks    TasksConfig    `json:"tasks,omitzero"`
+	REST     RESTConfig     `json:"rest,omitzero"`
 
 	selector      reverseproxy.Selector
 	ctx           context.Context   // this configuration's life: background probes

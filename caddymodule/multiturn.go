@@ -67,7 +67,7 @@ type turnSession struct {
 }
 
 // multiTurnOn reports whether the face is on.
-func (h *Handler) multiTurnOn() bool { return h.MultiTurnSSE == "on" }
+func (h *Handler) multiTurnOn() bool { return h.Parking.MultiTurnSSE == "on" }
 
 // openTurnSession opens r's Mcp-Session-Id when it is an opted-in
 // session's: it returns r carrying the inner session id, and w giving the

@@ -114,7 +114,7 @@ func (h *Handler) servedBy(cell string, up *Upstream) innerServe {
 // error under the call's id, or the next turn. A round that asks nothing
 // (a requestState alone) is retried at once, at most max_rounds times.
 func (h *Handler) runTurns(w http.ResponseWriter, r *http.Request, ts *turnSession, call turnCall, serve innerServe) error {
-	for range max(h.MaxRounds, 1) {
+	for range max(h.Parking.MaxRounds, 1) {
 		status, answer, rerr := h.innerToolCall(r, call.name, call.params(ts), serve)
 		if rerr != nil {
 			return writeRPCError(w, call.callID, rerr)
@@ -244,7 +244,7 @@ func sessionHash(outer string) (h [16]byte) {
 func (h *Handler) newTurnToken(r *http.Request, ts *turnSession, call turnCall, inputs []seal.TurnInput) (token, bufferID string, err error) {
 	s := seal.TurnState{
 		Principal: h.principal(r), Session: sessionHash(ts.outer),
-		Expires: time.Now().Add(time.Duration(h.ParkTTL)).Add(time.Second),
+		Expires: time.Now().Add(time.Duration(h.Parking.ParkTTL)).Add(time.Second),
 		CallID:  call.callID, Name: call.name, Arguments: call.args, RequestState: call.state,
 		Upstream: call.upstream, Inputs: inputs,
 	}
@@ -262,7 +262,7 @@ func (h *Handler) writeTurn(w http.ResponseWriter, bufferID, token string, msgs 
 	w.Header().Del("Content-Length")
 	w.WriteHeader(http.StatusOK)
 	sw := sse.NewWriter(w)
-	sw.WriteTimeout(time.Duration(h.WriteTimeout))
+	sw.WriteTimeout(time.Duration(h.Streams.WriteTimeout))
 	defer sw.Close()
 	if err := sw.WriteEvent(sse.Event{Type: eventBufferInput, ID: bufferID, HasID: true}); err != nil {
 		return nil // client gone: the token it did not get is never used
@@ -290,7 +290,7 @@ func (h *Handler) writeTurnAnswer(w http.ResponseWriter, r *http.Request, status
 	sse.SetHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	sw := sse.NewWriter(w)
-	sw.WriteTimeout(time.Duration(h.WriteTimeout))
+	sw.WriteTimeout(time.Duration(h.Streams.WriteTimeout))
 	defer sw.Close()
 	_ = sw.WriteEvent(sse.Event{Type: "message", Data: msg, HasData: true})
 	return nil

@@ -23,7 +23,7 @@ func turnTestHandler(t *testing.T) *Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Handler{keyring: kr, logger: zap.NewNop(), ParkingConfig: ParkingConfig{MultiTurnSSE: "on", ParkTTL: 60e9}}
+	return &Handler{keyring: kr, logger: zap.NewNop(), Parking: ParkingConfig{MultiTurnSSE: "on", ParkTTL: 60e9}}
 }
 
 // TestOptIn: an initialize with the capability gets its session id sealed
@@ -223,7 +223,7 @@ func TestAcceptsEventStream(t *testing.T) {
 // turn cannot carry.
 func TestRunTurns(t *testing.T) {
 	h := turnTestHandler(t)
-	h.MaxRounds = 3
+	h.Parking.MaxRounds = 3
 	ts := &turnSession{TurnSession: seal.TurnSession{Capabilities: []byte(`{"elicitation":{}}`)}, outer: "mt1.s"}
 	canned := func(answers ...string) (innerServe, *[]string) {
 		var seen []string

@@ -204,7 +204,7 @@ func (h *Handler) observeRequest(r *http.Request, status int, body []byte, start
 		zap.String("outcome", outcome), zap.String("round", get("round")), zap.String("upstream", get("upstream")),
 		zap.Duration("duration", time.Since(start)),
 	}
-	if h.LogUnsafeDetails {
+	if h.Security.LogUnsafeDetails {
 		if len(body) > maxUnsafeBody {
 			body = body[:maxUnsafeBody]
 		}

@@ -44,7 +44,7 @@ func (h *Handler) probeInBackground(u *Upstream) <-chan struct{} {
 			s.probeMu.Unlock()
 			close(done)
 		}()
-		ctx, cancel := context.WithTimeout(h.ctx, time.Duration(h.HealthTimeout))
+		ctx, cancel := context.WithTimeout(h.ctx, time.Duration(h.Health.Active.Timeout))
 		defer cancel()
 		h.probeEra(ctx, u)
 	}()
@@ -62,7 +62,7 @@ func (h *Handler) probeEra(ctx context.Context, u *Upstream) {
 		if h.ctx.Err() != nil {
 			return // the configuration was unloaded mid-probe: no verdict
 		}
-		if u.markDown(time.Now(), time.Duration(h.FailDuration)) {
+		if u.markDown(time.Now(), time.Duration(h.Health.Passive.FailDuration)) {
 			h.events.emit(upstreamUnhealthy, u)
 		}
 		h.logger.Warn("probing upstream era failed", zap.String("upstream", u.URL), zap.Error(err))

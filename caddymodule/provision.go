@@ -68,7 +68,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.metrics = newGatewayMetrics(ctx.GetMetricsRegistry())
 	loadMetrics(ctx.Done(), h.metrics)
 	h.observer = callObserver{metrics: h.metrics, logger: h.logger, done: ctx.Done()}
-	if h.LogUnsafeDetails {
+	if h.Security.LogUnsafeDetails {
 		h.logger.Warn("log_unsafe_details is on: debug logs will carry session ids, principals (tokens) and request bodies")
 	}
 	if err := h.provisionKeys(); err != nil {
@@ -90,8 +90,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 
-	h.allowedOrigin = make(map[string]bool, len(h.AllowedOrigins))
-	for _, o := range h.AllowedOrigins {
+	h.allowedOrigin = make(map[string]bool, len(h.Security.AllowedOrigins))
+	for _, o := range h.Security.AllowedOrigins {
 		h.allowedOrigin[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
 	}
 	if err := h.provisionHosts(); err != nil {
@@ -104,7 +104,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// pick up again (openCalls) finish on the old configuration after a
 	// reload (the bridges' state is shared with the new one); they are
 	// ended only when Caddy exits.
-	delay := time.Duration(h.StreamCloseDelay)
+	delay := time.Duration(h.Streams.StreamCloseDelay)
 	context.AfterFunc(ctx, func() { h.streams.closeAll(delay) })
 	if events, err := ctx.App("events"); err == nil {
 		if app, ok := events.(*caddyevents.App); ok {
@@ -118,7 +118,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 // provisionKeys builds the keyring from state_keys, or from the process key.
 func (h *Handler) provisionKeys() error {
-	if len(h.StateKeys) == 0 {
+	if len(h.Fleet.StateKeys) == 0 {
 		h.logger.Warn("no state_key configured: sealing with a random key made at start; " +
 			"sessions will not survive a restart and no other instance can serve them")
 		kr, err := seal.NewKeyring(processKey())
@@ -126,8 +126,8 @@ func (h *Handler) provisionKeys() error {
 		return err
 	}
 	repl := caddy.NewReplacer()
-	keys := make([][]byte, 0, len(h.StateKeys))
-	for i, s := range h.StateKeys {
+	keys := make([][]byte, 0, len(h.Fleet.StateKeys))
+	for i, s := range h.Fleet.StateKeys {
 		k, err := parseStateKey(i+1, repl.ReplaceAll(s, ""))
 		if err != nil {
 			return err
@@ -176,78 +176,78 @@ func (h *Handler) Validate() error {
 		name string
 		n    int64
 	}{
-		{"max_request_body", h.MaxRequestBody},
-		{"max_parked", int64(h.MaxParked)},
-		{"max_parked_per_principal", int64(h.MaxParkedPerPrincipal)},
-		{"max_rounds", int64(h.MaxRounds)},
-		{"max_inputs_per_round", int64(h.MaxInputsPerRound)},
-		{"max_buffered_notifications", int64(h.MaxBufferedNotifications)},
-		{"max_sessions_per_principal", int64(h.MaxSessionsPerPrincipal)},
-		{"max_get_streams", int64(h.MaxGetStreams)},
-		{"max_get_streams_per_principal", int64(h.MaxGetStreamsPerPrincipal)},
-		{"max_fails", int64(h.MaxFails)},
-		{"health_passes", int64(h.HealthPasses)},
-		{"health_fails", int64(h.HealthFails)},
-		{"max_tasks", int64(h.MaxTasks)},
-		{"max_tasks_per_principal", int64(h.MaxTasksPerPrincipal)},
-		{"max_task_result", h.MaxTaskResult},
+		{"max_request_body", h.Security.MaxRequestBody},
+		{"max_parked", int64(h.Parking.MaxParked)},
+		{"max_parked_per_principal", int64(h.Parking.MaxParkedPerPrincipal)},
+		{"max_rounds", int64(h.Parking.MaxRounds)},
+		{"max_inputs_per_round", int64(h.Parking.MaxInputsPerRound)},
+		{"max_buffered_notifications", int64(h.Parking.MaxBufferedNotifications)},
+		{"max_sessions_per_principal", int64(h.Sessions.MaxSessionsPerPrincipal)},
+		{"max_get_streams", int64(h.Sessions.MaxGetStreams)},
+		{"max_get_streams_per_principal", int64(h.Sessions.MaxGetStreamsPerPrincipal)},
+		{"max_fails", int64(h.Health.Passive.MaxFails)},
+		{"health_passes", int64(h.Health.Active.Passes)},
+		{"health_fails", int64(h.Health.Active.Fails)},
+		{"max_tasks", int64(h.Tasks.MaxTasks)},
+		{"max_tasks_per_principal", int64(h.Tasks.MaxTasksPerPrincipal)},
+		{"max_task_result", h.Tasks.MaxResult},
 	} {
 		if c.n < 1 {
 			return fmt.Errorf("%s: must be at least 1, got %d", c.name, c.n)
 		}
 	}
-	if err := checkTasks(h.Tasks); err != nil {
+	if err := checkTasks(h.Tasks.Rules); err != nil {
 		return err
 	}
-	if err := checkTaskStore(h.TaskStore); err != nil {
+	if err := checkTaskStore(h.Tasks.Store); err != nil {
 		return err
 	}
-	if err := checkOnOff("saga", h.Saga); err != nil {
+	if err := checkOnOff("saga", h.Parking.Saga); err != nil {
 		return err
 	}
-	if err := h.RESTConfig.validateREST(); err != nil { // rest_config.go
+	if err := h.REST.validateREST(); err != nil { // rest_config.go
 		return err
 	}
-	if err := checkOnOff("multi_turn_sse", h.MultiTurnSSE); err != nil {
+	if err := checkOnOff("multi_turn_sse", h.Parking.MultiTurnSSE); err != nil {
 		return err
 	}
-	if err := checkTaskLease(h.TaskLease); err != nil {
+	if err := checkTaskLease(h.Tasks.Lease); err != nil {
 		return err
 	}
-	if err := checkMaxTaskResult(h.MaxTaskResult); err != nil {
+	if err := checkMaxTaskResult(h.Tasks.MaxResult); err != nil {
 		return err
 	}
-	if h.MaxBufferedNotifications > maxBufferedNotifications {
+	if h.Parking.MaxBufferedNotifications > maxBufferedNotifications {
 		return fmt.Errorf("max_buffered_notifications: must be at most %d (each call holds a buffer this large), got %d",
-			maxBufferedNotifications, h.MaxBufferedNotifications)
+			maxBufferedNotifications, h.Parking.MaxBufferedNotifications)
 	}
 	// Durations that cannot be turned off (keepalive_interval,
 	// write_timeout, gather_window and health_interval take any value:
 	// negative means off). Zero stream_close_delay closes at once.
-	if h.UnhealthyLatency < 0 {
-		return fmt.Errorf("unhealthy_latency: must not be negative, got %v", time.Duration(h.UnhealthyLatency))
+	if h.Health.Passive.UnhealthyLatency < 0 {
+		return fmt.Errorf("unhealthy_latency: must not be negative, got %v", time.Duration(h.Health.Passive.UnhealthyLatency))
 	}
-	for _, code := range h.UnhealthyStatus {
+	for _, code := range h.Health.Passive.UnhealthyStatus {
 		if code < 1 || code > 5 && code < 100 || code > 599 {
 			return fmt.Errorf("unhealthy_status: %d is neither a status (100-599) nor a class (1-5)", code)
 		}
 	}
-	if time.Duration(h.ResumeLinger) > forward.MaxResumeLinger {
-		return fmt.Errorf("resume_linger: must be at most %v, got %v", forward.MaxResumeLinger, time.Duration(h.ResumeLinger))
+	if time.Duration(h.Parking.ResumeLinger) > forward.MaxResumeLinger {
+		return fmt.Errorf("resume_linger: must be at most %v, got %v", forward.MaxResumeLinger, time.Duration(h.Parking.ResumeLinger))
 	}
-	if h.StreamCloseDelay < 0 {
-		return fmt.Errorf("stream_close_delay: must not be negative, got %v", time.Duration(h.StreamCloseDelay))
+	if h.Streams.StreamCloseDelay < 0 {
+		return fmt.Errorf("stream_close_delay: must not be negative, got %v", time.Duration(h.Streams.StreamCloseDelay))
 	}
 	for _, c := range []struct {
 		name string
 		d    caddy.Duration
 	}{
-		{"fail_duration", h.FailDuration},
-		{"park_ttl", h.ParkTTL},
-		{"session_lifetime", h.SessionLifetime},
-		{"max_task_wait", h.MaxTaskWait},
-		{"health_timeout", h.HealthTimeout},
-		{"task_ttl", h.TaskTTL},
+		{"fail_duration", h.Health.Passive.FailDuration},
+		{"park_ttl", h.Parking.ParkTTL},
+		{"session_lifetime", h.Sessions.SessionLifetime},
+		{"max_task_wait", h.Tasks.MaxTaskWait},
+		{"health_timeout", h.Health.Active.Timeout},
+		{"task_ttl", h.Tasks.TTL},
 	} {
 		if c.d <= 0 {
 			return fmt.Errorf("%s: must be positive, got %v", c.name, time.Duration(c.d))
@@ -304,11 +304,12 @@ func (s stoppingHandler) Handle(context.Context, caddy.Event) error {
 
 var _ caddyevents.Handler = stoppingHandler{}
 
-// loadAs loads the module configured in field of h (what names it in
-// errors) and returns it as a T, and as loaded.
-func loadAs[T any](ctx caddy.Context, h *Handler, field, what string) (T, any, error) {
+// loadAs loads the module configured in field of the struct that
+// structPtr points to (h, or one of its groups; what names it in errors)
+// and returns it as a T, and as loaded.
+func loadAs[T any](ctx caddy.Context, structPtr any, field, what string) (T, any, error) {
 	var zero T
-	mod, err := ctx.LoadModule(h, field)
+	mod, err := ctx.LoadModule(structPtr, field)
 	if err != nil {
 		return zero, nil, fmt.Errorf("loading %s: %w", what, err)
 	}

@@ -56,17 +56,17 @@ func TestProvisionDefaults(t *testing.T) {
 		got  caddy.Duration
 		want time.Duration
 	}{
-		{"keepalive_interval", h.KeepAliveInterval, 15 * time.Second},
-		{"stream_close_delay", h.StreamCloseDelay, 0},
-		{"fail_duration", h.FailDuration, 10 * time.Second},
-		{"park_ttl", h.ParkTTL, 5 * time.Minute},
-		{"gather_window", h.GatherWindow, 2 * time.Millisecond},
-		{"resume_linger", h.ResumeLinger, 250 * time.Millisecond},
-		{"write_timeout", h.WriteTimeout, 30 * time.Second},
-		{"session_lifetime", h.SessionLifetime, 24 * time.Hour},
-		{"max_task_wait", h.MaxTaskWait, time.Hour},
-		{"health_interval", h.HealthInterval, 0},
-		{"health_timeout", h.HealthTimeout, 5 * time.Second},
+		{"keepalive_interval", h.Streams.KeepAliveInterval, 15 * time.Second},
+		{"stream_close_delay", h.Streams.StreamCloseDelay, 0},
+		{"fail_duration", h.Health.Passive.FailDuration, 10 * time.Second},
+		{"park_ttl", h.Parking.ParkTTL, 5 * time.Minute},
+		{"gather_window", h.Parking.GatherWindow, 2 * time.Millisecond},
+		{"resume_linger", h.Parking.ResumeLinger, 250 * time.Millisecond},
+		{"write_timeout", h.Streams.WriteTimeout, 30 * time.Second},
+		{"session_lifetime", h.Sessions.SessionLifetime, 24 * time.Hour},
+		{"max_task_wait", h.Tasks.MaxTaskWait, time.Hour},
+		{"health_interval", h.Health.Active.Interval, 0},
+		{"health_timeout", h.Health.Active.Timeout, 5 * time.Second},
 	}
 	for _, d := range durations {
 		if time.Duration(d.got) != d.want {
@@ -77,23 +77,23 @@ func TestProvisionDefaults(t *testing.T) {
 		name      string
 		got, want int64
 	}{
-		{"max_request_body", h.MaxRequestBody, 4 << 20},
-		{"max_parked", int64(h.MaxParked), 10000},
-		{"max_parked_per_principal", int64(h.MaxParkedPerPrincipal), 100},
-		{"max_rounds", int64(h.MaxRounds), 8},
-		{"max_inputs_per_round", int64(h.MaxInputsPerRound), 16},
-		{"max_buffered_notifications", int64(h.MaxBufferedNotifications), 32},
-		{"max_sessions_per_principal", int64(h.MaxSessionsPerPrincipal), 1000},
-		{"max_get_streams", int64(h.MaxGetStreams), 10000},
-		{"max_get_streams_per_principal", int64(h.MaxGetStreamsPerPrincipal), 100},
+		{"max_request_body", h.Security.MaxRequestBody, 4 << 20},
+		{"max_parked", int64(h.Parking.MaxParked), 10000},
+		{"max_parked_per_principal", int64(h.Parking.MaxParkedPerPrincipal), 100},
+		{"max_rounds", int64(h.Parking.MaxRounds), 8},
+		{"max_inputs_per_round", int64(h.Parking.MaxInputsPerRound), 16},
+		{"max_buffered_notifications", int64(h.Parking.MaxBufferedNotifications), 32},
+		{"max_sessions_per_principal", int64(h.Sessions.MaxSessionsPerPrincipal), 1000},
+		{"max_get_streams", int64(h.Sessions.MaxGetStreams), 10000},
+		{"max_get_streams_per_principal", int64(h.Sessions.MaxGetStreamsPerPrincipal), 100},
 	}
 	for _, n := range ints {
 		if n.got != n.want {
 			t.Errorf("%s: got %d, want the documented default %d", n.name, n.got, n.want)
 		}
 	}
-	if h.Principal != "{http.request.header.Authorization}" {
-		t.Errorf("principal: got %q", h.Principal)
+	if h.Security.Principal != "{http.request.header.Authorization}" {
+		t.Errorf("principal: got %q", h.Security.Principal)
 	}
 	if _, ok := h.selector.(*reverseproxy.RandomSelection); !ok {
 		t.Errorf("selection_policy: got %T, want random", h.selector)
@@ -116,18 +116,18 @@ func TestProvisionDefaults(t *testing.T) {
 // TestProvisionKeepsSetValues: Provision changes only what was left unset.
 func TestProvisionKeepsSetValues(t *testing.T) {
 	h := oneUpstream()
-	h.KeepAliveInterval = caddy.Duration(time.Second)
-	h.ParkTTL = caddy.Duration(time.Minute)
-	h.GatherWindow = caddy.Duration(50 * time.Millisecond)
-	h.ResumeLinger = caddy.Duration(time.Second)
-	h.MaxRounds = 3
-	h.MaxBufferedNotifications = 7
-	h.Principal = "{http.auth.user.id}"
+	h.Streams.KeepAliveInterval = caddy.Duration(time.Second)
+	h.Parking.ParkTTL = caddy.Duration(time.Minute)
+	h.Parking.GatherWindow = caddy.Duration(50 * time.Millisecond)
+	h.Parking.ResumeLinger = caddy.Duration(time.Second)
+	h.Parking.MaxRounds = 3
+	h.Parking.MaxBufferedNotifications = 7
+	h.Security.Principal = "{http.auth.user.id}"
 	if err := provisioned(t, h); err != nil {
 		t.Fatal(err)
 	}
-	if h.KeepAliveInterval != caddy.Duration(time.Second) || h.ParkTTL != caddy.Duration(time.Minute) || h.MaxRounds != 3 ||
-		h.MaxBufferedNotifications != 7 || h.Principal != "{http.auth.user.id}" {
+	if h.Streams.KeepAliveInterval != caddy.Duration(time.Second) || h.Parking.ParkTTL != caddy.Duration(time.Minute) || h.Parking.MaxRounds != 3 ||
+		h.Parking.MaxBufferedNotifications != 7 || h.Security.Principal != "{http.auth.user.id}" {
 		t.Fatalf("a set value changed: %+v", h)
 	}
 	b, r := h.bridgeOpts, h.reverseOpts
@@ -143,13 +143,13 @@ func TestProvisionKeepsSetValues(t *testing.T) {
 func TestProvisionNegativeMeansOff(t *testing.T) {
 	h := oneUpstream()
 	off := caddy.Duration(-1)
-	h.KeepAliveInterval, h.WriteTimeout, h.GatherWindow, h.HealthInterval, h.ResumeLinger = off, off, off, off, off
+	h.Streams.KeepAliveInterval, h.Streams.WriteTimeout, h.Parking.GatherWindow, h.Health.Active.Interval, h.Parking.ResumeLinger = off, off, off, off, off
 	if err := provisioned(t, h); err != nil {
 		t.Fatal(err)
 	}
-	if h.KeepAliveInterval != off || h.WriteTimeout != off || h.GatherWindow != off || h.HealthInterval != off || h.ResumeLinger != off {
+	if h.Streams.KeepAliveInterval != off || h.Streams.WriteTimeout != off || h.Parking.GatherWindow != off || h.Health.Active.Interval != off || h.Parking.ResumeLinger != off {
 		t.Fatalf("an off value was defaulted: keepalive %v, write_timeout %v, gather_window %v, health_interval %v",
-			h.KeepAliveInterval, h.WriteTimeout, h.GatherWindow, h.HealthInterval)
+			h.Streams.KeepAliveInterval, h.Streams.WriteTimeout, h.Parking.GatherWindow, h.Health.Active.Interval)
 	}
 	if err := h.Validate(); err != nil {
 		t.Fatalf("off does not validate: %v", err)
@@ -176,29 +176,29 @@ func TestValidateNamesTheField(t *testing.T) {
 		want string
 		set  func(h *Handler)
 	}{
-		{"max_request_body: must be at least 1, got -1", func(h *Handler) { h.MaxRequestBody = -1 }},
-		{"max_parked: must be at least 1, got 0", func(h *Handler) { h.MaxParked = 0 }},
-		{"max_parked_per_principal: must be at least 1, got -2", func(h *Handler) { h.MaxParkedPerPrincipal = -2 }},
-		{"max_rounds: must be at least 1, got 0", func(h *Handler) { h.MaxRounds = 0 }},
-		{"max_inputs_per_round: must be at least 1, got -1", func(h *Handler) { h.MaxInputsPerRound = -1 }},
-		{"max_buffered_notifications: must be at least 1, got -1", func(h *Handler) { h.MaxBufferedNotifications = -1 }},
-		{"max_buffered_notifications: must be at most 4096", func(h *Handler) { h.MaxBufferedNotifications = 4097 }},
-		{`unknown saga "yes" (want on or off)`, func(h *Handler) { h.Saga = "yes" }},
-		{`unknown multi_turn_sse "yes" (want on or off)`, func(h *Handler) { h.MultiTurnSSE = "yes" }},
-		{"resume_linger: must be at most 1s, got 1.001s", func(h *Handler) { h.ResumeLinger = caddy.Duration(1001 * time.Millisecond) }},
-		{"max_sessions_per_principal: must be at least 1, got 0", func(h *Handler) { h.MaxSessionsPerPrincipal = 0 }},
-		{"max_get_streams_per_principal: must be at least 1, got -1", func(h *Handler) { h.MaxGetStreamsPerPrincipal = -1 }},
-		{"stream_close_delay: must not be negative, got -1s", func(h *Handler) { h.StreamCloseDelay = caddy.Duration(-time.Second) }},
-		{"fail_duration: must be positive, got -1ns", func(h *Handler) { h.FailDuration = -1 }},
-		{"park_ttl: must be positive, got -1ns", func(h *Handler) { h.ParkTTL = -1 }},
-		{"session_lifetime: must be positive, got 0s", func(h *Handler) { h.SessionLifetime = 0 }},
-		{"max_task_wait: must be positive, got -1ns", func(h *Handler) { h.MaxTaskWait = -1 }},
-		{"health_timeout: must be positive, got -5s", func(h *Handler) { h.HealthTimeout = caddy.Duration(-5 * time.Second) }},
-		{`task_store: unknown value "redis" (want storage or off)`, func(h *Handler) { h.TaskStore = "redis" }},
-		{"task_lease: must be at least 1s, got 0s", func(h *Handler) { h.TaskLease = 0 }},
-		{"task_lease: must be at least 1s, got 999ms", func(h *Handler) { h.TaskLease = caddy.Duration(999 * time.Millisecond) }},
-		{"max_task_result: must be at least 1, got 0", func(h *Handler) { h.MaxTaskResult = 0 }},
-		{"max_task_result: must be at most 67108864 (64MiB, what a task record holds), got 67108865", func(h *Handler) { h.MaxTaskResult = 64<<20 + 1 }},
+		{"max_request_body: must be at least 1, got -1", func(h *Handler) { h.Security.MaxRequestBody = -1 }},
+		{"max_parked: must be at least 1, got 0", func(h *Handler) { h.Parking.MaxParked = 0 }},
+		{"max_parked_per_principal: must be at least 1, got -2", func(h *Handler) { h.Parking.MaxParkedPerPrincipal = -2 }},
+		{"max_rounds: must be at least 1, got 0", func(h *Handler) { h.Parking.MaxRounds = 0 }},
+		{"max_inputs_per_round: must be at least 1, got -1", func(h *Handler) { h.Parking.MaxInputsPerRound = -1 }},
+		{"max_buffered_notifications: must be at least 1, got -1", func(h *Handler) { h.Parking.MaxBufferedNotifications = -1 }},
+		{"max_buffered_notifications: must be at most 4096", func(h *Handler) { h.Parking.MaxBufferedNotifications = 4097 }},
+		{`unknown saga "yes" (want on or off)`, func(h *Handler) { h.Parking.Saga = "yes" }},
+		{`unknown multi_turn_sse "yes" (want on or off)`, func(h *Handler) { h.Parking.MultiTurnSSE = "yes" }},
+		{"resume_linger: must be at most 1s, got 1.001s", func(h *Handler) { h.Parking.ResumeLinger = caddy.Duration(1001 * time.Millisecond) }},
+		{"max_sessions_per_principal: must be at least 1, got 0", func(h *Handler) { h.Sessions.MaxSessionsPerPrincipal = 0 }},
+		{"max_get_streams_per_principal: must be at least 1, got -1", func(h *Handler) { h.Sessions.MaxGetStreamsPerPrincipal = -1 }},
+		{"stream_close_delay: must not be negative, got -1s", func(h *Handler) { h.Streams.StreamCloseDelay = caddy.Duration(-time.Second) }},
+		{"fail_duration: must be positive, got -1ns", func(h *Handler) { h.Health.Passive.FailDuration = -1 }},
+		{"park_ttl: must be positive, got -1ns", func(h *Handler) { h.Parking.ParkTTL = -1 }},
+		{"session_lifetime: must be positive, got 0s", func(h *Handler) { h.Sessions.SessionLifetime = 0 }},
+		{"max_task_wait: must be positive, got -1ns", func(h *Handler) { h.Tasks.MaxTaskWait = -1 }},
+		{"health_timeout: must be positive, got -5s", func(h *Handler) { h.Health.Active.Timeout = caddy.Duration(-5 * time.Second) }},
+		{`task_store: unknown value "redis" (want storage or off)`, func(h *Handler) { h.Tasks.Store = "redis" }},
+		{"task_lease: must be at least 1s, got 0s", func(h *Handler) { h.Tasks.Lease = 0 }},
+		{"task_lease: must be at least 1s, got 999ms", func(h *Handler) { h.Tasks.Lease = caddy.Duration(999 * time.Millisecond) }},
+		{"max_task_result: must be at least 1, got 0", func(h *Handler) { h.Tasks.MaxResult = 0 }},
+		{"max_task_result: must be at most 67108864 (64MiB, what a task record holds), got 67108865", func(h *Handler) { h.Tasks.MaxResult = 64<<20 + 1 }},
 		{"at least one upstream (or a dynamic upstream source) is required", func(h *Handler) { h.Upstreams = nil }},
 		{`upstream "http://127.0.0.1:9/mcp" is listed twice`, func(h *Handler) { h.Upstreams = append(h.Upstreams, h.Upstreams[0]) }},
 	}
@@ -233,8 +233,8 @@ func TestCaddyfileOff(t *testing.T) {
 		if err := h.UnmarshalCaddyfile(d); err != nil {
 			t.Fatalf("%s: %v", c.arg, err)
 		}
-		if h.KeepAliveInterval != c.want || h.WriteTimeout != c.want {
-			t.Errorf("%s: keepalive_interval %d, write_timeout %d, want %d", c.arg, h.KeepAliveInterval, h.WriteTimeout, c.want)
+		if h.Streams.KeepAliveInterval != c.want || h.Streams.WriteTimeout != c.want {
+			t.Errorf("%s: keepalive_interval %d, write_timeout %d, want %d", c.arg, h.Streams.KeepAliveInterval, h.Streams.WriteTimeout, c.want)
 		}
 	}
 	var h Handler
@@ -250,14 +250,14 @@ func TestCaddyfileOff(t *testing.T) {
 func TestProvisionEmptyStateKey(t *testing.T) {
 	t.Setenv("MCP_GATEWAY_TEST_UNSET_KEY", "")
 	h := oneUpstream()
-	h.StateKeys = []string{"{env.MCP_GATEWAY_TEST_UNSET_KEY}"}
+	h.Fleet.StateKeys = []string{"{env.MCP_GATEWAY_TEST_UNSET_KEY}"}
 	err := provisioned(t, h)
 	want := "state_key 1 is empty (an unset environment variable?): make one with `openssl rand -base64 32` and give every instance the same"
 	if err == nil || err.Error() != want {
 		t.Fatalf("Provision() = %v, want %q", err, want)
 	}
 	h = oneUpstream()
-	h.StateKeys = []string{"c2hvcnQ="}
+	h.Fleet.StateKeys = []string{"c2hvcnQ="}
 	if err := provisioned(t, h); err == nil || !strings.Contains(err.Error(), "state_key 1: key decodes to 5 bytes, want 32: make one with `openssl rand -base64 32`") {
 		t.Fatalf("Provision() = %v, want a short key named with the way to make one", err)
 	}
@@ -274,13 +274,13 @@ func TestProvisionEmptyStateKey(t *testing.T) {
 func TestProvisionTaskStore(t *testing.T) {
 	for _, store := range []string{"", "storage"} {
 		h := oneUpstream()
-		h.TaskStore = store
-		h.StateKeys = []string{testStateKey}
+		h.Tasks.Store = store
+		h.Fleet.StateKeys = []string{testStateKey}
 		if err := provisioned(t, h); err != nil {
 			t.Fatal(err)
 		}
-		if h.TaskStore != "storage" {
-			t.Errorf("task_store %q: defaulted to %q, want storage", store, h.TaskStore)
+		if h.Tasks.Store != "storage" {
+			t.Errorf("task_store %q: defaulted to %q, want storage", store, h.Tasks.Store)
 		}
 		if h.taskStorage == nil || h.bridgeOpts.Tasks.Store == nil {
 			t.Fatalf("task_store %q: no storage (handler %v, bridge options %v), want Caddy's", store, h.taskStorage, h.bridgeOpts.Tasks.Store)
@@ -288,11 +288,11 @@ func TestProvisionTaskStore(t *testing.T) {
 		if h.bridgeOpts.Tasks.Store != forward.Storage(caddy.ActiveContext().Storage()) {
 			t.Errorf("task_store %q: the bridge stores in %T, not Caddy's configured storage", store, h.bridgeOpts.Tasks.Store)
 		}
-		if time.Duration(h.TaskLease) != 15*time.Second || h.bridgeOpts.Tasks.Lease != 15*time.Second {
-			t.Errorf("task_lease: got %v (bridge %v), want the documented default 15s", time.Duration(h.TaskLease), h.bridgeOpts.Tasks.Lease)
+		if time.Duration(h.Tasks.Lease) != 15*time.Second || h.bridgeOpts.Tasks.Lease != 15*time.Second {
+			t.Errorf("task_lease: got %v (bridge %v), want the documented default 15s", time.Duration(h.Tasks.Lease), h.bridgeOpts.Tasks.Lease)
 		}
-		if h.MaxTaskResult != 4<<20 || h.bridgeOpts.Tasks.MaxResult != 4<<20 {
-			t.Errorf("max_task_result: got %d (bridge %d), want the documented default 4194304", h.MaxTaskResult, h.bridgeOpts.Tasks.MaxResult)
+		if h.Tasks.MaxResult != 4<<20 || h.bridgeOpts.Tasks.MaxResult != 4<<20 {
+			t.Errorf("max_task_result: got %d (bridge %d), want the documented default 4194304", h.Tasks.MaxResult, h.bridgeOpts.Tasks.MaxResult)
 		}
 		if err := h.Validate(); err != nil {
 			t.Fatalf("task_store %q does not validate: %v", store, err)
@@ -300,33 +300,33 @@ func TestProvisionTaskStore(t *testing.T) {
 	}
 
 	h := oneUpstream()
-	if err := provisioned(t, h); err != nil || h.TaskStore != "off" || h.bridgeOpts.Tasks.Store != nil {
-		t.Fatalf("no state_key: task_store %q, store %v (%v), want off", h.TaskStore, h.bridgeOpts.Tasks.Store, err)
+	if err := provisioned(t, h); err != nil || h.Tasks.Store != "off" || h.bridgeOpts.Tasks.Store != nil {
+		t.Fatalf("no state_key: task_store %q, store %v (%v), want off", h.Tasks.Store, h.bridgeOpts.Tasks.Store, err)
 	}
 	h = oneUpstream()
-	h.TaskStore = "storage"
+	h.Tasks.Store = "storage"
 	if err := provisioned(t, h); err == nil || !strings.Contains(err.Error(), "task_store storage needs state_key") {
 		t.Fatalf("task_store storage without state_key: %v", err)
 	}
 	h = oneUpstream()
-	h.TaskStore = "off"
-	h.TaskLease = caddy.Duration(time.Minute)
-	h.MaxTaskResult = 1 << 20
+	h.Tasks.Store = "off"
+	h.Tasks.Lease = caddy.Duration(time.Minute)
+	h.Tasks.MaxResult = 1 << 20
 	if err := provisioned(t, h); err != nil {
 		t.Fatal(err)
 	}
 	if h.taskStorage != nil || h.bridgeOpts.Tasks.Store != nil {
 		t.Fatalf("task_store off: storage %v (bridge options %v), want none: tasks in memory only", h.taskStorage, h.bridgeOpts.Tasks.Store)
 	}
-	if h.TaskStore != "off" || h.bridgeOpts.Tasks.Lease != time.Minute || h.bridgeOpts.Tasks.MaxResult != 1<<20 {
-		t.Errorf("task_store %q, bridge lease %v, max result %d: want off, 1m, 1048576", h.TaskStore, h.bridgeOpts.Tasks.Lease, h.bridgeOpts.Tasks.MaxResult)
+	if h.Tasks.Store != "off" || h.bridgeOpts.Tasks.Lease != time.Minute || h.bridgeOpts.Tasks.MaxResult != 1<<20 {
+		t.Errorf("task_store %q, bridge lease %v, max result %d: want off, 1m, 1048576", h.Tasks.Store, h.bridgeOpts.Tasks.Lease, h.bridgeOpts.Tasks.MaxResult)
 	}
 	if err := h.Validate(); err != nil {
 		t.Fatalf("task_store off does not validate: %v", err)
 	}
 
 	h = oneUpstream()
-	h.TaskStore = "redis"
+	h.Tasks.Store = "redis"
 	want := `task_store: unknown value "redis" (want storage or off)`
 	if err := provisioned(t, h); err == nil || err.Error() != want {
 		t.Fatalf("Provision() = %v, want %q", err, want)

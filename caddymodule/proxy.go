@@ -116,7 +116,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex exchange) e
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt != "text/event-stream" {
 		w.WriteHeader(resp.StatusCode)
-		if _, err := io.Copy(newDeadlineWriter(w, time.Duration(h.WriteTimeout)), resp.Body); err != nil {
+		if _, err := io.Copy(newDeadlineWriter(w, time.Duration(h.Streams.WriteTimeout)), resp.Body); err != nil {
 			h.endedEarly(r, ctx, "copying upstream answer", err)
 		}
 		return nil
@@ -164,12 +164,12 @@ func dropped(err error) bool {
 // a JSON-RPC error for failID.
 func (h *Handler) relaySSE(w http.ResponseWriter, r *http.Request, ctx context.Context, upstream io.Reader, failID json.RawMessage) error {
 	sw := sse.NewWriter(w)
-	sw.WriteTimeout(time.Duration(h.WriteTimeout))
+	sw.WriteTimeout(time.Duration(h.Streams.WriteTimeout))
 	defer sw.Close()
 	if err := http.NewResponseController(w).Flush(); err != nil {
 		return nil // client gone
 	}
-	sw.KeepAlive(time.Duration(h.KeepAliveInterval))
+	sw.KeepAlive(time.Duration(h.Streams.KeepAliveInterval))
 	rd := sse.NewReader(upstream, 0)
 	for {
 		ev, err := rd.Next()

@@ -216,7 +216,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 		},
 		ErrorLog: h.fleet.errorLog,
 	}
-	proxy.ServeHTTP(relayWriter{w, newDeadlineWriter(w, time.Duration(h.WriteTimeout)), w.Header().Clone()}, out)
+	proxy.ServeHTTP(relayWriter{w, newDeadlineWriter(w, time.Duration(h.Streams.WriteTimeout)), w.Header().Clone()}, out)
 	return nil
 }
 

@@ -41,17 +41,17 @@ type restFace struct {
 // provisionREST sets up the REST face when `rest` is on.
 func (h *Handler) provisionREST(ctx caddy.Context) error {
 	h.rest = nil
-	if h.RESTConfig.BasePath == "" {
+	if h.REST.BasePath == "" {
 		return nil
 	}
-	if err := checkRESTBase(h.RESTConfig.BasePath); err != nil {
+	if err := checkRESTBase(h.REST.BasePath); err != nil {
 		return err
 	}
-	if len(h.StateKeys) == 0 {
+	if len(h.Fleet.StateKeys) == 0 {
 		return errors.New("rest needs state_key: the REST face's call records are sealed, and with the random key " +
 			"made at start no other instance (nor this one after a restart) could read them: " + makeKeyHint)
 	}
-	h.rest = &restFace{base: h.RESTConfig.BasePath, storage: ctx.Storage()}
+	h.rest = &restFace{base: h.REST.BasePath, storage: ctx.Storage()}
 	go h.restSweep(ctx)
 	return nil
 }
@@ -275,7 +275,7 @@ func (h *Handler) readRESTBody(w http.ResponseWriter, r *http.Request, emptyOK b
 		_ = writeProblem(w, http.StatusUnsupportedMediaType, "the body must be application/json")
 		return nil, false
 	}
-	body, rerr := readBody(w, r, h.MaxRequestBody)
+	body, rerr := readBody(w, r, h.Security.MaxRequestBody)
 	if rerr != nil {
 		_ = writeProblem(w, rerr.HTTPStatus, rerr.Message)
 		return nil, false

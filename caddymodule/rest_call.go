@@ -167,7 +167,7 @@ func restRefusedParams(c seal.RESTCall) bool {
 func (h *Handler) restAwait(w http.ResponseWriter, r *http.Request, status int, key string, rec seal.RESTCall, pending <-chan seal.RESTCall, run *restRun, start time.Time) error {
 	done := make(chan seal.RESTCall, 1)
 	go h.restContinue(key, rec.ETag, pending, run, done)
-	t := time.NewTimer(time.Duration(h.RESTConfig.Wait) - time.Since(start))
+	t := time.NewTimer(time.Duration(h.REST.Wait) - time.Since(start))
 	defer t.Stop()
 	select {
 	case c := <-done:

@@ -103,18 +103,18 @@ func (c *RESTConfig) validateREST() error {
 func (h *Handler) unmarshalRESTOption(d *caddyfile.Dispenser) error {
 	switch d.Val() {
 	case "rest":
-		if err := parseString(d, &h.BasePath); err != nil {
+		if err := parseString(d, &h.REST.BasePath); err != nil {
 			return err
 		}
-		if err := checkRESTBase(h.BasePath); err != nil {
+		if err := checkRESTBase(h.REST.BasePath); err != nil {
 			return d.Err(err.Error())
 		}
 		return nil
 	case "rest_wait":
-		return parseDurationNotNegative(d, &h.RESTConfig.Wait, "must be positive")
+		return parseDurationNotNegative(d, &h.REST.Wait, "must be positive")
 	case "rest_call_ttl":
-		return parseDurationNotNegative(d, &h.CallTTL, "must be positive")
+		return parseDurationNotNegative(d, &h.REST.CallTTL, "must be positive")
 	default: // rest_max_calls_per_principal
-		return parseInt(d, &h.MaxCallsPerPrincipal)
+		return parseInt(d, &h.REST.MaxCallsPerPrincipal)
 	}
 }

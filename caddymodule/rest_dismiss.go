@@ -51,7 +51,7 @@ func (h *Handler) restDismiss(r *http.Request, rec seal.RESTCall, call sagaCall)
 	// r's values (the replacer the principal is read with), not its end.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), restDismissTimeout)
 	defer cancel()
-	for range max(h.MaxRounds, 1) {
+	for range max(h.Parking.MaxRounds, 1) {
 		_, answer, failure := h.restRPC(ctx, r, "tools/call", call.name, call.callParams(restToolCallMeta), nil)
 		result := answer.Get("result")
 		if failure != nil || result.Get("resultType").String() != "input_required" {

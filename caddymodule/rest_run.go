@@ -41,8 +41,8 @@ const restFastWindow = 500 * time.Millisecond
 // etag) when the call ended or asked within it, else rec; then pending is
 // the outcome to come, for restContinue.
 func (h *Handler) restStart(ctx context.Context, r *http.Request, key string, rec seal.RESTCall, call sagaCall, run *restRun, now time.Time) (seal.RESTCall, <-chan seal.RESTCall, error) {
-	rec.Owner, rec.Lease = h.fleet.instance, now.Add(time.Duration(h.TaskLease)).UnixMilli()
-	if err := restRuns.start(key, run, h.RESTConfig.MaxCallsPerPrincipal); err != nil {
+	rec.Owner, rec.Lease = h.fleet.instance, now.Add(time.Duration(h.Tasks.Lease)).UnixMilli()
+	if err := restRuns.start(key, run, h.REST.MaxCallsPerPrincipal); err != nil {
 		return rec, nil, err
 	}
 	out := make(chan seal.RESTCall, 1)
@@ -59,7 +59,7 @@ func (h *Handler) restStart(ctx context.Context, r *http.Request, key string, re
 		}()
 		out <- h.restRounds(ctx, r, rec, call, &run.progress)
 	}()
-	t := time.NewTimer(min(restFastWindow, time.Duration(h.RESTConfig.Wait)))
+	t := time.NewTimer(min(restFastWindow, time.Duration(h.REST.Wait)))
 	defer t.Stop()
 	select {
 	case o := <-out:
@@ -103,7 +103,7 @@ func (h *Handler) restRounds(ctx context.Context, r *http.Request, rec seal.REST
 		rec.Error, _ = json.Marshal(restError{Code: int64(code), Message: fmt.Sprintf(format, args...)})
 		return rec
 	}
-	for range max(h.MaxRounds, 1) {
+	for range max(h.Parking.MaxRounds, 1) {
 		status, answer, failure := h.restRPC(ctx, r, "tools/call", call.name, call.callParams(restToolCallMeta), progress)
 		switch {
 		case errors.Is(context.Cause(ctx), errRESTCanceled):
@@ -123,7 +123,7 @@ func (h *Handler) restRounds(ctx context.Context, r *http.Request, rec seal.REST
 		}
 		result := answer.Get("result")
 		if result.Get("resultType").String() != "input_required" {
-			if limit := min(h.MaxTaskResult, seal.MaxRESTPayload); int64(len(result.Raw)) > limit {
+			if limit := min(h.Tasks.MaxResult, seal.MaxRESTPayload); int64(len(result.Raw)) > limit {
 				return fail(-32603, "the tool's result is larger than max_task_result (%d bytes)", limit)
 			}
 			rec.Status, rec.Result = restSuccess, json.RawMessage(result.Raw)
@@ -214,7 +214,7 @@ func (h *Handler) restInputs(ctx context.Context, princ [16]byte, reqs gjson.Res
 // returned func stops the renewal.
 func (h *Handler) restKeepLease(ctx context.Context, key, etag string, run *restRun) (stop func()) {
 	princ := run.princ
-	lease := time.Duration(h.TaskLease)
+	lease := time.Duration(h.Tasks.Lease)
 	ctx, cancel := context.WithCancel(ctx)
 	finished := make(chan struct{})
 	go func() {

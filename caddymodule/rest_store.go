@@ -102,7 +102,7 @@ func (h *Handler) restLoad(ctx context.Context, key string, princ [16]byte, now 
 
 // restExpired reports whether c is past rest_call_ttl at now.
 func (h *Handler) restExpired(c seal.RESTCall, now time.Time) bool {
-	return now.Sub(c.UpdatedAt()) > time.Duration(h.RESTConfig.CallTTL)
+	return now.Sub(c.UpdatedAt()) > time.Duration(h.REST.CallTTL)
 }
 
 // restSweepEvery bounds how often expired records are looked for.
@@ -117,7 +117,7 @@ func (h *Handler) restSweep(ctx context.Context) {
 			h.logger.Error("REST face: the sweeper panicked", zap.Any("panic", p))
 		}
 	}()
-	t := time.NewTicker(min(time.Duration(h.RESTConfig.CallTTL), restSweepEvery))
+	t := time.NewTicker(min(time.Duration(h.REST.CallTTL), restSweepEvery))
 	defer t.Stop()
 	for {
 		select {

@@ -125,22 +125,22 @@ func TestCaddyfileREST(t *testing.T) {
 // Caddy's storage and the defaults apply.
 func TestProvisionREST(t *testing.T) {
 	h := oneUpstream()
-	h.BasePath = "/api"
+	h.REST.BasePath = "/api"
 	if err := provisioned(t, h); err == nil || !strings.Contains(err.Error(), "rest needs state_key") {
 		t.Fatalf("without state_key: %v", err)
 	}
 	h = oneUpstream()
-	h.BasePath = "/api"
-	h.StateKeys = []string{testStateKey}
+	h.REST.BasePath = "/api"
+	h.Fleet.StateKeys = []string{testStateKey}
 	if err := provisioned(t, h); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if h.rest == nil || h.rest.storage == nil || time.Duration(h.RESTConfig.Wait) != defaultRESTWait ||
-		time.Duration(h.CallTTL) != defaultRESTCallTTL || h.MaxCallsPerPrincipal != defaultRESTMaxCalls {
-		t.Fatalf("provisioned: %+v %+v", h.rest, h.RESTConfig)
+	if h.rest == nil || h.rest.storage == nil || time.Duration(h.REST.Wait) != defaultRESTWait ||
+		time.Duration(h.REST.CallTTL) != defaultRESTCallTTL || h.REST.MaxCallsPerPrincipal != defaultRESTMaxCalls {
+		t.Fatalf("provisioned: %+v %+v", h.rest, h.REST)
 	}
 	for path, want := range map[string]bool{"/api": true, "/api/tools": true, "/apix": false, "/mcp": false} {
 		r := httptest.NewRequest(http.MethodGet, path, nil)
@@ -189,7 +189,7 @@ func TestRESTSweep(t *testing.T) {
 	}
 	store := &certmagic.FileStorage{Path: t.TempDir()}
 	h := &Handler{keyring: kr, logger: zap.NewNop(), rest: &restFace{base: "/api", storage: store}}
-	h.RESTConfig.CallTTL = caddy.Duration(time.Hour)
+	h.REST.CallTTL = caddy.Duration(time.Hour)
 	ctx := context.Background()
 	now := time.Now()
 	princ := [16]byte{7}

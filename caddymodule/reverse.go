@@ -71,9 +71,9 @@ func (h *Handler) principal(r *http.Request) [16]byte {
 // principalValue evaluates the principal expression for r.
 func (h *Handler) principalValue(r *http.Request) string {
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		return repl.ReplaceAll(h.Principal, "")
+		return repl.ReplaceAll(h.Security.Principal, "")
 	}
-	return h.Principal
+	return h.Security.Principal
 }
 
 // initializeReverse answers a legacy initialize with a gateway-held session
@@ -163,9 +163,9 @@ func (h *Handler) listenReverse(w http.ResponseWriter, r *http.Request, s *rever
 		sse.SetHeaders(w.Header())
 		w.WriteHeader(http.StatusOK)
 		sw = sse.NewWriter(w)
-		sw.WriteTimeout(time.Duration(h.WriteTimeout))
+		sw.WriteTimeout(time.Duration(h.Streams.WriteTimeout))
 		_ = http.NewResponseController(w).Flush()
-		sw.KeepAlive(time.Duration(h.KeepAliveInterval))
+		sw.KeepAlive(time.Duration(h.Streams.KeepAliveInterval))
 	}, func(msg []byte) error {
 		return sw.WriteEvent(sse.Event{Data: msg, HasData: true})
 	})

@@ -147,7 +147,7 @@ const sagaTokenRefused = "sagaToken is not valid (invalid, expired, already used
 // whose requestState is state and whose input requests are steps.
 func (h *Handler) newSagaToken(r *http.Request, call sagaCall, state string, steps []seal.SagaStep) (string, error) {
 	s := seal.SagaState{
-		Principal: h.principal(r), Expires: time.Now().Add(time.Duration(h.ParkTTL)).Add(time.Second),
+		Principal: h.principal(r), Expires: time.Now().Add(time.Duration(h.Parking.ParkTTL)).Add(time.Second),
 		Name: call.name, Arguments: call.args, RequestState: state, Steps: steps,
 	}
 	if _, err := rand.Read(s.ID[:]); err != nil {

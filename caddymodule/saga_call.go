@@ -95,7 +95,7 @@ var sagaCallID = json.RawMessage(`1`)
 // suspension, or the error. A round that asks only for roots is answered
 // at once, with another retry (at most max_rounds times).
 func (h *Handler) runSaga(w http.ResponseWriter, r *http.Request, id json.RawMessage, call sagaCall) error {
-	for range max(h.MaxRounds, 1) {
+	for range max(h.Parking.MaxRounds, 1) {
 		status, answer, rerr := h.sagaToolCall(r, call)
 		if rerr != nil {
 			return writeRPCError(w, id, rerr)

@@ -65,7 +65,7 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 	switch r.Method {
 	case http.MethodPost:
 		var rerr *jsonrpc.RPCError
-		if body, rerr = readBody(w, r, h.MaxRequestBody); rerr != nil {
+		if body, rerr = readBody(w, r, h.Security.MaxRequestBody); rerr != nil {
 			return writeRPCError(w, nil, rerr)
 		}
 		*bodyOut = body
@@ -81,7 +81,7 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 		}
 		// {http.mcp_gateway.method} may reach access logs: clipped.
 		rt.method = clipText(gjson.GetBytes(body, "method").String(), translate.MaxMethodLength)
-		if h.Saga == "on" && isSagaMethod(rt.method) {
+		if h.Parking.Saga == "on" && isSagaMethod(rt.method) {
 			return h.serveSaga(w, r, body) // saga.go
 		}
 		if rt.method == forward.NoticeSessionReturned {

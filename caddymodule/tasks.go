@@ -55,12 +55,12 @@ func (h *Handler) unmarshalTask(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	for _, q := range h.Tasks {
+	for _, q := range h.Tasks.Rules {
 		if q.Tool == p.Tool {
 			return d.Errf("task %s already specified", p.Tool)
 		}
 	}
-	h.Tasks = append(h.Tasks, &p)
+	h.Tasks.Rules = append(h.Tasks.Rules, &p)
 	return nil
 }
 
@@ -87,8 +87,8 @@ func checkTasks(rules []*TaskPolicy) error {
 
 // taskPolicy is the bridge's form of the rules.
 func (h *Handler) taskPolicy() forward.TaskPolicy {
-	out := forward.TaskPolicy{Tools: map[string]forward.TaskRule{}, DefaultWindow: orOff(h.TaskWindow)}
-	for _, p := range h.Tasks {
+	out := forward.TaskPolicy{Tools: map[string]forward.TaskRule{}, DefaultWindow: orOff(h.Tasks.Window)}
+	for _, p := range h.Tasks.Rules {
 		mode, _ := forward.ParseTaskMode(p.Mode) // checked by Validate
 		rule := forward.TaskRule{Mode: mode, Window: out.DefaultWindow}
 		if p.Window != nil {
@@ -146,14 +146,14 @@ func checkMaxTaskResult(n int64) error {
 // provisionTaskStore takes Caddy's configured storage for the task
 // records (task_store storage, the default), or none (task_store off).
 func (h *Handler) provisionTaskStore(ctx caddy.Context) error {
-	if err := checkTaskStore(h.TaskStore); err != nil {
+	if err := checkTaskStore(h.Tasks.Store); err != nil {
 		return err
 	}
 	h.taskStorage = nil
-	if h.TaskStore == taskStoreStorage && len(h.StateKeys) == 0 {
+	if h.Tasks.Store == taskStoreStorage && len(h.Fleet.StateKeys) == 0 {
 		return fmt.Errorf("task_store storage needs state_key: records sealed with the random key made at start can be read by no other instance, nor by this one after a restart")
 	}
-	if h.TaskStore != taskStoreOff {
+	if h.Tasks.Store != taskStoreOff {
 		h.taskStorage = ctx.Storage()
 	}
 	return nil

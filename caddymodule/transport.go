@@ -81,11 +81,11 @@ func (h *Handler) guardTransport(ht *reverseproxy.HTTPTransport) {
 	}
 }
 
-// loadTransport loads the transport module in field of h (an
-// http.reverse_proxy.transport module), checks it can serve the gateway,
-// and returns it and the RoundTripper to use.
-func loadTransport(ctx caddy.Context, h *Handler, field, option string) (any, http.RoundTripper, error) {
-	rt, mod, err := loadAs[http.RoundTripper](ctx, h, field, option)
+// loadTransport loads the transport module in field of the struct that
+// structPtr points to (an http.reverse_proxy.transport module), checks it
+// can serve the gateway, and returns it and the RoundTripper to use.
+func loadTransport(ctx caddy.Context, structPtr any, field, option string) (any, http.RoundTripper, error) {
+	rt, mod, err := loadAs[http.RoundTripper](ctx, structPtr, field, option)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -188,10 +188,10 @@ func (h *Handler) forwardBridgeClient(ht *reverseproxy.HTTPTransport) (client le
 // between instances (h.peerClient; nil keeps the built-in one,
 // newPeerClient).
 func (h *Handler) provisionPeerTransport(ctx caddy.Context) error {
-	if h.PeerTransportRaw == nil {
+	if h.Fleet.PeerTransportRaw == nil {
 		return nil
 	}
-	_, rt, err := loadTransport(ctx, h, "PeerTransportRaw", "peer_transport")
+	_, rt, err := loadTransport(ctx, &h.Fleet, "PeerTransportRaw", "peer_transport")
 	if err != nil {
 		return err
 	}

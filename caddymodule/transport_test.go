@@ -39,7 +39,7 @@ func TestUnmarshalTransport(t *testing.T) {
 	if got, want := string(h.TransportRaw), `{"dial_timeout":2000000000,"protocol":"http","tls":{"ca":{"pem_files":["/ca.pem"],"provider":"file"}}}`; got != want {
 		t.Errorf("transport:\n got  %s\n want %s", got, want)
 	}
-	if got, want := string(h.PeerTransportRaw), `{"protocol":"http","tls":{"insecure_skip_verify":true}}`; got != want {
+	if got, want := string(h.Fleet.PeerTransportRaw), `{"protocol":"http","tls":{"insecure_skip_verify":true}}`; got != want {
 		t.Errorf("peer_transport:\n got  %s\n want %s", got, want)
 	}
 

@@ -381,7 +381,7 @@ func (h *Handler) candidates(r *http.Request, want eraSet, exclude []*Upstream) 
 		}
 		if bound == nil {
 			if rt.probeWait.IsZero() {
-				rt.probeWait = now.Add(time.Duration(h.HealthTimeout))
+				rt.probeWait = now.Add(time.Duration(h.Health.Active.Timeout))
 			}
 			bound = time.NewTimer(time.Until(rt.probeWait))
 			defer bound.Stop()
