@@ -82,7 +82,6 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    max_rounds         <count>             # parking
 //	    max_inputs_per_round <count>           # parking
 //	    max_buffered_notifications <count>     # parking
-//	    saga               on|off              # parking
 //	    multi_turn_sse     on|off              # parking
 //
 //	    max_sessions_per_principal <count>     # sessions
@@ -105,6 +104,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    rest_wait          <duration>          # rest.wait
 //	    rest_call_ttl      <duration>          # rest.call_ttl
 //	    rest_max_calls_per_principal <count>   # rest.max_calls_per_principal
+//
+//	    saga               on|off              # faces.saga (present: on)
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
@@ -204,12 +205,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				err = d.Errf("max_buffered_notifications: must be at most %d (each call holds a buffer this large), got %d",
 					maxBufferedNotifications, h.Parking.MaxBufferedNotifications)
 			}
-		case "saga":
-			if err = parseString(d, &h.Parking.Saga); err == nil {
-				if cerr := checkOnOff("saga", h.Parking.Saga); cerr != nil {
-					err = d.Err(cerr.Error())
-				}
-			}
 		case "multi_turn_sse":
 			err = parseOnOff(d, &h.Parking.MultiTurnSSE)
 		case "max_sessions_per_principal":
@@ -267,7 +262,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.Security.LogUnsafeDetails = true
 		default:
-			return d.Errf("unrecognized mcp_gateway option %q", opt)
+			var ok bool
+			if ok, err = h.unmarshalFaceOption(d, opt); !ok {
+				return d.Errf("unrecognized mcp_gateway option %q", opt)
+			}
 		}
 		if err != nil {
 			return err

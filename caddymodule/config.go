@@ -372,21 +372,6 @@ type ParkingConfig struct {
 	// ended by `write_timeout`). At least 1, at most 4096. Default: 32.
 	MaxBufferedNotifications int `json:"max_buffered_notifications,omitempty"`
 
-	// Whether the MCP endpoint also serves the tool-call saga: `on` or
-	// `off`. With `on`, `tools/callSaga {name, arguments}` and
-	// `tools/resumeSaga {sagaToken, completedSteps}` are answered as plain
-	// JSON-RPC POSTs, without a session, without `initialize` and without
-	// the 2026-07-28 headers: the gateway makes the tool call itself as a
-	// modern client would (in front of a legacy server through the parked
-	// calls above, in front of a modern one passed through), and a call
-	// that needs input is answered `{"state":"suspended","sagaToken",
-	// "steps"}`, one step per elicitation or sampling request. The
-	// `sagaToken` is sealed with `state_key` (any instance of the fleet
-	// serves the next turn), bound to the principal, usable once, and
-	// valid for `park_ttl`. README "Saga" has the details. With `off`,
-	// both methods get `-32601` as any unknown method. Default: off.
-	Saga string `json:"saga,omitempty"`
-
 	// Whether legacy (2025-era) clients may opt in to multi-turn SSE
 	// (SEP-1858): `on` or `off`. A client opts in with
 	// `capabilities.experimental["io.modelcontextprotocol/multi-turn-sse"]`

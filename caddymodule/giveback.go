@@ -213,12 +213,12 @@ func takenOf(body []byte) []bool {
 // A notice a client sent itself, unsigned, is refused.
 func (h *Handler) takeBack(w http.ResponseWriter, r *http.Request, body []byte) error {
 	if _, forwarded := forwardedOf(r); !forwarded {
-		return writeRPCError(w, nil, &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidRequest,
+		return jsonrpc.WriteError(w, nil, &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidRequest,
 			Message: "Bad Request: " + forward.NoticeSessionReturned + " is sent only between the gateway's instances"})
 	}
 	ns, err := forward.ParseNotice(body)
 	if err != nil {
-		return writeRPCError(w, nil, &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidParams,
+		return jsonrpc.WriteError(w, nil, &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidParams,
 			Message: "Bad Request: " + err.Error()})
 	}
 	a := noticeAnswer{Taken: make([]bool, len(ns))}

@@ -104,7 +104,7 @@ func reflectKeys(typ reflect.Type, prefix string, to *[]string, seen map[reflect
 			}
 			ft = ft.Elem()
 		}
-		if ft.Kind() == reflect.Struct && ft.PkgPath() == typ.PkgPath() && !seen[ft] {
+		if ft.Kind() == reflect.Struct && strings.HasPrefix(ft.PkgPath(), reflect.TypeFor[Handler]().PkgPath()) && !seen[ft] {
 			if !f.Anonymous {
 				seen[ft] = true
 			}
@@ -126,10 +126,16 @@ type configKey struct {
 // and returns its keys in the order of their fields.
 func configKeys(t *testing.T) []configKey {
 	t.Helper()
+	// This package's types by name, the faces' (face/<pkg>/) as pkg.Name.
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
+	faceFiles, err := filepath.Glob("face/*/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, faceFiles...)
 	types := map[string]*ast.StructType{}
 	docs := map[string]string{}
 	fset := token.NewFileSet()
@@ -152,12 +158,16 @@ func configKeys(t *testing.T) []configKey {
 				if !ok {
 					continue
 				}
-				types[ts.Name.Name] = st
+				typeName := ts.Name.Name
+				if dir := filepath.Dir(name); dir != "." {
+					typeName = filepath.Base(dir) + "." + typeName
+				}
+				types[typeName] = st
 				doc := ts.Doc
 				if doc == nil && len(gd.Specs) == 1 {
 					doc = gd.Doc
 				}
-				docs[ts.Name.Name] = doc.Text()
+				docs[typeName] = doc.Text()
 			}
 		}
 	}
@@ -258,6 +268,7 @@ func describeType(expr ast.Expr, tag reflect.StructTag) (kind, nested string, ar
 			opts, _ := caddy.ParseStructTag(tag.Get("caddy"))
 			return fmt.Sprintf("module (namespace `%s`, chosen by its key `%s`)", opts["namespace"], opts["inline_key"]), "", false
 		}
+		return "object", fmt.Sprintf("%s.%s", e.X, e.Sel.Name), false // a face's config
 	case *ast.ArrayType:
 		kind, nested, _ := describeType(e.Elt, tag)
 		return "array of " + plural(kind), nested, true

@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/caddyserver/certmagic"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/reverse"
@@ -36,7 +37,7 @@ func init() {
 // validated (headers mirror the body, `_meta`, version) and forwarded.
 //
 // With `saga on` it also serves the tool-call saga (tools/callSaga,
-// tools/resumeSaga) as a face over the modern path (saga.go).
+// tools/resumeSaga) as a face over the modern path (caddymodule/face/saga).
 //
 // With `rest <base>` it also serves, under that path, the HTTP REST face of
 // SEP-1597 (rest.go): lists, resources, prompts and tool calls as durable
@@ -177,6 +178,7 @@ type Handler struct {
 	Sessions SessionsConfig `json:"sessions,omitzero"`
 	Tasks    TasksConfig    `json:"tasks,omitzero"`
 	REST     RESTConfig     `json:"rest,omitzero"`
+	Faces    FacesConfig    `json:"faces,omitzero"`
 
 	selector      reverseproxy.Selector
 	ctx           context.Context   // this configuration's life: background probes
@@ -211,6 +213,10 @@ type Handler struct {
 
 	// rest is the REST face's state (rest.go); nil with `rest` off.
 	rest *restFace
+
+	// faces are the enabled faces (faces.go), which the front door asks
+	// in turn.
+	faces []face.Face
 }
 
 // CaddyModule returns the Caddy module information.

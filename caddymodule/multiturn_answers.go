@@ -43,13 +43,13 @@ const turnRefused = "Last-Event-ID is not valid (invalid, expired, already used,
 func (h *Handler) serveTurnAnswers(w http.ResponseWriter, r *http.Request, body []byte, ts *turnSession) error {
 	routeOf(r).era = eraLegacy
 	if err := jsonrpc.ValidJSON(body); err != nil {
-		return writeRPCError(w, nil, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.ParseError, "Parse error: %v", err))
+		return jsonrpc.WriteError(w, nil, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.ParseError, "Parse error: %v", err))
 	}
 	answers := gjson.ParseBytes(body)
 	n := 0
 	answers.ForEach(func(_, _ gjson.Result) bool { n++; return true })
 	if !answers.IsArray() || n == 0 || n > seal.MaxTurnInputs {
-		return writeRPCError(w, nil, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest,
+		return jsonrpc.WriteError(w, nil, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidRequest,
 			"Invalid Request: a POST with Last-Event-ID carries a JSON array of 1 to %d JSON-RPC responses, "+
 				"the answers to the requests of the turn that id ended", seal.MaxTurnInputs))
 	}
@@ -67,7 +67,7 @@ func (h *Handler) serveTurnAnswers(w http.ResponseWriter, r *http.Request, body 
 	}
 	responses, refused, rerr := turnResponses(st.Inputs, answers)
 	if rerr != nil {
-		return writeRPCError(w, nil, rerr)
+		return jsonrpc.WriteError(w, nil, rerr)
 	}
 	if err := turnUsed.Use(st.ID, st.Expires, now); err != nil {
 		return h.refuseTurn(w, fmt.Errorf("already used: %w", err))
@@ -85,7 +85,7 @@ func (h *Handler) serveTurnAnswers(w http.ResponseWriter, r *http.Request, body 
 	if st.Upstream != "" {
 		up := h.upstreamByURL(r, st.Upstream)
 		if up == nil {
-			return writeRPCError(w, st.CallID, jsonrpc.Errorf(http.StatusBadGateway, jsonrpc.InternalError,
+			return jsonrpc.WriteError(w, st.CallID, jsonrpc.Errorf(http.StatusBadGateway, jsonrpc.InternalError,
 				"Internal error: the call's upstream is no longer configured: call the tool again"))
 		}
 		serve = h.servedBy(cellModern, up)
@@ -99,7 +99,7 @@ func (h *Handler) serveTurnAnswers(w http.ResponseWriter, r *http.Request, body 
 // goes to the debug log.
 func (h *Handler) refuseTurn(w http.ResponseWriter, why error) error {
 	h.logger.Debug("multi-turn Last-Event-ID refused", zap.String("why", why.Error()))
-	return writeRPCError(w, nil, turnInvalid(turnRefused))
+	return jsonrpc.WriteError(w, nil, turnInvalid(turnRefused))
 }
 
 // turnResponses maps the client's JSON-RPC responses onto the retry's

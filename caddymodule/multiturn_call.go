@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/reverse"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
@@ -90,26 +88,6 @@ func (h *Handler) callTurns(w http.ResponseWriter, r *http.Request, l *learned, 
 	return h.runTurns(w, r, ts, call, h.servedBy(cell, d.up))
 }
 
-// servedBy serves an internal request in cell on up, as decide would have
-// routed a modern request there.
-func (h *Handler) servedBy(cell string, up *Upstream) innerServe {
-	return func(w http.ResponseWriter, in *http.Request, seen *[]byte) error {
-		body, err := io.ReadAll(in.Body)
-		if err != nil {
-			return err
-		}
-		*seen = body
-		rt := routeOf(in)
-		rt.era, rt.method = eraModern, "tools/call"
-		l, ok, err := h.learnModern(w, in, body)
-		if !ok {
-			return err
-		}
-		l.in.state = forward.NotRetry // a first call, or a modern server's own requestState
-		return h.serve(w, in, &l, decision{cell: cell, up: up})
-	}
-}
-
 // runTurns makes call, then answers the client: the tool's result or
 // error under the call's id, or the next turn. A round that asks nothing
 // (a requestState alone) is retried at once, at most max_rounds times.
@@ -117,7 +95,7 @@ func (h *Handler) runTurns(w http.ResponseWriter, r *http.Request, ts *turnSessi
 	for range max(h.Parking.MaxRounds, 1) {
 		status, answer, rerr := h.innerToolCall(r, call.name, call.params(ts), serve)
 		if rerr != nil {
-			return writeRPCError(w, call.callID, rerr)
+			return jsonrpc.WriteError(w, call.callID, rerr)
 		}
 		if up := routeOf(r).up; call.upstream != "" && up != nil {
 			call.upstream = up.URL // where failover took the call
@@ -136,7 +114,7 @@ func (h *Handler) runTurns(w http.ResponseWriter, r *http.Request, ts *turnSessi
 		case rt.Str != "input_required":
 			out, err := reverse.LegacyResult("tools/call", []byte(result.Raw))
 			if err != nil {
-				return writeRPCError(w, call.callID, translate.BadGateway("Internal error: the tool's result is not a JSON object"))
+				return jsonrpc.WriteError(w, call.callID, translate.BadGateway("Internal error: the tool's result is not a JSON object"))
 			}
 			return h.writeTurnAnswer(w, r, http.StatusOK, translate.ResultResponse(call.callID, out))
 		}
@@ -147,7 +125,7 @@ func (h *Handler) runTurns(w http.ResponseWriter, r *http.Request, ts *turnSessi
 		}
 		st := result.Get("requestState")
 		if len(inputs) == 0 && st.Type != gjson.String {
-			return writeRPCError(w, call.callID, translate.BadGateway(
+			return jsonrpc.WriteError(w, call.callID, translate.BadGateway(
 				"Internal error: the server answered input_required with neither inputRequests nor requestState"))
 		}
 		call.responses, call.state = nil, st.String()
@@ -155,7 +133,7 @@ func (h *Handler) runTurns(w http.ResponseWriter, r *http.Request, ts *turnSessi
 			continue // load shedding: nothing to ask, retry with the state
 		}
 		if !acceptsEventStream(r) {
-			return writeRPCError(w, call.callID, jsonrpc.Errorf(http.StatusNotAcceptable, jsonrpc.InvalidRequest,
+			return jsonrpc.WriteError(w, call.callID, jsonrpc.Errorf(http.StatusNotAcceptable, jsonrpc.InvalidRequest,
 				"Not Acceptable: the tool asks for more input, which only an event stream carries (Accept: text/event-stream); the call has ended"))
 		}
 		token, bufferID, err := h.newTurnToken(r, ts, call, inputs)
@@ -164,11 +142,11 @@ func (h *Handler) runTurns(w http.ResponseWriter, r *http.Request, ts *turnSessi
 			if !errors.Is(err, seal.ErrTurnTooLarge) {
 				msg = "Internal error: the turn could not be sealed"
 			}
-			return writeRPCError(w, call.callID, jsonrpc.Errorf(http.StatusBadGateway, jsonrpc.InternalError, "%s", msg))
+			return jsonrpc.WriteError(w, call.callID, jsonrpc.Errorf(http.StatusBadGateway, jsonrpc.InternalError, "%s", msg))
 		}
 		return h.writeTurn(w, bufferID, token, msgs)
 	}
-	return writeRPCError(w, call.callID, jsonrpc.Errorf(http.StatusBadGateway, jsonrpc.InternalError,
+	return jsonrpc.WriteError(w, call.callID, jsonrpc.Errorf(http.StatusBadGateway, jsonrpc.InternalError,
 		"Internal error: the tool answered input_required without input requests more than max_rounds times in a row"))
 }
 

@@ -89,6 +89,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionReverse(revBase); err != nil {
 		return err
 	}
+	if err := h.provisionFaces(ctx); err != nil { // faces.go
+		return err
+	}
 
 	h.allowedOrigin = make(map[string]bool, len(h.Security.AllowedOrigins))
 	for _, o := range h.Security.AllowedOrigins {
@@ -200,9 +203,6 @@ func (h *Handler) Validate() error {
 		return err
 	}
 	if err := checkTaskStore(h.Tasks.Store); err != nil {
-		return err
-	}
-	if err := checkOnOff("saga", h.Parking.Saga); err != nil {
 		return err
 	}
 	if err := h.REST.validateREST(); err != nil { // rest_config.go

@@ -219,20 +219,20 @@ func (h *Handler) upstreamFailed(w http.ResponseWriter, r *http.Request, ctx con
 	case r.Context().Err() != nil:
 		return caddyhttp.Error(499, err)
 	case context.Cause(ctx) == errStreamsClosed:
-		return writeRPCError(w, requestID(ex.body), &jsonrpc.RPCError{
+		return jsonrpc.WriteError(w, requestID(ex.body), &jsonrpc.RPCError{
 			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 			Message: "the gateway is shutting down; retry",
 		})
 	}
 	if ex.up == nil {
-		return writeRPCError(w, requestID(ex.body), &jsonrpc.RPCError{
+		return jsonrpc.WriteError(w, requestID(ex.body), &jsonrpc.RPCError{
 			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 			Message: "no upstream MCP server is available",
 		})
 	}
 	h.countFailure(ex.up, "connection", err)
 	h.logger.Warn("upstream unavailable", zap.String("upstream", ex.up.URL), zap.Error(err))
-	return writeRPCError(w, requestID(ex.body), &jsonrpc.RPCError{
+	return jsonrpc.WriteError(w, requestID(ex.body), &jsonrpc.RPCError{
 		HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,
 		Message: "upstream MCP server unavailable",
 	})

@@ -129,13 +129,13 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 	routeOf(r).owner = owner.Instance
 	if _, forwarded := forwardedOf(r); forwarded && !again {
 		// Never forward twice: the fleet disagrees on who is where.
-		return writeRPCError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,
+		return jsonrpc.WriteError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,
 			Message: "the call belongs to gateway instance " + owner.Instance + ", but " + h.fleet.instance +
 				" received it forwarded already: check advertise and peer across the fleet"})
 	}
 	base := h.fleet.ownerAddress(owner)
 	if base == "" {
-		return writeRPCError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusMisdirectedRequest, Code: jsonrpc.InvalidRequest,
+		return jsonrpc.WriteError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusMisdirectedRequest, Code: jsonrpc.InvalidRequest,
 			Message: "the call belongs to gateway instance " + owner.Instance + ", whose address this instance does not know: " +
 				"set advertise on every instance, or list it with peer"})
 	}
@@ -143,7 +143,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 	if err != nil {
 		// The front door (checkOriginForm) refuses what could get here.
 		h.logger.Warn("refused to forward a request", zap.String("owner", owner.Instance), zap.Error(err))
-		return writeRPCError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidRequest,
+		return jsonrpc.WriteError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidRequest,
 			Message: "Bad Request: the request cannot be forwarded to gateway instance " + owner.Instance + " (its target is not a plain path)"})
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
@@ -201,7 +201,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			}
 			if errors.Is(context.Cause(ctx), errOwnerSilent) {
 				logger().Warn("the owner instance did not answer", zap.Duration("waited", forwardFirstByteTimeout))
-				_ = writeRPCError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusGatewayTimeout, Code: jsonrpc.InternalError,
+				_ = jsonrpc.WriteError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusGatewayTimeout, Code: jsonrpc.InternalError,
 					Message: "the call belongs to gateway instance " + owner.Instance + ", which did not answer within " +
 						forwardFirstByteTimeout.String() + ": start the call again"})
 				return
@@ -211,7 +211,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			}
 			// The error names the owner's address: logged, not told.
 			logger().Warn("the owner instance is unreachable", zap.Error(err))
-			_ = writeRPCError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,
+			_ = jsonrpc.WriteError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,
 				Message: "the call belongs to gateway instance " + owner.Instance + ", which is unreachable: start the call again"})
 		},
 		ErrorLog: h.fleet.errorLog,

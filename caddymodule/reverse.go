@@ -106,7 +106,7 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, l *l
 	if rerr != nil {
 		served(r, translate.Served{Outcome: translate.OutcomeError})
 		h.logUpstreamCause(up.URL, rerr.Cause)
-		return writeRPCError(w, msg.ID, rerr)
+		return jsonrpc.WriteError(w, msg.ID, rerr)
 	}
 	served(r, translate.Served{Outcome: translate.OutcomeComplete})
 	w.Header().Set("Mcp-Session-Id", string(sid))
@@ -124,7 +124,7 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, l *learne
 	switch r.Method {
 	case http.MethodDelete:
 		if rerr := h.reverse.Delete(s); rerr != nil {
-			return writeRPCError(w, nil, rerr)
+			return jsonrpc.WriteError(w, nil, rerr)
 		}
 		w.WriteHeader(http.StatusOK)
 		return nil
@@ -135,7 +135,7 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, l *learne
 		// An answer to an in-line request this instance sent (decide
 		// relays those of other instances).
 		if rerr := h.reverse.Answer(s, l.body); rerr != nil {
-			return writeRPCError(w, nil, rerr)
+			return jsonrpc.WriteError(w, nil, rerr)
 		}
 		w.WriteHeader(http.StatusAccepted)
 		return nil
@@ -176,11 +176,11 @@ func (h *Handler) listenReverse(w http.ResponseWriter, r *http.Request, s *rever
 	var rerr *jsonrpc.RPCError
 	switch {
 	case errors.Is(err, reverse.ErrSessionStreamOpen):
-		return writeRPCError(w, nil, &jsonrpc.RPCError{HTTPStatus: http.StatusConflict, Code: jsonrpc.InvalidRequest,
+		return jsonrpc.WriteError(w, nil, &jsonrpc.RPCError{HTTPStatus: http.StatusConflict, Code: jsonrpc.InvalidRequest,
 			Message: "Conflict: only one GET stream is allowed per session"})
 	case errors.As(err, &rerr):
 		h.logUpstreamCause(s.Upstream, rerr.Cause)
-		return writeRPCError(w, nil, rerr)
+		return jsonrpc.WriteError(w, nil, rerr)
 	}
 	// The upstream offers no notifications: there is no stream.
 	w.Header().Set("Allow", "POST, DELETE")

@@ -216,10 +216,10 @@ type learned struct {
 func (h *Handler) learnModern(w http.ResponseWriter, r *http.Request, body []byte) (l learned, ok bool, err error) {
 	req, rerr := translate.ValidateModern(r.Method, r.Header, body, supportedModern)
 	if rerr != nil {
-		return l, false, writeRPCError(w, requestID(body), rerr)
+		return l, false, jsonrpc.WriteError(w, requestID(body), rerr)
 	}
 	if translate.RemovedMethod(req.Method) {
-		return l, false, writeRPCError(w, req.ID, jsonrpc.NewMethodNotFound(req.Method))
+		return l, false, jsonrpc.WriteError(w, req.ID, jsonrpc.NewMethodNotFound(req.Method))
 	}
 	l = learned{body: body, id: req.ID, in: routeInput{method: r.Method, era: eraModern},
 		breq: forward.Request{Principal: h.principal(r), ModernRequest: req, Options: h.bridgeOpts}}
@@ -259,7 +259,7 @@ func (h *Handler) learnLegacy(w http.ResponseWriter, r *http.Request, body []byt
 	case body != nil:
 		msg, err := jsonrpc.Peek(body)
 		if err != nil {
-			return l, false, writeRPCError(w, msg.ID, asRPCError(err))
+			return l, false, jsonrpc.WriteError(w, msg.ID, asRPCError(err))
 		}
 		l.msg, l.id = msg, msg.ID
 		l.in.initialize = msg.Method == "initialize" && l.sid == ""
@@ -267,7 +267,7 @@ func (h *Handler) learnLegacy(w http.ResponseWriter, r *http.Request, body []byt
 	h.learnSession(r, &l)
 	if l.in.batch && l.in.batchAllowed && l.in.session == sessionPinned {
 		if err := translate.CheckBatch(body); err != nil {
-			return l, false, writeRPCError(w, nil, asRPCError(err))
+			return l, false, jsonrpc.WriteError(w, nil, asRPCError(err))
 		}
 	}
 	return l, true, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
@@ -54,10 +55,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 // read.
 func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]byte) error {
 	if rerr := checkOriginForm(r); rerr != nil {
-		return writeRPCError(w, nil, rerr)
+		return jsonrpc.WriteError(w, nil, rerr)
 	}
 	if rerr := h.checkOrigin(r); rerr != nil {
-		return writeRPCError(w, nil, rerr)
+		return jsonrpc.WriteError(w, nil, rerr)
 	}
 	w, r, ts := h.openTurnSession(w, r) // multiturn.go
 	rt := routeOf(r)
@@ -66,55 +67,57 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 	case http.MethodPost:
 		var rerr *jsonrpc.RPCError
 		if body, rerr = readBody(w, r, h.Security.MaxRequestBody); rerr != nil {
-			return writeRPCError(w, nil, rerr)
+			return jsonrpc.WriteError(w, nil, rerr)
 		}
 		*bodyOut = body
 		if err := jsonrpc.CheckJSONDepth(body); err != nil {
 			// A nesting bomb is refused before anything walks the body
 			// (classifying it, logging it); Peek would refuse it too.
-			return writeRPCError(w, nil, &jsonrpc.RPCError{
+			return jsonrpc.WriteError(w, nil, &jsonrpc.RPCError{
 				HTTPStatus: http.StatusBadRequest, Code: jsonrpc.ParseError, Message: "Parse error: " + err.Error(),
 			})
 		}
 		if r, rerr = h.acceptForwarded(r, body); rerr != nil {
-			return writeRPCError(w, requestID(body), rerr)
+			return jsonrpc.WriteError(w, requestID(body), rerr)
 		}
 		// {http.mcp_gateway.method} may reach access logs: clipped.
 		rt.method = clipText(gjson.GetBytes(body, "method").String(), translate.MaxMethodLength)
-		if h.Parking.Saga == "on" && isSagaMethod(rt.method) {
-			return h.serveSaga(w, r, body) // saga.go
-		}
 		if rt.method == forward.NoticeSessionReturned {
 			return h.takeBack(w, r, body)
-		}
-		if ts != nil && h.multiTurnOn() && r.Header.Get("Last-Event-ID") != "" {
-			return h.serveTurnAnswers(w, r, body, ts) // multiturn_answers.go
-		}
-		if h.multiTurnOn() && rt.method == "initialize" && r.Header.Get("Mcp-Session-Id") == "" {
-			w = h.optInWriter(w, body)
 		}
 		// Modern, or unrecognizable: the modern ladder says what is wrong.
 		rt.era = eraModern
 		if translate.ClassifyRequest(r.Header, body) == translate.EraLegacy {
 			rt.era = eraLegacy
 		}
+		handled, w2, err := h.serveMessage(w, r, face.Message{Method: rt.method, Body: body})
+		if handled {
+			return err
+		}
+		w = w2
+		if ts != nil && h.multiTurnOn() && r.Header.Get("Last-Event-ID") != "" {
+			return h.serveTurnAnswers(w, r, body, ts) // multiturn_answers.go
+		}
+		if h.multiTurnOn() && rt.method == "initialize" && r.Header.Get("Mcp-Session-Id") == "" {
+			w = h.optInWriter(w, body)
+		}
 	case http.MethodGet, http.MethodDelete:
 		if r.Header.Get("Mcp-Session-Id") == "" {
 			// Only legacy sessions have GET and DELETE.
 			w.Header().Set("Allow", http.MethodPost)
-			return writeRPCError(w, nil, &jsonrpc.RPCError{
+			return jsonrpc.WriteError(w, nil, &jsonrpc.RPCError{
 				HTTPStatus: http.StatusMethodNotAllowed, Code: jsonrpc.InvalidRequest,
 				Message: "Method Not Allowed: " + r.Method + " needs an Mcp-Session-Id",
 			})
 		}
 		var rerr *jsonrpc.RPCError
 		if r, rerr = h.acceptForwarded(r, nil); rerr != nil {
-			return writeRPCError(w, nil, rerr)
+			return jsonrpc.WriteError(w, nil, rerr)
 		}
 		rt.era = eraLegacy
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
-		return writeRPCError(w, nil, &jsonrpc.RPCError{
+		return jsonrpc.WriteError(w, nil, &jsonrpc.RPCError{
 			HTTPStatus: http.StatusMethodNotAllowed, Code: jsonrpc.InvalidRequest,
 			Message: "Method Not Allowed",
 		})
@@ -183,17 +186,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *learned, d de
 func (h *Handler) refuse(w http.ResponseWriter, l *learned, why refusal) error {
 	switch why {
 	case refuseNoUpstream:
-		return writeRPCError(w, l.id, &jsonrpc.RPCError{
+		return jsonrpc.WriteError(w, l.id, &jsonrpc.RPCError{
 			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 			Message: "no upstream MCP server is available (the gateway's log says why)",
 		})
 	case refuseNoLegacyUpstream:
-		return writeRPCError(w, l.id, &jsonrpc.RPCError{
+		return jsonrpc.WriteError(w, l.id, &jsonrpc.RPCError{
 			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 			Message: "no upstream speaking the legacy MCP protocol is available (the gateway's log says why)",
 		})
 	case refuseNoSession:
-		return writeRPCError(w, l.id, &jsonrpc.RPCError{
+		return jsonrpc.WriteError(w, l.id, &jsonrpc.RPCError{
 			HTTPStatus: http.StatusBadRequest, Code: codeSessionRequired,
 			Message: "Bad Request: Mcp-Session-Id header is required",
 		})
@@ -206,7 +209,7 @@ func (h *Handler) refuse(w http.ResponseWriter, l *learned, why refusal) error {
 				msg = "Invalid Request: a JSON-RPC batch needs one MCP-Protocol-Version header (" + translate.BatchVersion + ") or none"
 			}
 		}
-		return writeRPCError(w, nil, &jsonrpc.RPCError{
+		return jsonrpc.WriteError(w, nil, &jsonrpc.RPCError{
 			HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidRequest, Message: msg,
 		})
 	case refuseNothingToEnd:
@@ -218,7 +221,7 @@ func (h *Handler) refuse(w http.ResponseWriter, l *learned, why refusal) error {
 	// Unknown, forged, sealed under a retired key, another principal's,
 	// or naming an upstream no longer configured: the client must
 	// initialize again.
-	return writeRPCError(w, l.id, &jsonrpc.RPCError{
+	return jsonrpc.WriteError(w, l.id, &jsonrpc.RPCError{
 		HTTPStatus: http.StatusNotFound, Code: codeSessionNotFound,
 		Message: "Session not found",
 	})
@@ -283,14 +286,6 @@ func requestID(body []byte) json.RawMessage {
 		return nil
 	}
 	return json.RawMessage(id.Raw)
-}
-
-// writeRPCError answers with a JSON-RPC error and its HTTP status.
-func writeRPCError(w http.ResponseWriter, id json.RawMessage, e *jsonrpc.RPCError) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.HTTPStatus)
-	_, _ = w.Write(jsonrpc.ErrorResponse(id, e))
-	return nil
 }
 
 // setPlaceholder sets {http.mcp_gateway.<name>} for access logs and later

@@ -1,15 +1,16 @@
+// TEMPORARY: the in-process client the REST and multi-turn faces still
+// use until they move under caddymodule/face (which has its own).
 package caddymodule
 
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"io"
 	"mime"
 	"net/http"
-	"strconv"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/tidwall/gjson"
@@ -54,9 +55,6 @@ func (c sagaCall) callParams(meta any) innerCallParams {
 	return p
 }
 
-// sagaClientInfo names the gateway as the saga's modern client.
-var sagaClientInfo = sagaInfo{Name: "caddy-mcp-gateway-saga", Version: "1"}
-
 // sagaMeta is the _meta of the saga's internal requests.
 type sagaMeta struct {
 	ProtocolVersion    string   `json:"io.modelcontextprotocol/protocolVersion"`
@@ -80,69 +78,8 @@ type sagaInfo struct {
 	Version string `json:"version"`
 }
 
-// sagaResponse is the saga's JSON-RPC answer.
-type sagaResponse struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Result  any             `json:"result,omitempty"`
-	Error   json.RawMessage `json:"error,omitempty"`
-}
-
 // sagaCallID is the id of the internal tools/call.
 var sagaCallID = json.RawMessage(`1`)
-
-// runSaga makes call, then answers the saga: the tool's result, a
-// suspension, or the error. A round that asks only for roots is answered
-// at once, with another retry (at most max_rounds times).
-func (h *Handler) runSaga(w http.ResponseWriter, r *http.Request, id json.RawMessage, call sagaCall) error {
-	for range max(h.Parking.MaxRounds, 1) {
-		status, answer, rerr := h.sagaToolCall(r, call)
-		if rerr != nil {
-			return writeRPCError(w, id, rerr)
-		}
-		if e := answer.Get("error"); e.Exists() {
-			return writeSagaAnswer(w, status, sagaResponse{JSONRPC: "2.0", ID: id, Error: json.RawMessage(e.Raw)})
-		}
-		result := answer.Get("result")
-		if result.Get("resultType").String() != "input_required" {
-			return writeSagaResult(w, id, json.RawMessage(result.Raw))
-		}
-		steps, shown, rerr := suspensionSteps(result)
-		if rerr != nil {
-			return writeRPCError(w, id, rerr)
-		}
-		state := result.Get("requestState").String()
-		if len(shown) == 0 {
-			// Roots only (or a bare requestState): nothing to ask.
-			call.responses, call.state = nil, state
-			if len(steps) > 0 {
-				call.responses = make(map[string]json.RawMessage, len(steps))
-				for _, s := range steps {
-					call.responses[s.ID] = rootsNone
-				}
-			}
-			continue
-		}
-		token, err := h.newSagaToken(r, call, state, steps)
-		if err != nil {
-			msg := "Internal error: the call's state does not fit in a sagaToken"
-			if !errors.Is(err, seal.ErrSagaTooLarge) {
-				msg = "Internal error: the sagaToken could not be made"
-			}
-			return writeRPCError(w, id, jsonrpc.Errorf(http.StatusBadGateway, jsonrpc.InternalError, "%s", msg))
-		}
-		return writeSagaResult(w, id, sagaSuspended{State: "suspended", SagaToken: token, Steps: shown})
-	}
-	return writeRPCError(w, id, jsonrpc.Errorf(http.StatusBadGateway, jsonrpc.InternalError,
-		"Internal error: the tool asked for roots more than max_rounds times in a row"))
-}
-
-// sagaToolCall serves call through the handler's own dispatch and returns
-// the HTTP status and the JSON-RPC response to it.
-func (h *Handler) sagaToolCall(r *http.Request, call sagaCall) (int, gjson.Result, *jsonrpc.RPCError) {
-	params := call.callParams(sagaMeta{ProtocolVersion: translate.ModernVersion, ClientInfo: sagaClientInfo})
-	return h.innerToolCall(r, call.name, params, h.dispatch)
-}
 
 // innerServe serves an internal request: h.dispatch, or a cell the caller
 // chose.
@@ -206,17 +143,6 @@ func (h *Handler) innerRequest(ctx context.Context, r *http.Request, method, nam
 		return nil, status
 	}
 	return in, 0
-}
-
-// headerValue encodes v for an Mcp-Name header: as is when it is visible
-// ASCII (and space), else as a Base64 sentinel.
-func headerValue(v string) string {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x20 || c > 0x7e || (c == ' ' && (i == 0 || i == len(v)-1)) {
-			return translate.SentinelPrefix + base64.StdEncoding.EncodeToString([]byte(v)) + translate.SentinelSuffix
-		}
-	}
-	return v
 }
 
 // sagaRecorder is the ResponseWriter of a saga's internal tool call.
@@ -290,20 +216,26 @@ func (rec *sagaRecorder) response() (gjson.Result, bool) {
 	}
 }
 
-// writeSagaResult answers the saga with result.
-func writeSagaResult(w http.ResponseWriter, id json.RawMessage, result any) error {
-	return writeSagaAnswer(w, http.StatusOK, sagaResponse{JSONRPC: "2.0", ID: id, Result: result})
+// TEMPORARY (the REST and multi-turn faces move to caddymodule/face/...
+// next): what they still share with the saga face that moved.
+
+// rootsNone answers a roots/list with no roots.
+var rootsNone = face.RootsNone
+
+// stepKind is the input kind of method (0 for none).
+func stepKind(method string) byte { return byte(face.KindOf(method)) }
+
+// refusedStep is a sampling step the client completed with an error.
+type refusedStep struct {
+	id, message string
 }
 
-// writeSagaAnswer writes resp with status.
-func writeSagaAnswer(w http.ResponseWriter, status int, resp sagaResponse) error {
-	b, err := jsonrpc.Marshal(resp)
-	if err != nil {
-		return writeRPCError(w, resp.ID, jsonrpc.Errorf(http.StatusInternalServerError, jsonrpc.InternalError, "Internal error: %v", err))
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-	return nil
-}
+// samplingRefused is the result of a call ended by a sampling step's
+// error.
+func samplingRefused(r *refusedStep) face.Refusal { return face.SamplingRefused(r.id, r.message) }
+
+// elicitDeclined answers an elicitation the client answered with an error.
+var elicitDeclined = face.ElicitDeclined
+
+// stepMethod is the input method of a kind.
+func stepMethod(kind byte) string { return face.Kind(kind).Method() }

@@ -1,4 +1,4 @@
-package caddymodule
+package saga
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
@@ -15,40 +16,18 @@ import (
 // responses: a suspension's steps from an input_required answer, and a
 // resume's completedSteps to the retry's inputResponses.
 
-// Answers the saga face gives on the client's behalf.
-var (
-	// rootsNone answers a roots/list: the saga has no step type for roots,
-	// so a saga client has no roots to offer.
-	rootsNone = json.RawMessage(`{"roots":[]}`)
-	// elicitDeclined answers an elicitation step the client completed with
-	// an error.
-	elicitDeclined = json.RawMessage(`{"action":"decline"}`)
-)
-
-// sagaStep is one step of a suspension, as the client sees it.
-type sagaStep struct {
+// step is one step of a suspension, as the client sees it.
+type step struct {
 	Type   string          `json:"type"`
 	StepID string          `json:"stepId"`
 	Params json.RawMessage `json:"params,omitempty"`
 }
 
-// sagaSuspended is the result of a suspended saga.
-type sagaSuspended struct {
-	State     string     `json:"state"`
-	SagaToken string     `json:"sagaToken"`
-	Steps     []sagaStep `json:"steps"`
-}
-
-// sagaRefusal is the CallToolResult of a saga ended by the client's error
-// on a sampling step.
-type sagaRefusal struct {
-	Content []sagaText `json:"content"`
-	IsError bool       `json:"isError"`
-}
-
-type sagaText struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+// suspended is the result of a suspended saga.
+type suspended struct {
+	State     string `json:"state"`
+	SagaToken string `json:"sagaToken"`
+	Steps     []step `json:"steps"`
 }
 
 // refusedStep is a sampling step the client completed with an error.
@@ -59,13 +38,13 @@ type refusedStep struct {
 // suspensionSteps reads the input requests of an input_required result:
 // every step, for the sagaToken (roots included), and the ones the client
 // is asked (elicitation and sampling).
-func suspensionSteps(result gjson.Result) (all []seal.SagaStep, shown []sagaStep, err *jsonrpc.RPCError) {
+func suspensionSteps(result gjson.Result) (all []seal.SagaStep, shown []step, err *jsonrpc.RPCError) {
 	reqs := result.Get("inputRequests")
 	if reqs.Exists() && !reqs.IsObject() {
 		return nil, nil, jsonrpc.Errorf(http.StatusBadGateway, jsonrpc.InternalError, "Internal error: the tool's inputRequests is not an object")
 	}
 	reqs.ForEach(func(k, v gjson.Result) bool {
-		kind := stepKind(v.Get("method").String())
+		kind := byte(face.KindOf(v.Get("method").String()))
 		switch {
 		case kind == 0:
 			err = jsonrpc.Errorf(http.StatusBadGateway, jsonrpc.InternalError,
@@ -84,7 +63,7 @@ func suspensionSteps(result gjson.Result) (all []seal.SagaStep, shown []sagaStep
 			if p := v.Get("params"); p.Exists() {
 				params = json.RawMessage(p.Raw)
 			}
-			shown = append(shown, sagaStep{Type: stepType(kind), StepID: k.Str, Params: params})
+			shown = append(shown, step{Type: stepType(kind), StepID: k.Str, Params: params})
 		}
 		return true
 	})
@@ -112,7 +91,7 @@ func stepResponses(steps []seal.SagaStep, completed gjson.Result) (map[string]js
 	completed.ForEach(func(_, e gjson.Result) bool {
 		id := e.Get("stepId")
 		if !e.IsObject() || id.Type != gjson.String {
-			bad = sagaInvalid("completedSteps[%d] must be an object with a string stepId", i)
+			bad = invalid("completedSteps[%d] must be an object with a string stepId", i)
 			return false
 		}
 		i++
@@ -130,42 +109,31 @@ func stepResponses(steps []seal.SagaStep, completed gjson.Result) (map[string]js
 	var refused *refusedStep
 	for _, s := range steps {
 		if s.Kind == seal.SagaRoots {
-			out[s.ID] = rootsNone
+			out[s.ID] = face.RootsNone
 			continue
 		}
 		e, ok := last[s.ID]
 		if !ok {
-			return nil, nil, sagaInvalid("completedSteps has no entry for step %q of this suspension", jsonrpc.Clip(s.ID))
+			return nil, nil, invalid("completedSteps has no entry for step %q of this suspension", jsonrpc.Clip(s.ID))
 		}
 		res, errObj := e.Get("result"), e.Get("error")
 		switch {
 		case res.Exists() == errObj.Exists():
-			return nil, nil, sagaInvalid("step %q must have either a result or an error", jsonrpc.Clip(s.ID))
+			return nil, nil, invalid("step %q must have either a result or an error", jsonrpc.Clip(s.ID))
 		case errObj.Exists() && !errObj.IsObject():
-			return nil, nil, sagaInvalid("step %q: error must be an object", jsonrpc.Clip(s.ID))
+			return nil, nil, invalid("step %q: error must be an object", jsonrpc.Clip(s.ID))
 		case errObj.Exists() && s.Kind == seal.SagaElicitation:
-			out[s.ID] = elicitDeclined
+			out[s.ID] = face.ElicitDeclined
 		case errObj.Exists():
 			if refused == nil {
 				refused = &refusedStep{id: s.ID, message: errObj.Get("message").String()}
 			}
 		default:
-			if err := translate.ValidateInputResponse(stepMethod(s.Kind), []byte(res.Raw)); err != nil {
-				return nil, nil, sagaInvalid("step %q: %v", jsonrpc.Clip(s.ID), err)
+			if err := translate.ValidateInputResponse(face.Kind(s.Kind).Method(), []byte(res.Raw)); err != nil {
+				return nil, nil, invalid("step %q: %v", jsonrpc.Clip(s.ID), err)
 			}
 			out[s.ID] = json.RawMessage(res.Raw)
 		}
 	}
 	return out, refused, nil
-}
-
-// samplingRefused is the result of a saga ended by a sampling step's
-// error: the tool cannot be told (see stepResponses), so the gateway ends
-// the saga itself.
-func samplingRefused(r *refusedStep) sagaRefusal {
-	text := "The client refused the sampling step " + jsonrpc.Quote(jsonrpc.Clip(r.id))
-	if r.message != "" {
-		text += ": " + jsonrpc.Clip(r.message)
-	}
-	return sagaRefusal{Content: []sagaText{{Type: "text", Text: text}}, IsError: true}
 }

@@ -1,8 +1,8 @@
-package caddymodule
+package saga
 
 import (
 	"bytes"
-	"encoding/base64"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,9 +11,28 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
+
+// testGateway is a face.Gateway with a keyring and no upstream: the
+// refusals below are made before any request is.
+type testGateway struct{ kr *seal.Keyring }
+
+func (g testGateway) Request(context.Context, *http.Request, face.Internal, http.ResponseWriter) (string, *face.Failure) {
+	return "", &face.Failure{Status: http.StatusBadGateway, Detail: "no upstream in this test"}
+}
+func (g testGateway) Principal(*http.Request) [16]byte             { return [16]byte{} }
+func (g testGateway) CheckRequest(*http.Request) *jsonrpc.RPCError { return nil }
+func (g testGateway) ReadBody(http.ResponseWriter, *http.Request) ([]byte, *jsonrpc.RPCError) {
+	return nil, nil
+}
+func (g testGateway) Keyring() *seal.Keyring               { return g.kr }
+func (g testGateway) Instance() string                     { return "test" }
+func (g testGateway) Logger() *zap.Logger                  { return zap.NewNop() }
+func (g testGateway) Limits() face.Limits                  { return face.Limits{MaxRounds: 8} }
+func (g testGateway) Track(context.CancelCauseFunc) func() { return func() {} }
 
 // TestSuspensionSteps: an input_required result's requests become steps
 // (roots kept for the token, not shown); what a saga cannot carry is an
@@ -75,7 +94,7 @@ func TestStepResponses(t *testing.T) {
 	if err != nil || refused == nil || refused.id != "s" || refused.message != "no LLM" {
 		t.Fatalf("refused sampling: %v %v", refused, err)
 	}
-	if r := samplingRefused(refused); !r.IsError || !strings.Contains(r.Content[0].Text, `"s": no LLM`) {
+	if r := face.SamplingRefused(refused.id, refused.message); !r.IsError || !strings.Contains(r.Content[0].Text, `"s": no LLM`) {
 		t.Fatalf("refusal: %+v", r)
 	}
 	for name, bad := range map[string]string{
@@ -93,46 +112,7 @@ func TestStepResponses(t *testing.T) {
 	}
 }
 
-// TestSagaHeaderValue: a tool name goes into Mcp-Name as is, or as a
-// Base64 sentinel that decodes back to it.
-func TestSagaHeaderValue(t *testing.T) {
-	for _, name := range []string{"ask", "a b", " lead", "trail ", "café", "tab\tname"} {
-		v := headerValue(name)
-		got, err := translate.DecodeHeaderValue(v)
-		if err != nil || got != name {
-			t.Errorf("%q: header %q decodes to %q, %v", name, v, got, err)
-		}
-	}
-	if v := headerValue("café"); v != translate.SentinelPrefix+base64.StdEncoding.EncodeToString([]byte("café"))+translate.SentinelSuffix {
-		t.Errorf("café: %q", v)
-	}
-}
-
-// TestSagaRecorder: the response to the internal call is found in a JSON
-// answer and in an SSE stream after notifications; anything else is none.
-func TestSagaRecorder(t *testing.T) {
-	rec := &sagaRecorder{header: http.Header{"Content-Type": {"text/event-stream"}}}
-	_, _ = rec.Write([]byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n" +
-		"id: 7\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[]}}\n\n"))
-	if m, ok := rec.response(); !ok || !m.Get("result").IsObject() {
-		t.Fatalf("SSE: %v %v", m, ok)
-	}
-	rec = &sagaRecorder{header: http.Header{"Content-Type": {"application/json"}}}
-	rec.WriteHeader(http.StatusBadRequest)
-	_, _ = rec.Write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"no"}}`))
-	if m, ok := rec.response(); !ok || rec.statusCode() != http.StatusBadRequest || m.Get("error.code").Int() != -32602 {
-		t.Fatalf("JSON error: %v %v", m, ok)
-	}
-	for _, body := range []string{``, `{"jsonrpc":"2.0","id":2,"result":{}}`, `not json`, `{"jsonrpc":"2.0","id":1,"result":5}`} {
-		rec = &sagaRecorder{header: http.Header{}}
-		_, _ = rec.Write([]byte(body))
-		if _, ok := rec.response(); ok {
-			t.Errorf("%q taken as the response", body)
-		}
-	}
-}
-
-// TestServeSagaRefusals: what serveSaga refuses before any tool call: a
+// TestServeSagaRefusals: what the face refuses before any tool call: a
 // notification, params that are not an object, a bad name or arguments,
 // and a resume without a valid token or completedSteps — each a JSON-RPC
 // error echoing the request's id.
@@ -141,7 +121,7 @@ func TestServeSagaRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{keyring: kr, logger: zap.NewNop()}
+	f := &Face{gw: testGateway{kr: kr}}
 	for name, c := range map[string]struct {
 		body string
 		code int
@@ -157,7 +137,7 @@ func TestServeSagaRefusals(t *testing.T) {
 	} {
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(c.body))
-		if err := h.serveSaga(w, r, []byte(c.body)); err != nil {
+		if err := f.serve(w, r, []byte(c.body)); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		got := gjson.Get(w.Body.String(), "error.code").Int()

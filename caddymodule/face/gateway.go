@@ -1,0 +1,134 @@
+package face
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
+)
+
+// Gateway is what a face may ask of the mcp_gateway handler it serves in.
+type Gateway interface {
+	// Request makes an internal modern request on r's behalf (r's
+	// principal, authorization and origin; none of its MCP, conditional
+	// or encoding headers), with ctx as its life, served by the gateway
+	// into rec. It returns the URL of the upstream that served it ("" when
+	// none did), or why it could not be served (the detail never names an
+	// upstream; the log says more).
+	Request(ctx context.Context, r *http.Request, in Internal, rec http.ResponseWriter) (upstream string, f *Failure)
+
+	// Principal is the hash of r's principal (a request forwarded by
+	// another instance: the one that instance evaluated).
+	Principal(r *http.Request) [16]byte
+
+	// CheckRequest applies the endpoint's request-target, Origin and Host
+	// checks to r.
+	CheckRequest(r *http.Request) *jsonrpc.RPCError
+
+	// ReadBody reads r's body, bounded by max_request_body (413 beyond).
+	ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, *jsonrpc.RPCError)
+
+	// Keyring seals and opens tokens (state_key).
+	Keyring() *seal.Keyring
+
+	// Instance is this instance's id in the fleet.
+	Instance() string
+
+	// Logger is the handler's logger.
+	Logger() *zap.Logger
+
+	// Limits are the handler's limits that faces apply too.
+	Limits() Limits
+
+	// Track registers work no client can pick up again (a call running
+	// in the background): cancel is called when Caddy exits. The
+	// returned func removes it; it must be called when the work ends.
+	Track(cancel context.CancelCauseFunc) (done func())
+}
+
+// Limits are the handler's options a face applies to its own work.
+type Limits struct {
+	MaxRounds      int           // max_rounds
+	ParkTTL        time.Duration // park_ttl
+	Lease          time.Duration // task_lease
+	MaxResult      int64         // max_task_result
+	MaxRequestBody int64         // max_request_body
+	WriteTimeout   time.Duration // write_timeout (negative: none)
+	SharedKey      bool          // state_key is configured (not a random key made at start)
+}
+
+// Internal is an internal request a face makes.
+type Internal struct {
+	Method string
+	// Name is the request's Mcp-Name ("" for none).
+	Name   string
+	Params any
+	// On routes the request to a route decided for an earlier request of
+	// the client (a multi-turn session's upstream); nil: routed as any
+	// modern request.
+	On *Route
+}
+
+// Route is where the front door sends a legacy client's request: what a
+// RouteFace sees of the routing decision.
+type Route struct {
+	// Upstream is the URL of the upstream of the request's session.
+	Upstream string
+	// Modern is true when that upstream is modern (the reverse bridge's
+	// cell), false when it is legacy (pinned pass-through).
+	Modern bool
+}
+
+// Message is a POSTed JSON-RPC message as the front door read it.
+type Message struct {
+	// Method is its method ("" for a response), clipped.
+	Method string
+	// Body is the whole body, checked for depth.
+	Body []byte
+}
+
+// A Face is one face of the gateway. It implements one or more of the
+// hooks below, which the front door asks in turn.
+type Face interface {
+	// Name names the face in logs.
+	Name() string
+}
+
+// PathFace serves the requests it claims by their path, before the MCP
+// endpoint reads them (the REST face).
+type PathFace interface {
+	Face
+	// ServePath serves r and reports true, or reports false to leave r to
+	// the MCP endpoint.
+	ServePath(w http.ResponseWriter, r *http.Request) (bool, error)
+}
+
+// SessionFace opens a session id of a kind of its own before the request
+// is routed (the multi-turn opt-in): it returns the writer and request
+// to serve the request with (r carrying the session id the gateway
+// knows), or w and r as they are.
+type SessionFace interface {
+	Face
+	OpenSession(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request)
+}
+
+// MessageFace serves the POSTed messages it claims, once read (the saga's
+// methods; a turn's answers), or returns the writer to serve the message
+// with (w itself when it has nothing to add).
+type MessageFace interface {
+	Face
+	ServeMessage(w http.ResponseWriter, r *http.Request, m Message) (handled bool, w2 http.ResponseWriter, err error)
+}
+
+// RouteFace serves a legacy client's request once the front door has
+// routed it to its session's upstream (a multi-turn tools/call), or
+// reports false to let the front door serve it.
+type RouteFace interface {
+	Face
+	ServeRouted(w http.ResponseWriter, r *http.Request, m Message, id json.RawMessage, rt Route) (bool, error)
+}

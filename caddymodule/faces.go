@@ -1,0 +1,248 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face/saga"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
+)
+
+// This file is where the faces (package face and the packages below it)
+// meet the handler: their configuration, the table of the enabled ones
+// the front door asks, and the Gateway they are given.
+
+// FacesConfig is the `faces` object of the handler: the ways to reach
+// the MCP servers behind the gateway other than MCP's own endpoint. Each
+// is off unless its key is present. docs/faces.md describes them.
+type FacesConfig struct {
+	// The tool-call saga, the gateway's own extension: with it, the MCP
+	// endpoint also answers `tools/callSaga {name, arguments}` and
+	// `tools/resumeSaga {sagaToken, completedSteps}` as plain JSON-RPC
+	// POSTs, without a session, without `initialize` and without the
+	// 2026-07-28 headers: the gateway makes the tool call itself as a
+	// modern client would (in front of a legacy server through the parked
+	// calls, in front of a modern one passed through), and a call that
+	// needs input is answered `{"state":"suspended","sagaToken","steps"}`,
+	// one step per elicitation or sampling request. The `sagaToken` is
+	// sealed with `state_key` (any instance of the fleet serves the next
+	// turn), bound to the principal, usable once, and valid for
+	// `park_ttl`. Without it, both methods get `-32601` as any unknown
+	// method. Default: off. Caddyfile: `saga on|off`.
+	Saga *saga.Config `json:"saga,omitempty"`
+}
+
+// faceKind is one face as the handler knows it: its Caddyfile options
+// and how to make it from its config.
+type faceKind struct {
+	// unmarshal parses the Caddyfile option name into the face's config,
+	// or reports false when the option is not the face's.
+	unmarshal func(d *caddyfile.Dispenser, name string) (bool, error)
+	// make makes the face, or nil when it is off.
+	make func(ctx caddy.Context, gw face.Gateway) (face.Face, error)
+}
+
+// kinds lists the faces: one line each.
+func (c *FacesConfig) kinds() []faceKind {
+	return []faceKind{
+		kindOf(&c.Saga, saga.Options, saga.New),
+	}
+}
+
+// kindOf is the faceKind of a face whose config is *cfg (nil: off),
+// whose Caddyfile options are opts and which mk makes.
+func kindOf[C any](cfg **C, opts face.Options[C], mk func(caddy.Context, *C, face.Gateway) (face.Face, error)) faceKind {
+	return faceKind{
+		unmarshal: func(d *caddyfile.Dispenser, name string) (bool, error) {
+			parse, ok := opts[name]
+			if !ok {
+				return false, nil
+			}
+			return true, parse(d, cfg)
+		},
+		make: func(ctx caddy.Context, gw face.Gateway) (face.Face, error) { return mk(ctx, *cfg, gw) },
+	}
+}
+
+// unmarshalFaceOption parses the Caddyfile option name of a face, or
+// reports false when no face has it.
+func (h *Handler) unmarshalFaceOption(d *caddyfile.Dispenser, name string) (bool, error) {
+	for _, k := range h.Faces.kinds() {
+		if ok, err := k.unmarshal(d, name); ok {
+			return true, err
+		}
+	}
+	return false, nil
+}
+
+// provisionFaces makes the table of the enabled faces.
+func (h *Handler) provisionFaces(ctx caddy.Context) error {
+	h.faces = nil
+	gw := faceGateway{h}
+	for _, k := range h.Faces.kinds() {
+		f, err := k.make(ctx, gw)
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			h.faces = append(h.faces, f)
+		}
+	}
+	return nil
+}
+
+// serveMessage asks each MessageFace to serve the POSTed message m, in
+// turn: it reports whether one did, and returns the writer to serve the
+// message with otherwise.
+func (h *Handler) serveMessage(w http.ResponseWriter, r *http.Request, m face.Message) (bool, http.ResponseWriter, error) {
+	for _, f := range h.faces {
+		if mf, ok := f.(face.MessageFace); ok {
+			handled, w2, err := mf.ServeMessage(w, r, m)
+			if handled {
+				return true, w2, err
+			}
+			w = w2
+		}
+	}
+	return false, w, nil
+}
+
+// faceGateway is the face.Gateway of a handler.
+type faceGateway struct{ h *Handler }
+
+func (g faceGateway) Principal(r *http.Request) [16]byte { return g.h.principal(r) }
+func (g faceGateway) Keyring() *seal.Keyring             { return g.h.keyring }
+func (g faceGateway) Instance() string                   { return g.h.fleet.instance }
+func (g faceGateway) Logger() *zap.Logger                { return g.h.logger }
+
+func (g faceGateway) Track(cancel context.CancelCauseFunc) func() { return g.h.calls.add(cancel) }
+
+func (g faceGateway) CheckRequest(r *http.Request) *jsonrpc.RPCError {
+	if rerr := checkOriginForm(r); rerr != nil {
+		return rerr
+	}
+	return g.h.checkOrigin(r)
+}
+
+func (g faceGateway) ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, *jsonrpc.RPCError) {
+	return readBody(w, r, g.h.Security.MaxRequestBody)
+}
+
+func (g faceGateway) Limits() face.Limits {
+	h := g.h
+	return face.Limits{
+		MaxRounds:      h.Parking.MaxRounds,
+		ParkTTL:        time.Duration(h.Parking.ParkTTL),
+		Lease:          time.Duration(h.Tasks.Lease),
+		MaxResult:      h.Tasks.MaxResult,
+		MaxRequestBody: h.Security.MaxRequestBody,
+		WriteTimeout:   time.Duration(h.Streams.WriteTimeout),
+		SharedKey:      len(h.Fleet.StateKeys) > 0,
+	}
+}
+
+// Request makes a face's internal request: built on r's behalf (r's
+// principal, authorization and origin; none of its MCP, conditional or
+// encoding headers), served by dispatch, or on in.On's upstream as
+// decide would route a modern request there. The outer request's route
+// (its placeholders, its log line) takes the inner one's cell, upstream
+// and owner.
+func (g faceGateway) Request(ctx context.Context, r *http.Request, in face.Internal, rec http.ResponseWriter) (string, *face.Failure) {
+	h := g.h
+	serve := h.dispatch
+	if in.On != nil {
+		up := h.upstreamByURL(r, in.On.Upstream)
+		if up == nil {
+			return "", &face.Failure{Status: http.StatusBadGateway, Detail: "the call's upstream is no longer configured: call the tool again"}
+		}
+		cell := cellForward
+		if in.On.Modern {
+			cell = cellModern
+		}
+		serve = h.servedBy(cell, up)
+	}
+	body, err := jsonrpc.Marshal(jsonrpc.NewRequest(face.RequestID, in.Method, in.Params))
+	if err != nil {
+		h.logger.Debug("internal request not encoded", zap.String("method", in.Method), zap.Error(err))
+		return "", &face.Failure{Status: http.StatusInternalServerError, Detail: "the request could not be encoded"}
+	}
+	inner, _ := withRoute(r.Clone(ctx))
+	inner.Method = http.MethodPost
+	inner.Body = io.NopCloser(bytes.NewReader(body))
+	inner.ContentLength = int64(len(body))
+	for _, hdr := range []string{seal.ForwardedHeader, "Mcp-Session-Id", "Last-Event-ID", translate.HeaderMethod, translate.HeaderName,
+		"If-Match", "If-None-Match", "Idempotency-Key", "Expect", "Content-Encoding"} {
+		inner.Header.Del(hdr)
+	}
+	inner.Header.Set("Content-Type", "application/json")
+	inner.Header.Set("Accept", "application/json, text/event-stream")
+	inner.Header.Set(translate.HeaderProtocolVersion, translate.ModernVersion)
+	inner.Header.Set(translate.HeaderMethod, in.Method)
+	if in.Name != "" {
+		inner.Header.Set(translate.HeaderName, headerValue(in.Name))
+	}
+	var seen []byte
+	if err := serve(rec, inner, &seen); err != nil {
+		h.logger.Debug("internal request failed", zap.String("method", in.Method), zap.Error(err))
+		status := http.StatusBadGateway
+		if herr := (caddyhttp.HandlerError{}); errors.As(err, &herr) && herr.StatusCode != 0 {
+			status = herr.StatusCode
+		}
+		return "", &face.Failure{Status: status, Detail: "the upstream request failed (the gateway's log says why)"}
+	}
+	ir, outer := routeOf(inner), routeOf(r)
+	outer.cell, outer.up, outer.owner = ir.cell, ir.up, ir.owner
+	upstream := ""
+	if ir.up != nil {
+		upstream = ir.up.URL
+	}
+	return upstream, nil
+}
+
+// servedBy serves an internal request in cell on up, as decide would have
+// routed a modern request there.
+func (h *Handler) servedBy(cell string, up *Upstream) func(w http.ResponseWriter, in *http.Request, seen *[]byte) error {
+	return func(w http.ResponseWriter, in *http.Request, seen *[]byte) error {
+		body, err := io.ReadAll(in.Body)
+		if err != nil {
+			return err
+		}
+		*seen = body
+		rt := routeOf(in)
+		rt.era, rt.method = eraModern, "tools/call"
+		l, ok, err := h.learnModern(w, in, body)
+		if !ok {
+			return err
+		}
+		l.in.state = forward.NotRetry // a first call, or a modern server's own requestState
+		return h.serve(w, in, &l, decision{cell: cell, up: up})
+	}
+}
+
+// headerValue encodes v for an Mcp-Name header: as is when it is visible
+// ASCII (and space), else as a Base64 sentinel.
+func headerValue(v string) string {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c > 0x7e || (c == ' ' && (i == 0 || i == len(v)-1)) {
+			return translate.SentinelPrefix + base64.StdEncoding.EncodeToString([]byte(v)) + translate.SentinelSuffix
+		}
+	}
+	return v
+}
+
+var _ face.Gateway = faceGateway{}
