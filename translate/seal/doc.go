@@ -1,18 +1,37 @@
-// Package seal is what the gateway seals and signs: the tokens it hands to
-// clients, and the header with which one instance vouches for a request it
-// forwards to another.
+// Package seal is what the gateway seals and signs: every token it hands
+// to clients (of both eras and every face), the records it keeps in
+// Caddy's storage, and the header with which one instance vouches for a
+// request it forwards to another.
 //
-//   - Keyring: AES-256-GCM under rotating 32-byte keys (the first seals,
-//     every one opens), each token bound to its Purpose as additional data,
-//     so that a token of one kind never opens as another.
-//   - Pin and ClientSession: the two kinds of gateway session id (a legacy
-//     client pinned to a legacy upstream's session; a session the gateway
-//     holds itself in front of a modern upstream), told apart by the
-//     purpose they open for (OpenSessionID).
-//   - State: the requestState of a parked forward-bridge call.
-//   - SealOwner: the owner tag of in-line request ids (reverse bridge).
-//   - ForwardAuth: the HMAC of the forwarding header (Mcp-Gateway-Forwarded)
-//     and ReplayFilter, the replay filter it and the resumable requestStates share.
+// Keyring is AES-256-GCM under rotating 32-byte keys (state_key: the
+// first seals, every one opens). Each kind below is sealed for a Purpose
+// of its own, bound as additional data, so that a token of one kind never
+// opens as another. Each kind's codec bounds every field (a token longer
+// than the largest one sealable is refused before it is opened) and is
+// fuzzed where it parses what a client or the storage gives (the
+// Fuzz* targets); golden_test.go keeps tokens of the session ids, the
+// requestState and the owner tag that a later release must still open.
+//
+// The kinds, with their purpose strings, and where they are made and
+// opened:
+//
+//	kind (type, Seal/Open)                purpose                                made / opened in
+//	Pin (SealPin, OpenPin)                mcp-gateway/legacy-pin/v2              caddymodule (a legacy client pinned to a legacy upstream's session) / caddymodule routing via OpenSessionID
+//	ClientSession (SealClientSession)     mcp-gateway/legacy-client-session/v1   translate/reverse (a session the gateway holds in front of a modern upstream) / OpenSessionID
+//	State (SealState, OpenRequestState)   mcp-gateway/request-state/v1           translate/forward (the requestState of a call parked holding its stream) / translate/forward
+//	ResumeState (SealResume)              mcp-gateway/request-state-resume/v1    translate/forward (the requestState of a call parked holding nothing: any instance resumes it) / translate/forward (OpenRequestState opens both)
+//	Task (SealTask, OpenTask)             mcp-gateway/task/v1                    translate/forward (a hosted task's taskId) / translate/forward
+//	TaskRecord (SealTaskRecord)           mcp-gateway/task-record/v1             translate/forward (a hosted task's record in Caddy's storage) / translate/forward (polls, takeovers)
+//	owner tag (SealOwner, OpenOwner)      mcp-gateway/owner/v1                   translate/reverse (the instance in an in-line request's id) / translate/reverse
+//	SagaState (SealSaga, OpenSaga)        mcp-gateway/saga-token/v1              caddymodule/face/saga (a sagaToken) / the same
+//	RESTCall (SealRESTCall)               mcp-gateway/rest-call/v1               caddymodule/face/rest (a REST call's record in Caddy's storage) / the same
+//	REST roots (SealRESTRoots)            mcp-gateway/rest-roots/v1              caddymodule/face/rest (a principal's roots in Caddy's storage) / the same
+//	TurnState (SealTurn, OpenTurn)        mcp-gateway/multi-turn-sse/v1          caddymodule/face/multiturn (the Last-Event-ID ending a turn) / the same
+//	TurnSession (SealTurnSession)         mcp-gateway/multi-turn-session/v1      caddymodule/face/multiturn (an opted-in session id, mt1.) / the same
+//	forwarding header (ForwardAuth)       mcp-gateway/forwarded/v2 (an HMAC key) caddymodule (Mcp-Gateway-Forwarded on a request relayed to its owner) / caddymodule
+//
+// ReplayFilter makes a token single use on one instance (the forwarding
+// header's nonce, resumable requestStates, sagaTokens, turn tokens).
 //
 // It takes bytes and plain values: what a token binds (a principal's hash,
 // a request's digest) is computed by its callers. It imports legacy only
