@@ -136,7 +136,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 }
 
 // TestCaddyfileChecksCarryLine: the values checked while the Caddyfile is
-// parsed (issue 27, item 5) are refused there, with the file and line of
+// parsed are refused there, with the file and line of
 // the option at fault (Testfile:N), not later at provision with no place.
 func TestCaddyfileChecksCarryLine(t *testing.T) {
 	const up = " upstream http://127.0.0.1:9/mcp\n"

@@ -125,7 +125,7 @@ func TestParseStatusArg(t *testing.T) {
 
 // TestNeitherEraError: an upstream answering neither era probe is named
 // with the statuses it answered; 404 to both with the hint to check the
-// path (issue 27, item 4).
+// path.
 func TestNeitherEraError(t *testing.T) {
 	for _, c := range []struct {
 		discover, initialize int

@@ -244,8 +244,8 @@ func TestCaddyfileOff(t *testing.T) {
 }
 
 // TestProvisionEmptyStateKey: state_key {env.X} with X unset says the key
-// is empty, maybe an unset variable, and how to make one (issue 27, item
-// 3), rather than that it decodes to 0 bytes.
+// is empty, maybe an unset variable, and how to make one, rather than
+// that it decodes to 0 bytes.
 func TestProvisionEmptyStateKey(t *testing.T) {
 	t.Setenv("MCP_GATEWAY_TEST_UNSET_KEY", "")
 	h := oneUpstream()

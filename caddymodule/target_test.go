@@ -32,7 +32,7 @@ func TestForwardURL(t *testing.T) {
 		}
 	}
 	for _, target := range []string{
-		"http:@127.0.0.1:19999/steal", // the open relay of issue 12
+		"http:@127.0.0.1:19999/steal", // an open relay, found once and fixed
 		"http://127.0.0.1:19999/steal",
 		"http://10.0.0.1:8080@127.0.0.1:19999/steal",
 		"127.0.0.1:19999",

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Abandoned resumable calls (issue 14). A call parked holding no stream
+// Abandoned resumable calls. A call parked holding no stream
 // (resume.go) keeps its upstream session open, and its tool waiting
 // for the answer, until somebody ends it. When its state expires on the
 // instance that parked it with no retry there, that instance checks, a

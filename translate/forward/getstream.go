@@ -9,7 +9,7 @@ import (
 )
 
 // When a session leased for a call opens its standalone GET stream
-// (translate.GetStreamLearn, the default, issue 24).
+// (translate.GetStreamLearn, the default).
 //
 // A legacy server may send a call's questions on the call's own stream
 // (servers built on the go-sdk's req.Session, the TypeScript SDK's

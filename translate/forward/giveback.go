@@ -13,7 +13,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
-// Sessions given back (issue 24). A call parked holding no stream keeps
+// Sessions given back. A call parked holding no stream keeps
 // its upstream session in the pool of the instance that parked it, its
 // home (resume.go). When the retry lands on another instance, which
 // finishes the call, ending the session there (DELETE) would make the

@@ -14,7 +14,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
-// Lingering (issue 14). A call that parks holding no stream
+// Lingering. A call that parks holding no stream
 // (resume.go) costs its retry an upstream connection and a GET that
 // reopens the stream and replays what it sent. A retry that comes back at
 // once (a client that answers without asking anybody: roots, an agent's

@@ -13,7 +13,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 )
 
-// Places of calls finished elsewhere (issue 24). A call parked holding no
+// Places of calls finished elsewhere. A call parked holding no
 // stream (resume.go) keeps a place toward MaxParked and
 // MaxParkedPerPrincipal on the instance that parked it, because the
 // upstream holds its session (and its tool, waiting) until somebody ends

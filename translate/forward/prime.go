@@ -9,7 +9,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 )
 
-// Sessions primed for calls that leave (issue 24). A call parked holding
+// Sessions primed for calls that leave. A call parked holding
 // no stream takes its upstream session out of the pool; when its retry
 // reaches another instance, that instance ends the session with the call,
 // so the session never comes back here and the next call of the same

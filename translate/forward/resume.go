@@ -14,7 +14,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
-// Parking without holding (issue 14). In front of an upstream whose call
+// Parking without holding. In front of an upstream whose call
 // streams are resumable — their events carry ids, and a GET with
 // Last-Event-ID replays what followed (2025-11-25) — a call that asks for
 // input parks with no stream held: its stream is closed, its session's

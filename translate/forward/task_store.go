@@ -13,7 +13,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
-// Task records (issue 28): with TaskOptions.Store, every task the gateway
+// Task records: with TaskOptions.Store, every task the gateway
 // hosts has a record in storage the fleet shares — Caddy's configured
 // storage (certmagic.Storage satisfies Storage): the file system under
 // Caddy's data directory by default, or whatever module the operator

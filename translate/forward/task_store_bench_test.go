@@ -16,7 +16,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
-// The cost of task records (issue 28), with Caddy's default storage
+// The cost of task records, with Caddy's default storage
 // (certmagic's file system, under a temporary directory):
 //
 //	go test ./translate/forward -run '^$' -bench 'TaskRecord|TaskGet' -benchtime 2000x
