@@ -114,164 +114,60 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.Errf("unexpected argument %q: put upstreams in the block (upstream <url>)", d.Val())
 	}
 	for d.NextBlock(0) {
-		var err error
-		switch opt := d.Val(); opt {
-		case "upstream":
-			err = h.unmarshalUpstream(d)
-		case "lb_policy":
-			err = unmarshalModule[reverseproxy.Selector](d, &h.SelectionPolicyRaw, "http.reverse_proxy.selection_policies", "policy", "a selection policy")
-		case "transport":
-			err = unmarshalModule[http.RoundTripper](d, &h.TransportRaw, "http.reverse_proxy.transport", "protocol", "a transport")
-		case "peer_transport":
-			err = unmarshalModule[http.RoundTripper](d, &h.Fleet.PeerTransportRaw, "http.reverse_proxy.transport", "protocol", "a transport")
-		case "dynamic":
-			err = unmarshalModule[reverseproxy.UpstreamSource](d, &h.DynamicUpstreamsRaw, "http.reverse_proxy.upstreams", "source", "an upstream source")
-		case "dynamic_endpoint":
-			err = h.unmarshalDynamicEndpoint(d)
-		case "dynamic_refuse":
-			if h.DynamicRefuse != nil {
-				return d.Err("dynamic_refuse already specified")
-			}
-			h.DynamicRefuse = d.RemainingArgs()
-			if len(h.DynamicRefuse) == 0 {
-				return d.ArgErr()
-			}
-			if _, perr := parseAddrPolicy(h.DynamicRefuse); perr != nil {
-				return d.Err(perr.Error())
-			}
-		case "max_fails":
-			err = parseInt(d, &h.Health.Passive.MaxFails)
-		case "unhealthy_status":
-			err = h.unmarshalUnhealthyStatus(d)
-		case "unhealthy_latency":
-			err = parseDurationNotNegative(d, &h.Health.Passive.UnhealthyLatency, "must not be negative")
-		case "health_passes":
-			err = parseInt(d, &h.Health.Active.Passes)
-		case "health_fails":
-			err = parseInt(d, &h.Health.Active.Fails)
-		case "state_key":
-			if h.Fleet.StateKeys != nil {
-				return d.Err("state_key already specified")
-			}
-			h.Fleet.StateKeys = d.RemainingArgs()
-			if len(h.Fleet.StateKeys) == 0 {
-				return d.Errf("state_key needs a key (an unset environment variable?): %s", makeKeyHint)
-			}
-			err = checkLiteralStateKeys(d, h.Fleet.StateKeys)
-		case "instance_id":
-			if err = parseString(d, &h.Fleet.InstanceID); err == nil {
-				err = checkLiteral(d, h.Fleet.InstanceID, checkInstanceID)
-			}
-		case "advertise":
-			at.fleetOption(d)
-			if err = parseString(d, &h.Fleet.Advertise); err == nil {
-				err = checkLiteral(d, h.Fleet.Advertise, func(s string) error {
-					_, err := checkBaseURL(s)
-					return err
-				})
-			}
-		case "peer":
-			at.fleetOption(d)
-			err = h.unmarshalPeer(d)
-		case "allowed_origins":
-			h.Security.AllowedOrigins, err = appendArgs(d, h.Security.AllowedOrigins)
-		case "allowed_hosts":
-			h.Security.AllowedHosts, err = appendArgs(d, h.Security.AllowedHosts)
-		case "keepalive_interval":
-			err = parseDuration(d, &h.Streams.KeepAliveInterval)
-		case "stream_close_delay":
-			err = parseDurationNotNegative(d, &h.Streams.StreamCloseDelay, "must not be negative")
-		case "fail_duration":
-			err = parseDurationNotNegative(d, &h.Health.Passive.FailDuration, "must be positive")
-		case "max_request_body":
-			err = parseSize(d, &h.Security.MaxRequestBody)
-		case "park_ttl":
-			err = parseDurationNotNegative(d, &h.Parking.ParkTTL, "must be positive")
-		case "gather_window":
-			err = parseDuration(d, &h.Parking.GatherWindow)
-		case "resume_linger":
-			err = parseResumeLinger(d, &h.Parking.ResumeLinger)
-		case "max_parked":
-			err = parseInt(d, &h.Parking.MaxParked)
-		case "max_parked_per_principal":
-			err = parseInt(d, &h.Parking.MaxParkedPerPrincipal)
-		case "max_rounds":
-			err = parseInt(d, &h.Parking.MaxRounds)
-		case "max_inputs_per_round":
-			err = parseInt(d, &h.Parking.MaxInputsPerRound)
-		case "max_buffered_notifications":
-			err = parseInt(d, &h.Parking.MaxBufferedNotifications)
-			if err == nil && h.Parking.MaxBufferedNotifications > maxBufferedNotifications {
-				err = d.Errf("max_buffered_notifications: must be at most %d (each call holds a buffer this large), got %d",
-					maxBufferedNotifications, h.Parking.MaxBufferedNotifications)
-			}
-		case "multi_turn_sse":
-			err = parseOnOff(d, &h.Parking.MultiTurnSSE)
-		case "max_sessions_per_principal":
-			err = parseInt(d, &h.Sessions.MaxSessionsPerPrincipal)
-		case "write_timeout":
-			err = parseDuration(d, &h.Streams.WriteTimeout)
-		case "session_lifetime":
-			err = parseDurationNotNegative(d, &h.Sessions.SessionLifetime, "must be positive")
-		case "max_get_streams":
-			err = parseInt(d, &h.Sessions.MaxGetStreams)
-		case "max_get_streams_per_principal":
-			err = parseInt(d, &h.Sessions.MaxGetStreamsPerPrincipal)
-		case "max_task_wait":
-			err = parseDurationNotNegative(d, &h.Tasks.MaxTaskWait, "must be positive")
-		case "principal":
-			err = parseString(d, &h.Security.Principal)
-		case "health_interval":
-			err = parseDuration(d, &h.Health.Active.Interval)
-		case "health_timeout":
-			err = parseDurationNotNegative(d, &h.Health.Active.Timeout, "must be positive")
-		case "task":
-			err = h.unmarshalTask(d)
-		case "task_window":
-			err = parseDuration(d, &h.Tasks.Window)
-		case "task_ttl":
-			err = parseDurationNotNegative(d, &h.Tasks.TTL, "must be positive")
-		case "task_poll_interval":
-			err = parseDuration(d, &h.Tasks.PollInterval)
-		case "max_tasks":
-			err = parseInt(d, &h.Tasks.MaxTasks)
-		case "max_tasks_per_principal":
-			err = parseInt(d, &h.Tasks.MaxTasksPerPrincipal)
-		case "task_store":
-			if err = parseString(d, &h.Tasks.Store); err == nil {
-				if cerr := checkTaskStore(h.Tasks.Store); cerr != nil {
-					err = d.Err(cerr.Error())
-				}
-			}
-		case "task_lease":
-			err = parseTaskLease(d, &h.Tasks.Lease)
-		case "max_task_result":
-			if err = parseSize(d, &h.Tasks.MaxResult); err == nil {
-				if cerr := checkMaxTaskResult(h.Tasks.MaxResult); cerr != nil {
-					err = d.Err(cerr.Error())
-				}
-			}
-		case "rest", "rest_wait", "rest_call_ttl", "rest_max_calls_per_principal":
-			err = h.unmarshalRESTOption(d) // rest_config.go
-		case "log_unsafe_details":
-			if h.Security.LogUnsafeDetails {
-				return d.Err("log_unsafe_details already specified")
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			h.Security.LogUnsafeDetails = true
-		default:
-			var ok bool
-			if ok, err = h.unmarshalFaceOption(d, opt); !ok {
-				return d.Errf("unrecognized mcp_gateway option %q", opt)
-			}
+		opt := d.Val()
+		ok, err := h.unmarshalOption(d, opt, &at)
+		groups := []func(*caddyfile.Dispenser, string) (bool, error){
+			h.Health.unmarshalOption, h.Fleet.unmarshalOption, h.Security.unmarshalOption, h.Streams.unmarshalOption,
+			h.Parking.unmarshalOption, h.Sessions.unmarshalOption, h.Tasks.unmarshalOption, h.unmarshalFaceOption,
+		}
+		for i := 0; !ok && i < len(groups); i++ {
+			ok, err = groups[i](d, opt)
+		}
+		if !ok {
+			return d.Errf("unrecognized mcp_gateway option %q", opt)
 		}
 		if err != nil {
 			return err
 		}
 	}
 	return h.checkParsed(at)
+}
+
+// unmarshalOption parses the options of the handler's own fields (the
+// upstreams and how they are chosen and reached), or reports false.
+func (h *Handler) unmarshalOption(d *caddyfile.Dispenser, opt string, at *parsedAt) (bool, error) {
+	var err error
+	switch opt {
+	case "upstream":
+		err = h.unmarshalUpstream(d)
+	case "lb_policy":
+		err = unmarshalModule[reverseproxy.Selector](d, &h.SelectionPolicyRaw, "http.reverse_proxy.selection_policies", "policy", "a selection policy")
+	case "transport":
+		err = unmarshalModule[http.RoundTripper](d, &h.TransportRaw, "http.reverse_proxy.transport", "protocol", "a transport")
+	case "dynamic":
+		err = unmarshalModule[reverseproxy.UpstreamSource](d, &h.DynamicUpstreamsRaw, "http.reverse_proxy.upstreams", "source", "an upstream source")
+	case "dynamic_endpoint":
+		err = h.unmarshalDynamicEndpoint(d)
+	case "dynamic_refuse":
+		if h.DynamicRefuse != nil {
+			return true, d.Err("dynamic_refuse already specified")
+		}
+		h.DynamicRefuse = d.RemainingArgs()
+		if len(h.DynamicRefuse) == 0 {
+			return true, d.ArgErr()
+		}
+		if _, perr := parseAddrPolicy(h.DynamicRefuse); perr != nil {
+			return true, d.Err(perr.Error())
+		}
+	case "advertise", "peer":
+		at.fleetOption(d) // then the fleet group parses it
+		return false, nil
+	case "rest", "rest_wait", "rest_call_ttl", "rest_max_calls_per_principal":
+		err = h.unmarshalRESTOption(d) // rest_config.go
+	default:
+		return false, nil
+	}
+	return true, err
 }
 
 func (h *Handler) unmarshalUpstream(d *caddyfile.Dispenser) error {
@@ -320,7 +216,7 @@ func (h *Handler) unmarshalDynamicEndpoint(d *caddyfile.Dispenser) error {
 }
 
 // unmarshalUnhealthyStatus reads status codes (`503`) and classes (`5xx`).
-func (h *Handler) unmarshalUnhealthyStatus(d *caddyfile.Dispenser) error {
+func (c *PassiveHealthChecks) unmarshalUnhealthyStatus(d *caddyfile.Dispenser) error {
 	args := d.RemainingArgs()
 	if len(args) == 0 {
 		return d.ArgErr()
@@ -330,7 +226,7 @@ func (h *Handler) unmarshalUnhealthyStatus(d *caddyfile.Dispenser) error {
 		if err != nil {
 			return d.Errf("invalid unhealthy_status %q: %v", a, err)
 		}
-		h.Health.Passive.UnhealthyStatus = append(h.Health.Passive.UnhealthyStatus, code)
+		c.UnhealthyStatus = append(c.UnhealthyStatus, code)
 	}
 	return nil
 }
@@ -389,12 +285,12 @@ func unmarshalUpstreamOptions(d *caddyfile.Dispenser, u *Upstream) error {
 	return nil
 }
 
-func (h *Handler) unmarshalPeer(d *caddyfile.Dispenser) error {
+func (c *FleetConfig) unmarshalPeer(d *caddyfile.Dispenser) error {
 	var id, addr string
 	if !d.Args(&id, &addr) || d.NextArg() {
 		return d.Err("peer takes an instance id and a base URL: peer <id> <base url>")
 	}
-	if _, dup := h.Fleet.Peers[id]; dup {
+	if _, dup := c.Peers[id]; dup {
 		return d.Errf("peer %q listed twice", id)
 	}
 	if !instanceIDPattern.MatchString(id) {
@@ -406,10 +302,10 @@ func (h *Handler) unmarshalPeer(d *caddyfile.Dispenser) error {
 	}); err != nil {
 		return d.Errf("peer %s: %v", id, err)
 	}
-	if h.Fleet.Peers == nil {
-		h.Fleet.Peers = make(map[string]string)
+	if c.Peers == nil {
+		c.Peers = make(map[string]string)
 	}
-	h.Fleet.Peers[id] = addr
+	c.Peers[id] = addr
 	return nil
 }
 

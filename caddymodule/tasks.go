@@ -36,7 +36,7 @@ type TaskPolicy struct {
 }
 
 // unmarshalTask parses `task <tool> <mode> [<window>]`.
-func (h *Handler) unmarshalTask(d *caddyfile.Dispenser) error {
+func (c *TasksConfig) unmarshalTask(d *caddyfile.Dispenser) error {
 	var p TaskPolicy
 	if !d.Args(&p.Tool, &p.Mode) {
 		return d.Err("task needs a tool name (or *) and forbidden, optional or required")
@@ -55,12 +55,12 @@ func (h *Handler) unmarshalTask(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	for _, q := range h.Tasks.Rules {
+	for _, q := range c.Rules {
 		if q.Tool == p.Tool {
 			return d.Errf("task %s already specified", p.Tool)
 		}
 	}
-	h.Tasks.Rules = append(h.Tasks.Rules, &p)
+	c.Rules = append(c.Rules, &p)
 	return nil
 }
 
