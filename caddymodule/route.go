@@ -26,7 +26,7 @@ import (
 // it to. Nothing tries one path and falls back to another: the only
 // choices left to run time are the selection policy's (pick) and the
 // pass-through and new-session failover among upstreams of the decided era
-// (failover.go).
+// (upstreams.go).
 
 // routeInput is what decides a request's route.
 type routeInput struct {

@@ -62,7 +62,7 @@ func (h *Handler) provisionTransport(ctx caddy.Context) error {
 	return nil
 }
 
-// guardTransport puts the dial guard (dynamic_refuse, dialguard.go) on the
+// guardTransport puts the dial guard (dynamic_refuse, addrpolicy.go) on the
 // dialers of ht, the http transport (nil: another transport module, whose
 // connections cannot be checked: a warning is logged when this handler's
 // dynamic upstreams have ranges to refuse).
