@@ -137,8 +137,8 @@ func brokenLinks(root string, files []string, read func(string) (string, error))
 	return broken
 }
 
-// TestDocsLinks: every relative link and #anchor in README.md and
-// docs/*.md resolves (the file or folder exists; the anchor is a heading of
+// TestDocsLinks: every relative link and #anchor in README.md,
+// CHANGELOG.md and docs/*.md resolves (the file or folder exists; the anchor is a heading of
 // the page it points into). The checker itself is shown a broken link and
 // a broken anchor first, so that it cannot pass by seeing nothing.
 func TestDocsLinks(t *testing.T) {
@@ -171,6 +171,59 @@ func TestDocsLinks(t *testing.T) {
 	})
 	if broken := brokenLinks(root, docFiles(t), read); len(broken) > 0 {
 		t.Fatalf("%d links do not resolve:\n%s", len(broken), strings.Join(broken, "\n"))
+	}
+}
+
+// readmeMaxLines is the README's length at most: a ten-minute read
+// (issue 37); the detail goes to docs/.
+const readmeMaxLines = 600
+
+// TestReadmeShort: the README stays a ten-minute read, and says of each
+// extra face what it is (the saga the gateway's own extension, REST and
+// multi-turn SSE non-standard extras of proposals that were closed),
+// linking to its section of docs/faces.md, which says the same.
+func TestReadmeShort(t *testing.T) {
+	root := repoRoot(t)
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	readme, faces := read("README.md"), read(filepath.Join("docs", "faces.md"))
+	if n := strings.Count(readme, "\n"); n > readmeMaxLines {
+		t.Errorf("README.md has %d lines, more than %d: move the detail to docs/", n, readmeMaxLines)
+	}
+	for _, f := range []struct{ option, anchor, label string }{
+		{"`saga on`", "saga", "the gateway's own extension"},
+		{"`rest <base>`", "rest", "non-standard extra"},
+		{"`multi_turn_sse on`", "multi-turn-sse-sep-1858", "non-standard extra"},
+	} {
+		// The README's paragraph: from the option to the link that ends it.
+		i := strings.Index(readme, "("+f.option+"):")
+		if i < 0 {
+			t.Errorf("README.md has no paragraph on the face of %s", f.option)
+			continue
+		}
+		para, _, _ := strings.Cut(readme[i:], "\n\n")
+		if !strings.Contains(para, f.label) || !strings.Contains(para, "](docs/faces.md#"+f.anchor+")") {
+			t.Errorf("the README's paragraph on %s does not say %q and link to docs/faces.md#%s:\n%s", f.option, f.label, f.anchor, para)
+		}
+		// The reference's section: from its heading to the next.
+		var section string
+		for _, sec := range strings.Split(faces, "\n## ")[1:] {
+			heading, _, _ := strings.Cut(sec, "\n")
+			if mdSlug(heading) == f.anchor {
+				section = sec
+			}
+		}
+		if !strings.Contains(section, f.label) {
+			t.Errorf("docs/faces.md#%s does not say %q", f.anchor, f.label)
+		}
+		if f.label == "non-standard extra" && !strings.Contains(section, "closed, not accepted") {
+			t.Errorf("docs/faces.md#%s does not say its proposal was closed, not accepted", f.anchor)
+		}
 	}
 }
 

@@ -3,16 +3,19 @@ package tests
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
-// readmeCurlTag finds the README's curl examples:
+// readmeCurlTag finds the curl walk-throughs of the README and of
+// docs/faces.md:
 //
 //	<!-- curl: NAME -->
 //	```sh
@@ -22,46 +25,105 @@ import (
 // The blocks of one NAME run in order, as one shell script.
 var readmeCurlTag = regexp.MustCompile("(?m)^<!-- curl: ([a-z0-9-]+) -->\\n```sh\\n((?s:.*?))```")
 
+// readmeCurlPages are the pages whose curl walk-throughs run in the tests,
+// relative to the repository's root: the README's clients of both eras and
+// the faces' reference.
+var readmeCurlPages = []string{"README.md", "docs/faces.md"}
+
+// readmeCurlRunners names, for each walk-through, the test that runs it
+// against the demo server behind the gateway.
+var readmeCurlRunners = map[string]string{
+	"modern":     "TestReadmeCurl",
+	"legacy":     "TestReadmeCurl",
+	"saga":       "TestReadmeCurl",
+	"rest":       "TestRESTReadmeCurl",
+	"multi-turn": "TestReadmeCurlMultiTurn",
+}
+
 // readmeDemoURL is the gateway's URL in the README's curl examples: the
 // demo's (./tests/demo.sh, Caddyfile.example).
 const readmeDemoURL = "http://127.0.0.1:9100/mcp"
 
-// readmeCurlScripts returns the README's curl examples by name, each the
-// blocks of its name joined in order.
-func readmeCurlScripts(t *testing.T) (scripts map[string]string, readme string) {
+// readmeCurlScripts returns the curl walk-throughs of readmeCurlPages by
+// name, each the blocks of its name joined in order, and the pages' text
+// (joined), in which a test finds the outputs the pages show.
+func readmeCurlScripts(t *testing.T) (scripts map[string]string, text string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	scripts = map[string]string{}
-	for _, m := range readmeCurlTag.FindAllStringSubmatch(string(b), -1) {
-		scripts[m[1]] += m[2]
+	var all strings.Builder
+	for _, page := range readmeCurlPages {
+		b, err := os.ReadFile(filepath.Join(repoRoot(t), page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range readmeCurlTag.FindAllStringSubmatch(string(b), -1) {
+			scripts[m[1]] += m[2]
+		}
+		all.Write(b)
+		all.WriteString("\n")
 	}
-	return scripts, string(b)
+	return scripts, all.String()
 }
 
-// TestReadmeCurl runs the README's curl examples, as they are written (the
-// demo's URL replaced with the test gateway's), with bash and the curl of
-// the machine, against the demo server behind the gateway configured as in
-// Caddyfile.example: the 2026-07-28 tools/call that gets input_required and
-// its retry with requestState and inputResponses, and the 2025-11-25
-// session (initialize, Mcp-Session-Id, tools/call). Each example must
-// print the answers the README shows.
+// TestReadmeCurlAllRun: every curl example of the README and of
+// docs/faces.md is a tagged walk-through, and each walk-through is one a
+// test runs, so that none is left unrun.
+func TestReadmeCurlAllRun(t *testing.T) {
+	shBlock := regexp.MustCompile("(?m)^(<!-- curl: ([a-z0-9-]+) -->\\n)?```sh\\n((?s:.*?))```")
+	tagged := map[string]bool{}
+	for _, page := range readmeCurlPages {
+		b, err := os.ReadFile(filepath.Join(repoRoot(t), page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range shBlock.FindAllStringSubmatch(string(b), -1) {
+			name, code := m[2], m[3]
+			if name == "" {
+				if strings.Contains(code, "curl ") {
+					t.Errorf("%s has a curl example no test runs (tag it <!-- curl: NAME -->):\n%s", page, code)
+				}
+				continue
+			}
+			if _, ok := readmeCurlRunners[name]; !ok {
+				t.Errorf("%s's <!-- curl: %s --> walk-through is run by no test (add it to readmeCurlRunners and run it)", page, name)
+			}
+			tagged[name] = true
+		}
+	}
+	for name, test := range readmeCurlRunners {
+		if !tagged[name] {
+			t.Errorf("%s runs the <!-- curl: %s --> walk-through, which no page has", test, name)
+		}
+	}
+}
+
+// TestReadmeCurl runs the curl walk-throughs of the README and of
+// docs/faces.md, as they are written (the demo's URL replaced with the test
+// gateway's), with bash and the curl of the machine, against the demo
+// server behind the gateway configured as in Caddyfile.example (and saga
+// on): the 2026-07-28 tools/call that gets input_required and its retry
+// with requestState and inputResponses; the 2025-11-25 session
+// (initialize, Mcp-Session-Id, the GET stream, tools/call), its in-line
+// question answered with the id the server sent and its question on the
+// GET stream answered the same way; and the saga. Each must print the
+// answers the page shows.
 func TestReadmeCurl(t *testing.T) {
-	for _, tool := range []string{"bash", "curl", "sed", "awk", "tr", "tee"} {
+	for _, tool := range []string{"bash", "curl", "sed", "awk", "tr", "tee", "grep"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("the README's curl examples need %s: %v", tool, err)
 		}
 	}
-	scripts, readme := readmeCurlScripts(t)
+	scripts, pages := readmeCurlScripts(t)
 	g := startGateway(t, "\t\tupstream "+startDemoServer(t)+" {\n\t\t\tera auto\n\t\t}\n\t\tkeepalive_interval 15s\n\t\tsaga on")
 
 	cases := []struct {
 		name string
 		// want: what the output holds; shown: lines of the output the
-		// README shows verbatim.
+		// page shows verbatim.
 		want, shown []string
+		// files: what the files the walk-through writes hold (and
+		// lack, for a string starting with "!").
+		files map[string][]string
 	}{
 		{
 			name: "modern",
@@ -78,24 +140,41 @@ func TestReadmeCurl(t *testing.T) {
 			shown: []string{`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"Booked Chez Caddy for 2 on 2026-12-24."}]`},
 		},
 		{
-			name:  "legacy",
-			want:  []string{`"protocolVersion":"2025-11-25"`},
-			shown: []string{`data: {"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"Hello, Caddy!"}]}}`},
+			name: "legacy",
+			want: []string{`"protocolVersion":"2025-11-25"`},
+			shown: []string{
+				`data: {"jsonrpc":"2.0","id":1,"result":{"capabilities":`,
+				`data: {"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"Hello, Caddy!"}]}}`,
+				// The in-line question, with the server's own id.
+				`data: {"jsonrpc":"2.0","id":1,"method":"elicitation/create","params":{"mode":"form","message":"How many people, and when?"`,
+				`data: {"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"Booked Chez Caddy for 2 on 2026-12-24."}]}}`,
+				// The question on the GET stream.
+				`data: {"jsonrpc":"2.0","id":2,"method":"elicitation/create","params":{"mode":"form","message":"When should the taxi to the station pick you up?"`,
+				`data: {"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"Taxi to the station ordered for 18:30."}]}}`,
+			},
+			files: map[string][]string{
+				// The taxi's question came on the GET stream, and the
+				// booking's did not.
+				"get.txt": {`"message":"When should the taxi to the station pick you up?"`, `!"message":"How many people, and when?"`},
+				// call.txt is the taxi call's stream: its result only.
+				"call.txt": {`"text":"Taxi to the station ordered for 18:30."`, `!"method":"elicitation/create"`},
+			},
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			script, ok := scripts[c.name]
 			if !ok {
-				t.Fatalf("no <!-- curl: %s --> block in README.md", c.name)
+				t.Fatalf("no <!-- curl: %s --> block in %s", c.name, strings.Join(readmeCurlPages, " or "))
 			}
 			if !strings.Contains(script, readmeDemoURL) {
-				t.Fatalf("the README's %s curl example does not use the demo's URL %s", c.name, readmeDemoURL)
+				t.Fatalf("the %s curl walk-through does not use the demo's URL %s", c.name, readmeDemoURL)
 			}
-			out := runReadmeScript(t, strings.ReplaceAll(script, readmeDemoURL, g.URL))
+			dir := t.TempDir()
+			out := runReadmeScriptIn(t, dir, strings.ReplaceAll(script, readmeDemoURL, g.URL))
 			for _, w := range c.want {
 				if !strings.Contains(out, w) {
-					t.Errorf("the output of the README's %s curl example lacks %s:\n%s", c.name, w, out)
+					t.Errorf("the output of the %s curl walk-through lacks %s:\n%s", c.name, w, out)
 				}
 			}
 			for _, s := range c.shown {
@@ -106,9 +185,24 @@ func TestReadmeCurl(t *testing.T) {
 					}
 				}
 				if line == "" {
-					t.Errorf("the output of the README's %s curl example has no line starting %s:\n%s", c.name, s, out)
-				} else if !strings.Contains(readme, line+"\n") {
-					t.Errorf("the README does not show the answer its %s curl example gets:\n%s", c.name, line)
+					t.Errorf("the output of the %s curl walk-through has no line starting %s:\n%s", c.name, s, out)
+				} else if !strings.Contains(pages, line+"\n") {
+					t.Errorf("the docs do not show the line the %s curl walk-through prints:\n%s", c.name, line)
+				}
+			}
+			for file, wants := range c.files {
+				b, err := os.ReadFile(filepath.Join(dir, file))
+				if err != nil {
+					t.Fatalf("the %s curl walk-through's %s: %v", c.name, file, err)
+				}
+				for _, w := range wants {
+					if lacks, ok := strings.CutPrefix(w, "!"); ok {
+						if strings.Contains(string(b), lacks) {
+							t.Errorf("the %s curl walk-through's %s holds %s:\n%s", c.name, file, lacks, b)
+						}
+					} else if !strings.Contains(string(b), w) {
+						t.Errorf("the %s curl walk-through's %s lacks %s:\n%s", c.name, file, w, b)
+					}
 				}
 			}
 		})
@@ -119,13 +213,30 @@ func TestReadmeCurl(t *testing.T) {
 // and returns its standard output.
 func runReadmeScript(t *testing.T, script string) string {
 	t.Helper()
+	return runReadmeScriptIn(t, t.TempDir(), script)
+}
+
+// runReadmeScriptIn runs script with bash -e -o pipefail in dir and
+// returns its standard output. The script runs in a process group of its
+// own, which is killed when it ends (a walk-through may leave a stream
+// open in the background) or after 60 s.
+func runReadmeScriptIn(t *testing.T, dir, script string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", script)
-	cmd.Dir = t.TempDir()
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
+	err := cmd.Run()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if ctx.Err() != nil {
+		err = fmt.Errorf("killed after 60s: %w", ctx.Err())
+	}
+	if err != nil {
 		t.Fatalf("bash: %v\nstdout:\n%s\nstderr:\n%s\nscript:\n%s", err, out.String(), errOut.String(), script)
 	}
 	return out.String()
@@ -173,8 +284,11 @@ func main() {
 // gateway: it negotiates 2026-07-28, answers book_table's question and
 // gets the booking.
 func TestReadmeGoClient(t *testing.T) {
-	_, readme := readmeCurlScripts(t)
-	m := regexp.MustCompile("(?s)```go\n(.*?)```").FindStringSubmatch(readme)
+	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```go\n(.*?)```").FindStringSubmatch(string(readme))
 	if m == nil {
 		t.Fatal("no ```go block in README.md")
 	}

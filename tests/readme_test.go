@@ -30,7 +30,7 @@ type readmeExample struct {
 var readmeTag = regexp.MustCompile("(?m)^<!-- (adapt|json): ([a-z0-9-]+) -->\\n```[a-z]*\\n((?s:.*?))```")
 
 // docFiles lists the Markdown files whose examples and links are tested:
-// README.md and docs/*.md, relative to the repository's root.
+// README.md, CHANGELOG.md and docs/*.md, relative to the repository's root.
 func docFiles(t *testing.T) []string {
 	t.Helper()
 	pages, err := filepath.Glob(filepath.Join(repoRoot(t), "docs", "*.md"))
@@ -40,7 +40,7 @@ func docFiles(t *testing.T) []string {
 	if len(pages) == 0 {
 		t.Fatal("no pages in docs/")
 	}
-	files := []string{"README.md"}
+	files := []string{"README.md", "CHANGELOG.md"}
 	for _, p := range pages {
 		files = append(files, filepath.Join("docs", filepath.Base(p)))
 	}

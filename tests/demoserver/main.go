@@ -15,10 +15,15 @@
 //     returns its answer.
 //   - plan_trip {}: asks twice in a row, first for a destination, then for
 //     dates.
+//   - order_taxi {to}: asks when to pick the user up, on the session's
+//     standalone GET stream rather than on the call's own stream (as a
+//     server does when the question comes from work not tied to the
+//     request), then books the taxi. A client that has not opened the GET
+//     stream gets the question once it does.
 //
-// The questions travel on the tools/call response stream, so a modern client
-// can only answer them through a gateway that turns them into input_required
-// results.
+// The questions travel on the tools/call response stream (order_taxi's on
+// the GET stream), so a modern client can only answer them through a gateway
+// that turns them into input_required results.
 package main
 
 import (
@@ -47,6 +52,10 @@ type summarizeArgs struct {
 
 type planTripArgs struct{}
 
+type orderTaxiArgs struct {
+	To string `json:"to" jsonschema:"where the taxi goes"`
+}
+
 func main() {
 	addr := flag.String("addr", "127.0.0.1:9101", "address to listen on")
 	eventStore := flag.Bool("event-store", true, "keep the SSE events in a go-sdk MemoryEventStore, so they carry ids and a GET with Last-Event-ID replays what followed (resumable streams); false: events without ids, streams that cannot be resumed")
@@ -57,6 +66,7 @@ func main() {
 	mcp.AddTool(server, &mcp.Tool{Name: "book_table", Description: "Book a table; asks for party size and date."}, bookTable)
 	mcp.AddTool(server, &mcp.Tool{Name: "summarize", Description: "Summarize text with the client's model."}, summarize)
 	mcp.AddTool(server, &mcp.Tool{Name: "plan_trip", Description: "Plan a trip; asks for a destination, then dates."}, planTrip)
+	mcp.AddTool(server, &mcp.Tool{Name: "order_taxi", Description: "Order a taxi; asks for the pick-up time on the session's GET stream."}, orderTaxi)
 
 	// Sessionful (not Stateless): this is the legacy protocol the gateway
 	// fronts. The event store lets a client resume a broken stream with
@@ -120,6 +130,23 @@ func planTrip(ctx context.Context, req *mcp.CallToolRequest, _ planTripArgs) (*m
 		return declined("No trip planned", err)
 	}
 	return support.Text(fmt.Sprintf("Trip to %v from %v to %v.", where["destination"], when["startDate"], when["endDate"])), nil, nil
+}
+
+func orderTaxi(ctx context.Context, req *mcp.CallToolRequest, in orderTaxiArgs) (*mcp.CallToolResult, any, error) {
+	// The go-sdk sends a request on the stream of the call whose context it
+	// is made with; one made with a context that carries no call goes out on
+	// the session's standalone GET stream. This one is cancelled with the
+	// call all the same.
+	aside, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	when, err := ask(aside, req, fmt.Sprintf("When should the taxi to %s pick you up?", in.To), map[string]any{
+		"time": map[string]any{"type": "string", "title": "Pick-up time"},
+	})
+	if err != nil || when == nil {
+		return declined("No taxi ordered", err)
+	}
+	return support.Text(fmt.Sprintf("Taxi to %s ordered for %v.", in.To, when["time"])), nil, nil
 }
 
 // ask elicits a form whose fields are all required. It returns nil content
