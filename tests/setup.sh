@@ -65,11 +65,16 @@ if ! command -v curl >/dev/null; then
 fi
 command -v go >/dev/null || { echo "tests/setup.sh: go is not installed" >&2; exit 1; }
 
-# npm writes node_modules/.package-lock.json on every install: it is our stamp.
-stamp="$tests_dir/node_modules/.package-lock.json"
-if [[ ! -f "$stamp" || ! -x "$node22" || "$tests_dir/package-lock.json" -nt "$stamp" ]]; then
+# Our stamp: the digest of the package-lock.json last installed, written
+# after npm ci. A digest, not a date: a fresh checkout's lock file is newer
+# than any install, and tests/node_modules may be a link to an install
+# other work trees share, which must not be wiped for that.
+stamp="$tests_dir/node_modules/.installed-lock.sha256"
+lock_sum="$(sha256sum "$tests_dir/package-lock.json" | cut -d' ' -f1)"
+if [[ ! -x "$node22" || "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]]; then
 	say "installing the npm packages of tests/package-lock.json (npm ci: MCP clients and servers, Node 22; about 2 minutes the first time)..."
 	(cd "$tests_dir" && run npm ci --no-audit --no-fund --loglevel=error)
+	echo "$lock_sum" >"$stamp"
 	did+=("npm ci")
 fi
 
