@@ -82,7 +82,6 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    max_rounds         <count>             # parking
 //	    max_inputs_per_round <count>           # parking
 //	    max_buffered_notifications <count>     # parking
-//	    multi_turn_sse     on|off              # parking
 //
 //	    max_sessions_per_principal <count>     # sessions
 //	    session_lifetime   <duration>          # sessions
@@ -106,6 +105,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    rest_max_calls_per_principal <count>   # rest.max_calls_per_principal
 //
 //	    saga               on|off              # faces.saga (present: on)
+//	    multi_turn_sse     on|off              # faces.multi_turn_sse (present: on)
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
@@ -205,8 +205,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				err = d.Errf("max_buffered_notifications: must be at most %d (each call holds a buffer this large), got %d",
 					maxBufferedNotifications, h.Parking.MaxBufferedNotifications)
 			}
-		case "multi_turn_sse":
-			err = parseOnOff(d, &h.Parking.MultiTurnSSE)
 		case "max_sessions_per_principal":
 			err = parseInt(d, &h.Sessions.MaxSessionsPerPrincipal)
 		case "write_timeout":
