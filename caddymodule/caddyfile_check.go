@@ -127,15 +127,3 @@ func parseTaskLease(d *caddyfile.Dispenser, to *caddy.Duration) error {
 	}
 	return nil
 }
-
-// parseOnOff reads the one argument of an on|off option into to.
-func parseOnOff(d *caddyfile.Dispenser, to *string) error {
-	name := d.Val()
-	if err := parseString(d, to); err != nil {
-		return err
-	}
-	if err := checkOnOff(name, *to); err != nil {
-		return d.Err(err.Error())
-	}
-	return nil
-}
