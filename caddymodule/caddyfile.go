@@ -85,7 +85,6 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    max_rounds         <count>             # parking
 //	    max_inputs_per_round <count>           # parking
 //	    max_buffered_notifications <count>     # parking
-//	    multi_turn_sse     on|off              # parking
 //
 //	    max_sessions_per_principal <count>     # sessions
 //	    session_lifetime   <duration>          # sessions
@@ -109,6 +108,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    rest_max_calls_per_principal <count>   # rest.max_calls_per_principal
 //
 //	    saga               on|off              # faces.saga (present: on)
+//	    multi_turn_sse     on|off              # faces.multi_turn_sse (present: on)
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
@@ -545,18 +545,6 @@ func parseTaskLease(d *caddyfile.Dispenser, to *caddy.Duration) error {
 		if err := checkTaskLease(*to); err != nil {
 			return d.Err(err.Error())
 		}
-	}
-	return nil
-}
-
-// parseOnOff reads the one argument of an on|off option into to.
-func parseOnOff(d *caddyfile.Dispenser, to *string) error {
-	name := d.Val()
-	if err := parseString(d, to); err != nil {
-		return err
-	}
-	if err := checkOnOff(name, *to); err != nil {
-		return d.Err(err.Error())
 	}
 	return nil
 }

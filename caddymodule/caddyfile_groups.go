@@ -132,8 +132,6 @@ func (c *ParkingConfig) unmarshalOption(d *caddyfile.Dispenser, opt string) (boo
 			err = d.Errf("max_buffered_notifications: must be at most %d (each call holds a buffer this large), got %d",
 				maxBufferedNotifications, c.MaxBufferedNotifications)
 		}
-	case "multi_turn_sse":
-		err = parseOnOff(d, &c.MultiTurnSSE)
 	default:
 		return false, nil
 	}

@@ -371,25 +371,6 @@ type ParkingConfig struct {
 	// the upstream waits for room instead (a client that stops reading is
 	// ended by `write_timeout`). At least 1, at most 4096. Default: 32.
 	MaxBufferedNotifications int `json:"max_buffered_notifications,omitempty"`
-
-	// Whether legacy (2025-era) clients may opt in to multi-turn SSE
-	// (SEP-1858): `on` or `off`. A client opts in with
-	// `capabilities.experimental["io.modelcontextprotocol/multi-turn-sse"]`
-	// (any object) in its `initialize`; its session id then carries the
-	// opt-in (sealed with `state_key`). When a tools/call of such a session
-	// needs input, its SSE answer is `event: buffer_input`, the requests
-	// (elicitation, sampling, roots) as `message` events, then `event:
-	// input_required` whose id holds the call's state (sealed, bound to
-	// the principal and the session, usable once, valid for `park_ttl`),
-	// and the stream ends; the client POSTs its answers as a JSON array
-	// with that id as `Last-Event-ID`, to any instance, and gets the
-	// result or the next turn. The call itself is made as a modern
-	// tools/call (in front of a legacy server through the parked calls
-	// above, in front of a modern one passed through). Clients that do
-	// not opt in are served exactly as with `off`, and so are all clients
-	// with `off` (an opted-in session keeps working, without turns).
-	// README "Multi-turn SSE (SEP-1858)" has the details. Default: off.
-	MultiTurnSSE string `json:"multi_turn_sse,omitempty"`
 }
 
 // SessionsConfig is the `sessions` object of the handler: the upstream

@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face/multiturn"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face/saga"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
@@ -45,6 +46,25 @@ type FacesConfig struct {
 	// `park_ttl`. Without it, both methods get `-32601` as any unknown
 	// method. Default: off. Caddyfile: `saga on|off`.
 	Saga *saga.Config `json:"saga,omitempty"`
+
+	// Multi-turn SSE (SEP-1858) for legacy (2025-era) clients that opt
+	// in. A client opts in with
+	// `capabilities.experimental["io.modelcontextprotocol/multi-turn-sse"]`
+	// (any object) in its `initialize`; its session id then carries the
+	// opt-in (sealed with `state_key`). When a tools/call of such a
+	// session needs input, its SSE answer is `event: buffer_input`, the
+	// requests (elicitation, sampling, roots) as `message` events, then
+	// `event: input_required` whose id holds the call's state (sealed,
+	// bound to the principal and the session, usable once, valid for
+	// `park_ttl`), and the stream ends; the client POSTs its answers as a
+	// JSON array with that id as `Last-Event-ID`, to any instance, and
+	// gets the result or the next turn. The call itself is made as a
+	// modern tools/call (in front of a legacy server through the parked
+	// calls, in front of a modern one passed through). Clients that do not
+	// opt in are served exactly as without it, and so are all clients
+	// without it (a session that opted in keeps working, without turns).
+	// Default: off. Caddyfile: `multi_turn_sse on|off`.
+	MultiTurn *multiturn.Config `json:"multi_turn_sse,omitempty"`
 }
 
 // faceKind is one face as the handler knows it: its Caddyfile options
@@ -53,7 +73,8 @@ type faceKind struct {
 	// unmarshal parses the Caddyfile option name into the face's config,
 	// or reports false when the option is not the face's.
 	unmarshal func(d *caddyfile.Dispenser, name string) (bool, error)
-	// make makes the face, or nil when it is off.
+	// make makes the face, or nil when it is off (a face may have
+	// hooks it keeps while off: see its New).
 	make func(ctx caddy.Context, gw face.Gateway) (face.Face, error)
 }
 
@@ -61,6 +82,7 @@ type faceKind struct {
 func (c *FacesConfig) kinds() []faceKind {
 	return []faceKind{
 		kindOf(&c.Saga, saga.Options, saga.New),
+		kindOf(&c.MultiTurn, multiturn.Options, multiturn.New),
 	}
 }
 
@@ -106,6 +128,17 @@ func (h *Handler) provisionFaces(ctx caddy.Context) error {
 	return nil
 }
 
+// openSession asks each SessionFace to open r's session id, in turn: it
+// returns the writer and request to serve r with.
+func (h *Handler) openSession(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request) {
+	for _, f := range h.faces {
+		if sf, ok := f.(face.SessionFace); ok {
+			w, r = sf.OpenSession(w, r)
+		}
+	}
+	return w, r
+}
+
 // serveMessage asks each MessageFace to serve the POSTed message m, in
 // turn: it reports whether one did, and returns the writer to serve the
 // message with otherwise.
@@ -120,6 +153,27 @@ func (h *Handler) serveMessage(w http.ResponseWriter, r *http.Request, m face.Me
 		}
 	}
 	return false, w, nil
+}
+
+// serveRouted asks each RouteFace to serve a legacy client's request
+// that d routes to its session's upstream, in turn: a single POSTed
+// request, neither refused nor relayed, in the pinned or the reverse
+// cell. It reports whether one did.
+func (h *Handler) serveRouted(w http.ResponseWriter, r *http.Request, l *learned, d decision) (bool, error) {
+	if l.in.era != eraLegacy || r.Method != http.MethodPost || l.in.batch || l.msg.Kind != jsonrpc.KindRequest ||
+		d.refuse != refuseNone || d.relayTo != nil || (d.cell != cellPinned && d.cell != cellReverse) || d.up == nil {
+		return false, nil
+	}
+	m := face.Message{Method: routeOf(r).method, Body: l.body}
+	rt := face.Route{Upstream: d.up.URL, Modern: d.cell == cellReverse}
+	for _, f := range h.faces {
+		if rf, ok := f.(face.RouteFace); ok {
+			if handled, err := rf.ServeRouted(w, r, m, l.msg.ID, rt); handled {
+				return true, err
+			}
+		}
+	}
+	return false, nil
 }
 
 // faceGateway is the face.Gateway of a handler.

@@ -1,5 +1,5 @@
-// TEMPORARY: the in-process client the REST and multi-turn faces still
-// use until they move under caddymodule/face (which has its own).
+// TEMPORARY: the in-process client the REST face still uses until it
+// moves under caddymodule/face (which has its own).
 package caddymodule
 
 import (
@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"io"
 	"mime"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
@@ -27,7 +27,7 @@ import (
 // ResponseWriter, and the answer mapped onto the saga's.
 
 // sagaCall is one tool call of a saga: the first (no responses, no state)
-// or a retry. The REST and multi-turn faces make theirs of it too.
+// or a retry. The REST face makes its calls of it.
 type sagaCall struct {
 	name      string
 	args      []byte
@@ -84,27 +84,6 @@ var sagaCallID = json.RawMessage(`1`)
 // innerServe serves an internal request: h.dispatch, or a cell the caller
 // chose.
 type innerServe func(w http.ResponseWriter, in *http.Request, body *[]byte) error
-
-// innerToolCall makes a modern tools/call of the tool name with params,
-// built by the gateway on r's behalf (r's principal, authorization and
-// origin; none of its MCP headers), served by serve into a recording
-// ResponseWriter. It returns the HTTP status and the JSON-RPC response to
-// it. The saga and multi-turn SSE faces make their calls so.
-func (h *Handler) innerToolCall(r *http.Request, name string, params any, serve innerServe) (int, gjson.Result, *jsonrpc.RPCError) {
-	rec := &sagaRecorder{header: make(http.Header)}
-	in, failed := h.innerRequest(r.Context(), r, "tools/call", name, params, serve, rec)
-	if failed != 0 {
-		return 0, gjson.Result{}, jsonrpc.Errorf(failed, jsonrpc.InternalError, "Internal error: the tool call failed (HTTP %d; the gateway's log says why)", failed)
-	}
-	inner, outer := routeOf(in), routeOf(r)
-	outer.cell, outer.up, outer.owner = inner.cell, inner.up, inner.owner
-	answer, ok := rec.response()
-	if !ok {
-		return 0, gjson.Result{}, jsonrpc.Errorf(http.StatusBadGateway, jsonrpc.InternalError,
-			"Internal error: the tool call got no JSON-RPC response (HTTP %d)", rec.statusCode())
-	}
-	return rec.statusCode(), answer, nil
-}
 
 // innerRequest makes the modern request method with params, built by the
 // gateway on r's behalf (r's principal, authorization and origin; none of
@@ -216,26 +195,8 @@ func (rec *sagaRecorder) response() (gjson.Result, bool) {
 	}
 }
 
-// TEMPORARY (the REST and multi-turn faces move to caddymodule/face/...
-// next): what they still share with the saga face that moved.
+// TEMPORARY (the REST face moves to caddymodule/face/... next): what it
+// still shares with the faces that moved.
 
 // rootsNone answers a roots/list with no roots.
 var rootsNone = face.RootsNone
-
-// stepKind is the input kind of method (0 for none).
-func stepKind(method string) byte { return byte(face.KindOf(method)) }
-
-// refusedStep is a sampling step the client completed with an error.
-type refusedStep struct {
-	id, message string
-}
-
-// samplingRefused is the result of a call ended by a sampling step's
-// error.
-func samplingRefused(r *refusedStep) face.Refusal { return face.SamplingRefused(r.id, r.message) }
-
-// elicitDeclined answers an elicitation the client answered with an error.
-var elicitDeclined = face.ElicitDeclined
-
-// stepMethod is the input method of a kind.
-func stepMethod(kind byte) string { return face.Kind(kind).Method() }

@@ -208,9 +208,6 @@ func (h *Handler) Validate() error {
 	if err := h.REST.validateREST(); err != nil { // rest_config.go
 		return err
 	}
-	if err := checkOnOff("multi_turn_sse", h.Parking.MultiTurnSSE); err != nil {
-		return err
-	}
 	if err := checkTaskLease(h.Tasks.Lease); err != nil {
 		return err
 	}

@@ -183,7 +183,6 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"max_inputs_per_round: must be at least 1, got -1", func(h *Handler) { h.Parking.MaxInputsPerRound = -1 }},
 		{"max_buffered_notifications: must be at least 1, got -1", func(h *Handler) { h.Parking.MaxBufferedNotifications = -1 }},
 		{"max_buffered_notifications: must be at most 4096", func(h *Handler) { h.Parking.MaxBufferedNotifications = 4097 }},
-		{`unknown multi_turn_sse "yes" (want on or off)`, func(h *Handler) { h.Parking.MultiTurnSSE = "yes" }},
 		{"resume_linger: must be at most 1s, got 1.001s", func(h *Handler) { h.Parking.ResumeLinger = caddy.Duration(1001 * time.Millisecond) }},
 		{"max_sessions_per_principal: must be at least 1, got 0", func(h *Handler) { h.Sessions.MaxSessionsPerPrincipal = 0 }},
 		{"max_get_streams_per_principal: must be at least 1, got -1", func(h *Handler) { h.Sessions.MaxGetStreamsPerPrincipal = -1 }},

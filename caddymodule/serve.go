@@ -51,8 +51,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 
 // dispatch serves r: the front door's checks (origin, HTTP method, body,
 // forwarding signature), its era's checks, then the routing decision
-// (route.go) and the cell it names. *body is set to the request body once
-// read.
+// (route.go) and the cell it names. The faces' hooks (faces.go) are asked
+// on the way: to open a session id of their own, to serve a POSTed
+// message, to serve a request once routed. *body is set to the request
+// body once read.
 func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]byte) error {
 	if rerr := checkOriginForm(r); rerr != nil {
 		return jsonrpc.WriteError(w, nil, rerr)
@@ -60,7 +62,7 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 	if rerr := h.checkOrigin(r); rerr != nil {
 		return jsonrpc.WriteError(w, nil, rerr)
 	}
-	w, r, ts := h.openTurnSession(w, r) // multiturn.go
+	w, r = h.openSession(w, r) // faces.go
 	rt := routeOf(r)
 	var body []byte
 	switch r.Method {
@@ -90,17 +92,11 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 		if translate.ClassifyRequest(r.Header, body) == translate.EraLegacy {
 			rt.era = eraLegacy
 		}
-		handled, w2, err := h.serveMessage(w, r, face.Message{Method: rt.method, Body: body})
+		handled, w2, err := h.serveMessage(w, r, face.Message{Method: rt.method, Body: body}) // faces.go
 		if handled {
 			return err
 		}
 		w = w2
-		if ts != nil && h.multiTurnOn() && r.Header.Get("Last-Event-ID") != "" {
-			return h.serveTurnAnswers(w, r, body, ts) // multiturn_answers.go
-		}
-		if h.multiTurnOn() && rt.method == "initialize" && r.Header.Get("Mcp-Session-Id") == "" {
-			w = h.optInWriter(w, body)
-		}
 	case http.MethodGet, http.MethodDelete:
 		if r.Header.Get("Mcp-Session-Id") == "" {
 			// Only legacy sessions have GET and DELETE.
@@ -131,8 +127,8 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 		return err
 	}
 	d := decide(l.in, func(want eraSet) *Upstream { return h.selectUpstream(r, w, want) })
-	if ts != nil && h.multiTurnOn() && takesTurns(r, &l, d) {
-		return h.callTurns(w, r, &l, d, ts) // multiturn_call.go
+	if handled, err := h.serveRouted(w, r, &l, d); handled { // faces.go
+		return err
 	}
 	return h.serve(w, r, &l, d)
 }

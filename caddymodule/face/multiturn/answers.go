@@ -1,4 +1,4 @@
-package caddymodule
+package multiturn
 
 import (
 	"encoding/json"
@@ -10,18 +10,19 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
-// This file takes back the answers of a turn (multiturn.go): the POST of
-// an opted-in session with Last-Event-ID (the input_required event's id)
-// and a JSON array of the client's JSON-RPC responses. Any instance
-// holding state_key serves it: the token has the whole turn. The answers
-// become the inputResponses of the modern call's retry, which the
-// gateway makes as the first call was (multiturn_call.go), and the client
-// gets the result or the next turn.
+// This file takes back the answers of a turn: the POST of an opted-in
+// session with Last-Event-ID (the input_required event's id) and a JSON
+// array of the client's JSON-RPC responses. Any instance holding
+// state_key serves it: the token has the whole turn. The answers become
+// the inputResponses of the modern call's retry, which the face makes as
+// the first call was (call.go), and the client gets the result or the
+// next turn.
 //
 // Refusals are JSON errors of the POST itself (id null), the call going
 // on: a malformed array (-32700, -32600), an answer that does not fit the
@@ -30,18 +31,22 @@ import (
 // reason). Once the token is used, what comes is the call's answer, under
 // the tools/call's id.
 
-// turnInvalid is a -32602 refusal of a turn's answers.
-func turnInvalid(format string, args ...any) *jsonrpc.RPCError {
+// invalid is a -32602 refusal of a turn's answers.
+func invalid(format string, args ...any) *jsonrpc.RPCError {
 	return jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidParams, "Invalid params: "+format, args...)
 }
 
-// turnRefused is the message of every refusal of a turn token.
-const turnRefused = "Last-Event-ID is not valid (invalid, expired, already used, or not this session's): " +
+// tokenRefused is the message of every refusal of a turn token.
+const tokenRefused = "Last-Event-ID is not valid (invalid, expired, already used, or not this session's): " +
 	"call the tool again"
 
-// serveTurnAnswers answers the POST of a turn's answers.
-func (h *Handler) serveTurnAnswers(w http.ResponseWriter, r *http.Request, body []byte, ts *turnSession) error {
-	routeOf(r).era = eraLegacy
+// refusal is a sampling request the client answered with an error.
+type refusal struct {
+	id, message string
+}
+
+// serveAnswers answers the POST of a turn's answers.
+func (f *Face) serveAnswers(w http.ResponseWriter, r *http.Request, body []byte, s *session) error {
 	if err := jsonrpc.ValidJSON(body); err != nil {
 		return jsonrpc.WriteError(w, nil, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.ParseError, "Parse error: %v", err))
 	}
@@ -54,65 +59,60 @@ func (h *Handler) serveTurnAnswers(w http.ResponseWriter, r *http.Request, body 
 				"the answers to the requests of the turn that id ended", seal.MaxTurnInputs))
 	}
 	now := time.Now()
-	st, err := seal.OpenTurn(h.keyring, r.Header.Get("Last-Event-ID"), now)
+	st, err := seal.OpenTurn(f.gw.Keyring(), r.Header.Get("Last-Event-ID"), now)
 	switch {
 	case err != nil:
-	case st.Principal != h.principal(r):
+	case st.Principal != f.gw.Principal(r):
 		err = errors.New("another principal's")
-	case st.Session != sessionHash(ts.outer):
+	case st.Session != sessionHash(s.outer):
 		err = errors.New("another session's")
 	}
 	if err != nil {
-		return h.refuseTurn(w, err)
+		return f.refuseToken(w, err)
 	}
-	responses, refused, rerr := turnResponses(st.Inputs, answers)
+	responses, refused, rerr := inputResponses(st.Inputs, answers)
 	if rerr != nil {
 		return jsonrpc.WriteError(w, nil, rerr)
 	}
-	if err := turnUsed.Use(st.ID, st.Expires, now); err != nil {
-		return h.refuseTurn(w, fmt.Errorf("already used: %w", err))
+	if err := used.Use(st.ID, st.Expires, now); err != nil {
+		return f.refuseToken(w, fmt.Errorf("already used: %w", err))
 	}
 	if refused != nil {
-		out, err := json.Marshal(samplingRefused(refused))
+		out, err := json.Marshal(face.SamplingRefused(refused.id, refused.message))
 		if err != nil {
 			return err
 		}
-		return h.writeTurnAnswer(w, r, http.StatusOK, translate.ResultResponse(st.CallID, out))
+		return f.writeAnswer(w, r, http.StatusOK, translate.ResultResponse(st.CallID, out))
 	}
-	call := turnCall{callID: st.CallID, sagaCall: sagaCall{name: st.Name, args: st.Arguments, responses: responses,
-		state: st.RequestState}, upstream: st.Upstream}
-	serve := innerServe(h.dispatch)
+	c := call{id: st.CallID, ToolCall: face.ToolCall{Name: st.Name, Args: st.Arguments, Responses: responses,
+		State: st.RequestState}, upstream: st.Upstream}
+	var on *face.Route
 	if st.Upstream != "" {
-		up := h.upstreamByURL(r, st.Upstream)
-		if up == nil {
-			return jsonrpc.WriteError(w, st.CallID, jsonrpc.Errorf(http.StatusBadGateway, jsonrpc.InternalError,
-				"Internal error: the call's upstream is no longer configured: call the tool again"))
-		}
-		serve = h.servedBy(cellModern, up)
+		on = &face.Route{Upstream: st.Upstream, Modern: true}
 	}
-	return h.runTurns(w, r, ts, call, serve)
+	return f.run(w, r, s, c, on)
 }
 
-// refuseTurn answers a turn token that is not valid for the caller with
+// refuseToken answers a turn token that is not valid for the caller with
 // one message for every reason (tampered, forged, expired, another
 // principal's or session's, already used), as sagaTokens are refused. Why
 // goes to the debug log.
-func (h *Handler) refuseTurn(w http.ResponseWriter, why error) error {
-	h.logger.Debug("multi-turn Last-Event-ID refused", zap.String("why", why.Error()))
-	return jsonrpc.WriteError(w, nil, turnInvalid(turnRefused))
+func (f *Face) refuseToken(w http.ResponseWriter, why error) error {
+	f.gw.Logger().Debug("multi-turn Last-Event-ID refused", zap.String("why", why.Error()))
+	return jsonrpc.WriteError(w, nil, invalid(tokenRefused))
 }
 
-// turnResponses maps the client's JSON-RPC responses onto the retry's
+// inputResponses maps the client's JSON-RPC responses onto the retry's
 // inputResponses for the turn's inputs: every response's id must be one
 // the turn's requests were sent with, once, and every request answered.
 // A response with an error is, for an elicitation, a decline; for roots,
 // no roots; for sampling, returned as refused (the 2026-07-28
-// inputResponses have no error form; the gateway ends the call, as the
+// inputResponses have no error form; the face ends the call, as the
 // saga does).
-func turnResponses(inputs []seal.TurnInput, answers gjson.Result) (map[string]json.RawMessage, *refusedStep, *jsonrpc.RPCError) {
+func inputResponses(inputs []seal.TurnInput, answers gjson.Result) (map[string]json.RawMessage, *refusal, *jsonrpc.RPCError) {
 	out := make(map[string]json.RawMessage, len(inputs))
 	answered := make(map[string]bool, len(inputs))
-	var refused *refusedStep
+	var refused *refusal
 	var bad *jsonrpc.RPCError
 	i := -1
 	answers.ForEach(func(_, e gjson.Result) bool {
@@ -131,24 +131,24 @@ func turnResponses(inputs []seal.TurnInput, answers gjson.Result) (map[string]js
 		}
 		switch {
 		case in == nil:
-			bad = turnInvalid("element %d answers id %s, which no request of this turn has", i, jsonrpc.Clip(id.Raw))
+			bad = invalid("element %d answers id %s, which no request of this turn has", i, jsonrpc.Clip(id.Raw))
 		case answered[in.Key]:
-			bad = turnInvalid("id %s is answered twice", jsonrpc.Clip(id.Raw))
+			bad = invalid("id %s is answered twice", jsonrpc.Clip(id.Raw))
 		case errObj.Exists() && !errObj.IsObject():
-			bad = turnInvalid("element %d: error must be an object", i)
+			bad = invalid("element %d: error must be an object", i)
 		case errObj.Exists() && in.Kind == seal.TurnElicitation:
-			out[in.Key] = elicitDeclined
+			out[in.Key] = face.ElicitDeclined
 		case errObj.Exists() && in.Kind == seal.TurnRoots:
-			out[in.Key] = rootsNone
+			out[in.Key] = face.RootsNone
 		case errObj.Exists():
 			if refused == nil {
-				refused = &refusedStep{id: in.Key, message: errObj.Get("message").String()}
+				refused = &refusal{id: in.Key, message: errObj.Get("message").String()}
 			}
 		case !res.IsObject():
-			bad = turnInvalid("element %d: result must be an object", i)
+			bad = invalid("element %d: result must be an object", i)
 		default:
-			if err := translate.ValidateInputResponse(stepMethod(in.Kind), []byte(res.Raw)); err != nil {
-				bad = turnInvalid("id %s: %v", jsonrpc.Clip(id.Raw), err)
+			if err := translate.ValidateInputResponse(face.Kind(in.Kind).Method(), []byte(res.Raw)); err != nil {
+				bad = invalid("id %s: %v", jsonrpc.Clip(id.Raw), err)
 			} else {
 				out[in.Key] = json.RawMessage(res.Raw)
 			}
@@ -163,7 +163,7 @@ func turnResponses(inputs []seal.TurnInput, answers gjson.Result) (map[string]js
 	}
 	for _, in := range inputs {
 		if !answered[in.Key] {
-			return nil, nil, turnInvalid("no response for id %s, a request of this turn", jsonrpc.Quote(jsonrpc.Clip(in.Key)))
+			return nil, nil, invalid("no response for id %s, a request of this turn", jsonrpc.Quote(jsonrpc.Clip(in.Key)))
 		}
 	}
 	return out, refused, nil

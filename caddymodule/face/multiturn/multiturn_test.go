@@ -1,29 +1,78 @@
-package caddymodule
+package multiturn
 
 import (
 	"bytes"
-	"encoding/json"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
-func turnTestHandler(t *testing.T) *Handler {
+// testGateway is a face.Gateway with a keyring whose internal requests
+// get canned answers, one per request (the last one again once they run
+// out), each recorded with the route it was asked to be served on.
+type testGateway struct {
+	kr      *seal.Keyring
+	answers []string
+	// upstream is what Request reports as the upstream that served a
+	// request ("": the route's, when there is one).
+	upstream string
+	seen     []string
+	on       []*face.Route
+}
+
+func (g *testGateway) Request(_ context.Context, _ *http.Request, in face.Internal, rec http.ResponseWriter) (string, *face.Failure) {
+	b, err := jsonrpc.Marshal(jsonrpc.NewRequest(face.RequestID, in.Method, in.Params))
+	if err != nil {
+		return "", &face.Failure{Status: http.StatusInternalServerError, Detail: "the request could not be encoded"}
+	}
+	g.seen, g.on = append(g.seen, string(b)), append(g.on, in.On)
+	if len(g.answers) == 0 {
+		return "", &face.Failure{Status: http.StatusBadGateway, Detail: "no upstream in this test"}
+	}
+	rec.Header().Set("Content-Type", "application/json")
+	_, _ = rec.Write([]byte(`{"jsonrpc":"2.0","id":1,` + g.answers[min(len(g.seen), len(g.answers))-1] + `}`))
+	up := g.upstream
+	if up == "" && in.On != nil {
+		up = in.On.Upstream
+	}
+	return up, nil
+}
+func (g *testGateway) Principal(*http.Request) [16]byte             { return [16]byte{} }
+func (g *testGateway) CheckRequest(*http.Request) *jsonrpc.RPCError { return nil }
+func (g *testGateway) ReadBody(http.ResponseWriter, *http.Request) ([]byte, *jsonrpc.RPCError) {
+	return nil, nil
+}
+func (g *testGateway) Keyring() *seal.Keyring               { return g.kr }
+func (g *testGateway) Instance() string                     { return "test" }
+func (g *testGateway) Logger() *zap.Logger                  { return zap.NewNop() }
+func (g *testGateway) Limits() face.Limits                  { return face.Limits{MaxRounds: 3, ParkTTL: time.Minute} }
+func (g *testGateway) Track(context.CancelCauseFunc) func() { return func() {} }
+
+// testFace is the face, on, over a testGateway answering answers.
+func testFace(t *testing.T, answers ...string) (*Face, *testGateway) {
 	t.Helper()
 	kr, err := seal.NewKeyring(bytes.Repeat([]byte{9}, seal.KeySize))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Handler{keyring: kr, logger: zap.NewNop(), Parking: ParkingConfig{MultiTurnSSE: "on", ParkTTL: 60e9}}
+	gw := &testGateway{kr: kr, answers: answers}
+	f, err := New(caddy.Context{}, &Config{}, gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.(*Face), gw
 }
 
 // TestOptIn: an initialize with the capability gets its session id sealed
@@ -31,11 +80,14 @@ func turnTestHandler(t *testing.T) *Handler {
 // capabilities; one without keeps its id as it is; the sealed id goes back
 // to the client wherever an answer names the inner one.
 func TestOptIn(t *testing.T) {
-	h := turnTestHandler(t)
+	f, _ := testFace(t)
 	in := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",` +
-		`"capabilities":{"elicitation":{}, "experimental":{"` + turnCapability + `":{}}},"clientInfo":{"name":"c","version":"1"}}}`
+		`"capabilities":{"elicitation":{}, "experimental":{"` + capability + `":{}}},"clientInfo":{"name":"c","version":"1"}}}`
 	rec := httptest.NewRecorder()
-	w := h.optInWriter(rec, []byte(in))
+	handled, w, err := f.ServeMessage(rec, httptest.NewRequest(http.MethodPost, "/mcp", nil), face.Message{Method: "initialize", Body: []byte(in)})
+	if handled || err != nil {
+		t.Fatalf("an initialize was served by the face: %v", err)
+	}
 	w.Header().Set("Mcp-Session-Id", "inner-id")
 	w.WriteHeader(http.StatusOK)
 	outer := rec.Header().Get("Mcp-Session-Id")
@@ -43,10 +95,10 @@ func TestOptIn(t *testing.T) {
 		t.Fatalf("an opted-in session id: %q", outer)
 	}
 
-	for _, caps := range []string{`{"elicitation":{}}`, `{"experimental":{"` + turnCapability + `":true}}`, `{"experimental":{"io":{"modelcontextprotocol/multi-turn-sse":{}}}}`} {
+	for _, caps := range []string{`{"elicitation":{}}`, `{"experimental":{"` + capability + `":true}}`, `{"experimental":{"io":{"modelcontextprotocol/multi-turn-sse":{}}}}`} {
 		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":` + caps + `}}`
-		if w := h.optInWriter(httptest.NewRecorder(), []byte(body)); w != nil {
-			if _, wrapped := w.(*turnSessionWriter); wrapped {
+		if w := f.optInWriter(httptest.NewRecorder(), []byte(body)); w != nil {
+			if _, wrapped := w.(*sessionWriter); wrapped {
 				t.Errorf("%s opted in", caps)
 			}
 		}
@@ -55,10 +107,11 @@ func TestOptIn(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 	r.Header.Set("Mcp-Session-Id", outer)
 	rec = httptest.NewRecorder()
-	w, r2, ts := h.openTurnSession(rec, r)
-	if ts == nil || r2.Header.Get("Mcp-Session-Id") != "inner-id" || r.Header.Get("Mcp-Session-Id") != outer ||
-		string(ts.Capabilities) != `{"elicitation":{},"experimental":{"`+turnCapability+`":{}}}` || string(ts.ClientInfo) != `{"name":"c","version":"1"}` {
-		t.Fatalf("opened %+v, header %q", ts, r2.Header.Get("Mcp-Session-Id"))
+	w, r2 := f.OpenSession(rec, r)
+	s := sessionOf(r2)
+	if s == nil || s.outer != outer || r2.Header.Get("Mcp-Session-Id") != "inner-id" || r.Header.Get("Mcp-Session-Id") != outer ||
+		string(s.Capabilities) != `{"elicitation":{},"experimental":{"`+capability+`":{}}}` || string(s.ClientInfo) != `{"name":"c","version":"1"}` {
+		t.Fatalf("opened %+v, header %q", s, r2.Header.Get("Mcp-Session-Id"))
 	}
 	w.Header().Set("Mcp-Session-Id", "inner-id")
 	_, _ = w.Write([]byte("{}"))
@@ -66,10 +119,13 @@ func TestOptIn(t *testing.T) {
 		t.Fatalf("the answer names %q", got)
 	}
 
-	// Not a turn session, or one that does not open: left as it is.
+	// Not a turn session, or one that does not open: left as it is, and
+	// not the session of the request it is made on behalf of (an
+	// internal request, whose context is that request's).
 	for _, sid := range []string{"plain-id", seal.TurnSessionPrefix + "AAAA", outer[:len(outer)-2]} {
-		r.Header.Set("Mcp-Session-Id", sid)
-		if _, r2, ts := h.openTurnSession(rec, r); ts != nil || r2.Header.Get("Mcp-Session-Id") != sid {
+		in := r2.Clone(r2.Context())
+		in.Header.Set("Mcp-Session-Id", sid)
+		if _, in2 := f.OpenSession(rec, in); sessionOf(in2) != nil || in2.Header.Get("Mcp-Session-Id") != sid {
 			t.Errorf("%q opened", sid)
 		}
 	}
@@ -85,7 +141,7 @@ func TestTurnInputs(t *testing.T) {
 		"toast":{"method":"sampling/createMessage","params":{"maxTokens":5}},
 		"r":{"method":"roots/list"},
 		"go":{"method":"elicitation/create","params":{"mode":"url","url":"https://x","message":"Go"}}}`)
-	inputs, msgs, fail := turnInputs(reqs, caps)
+	inputs, msgs, fail := readInputs(reqs, caps)
 	if fail != "" || len(inputs) != 4 || inputs[1] != (seal.TurnInput{Key: "toast", Kind: seal.TurnSampling}) || inputs[2].Kind != seal.TurnRoots {
 		t.Fatalf("inputs %+v, fail %q", inputs, fail)
 	}
@@ -101,11 +157,11 @@ func TestTurnInputs(t *testing.T) {
 		"long key":       {`{"` + strings.Repeat("k", seal.MaxTurnKey+1) + `":{"method":"roots/list"}}`, string(caps), "longer than"},
 		"not an object":  {`[1]`, string(caps), "not an object"},
 	} {
-		if _, _, fail := turnInputs(gjson.Parse(c.reqs), []byte(c.caps)); !strings.Contains(fail, c.want) {
+		if _, _, fail := readInputs(gjson.Parse(c.reqs), []byte(c.caps)); !strings.Contains(fail, c.want) {
 			t.Errorf("%s: %q, want %q", name, fail, c.want)
 		}
 	}
-	if inputs, _, fail := turnInputs(gjson.Result{}, caps); fail != "" || len(inputs) != 0 {
+	if inputs, _, fail := readInputs(gjson.Result{}, caps); fail != "" || len(inputs) != 0 {
 		t.Errorf("no inputRequests: %+v %q", inputs, fail)
 	}
 }
@@ -118,12 +174,12 @@ func TestTurnResponses(t *testing.T) {
 	errResp := func(id string) string {
 		return `{"jsonrpc":"2.0","id":"` + id + `","error":{"code":-1,"message":"no"}}`
 	}
-	out, refused, rerr := turnResponses(inputs, gjson.Parse(`[`+errResp("r")+`,`+errResp("e")+`,`+
+	out, refused, rerr := inputResponses(inputs, gjson.Parse(`[`+errResp("r")+`,`+errResp("e")+`,`+
 		`{"jsonrpc":"2.0","id":"s","result":{"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"}}]`))
 	if rerr != nil || refused != nil || string(out["e"]) != `{"action":"decline"}` || string(out["r"]) != `{"roots":[]}` || !strings.Contains(string(out["s"]), `"hi"`) {
 		t.Fatalf("out %s, refused %+v, err %v", out, refused, rerr)
 	}
-	_, refused, rerr = turnResponses(inputs, gjson.Parse(`[`+errResp("r")+`,`+errResp("e")+`,`+errResp("s")+`]`))
+	_, refused, rerr = inputResponses(inputs, gjson.Parse(`[`+errResp("r")+`,`+errResp("e")+`,`+errResp("s")+`]`))
 	if rerr != nil || refused == nil || refused.id != "s" || refused.message != "no" {
 		t.Fatalf("a refused sampling: %+v %v", refused, rerr)
 	}
@@ -143,7 +199,7 @@ func TestTurnResponses(t *testing.T) {
 		"error string":  {`[{"jsonrpc":"2.0","id":"e","error":"no"}]`, "error must be an object", jsonrpc.InvalidParams},
 		"result string": {`[{"jsonrpc":"2.0","id":"e","result":"yes"}]`, "result must be an object", jsonrpc.InvalidParams},
 	} {
-		_, _, rerr := turnResponses(inputs, gjson.Parse(c.answers))
+		_, _, rerr := inputResponses(inputs, gjson.Parse(c.answers))
 		if rerr == nil || rerr.Code != c.code || rerr.HTTPStatus != http.StatusBadRequest || !strings.Contains(rerr.Message, c.want) {
 			t.Errorf("%s: %v, want %d %q", name, rerr, c.code, c.want)
 		}
@@ -154,21 +210,22 @@ func TestTurnResponses(t *testing.T) {
 // with HTTP 400 and id null; a token of another session or principal, or
 // expired, with one message.
 func TestServeTurnAnswersRefusals(t *testing.T) {
-	h := turnTestHandler(t)
-	ts := &turnSession{outer: "mt1.session"}
-	st := seal.TurnState{Session: sessionHash(ts.outer), Expires: time.Now().Add(time.Minute), CallID: []byte("7"), Name: "x",
+	f, gw := testFace(t)
+	usedBefore := used.Len() // process-wide: other tests use tokens
+	s := &session{outer: "mt1.session"}
+	st := seal.TurnState{Session: sessionHash(s.outer), Expires: time.Now().Add(time.Minute), CallID: []byte("7"), Name: "x",
 		Inputs: []seal.TurnInput{{Key: "e", Kind: seal.TurnElicitation}}}
-	st.Principal = h.principal(httptest.NewRequest(http.MethodPost, "/mcp", nil))
-	good, err := seal.SealTurn(h.keyring, st)
+	st.Principal = gw.Principal(httptest.NewRequest(http.MethodPost, "/mcp", nil))
+	good, err := seal.SealTurn(gw.kr, st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := st
 	other.Session = sessionHash("mt1.other")
-	otherSession, _ := seal.SealTurn(h.keyring, other)
+	otherSession, _ := seal.SealTurn(gw.kr, other)
 	other = st
 	other.Principal[0] ^= 1
-	otherPrincipal, _ := seal.SealTurn(h.keyring, other)
+	otherPrincipal, _ := seal.SealTurn(gw.kr, other)
 	answer := `[{"jsonrpc":"2.0","id":"e","result":{"action":"accept","content":{"a":"b"}}}]`
 	for name, c := range map[string]struct {
 		token, body, want string
@@ -178,15 +235,15 @@ func TestServeTurnAnswersRefusals(t *testing.T) {
 		"an object":       {good, `{"jsonrpc":"2.0","id":"e","result":{}}`, "JSON array", jsonrpc.InvalidRequest},
 		"empty":           {good, `[]`, "JSON array", jsonrpc.InvalidRequest},
 		"too many":        {good, "[" + strings.Repeat("{},", seal.MaxTurnInputs) + "{}]", "JSON array", jsonrpc.InvalidRequest},
-		"forged":          {"AAAA", answer, turnRefused, jsonrpc.InvalidParams},
-		"other session":   {otherSession, answer, turnRefused, jsonrpc.InvalidParams},
-		"other principal": {otherPrincipal, answer, turnRefused, jsonrpc.InvalidParams},
+		"forged":          {"AAAA", answer, tokenRefused, jsonrpc.InvalidParams},
+		"other session":   {otherSession, answer, tokenRefused, jsonrpc.InvalidParams},
+		"other principal": {otherPrincipal, answer, tokenRefused, jsonrpc.InvalidParams},
 		"unknown id":      {good, `[{"jsonrpc":"2.0","id":"x","result":{}}]`, "no request of this turn", jsonrpc.InvalidParams},
 	} {
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(c.body))
 		r.Header.Set("Last-Event-ID", c.token)
-		if err := h.serveTurnAnswers(w, r, []byte(c.body), ts); err != nil {
+		if err := f.serveAnswers(w, r, []byte(c.body), s); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if w.Code != http.StatusBadRequest || gjson.Get(w.Body.String(), "error.code").Int() != int64(c.code) ||
@@ -194,8 +251,11 @@ func TestServeTurnAnswersRefusals(t *testing.T) {
 			t.Errorf("%s: HTTP %d %s, want 400 %d %q", name, w.Code, w.Body, c.code, c.want)
 		}
 	}
-	if turnUsed.Len() != 0 {
-		t.Errorf("a refusal used a token (%d used)", turnUsed.Len())
+	if used.Len() != usedBefore {
+		t.Errorf("a refusal used a token (%d used)", used.Len()-usedBefore)
+	}
+	if len(gw.seen) != 0 {
+		t.Errorf("a refusal made a call: %v", gw.seen)
 	}
 }
 
@@ -216,64 +276,51 @@ func TestAcceptsEventStream(t *testing.T) {
 	}
 }
 
-// TestRunTurns: the modern call's answers, as the cell the call went to
-// gives them (a canned serve), become the legacy client's: a result
+// TestRunTurns: the modern call's answers, as the gateway gives them (a
+// test Gateway's canned ones), become the legacy client's: a result
 // without resultType, an error, a turn of SSE events with a sealed
 // Last-Event-ID, a load-shedding round retried with its state, and what a
 // turn cannot carry.
 func TestRunTurns(t *testing.T) {
-	h := turnTestHandler(t)
-	h.Parking.MaxRounds = 3
-	ts := &turnSession{TurnSession: seal.TurnSession{Capabilities: []byte(`{"elicitation":{}}`)}, outer: "mt1.s"}
-	canned := func(answers ...string) (innerServe, *[]string) {
-		var seen []string
-		return func(w http.ResponseWriter, in *http.Request, body *[]byte) error {
-			b := make([]byte, in.ContentLength)
-			_, _ = in.Body.Read(b)
-			seen = append(seen, string(b))
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":1,` + answers[min(len(seen), len(answers))-1] + `}`))
-			return nil
-		}, &seen
-	}
-	run := func(accept string, serve innerServe) *httptest.ResponseRecorder {
-		r, _ := withRoute(httptest.NewRequest(http.MethodPost, "/mcp", nil))
+	s := &session{TurnSession: seal.TurnSession{Capabilities: []byte(`{"elicitation":{}}`)}, outer: "mt1.s"}
+	run := func(accept string, f *Face) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 		r.Header.Set("Accept", accept)
 		w := httptest.NewRecorder()
-		if err := h.runTurns(w, r, ts, turnCall{callID: []byte(`"c"`), sagaCall: sagaCall{name: "ask", args: []byte(`{"a":1}`)}}, serve); err != nil {
+		if err := f.run(w, r, s, call{id: []byte(`"c"`), ToolCall: face.ToolCall{Name: "ask", Args: []byte(`{"a":1}`)}}, nil); err != nil {
 			t.Fatal(err)
 		}
 		return w
 	}
 	const both = "application/json, text/event-stream"
 
-	serve, seen := canned(`"result":{"content":[],"resultType":"complete"}`)
-	if w := run("application/json", serve); w.Code != 200 || w.Body.String() != `{"jsonrpc":"2.0","id":"c","result":{"content":[]}}` {
+	f, gw := testFace(t, `"result":{"content":[],"resultType":"complete"}`)
+	if w := run("application/json", f); w.Code != 200 || w.Body.String() != `{"jsonrpc":"2.0","id":"c","result":{"content":[]}}` {
 		t.Errorf("result as JSON: %d %s", w.Code, w.Body)
 	}
-	if !strings.Contains((*seen)[0], `"arguments":{"a":1}`) || !strings.Contains((*seen)[0], `"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}`) {
-		t.Errorf("the call: %s", (*seen)[0])
+	if !strings.Contains(gw.seen[0], `"arguments":{"a":1}`) || !strings.Contains(gw.seen[0], `"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}`) {
+		t.Errorf("the call: %s", gw.seen[0])
 	}
-	serve, _ = canned(`"error":{"code":-32602,"message":"no tool"}`)
-	if w := run(both, serve); w.Header().Get("Content-Type") != "text/event-stream" || !strings.Contains(w.Body.String(), `data: {"jsonrpc":"2.0","id":"c","error":{"code":-32602`) {
+	f, _ = testFace(t, `"error":{"code":-32602,"message":"no tool"}`)
+	if w := run(both, f); w.Header().Get("Content-Type") != "text/event-stream" || !strings.Contains(w.Body.String(), `data: {"jsonrpc":"2.0","id":"c","error":{"code":-32602`) {
 		t.Errorf("error on a stream: %s", w.Body)
 	}
-	serve, seen = canned(`"result":{"resultType":"input_required","requestState":"s1"}`,
+	f, gw = testFace(t, `"result":{"resultType":"input_required","requestState":"s1"}`,
 		`"result":{"resultType":"input_required","inputRequests":{"q":{"method":"elicitation/create","params":{"message":"Sure?"}}},"requestState":"s2"}`)
-	w := run(both, serve)
+	w := run(both, f)
 	body := w.Body.String()
-	if len(*seen) != 2 || !strings.Contains((*seen)[1], `"requestState":"s1"`) || !strings.HasPrefix(body, "id: mt-") ||
+	if len(gw.seen) != 2 || !strings.Contains(gw.seen[1], `"requestState":"s1"`) || !strings.HasPrefix(body, "id: mt-") ||
 		!strings.Contains(body, "\nevent: buffer_input\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"q\",\"method\":\"elicitation/create\"") ||
 		!strings.HasSuffix(body, "\nevent: input_required\n\n") {
-		t.Fatalf("a turn after a load-shedding round: %v\n%s", *seen, body)
+		t.Fatalf("a turn after a load-shedding round: %v\n%s", gw.seen, body)
 	}
 	token := body[strings.LastIndex(body, "id: ")+4 : strings.LastIndex(body, "\nevent: input_required")]
-	st, err := seal.OpenTurn(h.keyring, token, time.Now())
+	st, err := seal.OpenTurn(gw.kr, token, time.Now())
 	if err != nil || string(st.CallID) != `"c"` || st.RequestState != "s2" || st.Name != "ask" || len(st.Inputs) != 1 || st.Inputs[0].Key != "q" ||
 		st.Session != sessionHash("mt1.s") {
 		t.Fatalf("the turn's state: %+v %v", st, err)
 	}
-	if w := run("application/json", serve); w.Code != http.StatusNotAcceptable {
+	if w := run("application/json", f); w.Code != http.StatusNotAcceptable {
 		t.Errorf("a turn without an event stream: %d %s", w.Code, w.Body)
 	}
 
@@ -285,12 +332,16 @@ func TestRunTurns(t *testing.T) {
 		"no capability":    {`"result":{"resultType":"input_required","inputRequests":{"s":{"method":"sampling/createMessage","params":{}}}}`, `"isError":true`, 200},
 		"nothing to retry": {`"result":{"resultType":"input_required"}`, "neither inputRequests nor requestState", 502},
 		"shedding forever": {`"result":{"resultType":"input_required","requestState":"s"}`, "more than max_rounds", 502},
-		"not an object":    {`"result":[1]`, "no JSON-RPC response", 502},
+		"not an object":    {`"result":[1]`, "Internal error: the upstream gave no answer", 502},
 	} {
-		serve, _ := canned(c.answer)
-		if w := run("application/json", serve); w.Code != c.status || !strings.Contains(w.Body.String(), c.want) {
+		f, _ := testFace(t, c.answer)
+		if w := run("application/json", f); w.Code != c.status || !strings.Contains(w.Body.String(), c.want) {
 			t.Errorf("%s: %d %s", name, w.Code, w.Body)
 		}
+	}
+	f, gw = testFace(t)
+	if w := run("application/json", f); w.Code != 502 || !strings.Contains(w.Body.String(), "Internal error: no upstream in this test") || len(gw.seen) != 1 {
+		t.Errorf("a failed call: %d %s", w.Code, w.Body)
 	}
 }
 
@@ -306,7 +357,7 @@ func FuzzTurnAnswers(f *testing.F) {
 		if jsonrpc.ValidJSON([]byte(body)) != nil {
 			return // dispatch and serveTurnAnswers refuse it before
 		}
-		out, refused, rerr := turnResponses(inputs, gjson.Parse(body))
+		out, refused, rerr := inputResponses(inputs, gjson.Parse(body))
 		if rerr != nil {
 			if rerr.HTTPStatus != http.StatusBadRequest {
 				t.Fatalf("refused with HTTP %d", rerr.HTTPStatus)
@@ -320,29 +371,4 @@ func FuzzTurnAnswers(f *testing.F) {
 			}
 		}
 	})
-}
-
-// TestCaddyfileMultiTurnSSE: multi_turn_sse takes on or off, once, into
-// parking.multi_turn_sse; anything else is refused where it is written.
-func TestCaddyfileMultiTurnSSE(t *testing.T) {
-	const up = "mcp_gateway {\n upstream http://127.0.0.1:9/mcp\n "
-	for opts, want := range map[string]string{
-		"multi_turn_sse on":                     `"on"`,
-		"multi_turn_sse off":                    `"off"`,
-		"multi_turn_sse maybe":                  `unknown multi_turn_sse "maybe" (want on or off), at Testfile:3`,
-		"multi_turn_sse":                        `wrong argument count`,
-		"multi_turn_sse on\n multi_turn_sse on": `multi_turn_sse already specified, at Testfile:4`,
-	} {
-		var h Handler
-		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(up + opts + "\n}"))
-		got := ""
-		if err != nil {
-			got = err.Error()
-		} else if b, err := json.Marshal(h); err == nil {
-			got = gjson.GetBytes(b, "parking.multi_turn_sse").Raw
-		}
-		if !strings.Contains(got, want) {
-			t.Errorf("%q: %s, want %s", opts, got, want)
-		}
-	}
 }
