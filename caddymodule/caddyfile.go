@@ -251,8 +251,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					err = d.Err(cerr.Error())
 				}
 			}
-		case "rest", "rest_wait", "rest_call_ttl", "rest_max_calls_per_principal":
-			err = h.unmarshalRESTOption(d) // rest_config.go
 		case "log_unsafe_details":
 			if h.Security.LogUnsafeDetails {
 				return d.Err("log_unsafe_details already specified")

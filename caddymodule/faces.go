@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face/rest"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face/saga"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
@@ -45,6 +46,13 @@ type FacesConfig struct {
 	// `park_ttl`. Without it, both methods get `-32601` as any unknown
 	// method. Default: off. Caddyfile: `saga on|off`.
 	Saga *saga.Config `json:"saga,omitempty"`
+
+	// The HTTP REST face of SEP-1597 (README "REST"): under `base_path`,
+	// beside the MCP endpoint, every MCP server behind the gateway as plain
+	// HTTP resources (lists, resources, prompts, and tool calls as durable
+	// resources whose records live in Caddy's storage). Needs `state_key`.
+	// Default: off. Caddyfile: `rest <base>` and the `rest_*` options.
+	REST *rest.Config `json:"rest,omitempty"`
 }
 
 // faceKind is one face as the handler knows it: its Caddyfile options
@@ -61,6 +69,7 @@ type faceKind struct {
 func (c *FacesConfig) kinds() []faceKind {
 	return []faceKind{
 		kindOf(&c.Saga, saga.Options, saga.New),
+		kindOf(&c.REST, rest.Options, rest.New),
 	}
 }
 
@@ -104,6 +113,25 @@ func (h *Handler) provisionFaces(ctx caddy.Context) error {
 		}
 	}
 	return nil
+}
+
+// servePath asks each PathFace to serve r, in turn, before the MCP
+// endpoint reads it: it reports whether one did. A request another
+// instance forwarded (an internal MCP request of a face, relayed to the
+// owner of its call, with the path of the client request it was made
+// for) is MCP: no PathFace sees it.
+func (h *Handler) servePath(w http.ResponseWriter, r *http.Request) (bool, error) {
+	if r.Header.Get(seal.ForwardedHeader) != "" {
+		return false, nil
+	}
+	for _, f := range h.faces {
+		if pf, ok := f.(face.PathFace); ok {
+			if handled, err := pf.ServePath(w, r); handled {
+				return true, err
+			}
+		}
+	}
+	return false, nil
 }
 
 // serveMessage asks each MessageFace to serve the POSTed message m, in

@@ -1,5 +1,5 @@
-// TEMPORARY: the in-process client the REST and multi-turn faces still
-// use until they move under caddymodule/face (which has its own).
+// TEMPORARY: the in-process client the multi-turn face still uses until
+// it moves under caddymodule/face (which has its own).
 package caddymodule
 
 import (
@@ -27,7 +27,7 @@ import (
 // ResponseWriter, and the answer mapped onto the saga's.
 
 // sagaCall is one tool call of a saga: the first (no responses, no state)
-// or a retry. The REST and multi-turn faces make theirs of it too.
+// or a retry. The multi-turn face makes its calls of it.
 type sagaCall struct {
 	name      string
 	args      []byte
@@ -53,29 +53,6 @@ func (c sagaCall) callParams(meta any) innerCallParams {
 		p.Arguments = c.args
 	}
 	return p
-}
-
-// sagaMeta is the _meta of the saga's internal requests.
-type sagaMeta struct {
-	ProtocolVersion    string   `json:"io.modelcontextprotocol/protocolVersion"`
-	ClientCapabilities sagaCaps `json:"io.modelcontextprotocol/clientCapabilities"`
-	ClientInfo         sagaInfo `json:"io.modelcontextprotocol/clientInfo"`
-}
-
-// sagaCaps are the capabilities the gateway declares for a saga client:
-// its steps (elicitation, sampling), and roots, which the saga has no
-// step for: the gateway answers a roots/list itself with an empty list
-// (rootsNone), so that a tool that lists roots goes on rather than
-// failing on a client without the capability.
-type sagaCaps struct {
-	Elicitation struct{} `json:"elicitation"`
-	Sampling    struct{} `json:"sampling"`
-	Roots       struct{} `json:"roots"`
-}
-
-type sagaInfo struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
 }
 
 // sagaCallID is the id of the internal tools/call.
@@ -216,8 +193,8 @@ func (rec *sagaRecorder) response() (gjson.Result, bool) {
 	}
 }
 
-// TEMPORARY (the REST and multi-turn faces move to caddymodule/face/...
-// next): what they still share with the saga face that moved.
+// TEMPORARY (the multi-turn face moves to caddymodule/face/... next):
+// what it still shares with the faces that moved.
 
 // rootsNone answers a roots/list with no roots.
 var rootsNone = face.RootsNone
