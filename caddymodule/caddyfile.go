@@ -165,8 +165,6 @@ func (h *Handler) unmarshalOption(d *caddyfile.Dispenser, opt string, at *parsed
 	case "advertise", "peer":
 		at.fleetOption(d) // then the fleet group parses it
 		return false, nil
-	case "rest", "rest_wait", "rest_call_ttl", "rest_max_calls_per_principal":
-		err = h.unmarshalRESTOption(d) // rest_config.go
 	default:
 		return false, nil
 	}

@@ -506,7 +506,7 @@ type TasksConfig struct {
 	// more writes, and an instance that cannot renew its lease in time
 	// (a storage slow or unreachable for two thirds of it, a long pause)
 	// may see its tasks taken over while it still runs them. Not used
-	// with `store` `off`. The REST face (`rest`) renews each running
+	// with `store` `off`. The REST face (`faces.rest`) renews each running
 	// call's lease the same way, whatever `store` says. At least 1s.
 	// Default: 15s.
 	// Caddyfile: `task_lease`.

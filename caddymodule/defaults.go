@@ -76,7 +76,6 @@ func (h *Handler) setDefaults() (fwd forward.Options, rev reverse.Options) {
 	setInt(&h.Health.Passive.MaxFails, 1)
 	setInt(&h.Health.Active.Passes, 1)
 	setInt(&h.Health.Active.Fails, 1)
-	h.REST.setRESTDefaults() // rest_config.go
 	setDuration(&h.Tasks.Window, fwd.Tasks.Policy.DefaultWindow)
 	setDuration(&h.Tasks.TTL, fwd.Tasks.TTL)
 	setDuration(&h.Tasks.PollInterval, fwd.Tasks.PollInterval)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face/multiturn"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face/rest"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face/saga"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
@@ -65,6 +66,13 @@ type FacesConfig struct {
 	// without it (a session that opted in keeps working, without turns).
 	// Default: off. Caddyfile: `multi_turn_sse on|off`.
 	MultiTurn *multiturn.Config `json:"multi_turn_sse,omitempty"`
+	// The HTTP REST face of SEP-1597, a non-standard extra (the proposal
+	// was closed, not accepted; docs/faces.md): under `base_path`,
+	// beside the MCP endpoint, every MCP server behind the gateway as plain
+	// HTTP resources (lists, resources, prompts, and tool calls as durable
+	// resources whose records live in Caddy's storage). Needs `state_key`.
+	// Default: off. Caddyfile: `rest <base>` and the `rest_*` options.
+	REST *rest.Config `json:"rest,omitempty"`
 }
 
 // faceKind is one face as the handler knows it: its Caddyfile options
@@ -83,6 +91,7 @@ func (c *FacesConfig) kinds() []faceKind {
 	return []faceKind{
 		kindOf(&c.Saga, saga.Options, saga.New),
 		kindOf(&c.MultiTurn, multiturn.Options, multiturn.New),
+		kindOf(&c.REST, rest.Options, rest.New),
 	}
 }
 
@@ -137,6 +146,25 @@ func (h *Handler) openSession(w http.ResponseWriter, r *http.Request) (http.Resp
 		}
 	}
 	return w, r
+}
+
+// servePath asks each PathFace to serve r, in turn, before the MCP
+// endpoint reads it: it reports whether one did. A request another
+// instance forwarded (an internal MCP request of a face, relayed to the
+// owner of its call, with the path of the client request it was made
+// for) is MCP: no PathFace sees it.
+func (h *Handler) servePath(w http.ResponseWriter, r *http.Request) (bool, error) {
+	if r.Header.Get(seal.ForwardedHeader) != "" {
+		return false, nil
+	}
+	for _, f := range h.faces {
+		if pf, ok := f.(face.PathFace); ok {
+			if handled, err := pf.ServePath(w, r); handled {
+				return true, err
+			}
+		}
+	}
+	return false, nil
 }
 
 // serveMessage asks each MessageFace to serve the POSTed message m, in

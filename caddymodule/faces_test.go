@@ -3,13 +3,17 @@ package caddymodule
 import (
 	"encoding/base64"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face/rest"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
 // TestHeaderValue: a tool name goes into Mcp-Name as is, or as a
@@ -53,5 +57,62 @@ func TestCaddyfileMultiTurnSSE(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("%q: %s, want %s", opts, got, want)
 		}
+	}
+}
+
+// TestFacesREST: the REST face's Caddyfile options reach faces.rest; it
+// needs state_key; provisioned, the front door hands it the requests
+// under its base, except a request another instance forwarded (MCP);
+// off, there is no PathFace.
+func TestFacesREST(t *testing.T) {
+	var h Handler
+	in := "mcp_gateway {\n upstream http://127.0.0.1:9/mcp\n rest /api/v1\n rest_wait 2s\n rest_call_ttl 1h\n rest_max_calls_per_principal 7\n}"
+	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(in)); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(h)
+	if got := gjson.GetBytes(b, "faces").Raw; got != `{"rest":{"base_path":"/api/v1","wait":2000000000,"call_ttl":3600000000000,"max_calls_per_principal":7}}` {
+		t.Fatalf("faces: %s", got)
+	}
+	var bad Handler
+	err := bad.UnmarshalCaddyfile(caddyfile.NewTestDispenser("mcp_gateway {\n upstream http://127.0.0.1:9/mcp\n rest /api/\n}"))
+	if err == nil || !strings.Contains(err.Error(), "rest: the base path") {
+		t.Errorf("a base that is not a clean path: %v", err)
+	}
+
+	h2 := oneUpstream()
+	h2.Faces.REST = &rest.Config{BasePath: "/api"}
+	if err := provisioned(t, h2); err == nil || !strings.Contains(err.Error(), "rest needs state_key") {
+		t.Fatalf("without state_key: %v", err)
+	}
+	h2 = oneUpstream()
+	h2.Faces.REST = &rest.Config{BasePath: "/api"}
+	h2.Fleet.StateKeys = []string{testStateKey}
+	if err := provisioned(t, h2); err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if h2.Faces.REST.MaxCallsPerPrincipal != 100 {
+		t.Errorf("defaults not applied: %+v", h2.Faces.REST)
+	}
+	for path, want := range map[string]bool{"/api": true, "/api/x": true, "/apix": false, "/mcp": false} {
+		served, _ := h2.servePath(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, path, nil))
+		if served != want {
+			t.Errorf("%s: served by a face %v", path, served)
+		}
+	}
+	r := httptest.NewRequest(http.MethodPost, "/api/tools", nil)
+	r.Header.Set(seal.ForwardedHeader, "x")
+	if served, _ := h2.servePath(httptest.NewRecorder(), r); served {
+		t.Error("a forwarded request was taken for the REST face")
+	}
+	off := oneUpstream()
+	if err := provisioned(t, off); err != nil {
+		t.Fatal(err)
+	}
+	if served, _ := off.servePath(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/api/tools", nil)); served {
+		t.Fatal("rest off: a request was taken for a face")
 	}
 }

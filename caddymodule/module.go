@@ -39,9 +39,9 @@ func init() {
 // With `saga on` it also serves the tool-call saga (tools/callSaga,
 // tools/resumeSaga) as a face over the modern path (caddymodule/face/saga).
 //
-// With `rest <base>` it also serves, under that path, the HTTP REST face of
-// SEP-1597 (rest.go): lists, resources, prompts and tool calls as durable
-// HTTP resources, another face over the same modern path.
+// With `rest <base>` it also serves, under that path, the HTTP REST face
+// of SEP-1597 (caddymodule/face/rest): lists, resources, prompts and tool
+// calls as durable HTTP resources, another face over the same modern path.
 //
 // The handler is terminal: it answers every request it receives.
 //
@@ -177,7 +177,6 @@ type Handler struct {
 	Parking  ParkingConfig  `json:"parking,omitzero"`
 	Sessions SessionsConfig `json:"sessions,omitzero"`
 	Tasks    TasksConfig    `json:"tasks,omitzero"`
-	REST     RESTConfig     `json:"rest,omitzero"`
 	Faces    FacesConfig    `json:"faces,omitzero"`
 
 	selector      reverseproxy.Selector
@@ -210,9 +209,6 @@ type Handler struct {
 	// forward bridge keeps the records of its tasks (task_store); nil with
 	// task_store off. bridgeOpts.Tasks.Store is it.
 	taskStorage certmagic.Storage
-
-	// rest is the REST face's state (rest.go); nil with `rest` off.
-	rest *restFace
 
 	// faces are the enabled faces (faces.go), which the front door asks
 	// in turn.

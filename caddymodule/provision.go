@@ -80,9 +80,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionTaskStore(ctx); err != nil {
 		return err
 	}
-	if err := h.provisionREST(ctx); err != nil { // rest.go
-		return err
-	}
 	if err := h.provisionBridge(fwdBase); err != nil {
 		return err
 	}
@@ -203,9 +200,6 @@ func (h *Handler) Validate() error {
 		return err
 	}
 	if err := checkTaskStore(h.Tasks.Store); err != nil {
-		return err
-	}
-	if err := h.REST.validateREST(); err != nil { // rest_config.go
 		return err
 	}
 	if err := checkTaskLease(h.Tasks.Lease); err != nil {

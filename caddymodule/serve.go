@@ -22,8 +22,8 @@ import (
 // ServeHTTP implements caddyhttp.MiddlewareHandler. The handler is terminal:
 // next is never called.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	if h.isREST(r) {
-		return h.serveREST(w, r) // rest.go
+	if handled, err := h.servePath(w, r); handled {
+		return err // faces.go
 	}
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}

@@ -100,7 +100,8 @@ type Face interface {
 }
 
 // PathFace serves the requests it claims by their path, before the MCP
-// endpoint reads them (the REST face).
+// endpoint reads them (the REST face). A request another instance
+// forwarded is MCP, whatever its path: it never reaches a PathFace.
 type PathFace interface {
 	Face
 	// ServePath serves r and reports true, or reports false to leave r to

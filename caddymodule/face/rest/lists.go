@@ -1,4 +1,4 @@
-package caddymodule
+package rest
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
@@ -19,27 +20,27 @@ import (
 // page gathered, a strong ETag), a resource's bytes, a prompt, a
 // completion.
 
-// restListPagesMax bounds the pages gathered for one list.
-const restListPagesMax = 100
+// listPagesMax bounds the pages gathered for one list.
+const listPagesMax = 100
 
-// restLists are the list routes: their method and their result's member.
-var restLists = map[string]struct{ method, member string }{
+// lists are the list routes: their method and their result's member.
+var lists = map[string]struct{ method, member string }{
 	"tools":               {"tools/list", "tools"},
 	"prompts":             {"prompts/list", "prompts"},
 	"resources":           {"resources/list", "resources"},
 	"resources-templates": {"resources/templates/list", "resourceTemplates"},
 }
 
-// restCache is a result's caching hint (CacheableResult): ttlMs (-1 when
+// cacheHint is a result's caching hint (CacheableResult): ttlMs (-1 when
 // absent) and cacheScope.
-type restCache struct {
+type cacheHint struct {
 	ttl    int64
 	public bool
 }
 
 // cacheOf reads a result's caching hint.
-func cacheOf(res gjson.Result) restCache {
-	c := restCache{ttl: -1}
+func cacheOf(res gjson.Result) cacheHint {
+	c := cacheHint{ttl: -1}
 	if t := res.Get("ttlMs"); t.Type == gjson.Number {
 		c.ttl = max(t.Int(), 0)
 	}
@@ -49,7 +50,7 @@ func cacheOf(res gjson.Result) restCache {
 
 // header is the Cache-Control of a result with c: max-age from ttlMs
 // (private unless the server said public), or no-cache without one.
-func (c restCache) header() string {
+func (c cacheHint) header() string {
 	if c.ttl < 0 {
 		return "private, no-cache"
 	}
@@ -60,37 +61,37 @@ func (c restCache) header() string {
 	return scope + ", max-age=" + strconv.FormatInt(c.ttl/1000, 10)
 }
 
-// restGather gathers every page of a list and returns its items (raw
+// gather gathers every page of a list and returns its items (raw
 // JSON) and the first page's caching hint; on failure it has answered
 // the client.
-func (h *Handler) restGather(w http.ResponseWriter, r *http.Request, kind string) ([]json.RawMessage, restCache, bool) {
-	items, cache, fail := h.restGatherItems(r.Context(), r, kind)
+func (f *Face) gather(w http.ResponseWriter, r *http.Request, kind string) ([]json.RawMessage, cacheHint, bool) {
+	items, cache, fail := f.gatherItems(r.Context(), r, kind)
 	if fail != nil {
-		_ = writeProblem(w, fail.status, fail.detail)
+		_ = writeProblem(w, fail.Status, fail.Detail)
 		return nil, cache, false
 	}
 	return items, cache, true
 }
 
-// restGatherItems gathers every page of a list: its items (raw JSON) and
+// gatherItems gathers every page of a list: its items (raw JSON) and
 // the first page's caching hint, or why not.
-func (h *Handler) restGatherItems(ctx context.Context, r *http.Request, kind string) ([]json.RawMessage, restCache, *restFailure) {
-	l := restLists[kind]
+func (f *Face) gatherItems(ctx context.Context, r *http.Request, kind string) ([]json.RawMessage, cacheHint, *face.Failure) {
+	l := lists[kind]
 	var items []json.RawMessage
-	cache := restCache{ttl: -1}
+	cache := cacheHint{ttl: -1}
 	cursor := ""
 	for page := 0; ; page++ {
-		if page == restListPagesMax {
-			return nil, cache, &restFailure{http.StatusBadGateway, "the upstream's list has more than " + strconv.Itoa(restListPagesMax) + " pages"}
+		if page == listPagesMax {
+			return nil, cache, &face.Failure{Status: http.StatusBadGateway, Detail: "the upstream's list has more than " + strconv.Itoa(listPagesMax) + " pages"}
 		}
-		status, answer, fail := h.restRPC(ctx, r, l.method, "", restListParams{Cursor: cursor, Meta: restMeta}, nil)
+		a, fail := f.rpc(ctx, r, l.method, "", listParams{Cursor: cursor, Meta: meta})
 		if fail != nil {
 			return nil, cache, fail
 		}
-		if e := answer.Get("error"); e.Exists() {
-			return nil, cache, &restFailure{restErrorStatus(status, e), "the upstream answered: " + jsonrpc.Clip(e.Get("message").String())}
+		if e, ok := a.Error(); ok {
+			return nil, cache, &face.Failure{Status: errorStatus(a.Status, e), Detail: "the upstream answered: " + jsonrpc.Clip(e.Get("message").String())}
 		}
-		res := answer.Get("result")
+		res := a.Result()
 		if page == 0 {
 			cache = cacheOf(res)
 		}
@@ -106,10 +107,10 @@ func (h *Handler) restGatherItems(ctx context.Context, r *http.Request, kind str
 	}
 }
 
-// restToolUnknown reports whether the upstream's tools/list, asked now,
+// toolUnknown reports whether the upstream's tools/list, asked now,
 // lacks the tool name (false when the list cannot be had).
-func (h *Handler) restToolUnknown(ctx context.Context, r *http.Request, name string) bool {
-	tools, _, fail := h.restGatherItems(ctx, r, "tools")
+func (f *Face) toolUnknown(ctx context.Context, r *http.Request, name string) bool {
+	tools, _, fail := f.gatherItems(ctx, r, "tools")
 	if fail != nil {
 		return false
 	}
@@ -121,11 +122,11 @@ func (h *Handler) restToolUnknown(ctx context.Context, r *http.Request, name str
 	return true
 }
 
-// restList answers a whole list as MCP's list result (no nextCursor),
+// list answers a whole list as MCP's list result (no nextCursor),
 // with a strong ETag; If-None-Match → 304. The result's ttlMs and
 // cacheScope become Cache-Control.
-func (h *Handler) restList(w http.ResponseWriter, r *http.Request, kind string) error {
-	items, cache, ok := h.restGather(w, r, kind)
+func (f *Face) list(w http.ResponseWriter, r *http.Request, kind string) error {
+	items, cache, ok := f.gather(w, r, kind)
 	if !ok {
 		return nil
 	}
@@ -136,7 +137,7 @@ func (h *Handler) restList(w http.ResponseWriter, r *http.Request, kind string) 
 	if err != nil {
 		return writeProblem(w, http.StatusBadGateway, "the upstream's list could not be encoded")
 	}
-	b := jsonrpc.AppendMember([]byte{'{'}, jsonrpc.Quote(restLists[kind].member), string(list))
+	b := jsonrpc.AppendMember([]byte{'{'}, jsonrpc.Quote(lists[kind].member), string(list))
 	b = append(b, '}')
 	sum := sha256.Sum256(b)
 	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
@@ -146,13 +147,13 @@ func (h *Handler) restList(w http.ResponseWriter, r *http.Request, kind string) 
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
-	return writeRESTBytes(w, r, http.StatusOK, "application/json", b)
+	return writeBytes(w, r, http.StatusOK, "application/json", b)
 }
 
-// restResource answers the bytes of the resource named name in
+// resource answers the bytes of the resource named name in
 // resources/list: its first content, a blob decoded, with its mimeType.
-func (h *Handler) restResource(w http.ResponseWriter, r *http.Request, name string) error {
-	items, _, ok := h.restGather(w, r, "resources")
+func (f *Face) resource(w http.ResponseWriter, r *http.Request, name string) error {
+	items, _, ok := f.gather(w, r, "resources")
 	if !ok {
 		return nil
 	}
@@ -167,21 +168,21 @@ func (h *Handler) restResource(w http.ResponseWriter, r *http.Request, name stri
 		return writeProblem(w, http.StatusNotFound, "no resource of that name in resources/list")
 	}
 	params := struct {
-		URI  string   `json:"uri"`
-		Meta sagaMeta `json:"_meta"`
-	}{uri, restMeta}
-	status, answer, fail := h.restRPC(r.Context(), r, "resources/read", uri, params, nil)
+		URI  string    `json:"uri"`
+		Meta face.Meta `json:"_meta"`
+	}{uri, meta}
+	a, fail := f.rpc(r.Context(), r, "resources/read", uri, params)
 	if fail != nil {
-		return writeProblem(w, fail.status, fail.detail)
+		return writeProblem(w, fail.Status, fail.Detail)
 	}
-	if e := answer.Get("error"); e.Exists() {
-		st := restErrorStatus(status, e)
+	if e, ok := a.Error(); ok {
+		st := errorStatus(a.Status, e)
 		if code := e.Get("code").Int(); code == -32002 || code == jsonrpc.InvalidParams && e.Get("data.uri").Exists() {
 			st = http.StatusNotFound // resource not found: 2025-11-25's code, and 2026-07-28's
 		}
 		return writeProblem(w, st, "the upstream answered: "+jsonrpc.Clip(e.Get("message").String()))
 	}
-	c := answer.Get("result.contents.0")
+	c := a.Result().Get("contents.0")
 	if !c.Exists() {
 		return writeProblem(w, http.StatusNotFound, "the resource has no contents")
 	}
@@ -207,39 +208,39 @@ func (h *Handler) restResource(w http.ResponseWriter, r *http.Request, name stri
 	sum := sha256.Sum256(body)
 	etag := hex.EncodeToString(sum[:16])
 	w.Header().Set("ETag", `"`+etag+`"`)
-	w.Header().Set("Cache-Control", cacheOf(answer.Get("result")).header())
+	w.Header().Set("Cache-Control", cacheOf(a.Result()).header())
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
-	return writeRESTBytes(w, r, http.StatusOK, ct, body)
+	return writeBytes(w, r, http.StatusOK, ct, body)
 }
 
-// restPrompt answers prompts/get of name; the body (optional) is
+// prompt answers prompts/get of name; the body (optional) is
 // `{"arguments": {...}}`.
-func (h *Handler) restPrompt(w http.ResponseWriter, r *http.Request, name string) error {
-	body, ok := h.readRESTBody(w, r, true)
+func (f *Face) prompt(w http.ResponseWriter, r *http.Request, name string) error {
+	body, ok := f.readBody(w, r, true)
 	if !ok {
 		return nil
 	}
 	params := struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments,omitempty"`
-		Meta      sagaMeta        `json:"_meta"`
-	}{Name: name, Meta: restMeta}
+		Meta      face.Meta       `json:"_meta"`
+	}{Name: name, Meta: meta}
 	if a := gjson.GetBytes(body, "arguments"); a.IsObject() {
 		params.Arguments = json.RawMessage(a.Raw)
 	} else if a.Exists() && a.Type != gjson.Null {
 		return writeProblem(w, http.StatusBadRequest, "arguments must be an object")
 	}
-	return h.restForward(w, r, "prompts/get", name, params)
+	return f.forward(w, r, "prompts/get", name, params)
 }
 
-// restComplete answers completion/complete; the body is its params
+// complete answers completion/complete; the body is its params
 // (`ref`, `argument`, `context`).
-func (h *Handler) restComplete(w http.ResponseWriter, r *http.Request) error {
-	body, ok := h.readRESTBody(w, r, false)
+func (f *Face) complete(w http.ResponseWriter, r *http.Request) error {
+	body, ok := f.readBody(w, r, false)
 	if !ok {
 		return nil
 	}
@@ -247,20 +248,20 @@ func (h *Handler) restComplete(w http.ResponseWriter, r *http.Request) error {
 	if !b.IsObject() || !b.Get("ref").IsObject() || !b.Get("argument").IsObject() {
 		return writeProblem(w, http.StatusBadRequest, `the body must be completion/complete's params: {"ref": {...}, "argument": {...}}`)
 	}
-	meta, _ := json.Marshal(restMeta)
-	params := json.RawMessage(jsonrpc.SetMember(b.Raw, "_meta", string(meta)))
-	return h.restForward(w, r, "completion/complete", "", params)
+	m, _ := json.Marshal(meta)
+	params := json.RawMessage(jsonrpc.SetMember(b.Raw, "_meta", string(m)))
+	return f.forward(w, r, "completion/complete", "", params)
 }
 
-// restForward makes the request and answers its result as is.
-func (h *Handler) restForward(w http.ResponseWriter, r *http.Request, method, name string, params any) error {
-	status, answer, fail := h.restRPC(r.Context(), r, method, name, params, nil)
+// forward makes the request and answers its result as is.
+func (f *Face) forward(w http.ResponseWriter, r *http.Request, method, name string, params any) error {
+	a, fail := f.rpc(r.Context(), r, method, name, params)
 	if fail != nil {
-		return writeProblem(w, fail.status, fail.detail)
+		return writeProblem(w, fail.Status, fail.Detail)
 	}
-	if e := answer.Get("error"); e.Exists() {
-		return writeProblem(w, restErrorStatus(status, e), "the upstream answered: "+jsonrpc.Clip(e.Get("message").String()))
+	if e, ok := a.Error(); ok {
+		return writeProblem(w, errorStatus(a.Status, e), "the upstream answered: "+jsonrpc.Clip(e.Get("message").String()))
 	}
 	w.Header().Set("Cache-Control", "private, no-store")
-	return writeRESTBytes(w, r, http.StatusOK, "application/json", []byte(answer.Get("result").Raw))
+	return writeBytes(w, r, http.StatusOK, "application/json", []byte(a.Result().Raw))
 }

@@ -1,4 +1,4 @@
-package caddymodule
+package rest
 
 import (
 	"crypto/sha256"
@@ -17,35 +17,37 @@ import (
 
 // The statuses of a call.
 const (
-	restSubmitted         = "submitted"
-	restRunning           = "running"
-	restAwaitElicitation  = "awaitingElicitationResult"
-	restAwaitSampling     = "awaitingSamplingResult"
-	restSuccess           = "success"
-	restFailed            = "failed"
-	restCanceled          = "canceled"
-	restRetryAfterSeconds = "1"
+	statusSubmitted        = "submitted"
+	statusRunning          = "running"
+	statusAwaitElicitation = "awaitingElicitationResult"
+	statusAwaitSampling    = "awaitingSamplingResult"
+	statusSuccess          = "success"
+	statusFailed           = "failed"
+	statusCanceled         = "canceled"
 )
 
-// restStatuses are the statuses a list may be filtered by.
-var restStatuses = map[string]bool{
-	restSubmitted: true, restRunning: true, restAwaitElicitation: true, restAwaitSampling: true,
-	restSuccess: true, restFailed: true, restCanceled: true,
+// retryAfterSeconds is the Retry-After of a call that runs.
+const retryAfterSeconds = "1"
+
+// statuses are the statuses a list may be filtered by.
+var statuses = map[string]bool{
+	statusSubmitted: true, statusRunning: true, statusAwaitElicitation: true, statusAwaitSampling: true,
+	statusSuccess: true, statusFailed: true, statusCanceled: true,
 }
 
-// restTerminal reports whether status is an end.
-func restTerminal(status string) bool {
-	return status == restSuccess || status == restFailed || status == restCanceled
+// terminal reports whether status is an end.
+func terminal(status string) bool {
+	return status == statusSuccess || status == statusFailed || status == statusCanceled
 }
 
-// restCallView is the call resource.
-type restCallView struct {
+// callView is the call resource.
+type callView struct {
 	ToolName string `json:"toolname"`
 	ID       string `json:"id"`
 	ETag     string `json:"etag"`
 	Status   string `json:"status"`
 	// Request is the PUT body that started the call.
-	Request restCallRequest `json:"request"`
+	Request callRequest `json:"request"`
 	// The question the call waits the answer of, while awaiting: its
 	// params, and its key among the round's questions (inputKey, with
 	// inputsPending the questions of the round still unanswered, this one
@@ -63,13 +65,13 @@ type restCallView struct {
 	Updated  string          `json:"updated"`
 }
 
-// restCallRequest is the body of the PUT that started a call.
-type restCallRequest struct {
+// callRequest is the body of the PUT that started a call.
+type callRequest struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
-// restCallSummary is a call in a list.
-type restCallSummary struct {
+// callSummary is a call in a list.
+type callSummary struct {
 	ToolName string `json:"toolname"`
 	ID       string `json:"id"`
 	ETag     string `json:"etag"`
@@ -81,19 +83,19 @@ type restCallSummary struct {
 // errLost is the error of a call whose running instance was lost.
 var errLost = json.RawMessage(`{"code":-32603,"message":"the gateway instance running the call was lost"}`)
 
-// restSeen is c as it reads at now: a running call whose owner's lease
+// seen is c as it reads at now: a running call whose owner's lease
 // lapsed reads as failed (its instance was lost).
 //
 // A running call's progress is part of its etag as seen (the record's own
 // etag changes only on transitions, which is what a run checks to learn
 // that its call was cancelled): a poll with If-None-Match sees new
 // progress.
-func restSeen(c seal.RESTCall, now time.Time) seal.RESTCall {
-	if c.Status == restRunning && c.Lease != 0 && now.After(c.LeaseUntil()) {
-		c.Status, c.Error, c.Owner, c.Lease, c.Progress = restFailed, errLost, "", 0, nil
+func seen(c seal.RESTCall, now time.Time) seal.RESTCall {
+	if c.Status == statusRunning && c.Lease != 0 && now.After(c.LeaseUntil()) {
+		c.Status, c.Error, c.Owner, c.Lease, c.Progress = statusFailed, errLost, "", 0, nil
 		c.ETag += "-lost"
 	}
-	if c.Status != restRunning {
+	if c.Status != statusRunning {
 		c.Progress = nil
 	} else if len(c.Progress) > 0 {
 		sum := sha256.Sum256(c.Progress)
@@ -113,12 +115,12 @@ func pendingInput(c *seal.RESTCall) int {
 	return -1
 }
 
-// restView is the call resource of c.
-func restView(c seal.RESTCall) restCallView {
-	v := restCallView{ToolName: c.Tool, ID: c.ID, ETag: c.ETag, Status: c.Status,
-		Request: restCallRequest{Arguments: c.Arguments}, Result: c.Result, Error: c.Error, Progress: c.Progress,
+// view is the call resource of c.
+func view(c seal.RESTCall) callView {
+	v := callView{ToolName: c.Tool, ID: c.ID, ETag: c.ETag, Status: c.Status,
+		Request: callRequest{Arguments: c.Arguments}, Result: c.Result, Error: c.Error, Progress: c.Progress,
 		Created: c.CreatedAt().UTC().Format(time.RFC3339Nano), Updated: c.UpdatedAt().UTC().Format(time.RFC3339Nano)}
-	if i := pendingInput(&c); i >= 0 && !restTerminal(c.Status) && c.Status != restRunning {
+	if i := pendingInput(&c); i >= 0 && !terminal(c.Status) && c.Status != statusRunning {
 		in := c.Inputs[i]
 		v.InputKey = in.Key
 		for _, o := range c.Inputs[i:] {
@@ -142,13 +144,13 @@ func restView(c seal.RESTCall) restCallView {
 // writeCall answers with c's resource, its ETag, and Retry-After while it
 // runs.
 func writeCall(w http.ResponseWriter, r *http.Request, status int, c seal.RESTCall) error {
-	v := restView(c)
+	v := view(c)
 	w.Header().Set("ETag", `"`+v.ETag+`"`)
 	w.Header().Set("Cache-Control", "private, no-cache")
-	if v.Status == restRunning || v.Status == restSubmitted {
-		w.Header().Set("Retry-After", restRetryAfterSeconds)
+	if v.Status == statusRunning || v.Status == statusSubmitted {
+		w.Header().Set("Retry-After", retryAfterSeconds)
 	}
-	return writeRESTJSON(w, r, status, v)
+	return writeJSON(w, r, status, v)
 }
 
 // etagMatches reports whether an If-Match or If-None-Match header value

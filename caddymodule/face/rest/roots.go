@@ -1,4 +1,4 @@
-package caddymodule
+package rest
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
@@ -17,26 +18,26 @@ import (
 // call, and its roots rarely change. Without roots of its own a principal
 // has none (`{"roots":[]}`), as a saga client.
 
-// restRoots is the answer to a roots/list question of princ's call.
-func (h *Handler) restRoots(ctx context.Context, princ [16]byte) []byte {
-	ctx, cancel := context.WithTimeout(ctx, restStoreTimeout)
+// roots is the answer to a roots/list question of princ's call.
+func (f *Face) roots(ctx context.Context, princ [16]byte) []byte {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	b, err := h.rest.storage.Load(ctx, restRootsKey(princ))
+	b, err := f.storage.Load(ctx, rootsKey(princ))
 	if err != nil {
-		return rootsNone
+		return face.RootsNone
 	}
-	roots, err := seal.OpenRESTRoots(h.keyring, princ, b)
+	roots, err := seal.OpenRESTRoots(f.gw.Keyring(), princ, b)
 	if err != nil {
-		h.logger.Debug("REST face: stored roots do not open", zap.Error(err))
-		return rootsNone
+		f.gw.Logger().Debug("REST face: stored roots do not open", zap.Error(err))
+		return face.RootsNone
 	}
 	return roots
 }
 
-// restPutRoots sets the caller's roots: the body is a roots/list result,
+// putRoots sets the caller's roots: the body is a roots/list result,
 // `{"roots": [{"uri": "file:///...", "name": "..."}]}`.
-func (h *Handler) restPutRoots(w http.ResponseWriter, r *http.Request) error {
-	body, ok := h.readRESTBody(w, r, false)
+func (f *Face) putRoots(w http.ResponseWriter, r *http.Request) error {
+	body, ok := f.readBody(w, r, false)
 	if !ok {
 		return nil
 	}
@@ -46,15 +47,15 @@ func (h *Handler) restPutRoots(w http.ResponseWriter, r *http.Request) error {
 	if err := translate.ValidateInputResponse(translate.MethodListRoots, body); err != nil {
 		return writeProblem(w, http.StatusBadRequest, "the roots are not valid: "+err.Error())
 	}
-	princ := h.principal(r)
-	sealed, err := seal.SealRESTRoots(h.keyring, princ, body)
+	princ := f.gw.Principal(r)
+	sealed, err := seal.SealRESTRoots(f.gw.Keyring(), princ, body)
 	if err != nil {
 		return writeProblem(w, http.StatusRequestEntityTooLarge, "the roots are too large")
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), restStoreTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
-	if err := h.rest.storage.Store(ctx, restRootsKey(princ), sealed); err != nil {
-		return h.restStorageProblem(w, err)
+	if err := f.storage.Store(ctx, rootsKey(princ), sealed); err != nil {
+		return f.storageProblem(w, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -1,4 +1,4 @@
-package caddymodule
+package rest
 
 import (
 	"cmp"
@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
@@ -23,14 +24,14 @@ import (
 // This file serves the call resources: PUT (start, idempotent), GET,
 // advance (answer the current question, If-Match), cancel, and the list
 // of a tool's calls. Each read-modify-write holds the record's storage
-// lock; the call itself runs outside it (rest_run.go).
+// lock; the call itself runs outside it (run.go).
 
 // Bounds of the list of calls.
 const (
-	restListDefault = 50
-	restListMax     = 200
-	// restListScan bounds the records a list reads.
-	restListScan = 1000
+	listDefault = 50
+	listMax     = 200
+	// listScan bounds the records a list reads.
+	listScan = 1000
 )
 
 // checkIdempotencyKey checks an Idempotency-Key: 1 to 255 visible ASCII
@@ -47,20 +48,20 @@ func checkIdempotencyKey(k string) bool {
 	return true
 }
 
-// restStorageProblem answers a storage failure.
-func (h *Handler) restStorageProblem(w http.ResponseWriter, err error) error {
-	h.logger.Warn("REST face: storage failed", zap.Error(err))
+// storageProblem answers a storage failure.
+func (f *Face) storageProblem(w http.ResponseWriter, err error) error {
+	f.gw.Logger().Warn("REST face: storage failed", zap.Error(err))
 	return writeProblem(w, http.StatusServiceUnavailable, "the call records' storage is unavailable (the gateway's log says why)")
 }
 
-// restPutCall starts a call, or answers the one the same id and key
+// putCall starts a call, or answers the one the same id and key
 // started.
-func (h *Handler) restPutCall(w http.ResponseWriter, r *http.Request, tool, id restName) error {
+func (f *Face) putCall(w http.ResponseWriter, r *http.Request, tool, id pathName) error {
 	ikey := r.Header.Get("Idempotency-Key")
 	if !checkIdempotencyKey(ikey) {
 		return writeProblem(w, http.StatusBadRequest, "an Idempotency-Key header of 1 to 255 visible ASCII characters is required")
 	}
-	body, ok := h.readRESTBody(w, r, true)
+	body, ok := f.readBody(w, r, true)
 	if !ok {
 		return nil
 	}
@@ -80,47 +81,47 @@ func (h *Handler) restPutCall(w http.ResponseWriter, r *http.Request, tool, id r
 			args = json.RawMessage(a.Raw)
 		}
 	}
-	princ := h.principal(r)
-	key := restCallKey(princ, tool, id)
+	princ := f.gw.Principal(r)
+	key := callKey(princ, tool, id)
 	now := time.Now()
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
-	run := &restRun{princ: princ, cancel: cancel}
+	run := &running{princ: princ, cancel: cancel}
 	var rec seal.RESTCall
 	var pending <-chan seal.RESTCall
 	var conflict, created, unknown bool
-	err := h.rest.withLock(r.Context(), key, func(sctx context.Context) error {
-		old, err := h.restLoad(sctx, key, princ, now)
+	err := f.withLock(r.Context(), key, func(sctx context.Context) error {
+		old, err := f.load(sctx, key, princ, now)
 		switch {
 		case err == nil && old.IdempotencyKey != ikey:
 			conflict = true
 			return nil
 		case err == nil:
-			rec = restSeen(old, now)
+			rec = seen(old, now)
 			return nil
-		case !errors.Is(err, errRESTNoRecord):
+		case !errors.Is(err, errNoRecord):
 			return err
 		}
 		rec = seal.RESTCall{Principal: princ, Tool: string(tool), ID: string(id), IdempotencyKey: ikey,
-			Status: restRunning, ETag: newETag(), Arguments: args, Created: now.UnixMilli(), Updated: now.UnixMilli()}
-		if rec, pending, err = h.restStart(ctx, r, key, rec, sagaCall{name: rec.Tool, args: rec.Arguments}, run, now); err != nil {
+			Status: statusRunning, ETag: newETag(), Arguments: args, Created: now.UnixMilli(), Updated: now.UnixMilli()}
+		if rec, pending, err = f.start(ctx, r, key, rec, face.ToolCall{Name: rec.Tool, Args: rec.Arguments}, run, now); err != nil {
 			return err
 		}
 		created = true
-		if pending == nil && restRefusedParams(rec) && h.restToolUnknown(sctx, r, string(tool)) {
+		if pending == nil && refusedParams(rec) && f.toolUnknown(sctx, r, string(tool)) {
 			unknown = true // no record: the id stays free
 			return nil
 		}
-		return h.restSave(sctx, key, rec)
+		return f.save(sctx, key, rec)
 	})
 	if created && pending == nil {
-		restRuns.end(key, run)
+		runs.end(key, run)
 	}
 	if !created {
 		cancel(nil)
 	}
 	switch {
 	case err != nil:
-		return h.restLockFailed(w, err, key, run, pending)
+		return f.lockFailed(w, err, key, run, pending)
 	case conflict:
 		return writeProblem(w, http.StatusConflict, "a call with this id exists, started with another Idempotency-Key")
 	case unknown:
@@ -132,42 +133,42 @@ func (h *Handler) restPutCall(w http.ResponseWriter, r *http.Request, tool, id r
 	if pending == nil {
 		return writeCall(w, r, http.StatusCreated, rec)
 	}
-	return h.restAwait(w, r, http.StatusCreated, key, rec, pending, run, now)
+	return f.await(w, r, http.StatusCreated, key, rec, pending, run, now)
 }
 
-// restLockFailed answers a PUT or an advance whose step under the record's
+// lockFailed answers a PUT or an advance whose step under the record's
 // lock failed: too many calls running (429), or the storage (the call
 // started, if it did, is stopped: its record could not be written).
-func (h *Handler) restLockFailed(w http.ResponseWriter, err error, key string, run *restRun, pending <-chan seal.RESTCall) error {
-	if errors.Is(err, errRESTBusy) {
-		w.Header().Set("Retry-After", restRetryAfterSeconds)
+func (f *Face) lockFailed(w http.ResponseWriter, err error, key string, run *running, pending <-chan seal.RESTCall) error {
+	if errors.Is(err, errBusy) {
+		w.Header().Set("Retry-After", retryAfterSeconds)
 		return writeProblem(w, http.StatusTooManyRequests, "too many calls of yours are running on this instance (rest_max_calls_per_principal)")
 	}
 	if pending != nil {
-		run.cancel(errRESTCanceled)
+		run.cancel(errCanceled)
 		go func() {
 			<-pending
-			restRuns.end(key, run)
+			runs.end(key, run)
 		}()
 	}
-	return h.restStorageProblem(w, err)
+	return f.storageProblem(w, err)
 }
 
-// restRefusedParams reports whether c failed at once with -32602 or
+// refusedParams reports whether c failed at once with -32602 or
 // -32601: an unknown tool's answer (or invalid arguments, which
-// restToolUnknown tells apart).
-func restRefusedParams(c seal.RESTCall) bool {
+// toolUnknown tells apart).
+func refusedParams(c seal.RESTCall) bool {
 	code := gjson.GetBytes(c.Error, "code")
-	return c.Status == restFailed && code.Exists() && (code.Int() == jsonrpc.InvalidParams || code.Int() == jsonrpc.MethodNotFound)
+	return c.Status == statusFailed && code.Exists() && (code.Int() == jsonrpc.InvalidParams || code.Int() == jsonrpc.MethodNotFound)
 }
 
-// restAwait follows the call restStart left running (pending, restContinue)
+// await follows the call start left running (pending, continueRun)
 // and waits for its next state until rest_wait after start (when the
 // request came), then answers with status and the state it has then.
-func (h *Handler) restAwait(w http.ResponseWriter, r *http.Request, status int, key string, rec seal.RESTCall, pending <-chan seal.RESTCall, run *restRun, start time.Time) error {
+func (f *Face) await(w http.ResponseWriter, r *http.Request, status int, key string, rec seal.RESTCall, pending <-chan seal.RESTCall, run *running, start time.Time) error {
 	done := make(chan seal.RESTCall, 1)
-	go h.restContinue(key, rec.ETag, pending, run, done)
-	t := time.NewTimer(time.Duration(h.REST.Wait) - time.Since(start))
+	go f.continueRun(key, rec.ETag, pending, run, done)
+	t := time.NewTimer(time.Duration(f.cfg.Wait) - time.Since(start))
 	defer t.Stop()
 	select {
 	case c := <-done:
@@ -179,21 +180,21 @@ func (h *Handler) restAwait(w http.ResponseWriter, r *http.Request, status int, 
 	return writeCall(w, r, status, rec)
 }
 
-// restGetCall answers a call's current state.
-func (h *Handler) restGetCall(w http.ResponseWriter, r *http.Request, tool, id restName) error {
-	now, princ := time.Now(), h.principal(r)
-	c, err := h.restLoad(r.Context(), restCallKey(princ, tool, id), princ, now)
+// getCall answers a call's current state.
+func (f *Face) getCall(w http.ResponseWriter, r *http.Request, tool, id pathName) error {
+	now, princ := time.Now(), f.gw.Principal(r)
+	c, err := f.load(r.Context(), callKey(princ, tool, id), princ, now)
 	switch {
-	case errors.Is(err, errRESTNoRecord):
+	case errors.Is(err, errNoRecord):
 		return writeProblem(w, http.StatusNotFound, "no such call")
 	case err != nil:
-		return h.restStorageProblem(w, err)
+		return f.storageProblem(w, err)
 	}
-	c = restSeen(c, now)
+	c = seen(c, now)
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, c.ETag) {
 		w.Header().Set("ETag", `"`+c.ETag+`"`)
-		if c.Status == restRunning {
-			w.Header().Set("Retry-After", restRetryAfterSeconds)
+		if c.Status == statusRunning {
+			w.Header().Set("Retry-After", retryAfterSeconds)
 		}
 		w.WriteHeader(http.StatusNotModified)
 		return nil
@@ -201,40 +202,40 @@ func (h *Handler) restGetCall(w http.ResponseWriter, r *http.Request, tool, id r
 	return writeCall(w, r, http.StatusOK, c)
 }
 
-// restAdvance answers the current question of a call waiting for input;
+// advance answers the current question of a call waiting for input;
 // the last answer of a round retries the tool call.
-func (h *Handler) restAdvance(w http.ResponseWriter, r *http.Request, tool, id restName) error {
-	body, ok := h.readRESTBody(w, r, false)
+func (f *Face) advance(w http.ResponseWriter, r *http.Request, tool, id pathName) error {
+	body, ok := f.readBody(w, r, false)
 	if !ok {
 		return nil
 	}
 	ifMatch := r.Header.Get("If-Match")
-	princ := h.principal(r)
-	key := restCallKey(princ, tool, id)
+	princ := f.gw.Principal(r)
+	key := callKey(princ, tool, id)
 	now := time.Now()
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
-	run := &restRun{princ: princ, cancel: cancel}
+	run := &running{princ: princ, cancel: cancel}
 	var rec seal.RESTCall
 	var pending <-chan seal.RESTCall
 	var problemStatus int
 	var problemDetail string
-	var retry *sagaCall
-	err := h.rest.withLock(r.Context(), key, func(sctx context.Context) error {
-		cur, err := h.restLoad(sctx, key, princ, now)
-		if errors.Is(err, errRESTNoRecord) {
+	var retry *face.ToolCall
+	err := f.withLock(r.Context(), key, func(sctx context.Context) error {
+		cur, err := f.load(sctx, key, princ, now)
+		if errors.Is(err, errNoRecord) {
 			problemStatus, problemDetail = http.StatusNotFound, "no such call"
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		cur = restSeen(cur, now)
+		cur = seen(cur, now)
 		if ifMatch != "" && !etagMatches(ifMatch, cur.ETag) {
 			problemStatus, problemDetail = http.StatusPreconditionFailed, "the call changed (its etag is not the one in If-Match): GET it again"
 			return nil
 		}
 		q := pendingInput(&cur)
-		if q < 0 || restTerminal(cur.Status) || cur.Status == restRunning {
+		if q < 0 || terminal(cur.Status) || cur.Status == statusRunning {
 			problemStatus, problemDetail = http.StatusConflict, "the call is "+cur.Status+", not awaiting an answer"
 			return nil
 		}
@@ -249,107 +250,107 @@ func (h *Handler) restAdvance(w http.ResponseWriter, r *http.Request, tool, id r
 		cur.Inputs[q].Answer = json.RawMessage(body)
 		cur.ETag, cur.Updated = newETag(), now.UnixMilli()
 		if q2 := pendingInput(&cur); q2 >= 0 {
-			cur.Status = restAwaitStatus(cur.Inputs[q2].Method)
+			cur.Status = awaitStatus(cur.Inputs[q2].Method)
 			rec = cur
-			return h.restSave(sctx, key, cur)
+			return f.save(sctx, key, cur)
 		}
-		call := restRetry(cur)
-		cur.Status, cur.Inputs, cur.RequestState = restRunning, nil, ""
-		if rec, pending, err = h.restStart(ctx, r, key, cur, call, run, now); err != nil {
+		call := retryOf(cur)
+		cur.Status, cur.Inputs, cur.RequestState = statusRunning, nil, ""
+		if rec, pending, err = f.start(ctx, r, key, cur, call, run, now); err != nil {
 			return err
 		}
 		retry = &call
-		return h.restSave(sctx, key, rec)
+		return f.save(sctx, key, rec)
 	})
 	if retry == nil {
 		cancel(nil)
 	} else if pending == nil {
-		restRuns.end(key, run)
+		runs.end(key, run)
 	}
 	switch {
 	case err != nil:
-		return h.restLockFailed(w, err, key, run, pending)
+		return f.lockFailed(w, err, key, run, pending)
 	case problemStatus != 0:
 		return writeProblem(w, problemStatus, problemDetail)
 	case pending == nil:
 		return writeCall(w, r, http.StatusOK, rec)
 	}
-	return h.restAwait(w, r, http.StatusOK, key, rec, pending, run, now)
+	return f.await(w, r, http.StatusOK, key, rec, pending, run, now)
 }
 
-// restRetry is the retry of c's round: its tool call with the round's
+// retryOf is the retry of c's round: its tool call with the round's
 // requestState and c's answers, one under each question's key.
-func restRetry(c seal.RESTCall) sagaCall {
-	call := sagaCall{name: c.Tool, args: c.Arguments, state: c.RequestState, responses: make(map[string]json.RawMessage, len(c.Inputs))}
+func retryOf(c seal.RESTCall) face.ToolCall {
+	call := face.ToolCall{Name: c.Tool, Args: c.Arguments, State: c.RequestState, Responses: make(map[string]json.RawMessage, len(c.Inputs))}
 	for _, in := range c.Inputs {
-		call.responses[in.Key] = in.Answer
+		call.Responses[in.Key] = in.Answer
 	}
 	return call
 }
 
-// restAwaitStatus is the status of a call waiting for an answer to a
+// awaitStatus is the status of a call waiting for an answer to a
 // question of method.
-func restAwaitStatus(method string) string {
+func awaitStatus(method string) string {
 	if method == translate.MethodSample {
-		return restAwaitSampling
+		return statusAwaitSampling
 	}
-	return restAwaitElicitation
+	return statusAwaitElicitation
 }
 
-// errRESTCanceled stops a call its client cancelled.
-var errRESTCanceled = errors.New("the call was canceled by its client")
+// errCanceled stops a call its client cancelled.
+var errCanceled = errors.New("the call was canceled by its client")
 
-// restCancel cancels a call that has not ended: its record says canceled
+// cancel cancels a call that has not ended: its record says canceled
 // at once; its run stops now if it runs here, else when its owner next
 // renews its lease (the owner sees the record changed).
-func (h *Handler) restCancel(w http.ResponseWriter, r *http.Request, tool, id restName) error {
-	princ := h.principal(r)
-	key := restCallKey(princ, tool, id)
+func (f *Face) cancel(w http.ResponseWriter, r *http.Request, tool, id pathName) error {
+	princ := f.gw.Principal(r)
+	key := callKey(princ, tool, id)
 	now := time.Now()
 	var rec, waiting seal.RESTCall
 	found := false
-	err := h.rest.withLock(r.Context(), key, func(sctx context.Context) error {
-		cur, err := h.restLoad(sctx, key, princ, now)
-		if errors.Is(err, errRESTNoRecord) {
+	err := f.withLock(r.Context(), key, func(sctx context.Context) error {
+		cur, err := f.load(sctx, key, princ, now)
+		if errors.Is(err, errNoRecord) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
 		found = true
-		cur = restSeen(cur, now)
-		if restTerminal(cur.Status) {
+		cur = seen(cur, now)
+		if terminal(cur.Status) {
 			rec = cur
 			return nil
 		}
 		waiting = cur
-		cur.Status, cur.Inputs, cur.RequestState, cur.Owner, cur.Lease = restCanceled, nil, "", "", 0
+		cur.Status, cur.Inputs, cur.RequestState, cur.Owner, cur.Lease = statusCanceled, nil, "", "", 0
 		cur.ETag, cur.Updated = newETag(), now.UnixMilli()
 		rec = cur
-		return h.restSave(sctx, key, cur)
+		return f.save(sctx, key, cur)
 	})
 	switch {
 	case err != nil:
-		return h.restStorageProblem(w, err)
+		return f.storageProblem(w, err)
 	case !found:
 		return writeProblem(w, http.StatusNotFound, "no such call")
 	}
-	if restRuns.stop(key, errRESTCanceled) {
-		h.logger.Debug("REST face: stopped a cancelled call running here", zap.String("tool", string(tool)))
+	if runs.stop(key, errCanceled) {
+		f.gw.Logger().Debug("REST face: stopped a cancelled call running here", zap.String("tool", string(tool)))
 	}
-	if call, ok := restDismissal(waiting); ok {
-		go h.restDismiss(r, waiting, call) // rest_dismiss.go
+	if call, ok := dismissal(waiting); ok {
+		go f.dismiss(r, waiting, call) // dismiss.go
 	}
 	return writeCall(w, r, http.StatusOK, rec)
 }
 
-// restListCalls answers the caller's calls of a tool, newest first:
+// listCalls answers the caller's calls of a tool, newest first:
 // `?status=` and `?createdAfter=` (an RFC 3339 time or a date) filter,
 // `?limit=` bounds (default 50, at most 200).
-func (h *Handler) restListCalls(w http.ResponseWriter, r *http.Request, tool restName) error {
+func (f *Face) listCalls(w http.ResponseWriter, r *http.Request, tool pathName) error {
 	q := r.URL.Query()
 	status := q.Get("status")
-	if status != "" && !restStatuses[status] {
+	if status != "" && !statuses[status] {
 		return writeProblem(w, http.StatusBadRequest, "status must be one of submitted, running, awaitingElicitationResult, awaitingSamplingResult, success, failed, canceled")
 	}
 	var after time.Time
@@ -362,32 +363,32 @@ func (h *Handler) restListCalls(w http.ResponseWriter, r *http.Request, tool res
 		}
 		after = t
 	}
-	limit := restListDefault
+	limit := listDefault
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > restListMax {
-			return writeProblem(w, http.StatusBadRequest, "limit must be 1 to "+strconv.Itoa(restListMax))
+		if err != nil || n < 1 || n > listMax {
+			return writeProblem(w, http.StatusBadRequest, "limit must be 1 to "+strconv.Itoa(listMax))
 		}
 		limit = n
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), restStoreTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
-	princ := h.principal(r)
-	keys, err := h.rest.storage.List(ctx, restToolPrefix(princ, tool), false)
+	princ := f.gw.Principal(r)
+	keys, err := f.storage.List(ctx, toolPrefix(princ, tool), false)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return h.restStorageProblem(w, err)
+		return f.storageProblem(w, err)
 	}
-	if len(keys) > restListScan {
-		keys = keys[:restListScan]
+	if len(keys) > listScan {
+		keys = keys[:listScan]
 	}
 	now := time.Now()
 	calls := make([]seal.RESTCall, 0, len(keys))
 	for _, k := range keys {
-		c, err := h.restLoad(ctx, k, princ, now)
+		c, err := f.load(ctx, k, princ, now)
 		if err != nil {
 			continue
 		}
-		if c = restSeen(c, now); (status == "" || c.Status == status) && c.CreatedAt().After(after) {
+		if c = seen(c, now); (status == "" || c.Status == status) && c.CreatedAt().After(after) {
 			calls = append(calls, c)
 		}
 	}
@@ -398,12 +399,12 @@ func (h *Handler) restListCalls(w http.ResponseWriter, r *http.Request, tool res
 		return strings.Compare(a.ID, b.ID)
 	})
 	out := struct {
-		Calls []restCallSummary `json:"calls"`
-	}{Calls: make([]restCallSummary, 0, min(len(calls), limit))}
+		Calls []callSummary `json:"calls"`
+	}{Calls: make([]callSummary, 0, min(len(calls), limit))}
 	for _, c := range calls[:min(len(calls), limit)] {
-		out.Calls = append(out.Calls, restCallSummary{ToolName: c.Tool, ID: c.ID, ETag: c.ETag, Status: c.Status,
+		out.Calls = append(out.Calls, callSummary{ToolName: c.Tool, ID: c.ID, ETag: c.ETag, Status: c.Status,
 			Created: c.CreatedAt().UTC().Format(time.RFC3339Nano), Updated: c.UpdatedAt().UTC().Format(time.RFC3339Nano)})
 	}
 	w.Header().Set("Cache-Control", "private, no-cache")
-	return writeRESTJSON(w, r, http.StatusOK, out)
+	return writeJSON(w, r, http.StatusOK, out)
 }

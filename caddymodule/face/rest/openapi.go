@@ -1,4 +1,4 @@
-package caddymodule
+package rest
 
 import (
 	"encoding/json"
@@ -12,29 +12,29 @@ import (
 // REST face made from tools/list, so that OpenAPI tool runners call MCP
 // tools — long-running and interactive ones too, through the call
 // resource's status, advance and cancel. Each tool whose name is a
-// restName has its own paths: PUT (start, the tool's inputSchema as the
+// pathName has its own paths: PUT (start, the tool's inputSchema as the
 // body's `arguments`) and GET of a call, advance, cancel, and the list of
-// its calls. A tool whose name is not a restName cannot be called through
+// its calls. A tool whose name is not a pathName cannot be called through
 // the face and is left out. The face's other operations (the lists, a
 // resource's bytes, a prompt, a completion, the roots) are in it too.
 
-// restOpenAPI answers the document.
-func (h *Handler) restOpenAPI(w http.ResponseWriter, r *http.Request) error {
-	tools, _, ok := h.restGather(w, r, "tools")
+// openAPI answers the document.
+func (f *Face) openAPI(w http.ResponseWriter, r *http.Request) error {
+	tools, _, ok := f.gather(w, r, "tools")
 	if !ok {
 		return nil
 	}
 	w.Header().Set("Cache-Control", "private, no-cache")
-	return writeRESTJSON(w, r, http.StatusOK, restOpenAPIDoc(h.rest.base, tools))
+	return writeJSON(w, r, http.StatusOK, openAPIDocOf(f.cfg.BasePath, tools))
 }
 
-// restOpenAPIDoc makes the document of the face under base from the
+// openAPIDocOf makes the document of the face under base from the
 // tools of tools/list.
-func restOpenAPIDoc(base string, tools []json.RawMessage) *openAPIDoc {
+func openAPIDocOf(base string, tools []json.RawMessage) *openAPIDoc {
 	paths := map[string]*oaPathItem{}
 	for _, raw := range tools {
 		t := gjson.ParseBytes(raw)
-		name, ok := parseRESTName(t.Get("name").String())
+		name, ok := parsePathName(t.Get("name").String())
 		if !ok {
 			continue
 		}
@@ -56,7 +56,7 @@ func restOpenAPIDoc(base string, tools []json.RawMessage) *openAPIDoc {
 			Description: "Tool calls are resources: PUT starts one (Idempotency-Key), GET polls it, advance answers its questions (If-Match), cancel ends it."},
 		Servers:    []oaServer{{URL: base}},
 		Paths:      paths,
-		Components: restComponents(),
+		Components: components(),
 	}
 }
 
@@ -117,7 +117,7 @@ func addToolPaths(paths map[string]*oaPathItem, name, summary, desc string, sche
 			OperationID: "list_" + name + "_calls", Summary: "Your calls of " + name + ", newest first", Tags: []string{name},
 			Parameters: []*oaParameter{
 				{Name: "status", In: "query", Schema: oaSchemaRef("#/components/schemas/Status")},
-				{Name: "limit", In: "query", Schema: &oaSchema{Type: "integer", Minimum: oaInt(1), Maximum: oaInt(restListMax)}},
+				{Name: "limit", In: "query", Schema: &oaSchema{Type: "integer", Minimum: oaInt(1), Maximum: oaInt(listMax)}},
 				{Name: "createdAfter", In: "query", Schema: oaType("string")},
 			},
 			Responses: map[string]*oaResponse{
@@ -172,18 +172,18 @@ func addFacePaths(paths map[string]*oaPathItem) {
 		Responses: map[string]*oaResponse{"204": {Description: "Set"}, "default": problem}}}
 }
 
-// restComponents are the document's shared pieces.
-func restComponents() oaComponents {
-	statuses := make([]string, 0, len(restStatuses))
-	for s := range restStatuses {
-		statuses = append(statuses, s)
+// components are the document's shared pieces.
+func components() oaComponents {
+	enum := make([]string, 0, len(statuses))
+	for s := range statuses {
+		enum = append(enum, s)
 	}
-	sort.Strings(statuses)
+	sort.Strings(enum)
 	anyObject := oaType("object")
 	date := &oaSchema{Type: "string", Format: "date-time"}
 	return oaComponents{
 		Schemas: map[string]*oaSchema{
-			"Status": {Type: "string", Enum: statuses},
+			"Status": {Type: "string", Enum: enum},
 			"Call": {
 				Type: "object", Required: []string{"toolname", "id", "etag", "status", "request", "created", "updated"},
 				Properties: map[string]*oaSchema{

@@ -1,8 +1,8 @@
-package caddymodule
+package rest
 
 import "encoding/json"
 
-// The pieces of the OpenAPI 3.1 document of rest_openapi.go, as the JSON
+// The pieces of the OpenAPI 3.1 document of openapi.go, as the JSON
 // rule of package jsonrpc has it: structs whose fields are in the order
 // the members are written, maps only for objects whose member names are
 // data (paths, status codes, media types, header, component and property

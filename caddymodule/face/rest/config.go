@@ -1,0 +1,204 @@
+package rest
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
+)
+
+// Config is the `rest` object of the handler's faces: the HTTP REST face
+// of SEP-1597 (README "REST"), served beside the MCP endpoint.
+type Config struct {
+	// The path under which the handler serves the REST face: every MCP
+	// server behind the gateway, legacy or modern, as plain HTTP
+	// resources — `GET <base>/tools`, `/prompts`, `/resources`,
+	// `/resources-templates` (whole lists with a strong `ETag`),
+	// `GET <base>/resources/{name}` (the bytes),
+	// `POST <base>/prompts/{name}`, `POST <base>/complete`,
+	// `PUT <base>/roots`, `GET <base>/openapi.json`, and tool calls as
+	// durable resources: `PUT <base>/tools/{tool}/calls/{id}` with an
+	// `Idempotency-Key`, `GET` it, `POST …/advance` with `If-Match` to
+	// answer an elicitation or sampling question, `POST …/cancel`, and
+	// `GET <base>/tools/{tool}/calls`. Requests whose path (as the handler
+	// sees it, after any rewrite) is under the base are served by the
+	// face; every other request is MCP as before, so the handler's matcher
+	// must let both through (e.g. `@mcp path /mcp /api/*` then
+	// `mcp_gateway @mcp { … rest /api }`). The call records live in
+	// Caddy's configured storage (`storage` global option), sealed with
+	// `state_key`: `rest` needs `state_key`, and in a fleet every instance
+	// must share the storage and the key, so that any instance serves any
+	// call. Required: `faces.rest` without it is an error, as are the
+	// Caddyfile's other `rest_*` options without `rest <base>`.
+	// Caddyfile: `rest <base>`.
+	BasePath string `json:"base_path,omitempty"`
+
+	// How long a PUT or an advance waits for the tool call before it
+	// answers: a call that ends (or asks a question) within it is answered
+	// with its end (or question); a longer one is answered `running` with
+	// `Retry-After`, and goes on in the background on the instance that
+	// started it, which writes its record when it ends. Default: 5s.
+	// Caddyfile: `rest_wait`.
+	Wait caddy.Duration `json:"wait,omitempty"`
+
+	// How long a call's record is kept after its last change; then the
+	// call is gone (404), its id can be used again, and its record is
+	// deleted (each instance looks for expired records every
+	// `rest_call_ttl`, at most hourly). Default: 24h.
+	// Caddyfile: `rest_call_ttl`.
+	CallTTL caddy.Duration `json:"call_ttl,omitempty"`
+
+	// The most calls one principal may have running on this instance at
+	// once (started or advanced, not yet ended or waiting for input); a
+	// PUT or an advance beyond it gets 429. At least 1. Default: 100.
+	// Caddyfile: `rest_max_calls_per_principal`.
+	MaxCallsPerPrincipal int `json:"max_calls_per_principal,omitempty"`
+}
+
+// Defaults of the REST face.
+const (
+	defaultWait     = 5 * time.Second
+	defaultCallTTL  = 24 * time.Hour
+	defaultMaxCalls = 100
+)
+
+// setDefaults gives the options left unset their defaults.
+func (c *Config) setDefaults() {
+	if c.Wait == 0 {
+		c.Wait = caddy.Duration(defaultWait)
+	}
+	if c.CallTTL == 0 {
+		c.CallTTL = caddy.Duration(defaultCallTTL)
+	}
+	if c.MaxCallsPerPrincipal == 0 {
+		c.MaxCallsPerPrincipal = defaultMaxCalls
+	}
+}
+
+// validate checks the options, once defaulted.
+func (c *Config) validate() error {
+	if c.BasePath == "" {
+		return errors.New("rest: the base path is required (Caddyfile: rest <base>; JSON: faces.rest.base_path)")
+	}
+	if err := checkBase(c.BasePath); err != nil {
+		return err
+	}
+	if c.MaxCallsPerPrincipal < 1 {
+		return fmt.Errorf("rest_max_calls_per_principal: must be at least 1, got %d", c.MaxCallsPerPrincipal)
+	}
+	if c.Wait <= 0 || c.CallTTL <= 0 {
+		return errors.New("rest_wait and rest_call_ttl: must be positive")
+	}
+	return nil
+}
+
+// checkBase checks a base path: absolute, clean, without a trailing
+// slash, a query or placeholders.
+func checkBase(base string) error {
+	switch {
+	case !strings.HasPrefix(base, "/") || base == "/":
+		return fmt.Errorf("rest: the base path must start with '/' and not be '/' alone, got %q", base)
+	case strings.HasSuffix(base, "/"), strings.Contains(base, "//"), strings.ContainsAny(base, "?#{}%"),
+		strings.Contains(base, "/./"), strings.Contains(base, "/../"), strings.HasSuffix(base, "/.."), strings.HasSuffix(base, "/."):
+		return fmt.Errorf("rest: the base path must be a clean path (no trailing '/', '..', '?', '#', '%%' or placeholders), got %q", base)
+	}
+	return nil
+}
+
+// Options are the face's Caddyfile options: `rest <base>`, `rest_wait`,
+// `rest_call_ttl`, `rest_max_calls_per_principal`.
+var Options = face.Options[Config]{
+	"rest": func(d *caddyfile.Dispenser, cfg **Config) error {
+		c := made(cfg)
+		if err := stringOption(d, &c.BasePath); err != nil {
+			return err
+		}
+		if err := checkBase(c.BasePath); err != nil {
+			return d.Err(err.Error())
+		}
+		return nil
+	},
+	"rest_wait": func(d *caddyfile.Dispenser, cfg **Config) error {
+		return durationOption(d, &made(cfg).Wait)
+	},
+	"rest_call_ttl": func(d *caddyfile.Dispenser, cfg **Config) error {
+		return durationOption(d, &made(cfg).CallTTL)
+	},
+	"rest_max_calls_per_principal": func(d *caddyfile.Dispenser, cfg **Config) error {
+		return countOption(d, &made(cfg).MaxCallsPerPrincipal)
+	},
+}
+
+// made is *cfg, made when nil.
+func made(cfg **Config) *Config {
+	if *cfg == nil {
+		*cfg = new(Config)
+	}
+	return *cfg
+}
+
+// stringOption parses an option of one string argument, given once.
+func stringOption(d *caddyfile.Dispenser, to *string) error {
+	opt := d.Val()
+	if *to != "" {
+		return d.Errf("%s already specified", opt)
+	}
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	*to = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+// durationOption parses an option of one duration argument, not
+// negative, given once (0 leaves the default).
+func durationOption(d *caddyfile.Dispenser, to *caddy.Duration) error {
+	opt := d.Val()
+	if *to != 0 {
+		return d.Errf("%s already specified", opt)
+	}
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	dur, err := caddy.ParseDuration(d.Val())
+	if err != nil {
+		return d.Errf("invalid %s %q: %v", opt, d.Val(), err)
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if dur < 0 {
+		return d.Errf("%s: must be positive, got %v", opt, dur)
+	}
+	*to = caddy.Duration(dur)
+	return nil
+}
+
+// countOption parses an option of one positive whole number, given once.
+func countOption(d *caddyfile.Dispenser, to *int) error {
+	opt := d.Val()
+	if *to != 0 {
+		return d.Errf("%s already specified", opt)
+	}
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	n, err := strconv.Atoi(d.Val())
+	if err != nil || n < 1 {
+		return d.Errf("invalid %s %q: want a positive whole number", opt, d.Val())
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	*to = n
+	return nil
+}
