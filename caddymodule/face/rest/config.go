@@ -14,7 +14,8 @@ import (
 )
 
 // Config is the `rest` object of the handler's faces: the HTTP REST face
-// of SEP-1597 (README "REST"), served beside the MCP endpoint.
+// of SEP-1597 (docs/faces.md "REST"; a non-standard extra: the proposal
+// was closed, not accepted), served beside the MCP endpoint.
 type Config struct {
 	// The path under which the handler serves the REST face: every MCP
 	// server behind the gateway, legacy or modern, as plain HTTP
