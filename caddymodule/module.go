@@ -1,6 +1,3 @@
-// Package caddymodule is the Caddy side of caddy-mcp-gateway: the
-// http.handlers.mcp_gateway handler, its Caddyfile directive, and the glue
-// between Caddy and the Caddy-free packages translate, legacy and sse.
 package caddymodule
 
 import (

@@ -1,0 +1,37 @@
+// Package caddymodule is the Caddy side of caddy-mcp-gateway: the
+// http.handlers.mcp_gateway handler, its Caddyfile directive, the admin
+// API, and the glue between Caddy and the Caddy-free packages (translate
+// and its bridges, legacy, sse, jsonrpc). The faces (saga, REST,
+// multi-turn SSE) are packages of their own below face/, which this
+// package knows only through faces.go.
+//
+// What it owns, by file:
+//
+//   - Configuration: module.go (Handler, its top-level options and
+//     placeholders), config.go (the option groups: health, fleet,
+//     security, streams, parking, sessions, tasks), upstreams.go
+//     (Upstream, its options, selection and failover), tasks.go (task
+//     rules), defaults.go (every default, in one place), caddyfile.go
+//     (the directive, upstream blocks, value checks) and
+//     caddyfile_groups.go (one Caddyfile helper per group).
+//   - Lifecycle: provision.go (Provision, Validate, Cleanup; the registries
+//     that end streams and calls on unload and shutdown), transport.go
+//     (the upstream and peer transports), dynamic.go and addrpolicy.go
+//     (dynamic upstreams and the address ranges they may not have),
+//     probe.go (era probes), health.go (passive and active health).
+//   - The front door: serve.go (ServeHTTP, dispatch: origin, method, body,
+//     forwarding signature, then the faces and the routing decision),
+//     guard.go (Host and Origin checks, request targets, X-Forwarded-*),
+//     route.go (decide: the cell, the upstream, a relay or a refusal).
+//   - The cells: proxy.go (pass-through of both eras: the pin, Caddy's
+//     transport, failover), bridge.go (the forward bridge's glue),
+//     reverse.go (the reverse bridge's glue).
+//   - The fleet: fleet.go (who is where; keys this instance lacks),
+//     relay.go (a request forwarded to its owner, signed), giveback.go
+//     (upstream sessions handed back between instances).
+//   - The faces: faces.go (FacesConfig, the table of enabled faces the
+//     front door asks, the face.Gateway they are given).
+//   - Observability: observe.go (cells, outcomes, the log line of a call),
+//     metrics.go (the caddy_mcp_gateway_* series), admin.go
+//     (admin.api.mcp_gateway: parked calls, sessions, tasks, upstreams).
+package caddymodule
