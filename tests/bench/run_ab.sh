@@ -12,7 +12,8 @@
 #
 # Environment: RUN_AB_CLIENTS ("1 32"), RUN_AB_D (3s per target and
 # repetition), RUN_AB_REPS (3), RUN_AB_PORT (first loopback port, 19900;
-# up to +30). Output of the processes: tests/.out/bench/run_ab/.
+# up to +30), BENCH_PREBUILT (a folder with caddy, bench and caddy-old
+# built at OLD: nothing is built). Output: tests/.out/bench/run_ab/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -27,11 +28,15 @@ bin=tests/.out/bench
 out=$bin/run_ab
 build_bench "$bin"
 mkdir -p "$out"
-tree=$out/old-tree
-git worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"
-git worktree add --detach "$tree" "$old_rev" >&2
-(cd "$tree" && go build -o "$OLDPWD/$out/caddy-old" ./caddymodule/cmd/caddy)
-git worktree remove --force "$tree"
+if [[ -n "${BENCH_PREBUILT:-}" ]]; then
+	cp "$BENCH_PREBUILT/caddy-old" "$out/caddy-old" # built at OLD elsewhere
+else
+	tree=$out/old-tree
+	git worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"
+	git worktree add --detach "$tree" "$old_rev" >&2
+	(cd "$tree" && go build -o "$OLDPWD/$out/caddy-old" ./caddymodule/cmd/caddy)
+	git worktree remove --force "$tree"
+fi
 cp "$bin/caddy" "$out/caddy-new"
 
 legacy_up=$((P + 1)) modern_up=$((P + 2))
@@ -96,6 +101,6 @@ for c in $CLIENTS; do
 	cmp -scenario "forward bridge, 1 MRTR round" -c "$c" -tool ask -args '{"rounds":1}' old=modern:"$OL" new=modern:"$NL"
 	cmp -scenario "forward bridge, 3 MRTR rounds" -c "$c" -tool ask -args '{"rounds":3}' old=modern:"$OL" new=modern:"$NL"
 done
-echo "## run.sh scenarios, A/B: $old_rev (old) against the work tree at $(git rev-parse --short HEAD)$(git diff --quiet || echo ', modified') (new); $(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores"
+echo "## run.sh scenarios, A/B: $old_rev (old) against the work tree at $(git rev-parse --short HEAD 2>/dev/null || echo "${RUN_AB_NEW:-?}")$(git diff --quiet 2>/dev/null || echo ', modified') (new); $(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores"
 echo
 compare_tables "$results" "the old or new Caddy"
