@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dustin/go-humanize"
-
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -17,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 )
 
@@ -344,88 +343,6 @@ func appendArgs(d *caddyfile.Dispenser, to []string) ([]string, error) {
 	return append(to, args...), nil
 }
 
-func parseDuration(d *caddyfile.Dispenser, to *caddy.Duration) error {
-	opt := d.Val()
-	if *to != 0 {
-		return d.Errf("%s already specified", opt)
-	}
-	if !d.NextArg() {
-		return d.ArgErr()
-	}
-	dur, err := parseDurationArg(d.Val())
-	if err != nil {
-		return d.Errf("invalid %s %q: %v", opt, d.Val(), err)
-	}
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	*to = caddy.Duration(dur)
-	return nil
-}
-
-// parseDurationArg parses a duration such as `15s` or `-1s`; a bare
-// negative whole number such as `-1` is accepted too and means off, as in
-// reverse_proxy's `flush_interval -1`.
-func parseDurationArg(s string) (time.Duration, error) {
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n < 0 {
-		return time.Duration(n), nil
-	}
-	return caddy.ParseDuration(s)
-}
-
-func parseSize(d *caddyfile.Dispenser, to *int64) error {
-	opt := d.Val()
-	if *to != 0 {
-		return d.Errf("%s already specified", opt)
-	}
-	if !d.NextArg() {
-		return d.ArgErr()
-	}
-	n, err := humanize.ParseBytes(d.Val())
-	if err != nil || n > 1<<40 {
-		return d.Errf("invalid %s %q: want a size such as 4MiB", opt, d.Val())
-	}
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	*to = int64(n)
-	return nil
-}
-
-func parseInt(d *caddyfile.Dispenser, to *int) error {
-	opt := d.Val()
-	if *to != 0 {
-		return d.Errf("%s already specified", opt)
-	}
-	if !d.NextArg() {
-		return d.ArgErr()
-	}
-	n, err := strconv.Atoi(d.Val())
-	if err != nil || n < 1 {
-		return d.Errf("invalid %s %q: want a positive whole number", opt, d.Val())
-	}
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	*to = n
-	return nil
-}
-
-func parseString(d *caddyfile.Dispenser, to *string) error {
-	opt := d.Val()
-	if *to != "" {
-		return d.Errf("%s already specified", opt)
-	}
-	if !d.NextArg() {
-		return d.ArgErr()
-	}
-	*to = d.Val()
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	return nil
-}
-
 // Interface guards
 var _ caddyfile.Unmarshaler = (*Handler)(nil)
 
@@ -509,22 +426,9 @@ func checkLiteral(d *caddyfile.Dispenser, s string, check func(string) error) er
 	return nil
 }
 
-// parseDurationNotNegative parses a duration whose negative values mean
-// nothing (0 leaves the default); rule says what it must be.
-func parseDurationNotNegative(d *caddyfile.Dispenser, to *caddy.Duration, rule string) error {
-	opt := d.Val()
-	if err := parseDuration(d, to); err != nil {
-		return err
-	}
-	if *to < 0 {
-		return d.Errf("%s: %s, got %v", opt, rule, time.Duration(*to))
-	}
-	return nil
-}
-
 // parseResumeLinger parses resume_linger, which is bounded.
 func parseResumeLinger(d *caddyfile.Dispenser, to *caddy.Duration) error {
-	if err := parseDuration(d, to); err != nil {
+	if err := face.ParseDuration(d, to); err != nil {
 		return err
 	}
 	if time.Duration(*to) > forward.MaxResumeLinger {
@@ -536,7 +440,7 @@ func parseResumeLinger(d *caddyfile.Dispenser, to *caddy.Duration) error {
 // parseTaskLease parses task_lease, which is bounded below (0 leaves the
 // default).
 func parseTaskLease(d *caddyfile.Dispenser, to *caddy.Duration) error {
-	if err := parseDuration(d, to); err != nil {
+	if err := face.ParseDuration(d, to); err != nil {
 		return err
 	}
 	if *to != 0 {

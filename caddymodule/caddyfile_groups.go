@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 )
 
 // One Caddyfile helper per config group: each parses the group's options
@@ -15,21 +17,21 @@ func (c *HealthChecks) unmarshalOption(d *caddyfile.Dispenser, opt string) (bool
 	var err error
 	switch opt {
 	case "health_interval":
-		err = parseDuration(d, &c.Active.Interval)
+		err = face.ParseDuration(d, &c.Active.Interval)
 	case "health_timeout":
-		err = parseDurationNotNegative(d, &c.Active.Timeout, "must be positive")
+		err = face.ParseDurationNotNegative(d, &c.Active.Timeout, "must be positive")
 	case "health_passes":
-		err = parseInt(d, &c.Active.Passes)
+		err = face.ParseCount(d, &c.Active.Passes)
 	case "health_fails":
-		err = parseInt(d, &c.Active.Fails)
+		err = face.ParseCount(d, &c.Active.Fails)
 	case "fail_duration":
-		err = parseDurationNotNegative(d, &c.Passive.FailDuration, "must be positive")
+		err = face.ParseDurationNotNegative(d, &c.Passive.FailDuration, "must be positive")
 	case "max_fails":
-		err = parseInt(d, &c.Passive.MaxFails)
+		err = face.ParseCount(d, &c.Passive.MaxFails)
 	case "unhealthy_status":
 		err = c.Passive.unmarshalUnhealthyStatus(d)
 	case "unhealthy_latency":
-		err = parseDurationNotNegative(d, &c.Passive.UnhealthyLatency, "must not be negative")
+		err = face.ParseDurationNotNegative(d, &c.Passive.UnhealthyLatency, "must not be negative")
 	default:
 		return false, nil
 	}
@@ -49,11 +51,11 @@ func (c *FleetConfig) unmarshalOption(d *caddyfile.Dispenser, opt string) (bool,
 		}
 		err = checkLiteralStateKeys(d, c.StateKeys)
 	case "instance_id":
-		if err = parseString(d, &c.InstanceID); err == nil {
+		if err = face.ParseString(d, &c.InstanceID); err == nil {
 			err = checkLiteral(d, c.InstanceID, checkInstanceID)
 		}
 	case "advertise":
-		if err = parseString(d, &c.Advertise); err == nil {
+		if err = face.ParseString(d, &c.Advertise); err == nil {
 			err = checkLiteral(d, c.Advertise, func(s string) error {
 				_, err := checkBaseURL(s)
 				return err
@@ -77,9 +79,9 @@ func (c *SecurityConfig) unmarshalOption(d *caddyfile.Dispenser, opt string) (bo
 	case "allowed_hosts":
 		c.AllowedHosts, err = appendArgs(d, c.AllowedHosts)
 	case "principal":
-		err = parseString(d, &c.Principal)
+		err = face.ParseString(d, &c.Principal)
 	case "max_request_body":
-		err = parseSize(d, &c.MaxRequestBody)
+		err = face.ParseSize(d, &c.MaxRequestBody)
 	case "log_unsafe_details":
 		if c.LogUnsafeDetails {
 			return true, d.Err("log_unsafe_details already specified")
@@ -98,11 +100,11 @@ func (c *StreamsConfig) unmarshalOption(d *caddyfile.Dispenser, opt string) (boo
 	var err error
 	switch opt {
 	case "keepalive_interval":
-		err = parseDuration(d, &c.KeepAliveInterval)
+		err = face.ParseDuration(d, &c.KeepAliveInterval)
 	case "stream_close_delay":
-		err = parseDurationNotNegative(d, &c.StreamCloseDelay, "must not be negative")
+		err = face.ParseDurationNotNegative(d, &c.StreamCloseDelay, "must not be negative")
 	case "write_timeout":
-		err = parseDuration(d, &c.WriteTimeout)
+		err = face.ParseDuration(d, &c.WriteTimeout)
 	default:
 		return false, nil
 	}
@@ -113,21 +115,21 @@ func (c *ParkingConfig) unmarshalOption(d *caddyfile.Dispenser, opt string) (boo
 	var err error
 	switch opt {
 	case "park_ttl":
-		err = parseDurationNotNegative(d, &c.ParkTTL, "must be positive")
+		err = face.ParseDurationNotNegative(d, &c.ParkTTL, "must be positive")
 	case "gather_window":
-		err = parseDuration(d, &c.GatherWindow)
+		err = face.ParseDuration(d, &c.GatherWindow)
 	case "resume_linger":
 		err = parseResumeLinger(d, &c.ResumeLinger)
 	case "max_parked":
-		err = parseInt(d, &c.MaxParked)
+		err = face.ParseCount(d, &c.MaxParked)
 	case "max_parked_per_principal":
-		err = parseInt(d, &c.MaxParkedPerPrincipal)
+		err = face.ParseCount(d, &c.MaxParkedPerPrincipal)
 	case "max_rounds":
-		err = parseInt(d, &c.MaxRounds)
+		err = face.ParseCount(d, &c.MaxRounds)
 	case "max_inputs_per_round":
-		err = parseInt(d, &c.MaxInputsPerRound)
+		err = face.ParseCount(d, &c.MaxInputsPerRound)
 	case "max_buffered_notifications":
-		err = parseInt(d, &c.MaxBufferedNotifications)
+		err = face.ParseCount(d, &c.MaxBufferedNotifications)
 		if err == nil && c.MaxBufferedNotifications > maxBufferedNotifications {
 			err = d.Errf("max_buffered_notifications: must be at most %d (each call holds a buffer this large), got %d",
 				maxBufferedNotifications, c.MaxBufferedNotifications)
@@ -142,13 +144,13 @@ func (c *SessionsConfig) unmarshalOption(d *caddyfile.Dispenser, opt string) (bo
 	var err error
 	switch opt {
 	case "max_sessions_per_principal":
-		err = parseInt(d, &c.MaxSessionsPerPrincipal)
+		err = face.ParseCount(d, &c.MaxSessionsPerPrincipal)
 	case "session_lifetime":
-		err = parseDurationNotNegative(d, &c.SessionLifetime, "must be positive")
+		err = face.ParseDurationNotNegative(d, &c.SessionLifetime, "must be positive")
 	case "max_get_streams":
-		err = parseInt(d, &c.MaxGetStreams)
+		err = face.ParseCount(d, &c.MaxGetStreams)
 	case "max_get_streams_per_principal":
-		err = parseInt(d, &c.MaxGetStreamsPerPrincipal)
+		err = face.ParseCount(d, &c.MaxGetStreamsPerPrincipal)
 	default:
 		return false, nil
 	}
@@ -161,17 +163,17 @@ func (c *TasksConfig) unmarshalOption(d *caddyfile.Dispenser, opt string) (bool,
 	case "task":
 		err = c.unmarshalTask(d)
 	case "task_window":
-		err = parseDuration(d, &c.Window)
+		err = face.ParseDuration(d, &c.Window)
 	case "task_ttl":
-		err = parseDurationNotNegative(d, &c.TTL, "must be positive")
+		err = face.ParseDurationNotNegative(d, &c.TTL, "must be positive")
 	case "task_poll_interval":
-		err = parseDuration(d, &c.PollInterval)
+		err = face.ParseDuration(d, &c.PollInterval)
 	case "max_tasks":
-		err = parseInt(d, &c.MaxTasks)
+		err = face.ParseCount(d, &c.MaxTasks)
 	case "max_tasks_per_principal":
-		err = parseInt(d, &c.MaxTasksPerPrincipal)
+		err = face.ParseCount(d, &c.MaxTasksPerPrincipal)
 	case "task_store":
-		if err = parseString(d, &c.Store); err == nil {
+		if err = face.ParseString(d, &c.Store); err == nil {
 			if cerr := checkTaskStore(c.Store); cerr != nil {
 				err = d.Err(cerr.Error())
 			}
@@ -179,13 +181,13 @@ func (c *TasksConfig) unmarshalOption(d *caddyfile.Dispenser, opt string) (bool,
 	case "task_lease":
 		err = parseTaskLease(d, &c.Lease)
 	case "max_task_result":
-		if err = parseSize(d, &c.MaxResult); err == nil {
+		if err = face.ParseSize(d, &c.MaxResult); err == nil {
 			if cerr := checkMaxTaskResult(c.MaxResult); cerr != nil {
 				err = d.Err(cerr.Error())
 			}
 		}
 	case "max_task_wait":
-		err = parseDurationNotNegative(d, &c.MaxTaskWait, "must be positive")
+		err = face.ParseDurationNotNegative(d, &c.MaxTaskWait, "must be positive")
 	default:
 		return false, nil
 	}

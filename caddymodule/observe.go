@@ -126,29 +126,6 @@ func (o callObserver) TaskStored(event, upstream, tool string, err error) {
 // Unparked implements translate.Observer.
 func (o callObserver) Unparked(why string) { metricsFor(o.done, o.metrics).unparked(why) }
 
-// statusWriter remembers the status of the answer.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the flusher.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // served records how a bridge answered the request in the round and
 // outcome placeholders.
 func served(r *http.Request, s translate.Served) {
@@ -222,5 +199,4 @@ var (
 	_ forward.TaskObserver      = callObserver{}
 	_ forward.ResumeObserver    = callObserver{}
 	_ forward.TaskStoreObserver = callObserver{}
-	_ http.ResponseWriter       = (*statusWriter)(nil)
 )

@@ -26,7 +26,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		return err // faces.go
 	}
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &face.StatusWriter{ResponseWriter: w}
 	r, rt := withRoute(r)
 	var body []byte
 	defer func() {
@@ -35,12 +35,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			// failed, and let net/http end the connection.
 			setPlaceholder(r, "outcome", outcomeError)
 			rt.publish(r)
-			h.observeRequest(r, sw.status, body, start)
+			h.observeRequest(r, sw.Status, body, start)
 			panic(p)
 		}
 	}()
 	err := h.dispatch(sw, r, &body)
-	status := sw.status
+	status := sw.Status
 	if herr := (caddyhttp.HandlerError{}); errors.As(err, &herr) && status == 0 {
 		status = herr.StatusCode // Caddy's error handling writes it
 	}

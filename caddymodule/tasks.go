@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
 // TaskPolicy is one `task` rule: whether a tool's calls may become tasks

@@ -215,3 +215,31 @@ func (rec *Recorder) Response() (gjson.Result, bool) {
 		}
 	}
 }
+
+// StatusWriter remembers the status of the answer written through it, for
+// the log line of a request.
+type StatusWriter struct {
+	http.ResponseWriter
+	// Status is the answer's HTTP status (0 until one is written).
+	Status int
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (w *StatusWriter) WriteHeader(code int) {
+	if w.Status == 0 {
+		w.Status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write implements http.ResponseWriter.
+func (w *StatusWriter) Write(b []byte) (int, error) {
+	if w.Status == 0 {
+		w.Status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the writer underneath (its
+// Flush).
+func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -3,7 +3,6 @@ package rest
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -117,7 +116,7 @@ func checkBase(base string) error {
 var Options = face.Options[Config]{
 	"rest": func(d *caddyfile.Dispenser, cfg **Config) error {
 		c := made(cfg)
-		if err := stringOption(d, &c.BasePath); err != nil {
+		if err := face.ParseString(d, &c.BasePath); err != nil {
 			return err
 		}
 		if err := checkBase(c.BasePath); err != nil {
@@ -126,13 +125,13 @@ var Options = face.Options[Config]{
 		return nil
 	},
 	"rest_wait": func(d *caddyfile.Dispenser, cfg **Config) error {
-		return durationOption(d, &made(cfg).Wait)
+		return face.ParseDurationNotNegative(d, &made(cfg).Wait, "must be positive")
 	},
 	"rest_call_ttl": func(d *caddyfile.Dispenser, cfg **Config) error {
-		return durationOption(d, &made(cfg).CallTTL)
+		return face.ParseDurationNotNegative(d, &made(cfg).CallTTL, "must be positive")
 	},
 	"rest_max_calls_per_principal": func(d *caddyfile.Dispenser, cfg **Config) error {
-		return countOption(d, &made(cfg).MaxCallsPerPrincipal)
+		return face.ParseCount(d, &made(cfg).MaxCallsPerPrincipal)
 	},
 }
 
@@ -142,64 +141,4 @@ func made(cfg **Config) *Config {
 		*cfg = new(Config)
 	}
 	return *cfg
-}
-
-// stringOption parses an option of one string argument, given once.
-func stringOption(d *caddyfile.Dispenser, to *string) error {
-	opt := d.Val()
-	if *to != "" {
-		return d.Errf("%s already specified", opt)
-	}
-	if !d.NextArg() {
-		return d.ArgErr()
-	}
-	*to = d.Val()
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	return nil
-}
-
-// durationOption parses an option of one duration argument, not
-// negative, given once (0 leaves the default).
-func durationOption(d *caddyfile.Dispenser, to *caddy.Duration) error {
-	opt := d.Val()
-	if *to != 0 {
-		return d.Errf("%s already specified", opt)
-	}
-	if !d.NextArg() {
-		return d.ArgErr()
-	}
-	dur, err := caddy.ParseDuration(d.Val())
-	if err != nil {
-		return d.Errf("invalid %s %q: %v", opt, d.Val(), err)
-	}
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	if dur < 0 {
-		return d.Errf("%s: must be positive, got %v", opt, dur)
-	}
-	*to = caddy.Duration(dur)
-	return nil
-}
-
-// countOption parses an option of one positive whole number, given once.
-func countOption(d *caddyfile.Dispenser, to *int) error {
-	opt := d.Val()
-	if *to != 0 {
-		return d.Errf("%s already specified", opt)
-	}
-	if !d.NextArg() {
-		return d.ArgErr()
-	}
-	n, err := strconv.Atoi(d.Val())
-	if err != nil || n < 1 {
-		return d.Errf("invalid %s %q: want a positive whole number", opt, d.Val())
-	}
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	*to = n
-	return nil
 }

@@ -16,10 +16,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/certmagic"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 )
@@ -62,11 +63,11 @@ func (f *Face) ServePath(w http.ResponseWriter, r *http.Request) (bool, error) {
 		return false, nil
 	}
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &face.StatusWriter{ResponseWriter: w}
 	err := f.serve(sw, r)
 	if c := f.gw.Logger().Check(zapcore.DebugLevel, "REST request"); c != nil {
 		c.Write(zap.String("method", r.Method), zap.String("path", clip(r.URL.Path, 256)),
-			zap.Int("status", sw.status), zap.Duration("duration", time.Since(start)))
+			zap.Int("status", sw.Status), zap.Duration("duration", time.Since(start)))
 	}
 	return true, err
 }
@@ -118,29 +119,6 @@ func (f *Face) serve(w http.ResponseWriter, r *http.Request) error {
 		return f.cancel(w, r, rt.tool, rt.id)
 	}
 }
-
-// statusWriter remembers the status of the answer, for the log.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the writer underneath.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // clip is s cut to n bytes, marked when cut.
 func clip(s string, n int) string {
