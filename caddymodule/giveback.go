@@ -86,7 +86,7 @@ func (h *Handler) giveBackVia(r *http.Request) func(ctx context.Context, home tr
 		if base == "" {
 			return errNoHomeAddress
 		}
-		target, err := forwardURL(base, &orig)
+		target, err := translate.ForwardURL(base, &orig)
 		if err != nil {
 			return err
 		}

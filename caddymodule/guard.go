@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -181,50 +180,6 @@ func checkOriginForm(r *http.Request) *jsonrpc.RPCError {
 	}
 	return &jsonrpc.RPCError{HTTPStatus: http.StatusBadRequest, Code: jsonrpc.InvalidRequest,
 		Message: "Bad Request: the request target must be a path (origin form): not an absolute URL, and no '#'"}
-}
-
-// errForwardTarget: the owner's base URL or the request's target is not
-// fit to build the forwarded request's URL from.
-var errForwardTarget = errors.New("cannot build the forwarded request's URL")
-
-// forwardURL builds the URL a request is forwarded to: scheme and host of
-// base (an owner's base URL, `http[s]://host[:port]`), path and query of
-// orig (the client's request URL, in origin form). It fails rather than
-// guess: the result's scheme and host are always base's.
-func forwardURL(base string, orig *url.URL) (*url.URL, error) {
-	b, err := url.Parse(base)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("%w: owner address: %w", errForwardTarget, err)
-	case b.Scheme != "http" && b.Scheme != "https":
-		return nil, fmt.Errorf("%w: owner address: scheme %q", errForwardTarget, b.Scheme)
-	case b.Host == "" || b.Hostname() == "" || b.User != nil || b.Opaque != "" || b.RawQuery != "" || b.Fragment != "" ||
-		(b.Path != "" && b.Path != "/"):
-		return nil, fmt.Errorf("%w: owner address is not scheme://host[:port]", errForwardTarget)
-	case orig == nil || orig.Scheme != "" || orig.Host != "" || orig.User != nil || orig.Opaque != "" || orig.Fragment != "":
-		return nil, fmt.Errorf("%w: the request target is not in origin form", errForwardTarget)
-	}
-	path := orig.EscapedPath()
-	if !strings.HasPrefix(path, "/") {
-		return nil, fmt.Errorf("%w: the request path does not begin with /", errForwardTarget)
-	}
-	out := &url.URL{Scheme: b.Scheme, Host: b.Host, Path: orig.Path, RawQuery: orig.RawQuery, ForceQuery: orig.ForceQuery}
-	if orig.RawPath != "" && orig.RawPath == path {
-		out.RawPath = orig.RawPath // keep the client's escaping (%2F)
-	}
-	if out.EscapedPath() != path {
-		return nil, fmt.Errorf("%w: the request path does not survive re-encoding", errForwardTarget)
-	}
-	if strings.ContainsFunc(path+out.RawQuery, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
-		return nil, fmt.Errorf("%w: control character or space in the request target", errForwardTarget)
-	}
-	// A request target has no fragment (RFC 9112 §3.2.1), but Go's server
-	// leaves a '#' in the query: written out and parsed again, the URL
-	// would end its query there.
-	if strings.Contains(out.RawQuery, "#") {
-		return nil, fmt.Errorf("%w: '#' in the request's query", errForwardTarget)
-	}
-	return out, nil
 }
 
 // What an upstream learns of the client from X-Forwarded-For, -Proto and

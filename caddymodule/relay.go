@@ -139,7 +139,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			Message: "the call belongs to gateway instance " + owner.Instance + ", whose address this instance does not know: " +
 				"set advertise on every instance, or list it with peer"})
 	}
-	target, err := forwardURL(base, originalRequest(r).URL)
+	target, err := translate.ForwardURL(base, originalRequest(r).URL)
 	if err != nil {
 		// The front door (checkOriginForm) refuses what could get here.
 		h.logger.Warn("refused to forward a request", zap.String("owner", owner.Instance), zap.Error(err))
