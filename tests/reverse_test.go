@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -556,14 +557,25 @@ func TestReverseThreeRounds(t *testing.T) {
 		`caddy_mcp_gateway_bridged_calls_total{cell="legacy-modern",method="tools/call",outcome="complete"}`: 2,
 		`caddy_mcp_gateway_call_rounds_sum{cell="legacy-modern"}`:                                            6,
 	})
+	// The gateway writes a call's log line after it counted the call in
+	// the metrics (caddymodule/observe.go), and the TypeScript client's
+	// tools/list is a bridged call too: wait for the two tools/call lines
+	// themselves, not for any two "bridged call" lines (under load, the
+	// tools/list line and the first call's were there while the second
+	// call's was still on its way).
+	var calls []map[string]any
+	poll(10*time.Second, func() bool {
+		calls = slices.DeleteFunc(logLines(g, "bridged call"), func(l map[string]any) bool { return l["method"] != "tools/call" })
+		return len(calls) >= 2
+	})
 	n := 0
-	for _, l := range waitLogLines(t, g, "bridged call", 2) {
-		if l["cell"] == "legacy-modern" && l["method"] == "tools/call" && l["rounds"] == float64(3) && l["outcome"] == "complete" {
+	for _, l := range calls {
+		if l["cell"] == "legacy-modern" && l["rounds"] == float64(3) && l["outcome"] == "complete" {
 			n++
 		}
 	}
-	if n != 2 {
-		t.Fatalf("%d log lines of three-round tools/call calls, want 2", n)
+	if n != 2 || len(calls) != 2 {
+		t.Fatalf("%d log lines of three-round tools/call calls among %d tools/call lines, want 2 of 2: %v", n, len(calls), calls)
 	}
 }
 
