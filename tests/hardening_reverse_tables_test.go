@@ -71,6 +71,7 @@ func openStreams(t *testing.T, url, who string, n int) (got map[int]int, closeAl
 // -32603), another principal is not affected, and max_get_streams bounds
 // them all (503 -32603). A closed stream gives its place back.
 func TestHardeningReverseGetStreams(t *testing.T) {
+	t.Parallel()
 	up := newListenUpstream(t)
 	g := startGateway(t, up.block())
 	before := g.memKiB(t)
@@ -110,6 +111,7 @@ func TestHardeningReverseGetStreams(t *testing.T) {
 // the sessions it has no room for (429 past a principal's 10,000, 503 past
 // 100,000) and keeps every entry it holds.
 func TestHardeningReverseFactsFlush(t *testing.T) {
+	t.Parallel()
 	up := newListenUpstream(t)
 	g := startGateway(t, up.block())
 	victim, err := heldInit(g.URL, "Bearer victim")

@@ -19,6 +19,7 @@ func cancelled(ended string) bool {
 // TestLimits: max_rounds, max_inputs_per_round, max_sessions_per_principal
 // and max_buffered_notifications.
 func TestLimits(t *testing.T) {
+	t.Parallel()
 	t.Run("max_rounds", func(t *testing.T) {
 		up := newFailingLegacy(t)
 		g := startGateway(t, up.block()+"\n\t\tmax_rounds 1")

@@ -238,6 +238,7 @@ func restLegacyServerAnswers(t *testing.T, done *atomic.Int32, answers chan<- st
 // cancel; the caller's list and another principal's 404; roots; a long
 // call answered running, then polled.
 func TestRESTLegacy(t *testing.T) {
+	t.Parallel()
 	var slept atomic.Int32
 	answers := make(chan string, 16)
 	up := restLegacyServerAnswers(t, &slept, answers)
@@ -408,6 +409,7 @@ func TestRESTLegacy(t *testing.T) {
 // Idempotency-Key, unknown routes and methods: refused with problems
 // before anything reaches storage or an upstream.
 func TestRESTAttacks(t *testing.T) {
+	t.Parallel()
 	var slept atomic.Int32
 	up := restLegacyServer(t, &slept)
 	gw := restFleet(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}", "\t\tmax_request_body 4KiB\n\t\trest_wait 2s\n\t\trest_max_calls_per_principal 1\n")
@@ -451,6 +453,7 @@ func TestRESTAttacks(t *testing.T) {
 // (the demo's address replaced with the test gateway's), against the demo
 // server behind two instances, and checks what they print.
 func TestRESTReadmeCurl(t *testing.T) {
+	t.Parallel()
 	scripts, _ := readmeCurlScripts(t)
 	script, ok := scripts["rest"]
 	if !ok {
@@ -478,6 +481,7 @@ func TestRESTReadmeCurl(t *testing.T) {
 // failed on the other once the dead instance's lease lapses (task_lease
 // 1s), and can be cancelled there no more (it ended).
 func TestRESTLostInstance(t *testing.T) {
+	t.Parallel()
 	var slept atomic.Int32
 	up := restLegacyServer(t, &slept)
 	gw, procs := restFleetProcs(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}", "\t\trest_wait 1s\n\t\ttask_lease 1s\n")

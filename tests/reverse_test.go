@@ -133,6 +133,7 @@ func rpcErrorOf(t *testing.T, resp *http.Response) (code int, message string) {
 // principal, refused once deleted; ping and logging/setLevel are local; the
 // GET stream carries notifications from an upstream subscriptions/listen.
 func TestReverseSessions(t *testing.T) {
+	t.Parallel()
 	g := reverseGateway(t, "")
 	alice := map[string]string{"Authorization": "Bearer alice"}
 	sid, res := initReverse(t, g.URL, "2025-06-18", `{"elicitation":{}}`, alice)
@@ -301,6 +302,7 @@ func TestReverseSessions(t *testing.T) {
 // (202), unknown and foreign ids refused, cancellation and a closed stream
 // abandoning the round, a missing capability, and the round limit.
 func TestReverseInputRounds(t *testing.T) {
+	t.Parallel()
 	g := reverseGateway(t, "")
 	sid, _ := initReverse(t, g.URL, "2025-11-25", `{"elicitation":{},"sampling":{}}`, nil)
 
@@ -492,6 +494,7 @@ func (p partyOutcome) complete(t *testing.T) {
 // stateless go-sdk server's multi-round tool and a round asking for
 // elicitation, sampling and roots at once, in-line.
 func TestReverseGoClient(t *testing.T) {
+	t.Parallel()
 	g := reverseGateway(t, "")
 	var elicitations, samplings atomic.Int32
 	client := mcp.NewClient(&mcp.Implementation{Name: "go-legacy-client", Version: "1"}, goLegacyHandlers(&elicitations, &samplings))
@@ -528,6 +531,7 @@ func TestReverseGoClient(t *testing.T) {
 // and the go-sdk, complete plan_party (elicitation, sampling, elicitation)
 // against the modern fixture, which refuses legacy requests itself.
 func TestReverseThreeRounds(t *testing.T) {
+	t.Parallel()
 	fixture := startModernFixture(t)
 	// A direct legacy initialize is refused: only the gateway makes this work.
 	if r := post(t, fixture, nil, legacyInit); r.StatusCode == http.StatusOK && r.Header.Get("Mcp-Session-Id") != "" {
@@ -601,6 +605,7 @@ var inputScenarios = []string{"tools-call-elicitation", "tools-call-sampling", "
 // with a tool error and never ask; directly, a legacy client cannot reach
 // that server's stateless mode at all.
 func TestReverseConformance(t *testing.T) {
+	t.Parallel()
 	nodeBin(t)
 	requireLocalhostIPv4(t)
 	run := func(t *testing.T, g *gateway, failing []string) {
@@ -631,6 +636,7 @@ var fixtureLacks = []string{
 // TestReverseStop: a round waiting for the client's answer does not hold up
 // `caddy stop`; the client's stream ends with an error for its request.
 func TestReverseStop(t *testing.T) {
+	t.Parallel()
 	g := reverseGateway(t, "")
 	sid, _ := initReverse(t, g.URL, "2025-11-25", `{"elicitation":{}}`, nil)
 	resp, events := startCall(t, g.URL, sid, 20, "test_input_required_result_elicitation")
