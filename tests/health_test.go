@@ -210,7 +210,9 @@ func TestPassiveMaxFailsAndStatus(t *testing.T) {
 func TestPassiveUnhealthyLatency(t *testing.T) {
 	// Not in parallel: a fast answer must stay under unhealthy_latency (300ms).
 	a, b := newFaultyLegacy(t, "a"), newFaultyLegacy(t, "b")
-	g := startGateway(t, passiveBlock(a, b, "\t\tfail_duration 5s\n\t\tunhealthy_latency 300ms"))
+	// fail_duration 2s (not 5s): the test runs alone (see above) and
+	// waits it out in awaitBack.
+	g := startGateway(t, passiveBlock(a, b, "\t\tfail_duration 2s\n\t\tunhealthy_latency 300ms"))
 	cs := connectGo(t, g.URL, "2025-11-25", nil)
 	if got := whoami(t, cs); got != "a" {
 		t.Fatalf("first session on %q, want a", got)

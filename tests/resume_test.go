@@ -346,15 +346,17 @@ func TestResumeAbandonedEnded(t *testing.T) {
 }
 
 // TestResumeAbandonedResumedElsewhere: a call parked on the first instance
-// (park_ttl 1s) and retried on the second before its state expired, which
+// (park_ttl 3s) and retried on the second before its state expired, which
 // parks it again, is not ended by the first at its state's expiry (the
-// replay shows the upstream went on): it completes on the second.
+// replay shows the upstream went on): it completes on the second. (3s, not
+// 1s: the retry must come before the expiry, also with the tests running
+// in parallel on a busy machine.)
 func TestResumeAbandonedResumedElsewhere(t *testing.T) {
 	t.Parallel()
 	up := newResumableServer(t)
 	key := "\t\tstate_key " + testKey(0x36)
 	upstream := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}\n"
-	g0 := startGateway(t, upstream+"\t\tpark_ttl 1s\n"+key)
+	g0 := startGateway(t, upstream+"\t\tpark_ttl 3s\n"+key)
 	g1 := startGateway(t, upstream+key)
 	alice := map[string]string{"Authorization": "Bearer alice"}
 	first := parseInputRequired(t, askCall(t, g0.URL, 1, "tea", nil, alice))
