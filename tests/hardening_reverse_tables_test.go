@@ -76,7 +76,8 @@ func TestHardeningReverseGetStreams(t *testing.T) {
 	g := startGateway(t, up.block())
 	before := g.memKiB(t)
 	got, closeAll := openStreams(t, g.URL, "", 400)
-	time.Sleep(500 * time.Millisecond) // subscriptions on their way
+	// Each admitted stream holds one upstream subscriptions/listen.
+	waitFor(t, "the admitted streams' upstream subscriptions", func() bool { return int(up.open.Load()) >= got[http.StatusOK] })
 	after := g.memKiB(t)
 	t.Logf("400 anonymous GET streams: %v (HTTP status: count); %d upstream subscriptions open, at most %d at once; VmHWM +%d KiB, VmRSS +%d KiB",
 		got, up.open.Load(), up.maxOpen.Load(), after["VmHWM"]-before["VmHWM"], after["VmRSS"]-before["VmRSS"])
