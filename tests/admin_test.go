@@ -26,6 +26,7 @@ func adminGET(t *testing.T, g *gateway, path string, v any) {
 // TestAdminAPI: after one input round the admin endpoint lists the parked
 // call (without principal or payload); when the call ends it leaves.
 func TestAdminAPI(t *testing.T) {
+	t.Parallel()
 	rs := newRecordingServer(t)
 	g := startGateway(t, "\t\tupstream "+rs.url)
 	ir := parseInputRequired(t, askCall(t, g.URL, 1, "admin", nil, map[string]string{"Authorization": "Bearer secret-token"}))

@@ -15,6 +15,7 @@ import (
 // complete calls without a single error. It measures nothing (speed is for
 // tests/bench/run.sh, never asserted in tests).
 func TestBenchTool(t *testing.T) {
+	t.Parallel()
 	bin := buildGoBinary(t, "./tests/bench")
 	legacyURL := startBenchServer(t, bin, "legacy")
 	modernURL := startBenchServer(t, bin, "modern")

@@ -19,6 +19,7 @@ import (
 // committed main package (no tool reads xcaddy.json for us: this test is
 // what keeps it honest).
 func TestXcaddyManifest(t *testing.T) {
+	t.Parallel()
 	root := repoRoot(t)
 	var m struct {
 		CaddyVersion string `json:"caddy_version"`
@@ -87,6 +88,7 @@ func caddyCmd(t *testing.T, dir string, args ...string) (string, error) {
 }
 
 func TestBinaryListsModule(t *testing.T) {
+	t.Parallel()
 	out, err := caddyCmd(t, t.TempDir(), "list-modules")
 	if err != nil {
 		t.Fatalf("list-modules: %v\n%s", err, out)
@@ -99,6 +101,7 @@ func TestBinaryListsModule(t *testing.T) {
 // TestAdaptAndValidate: the example adapts and validates; bad configs are
 // refused at adapt or validate time with a message naming the problem.
 func TestAdaptAndValidate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if out, err := caddyCmd(t, repoRoot(t), "adapt", "--config", "Caddyfile.example", "--validate"); err != nil {
 		t.Fatalf("adapt Caddyfile.example: %v\n%s", err, out)

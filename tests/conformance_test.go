@@ -47,10 +47,12 @@ const (
 )
 
 func TestConformanceLegacyThroughGateway(t *testing.T) {
+	t.Parallel()
 	conformanceThroughGateway(t, false, "2025-11-25", conformanceWant{MinScored: scored20251125})
 }
 
 func TestConformanceModernThroughGateway(t *testing.T) {
+	t.Parallel()
 	conformanceThroughGateway(t, true, "2026-07-28", conformanceWant{Failing: tasksScenarios, MinScored: scored20260728})
 }
 
@@ -205,6 +207,7 @@ func requireLocalhostIPv4(t *testing.T) {
 // calls; exactly the unscored tasks-* scenarios and the pending
 // http-custom-header-server-validation fail.
 func TestConformanceForwardBridge(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs Node and the conformance suite; skipped with -short")
 	}

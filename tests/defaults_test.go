@@ -15,6 +15,7 @@ import (
 // `keepalive_interval 200ms` on the same gateway (a reload), a new idle
 // stream gets a `: keep-alive` comment.
 func TestKeepAliveOff(t *testing.T) {
+	t.Parallel()
 	block := "\t\tupstream " + startDemoServer(t)
 	g := startGateway(t, block+"\n\t\tkeepalive_interval -1")
 	lines := openGetStream(t, g.URL, openLegacySession(t, g.URL))
@@ -56,6 +57,7 @@ func TestKeepAliveOff(t *testing.T) {
 // durations that can be turned off, and refuses a value out of range with
 // a message naming the option, in the Caddyfile and in JSON.
 func TestValidateOffAndRange(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	validate := func(t *testing.T, name, adapter, cfg string) (string, error) {
 		t.Helper()

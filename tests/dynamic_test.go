@@ -169,6 +169,7 @@ func rawWhoami(t *testing.T, g *gateway, sid string, id int) rpcExchange {
 // session pinned to it gets the gateway's 404 (-32001, initialize again),
 // and its requests never reach another upstream.
 func TestDynamicUpstreams(t *testing.T) {
+	t.Parallel()
 	requireLocalhostIPv4(t)
 	a, b := newFaultyLegacy(t, "a"), newFaultyLegacy(t, "b")
 	dns := newSRVServer(t)

@@ -35,8 +35,9 @@ const notHang = 20 * time.Second
 //     server-initiated disconnect of 2025-11-25, which the client resumes
 //     with Last-Event-ID), sends another and reports "survived";
 //   - `many` asks {n} questions at once (one round; support.AddMany);
-//   - `chatter` elicits once and, while the call is parked, sends 50
-//     progress notifications (support.AddChatter);
+//   - `chatter` elicits once and, once the test sends on parked (its
+//     client got input_required: the call is parked), sends 50 progress
+//     notifications (support.AddChatterReleased);
 //   - `flood` sends {n} progress notifications of 32 KiB (the go-sdk queues
 //     them: the tool may end before they are all read).
 //
@@ -46,6 +47,7 @@ type failingLegacy struct {
 	srv      *http.Server
 	server   *mcp.Server
 	release  chan struct{}
+	parked   chan struct{} // releases chatter's notifications
 	ended    chan string
 	resumes  atomic.Int32 // GETs carrying Last-Event-ID
 	requests atomic.Int32 // every HTTP request
@@ -60,7 +62,7 @@ func (f *failingLegacy) await(t *testing.T, what string, count func() int) {
 
 func newFailingLegacy(t *testing.T) *failingLegacy {
 	t.Helper()
-	f := &failingLegacy{release: make(chan struct{}, 16), ended: make(chan string, 64)}
+	f := &failingLegacy{release: make(chan struct{}, 16), parked: make(chan struct{}, 16), ended: make(chan string, 64)}
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "failing", Version: "1"}, nil)
 	progress := func(ctx context.Context, req *mcp.CallToolRequest, n int, msg string) error {
 		return req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(n), Message: msg})
@@ -103,7 +105,7 @@ func newFailingLegacy(t *testing.T) *failingLegacy {
 		})
 	report := func(s string) { f.ended <- s }
 	support.AddMany(f.server, report)
-	support.AddChatter(f.server, "chatter", report)
+	support.AddChatterReleased(f.server, "chatter", report, f.parked)
 	mcp.AddTool(f.server, &mcp.Tool{Name: "flood", Description: "Sends n large progress notifications."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
 			N int `json:"n"`

@@ -21,6 +21,7 @@ import (
 // clear error soon, in every cell that holds a call open, and the gateway
 // keeps nothing of the call.
 func TestFailureUpstreamDies(t *testing.T) {
+	t.Parallel()
 	t.Run("forward bridge, call parked", func(t *testing.T) {
 		up := newFailingLegacy(t)
 		g := startGateway(t, up.block())
@@ -116,6 +117,7 @@ func TestFailureUpstreamDies(t *testing.T) {
 // the forward bridge with Last-Event-ID, and the call completes with every
 // notification.
 func TestFailureStreamResumed(t *testing.T) {
+	t.Parallel()
 	up := newFailingLegacy(t)
 	g := startGateway(t, up.block())
 	base := g.goroutines(t)
@@ -137,6 +139,7 @@ func TestFailureStreamResumed(t *testing.T) {
 // either bridge does not end it: the round completes on the stream it
 // started on.
 func TestFailureReloadMidRound(t *testing.T) {
+	t.Parallel()
 	t.Run("forward bridge", func(t *testing.T) {
 		up := newFailingLegacy(t)
 		g := startGateway(t, up.block())
@@ -182,6 +185,7 @@ func TestFailureReloadMidRound(t *testing.T) {
 // left: in the forward bridge the upstream call is cancelled (its session
 // ended); in pinned pass-through the upstream request is let go.
 func TestFailureSlowClient(t *testing.T) {
+	t.Parallel()
 	// stall sends a request on a raw connection that is never read.
 	stall := func(t *testing.T, g *gateway, hdr map[string]string, body string) {
 		t.Helper()
@@ -248,6 +252,7 @@ func TestFailureSlowClient(t *testing.T) {
 // (in front of a legacy server, the call is cancelled upstream) and does
 // not hold up the exit.
 func TestFailureStopMidCall(t *testing.T) {
+	t.Parallel()
 	stop := func(t *testing.T, g *gateway, ended <-chan string) {
 		t.Helper()
 		resp := modernCall(t, g.URL, 1, "hold", map[string]any{}, nil)
@@ -284,6 +289,7 @@ func TestFailureStopMidCall(t *testing.T) {
 // cancelled upstream; their retries on a fresh process (same state_key) get
 // a clear error, and nothing of them reaches the upstream.
 func TestFailureRestartWithParkedCalls(t *testing.T) {
+	t.Parallel()
 	rs := newRecordingServer(t)
 	block := "\t\tupstream " + rs.url + " {\n\t\t\tera legacy\n\t\t}\n\t\tstate_key " + testKey(7)
 	g := startGateway(t, block)

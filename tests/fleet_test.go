@@ -180,6 +180,7 @@ func connectThrough(t *testing.T, rr *roundRobin, version string, opts *mcp.Clie
 // two-round tool with every request of the call on a different instance;
 // the two retries are forwarded to the instance that parked the call.
 func TestFleetForwardBridge(t *testing.T) {
+	t.Parallel()
 	// resume off: the calls park holding their stream, so their retries
 	// go to their owner (tests/resume_test.go: calls that park holding
 	// nothing, served by any instance).
@@ -285,6 +286,7 @@ func fleetMetric(t *testing.T, fleet []*gateway, series string, want float64) fl
 // with every answer POSTed to another instance than the one holding the
 // call's stream, in both fleet forms.
 func TestFleetReverseBridge(t *testing.T) {
+	t.Parallel()
 	upstream := "\t\tupstream " + startModernFixture(t)
 	for _, form := range []string{"advertise", "peer"} {
 		t.Run(form, func(t *testing.T) {
@@ -339,6 +341,7 @@ func retryRequest(t *testing.T, id int, topic string, ir inputRequired) (map[str
 // the upstream sees nothing of a refused one. Then the owner stops, and a
 // retry on another instance gets a clear error promptly.
 func TestFleetForwardingHeader(t *testing.T) {
+	t.Parallel()
 	rs := newRecordingServer(t)
 	fleet := startFleet(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t}", "peer")
 	owner := fleet[0]
@@ -433,6 +436,7 @@ func TestFleetForwardingHeader(t *testing.T) {
 // names gw-0 as its target. The client gets an error naming the problem,
 // nothing goes round, and the parked call is untouched.
 func TestFleetNoLoop(t *testing.T) {
+	t.Parallel()
 	rs := newRecordingServer(t)
 	upstream := "\t\tupstream " + rs.url + " {\n\t\t\tera legacy\n\t\t}\n\t\tstate_key " + testKey(fleetKeyByte)
 	owner := startGateway(t, upstream+"\n\t\tinstance_id gw-0")
@@ -493,6 +497,7 @@ func newWorkingServer(t *testing.T) (string, <-chan string) {
 // a client that leaves mid-stream cancels the call upstream, through both
 // instances.
 func TestFleetRelayStreams(t *testing.T) {
+	t.Parallel()
 	up, ended := newWorkingServer(t)
 	fleet := startFleet(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}", "peer")
 	m := meta(modernVersion)
@@ -626,6 +631,7 @@ func (b *balancer) instancesOf(what string) []int {
 // instances, the retries and answers landing wherever the balancer sends
 // them.
 func TestFleetBehindLoadBalancer(t *testing.T) {
+	t.Parallel()
 	nodeBin(t)
 	t.Run("modern client, legacy server", func(t *testing.T) {
 		lb := startBalancer(t, startFleet(t, "\t\tupstream "+startDemoServer(t), "advertise"))

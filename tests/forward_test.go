@@ -23,6 +23,7 @@ import (
 // negotiates 2026-07-28 with the gateway in front of unmodified legacy
 // servers and answers their in-line questions through input_required.
 func TestForwardTSClient(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs node")
 	}
@@ -60,6 +61,7 @@ func TestForwardTSClient(t *testing.T) {
 // TestForwardGoClient: the go-sdk v1.8.0 client, modern by default, through
 // the gateway in front of the legacy demo server.
 func TestForwardGoClient(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, "\t\tupstream "+startDemoServer(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -261,6 +263,7 @@ var acceptAnswer = map[string]any{"action": "accept", "content": map[string]any{
 // with a JSON-RPC error, and nothing of it reaches the upstream; malformed
 // inputResponses are asked for again.
 func TestForwardRejections(t *testing.T) {
+	t.Parallel()
 	rs := newRecordingServer(t)
 	g := startGateway(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tpark_ttl 2s\n\t\tmax_request_body 64KiB")
 	alice := map[string]string{"Authorization": "Bearer alice"}
@@ -343,6 +346,7 @@ func TestForwardRejections(t *testing.T) {
 // answer (under the key the gateway derives) completes without a round
 // trip; a wrong key or an invalid answer gets input_required.
 func TestForwardFreshInputResponses(t *testing.T) {
+	t.Parallel()
 	rs := newRecordingServer(t)
 	g := startGateway(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t}")
 	x := askCall(t, g.URL, 1, "x", map[string]any{"inputResponses": map[string]any{"elicitation-1": acceptAnswer, "unrelated": 1}}, nil)
@@ -362,6 +366,7 @@ func TestForwardFreshInputResponses(t *testing.T) {
 // upstream call cancelled; a full max_parked refuses the new call, not
 // the parked one.
 func TestForwardAbandonment(t *testing.T) {
+	t.Parallel()
 	t.Run("expiry", func(t *testing.T) {
 		rs := newRecordingServer(t)
 		g := startGateway(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tpark_ttl 500ms")
@@ -431,6 +436,7 @@ func TestForwardAbandonment(t *testing.T) {
 // TestForwardGoClientServerEverything: the go-sdk client, modern, completes
 // server-everything's in-line elicitation and sampling through the gateway.
 func TestForwardGoClientServerEverything(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs node")
 	}
@@ -467,6 +473,7 @@ func TestForwardGoClientServerEverything(t *testing.T) {
 // header, a requestState opens only for that identity, whatever the
 // Authorization.
 func TestForwardPrincipalPlaceholder(t *testing.T) {
+	t.Parallel()
 	rs := newRecordingServer(t)
 	g := startGateway(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tprincipal {http.request.header.X-User}")
 	ir := parseInputRequired(t, askCall(t, g.URL, 1, "tea", nil, map[string]string{"X-User": "alice", "Authorization": "Bearer one"}))
@@ -485,6 +492,7 @@ func TestForwardPrincipalPlaceholder(t *testing.T) {
 // does (the tool has not asked yet) and the second's does not. Every call
 // completes its round.
 func TestForwardGetStream(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		opt  string
 		gets func(int32) bool

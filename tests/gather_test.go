@@ -55,6 +55,7 @@ func questionKeys(ir inputRequired) []string {
 // is parked) is asked in the next round, and the tool's next call then
 // waits the window and asks both questions in one round.
 func TestGatherPolicy(t *testing.T) {
+	t.Parallel()
 	up := newStaggeredLegacy(t)
 	g := startGateway(t, up.block()+"\n\t\tgather_window 100ms")
 	client := &http.Client{Timeout: notHang}

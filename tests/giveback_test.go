@@ -27,6 +27,7 @@ import (
 // back at once to an instance whose call lingers elsewhere is relayed to
 // it instead (TestLingerRelay).
 func TestGiveBack(t *testing.T) {
+	t.Parallel()
 	const calls = 8
 	given := `caddy_mcp_gateway_resumable_calls_total{event="given_back"}`
 	finished := `caddy_mcp_gateway_resumable_calls_total{event="finished_elsewhere"}`

@@ -77,6 +77,7 @@ func initializeWith(t *testing.T, g *gateway, auth string) int {
 // credential least of all. With `dynamic_refuse none` the same answers
 // are upstreams (the test's setup reaches the victim).
 func TestHardeningDynamicRefusesLoopback(t *testing.T) {
+	t.Parallel()
 	requireLocalhostIPv4(t)
 	victim := newLoopbackVictim(t)
 	dns := newSRVServer(t)

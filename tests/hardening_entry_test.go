@@ -101,6 +101,7 @@ func open20250326(t *testing.T, url string) map[string]string {
 // of more than 100 elements (the TypeScript SDK's bound) is refused with
 // 400 -32600 before anything reaches the upstream; 100 still pass.
 func TestHardeningBatchBeforeSession(t *testing.T) {
+	t.Parallel()
 	up := newRecordingLegacy(t)
 	g := startGateway(t, upstreamBlock(up.url, "legacy"))
 	bad := `[{"jsonrpc":"2.0","id":1,"method":"tools/list"},7]`
@@ -154,6 +155,7 @@ const (
 // session was checked: +600 to +709 MiB). Reproduce the figures with:
 // go test -count=1 -run TestHardeningBatchMemory -v ./tests/
 func TestHardeningBatchMemory(t *testing.T) {
+	t.Parallel()
 	up := newRecordingLegacy(t)
 	g := startGateway(t, upstreamBlock(up.url, "legacy"))
 	el := `{"jsonrpc":"2.0","id":1,"method":"tools/list"},`
@@ -178,6 +180,7 @@ func TestHardeningBatchMemory(t *testing.T) {
 // router that trusts them would see another tool than the one that runs.
 // Its MCP-Protocol-Version and Authorization still pass.
 func TestHardeningLegacyRoutingHeaders(t *testing.T) {
+	t.Parallel()
 	up := newRecordingLegacy(t)
 	g := startGateway(t, upstreamBlock(up.url, "legacy"))
 	lies := map[string]string{"Mcp-Method": "tools/list", "Mcp-Name": "harmless_tool", "Mcp-Param-Region": "eu", "Authorization": "Bearer pinned"}

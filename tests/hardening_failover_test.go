@@ -92,6 +92,7 @@ func checkHidden(t *testing.T, what, body, port string) {
 // making the client wait. Also when the upstream dies after the session
 // began (the two bridges, which hold their own sessions).
 func TestHardeningUpstreamErrorsHidden(t *testing.T) {
+	t.Parallel()
 	modern := func(t *testing.T, g *gateway) rpcExchange {
 		return readRPC(t, modernCall(t, g.URL, 7, "whoami", map[string]any{}, nil), 7)
 	}
@@ -165,6 +166,7 @@ func TestHardeningUpstreamErrorsHidden(t *testing.T) {
 // upstream. A call that asks for input parks on the live upstream after
 // failing over, and its retry completes there.
 func TestHardeningForwardFailover(t *testing.T) {
+	t.Parallel()
 	answered := map[string]any{"inputResponses": map[string]any{"elicitation-1": acceptAnswer}}
 	for _, dead := range deadUpstreams(t) {
 		t.Run(dead.name, func(t *testing.T) {
@@ -209,6 +211,7 @@ func TestHardeningForwardFailover(t *testing.T) {
 // upstreams, the first a dead one, open their gateway-held sessions on the
 // live one (the session's server/discover fails over), and call through it.
 func TestHardeningReverseFailover(t *testing.T) {
+	t.Parallel()
 	for _, dead := range deadUpstreams(t) {
 		t.Run(dead.name, func(t *testing.T) {
 			live := newModernUpstream(t)

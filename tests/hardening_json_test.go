@@ -174,6 +174,7 @@ func refusedAs(t *testing.T, g *gateway, hdr map[string]string, body string, cod
 // serving (a recursive validator would need ~1.6 GiB of stack: the process
 // died of "fatal error: stack overflow").
 func TestHardeningJSONRequestBomb(t *testing.T) {
+	t.Parallel()
 	up := newBombUpstream(t, false)
 	bomb := strings.Repeat("[", 10<<20)
 	block := up.block() + "\n\t\tmax_request_body 12MiB"
@@ -208,6 +209,7 @@ func TestHardeningJSONRequestBomb(t *testing.T) {
 // pass-through cells (modern ↔ modern, legacy ↔ legacy) the gateway relays
 // the answer's bytes without parsing them: the client gets them as sent.
 func TestHardeningJSONUpstreamBomb(t *testing.T) {
+	t.Parallel()
 	legacyUp, modernUp := newBombUpstream(t, false), newBombUpstream(t, true)
 	for _, form := range []string{"json", "sse"} {
 		t.Run("forward/"+form, func(t *testing.T) {
@@ -286,6 +288,7 @@ func (b *bombUpstream) awaitHangup(t *testing.T) {
 // argument names. The upstream's first tools/call is the valid one sent
 // afterwards.
 func TestHardeningJSONDuplicateParams(t *testing.T) {
+	t.Parallel()
 	up := newBombUpstream(t, true)
 	g := startGateway(t, up.block())
 	sid, _ := initReverse(t, g.URL, "2025-11-25", `{}`, nil)
@@ -313,6 +316,7 @@ func TestHardeningJSONDuplicateParams(t *testing.T) {
 // time. Run it
 // with: go test -count=1 -run TestHardeningJSONBombMemory -v ./tests/
 func TestHardeningJSONBombMemory(t *testing.T) {
+	t.Parallel()
 	up := newBombUpstream(t, true)
 	g := startGateway(t, up.block())
 	sid, _ := initReverse(t, g.URL, "2025-11-25", `{}`, nil)

@@ -86,6 +86,7 @@ func (p *perCallerTools) serve(w http.ResponseWriter, r *http.Request) {
 // on the upstream). Alice's own call without the extension is still
 // refused, before it reaches the upstream.
 func TestHardeningLearnedTaskSupportPerPrincipal(t *testing.T) {
+	t.Parallel()
 	up := newPerCallerTools(t)
 	g := startGateway(t, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t\tget_stream off\n\t\t}")
 	alice := &taskClient{t: t, auth: "Bearer alice"}

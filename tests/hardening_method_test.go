@@ -76,6 +76,7 @@ func longestLine(log string) int {
 // it), and its log line stays short; the access log (with
 // {http.mcp_gateway.method}) has no long line either.
 func TestHardeningReverseMethodLength(t *testing.T) {
+	t.Parallel()
 	up := newMethodRecorder(t)
 	g := startGatewayWith(t, "", accessLogSite, upstreamBlock(up.url, "modern"))
 	sid, _ := initReverse(t, g.URL, "2025-11-25", `{}`, nil)

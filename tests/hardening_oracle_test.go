@@ -66,6 +66,7 @@ func tamper(state string) string {
 // TestHardeningStateOracleHeld: a legacy server whose call parks holding
 // its stream (go-sdk without an event store).
 func TestHardeningStateOracleHeld(t *testing.T) {
+	t.Parallel()
 	rs := newRecordingServer(t)
 	g := startGateway(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tpark_ttl 5s")
 	alice := map[string]string{"Authorization": "Bearer alice"}
@@ -122,6 +123,7 @@ func TestHardeningStateOracleHeld(t *testing.T) {
 // resumable (go-sdk with an event store), so that the call parks holding
 // nothing and the whole call is sealed into its requestState.
 func TestHardeningStateOracleResumable(t *testing.T) {
+	t.Parallel()
 	up := newResumableServer(t)
 	g := startGateway(t, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tpark_ttl 5s\n\t\tresume_linger -1")
 	alice := map[string]string{"Authorization": "Bearer alice"}

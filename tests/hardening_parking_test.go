@@ -142,6 +142,7 @@ func parkedList(t *testing.T, g *gateway) []map[string]any {
 // retry; the refusals are counted (parked_calls_ended_total{reason=
 // "refused"}, outcome "refused"), and nothing is left parked or leased.
 func TestHardeningParkingFullTableRefusesNewCall(t *testing.T) {
+	t.Parallel()
 	ps := newParkingServer(t)
 	g := startGateway(t, ps.block()+"\n\t\tmax_parked 3")
 	base := g.goroutines(t)
@@ -211,6 +212,7 @@ func TestHardeningParkingFullTableRefusesNewCall(t *testing.T) {
 // with a credential still parks; none of the anonymous calls was ended,
 // and once one of them completes another anonymous call parks.
 func TestHardeningParkingPerPrincipal(t *testing.T) {
+	t.Parallel()
 	ps := newParkingServer(t)
 	g := startGateway(t, ps.block())
 	const limit = 100
@@ -284,6 +286,7 @@ func TestHardeningParkingPerPrincipal(t *testing.T) {
 // a credential still parks. docs/configuration.md documents this limit as global for
 // a gateway without authentication.
 func TestHardeningParkingAnonymousSessions(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("parks 1000 calls")
 	}

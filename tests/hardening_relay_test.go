@@ -133,6 +133,7 @@ func hostOf(g *gateway) string { return "127.0.0.1:" + strconv.Itoa(g.Port) }
 // other instance and on the reverse bridge's in-line answer, and nothing
 // reaches the victim.
 func TestRelayAbsoluteForm(t *testing.T) {
+	t.Parallel()
 	v := newVictim(t)
 	steal := "http:@" + v.addr + "/steal"
 
@@ -226,6 +227,7 @@ func hungListener(t *testing.T) (addr string, accepted <-chan struct{}) {
 // "100 Continue" at once, which is what stops that bound for a call that
 // then runs long.
 func TestRelayHungOwner(t *testing.T) {
+	t.Parallel()
 	rs := newRecordingServer(t)
 	upstream := "\t\tupstream " + rs.url + " {\n\t\t\tera legacy\n\t\t}\n\t\tstate_key " + testKey(fleetKeyByte)
 	owner := startGateway(t, upstream+"\n\t\tinstance_id gw-0")
@@ -316,6 +318,7 @@ func basicAuthSite(hash string) string {
 // credentials skips basic_auth but is refused by the gateway (403) and
 // reaches no upstream; one with neither gets 401.
 func TestRelayBasicAuthRecipe(t *testing.T) {
+	t.Parallel()
 	rs := newRecordingServer(t)
 	hash := hashPassword(t, "s3cret")
 	ports := []int{freePort(t), freePort(t)}
@@ -403,6 +406,7 @@ func floodForwards(t *testing.T, front string, hdr map[string]string, body strin
 // refuses only headers at least that old: right after a flood larger than
 // the cache, another client's retry forwarded to the same owner completes.
 func TestRelayForwardFlood(t *testing.T) {
+	// Not in parallel: it measures how fast one client can flood the owner (the nonces live 30 s): CPU-bound, and slower among other tests.
 	rs := newRecordingServer(t)
 	pair := startOpenPair(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t}", "peer")
 	mallory := map[string]string{"Authorization": "Bearer mallory"}

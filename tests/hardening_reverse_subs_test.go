@@ -20,6 +20,7 @@ import (
 // VmHWM and VmRSS is logged. Run it with:
 // go test -count=1 -run TestHardeningReverseSubscribeMemory -v ./tests/
 func TestHardeningReverseSubscribeMemory(t *testing.T) {
+	t.Parallel()
 	up := newListenUpstream(t)
 	g := startGateway(t, up.block())
 	before := g.memKiB(t)
@@ -112,6 +113,7 @@ func TestHardeningReverseSubscribeMemory(t *testing.T) {
 // still carries every subscribed URI, and an unsubscribed URI's updates no
 // longer reach the client.
 func TestHardeningReverseResubscribe(t *testing.T) {
+	t.Parallel()
 	up := newListenUpstream(t)
 	g := startGateway(t, up.block())
 	sid, err := heldInit(g.URL, "")

@@ -71,11 +71,13 @@ func openStreams(t *testing.T, url, who string, n int) (got map[int]int, closeAl
 // -32603), another principal is not affected, and max_get_streams bounds
 // them all (503 -32603). A closed stream gives its place back.
 func TestHardeningReverseGetStreams(t *testing.T) {
+	t.Parallel()
 	up := newListenUpstream(t)
 	g := startGateway(t, up.block())
 	before := g.memKiB(t)
 	got, closeAll := openStreams(t, g.URL, "", 400)
-	time.Sleep(500 * time.Millisecond) // subscriptions on their way
+	// Each admitted stream holds one upstream subscriptions/listen.
+	waitFor(t, "the admitted streams' upstream subscriptions", func() bool { return int(up.open.Load()) >= got[http.StatusOK] })
 	after := g.memKiB(t)
 	t.Logf("400 anonymous GET streams: %v (HTTP status: count); %d upstream subscriptions open, at most %d at once; VmHWM +%d KiB, VmRSS +%d KiB",
 		got, up.open.Load(), up.maxOpen.Load(), after["VmHWM"]-before["VmHWM"], after["VmRSS"]-before["VmRSS"])
@@ -110,6 +112,7 @@ func TestHardeningReverseGetStreams(t *testing.T) {
 // the sessions it has no room for (429 past a principal's 10,000, 503 past
 // 100,000) and keeps every entry it holds.
 func TestHardeningReverseFactsFlush(t *testing.T) {
+	t.Parallel()
 	up := newListenUpstream(t)
 	g := startGateway(t, up.block())
 	victim, err := heldInit(g.URL, "Bearer victim")

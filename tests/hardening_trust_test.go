@@ -87,6 +87,7 @@ func (rec *headerRecorder) received(t *testing.T, method string) http.Header {
 // (what Caddy's reverse_proxy does), in the pinned cell (legacy ↔ legacy)
 // and in the modern cell alike.
 func TestHardeningForwardedFor(t *testing.T) {
+	t.Parallel()
 	legacyUp, modernUp := newHeaderRecorder(t, false), newHeaderRecorder(t, true)
 	block := "\t\tupstream " + legacyUp.url + " {\n\t\t\tera legacy\n\t\t}\n\t\tupstream " + modernUp.url + " {\n\t\t\tera modern\n\t\t}"
 	spoofed := map[string]string{"X-Forwarded-For": "6.6.6.6", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "bank.example"}
@@ -160,6 +161,7 @@ func proxyClient(dst string) *http.Client {
 // the PROXY protocol (proxyClient): the address the gateway checks is the
 // one the connection reached at the balancer, 192.0.2.10.
 func TestHardeningAllowedHosts(t *testing.T) {
+	t.Parallel()
 	up := newFailingLegacy(t)
 	withHosts := up.block() + "\n\t\tallowed_hosts mcp.internal *.mcp.example"
 	g := startGatewayWith(t, "\tservers {\n\t\tlistener_wrappers {\n\t\t\tproxy_protocol {\n\t\t\t\tallow 127.0.0.1/32\n\t\t\t}\n\t\t}\n\t}", "", withHosts)

@@ -172,6 +172,7 @@ func passiveBlock(a, b *faultyLegacy, opts string) string {
 // once `max_fails` are counted within `fail_duration`, then for
 // `fail_duration`, and then takes new sessions again.
 func TestPassiveMaxFailsAndStatus(t *testing.T) {
+	t.Parallel()
 	a, b := newFaultyLegacy(t, "a"), newFaultyLegacy(t, "b")
 	g := startGateway(t, passiveBlock(a, b, "\t\tmax_fails 2\n\t\tfail_duration 5s\n\t\tunhealthy_status 503 429"))
 	if got := newSessionOn(t, g); got != "a" {
@@ -207,8 +208,11 @@ func TestPassiveMaxFailsAndStatus(t *testing.T) {
 // `unhealthy_latency` still reaches the client, and counts as a failure
 // of its upstream (max_fails 1: skipped for fail_duration).
 func TestPassiveUnhealthyLatency(t *testing.T) {
+	// Not in parallel: a fast answer must stay under unhealthy_latency (300ms).
 	a, b := newFaultyLegacy(t, "a"), newFaultyLegacy(t, "b")
-	g := startGateway(t, passiveBlock(a, b, "\t\tfail_duration 5s\n\t\tunhealthy_latency 300ms"))
+	// fail_duration 2s (not 5s): the test runs alone (see above) and
+	// waits it out in awaitBack.
+	g := startGateway(t, passiveBlock(a, b, "\t\tfail_duration 2s\n\t\tunhealthy_latency 300ms"))
 	cs := connectGo(t, g.URL, "2025-11-25", nil)
 	if got := whoami(t, cs); got != "a" {
 		t.Fatalf("first session on %q, want a", got)
@@ -236,6 +240,7 @@ func TestPassiveUnhealthyLatency(t *testing.T) {
 // until the test gives its verdict, so the test steps through the checks
 // one by one: when the next check arrives, the last verdict is recorded.
 func TestActiveHealthThresholds(t *testing.T) {
+	t.Parallel()
 	f := newFaultyLegacy(t, "f")
 	f.gated.Store(true)
 	g := startGateway(t, fmt.Sprintf("\t\tupstream %s {\n\t\t\tera legacy\n\t\t}\n"+
@@ -291,6 +296,7 @@ func TestActiveHealthThresholds(t *testing.T) {
 // request probed the upstreams itself, one after the other under a lock,
 // and waited 5s for b's probe: more than the request's 4s deadline.
 func TestProbeOffRequestPath(t *testing.T) {
+	// Not in parallel: the request must complete within 4s while b's probe is held for its 5s.
 	a, b := newFaultyLegacy(t, "a"), newFaultyLegacy(t, "b")
 	b.hangProbes.Store(true)
 	g := startGateway(t, fmt.Sprintf("\t\tupstream %s\n\t\tupstream %s\n\t\tlb_policy first", b.url(), a.url()))
@@ -350,6 +356,7 @@ func healthEventLogged(t *testing.T, g *gateway, name, url string) {
 // get the same event). Active checks emit both; a passive mark emits
 // `unhealthy`.
 func TestHealthEvents(t *testing.T) {
+	t.Parallel()
 	t.Run("active", func(t *testing.T) {
 		f := newFaultyLegacy(t, "f")
 		f.gated.Store(true)

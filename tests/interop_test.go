@@ -49,6 +49,7 @@ func upstreamBlock(url, era string) string {
 // offer (no prompts capability) or that the gateway does not serve still
 // gets 404 / -32601.
 func TestInteropUnknownToolInBand(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, upstreamBlock(startFastMCP(t), "legacy"))
 
 	t.Run("TypeScript SDK 2.x client", func(t *testing.T) {
@@ -106,6 +107,7 @@ func TestInteropUnknownToolInBand(t *testing.T) {
 // where the session's revision has none (2025-06-18 and later, which send
 // MCP-Protocol-Version) and in gateway-held sessions.
 func TestInteropBatches20250326(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, upstreamBlock(startFastMCP(t), "legacy"))
 
 	t.Run("SDK 1.12 client", func(t *testing.T) {
@@ -248,6 +250,7 @@ func slowDiscoverModern(t *testing.T) string {
 // 405 (which the client takes as "no stream"), never 409 (which it reports
 // as an error), however they overlap.
 func TestInteropReverseConcurrentGETs(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, upstreamBlock(slowDiscoverModern(t), "modern"))
 
 	t.Run("@ai-sdk/mcp", func(t *testing.T) {
@@ -323,6 +326,7 @@ func TestInteropReverseConcurrentGETs(t *testing.T) {
 // 2025-11-25 answers a request lacking what the receiver requires), with the
 // upstream's message and data, in-band (HTTP 200).
 func TestInteropMissingCapabilityForLegacy(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, upstreamBlock(slowDiscoverModern(t), "modern"))
 	const message = "needs_elicitation needs the elicitation capability"
 

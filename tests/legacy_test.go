@@ -95,6 +95,7 @@ func nextData(t *testing.T, ch <-chan sseMsg) sseMsg {
 // TestLegacySDKClientElicitation: the TypeScript SDK 1.x client completes
 // server-everything's in-line elicitation and sampling through the gateway.
 func TestLegacySDKClientElicitation(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs node")
 	}
@@ -125,6 +126,7 @@ func TestLegacySDKClientElicitation(t *testing.T) {
 // TestLegacyGoClientThroughGateway: the go-sdk client, in the legacy era,
 // completes two elicitations in a row and a sampling request in-line.
 func TestLegacyGoClientThroughGateway(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, "\t\tupstream "+startDemoServer(t)+" {\n\t\t\tera legacy\n\t\t}")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -168,6 +170,7 @@ func toolText(res *mcp.CallToolResult) string {
 
 // TestLegacySessionErrors: missing, unknown, forged and ended sessions.
 func TestLegacySessionErrors(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, "\t\tupstream "+startDemoServer(t))
 	sid := openLegacySession(t, g.URL)
 	list := `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`
@@ -242,6 +245,7 @@ func testKey(b byte) string {
 // answers the in-line question and resumes the stream through the gateway
 // with Last-Event-ID; the result arrives on the resumed stream.
 func TestLegacyResumeWithLastEventID(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, "\t\tupstream "+startDemoServer(t))
 	sid := openLegacySession(t, g.URL)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -42,6 +42,7 @@ func openGetStream(t *testing.T, url, sid string) <-chan string {
 
 // TestKeepAliveOnIdleStream: an idle GET stream gets keep-alive comments.
 func TestKeepAliveOnIdleStream(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, "\t\tupstream "+startDemoServer(t)+"\n\t\tkeepalive_interval 200ms")
 	lines := openGetStream(t, g.URL, openLegacySession(t, g.URL))
 	deadline := time.After(5 * time.Second)
@@ -63,6 +64,7 @@ func TestKeepAliveOnIdleStream(t *testing.T) {
 // TestReloadKeepsSessionsAndClosesStreams: `caddy reload` ends the open
 // streams of the old configuration; the session goes on under the new one.
 func TestReloadKeepsSessionsAndClosesStreams(t *testing.T) {
+	t.Parallel()
 	upstream := startDemoServer(t)
 	block := "\t\tupstream " + upstream
 	g := startGateway(t, block)
@@ -101,6 +103,7 @@ func TestReloadKeepsSessionsAndClosesStreams(t *testing.T) {
 // TestStopWithOpenStreams: `caddy stop` returns within a second although
 // SSE streams are open (Caddy's grace period would wait for them).
 func TestStopWithOpenStreams(t *testing.T) {
+	// Not in parallel: `caddy stop` must return within 1s.
 	g := startGateway(t, "\t\tupstream "+startDemoServer(t))
 	sid := openLegacySession(t, g.URL)
 	lines := openGetStream(t, g.URL, sid)

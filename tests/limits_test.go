@@ -19,6 +19,7 @@ func cancelled(ended string) bool {
 // TestLimits: max_rounds, max_inputs_per_round, max_sessions_per_principal
 // and max_buffered_notifications.
 func TestLimits(t *testing.T) {
+	t.Parallel()
 	t.Run("max_rounds", func(t *testing.T) {
 		up := newFailingLegacy(t)
 		g := startGateway(t, up.block()+"\n\t\tmax_rounds 1")
@@ -81,6 +82,7 @@ func TestLimits(t *testing.T) {
 		ir := parseInputRequired(t, readRPC(t, modernCall(t, g.URL, 1, "chatter", map[string]any{}, nil), 1))
 		// 50 notifications arrive while the call is parked: it is
 		// abandoned then and there, its question cancelled.
+		up.parked <- struct{}{}
 		if got := wait(t, up.ended, notHang, "end of the tool call"); !cancelled(got) {
 			t.Fatalf("the tool %s, want its question cancelled", got)
 		}

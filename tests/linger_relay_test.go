@@ -26,6 +26,7 @@ import (
 // while a call lingers there: the other instance, finding it unreachable,
 // resumes the call itself.
 func TestLingerRelay(t *testing.T) {
+	t.Parallel()
 	const calls = 6
 	lingered := `caddy_mcp_gateway_resumable_calls_total{event="lingered"}`
 	given := `caddy_mcp_gateway_resumable_calls_total{event="given_back"}`

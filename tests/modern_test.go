@@ -260,6 +260,7 @@ func simpleTextCall(t *testing.T, id any) (map[string]string, string) {
 // TestModernLadder checks each rung of the modern validation ladder through
 // a gateway in front of the stateless everything-server.
 func TestModernLadder(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, "\t\tupstream "+startGoEverything(t, true))
 
 	metaWithout := func(key string) map[string]any {
@@ -465,6 +466,7 @@ func strOrNil(s *string) string {
 // gateway in front of the stateless everything-server, negotiates the modern
 // protocol and calls a tool.
 func TestModernClientThroughGateway(t *testing.T) {
+	t.Parallel()
 	nodeBin(t)
 	g := startGateway(t, "\t\tupstream "+startGoEverything(t, true))
 	got := runClient(t, "modern-client.mjs", g.URL, "test_simple_text")
@@ -482,6 +484,7 @@ func TestModernClientThroughGateway(t *testing.T) {
 // TestModernHostAndOrigin checks the DNS-rebinding and Origin defences on a
 // loopback listener.
 func TestModernHostAndOrigin(t *testing.T) {
+	t.Parallel()
 	upstream := startGoEverything(t, true)
 	g := startGateway(t, "\t\tupstream "+upstream)
 	self := fmt.Sprintf("127.0.0.1:%d", g.Port)

@@ -225,6 +225,7 @@ func mtRefused(t *testing.T, a mtAnswer, code int, want string) {
 // refused without using the token; answers with an error (the tool sees a
 // decline), the last as JSON for a client without text/event-stream.
 func TestMultiTurnLegacy(t *testing.T) {
+	t.Parallel()
 	up := newResumableServer(t)
 	fleet := startFleet(t, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tmulti_turn_sse on", "peer")
 	a, b := fleet[0].URL, fleet[1].URL
@@ -288,6 +289,7 @@ func TestMultiTurnLegacy(t *testing.T) {
 // whose streams are not resumable: the retry is relayed to the instance
 // holding the parked call, whichever instance the answers reached.
 func TestMultiTurnLegacyHeld(t *testing.T) {
+	t.Parallel()
 	fleet := startFleet(t, "\t\tupstream "+newHeldServer(t)+" {\n\t\t\tera legacy\n\t\t}\n\t\tmulti_turn_sse on", "peer")
 	a, b := fleet[0].URL, fleet[1].URL
 	sid := mtOpen(t, a, mtCaps)
@@ -320,6 +322,7 @@ func TestMultiTurnLegacyHeld(t *testing.T) {
 // sampling, elicitation) are three turns, each answered on the other
 // instance; a sampling request answered with an error ends the call.
 func TestMultiTurnModern(t *testing.T) {
+	t.Parallel()
 	fixture := startModernFixture(t)
 	fleet := startFleet(t, "\t\tupstream "+fixture+" {\n\t\t\tera modern\n\t\t}\n\t\tmulti_turn_sse on", "peer")
 	a, b := fleet[0].URL, fleet[1].URL
@@ -354,6 +357,7 @@ func TestMultiTurnModern(t *testing.T) {
 // POST of its own (202). With the option off, a client that opts in gets
 // a plain session too.
 func TestMultiTurnNotOptedIn(t *testing.T) {
+	t.Parallel()
 	up := newResumableServer(t)
 	g := startGateway(t, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tmulti_turn_sse on")
 	sid := mtOpen(t, g.URL, `{"elicitation":{}}`)
@@ -388,6 +392,7 @@ func TestMultiTurnNotOptedIn(t *testing.T) {
 // demo server behind a gateway with multi_turn_sse on: a turn, its answer,
 // and the result the README shows.
 func TestReadmeCurlMultiTurn(t *testing.T) {
+	t.Parallel()
 	scripts, readme := readmeCurlScripts(t)
 	script, ok := scripts["multi-turn"]
 	if !ok || !strings.Contains(script, readmeDemoURL) {
@@ -415,6 +420,7 @@ func TestReadmeCurlMultiTurn(t *testing.T) {
 // TestMultiTurnExpired: a turn's Last-Event-ID lives park_ttl; then it is
 // refused.
 func TestMultiTurnExpired(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, "\t\tupstream "+newHeldServer(t)+" {\n\t\t\tera legacy\n\t\t}\n\t\tmulti_turn_sse on\n\t\tpark_ttl 1s")
 	sid := mtOpen(t, g.URL, mtCaps)
 	s := mtTurn(t, mtCall(t, g.URL, sid, 1, "ask", map[string]any{"topic": "tea"}), "About tea?", "elicitation/create")

@@ -108,6 +108,7 @@ const accessLogSite = `	log {
 // bearer token nor the requestState appears anywhere in the log until
 // log_unsafe_details is set.
 func TestMetricsLogsPlaceholders(t *testing.T) {
+	t.Parallel()
 	rs := newRecordingServer(t)
 	block := "\t\tupstream " + rs.url
 	g := startGatewayWith(t, "\tdebug", accessLogSite, block)
@@ -210,6 +211,7 @@ func TestMetricsLogsPlaceholders(t *testing.T) {
 // with initialize and ping and keep no probe session (a, era auto, is probed
 // first); a modern one (go-sdk, stateless) is checked with server/discover.
 func TestActiveHealthChecks(t *testing.T) {
+	t.Parallel()
 	a, b := newInProcessLegacy(t, "a"), newInProcessLegacy(t, "b")
 	m := newInProcess(t, "m", &mcp.StreamableHTTPOptions{Stateless: true})
 	g := startGateway(t, fmt.Sprintf("\t\tupstream %s\n\t\tupstream %s {\n\t\t\tera legacy\n\t\t}\n"+
@@ -293,6 +295,7 @@ func sessionsOf(s *mcp.Server) int {
 // of the user (principal {http.auth.user.id}), and the upstream never sees
 // the password.
 func TestBasicAuthInFront(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var seen []string
 	server := mcp.NewServer(&mcp.Implementation{Name: "auth", Version: "1"}, nil)

@@ -18,6 +18,7 @@ import (
 // whichever block was provisioned last would set them for all, and one of
 // each pair of checks below would fail.
 func TestOptionsPerBlock(t *testing.T) {
+	t.Parallel()
 	up := newFailingLegacy(t)
 	fixture := startModernFixture(t)
 	blockB := func(path, upstream, opts string) string {
@@ -119,6 +120,7 @@ func TestOptionsPerBlock(t *testing.T) {
 // metrics, the ones /metrics serves; a call started after the reload has
 // the new options.
 func TestOptionsAcrossReload(t *testing.T) {
+	t.Parallel()
 	up := newFailingLegacy(t)
 	keys := "\n\t\tstate_key " + testKey(0xc3)
 	g := startGateway(t, up.block()+keys+"\n\t\tmax_rounds 1")

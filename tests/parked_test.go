@@ -25,6 +25,7 @@ import (
 // goroutines return to their baseline and the upstream holds no session.
 // It logs the gateway's memory per parked call.
 func TestForwardManyParkedCalls(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("load test")
 	}

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -55,17 +54,6 @@ func repoRoot(t *testing.T) string {
 			t.Fatalf("no go.mod above %s", dir)
 		}
 	}
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // testsDir returns <repo>/tests.
@@ -608,6 +596,7 @@ func scoredScenarios(t *testing.T, revision string) []string {
 
 // TestPeersSmoke proves the helpers above work against the real peers.
 func TestPeersSmoke(t *testing.T) {
+	t.Parallel()
 	t.Run("legacy-client elicitation via server-everything", func(t *testing.T) {
 		u := startServerEverything(t)
 		out, err := runNodeScript(t, "legacy-client.mjs", u, "trigger-elicitation-request", "{}", "terminate")

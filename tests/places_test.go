@@ -28,6 +28,7 @@ import (
 // refused with 429 (their places still count: their sessions live), while
 // another principal's call parks.
 func TestPlacesFinishedElsewhere(t *testing.T) {
+	t.Parallel()
 	limits := "\t\tmax_parked 3\n\t\tmax_parked_per_principal 2\n"
 	finished := `caddy_mcp_gateway_resumable_calls_total{event="finished_elsewhere"}`
 	t.Run("go-sdk", func(t *testing.T) {
@@ -125,6 +126,7 @@ func stillParked(t *testing.T, g *gateway, first func(id int, who map[string]str
 // any time, so none may be refused: the places of calls finished on the
 // second instance, lingering ones included, must make room for the next.
 func TestPlacesUnderLoad(t *testing.T) {
+	t.Parallel()
 	up := newResumableServer(t)
 	block := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}\n\t\tmax_parked_per_principal 4\n\t\tstate_key " + testKey(0x3e)
 	g0, g1 := startGateway(t, block), startGateway(t, block)

@@ -24,6 +24,7 @@ import (
 // other instance; a sampling answer of the wrong shape is refused (400)
 // and leaves the call as it was.
 func TestRESTModern(t *testing.T) {
+	t.Parallel()
 	gw := restFleet(t, "\t\tupstream "+startModernFixture(t)+" {\n\t\t\tera modern\n\t\t}", "")
 	call := func(i int) string { return gw[i] + "/api/tools/plan_party/calls/p1" }
 	c := wantCall(t, restDo(t, "PUT", call(0), map[string]string{"Idempotency-Key": "k"}, `{"arguments":{"occasion":"picnic"}}`),
@@ -50,6 +51,7 @@ func TestRESTModern(t *testing.T) {
 // (a blob decoded, with its content type), a prompt and a completion, in
 // front of the go-sdk everything-server, modern (stateless) and legacy.
 func TestRESTLists(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, era string }{{"modern", "modern"}, {"legacy", "legacy"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := startGoEverything(t, tc.era == "modern")
@@ -139,6 +141,7 @@ func TestRESTLists(t *testing.T) {
 // (operations found by operationId, requests and responses validated
 // against it) runs an interactive call to its end.
 func TestRESTOpenAPI(t *testing.T) {
+	t.Parallel()
 	var slept atomic.Int32
 	up := restLegacyServer(t, &slept)
 	gw := restFleet(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}", "")

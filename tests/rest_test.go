@@ -238,6 +238,7 @@ func restLegacyServerAnswers(t *testing.T, done *atomic.Int32, answers chan<- st
 // cancel; the caller's list and another principal's 404; roots; a long
 // call answered running, then polled.
 func TestRESTLegacy(t *testing.T) {
+	t.Parallel()
 	var slept atomic.Int32
 	answers := make(chan string, 16)
 	up := restLegacyServerAnswers(t, &slept, answers)
@@ -387,19 +388,23 @@ func TestRESTLegacy(t *testing.T) {
 	}
 	// A long call cancelled on the other instance while it runs: the
 	// record says canceled, and stays so when the call ends.
+	before := slept.Load() // s1 has ended
 	slow = restDo(t, "PUT", call(0, "slow", "s2"), withHeaders(alice, "Idempotency-Key", "k"), `{"arguments":{"ms":3000}}`)
 	wantCall(t, slow, http.StatusCreated, "running")
 	wantCall(t, restDo(t, "POST", call(1, "slow", "s2")+"/cancel", alice, ""), http.StatusOK, "canceled")
 	// Cancelled on the instance running it: its upstream call is stopped.
-	before := slept.Load()
+	s3 := time.Now()
 	slow = restDo(t, "PUT", call(0, "slow", "s3"), withHeaders(alice, "Idempotency-Key", "k"), `{"arguments":{"ms":4000}}`)
 	wantCall(t, slow, http.StatusCreated, "running")
 	wantCall(t, restDo(t, "POST", call(0, "slow", "s3")+"/cancel", alice, ""), http.StatusOK, "canceled")
-	time.Sleep(2500 * time.Millisecond)
+	// s2's upstream call runs to its end; s3's would have ended 4s after
+	// its PUT had it not been stopped: wait for the first, then past that.
+	waitFor(t, "the end of s2's upstream call", func() bool { return slept.Load()-before >= 1 })
+	time.Sleep(time.Until(s3.Add(4500 * time.Millisecond)))
 	wantCall(t, restDo(t, "GET", call(0, "slow", "s2"), alice, ""), http.StatusOK, "canceled")
 	wantCall(t, restDo(t, "GET", call(1, "slow", "s3"), alice, ""), http.StatusOK, "canceled")
 	if got := slept.Load() - before; got != 1 { // s2's, not s3's
-		t.Fatalf("%d slow calls finished since s3 started, want 1 (s2, cancelled on another instance)", got)
+		t.Fatalf("%d slow calls finished since s2 started, want 1 (s2, cancelled on another instance; s3 stopped)", got)
 	}
 }
 
@@ -408,6 +413,7 @@ func TestRESTLegacy(t *testing.T) {
 // Idempotency-Key, unknown routes and methods: refused with problems
 // before anything reaches storage or an upstream.
 func TestRESTAttacks(t *testing.T) {
+	t.Parallel()
 	var slept atomic.Int32
 	up := restLegacyServer(t, &slept)
 	gw := restFleet(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}", "\t\tmax_request_body 4KiB\n\t\trest_wait 2s\n\t\trest_max_calls_per_principal 1\n")
@@ -451,6 +457,7 @@ func TestRESTAttacks(t *testing.T) {
 // (the demo's address replaced with the test gateway's), against the demo
 // server behind two instances, and checks what they print.
 func TestRESTReadmeCurl(t *testing.T) {
+	t.Parallel()
 	scripts, _ := readmeCurlScripts(t)
 	script, ok := scripts["rest"]
 	if !ok {
@@ -478,6 +485,7 @@ func TestRESTReadmeCurl(t *testing.T) {
 // failed on the other once the dead instance's lease lapses (task_lease
 // 1s), and can be cancelled there no more (it ended).
 func TestRESTLostInstance(t *testing.T) {
+	t.Parallel()
 	var slept atomic.Int32
 	up := restLegacyServer(t, &slept)
 	gw, procs := restFleetProcs(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}", "\t\trest_wait 1s\n\t\ttask_lease 1s\n")
@@ -492,9 +500,14 @@ func TestRESTLostInstance(t *testing.T) {
 	if !strings.Contains(string(r.Body), `"progress":{`) || !strings.Contains(string(r.Body), `"message":"sleeping"`) {
 		t.Fatalf("running without progress: %s", r)
 	}
-	time.Sleep(700 * time.Millisecond)
-	if r2 := restDo(t, "GET", gw[0]+url, map[string]string{"If-None-Match": `"` + c.ETag + `"`}, ""); r2.Status != http.StatusOK {
-		t.Fatalf("a poll with an older progress's etag: %s", r2)
+	// The call reports progress every 200ms: a poll with this etag gets
+	// the newer record (200) once the next progress is in.
+	var r2 restResp
+	if !poll(5*time.Second, func() bool {
+		r2 = restDo(t, "GET", gw[0]+url, map[string]string{"If-None-Match": `"` + c.ETag + `"`}, "")
+		return r2.Status == http.StatusOK
+	}) {
+		t.Fatalf("a poll with an older progress's etag, for 5s: %s", r2)
 	}
 	_ = syscall.Kill(-procs[0].cmd.Process.Pid, syscall.SIGKILL)
 	<-procs[0].done

@@ -139,6 +139,7 @@ func answerWith(t *testing.T, ir inputRequired, answer string) map[string]any {
 // used it is refused with 400; replayed on a third instance after the call
 // ended, the upstream no longer knows the call (502). No address leaks.
 func TestResumeAfterInstanceLoss(t *testing.T) {
+	t.Parallel()
 	up := newResumableServer(t)
 	block := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}\n\t\tstate_key " + testKey(0x33)
 	g0, g1 := startGateway(t, block), startGateway(t, block)
@@ -188,6 +189,7 @@ func TestResumeAfterInstanceLoss(t *testing.T) {
 // parked (it knows no session now): the retry gets a clear 502 at once,
 // on any instance, and nothing hangs.
 func TestResumeUpstreamRestarted(t *testing.T) {
+	t.Parallel()
 	up := newResumableServer(t)
 	block := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}\n\t\tstate_key " + testKey(0x34)
 	g0, g1 := startGateway(t, block), startGateway(t, block)
@@ -243,6 +245,7 @@ func tsCallAcross(t *testing.T, park, retry *gateway, id int, name string) {
 // principal nor requestState; issue 27, item 6) — and is finished on
 // another instance sharing only state_key after the first was killed.
 func TestResumeTSServer(t *testing.T) {
+	t.Parallel()
 	up := startServerEverything(t)
 	block := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n\t\tstate_key " + testKey(0x35)
 	g0, g1 := startGateway(t, block), startGateway(t, block)
@@ -281,6 +284,7 @@ func TestResumeTSServer(t *testing.T) {
 // takes the stream over, and the instance that lingered must not take it
 // back. Every call completes with its answers.
 func TestResumeLingerElsewhere(t *testing.T) {
+	// Not in parallel: each retry must come within resume_linger (1s).
 	lingered := `caddy_mcp_gateway_resumable_calls_total{event="lingered"}`
 	t.Run("go-sdk", func(t *testing.T) {
 		up := newResumableServer(t)
@@ -324,6 +328,7 @@ func TestResumeLingerElsewhere(t *testing.T) {
 // requestState expired (park_ttl 1s, then the 10s grace): the upstream's
 // tool sees its request cancelled, and the session is DELETEd.
 func TestResumeAbandonedEnded(t *testing.T) {
+	t.Parallel()
 	up := newResumableServer(t)
 	g := startGateway(t, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tpark_ttl 1s\n\t\tstate_key "+testKey(0x35))
 	alice := map[string]string{"Authorization": "Bearer alice"}
@@ -341,14 +346,17 @@ func TestResumeAbandonedEnded(t *testing.T) {
 }
 
 // TestResumeAbandonedResumedElsewhere: a call parked on the first instance
-// (park_ttl 1s) and retried on the second before its state expired, which
+// (park_ttl 3s) and retried on the second before its state expired, which
 // parks it again, is not ended by the first at its state's expiry (the
-// replay shows the upstream went on): it completes on the second.
+// replay shows the upstream went on): it completes on the second. (3s, not
+// 1s: the retry must come before the expiry, also with the tests running
+// in parallel on a busy machine.)
 func TestResumeAbandonedResumedElsewhere(t *testing.T) {
+	t.Parallel()
 	up := newResumableServer(t)
 	key := "\t\tstate_key " + testKey(0x36)
 	upstream := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}\n"
-	g0 := startGateway(t, upstream+"\t\tpark_ttl 1s\n"+key)
+	g0 := startGateway(t, upstream+"\t\tpark_ttl 3s\n"+key)
 	g1 := startGateway(t, upstream+key)
 	alice := map[string]string{"Authorization": "Bearer alice"}
 	first := parseInputRequired(t, askCall(t, g0.URL, 1, "tea", nil, alice))
@@ -380,6 +388,7 @@ func TestResumeAbandonedResumedElsewhere(t *testing.T) {
 // TypeScript server's event store replays every event after Last-Event-ID,
 // whatever its stream.
 func TestResumeAbandonedTSServer(t *testing.T) {
+	t.Parallel()
 	up := startServerEverything(t)
 	key := "\t\tstate_key " + testKey(0x39)
 	upstream := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n"

@@ -104,6 +104,7 @@ func revCall(t *testing.T, url, sid string, id int, tool, args string) *rpcRespo
 // 50 ms) and answers with the task's result; a completed task whose result
 // is an isError tool result reaches the client as one.
 func TestReverseTaskCompletes(t *testing.T) {
+	t.Parallel()
 	g, fx := revTasksGateway(t, "", "")
 	var elicitations atomic.Int32
 	cs := revGoClient(t, g.URL, &elicitations)
@@ -157,6 +158,7 @@ func TestReverseTaskCompletes(t *testing.T) {
 // as the task asked, and the result carries it. The TypeScript SDK 1.x
 // client does the same.
 func TestReverseTaskElicitation(t *testing.T) {
+	t.Parallel()
 	g, fx := revTasksGateway(t, "", "")
 	t.Run("TypeScript SDK 1.x", func(t *testing.T) {
 		got := runClient(t, "legacy-client.mjs", g.URL, "ask_task", `{}`, "terminate")
@@ -205,6 +207,7 @@ func TestReverseTaskElicitation(t *testing.T) {
 // cannot answer (it declared no elicitation) ends the call with an isError
 // result saying so, and is cancelled upstream.
 func TestReverseTaskFailed(t *testing.T) {
+	t.Parallel()
 	g, fx := revTasksGateway(t, "", "")
 	sid, _ := initReverse(t, g.URL, "2025-11-25", `{}`, nil)
 	resp := revCall(t, g.URL, sid, 7, "broken_task", `{}`)
@@ -227,6 +230,7 @@ func TestReverseTaskFailed(t *testing.T) {
 // closing the call's stream, DELETE of the session, and the go-sdk
 // client's own cancellation.
 func TestReverseTaskCancel(t *testing.T) {
+	t.Parallel()
 	g, fx := revTasksGateway(t, "", "")
 	// start begins an endless task call on a new session and returns the
 	// session and the call's cancel; the call's outcome arrives on done.
@@ -301,6 +305,7 @@ func TestReverseTaskCancel(t *testing.T) {
 // by max_task_wait, and by tasks/get failing three times in a row — with a
 // clear error to the client and tasks/cancel upstream.
 func TestReverseTaskBounded(t *testing.T) {
+	t.Parallel()
 	g, fx := revTasksGateway(t, "", "\t\tmax_task_wait 2s\n")
 	sid, _ := initReverse(t, g.URL, "2025-11-25", `{}`, nil)
 	for i, c := range []struct {
@@ -328,6 +333,7 @@ func TestReverseTaskBounded(t *testing.T) {
 // extension: the server refuses a tool that needs a task (-32021, relayed),
 // and a tool that is no task still works.
 func TestReverseTasksOff(t *testing.T) {
+	t.Parallel()
 	g, fx := revTasksGateway(t, "\t\t\ttasks off\n", "")
 	sid, _ := initReverse(t, g.URL, "2025-11-25", `{}`, nil)
 	// The server refuses with -32021, which a 2025 client's revision does

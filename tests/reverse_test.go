@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -132,6 +133,7 @@ func rpcErrorOf(t *testing.T, resp *http.Response) (code int, message string) {
 // principal, refused once deleted; ping and logging/setLevel are local; the
 // GET stream carries notifications from an upstream subscriptions/listen.
 func TestReverseSessions(t *testing.T) {
+	t.Parallel()
 	g := reverseGateway(t, "")
 	alice := map[string]string{"Authorization": "Bearer alice"}
 	sid, res := initReverse(t, g.URL, "2025-06-18", `{"elicitation":{}}`, alice)
@@ -300,6 +302,7 @@ func TestReverseSessions(t *testing.T) {
 // (202), unknown and foreign ids refused, cancellation and a closed stream
 // abandoning the round, a missing capability, and the round limit.
 func TestReverseInputRounds(t *testing.T) {
+	t.Parallel()
 	g := reverseGateway(t, "")
 	sid, _ := initReverse(t, g.URL, "2025-11-25", `{"elicitation":{},"sampling":{}}`, nil)
 
@@ -491,6 +494,7 @@ func (p partyOutcome) complete(t *testing.T) {
 // stateless go-sdk server's multi-round tool and a round asking for
 // elicitation, sampling and roots at once, in-line.
 func TestReverseGoClient(t *testing.T) {
+	t.Parallel()
 	g := reverseGateway(t, "")
 	var elicitations, samplings atomic.Int32
 	client := mcp.NewClient(&mcp.Implementation{Name: "go-legacy-client", Version: "1"}, goLegacyHandlers(&elicitations, &samplings))
@@ -527,6 +531,7 @@ func TestReverseGoClient(t *testing.T) {
 // and the go-sdk, complete plan_party (elicitation, sampling, elicitation)
 // against the modern fixture, which refuses legacy requests itself.
 func TestReverseThreeRounds(t *testing.T) {
+	t.Parallel()
 	fixture := startModernFixture(t)
 	// A direct legacy initialize is refused: only the gateway makes this work.
 	if r := post(t, fixture, nil, legacyInit); r.StatusCode == http.StatusOK && r.Header.Get("Mcp-Session-Id") != "" {
@@ -556,14 +561,25 @@ func TestReverseThreeRounds(t *testing.T) {
 		`caddy_mcp_gateway_bridged_calls_total{cell="legacy-modern",method="tools/call",outcome="complete"}`: 2,
 		`caddy_mcp_gateway_call_rounds_sum{cell="legacy-modern"}`:                                            6,
 	})
+	// The gateway writes a call's log line after it counted the call in
+	// the metrics (caddymodule/observe.go), and the TypeScript client's
+	// tools/list is a bridged call too: wait for the two tools/call lines
+	// themselves, not for any two "bridged call" lines (under load, the
+	// tools/list line and the first call's were there while the second
+	// call's was still on its way).
+	var calls []map[string]any
+	poll(10*time.Second, func() bool {
+		calls = slices.DeleteFunc(logLines(g, "bridged call"), func(l map[string]any) bool { return l["method"] != "tools/call" })
+		return len(calls) >= 2
+	})
 	n := 0
-	for _, l := range waitLogLines(t, g, "bridged call", 2) {
-		if l["cell"] == "legacy-modern" && l["method"] == "tools/call" && l["rounds"] == float64(3) && l["outcome"] == "complete" {
+	for _, l := range calls {
+		if l["cell"] == "legacy-modern" && l["rounds"] == float64(3) && l["outcome"] == "complete" {
 			n++
 		}
 	}
-	if n != 2 {
-		t.Fatalf("%d log lines of three-round tools/call calls, want 2", n)
+	if n != 2 || len(calls) != 2 {
+		t.Fatalf("%d log lines of three-round tools/call calls among %d tools/call lines, want 2 of 2: %v", n, len(calls), calls)
 	}
 }
 
@@ -589,6 +605,7 @@ var inputScenarios = []string{"tools-call-elicitation", "tools-call-sampling", "
 // with a tool error and never ask; directly, a legacy client cannot reach
 // that server's stateless mode at all.
 func TestReverseConformance(t *testing.T) {
+	t.Parallel()
 	nodeBin(t)
 	requireLocalhostIPv4(t)
 	run := func(t *testing.T, g *gateway, failing []string) {
@@ -619,6 +636,7 @@ var fixtureLacks = []string{
 // TestReverseStop: a round waiting for the client's answer does not hold up
 // `caddy stop`; the client's stream ends with an error for its request.
 func TestReverseStop(t *testing.T) {
+	t.Parallel()
 	g := reverseGateway(t, "")
 	sid, _ := initReverse(t, g.URL, "2025-11-25", `{"elicitation":{}}`, nil)
 	resp, events := startCall(t, g.URL, sid, 20, "test_input_required_result_elicitation")

@@ -33,13 +33,10 @@ type comebackModern struct {
 
 func newComebackModern(t *testing.T) *comebackModern {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &comebackModern{addr: ln.Addr().String()}
+	// A freePort port: no other test's listener or connection takes it
+	// while the upstream is down.
+	m := &comebackModern{addr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
 	m.url = "http://" + m.addr + "/mcp"
-	_ = ln.Close() // down until start
 	return m
 }
 
@@ -95,6 +92,7 @@ func listsModern(t *testing.T, url string, id int) bool {
 // same state is then answered by the bridge (-32602, already used), and
 // neither reaches the modern upstream.
 func TestRouteRetryParkedHereAfterModernCameBack(t *testing.T) {
+	t.Parallel()
 	rs := newRecordingServer(t)
 	modern := newComebackModern(t)
 	g := startGatewayWith(t, "", accessLogSite, "\t\tupstream "+modern.url+" {\n\t\t\tera modern\n\t\t}\n"+

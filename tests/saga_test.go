@@ -86,6 +86,7 @@ func accept(id string, content map[string]any) map[string]any {
 // used sagaToken, another principal's, a tampered one, oversized input,
 // and steps completed with an error (the tool sees a decline).
 func TestSagaLegacy(t *testing.T) {
+	t.Parallel()
 	up := newResumableServer(t)
 	fleet := startFleet(t, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tsaga on", "peer")
 	alice := map[string]string{"Authorization": "Bearer alice"}
@@ -143,6 +144,7 @@ func TestSagaLegacy(t *testing.T) {
 // plain POST without a session is refused with 400); with it, a saga
 // needs no session.
 func TestSagaOff(t *testing.T) {
+	t.Parallel()
 	up := newResumableServer(t)
 	g := startGateway(t, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}")
 	x := callSaga(t, g.URL, nil, 1, "ask", map[string]any{"topic": "tea"})
@@ -156,6 +158,7 @@ func TestSagaOff(t *testing.T) {
 // sampling, elicitation) become three suspensions, each turn on another
 // instance; a sampling step completed with an error ends the saga.
 func TestSagaModern(t *testing.T) {
+	t.Parallel()
 	fixture := startModernFixture(t)
 	fleet := startFleet(t, "\t\tupstream "+fixture+" {\n\t\t\tera modern\n\t\t}\n\t\tsaga on", "peer")
 
@@ -239,6 +242,7 @@ func newHeldServer(t *testing.T) string {
 // instance holding the parked call, whichever instance the turn reached.
 // A server asking for roots is answered with none, without a step.
 func TestSagaLegacyHeld(t *testing.T) {
+	t.Parallel()
 	fleet := startFleet(t, "\t\tupstream "+newHeldServer(t)+" {\n\t\t\tera legacy\n\t\t}\n\t\tsaga on", "peer")
 
 	first := suspended(t, callSaga(t, fleet[0].URL, nil, 1, "ask", map[string]any{"topic": "tea"}), "elicitation")
@@ -282,6 +286,7 @@ func TestSagaLegacyHeld(t *testing.T) {
 
 // TestSagaExpired: a sagaToken lives park_ttl; then it is refused.
 func TestSagaExpired(t *testing.T) {
+	t.Parallel()
 	g := startGateway(t, "\t\tupstream "+newHeldServer(t)+" {\n\t\t\tera legacy\n\t\t}\n\t\tsaga on\n\t\tpark_ttl 1s")
 	s := suspended(t, callSaga(t, g.URL, nil, 1, "ask", map[string]any{"topic": "tea"}), "elicitation")
 	time.Sleep(2500 * time.Millisecond)

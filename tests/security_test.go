@@ -39,6 +39,7 @@ func initAs(t *testing.T, url string, hdr map[string]string) string {
 // the right shape is an unknown session (404, -32001) and reaches nothing
 // upstream.
 func TestSecuritySessionIDs(t *testing.T) {
+	t.Parallel()
 	up := newFailingLegacy(t)
 	g := startGateway(t, up.block())
 	alice := map[string]string{"Authorization": "Bearer alice"}
@@ -90,6 +91,7 @@ func TestSecuritySessionIDs(t *testing.T) {
 // way round, see TestForwardRejections); a requestState for another tool
 // of the same principal is refused.
 func TestSecurityRequestStatePrincipal(t *testing.T) {
+	t.Parallel()
 	up := newFailingLegacy(t)
 	g := startGateway(t, up.block())
 	ir := parseInputRequired(t, readRPC(t, modernCall(t, g.URL, 1, "ask", map[string]any{}, nil), 1))
@@ -116,6 +118,7 @@ func TestSecurityRequestStatePrincipal(t *testing.T) {
 // (400, -32020) before anything reaches the upstream, so a router that
 // trusts the headers cannot be steered to another tool than the one run.
 func TestSecurityHeaderBodyMismatch(t *testing.T) {
+	t.Parallel()
 	up := newFailingLegacy(t)
 	g := startGateway(t, up.block())
 	m := meta(modernVersion)
@@ -137,6 +140,7 @@ func TestSecurityHeaderBodyMismatch(t *testing.T) {
 // body: modern requests (pass-through and bridge), legacy initialize,
 // requests and answers of pinned and gateway-held sessions.
 func TestSecurityBodyLimit(t *testing.T) {
+	t.Parallel()
 	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":{"pad":"` + strings.Repeat("x", 2048) + `"}}}`
 	bigAnswer := `{"jsonrpc":"2.0","id":"gw:0000000000000000:1","result":{"action":"accept","content":{"pad":"` + strings.Repeat("x", 2048) + `"}}}`
 	tooLarge := func(t *testing.T, r *http.Response) {
@@ -170,6 +174,7 @@ func TestSecurityBodyLimit(t *testing.T) {
 // both kinds and an upstream failure, the gateway's log never carries the
 // credential, a requestState, a session id or a request's arguments.
 func TestSecurityLogs(t *testing.T) {
+	t.Parallel()
 	up := newFailingLegacy(t)
 	modern := newModernUpstream(t)
 	g := startGatewayWith(t, "\tdebug", "", up.block())
@@ -234,6 +239,7 @@ func TestSecurityLogs(t *testing.T) {
 // the sessions and parked calls sealed under the old one; dropping the old
 // key ends its sessions (404).
 func TestSecurityKeyRotation(t *testing.T) {
+	t.Parallel()
 	up := newFailingLegacy(t)
 	g := startGateway(t, up.block()+"\n\t\tstate_key "+testKey(1))
 	sid := openLegacySession(t, g.URL)
@@ -264,6 +270,7 @@ func TestSecurityKeyRotation(t *testing.T) {
 // TestSecurityRebindingEveryMethod: the Host and Origin checks come first
 // on GET and DELETE of a session too, before anything reaches the upstream.
 func TestSecurityRebindingEveryMethod(t *testing.T) {
+	t.Parallel()
 	up := newFailingLegacy(t)
 	g := startGateway(t, up.block())
 	sid := openLegacySession(t, g.URL)

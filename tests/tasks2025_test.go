@@ -92,6 +92,7 @@ func (c *taskClient) until2025(url, id, status string) task2025View {
 }
 
 func TestTasks2025(t *testing.T) {
+	t.Parallel()
 	up := startTasks2025Server(t)
 	g := startGateway(t, upstreamBlock(up, "legacy"))
 	alice := &taskClient{t: t, auth: "Bearer alice"}
@@ -240,6 +241,7 @@ func TestTasks2025(t *testing.T) {
 // server's tasks capability, gets a task, polls it, answers the question
 // delivered on tasks/result, and reads the result.
 func TestTasks2025LegacyClient(t *testing.T) {
+	t.Parallel()
 	up := startTasks2025Server(t)
 	g := startGateway(t, upstreamBlock(up, "legacy"))
 	for _, c := range []struct {
@@ -280,6 +282,7 @@ func TestTasks2025LegacyClient(t *testing.T) {
 // session) names that owner, so tasks/get and tasks/update sent to other
 // instances reach it, and another principal sees nothing anywhere.
 func TestTasks2025Fleet(t *testing.T) {
+	t.Parallel()
 	up := startTasks2025Server(t)
 	fleet := startFleet(t, upstreamBlock(up, "legacy"), "peer")
 	alice := &taskClient{t: t, auth: "Bearer alice"}
@@ -315,6 +318,7 @@ func TestTasks2025Fleet(t *testing.T) {
 // plain tool of the fixture's that the gateway's `task` policy hosts (the
 // gateway's own tasks, beside the upstream's).
 func TestTasks2025Conformance(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs Node and the conformance suite; skipped with -short")
 	}

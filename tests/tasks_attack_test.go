@@ -141,6 +141,7 @@ func flipOne(id string) string {
 // and nothing reaches the upstream; the real task is untouched and
 // completes with its result.
 func TestTaskAttackIDs(t *testing.T) {
+	t.Parallel()
 	up := newRecordedTaskServer(t)
 	g := startGateway(t, up.block(""))
 	alice := &taskClient{t: t, auth: "Bearer alice"}
@@ -218,6 +219,7 @@ func TestTaskAttackIDs(t *testing.T) {
 // for a taskId that never existed; nothing reaches the upstream, and
 // alice's task goes on and completes with its result.
 func TestTaskAttackOtherPrincipal(t *testing.T) {
+	t.Parallel()
 	up := newRecordedTaskServer(t)
 	g := startGateway(t, up.block(""))
 	alice := &taskClient{t: t, auth: "Bearer alice"}
@@ -268,6 +270,7 @@ func TestTaskAttackOtherPrincipal(t *testing.T) {
 // on the other instances answer at once with HTTP 502 and -32603 naming
 // the owner by its id. No answer shows an internal address.
 func TestTaskAttackOwnerGone(t *testing.T) {
+	t.Parallel()
 	up := newRecordedTaskServer(t)
 	fleet := startFleet(t, up.block(""), "advertise")
 	alice := &taskClient{t: t, auth: "Bearer alice"}

@@ -86,6 +86,7 @@ func question(t *testing.T, v taskView) string {
 //     error saying so — never left input_required, never a 5xx on
 //     tasks/get.
 func TestDurableTasks(t *testing.T) {
+	t.Parallel()
 	t.Run("go-sdk, owner killed", func(t *testing.T) {
 		up := newResumableServer(t)
 		fleet := durableFleet(t, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n\t\ttask ask required 0\n\t\ttask_lease 2s")
@@ -254,6 +255,7 @@ func rollingServer(t *testing.T, release <-chan struct{}) string {
 // instance, every working tool is released, and every task completes with
 // its own result.
 func TestDurableRollingRestart(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	up := rollingServer(t, release)
 	block := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n\t\ttask * required 0\n\t\ttask_lease 3s"

@@ -17,6 +17,7 @@ import (
 // tasks_ended_total{status} and one log line per event say so, and no
 // taskId or credential appears in the log.
 func TestTaskOperations(t *testing.T) {
+	t.Parallel()
 	up := newRecordedTaskServer(t)
 	g := startGatewayWith(t, "\tdebug", "", up.block("\n\t\ttask_ttl 10m"))
 	alice := &taskClient{t: t, auth: "Bearer alice-secret"}

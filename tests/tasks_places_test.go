@@ -54,6 +54,7 @@ func placesGateway(t *testing.T) (*gateway, <-chan string) {
 // task_ttl: the victim got 503, they 429). The finished tasks stay
 // readable.
 func TestTaskPlacesFinishedKeepNoOneOut(t *testing.T) {
+	t.Parallel()
 	g, _ := placesGateway(t)
 	mallory := []*taskClient{{t: t, auth: "Bearer invented-1"}, {t: t, auth: "Bearer invented-2"}}
 	victim := &taskClient{t: t, auth: "Bearer victim"}
@@ -85,6 +86,7 @@ func TestTaskPlacesFinishedKeepNoOneOut(t *testing.T) {
 // with 503 saying a place frees when a task ends, and takes the next call
 // once tasks were cancelled. Cancelled tasks stay readable.
 func TestTaskPlacesCancelFrees(t *testing.T) {
+	t.Parallel()
 	g, started := placesGateway(t)
 	alice := &taskClient{t: t, auth: "Bearer alice"}
 	bob := &taskClient{t: t, auth: "Bearer bob"}

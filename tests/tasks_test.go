@@ -52,6 +52,7 @@ func startTaskGateway(t *testing.T, extra string) (*gateway, string) {
 // is a stub of the suite's that reports only SKIPPED checks: it must run
 // and show just that.
 func TestConformanceTasks(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs Node and the conformance suite; skipped with -short")
 	}
@@ -202,6 +203,7 @@ func wantRPCError(t *testing.T, x rpcExchange, code int, what string) {
 // instances of a fleet reach it (the signed relay), and another principal
 // sees no such task (-32602), wherever it asks.
 func TestFleetTasks(t *testing.T) {
+	t.Parallel()
 	up, calls, ended := newTaskServer(t)
 	policy := "\n\t\ttask ask_later optional 0\n\t\ttask work optional 0"
 	fleet := startFleet(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}"+policy, "peer")
@@ -259,6 +261,7 @@ func TestFleetTasks(t *testing.T) {
 // cancelled upstream; then tasks/get says -32602); a required tool's call
 // without the extension gets -32021 and never reaches the upstream.
 func TestTaskLimits(t *testing.T) {
+	t.Parallel()
 	up, calls, ended := newTaskServer(t)
 	g := startGateway(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}\n\t\ttask work optional 0\n\t\ttask ask_later required"+
 		"\n\t\tmax_tasks 2\n\t\tmax_tasks_per_principal 1\n\t\ttask_ttl 2s")

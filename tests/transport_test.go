@@ -213,6 +213,7 @@ func whoamiCall(t *testing.T, id int) (map[string]string, string) {
 // client, modern server), the modern pass-through, and the era probe of an
 // `auto` upstream.
 func TestTransportPrivateCA(t *testing.T) {
+	t.Parallel()
 	pki := newTestPKI(t)
 	legacyUp := startTLSServer(t, pki, whoamiMCP("legacy-tls", false), false)
 	modernUp := startTLSServer(t, pki, whoamiMCP("modern-tls", true), false)
@@ -258,6 +259,7 @@ func TestTransportPrivateCA(t *testing.T) {
 // the upstream's address; nothing reaches the upstream, and the log says
 // why. On main the transport line does not parse: Caddy does not start.
 func TestTransportUntrustedUpstream(t *testing.T) {
+	t.Parallel()
 	pki := newTestPKI(t)
 	legacyUp := startTLSServer(t, pki, whoamiMCP("legacy-tls", false), false)
 	modernUp := startTLSServer(t, pki, whoamiMCP("modern-tls", true), false)
@@ -318,6 +320,7 @@ func TestTransportUntrustedUpstream(t *testing.T) {
 // pass-through and the reverse bridge, with `tls_client_auth client.pem
 // client-key.pem`: each request they receive carries that certificate.
 func TestTransportClientCertificate(t *testing.T) {
+	t.Parallel()
 	pki := newTestPKI(t)
 	legacyUp := startTLSServer(t, pki, whoamiMCP("legacy-mtls", false), true)
 	modernUp := startTLSServer(t, pki, whoamiMCP("modern-mtls", true), true)
@@ -375,6 +378,7 @@ func TestTransportClientCertificate(t *testing.T) {
 // tls_client_auth … }`; without it the client gets 502 naming the owner as
 // unreachable, and the owner receives nothing.
 func TestTransportPeerTLS(t *testing.T) {
+	t.Parallel()
 	pki := newTestPKI(t)
 	rs := newRecordingServer(t)
 	upstream := "\t\tupstream " + rs.url + " {\n\t\t\tera legacy\n\t\t}\n\t\tstate_key " + testKey(fleetKeyByte)
@@ -453,6 +457,7 @@ func startDNS(t *testing.T, name string) (addr string, queries *atomic.Int32) {
 // own connections cannot honour, the forward bridge sends through the
 // transport itself, and says so in the log.
 func TestTransportResolvers(t *testing.T) {
+	t.Parallel()
 	pki := newTestPKI(t)
 	up := startTLSServer(t, pki, whoamiMCP("named", false), false)
 	dnsAddr, queries := startDNS(t, "mcp.test")

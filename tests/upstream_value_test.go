@@ -32,6 +32,7 @@ func srvBlock(dns *srvServer, endpoint ...string) string {
 // extension, so the server refuses a tool that needs a task. On main the
 // option parsed and was ignored for dynamic upstreams.
 func TestDynamicTasksOff(t *testing.T) {
+	t.Parallel()
 	fx := support.NewModernTasksServer(t)
 	dns := newSRVServer(t)
 	dns.set(portOfURL(t, fx.URL))
@@ -99,6 +100,7 @@ func (p *forwardProxy) proxied() []string {
 // answered, and the proxy carried the bridge's requests. On main the
 // bridge dialled the name on its own connections and the call failed.
 func TestDynamicTransportProxy(t *testing.T) {
+	// Not in parallel: t.Setenv (the proxy environment of the process).
 	up := newInProcessLegacy(t, "behind-proxy")
 	proxy := newForwardProxy(t, up.addr)
 	for _, k := range []string{"HTTP_PROXY", "http_proxy"} {

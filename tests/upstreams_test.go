@@ -99,6 +99,7 @@ func whoami(t *testing.T, cs *mcp.ClientSession) string {
 // policy and stay on their upstream; an upstream that refuses connections is
 // skipped (no client sees an error) until it is back.
 func TestSelectionAndPassiveHealth(t *testing.T) {
+	t.Parallel()
 	a, b := newInProcessLegacy(t, "a"), newInProcessLegacy(t, "b")
 	// Both eras configured: with `era auto` a session opened while one
 	// probe is done and the other still in flight goes to the probed

@@ -91,6 +91,30 @@ func AddMany(server *mcp.Server, ended func(string)) {
 // told name+": " and the answer's action, or the error that ended the
 // question.
 func AddChatter(server *mcp.Server, name string, ended func(string)) {
+	addChatter(server, name, ended, func(context.Context) bool {
+		time.Sleep(300 * time.Millisecond) // the call is parked by then
+		return true
+	})
+}
+
+// AddChatterReleased is AddChatter whose tool sends its notifications when
+// release gets a value (one per call), not 300 ms after it asked: a test
+// sends it once its client got input_required, when the call is parked
+// whatever the machine's load.
+func AddChatterReleased(server *mcp.Server, name string, ended func(string), release <-chan struct{}) {
+	addChatter(server, name, ended, func(ctx context.Context) bool {
+		select {
+		case <-release:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	})
+}
+
+// addChatter is AddChatter, whose notifications wait until parked returns
+// true (they are not sent when it returns false).
+func addChatter(server *mcp.Server, name string, ended func(string), parked func(context.Context) bool) {
 	report := func(s string) {
 		if ended != nil {
 			ended(name + ": " + s)
@@ -105,7 +129,9 @@ func AddChatter(server *mcp.Server, name string, ended func(string)) {
 				n = 50
 			}
 			go func() {
-				time.Sleep(300 * time.Millisecond) // the call is parked by then
+				if !parked(ctx) {
+					return
+				}
 				for i := range n {
 					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Message: name})
 				}
