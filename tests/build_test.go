@@ -107,7 +107,7 @@ func TestAdaptAndValidate(t *testing.T) {
 		t.Fatalf("adapt Caddyfile.example: %v\n%s", err, out)
 	}
 	// line, when set, is where the error must say it is: checks made while
-	// the Caddyfile is parsed carry its file and line (issue 27, item 5).
+	// the Caddyfile is parsed carry its file and line.
 	cases := map[string]struct {
 		block, want string
 		line        int

@@ -174,8 +174,8 @@ func TestDocsLinks(t *testing.T) {
 	}
 }
 
-// readmeMaxLines is the README's length at most: a ten-minute read
-// (issue 37); the detail goes to docs/.
+// readmeMaxLines is the README's length at most: a ten-minute read; the
+// detail goes to docs/.
 const readmeMaxLines = 600
 
 // TestReadmeShort: the README stays a ten-minute read, and says of each

@@ -1,6 +1,6 @@
 package tests
 
-// Dynamic upstreams (issue 15): `dynamic srv` inside mcp_gateway, from a
+// Dynamic upstreams: `dynamic srv` inside mcp_gateway, from a
 // DNS server the test runs and whose answers it changes.
 
 import (

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Issue 27: the mistakes of a newcomer's first hour, each named where it
+// The mistakes of a newcomer's first hour, each named where it
 // is made. The parse-time ones are in build_test.go (TestAdaptAndValidate).
 
 // TestWrongUpstreamPath: an upstream URL without the MCP endpoint's path

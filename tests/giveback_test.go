@@ -1,6 +1,6 @@
 package tests
 
-// Sessions given back (issue 24): an instance that finishes a call another
+// Sessions given back: an instance that finishes a call another
 // instance parked holding no stream gives the call's upstream session back
 // to that instance's pool (a signed notice) instead of ending it, so the
 // upstream keeps one session for a principal's calls wherever their

@@ -1,6 +1,6 @@
 package tests
 
-// Issue 25, item 10: a dynamic upstream source's answers naming loopback
+// A dynamic upstream source's answers naming loopback
 // (or link-local, or a cloud's metadata service) must not become upstreams:
 // clients' Authorization headers go to every upstream. The victim here is
 // a service on the gateway's own loopback, which records what reaches it.

@@ -1,6 +1,6 @@
 package tests
 
-// Hardening, third round (issue 25): what an anonymous client can make the
+// Hardening, third round: what an anonymous client can make the
 // gateway do at the entry, before any session or credential is checked —
 // JSON-RPC batches walked before the session check (finding 3), and a
 // pinned legacy request's own SEP-2243 headers passed upstream (finding 9).
@@ -94,7 +94,7 @@ func open20250326(t *testing.T, url string) map[string]string {
 	return hdr
 }
 
-// TestHardeningBatchBeforeSession (issue 25, finding 3): a batch is judged
+// TestHardeningBatchBeforeSession: a batch is judged
 // by its session before any element is looked at — without a session it
 // gets 400 -32000, with an unknown one 404 -32001, whatever its elements
 // (they used to be walked, and an invalid one named, first) — and a batch
@@ -148,7 +148,7 @@ const (
 	batchHWMBound = 256 << 10 // KiB
 )
 
-// TestHardeningBatchMemory (issue 25, finding 3): 16 concurrent 4 MiB
+// TestHardeningBatchMemory: 16 concurrent 4 MiB
 // batches of ~89,000 tiny elements each, sent without a session, raise the
 // gateway's VmHWM by at most 256 MiB (measured: 56-96 MiB; each element
 // used to be copied and kept while the batch was walked, before the
@@ -173,7 +173,7 @@ func TestHardeningBatchMemory(t *testing.T) {
 	}
 }
 
-// TestHardeningLegacyRoutingHeaders (issue 25, finding 9): the SEP-2243
+// TestHardeningLegacyRoutingHeaders: the SEP-2243
 // headers (Mcp-Method, Mcp-Name, Mcp-Param-*) exist only in 2026-07-28,
 // where the gateway checks them against the body; a legacy client's own
 // ones are never checked, so they must not reach a pinned upstream, where a

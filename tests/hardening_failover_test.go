@@ -1,6 +1,6 @@
 package tests
 
-// Hardening (issue 12, findings 4 and 6): how upstream failures reach
+// Hardening: how upstream failures reach
 // clients. A dead upstream's address and the transport's words about it go
 // to the operator's log, never to a client; and a forward-bridge call whose
 // new upstream session cannot be opened moves to another upstream, as the

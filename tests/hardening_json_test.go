@@ -1,6 +1,6 @@
 package tests
 
-// JSON hygiene (issue 12, findings 2 and 5): nesting bombs from clients and
+// JSON hygiene: nesting bombs from clients and
 // from upstreams must neither crash the gateway nor cost it the stack a
 // recursive validator spends on them, and a legacy client's repeated
 // params members must not give the headers the gateway writes one value

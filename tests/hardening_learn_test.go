@@ -1,6 +1,6 @@
 package tests
 
-// Issue 25, item 7: what a legacy upstream's tools/list says of a tool's
+// What a legacy upstream's tools/list says of a tool's
 // execution.taskSupport is learned for the principal it was listed for
 // only. An upstream may list its tools differently to each caller; one
 // tenant's listing must not make another tenant's tool required.

@@ -1,6 +1,6 @@
 package tests
 
-// Hardening, third round (issue 25, finding 6): a legacy client's method
+// Hardening, third round: a legacy client's method
 // name, however long, must not become an upstream's Mcp-Method header or a
 // log line of its length.
 

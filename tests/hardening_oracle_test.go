@@ -1,6 +1,6 @@
 package tests
 
-// Issue 25, item 8: refusals of a requestState must not tell anyone
+// Refusals of a requestState must not tell anyone
 // whether a token is genuine, nor whose it is not. Every requestState that
 // is not valid for its caller — forged, tampered, another principal's,
 // another request's, already used, expired (even another principal's

@@ -1,6 +1,6 @@
 package tests
 
-// Hardening (issue 12, finding 3): parked calls of the forward bridge. A
+// Hardening: parked calls of the forward bridge. A
 // full table refuses the new call and never ends another principal's;
 // max_parked_per_principal bounds one principal; without authentication
 // every anonymous client is one principal.

@@ -1,6 +1,6 @@
 package tests
 
-// Hardening of the fleet's relay (issue 12, findings 1, 7, 9 and 10): a
+// Hardening of the fleet's relay: a
 // client cannot point an instance's forwarding at a host of its choosing,
 // a hung owner does not hang the client, the basic_auth recipe of docs/configuration.md
 // works across instances, and one client cannot starve forwarding.

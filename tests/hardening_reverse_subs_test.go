@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// TestHardeningReverseSubscribeMemory (issue 25, finding 1): 200 MiB of
+// TestHardeningReverseSubscribeMemory: 200 MiB of
 // resources/subscribe URIs sent by anonymous clients retain at most 64 MiB
 // of the gateway's memory. First 200 URIs of 1 MiB on one session: each is
 // refused (-32602, longer than 8 KiB). Then 200 MiB of 8 KiB URIs over 1600
@@ -106,7 +106,7 @@ func TestHardeningReverseSubscribeMemory(t *testing.T) {
 	}
 }
 
-// TestHardeningReverseResubscribe (issue 25, finding 2): with the session's
+// TestHardeningReverseResubscribe: with the session's
 // GET stream open, subscribes and unsubscribes make the upstream receive at
 // most twice the bytes the client sent in them (every
 // subscriptions/listen carries all the session's URIs). The last filter

@@ -65,7 +65,7 @@ func openStreams(t *testing.T, url, who string, n int) (got map[int]int, closeAl
 	return got, cancel
 }
 
-// TestHardeningReverseGetStreams (issue 25, finding 4): 400 anonymous GET
+// TestHardeningReverseGetStreams: 400 anonymous GET
 // streams of gateway-held sessions hold at most 100 upstream
 // subscriptions/listen (max_get_streams_per_principal; the others get 429
 // -32603), another principal is not affected, and max_get_streams bounds
@@ -106,7 +106,7 @@ func TestHardeningReverseGetStreams(t *testing.T) {
 	}
 }
 
-// TestHardeningReverseFactsFlush (issue 25, finding 10a): flooding the
+// TestHardeningReverseFactsFlush: flooding the
 // instance's table of session facts with 110,100 DELETEd sessions of 11
 // principals does not revive a session DELETEd before; the table refuses
 // the sessions it has no room for (429 past a principal's 10,000, 503 past

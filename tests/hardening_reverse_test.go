@@ -1,6 +1,6 @@
 package tests
 
-// Hardening of the reverse bridge (issue 25, findings 1, 2, 4 and 10a): what
+// Hardening of the reverse bridge: what
 // a gateway-held session may accumulate is bounded by bytes, its
 // re-subscribes do not amplify, its GET streams are bounded per principal
 // and in all, and its per-instance table cannot be flushed into wrong

@@ -1,6 +1,6 @@
 package tests
 
-// What the gateway trusts in request headers (issue 12, findings 8 and 11):
+// What the gateway trusts in request headers:
 // X-Forwarded-* only from Caddy's trusted_proxies, and allowed_hosts on
 // every listener.
 

@@ -1,6 +1,6 @@
 package tests
 
-// Health parity with reverse_proxy (issue 15): passive health with
+// Health parity with reverse_proxy: passive health with
 // max_fails, fail_duration, unhealthy_status and unhealthy_latency; active
 // checks with health_passes and health_fails thresholds; era probes off the
 // request path.

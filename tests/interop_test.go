@@ -18,7 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Interop fixes found with third-party peers (issue 15): fastmcp's -32601 for
+// Interop fixes found with third-party peers: fastmcp's -32601 for
 // an unknown tool, 2025-03-26 batches, @ai-sdk/mcp's two GETs after
 // initialize, and a modern server's -32021 reaching 2025 clients.
 

@@ -1,6 +1,6 @@
 package tests
 
-// Lingering calls relayed home (issue 24): a call parked holding no stream
+// Lingering calls relayed home: a call parked holding no stream
 // whose retries come back at once keeps its streams open on the instance
 // that parked it for resume_linger; a retry that lands on another instance
 // meanwhile is relayed there and reads on from the open stream, instead of

@@ -387,7 +387,7 @@ func TestMultiTurnNotOptedIn(t *testing.T) {
 	}
 }
 
-// TestReadmeCurlMultiTurn runs the README's multi-turn curl example, as
+// TestReadmeCurlMultiTurn runs the multi-turn curl example of docs/faces.md, as
 // written (the demo's URL replaced with the test gateway's), against the
 // demo server behind a gateway with multi_turn_sse on: a turn, its answer,
 // and the result the README shows.
@@ -396,7 +396,7 @@ func TestReadmeCurlMultiTurn(t *testing.T) {
 	scripts, readme := readmeCurlScripts(t)
 	script, ok := scripts["multi-turn"]
 	if !ok || !strings.Contains(script, readmeDemoURL) {
-		t.Fatalf("no <!-- curl: multi-turn --> block using %s in README.md", readmeDemoURL)
+		t.Fatalf("no <!-- curl: multi-turn --> block using %s in docs/faces.md", readmeDemoURL)
 	}
 	g := startGateway(t, "\t\tupstream "+startDemoServer(t)+" {\n\t\t\tera auto\n\t\t}\n\t\tmulti_turn_sse on")
 	out := runReadmeScript(t, strings.ReplaceAll(script, readmeDemoURL, g.URL))
@@ -413,7 +413,7 @@ func TestReadmeCurlMultiTurn(t *testing.T) {
 	}
 	if !strings.Contains(last, `"id":2,"result":{"content":[{"type":"text","text":"Booked Chez Caddy for 2 on 2026-12-24."}]`) ||
 		!strings.Contains(readme, last+"\n") {
-		t.Errorf("the README does not show the result its multi-turn curl example gets:\n%s", last)
+		t.Errorf("docs/faces.md does not show the result its multi-turn curl example gets:\n%s", last)
 	}
 }
 

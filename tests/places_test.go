@@ -1,6 +1,6 @@
 package tests
 
-// Places of calls finished on another instance (issue 24): a call parked
+// Places of calls finished on another instance: a call parked
 // holding no stream counts toward max_parked on the instance that parked
 // it while the upstream holds its session; when its retry finishes it on
 // another instance, which ends the session, the parking instance gives

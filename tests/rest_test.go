@@ -1,6 +1,6 @@
 package tests
 
-// The REST face (issue 29, option `rest`): SEP-1597's HTTP REST transport
+// The REST face (option `rest`): SEP-1597's HTTP REST transport
 // in front of a legacy server (go-sdk, through the forward bridge) and a
 // modern one (TypeScript SDK 2.x fixture, passed through), served by two
 // Caddy instances sharing state_key and one file_system storage, with a
@@ -453,7 +453,7 @@ func TestRESTAttacks(t *testing.T) {
 	}
 }
 
-// TestRESTReadmeCurl runs the README's REST curl examples, as written
+// TestRESTReadmeCurl runs the REST curl examples of docs/faces.md, as written
 // (the demo's address replaced with the test gateway's), against the demo
 // server behind two instances, and checks what they print.
 func TestRESTReadmeCurl(t *testing.T) {
@@ -461,11 +461,11 @@ func TestRESTReadmeCurl(t *testing.T) {
 	scripts, _ := readmeCurlScripts(t)
 	script, ok := scripts["rest"]
 	if !ok {
-		t.Fatal("no <!-- curl: rest --> block in README.md")
+		t.Fatal("no <!-- curl: rest --> block in docs/faces.md")
 	}
 	const demo = "http://127.0.0.1:9100"
 	if !strings.Contains(script, demo+"/api/") {
-		t.Fatalf("the README's REST curl example does not use the demo's address %s/api", demo)
+		t.Fatalf("the REST curl example of docs/faces.md does not use the demo's address %s/api", demo)
 	}
 	gw := restFleet(t, "\t\tupstream "+startDemoServer(t)+" {\n\t\t\tera auto\n\t\t}", "")
 	out := runReadmeScript(t, strings.ReplaceAll(script, demo, gw[0]))
@@ -476,7 +476,7 @@ func TestRESTReadmeCurl(t *testing.T) {
 		`{"calls":[{"toolname":"plan_trip","id":"trip-1",`,
 	} {
 		if !strings.Contains(out, w) {
-			t.Errorf("the output of the README's REST curl example lacks %s:\n%s", w, out)
+			t.Errorf("the output of the REST curl example of docs/faces.md lacks %s:\n%s", w, out)
 		}
 	}
 }

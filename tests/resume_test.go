@@ -1,6 +1,6 @@
 package tests
 
-// Parking without holding (issue 14): in front of a legacy server whose
+// Parking without holding: in front of a legacy server whose
 // streams are resumable (go-sdk with an event store), a call parks with
 // nothing held, and its retry is served by any instance sharing
 // state_key — no peer, no advertise — even once the instance that parked
@@ -242,7 +242,7 @@ func tsCallAcross(t *testing.T, park, retry *gateway, id int, name string) {
 // (server-everything, whose streamable HTTP transport keeps an
 // InMemoryEventStore), a call parks holding nothing — the parking
 // instance lists it as such ("holding": "nothing", "resumable": true, no
-// principal nor requestState; issue 27, item 6) — and is finished on
+// principal nor requestState) — and is finished on
 // another instance sharing only state_key after the first was killed.
 func TestResumeTSServer(t *testing.T) {
 	t.Parallel()

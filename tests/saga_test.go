@@ -1,6 +1,6 @@
 package tests
 
-// The saga face (issue 30, option `saga on`): tools/callSaga and
+// The saga face (option `saga on`): tools/callSaga and
 // tools/resumeSaga, plain JSON-RPC POSTs without a session, initialize
 // or the 2026-07-28 headers, served by whichever instance of a fleet
 // sharing state_key gets each turn, in front of a legacy server (the
@@ -182,7 +182,7 @@ func TestSagaModern(t *testing.T) {
 	}
 	// Used: refused by the instance that used it. (Another instance would
 	// retry it: single use across the fleet holds only as far as the
-	// modern server's own requestState is single use, README "Saga".)
+	// modern server's own requestState is single use, docs/faces.md "Saga".)
 	sagaRefused(t, resumeSaga(t, fleet[2].URL, nil, 5, toastState, done), "sagaToken is not valid")
 
 	// A sampling step refused by the client.

@@ -1,6 +1,6 @@
 package tests
 
-// 2025 experimental tasks upstream (issue 13, item 3): a legacy server
+// 2025 experimental tasks upstream: a legacy server
 // that runs tasks itself (@modelcontextprotocol/sdk 1.x, tests/node/
 // tasks2025-server.mjs) behind the gateway. Modern clients that declare the
 // Tasks extension see 2026 tasks; the server's own tasks/result and

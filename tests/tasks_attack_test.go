@@ -1,6 +1,6 @@
 package tests
 
-// Attacks on the tasks the gateway hosts (issue 13, items 2 and 5): forged,
+// Attacks on the tasks the gateway hosts: forged,
 // tampered, oversized and malformed taskIds, another principal's taskId,
 // and a fleet whose owner instance is gone. Every answer must be a clear
 // JSON-RPC error, nothing may reach the upstream, and the victim's task

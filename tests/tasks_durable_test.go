@@ -64,7 +64,7 @@ func question(t *testing.T, v taskView) string {
 	return ""
 }
 
-// TestDurableTasks: tasks outlive their instance (issue 28). Three Caddy
+// TestDurableTasks: tasks outlive their instance. Three Caddy
 // instances share state_key and Caddy's storage.
 //
 //   - In front of the go-sdk server with an event store: the task is

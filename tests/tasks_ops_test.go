@@ -1,6 +1,6 @@
 package tests
 
-// Operating the tasks the gateway hosts (issue 13, item 5): the admin
+// Operating the tasks the gateway hosts: the admin
 // API's list, the metrics by status, and the log lines.
 
 import (

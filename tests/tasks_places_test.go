@@ -1,6 +1,6 @@
 package tests
 
-// Task places (issue 25, finding 5): a gateway-hosted task holds its place
+// Task places: a gateway-hosted task holds its place
 // toward max_tasks and max_tasks_per_principal only while it runs.
 
 import (

@@ -1,6 +1,6 @@
 package tests
 
-// Gateway-hosted tasks (issue 13, the Tasks extension
+// Gateway-hosted tasks (the Tasks extension
 // io.modelcontextprotocol/tasks) for a legacy server that knows nothing of
 // tasks: tests/legacyfixture's plain in-line tools behind a `task` policy.
 
