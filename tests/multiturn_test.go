@@ -390,7 +390,7 @@ func TestMultiTurnNotOptedIn(t *testing.T) {
 // TestReadmeCurlMultiTurn runs the multi-turn curl example of docs/faces.md, as
 // written (the demo's URL replaced with the test gateway's), against the
 // demo server behind a gateway with multi_turn_sse on: a turn, its answer,
-// and the result the README shows.
+// and the result docs/faces.md shows.
 func TestReadmeCurlMultiTurn(t *testing.T) {
 	t.Parallel()
 	scripts, readme := readmeCurlScripts(t)
