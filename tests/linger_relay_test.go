@@ -75,7 +75,10 @@ func TestLingerRelay(t *testing.T) {
 	})
 	t.Run("typescript-sdk", func(t *testing.T) {
 		up := startServerEverything(t)
-		upstream := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n"
+		// The longest linger: the first call's session must be given back
+		// while its call still lingers at home, however loaded the machine
+		// (the other instance's resume and notice take most of it).
+		upstream := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n\t\tresume_linger 1s\n"
 		pair := startFleetOf(t, 2, upstream, "peer")
 		g0, g1 := pair[0], pair[1]
 		for i := range calls {
