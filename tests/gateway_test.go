@@ -222,6 +222,43 @@ func (g *gateway) stop(t *testing.T) time.Duration {
 	return time.Since(start)
 }
 
+// freeze stops the process (SIGSTOP) and waits until every one of its
+// threads has stopped. kill returns once the signal is sent: a thread
+// running on the other CPU goes on until it takes it, which on a busy
+// machine was long enough for a frozen owner to answer a forwarded
+// tasks/get (TestTaskAttackOwnerGone, 1 run in 8 with two busy loops).
+func (g *gateway) freeze(t *testing.T) {
+	t.Helper()
+	pid := g.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, fmt.Sprintf("every thread of caddy (pid %d) stopped", pid), func() bool { return stopped(pid) })
+}
+
+// stopped reports whether every thread of pid is in the stopped state (T
+// in /proc/PID/task/TID/stat). Without /proc it cannot tell, and says yes.
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		_, noProc := os.Stat("/proc/self")
+		return noProc != nil
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// "tid (comm) state ...": comm may hold spaces and parentheses.
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) || s[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
+}
+
 // send makes one request to the gateway with the usual MCP headers (an
 // "Accept" fitting the method, "Content-Type" for a body) and hdr; a "Host"
 // entry in hdr sets the Host header. The response body is closed when the

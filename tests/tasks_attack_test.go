@@ -320,9 +320,7 @@ func TestTaskAttackOwnerGone(t *testing.T) {
 
 	// Frozen (SIGSTOP: it accepts connections and answers nothing): the
 	// forwarded request ends on the relay's first-byte bound, 504.
-	if err := syscall.Kill(owner.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	owner.freeze(t)
 	status, body, r := ask(fleet[1], "tasks/get", 1)
 	if err := syscall.Kill(owner.cmd.Process.Pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
