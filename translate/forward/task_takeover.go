@@ -45,11 +45,49 @@ type storedTask struct {
 	t    *task
 	view *task             // from the record, not in the table
 	busy *jsonrpc.RPCError // the owner holds its lease: tasks/update and tasks/cancel wait
+	// owner is the instance whose lease busy waits for.
+	owner string
 }
 
+// maxLeaseWait bounds how long a tasks/update or tasks/cancel waits for
+// the lease of an owner that cannot be reached to lapse (the request's own
+// context bounds it too): a default task_lease (15s) and some. An owner
+// whose lease holds longer than that gets 503 at once.
+const maxLeaseWait = 20 * time.Second
+
 // recoverTask reads the record of the task tk names for r and acts on it
-// as the file's comment says.
+// as the file's comment says. A tasks/update or tasks/cancel whose task's
+// owner still holds its lease waits for the lease to lapse, then takes
+// the task over and goes on, when that is within maxLeaseWait: a client
+// never sees 503 for an owner that died moments ago (a Tasks client may
+// take an error for the task's outcome, and stop). It does not wait for
+// another instance that took the task over meanwhile.
 func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.Task) (storedTask, error) {
+	deadline := time.Now().Add(maxLeaseWait)
+	first := ""
+	for {
+		st, left, err := b.recoverOnce(ctx, r, id, tk)
+		if first == "" {
+			first = st.owner
+		}
+		if st.busy == nil || r.Method == "tasks/get" || st.owner != first || time.Now().Add(left).After(deadline) {
+			return st, err
+		}
+		select {
+		case <-time.After(left + leaseWaitMargin):
+		case <-ctx.Done():
+			return st, err
+		}
+	}
+}
+
+// leaseWaitMargin is how long past a lease's end a waiting request reads
+// the record again: the owner's clock, and the storage, may lag a little.
+const leaseWaitMargin = 50 * time.Millisecond
+
+// recoverOnce is one reading of the record for recoverTask: with busy set,
+// how long the owner's lease still holds.
+func (b *Bridge) recoverOnce(ctx context.Context, r Request, id string, tk seal.Task) (storedTask, time.Duration, error) {
 	o := r.Options
 	store := o.Tasks.Store
 	key := recordKey(tk.Principal, tk.Handle)
@@ -57,17 +95,17 @@ func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.
 	defer cancel()
 	rec, err := loadRecord(sctx, o, key)
 	if err != nil || rec == nil {
-		return storedTask{}, err
+		return storedTask{}, 0, err
 	}
 	now := time.Now()
 	switch {
 	case rec.Principal != r.Principal || rec.Handle != tk.Handle:
-		return storedTask{}, nil
+		return storedTask{}, 0, nil
 	case !now.Before(rec.Created.Add(rec.TTL)):
 		_ = store.Delete(sctx, key)
-		return storedTask{}, nil
+		return storedTask{}, 0, nil
 	case translate.TaskTerminal(rec.Status):
-		return storedTask{view: b.recordView(rec, id, o)}, nil
+		return storedTask{view: b.recordView(rec, id, o)}, 0, nil
 	}
 	// A record this instance id owns is this process's (its table let it
 	// go) or its previous process's (it restarted): no lease to wait for.
@@ -75,37 +113,37 @@ func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.
 	if rec.Owner != o.Instance {
 		alive, left, err := ownerAlive(sctx, store, *rec, now)
 		if err != nil {
-			return storedTask{}, err
+			return storedTask{}, 0, err
 		}
 		if alive {
-			return storedTask{view: b.recordView(rec, id, o), busy: ownerBusy(rec.Owner, left)}, nil
+			return storedTask{view: b.recordView(rec, id, o), busy: ownerBusy(rec.Owner, left), owner: rec.Owner}, left, nil
 		}
 	}
 	// Orphaned, or this instance's: take it over, one taker.
 	release, err := lockStore(ctx, store, key)
 	if err != nil {
-		return storedTask{}, fmt.Errorf("locking the task's record: %w", err)
+		return storedTask{}, 0, fmt.Errorf("locking the task's record: %w", err)
 	}
 	defer release()
 	if t := b.heldTask(tk.Handle, r.Principal); t != nil {
-		return storedTask{t: t}, nil // taken over here while this one waited
+		return storedTask{t: t}, 0, nil // taken over here while this one waited
 	}
 	if rec, err = loadRecord(sctx, o, key); err != nil || rec == nil {
-		return storedTask{}, err
+		return storedTask{}, 0, err
 	}
 	if translate.TaskTerminal(rec.Status) {
-		return storedTask{view: b.recordView(rec, id, o)}, nil
+		return storedTask{view: b.recordView(rec, id, o)}, 0, nil
 	}
 	if rec.Owner != o.Instance {
 		if alive, left, err := ownerAlive(sctx, store, *rec, now); err != nil || alive {
 			// Another instance took it over while this one waited.
-			return storedTask{view: b.recordView(rec, id, o), busy: ownerBusy(rec.Owner, left)}, err
+			return storedTask{view: b.recordView(rec, id, o), busy: ownerBusy(rec.Owner, left), owner: rec.Owner}, left, err
 		}
 	}
 	t, why := b.adopt(ctx, r, id, rec)
 	if t != nil {
 		b.storeEvent(t, StoreTakenOver, nil)
-		return storedTask{t: t}, nil
+		return storedTask{t: t}, 0, nil
 	}
 	// Nothing can go on with the call: the task fails, for good.
 	view := b.recordView(rec, id, o)
@@ -113,7 +151,7 @@ func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.
 		"the gateway instance running the task was lost, and the upstream call could not be resumed ("+why+"): start the call again")
 	b.persist(view) // as its owner: nothing runs it any more
 	b.storeEvent(view, StoreLost, errors.New(why))
-	return storedTask{view: view}, nil
+	return storedTask{view: view}, 0, nil
 }
 
 // ownerBusy is the refusal of tasks/update and tasks/cancel while the
