@@ -69,8 +69,8 @@ func question(t *testing.T, v taskView) string {
 //
 //   - In front of the go-sdk server with an event store: the task is
 //     created on instance 0 and asks its first question; instance 0 is
-//     SIGKILLed; instance 1 shows the task from its record, asks
-//     tasks/update to wait while the dead owner's lease holds (503), then
+//     SIGKILLed; instance 1 shows the task from its record, holds
+//     tasks/update while the dead owner's lease holds, then
 //     takes the task over (the call's stream reopened upstream): the answer
 //     reaches the tool, which asks its second question, answered through
 //     instance 2 (relayed to the new owner); the task completes with both
