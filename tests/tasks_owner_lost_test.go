@@ -4,7 +4,11 @@ package tests
 // answering through the survivors is told meanwhile.
 
 import (
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -62,5 +66,66 @@ func TestTaskOwnersLost(t *testing.T) {
 	done := alice.until(fleet[2].URL, created.TaskID, func(v taskView) bool { return v.Status == "completed" }, "completed")
 	if done.Result == nil || len(done.Result.Content) == 0 || done.Result.Content[0].Text != "accept:a,accept:b" {
 		t.Fatalf("completed task %+v", done)
+	}
+}
+
+// TestTaskTakenOverWorking: three instances share state_key and Caddy's
+// storage in front of server-everything (TypeScript SDK 1.x, its
+// InMemoryEventStore: a stream reopened with Last-Event-ID gets the
+// replay, and nothing sent after it). A task of its long-running tool,
+// called by a client that also declares roots, is taken over while
+// working once its owner was SIGKILLed: the new owner, hearing nothing on
+// the reopened stream, reopens it again after five task_poll_intervals
+// (1s here) and so reads the tool's result: the task completes, instead
+// of staying working until its ttl (or failing "not resumable" because
+// of the roots the server asked for on the session's standalone stream).
+func TestTaskTakenOverWorking(t *testing.T) {
+	t.Parallel()
+	up := startServerEverything(t)
+	const tool = "trigger-long-running-operation"
+	block := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n\t\ttask " + tool + " required 0\n\t\ttask_lease 1s\n\t\ttask_poll_interval 200ms"
+	ports := []int{freePort(t), freePort(t), freePort(t)}
+	storage := t.TempDir()
+	fleet := make([]*gateway, len(ports))
+	for i, port := range ports {
+		fleet[i] = launchGateway(t, port, "\tstorage file_system "+storage, "", fleetBlock(t, block, "peer", ports, i))
+	}
+	alice := &taskClient{t: t, auth: "Bearer alice"}
+	caps := taskCaps()
+	caps["roots"] = map[string]any{}
+	created := parseTask(t, alice.send(fleet[0].URL, "tools/call", tool,
+		map[string]any{"name": tool, "arguments": map[string]any{"duration": 4, "steps": 2}}, caps))
+	// The record is written again once the call's stream said where it
+	// stands (its priming event): only then can another instance resume it.
+	record := func() string {
+		var last []byte
+		_ = filepath.WalkDir(filepath.Join(storage, "mcp_gateway", "tasks"), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				last, _ = os.ReadFile(p)
+			}
+			return nil
+		})
+		return string(last)
+	}
+	first := record()
+	poll(time.Second, func() bool { return record() != first })
+	if v := parseTask(t, alice.task(fleet[0].URL, "tasks/get", created.TaskID, nil)); v.Status != "working" {
+		t.Fatalf("the task on its owner: %+v", v)
+	}
+	fleet[0].kill(t)
+
+	start := time.Now()
+	var v taskView
+	waitForWithin(t, 30*time.Second, "the task taken over while working to end", func() bool {
+		x := alice.task(fleet[1].URL, "tasks/get", created.TaskID, nil)
+		if x.Status != http.StatusOK {
+			t.Fatalf("tasks/get with the owner gone: %s", x)
+		}
+		v = parseTask(t, x)
+		return v.Status != "working"
+	})
+	t.Logf("the task taken over ended %v after its owner's death: %s", time.Since(start).Round(time.Millisecond), v.Status)
+	if v.Status != "completed" || v.Result == nil || len(v.Result.Content) == 0 || !strings.Contains(v.Result.Content[0].Text, "Long running operation completed") {
+		t.Fatalf("the task taken over while working: %+v", v)
 	}
 }

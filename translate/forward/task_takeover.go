@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -242,10 +243,11 @@ func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.Task
 	t.sess = sess
 	t.letGo = func() {} // nothing open yet: handOver only writes its record
 	t.resumeLater = func() string {
-		if why := b.reopenTask(t, c, rec); why != "" {
+		callCtx, why := b.reopenTask(t, c, rec)
+		if why != "" {
 			return why
 		}
-		b.startRunner(t, c, &hostedRun{b: b, t: t, c: c})
+		b.startRunner(t, c, &hostedRun{b: b, t: t, c: c, ctx: callCtx, recheck: recheckAfter(o)})
 		return ""
 	}
 	t.place = b.forceTaskPlace(o, rec.Principal)
@@ -262,9 +264,10 @@ func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.Task
 
 // reopenTask reopens the stream of t's call c after the event rec
 // recorded, and reads past what was handled before (its questions still
-// unanswered become t's again); "" when it did, else why not (the call is
-// then let go).
-func (b *Bridge) reopenTask(t *task, c *call, rec *seal.TaskRecord) string {
+// unanswered become t's again); "" when it did, with the call's context
+// (ended when the task is cancelled), else why not (the call is then let
+// go).
+func (b *Bridge) reopenTask(t *task, c *call, rec *seal.TaskRecord) (context.Context, string) {
 	callCtx, cancelCall := context.WithCancel(b.ctx)
 	go func() { // the task cancelled while the upstream has not answered
 		select {
@@ -273,21 +276,40 @@ func (b *Bridge) reopenTask(t *task, c *call, rec *seal.TaskRecord) string {
 		case <-callCtx.Done():
 		}
 	}()
-	up, err := c.sess.Reopen(callCtx, rec.CallID, rec.After)
+	c.cancelUp = cancelCall
+	if why := b.reopenCall(callCtx, t, c, rec.CallID, rec.After, rec.Seen); why != "" {
+		if c.up == nil { // never reopened: the session stays, to be let go
+			cancelCall()
+		} else {
+			b.finish(c, false)
+		}
+		return nil, why
+	}
+	return callCtx, ""
+}
+
+// reopenCall reopens the stream of t's call c, callID, after the event
+// after, and reads the seen messages handled before (t's questions still
+// unanswered among them become t's again); "" when it did, else why not.
+// A stream of c's still open is closed first: an upstream may allow one
+// reader per stream.
+func (b *Bridge) reopenCall(ctx context.Context, t *task, c *call, callID json.RawMessage, after string, seen uint32) string {
+	if c.up != nil {
+		c.up.Close()
+	}
+	up, err := c.sess.Reopen(ctx, callID, after)
 	if err != nil {
-		cancelCall()
 		return "the upstream did not reopen its stream: " + err.Error()
 	}
-	c.up, c.cancelUp = up, cancelCall
+	c.up = up
 	t.mu.Lock()
 	unanswered := make(map[string]seal.ResumeInput, len(t.inputs))
 	for _, in := range t.inputs {
 		unanswered[string(in.upstreamID)] = seal.ResumeInput{ID: in.upstreamID, Key: in.Key, Method: in.Method}
 	}
 	t.mu.Unlock()
-	pending, err := b.replaySeen(callCtx, c, rec.Seen, unanswered)
+	pending, err := b.replaySeen(ctx, c, seen, unanswered)
 	if err != nil {
-		b.finish(c, false)
 		return "the upstream's replay of the call differs: " + err.Error()
 	}
 	t.mu.Lock()
