@@ -95,8 +95,26 @@ func TestTaskTakenOverWorking(t *testing.T) {
 	caps["roots"] = map[string]any{}
 	created := parseTask(t, alice.send(fleet[0].URL, "tools/call", tool,
 		map[string]any{"name": tool, "arguments": map[string]any{"duration": 4, "steps": 2}}, caps))
+	// server-everything asks the session's client for its roots, on the
+	// session's standalone stream: a question of the task's.
+	rootsAsked := 0
+	answerRoots := func(g *gateway, v taskView) {
+		t.Helper()
+		answers := map[string]any{}
+		for k, raw := range v.InputRequests {
+			if !strings.Contains(string(raw), `"roots/list"`) {
+				t.Fatalf("the task asks %s", raw)
+			}
+			answers[k] = map[string]any{"roots": []any{map[string]any{"uri": "file:///tmp", "name": "tmp"}}}
+		}
+		if x := alice.task(g.URL, "tasks/update", v.TaskID, map[string]any{"inputResponses": answers}); x.Resp == nil || x.Resp.Error != nil {
+			t.Fatalf("tasks/update with the roots: %s", x)
+		}
+		rootsAsked++
+	}
 	// The record is written again once the call's stream said where it
-	// stands (its priming event): only then can another instance resume it.
+	// stands (its priming event), and once the roots are answered: only
+	// then can another instance resume the call.
 	record := func() string {
 		var last []byte
 		_ = filepath.WalkDir(filepath.Join(storage, "mcp_gateway", "tasks"), func(p string, d fs.DirEntry, err error) error {
@@ -107,11 +125,16 @@ func TestTaskTakenOverWorking(t *testing.T) {
 		})
 		return string(last)
 	}
-	first := record()
-	poll(time.Second, func() bool { return record() != first })
-	if v := parseTask(t, alice.task(fleet[0].URL, "tasks/get", created.TaskID, nil)); v.Status != "working" {
-		t.Fatalf("the task on its owner: %+v", v)
-	}
+	written := record()
+	poll(3*time.Second, func() bool {
+		v := parseTask(t, alice.task(fleet[0].URL, "tasks/get", created.TaskID, nil))
+		if v.Status == "input_required" {
+			answerRoots(fleet[0], v)
+			written = record()
+		}
+		return rootsAsked > 0
+	})
+	poll(time.Second, func() bool { return record() != written })
 	fleet[0].kill(t)
 
 	start := time.Now()
@@ -121,10 +144,12 @@ func TestTaskTakenOverWorking(t *testing.T) {
 		if x.Status != http.StatusOK {
 			t.Fatalf("tasks/get with the owner gone: %s", x)
 		}
-		v = parseTask(t, x)
-		return v.Status != "working"
+		if v = parseTask(t, x); v.Status == "input_required" {
+			answerRoots(fleet[1], v)
+		}
+		return v.Status != "working" && v.Status != "input_required"
 	})
-	t.Logf("the task taken over ended %v after its owner's death: %s", time.Since(start).Round(time.Millisecond), v.Status)
+	t.Logf("the task taken over ended %v after its owner's death: %s (roots asked %d times)", time.Since(start).Round(time.Millisecond), v.Status, rootsAsked)
 	if v.Status != "completed" || v.Result == nil || len(v.Result.Content) == 0 || !strings.Contains(v.Result.Content[0].Text, "Long running operation completed") {
 		t.Fatalf("the task taken over while working: %+v", v)
 	}
