@@ -22,8 +22,14 @@ import (
 // a shared volume would be), each with block inside its mcp_gateway block.
 func durableFleet(t *testing.T, block string) []*gateway {
 	t.Helper()
+	return durableFleetIn(t, block, t.TempDir())
+}
+
+// durableFleetIn is durableFleet with its storage in the folder storage.
+func durableFleetIn(t *testing.T, block, storage string) []*gateway {
+	t.Helper()
 	ports := []int{freePort(t), freePort(t), freePort(t)}
-	globals := "\tstorage file_system " + t.TempDir()
+	globals := "\tstorage file_system " + storage
 	fleet := make([]*gateway, len(ports))
 	for i, port := range ports {
 		fleet[i] = launchGateway(t, port, globals, "", fleetBlock(t, block, "peer", ports, i))

@@ -121,10 +121,10 @@ func (h *hostedRun) open() (<-chan jsonrpc.Message, taskStep) {
 	t.mu.Lock()
 	after, seen := t.resumeAt()
 	t.mu.Unlock()
-	why := "the task's stream cannot be resumed"
-	if after != "" {
-		why = b.reopenCall(h.ctx, t, h.c, h.c.up.ID, after, seen)
+	if after == "" { // it cannot be reopened (an event without id): read on
+		return h.c.up.Messages(), stepOn
 	}
+	why := b.reopenCall(h.ctx, t, h.c, h.c.up.ID, after, seen)
 	if why == "" {
 		return h.c.up.Messages(), stepOn
 	}

@@ -27,9 +27,9 @@ import (
 //   - A record whose owner still holds its lease (it is slow, or cut off
 //     from this instance, or it died less than a lease ago) answers
 //     tasks/get from the record (written on every transition, so current
-//     to the last one), and tasks/update and tasks/cancel with 503 and
-//     how long until the lease lapses: then any instance takes the task
-//     over.
+//     to the last one); tasks/update and tasks/cancel wait for the lease
+//     to lapse (maxLeaseWait at most, else 503 and how long until it
+//     does): then any instance takes the task over.
 //   - Otherwise this instance takes the task over, under the storage's lock
 //     (one taker): in front of a resumable upstream it attaches the upstream
 //     session, reopens the call's stream after the recorded event (as a
@@ -46,8 +46,10 @@ type storedTask struct {
 	t    *task
 	view *task             // from the record, not in the table
 	busy *jsonrpc.RPCError // the owner holds its lease: tasks/update and tasks/cancel wait
-	// owner is the instance whose lease busy waits for.
+	// owner is the instance whose lease busy waits for, left how long
+	// that lease still holds.
 	owner string
+	left  time.Duration
 }
 
 // maxLeaseWait bounds how long a tasks/update or tasks/cancel waits for
@@ -67,15 +69,15 @@ func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.
 	deadline := time.Now().Add(maxLeaseWait)
 	first := ""
 	for {
-		st, left, err := b.recoverOnce(ctx, r, id, tk)
+		st, err := b.recoverOnce(ctx, r, id, tk)
 		if first == "" {
 			first = st.owner
 		}
-		if st.busy == nil || r.Method == "tasks/get" || st.owner != first || time.Now().Add(left).After(deadline) {
+		if st.busy == nil || r.Method == "tasks/get" || st.owner != first || time.Now().Add(st.left).After(deadline) {
 			return st, err
 		}
 		select {
-		case <-time.After(left + leaseWaitMargin):
+		case <-time.After(st.left + leaseWaitMargin):
 		case <-ctx.Done():
 			return st, err
 		}
@@ -86,9 +88,8 @@ func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.
 // the record again: the owner's clock, and the storage, may lag a little.
 const leaseWaitMargin = 50 * time.Millisecond
 
-// recoverOnce is one reading of the record for recoverTask: with busy set,
-// how long the owner's lease still holds.
-func (b *Bridge) recoverOnce(ctx context.Context, r Request, id string, tk seal.Task) (storedTask, time.Duration, error) {
+// recoverOnce is one reading of the record for recoverTask.
+func (b *Bridge) recoverOnce(ctx context.Context, r Request, id string, tk seal.Task) (storedTask, error) {
 	o := r.Options
 	store := o.Tasks.Store
 	key := recordKey(tk.Principal, tk.Handle)
@@ -96,17 +97,17 @@ func (b *Bridge) recoverOnce(ctx context.Context, r Request, id string, tk seal.
 	defer cancel()
 	rec, err := loadRecord(sctx, o, key)
 	if err != nil || rec == nil {
-		return storedTask{}, 0, err
+		return storedTask{}, err
 	}
 	now := time.Now()
 	switch {
 	case rec.Principal != r.Principal || rec.Handle != tk.Handle:
-		return storedTask{}, 0, nil
+		return storedTask{}, nil
 	case !now.Before(rec.Created.Add(rec.TTL)):
 		_ = store.Delete(sctx, key)
-		return storedTask{}, 0, nil
+		return storedTask{}, nil
 	case translate.TaskTerminal(rec.Status):
-		return storedTask{view: b.recordView(rec, id, o)}, 0, nil
+		return storedTask{view: b.recordView(rec, id, o)}, nil
 	}
 	// A record this instance id owns is this process's (its table let it
 	// go) or its previous process's (it restarted): no lease to wait for.
@@ -114,37 +115,37 @@ func (b *Bridge) recoverOnce(ctx context.Context, r Request, id string, tk seal.
 	if rec.Owner != o.Instance {
 		alive, left, err := ownerAlive(sctx, store, *rec, now)
 		if err != nil {
-			return storedTask{}, 0, err
+			return storedTask{}, err
 		}
 		if alive {
-			return storedTask{view: b.recordView(rec, id, o), busy: ownerBusy(rec.Owner, left), owner: rec.Owner}, left, nil
+			return b.busyView(rec, id, o, left), nil
 		}
 	}
 	// Orphaned, or this instance's: take it over, one taker.
 	release, err := lockStore(ctx, store, key)
 	if err != nil {
-		return storedTask{}, 0, fmt.Errorf("locking the task's record: %w", err)
+		return storedTask{}, fmt.Errorf("locking the task's record: %w", err)
 	}
 	defer release()
 	if t := b.heldTask(tk.Handle, r.Principal); t != nil {
-		return storedTask{t: t}, 0, nil // taken over here while this one waited
+		return storedTask{t: t}, nil // taken over here while this one waited
 	}
 	if rec, err = loadRecord(sctx, o, key); err != nil || rec == nil {
-		return storedTask{}, 0, err
+		return storedTask{}, err
 	}
 	if translate.TaskTerminal(rec.Status) {
-		return storedTask{view: b.recordView(rec, id, o)}, 0, nil
+		return storedTask{view: b.recordView(rec, id, o)}, nil
 	}
 	if rec.Owner != o.Instance {
 		if alive, left, err := ownerAlive(sctx, store, *rec, now); err != nil || alive {
 			// Another instance took it over while this one waited.
-			return storedTask{view: b.recordView(rec, id, o), busy: ownerBusy(rec.Owner, left), owner: rec.Owner}, left, err
+			return b.busyView(rec, id, o, left), err
 		}
 	}
 	t, why := b.adopt(ctx, r, id, rec)
 	if t != nil {
 		b.storeEvent(t, StoreTakenOver, nil)
-		return storedTask{t: t}, 0, nil
+		return storedTask{t: t}, nil
 	}
 	// Nothing can go on with the call: the task fails, for good.
 	view := b.recordView(rec, id, o)
@@ -152,7 +153,13 @@ func (b *Bridge) recoverOnce(ctx context.Context, r Request, id string, tk seal.
 		"the gateway instance running the task was lost, and the upstream call could not be resumed ("+why+"): start the call again")
 	b.persist(view) // as its owner: nothing runs it any more
 	b.storeEvent(view, StoreLost, errors.New(why))
-	return storedTask{view: view}, 0, nil
+	return storedTask{view: view}, nil
+}
+
+// busyView is the task rec describes, named id, whose owner still holds
+// its lease for left.
+func (b *Bridge) busyView(rec *seal.TaskRecord, id string, o *Options, left time.Duration) storedTask {
+	return storedTask{view: b.recordView(rec, id, o), busy: ownerBusy(rec.Owner, left), owner: rec.Owner, left: left}
 }
 
 // ownerBusy is the refusal of tasks/update and tasks/cancel while the
