@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -150,7 +151,10 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 	sig := h.fleet.auth.Sign(owner.Instance, forwardedRequest(r, body, h.principal(r)), time.Now())
 	silent := time.AfterFunc(forwardFirstByteTimeout, func() { cancel(errOwnerSilent) })
 	defer silent.Stop()
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotFirstResponseByte: func() { silent.Stop() }})
+	// read: the owner answered something (its "100 Continue": it read the
+	// request), so the call may have gone on there before it failed.
+	var read atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotFirstResponseByte: func() { read.Store(true); silent.Stop() }})
 	out := r.WithContext(ctx)
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
@@ -208,8 +212,14 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			}
 			// The error names the owner's address: logged, not told.
 			logger().Warn("the owner instance is unreachable", zap.Error(err))
-			_ = jsonrpc.WriteError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,
-				Message: "the call belongs to gateway instance " + owner.Instance + ", which is unreachable: start the call again"})
+			msg := "the call belongs to gateway instance " + owner.Instance + ", which is unreachable: start the call again"
+			if read.Load() {
+				// Its answers may have reached the upstream: the tool may
+				// have run. Starting the call again would run it twice.
+				msg = "the call belongs to gateway instance " + owner.Instance + ", which failed after it read this request: " +
+					"the call may have run upstream, and its answer is lost with that instance; starting the call again may run it twice"
+			}
+			_ = jsonrpc.WriteError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError, Message: msg})
 		},
 		ErrorLog: h.fleet.errorLog,
 	}

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,8 +14,8 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
-// holdingServer is a go-sdk server with an event store, written for the
-// test (no published server lets a test hold a tool between its answer
+// holdingServer is a go-sdk server, with an event store if resumable,
+// written for the test (no published server lets a test hold a tool between its answer
 // and its result): its tool `ask` asks one question (a form {answer}),
 // says on answered that the answer arrived, waits for a token on release,
 // and answers "got X". runs counts the tool's runs, finished those that
@@ -27,7 +28,7 @@ type holdingServer struct {
 	finished atomic.Int32
 }
 
-func newHoldingServer(t *testing.T) *holdingServer {
+func newHoldingServer(t *testing.T, resumable bool) *holdingServer {
 	t.Helper()
 	s := &holdingServer{answered: make(chan string, 8), release: make(chan struct{}, 8)}
 	server := mcp.NewServer(&mcp.Implementation{Name: "holding", Version: "1"}, nil)
@@ -48,7 +49,11 @@ func newHoldingServer(t *testing.T) *holdingServer {
 			s.finished.Add(1)
 			return support.Text("got " + got), nil, nil
 		})
-	s.url = support.ServeMCP(t, server, &mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+	opts := &mcp.StreamableHTTPOptions{}
+	if resumable {
+		opts.EventStore = mcp.NewMemoryEventStore(nil)
+	}
+	s.url = support.ServeMCP(t, server, opts)
 	return s
 }
 
@@ -62,7 +67,7 @@ func newHoldingServer(t *testing.T) *holdingServer {
 // event store), not "start the call again", and the tool ran once per call.
 func TestLingerHomeDies(t *testing.T) {
 	t.Parallel()
-	up := newHoldingServer(t)
+	up := newHoldingServer(t, true)
 	pair := startFleetOf(t, 2, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tresume_linger 1s\n", "advertise")
 	home, other := pair[0], pair[1]
 	alice := map[string]string{"Authorization": "Bearer alice"}
@@ -105,5 +110,46 @@ func TestLingerHomeDies(t *testing.T) {
 	}
 	if runs, finished := up.runs.Load(), up.finished.Load(); runs != 2 || finished != 2 {
 		t.Fatalf("the tool ran %d times and finished %d, want 2 and 2 (once per call)", runs, finished)
+	}
+}
+
+// TestRelayOwnerDiesAfterReading: two instances of one fleet in front of
+// a go-sdk server without resumable streams. A call parks holding its
+// stream on the first instance; its retry lands on the other, which
+// forwards it to the first; that one posts the answer upstream and is
+// SIGKILLed before it answers. The client is told the truth: the call may
+// have run, its answer is lost, and starting it again may run it twice —
+// not "start the call again" as for an owner that never read the retry;
+// the tool ran once.
+func TestRelayOwnerDiesAfterReading(t *testing.T) {
+	t.Parallel()
+	up := newHoldingServer(t, false)
+	pair := startFleetOf(t, 2, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n", "advertise")
+	owner, other := pair[0], pair[1]
+	alice := map[string]string{"Authorization": "Bearer alice"}
+	ir := parseInputRequired(t, elicitingCall(t, owner.URL, 1, "ask", map[string]any{}, nil, alice))
+	answer := make(chan rpcExchange, 1)
+	go func() {
+		answer <- elicitingCall(t, other.URL, 2, "ask", map[string]any{}, answerWith(t, ir, "once"), alice)
+	}()
+	if got := wait(t, up.answered, 10*time.Second, "the answer upstream, posted by the owner"); got != "once" {
+		t.Fatalf("answer upstream %q", got)
+	}
+	owner.kill(t)
+	up.release <- struct{}{}
+	var x rpcExchange
+	select {
+	case x = <-answer:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer to the retry within 30s of the owner's death")
+	}
+	if x.Status != http.StatusBadGateway || x.Resp == nil || x.Resp.Error == nil || x.Resp.Error.Code != -32603 {
+		t.Fatalf("the retry whose owner died after reading it: want HTTP 502 and -32603, got %s", x)
+	}
+	if msg := x.Resp.Error.Message; strings.Contains(msg, "start the call again") || !strings.Contains(msg, "may have run") {
+		t.Fatalf("the retry whose owner died after reading it: untrue message %q", msg)
+	}
+	if runs := up.runs.Load(); runs != 1 {
+		t.Fatalf("the tool ran %d times, want 1", runs)
 	}
 }
