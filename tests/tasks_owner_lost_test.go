@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,37 @@ func TestTaskOwnersLost(t *testing.T) {
 	})
 	if done.Result == nil || len(done.Result.Content) == 0 || done.Result.Content[0].Text != "accept:a,accept:b" {
 		t.Fatalf("completed task %+v", done)
+	}
+}
+
+// TestTaskUpdateLongLease: with a task_lease longer than a tasks/update
+// waits for (20s), tasks/update and tasks/cancel on another instance while
+// the dead owner's lease holds answer 503 at once, with a Retry-After
+// that says when the lease ends; tasks/get answers from the record.
+func TestTaskUpdateLongLease(t *testing.T) {
+	t.Parallel()
+	up := newResumableServer(t)
+	storage := t.TempDir()
+	fleet := durableFleetIn(t, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n\t\ttask ask required 0\n\t\ttask_lease 30s", storage)
+	alice := &taskClient{t: t, auth: "Bearer alice"}
+	created := parseTask(t, alice.callTool(fleet[0].URL, "ask", map[string]any{"topic": "tea"}))
+	asked := alice.until(fleet[0].URL, created.TaskID, func(v taskView) bool { return v.Status == "input_required" }, "input_required")
+	awaitRecordWrite(storage)
+	fleet[0].kill(t)
+	for _, x := range []rpcExchange{
+		alice.answerTask(fleet[1].URL, asked, "answer", "a"),
+		alice.task(fleet[2].URL, "tasks/cancel", created.TaskID, nil),
+	} {
+		if x.Status != http.StatusServiceUnavailable || x.Resp == nil || x.Resp.Error == nil || x.Resp.Error.Code != -32603 {
+			t.Fatalf("with the dead owner's lease holding for 30s: want HTTP 503 and -32603, got %s", x)
+		}
+		secs, err := strconv.Atoi(x.Header.Get("Retry-After"))
+		if err != nil || secs < 1 || secs > 31 {
+			t.Fatalf("Retry-After %q, want the seconds left of a 30s lease", x.Header.Get("Retry-After"))
+		}
+	}
+	if v := parseTask(t, alice.task(fleet[1].URL, "tasks/get", created.TaskID, nil)); v.Status != "input_required" {
+		t.Fatalf("tasks/get from the record: %+v", v)
 	}
 }
 

@@ -28,8 +28,9 @@ import (
 //     from this instance, or it died less than a lease ago) answers
 //     tasks/get from the record (written on every transition, so current
 //     to the last one); tasks/update and tasks/cancel wait for the lease
-//     to lapse (maxLeaseWait at most, else 503 and how long until it
-//     does): then any instance takes the task over.
+//     to lapse (maxLeaseWait at most, else 503 and, in its text and
+//     Retry-After, how long until it does): then any instance takes the
+//     task over.
 //   - Otherwise this instance takes the task over, under the storage's lock
 //     (one taker): in front of a resumable upstream it attaches the upstream
 //     session, reopens the call's stream after the recorded event (as a
@@ -165,10 +166,28 @@ func (b *Bridge) busyView(rec *seal.TaskRecord, id string, o *Options, left time
 // ownerBusy is the refusal of tasks/update and tasks/cancel while the
 // task's owner, unreachable from here, still holds its lease.
 func ownerBusy(owner string, left time.Duration) *jsonrpc.RPCError {
-	secs := int64(left/time.Second) + 1
+	secs := retrySeconds(left)
 	return &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 		Message: "the gateway instance running the task (" + jsonrpc.Clip(owner) + ") cannot be reached; its lease on the task ends within " +
 			strconv.FormatInt(secs, 10) + "s, then any instance takes the task over: retry then"}
+}
+
+// retrySeconds is left in whole seconds, rounded up past it.
+func retrySeconds(left time.Duration) int64 { return int64(left/time.Second) + 1 }
+
+// headerSink is a translate.Sink whose HTTP answer's headers the bridge
+// may set before it responds.
+type headerSink interface {
+	Header() http.Header
+}
+
+// retryAfter says, in the Retry-After header of the answer sink writes,
+// when a refused tasks/update or tasks/cancel may be sent again: once the
+// owner's lease, which holds for left, lapsed.
+func retryAfter(sink translate.Sink, left time.Duration) {
+	if hs, ok := sink.(headerSink); ok {
+		hs.Header().Set("Retry-After", strconv.FormatInt(retrySeconds(left), 10))
+	}
 }
 
 // loadRecord reads and opens the record at key: nil when there is none.
