@@ -128,7 +128,10 @@ func (h *hostedRun) open() (<-chan jsonrpc.Message, taskStep) {
 	if why == "" {
 		return h.c.up.Messages(), stepOn
 	}
-	if t.stopped() {
+	switch {
+	case t.handingOver.Load():
+		return nil, stepDone // the record stays for the next owner
+	case t.stopped() || b.ctx.Err() != nil:
 		return nil, stepLetGo
 	}
 	b.finish(h.c, false)
