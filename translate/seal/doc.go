@@ -24,11 +24,12 @@
 //	TaskRecord (SealTaskRecord)           mcp-gateway/task-record/v1             translate/forward (a hosted task's record in Caddy's storage) / translate/forward (polls, takeovers)
 //	owner tag (SealOwner, OpenOwner)      mcp-gateway/owner/v1                   translate/reverse (the instance in an in-line request's id) / translate/reverse
 //	SagaState (SealSaga, OpenSaga)        mcp-gateway/saga-token/v1              caddymodule/face/saga (a sagaToken) / the same
-//	RESTCall (SealRESTCall)               mcp-gateway/rest-call/v1               caddymodule/face/rest (a REST call's record in Caddy's storage) / the same
+//	RESTCall (SealRESTCall)               mcp-gateway/rest-call/v2 + its key     caddymodule/face/rest (a REST call's record in Caddy's storage) / the same
 //	REST roots (SealRESTRoots)            mcp-gateway/rest-roots/v1              caddymodule/face/rest (a principal's roots in Caddy's storage) / the same
 //	TurnState (SealTurn, OpenTurn)        mcp-gateway/multi-turn-sse/v1          caddymodule/face/multiturn (the Last-Event-ID ending a turn) / the same
 //	TurnSession (SealTurnSession)         mcp-gateway/multi-turn-session/v1      caddymodule/face/multiturn (an opted-in session id, mt1.) / the same
 //	forwarding header (ForwardAuth)       mcp-gateway/forwarded/v2 (an HMAC key) caddymodule (Mcp-Gateway-Forwarded on a request relayed to its owner) / caddymodule
+//	principal's storage name (PrincipalName) mcp-gateway/storage-name/v1 (an HMAC key) caddymodule/face/rest, translate/forward (the folder of a principal's records in Caddy's storage)
 //
 // ReplayFilter makes a token single use on one instance (the forwarding
 // header's nonce, resumable requestStates, sagaTokens, turn tokens).
