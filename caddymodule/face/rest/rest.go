@@ -30,11 +30,13 @@ type Face struct {
 	gw      face.Gateway
 	cfg     Config // defaulted
 	storage certmagic.Storage
+	usage   usage // the store's estimate (quota.go)
 }
 
 // New makes the face, or nil when cfg is nil (off). It gives cfg's
 // options left unset their defaults, checks them, and starts the sweeper
-// of expired call records, which ends with ctx.
+// of expired call records (which counts the store too), which ends with
+// ctx.
 func New(ctx caddy.Context, cfg *Config, gw face.Gateway) (face.Face, error) {
 	if cfg == nil {
 		return nil, nil
@@ -109,8 +111,11 @@ func (f *Face) serve(w http.ResponseWriter, r *http.Request) error {
 	case "calls":
 		return f.listCalls(w, r, rt.tool)
 	case "call":
-		if method == http.MethodPut {
+		switch method {
+		case http.MethodPut:
 			return f.putCall(w, r, rt.tool, rt.id)
+		case http.MethodDelete:
+			return f.deleteCall(w, r, rt.tool, rt.id)
 		}
 		return f.getCall(w, r, rt.tool, rt.id)
 	case "advance":
