@@ -35,7 +35,13 @@ func restFleet(t *testing.T, upstream, extra string) []string {
 // restFleetProcs is restFleet, with the instances' processes.
 func restFleetProcs(t *testing.T, upstream, extra string) ([]string, []*gateway) {
 	t.Helper()
-	globals := "\tstorage file_system " + t.TempDir()
+	return restFleetIn(t, t.TempDir(), upstream, extra)
+}
+
+// restFleetIn is restFleetProcs with the file_system storage at store.
+func restFleetIn(t *testing.T, store, upstream, extra string) ([]string, []*gateway) {
+	t.Helper()
+	globals := "\tstorage file_system " + store
 	ports := []int{freePort(t), freePort(t)}
 	bases := make([]string, len(ports))
 	procs := make([]*gateway, len(ports))
@@ -444,7 +450,7 @@ func TestRESTAttacks(t *testing.T) {
 	}
 	wantCall(t, restDo(t, "PUT", gw[0]+"/api/tools/slow/calls/s2", withHeaders(key, "Authorization", "Bearer other"), `{"arguments":{"ms":10}}`), http.StatusCreated, "success")
 	wantProblem(t, restDo(t, "GET", gw[0]+"/api/tools/slow/calls/s2", nil, ""), http.StatusNotFound) // refused: never made
-	wantProblem(t, restDo(t, "DELETE", gw[0]+"/api/tools/hello/calls/x", nil, ""), http.StatusMethodNotAllowed)
+	wantProblem(t, restDo(t, "PATCH", gw[0]+"/api/tools/hello/calls/x", nil, ""), http.StatusMethodNotAllowed)
 	wantProblem(t, restDo(t, "GET", gw[0]+"/api/tools/hello/calls/never", nil, ""), http.StatusNotFound)
 	// The MCP endpoint beside the face is unchanged.
 	x := postRPC(t, gw[0]+"/mcp", nil, rpcBody(t, 1, "tools/call", map[string]any{"name": "hello"}), 1)

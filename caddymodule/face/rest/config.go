@@ -151,8 +151,6 @@ func (c *Config) validate() error {
 		return fmt.Errorf("rest_max_records_per_principal and rest_max_records: must be at least 1, got %d and %d", c.MaxRecordsPerPrincipal, c.MaxRecords)
 	case c.MaxBytesPerPrincipal < 1, c.MaxBytes < 1:
 		return fmt.Errorf("rest_max_bytes_per_principal and rest_max_bytes: must be positive, got %d and %d", c.MaxBytesPerPrincipal, c.MaxBytes)
-	case c.MaxRecordsPerPrincipal > c.MaxRecords || c.MaxBytesPerPrincipal > c.MaxBytes:
-		return errors.New("rest_max_records_per_principal and rest_max_bytes_per_principal: must not be above rest_max_records and rest_max_bytes")
 	}
 	if c.Wait <= 0 || c.CallTTL <= 0 {
 		return errors.New("rest_wait and rest_call_ttl: must be positive")
