@@ -11,21 +11,30 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
 // This file bounds what the face keeps in the storage and sweeps what
-// expired. A new call is admitted against its principal's records, counted
-// from the storage's names and sizes (Stat, no record read), and against
-// an estimate of the whole store: the sweeper's count, every minute, plus
-// this instance's writes since. The sweeper reads only the records whose
-// last write is older than rest_call_ttl.
+// expired. A new call is admitted against its principal's records and
+// against the whole store's, both estimates: a principal's is counted from
+// the storage's names and sizes (Stat, no record read) when it is older
+// than recountEvery or past half its bounds, the store's by the sweeper
+// every minute; each plus this instance's writes since. The sweeper reads
+// only the records whose last write is older than rest_call_ttl.
 
-// censusEvery is how often each instance counts the records and deletes
-// the expired ones (at most every rest_call_ttl).
-const censusEvery = time.Minute
+const (
+	// censusEvery is how often each instance counts the records and
+	// deletes the expired ones (at most every rest_call_ttl).
+	censusEvery = time.Minute
+	// recountEvery is how long a principal's count is trusted while it is
+	// under half its bounds; past half, it is counted at every new call.
+	recountEvery = 10 * time.Second
+	// countedPrincipals bounds the principals whose counts are kept.
+	countedPrincipals = 4096
+)
 
 // fullError refuses a new record: its status (429, 507) and why.
 type fullError struct {
@@ -35,36 +44,51 @@ type fullError struct {
 
 func (e *fullError) Error() string { return e.detail }
 
-// usage is this instance's estimate of the records in the store: the
-// last census plus what this instance wrote since.
-type usage struct {
-	mu      sync.Mutex
+// counted is an estimate of records and their bytes, and when it was
+// last counted from the storage.
+type counted struct {
 	records int
 	bytes   int64
+	at      time.Time
 }
 
-// set makes the estimate the census's.
+// usage is this instance's estimates of the records kept: the store's
+// (the last census plus what this instance wrote since) and the
+// principals' lately counted (likewise).
+type usage struct {
+	mu         sync.Mutex
+	store      counted
+	principals *lru.Cache[[16]byte, counted]
+}
+
+func newUsage() *usage {
+	c, _ := lru.New[[16]byte, counted](countedPrincipals)
+	return &usage{principals: c}
+}
+
+// set makes the store's estimate the census's.
 func (u *usage) set(records int, bytes int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.records, u.bytes = records, bytes
+	u.store = counted{records: records, bytes: bytes}
 }
 
-// add counts records new records and bytes more bytes.
-func (u *usage) add(records int, bytes int64) {
+// wrote counts a write of n bytes of princ's as growth (until the next
+// count).
+func (u *usage) wrote(princ [16]byte, n int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.records += records
-	u.bytes += bytes
+	u.store.bytes += n
+	if c, ok := u.principals.Peek(princ); ok {
+		c.bytes += n
+		u.principals.Add(princ, c)
+	}
 }
 
-// wrote counts a write of n bytes as growth (until the next census).
-func (u *usage) wrote(n int64) { u.add(0, n) }
-
-func (u *usage) get() (int, int64) {
+func (u *usage) get() counted {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.records, u.bytes
+	return u.store
 }
 
 // freeing says what frees room in the store.
@@ -77,13 +101,15 @@ func (f *Face) freeing() string {
 // estimate is at rest_max_records or would pass rest_max_bytes, and
 // counts it otherwise.
 func (f *Face) admitStore(size int64) *fullError {
-	records, bytes := f.usage.get()
-	if records+1 > f.cfg.MaxRecords || bytes+size > f.cfg.MaxBytes {
+	f.usage.mu.Lock()
+	defer f.usage.mu.Unlock()
+	st := f.usage.store
+	if st.records+1 > f.cfg.MaxRecords || st.bytes+size > f.cfg.MaxBytes {
 		return &fullError{http.StatusInsufficientStorage, fmt.Sprintf(
 			"the gateway's store of REST records is full (about %d records and %s; rest_max_records %d, rest_max_bytes %s): %s",
-			records, humanize.IBytes(uint64(max(bytes, 0))), f.cfg.MaxRecords, humanize.IBytes(uint64(f.cfg.MaxBytes)), f.freeing())}
+			st.records, humanize.IBytes(uint64(max(st.bytes, 0))), f.cfg.MaxRecords, humanize.IBytes(uint64(f.cfg.MaxBytes)), f.freeing())}
 	}
-	f.usage.add(1, 0)
+	f.usage.store.records++
 	return nil
 }
 
@@ -92,18 +118,29 @@ func (f *Face) admitStore(size int64) *fullError {
 // would pass rest_max_bytes_per_principal, else 507 when the store is
 // full (admitStore).
 func (f *Face) admit(ctx context.Context, princ [16]byte, size int64, now time.Time) error {
-	records, bytes, err := f.count(ctx, path.Join(f.principalDir(princ), "calls"), now)
-	if err != nil {
-		return fmt.Errorf("counting the principal's call records: %w", err)
+	u := f.usage
+	u.mu.Lock()
+	c, ok := u.principals.Get(princ)
+	u.mu.Unlock()
+	if !ok || now.Sub(c.at) > recountEvery || c.records > f.cfg.MaxRecordsPerPrincipal/2 || c.bytes > f.cfg.MaxBytesPerPrincipal/2 {
+		records, bytes, err := f.count(ctx, path.Join(f.principalDir(princ), "calls"), now)
+		if err != nil {
+			return fmt.Errorf("counting the principal's call records: %w", err)
+		}
+		c = counted{records: records, bytes: bytes, at: now}
 	}
-	if records+1 > f.cfg.MaxRecordsPerPrincipal || bytes+size > f.cfg.MaxBytesPerPrincipal {
+	if c.records+1 > f.cfg.MaxRecordsPerPrincipal || c.bytes+size > f.cfg.MaxBytesPerPrincipal {
 		return &fullError{http.StatusTooManyRequests, fmt.Sprintf(
 			"you keep %d call records of %s here (rest_max_records_per_principal %d, rest_max_bytes_per_principal %s): %s",
-			records, humanize.IBytes(uint64(bytes)), f.cfg.MaxRecordsPerPrincipal, humanize.IBytes(uint64(f.cfg.MaxBytesPerPrincipal)), f.freeing())}
+			c.records, humanize.IBytes(uint64(c.bytes)), f.cfg.MaxRecordsPerPrincipal, humanize.IBytes(uint64(f.cfg.MaxBytesPerPrincipal)), f.freeing())}
 	}
 	if full := f.admitStore(size); full != nil {
 		return full
 	}
+	c.records++
+	u.mu.Lock()
+	u.principals.Add(princ, c)
+	u.mu.Unlock()
 	return nil
 }
 

@@ -30,7 +30,7 @@ type Face struct {
 	gw      face.Gateway
 	cfg     Config // defaulted
 	storage certmagic.Storage
-	usage   usage // the store's estimate (quota.go)
+	usage   *usage // the estimates of what is kept (quota.go)
 }
 
 // New makes the face, or nil when cfg is nil (off). It gives cfg's
@@ -50,7 +50,7 @@ func New(ctx caddy.Context, cfg *Config, gw face.Gateway) (face.Face, error) {
 			"made at start no other instance (nor this one after a restart) could read them: " +
 			"make one with `openssl rand -base64 32` and give every instance the same")
 	}
-	f := &Face{gw: gw, cfg: *cfg, storage: ctx.Storage()}
+	f := &Face{gw: gw, cfg: *cfg, storage: ctx.Storage(), usage: newUsage()}
 	go f.sweep(ctx)
 	return f, nil
 }

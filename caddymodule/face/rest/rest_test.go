@@ -287,7 +287,7 @@ func testFace(t *testing.T, answer func(in face.Internal, w http.ResponseWriter)
 	store := &certmagic.FileStorage{Path: t.TempDir()}
 	cfg := Config{BasePath: "/api", CallTTL: caddy.Duration(time.Hour)}
 	cfg.setDefaults()
-	return &Face{gw: testGateway{kr: testKeyring(t), shared: true, answer: answer}, cfg: cfg, storage: store}, store
+	return &Face{gw: testGateway{kr: testKeyring(t), shared: true, answer: answer}, cfg: cfg, storage: store, usage: newUsage()}, store
 }
 
 // TestSweep: the sweeper deletes the records past rest_call_ttl (read
@@ -320,7 +320,7 @@ func TestSweep(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("swept %d, %v; want 2", n, err)
 	}
-	if records, _ := f.usage.get(); records != 3 {
+	if records := f.usage.get().records; records != 3 {
 		t.Errorf("counted %d records after the sweep, want the fresh call, the roots and the foreign one", records)
 	}
 	for key, want := range map[string]bool{old: false, other: false, fresh: true, f.rootsKey(princ): true, foreign: true} {

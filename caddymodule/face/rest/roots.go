@@ -72,7 +72,7 @@ func (f *Face) putRoots(w http.ResponseWriter, r *http.Request) error {
 	if err := f.storage.Store(ctx, key, sealed); err != nil {
 		return f.storageProblem(w, err)
 	}
-	f.usage.wrote(int64(len(sealed)))
+	f.usage.wrote(princ, int64(len(sealed)))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

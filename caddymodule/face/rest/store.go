@@ -196,7 +196,7 @@ func (f *Face) save(ctx context.Context, key string, c seal.RESTCall) error {
 		return fmt.Errorf("writing the call's record: %w", err)
 	}
 	versions.note(key, c.Version)
-	f.usage.wrote(int64(len(b)))
+	f.usage.wrote(c.Principal, int64(len(b)))
 	return nil
 }
 
