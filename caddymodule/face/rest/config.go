@@ -64,9 +64,14 @@ type Config struct {
 	// status, until deleted or past `rest_call_ttl`): a PUT of a new call
 	// beyond it gets 429, and the problem says what frees room (DELETE
 	// finished calls; records go `rest_call_ttl` after their last change).
-	// Counted from the principal's records in the storage at each new
-	// call, so it holds across the fleet (calls started at the same moment
-	// on several instances may pass it by their number). Default: 1000.
+	// Each instance counts the principal's records from the storage's
+	// names and sizes (no record read) at a new call, then adds its own
+	// writes, and counts again after 10s, or at every new call once the
+	// principal is past half of this bound or of
+	// `rest_max_bytes_per_principal`: it holds across a fleet of two, and
+	// a larger fleet may pass it by what the others wrote meanwhile (calls
+	// started at the same moment may pass it by their number).
+	// Default: 1000.
 	// Caddyfile: `rest_max_records_per_principal`.
 	MaxRecordsPerPrincipal int `json:"max_records_per_principal,omitempty"`
 

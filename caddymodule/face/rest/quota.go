@@ -85,12 +85,6 @@ func (u *usage) wrote(princ [16]byte, n int64) {
 	}
 }
 
-func (u *usage) get() counted {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.store
-}
-
 // freeing says what frees room in the store.
 func (f *Face) freeing() string {
 	return "DELETE finished calls (GET …/tools/{tool}/calls lists them), or wait: a record is deleted rest_call_ttl (" +

@@ -320,7 +320,7 @@ func TestSweep(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("swept %d, %v; want 2", n, err)
 	}
-	if records := f.usage.get().records; records != 3 {
+	if records := f.usage.store.records; records != 3 {
 		t.Errorf("counted %d records after the sweep, want the fresh call, the roots and the foreign one", records)
 	}
 	for key, want := range map[string]bool{old: false, other: false, fresh: true, f.rootsKey(princ): true, foreign: true} {
