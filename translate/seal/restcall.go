@@ -14,8 +14,9 @@ import (
 // instance of the fleet reads, advances, cancels and lists it. A record is
 // sealed for a purpose of its own: it holds the call's arguments, its
 // result and the requestState of the call's current round, and whoever can
-// write to the storage must not be able to make an instance retry a call
-// of its choosing, nor read a result.
+// write to the storage must not be able to read a result, nor to make an
+// instance retry a call of its choosing (beyond an earlier round of the
+// same call, written back: see Version).
 //
 // A record is sealed for its place (its storage key, bound as additional
 // data), so that a record moved or copied under another key does not
@@ -114,7 +115,9 @@ type RESTCall struct {
 	Owner   string `json:"o,omitempty"`
 	Lease   int64  `json:"l,omitempty"`
 	// Version counts the record's writes: each writer writes one more
-	// than the record it read (0 in records older gateways wrote).
+	// than the record it read (0 in records older gateways wrote). An
+	// instance refuses a record older than one it saw at its key; one
+	// that saw none cannot tell an earlier record written back.
 	Version uint64 `json:"v,omitempty"`
 }
 
