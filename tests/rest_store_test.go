@@ -98,7 +98,8 @@ func TestRESTListMemory(t *testing.T) {
 // TestRESTPrincipalBound: 150 PUTs of 1000 KiB from one principal grow
 // the storage by at most 100 MiB: rest_max_bytes_per_principal (64 MiB by
 // default) refuses the rest with 429 before anything is stored or called,
-// saying what frees room; a finished call's DELETE frees it. (Without the
+// saying what frees room; a finished call's DELETE frees it (and the
+// deleted record written back is refused where it was deleted). (Without the
 // bound the storage grew by 2.6 times what was sent.) The figure is in
 // BENCHMARKS.md; reproduce it with:
 // go test -count=1 -run '^TestRESTPrincipalBound$' -v ./tests/
@@ -137,11 +138,25 @@ func TestRESTPrincipalBound(t *testing.T) {
 	wantProblem(t, restDo(t, "GET", gw[0]+"/api/tools/hello/calls/b149", nil, ""), http.StatusNotFound)
 	// A retried PUT of a call kept is answered, not refused.
 	wantCall(t, restDo(t, "PUT", gw[1]+"/api/tools/hello/calls/b0", key, bigArgs), http.StatusOK, "success")
-	// DELETE frees a finished call's room (and its id); then a new call fits.
+	// DELETE frees a finished call's room (and its id); then a new call
+	// fits. The deleted record written back is refused where it was
+	// deleted.
+	rec := restRecord(t, store, "hello", "b0")
+	kept, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if r := restDo(t, "DELETE", gw[1]+"/api/tools/hello/calls/b0", nil, ""); r.Status != http.StatusNoContent {
 		t.Fatalf("DELETE: %s", r)
 	}
 	wantProblem(t, restDo(t, "GET", gw[0]+"/api/tools/hello/calls/b0", nil, ""), http.StatusNotFound)
+	if err := os.WriteFile(rec, kept, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantProblem(t, restDo(t, "GET", gw[1]+"/api/tools/hello/calls/b0", nil, ""), http.StatusServiceUnavailable)
+	if err := os.Remove(rec); err != nil {
+		t.Fatal(err)
+	}
 	wantProblem(t, restDo(t, "DELETE", gw[0]+"/api/tools/hello/calls/b0", nil, ""), http.StatusNotFound)
 	wantCall(t, restDo(t, "PUT", gw[0]+"/api/tools/hello/calls/after", key, bigArgs), http.StatusCreated, "success")
 }
@@ -214,7 +229,8 @@ func TestRESTRecordPlace(t *testing.T) {
 // round (by someone who can write to the storage) is refused by the
 // instance that wrote the newer one (503), so the round already answered
 // is not retried again (it was: the continuation ran twice). In front of
-// the modern fixture, whose rounds are stateless.
+// the modern fixture, whose rounds are stateless. A call waiting for an
+// answer is not deleted (409).
 func TestRESTRecordWrittenBack(t *testing.T) {
 	t.Parallel()
 	store := t.TempDir()
@@ -222,6 +238,7 @@ func TestRESTRecordWrittenBack(t *testing.T) {
 	call := gw[0] + "/api/tools/plan_party/calls/p1"
 	c := wantCall(t, restDo(t, "PUT", call, map[string]string{"Idempotency-Key": "k"}, `{"arguments":{"occasion":"picnic"}}`),
 		http.StatusCreated, "awaitingElicitationResult")
+	wantProblem(t, restDo(t, "DELETE", call, nil, ""), http.StatusConflict) // not ended: cancel it first
 	rec := restRecord(t, store, "plan_party", "p1")
 	first, err := os.ReadFile(rec)
 	if err != nil {

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -461,5 +462,38 @@ func TestCacheControl(t *testing.T) {
 		if got := cacheOf(gjson.Parse(res)).header(); got != want {
 			t.Errorf("%s: %q, want %q", res, got, want)
 		}
+	}
+}
+
+// TestRecordMoved: after a rotation of state_key (a new first key), a
+// call's record is still found under the name the old key gave its
+// principal: read where it is without the lock (peek), moved under the
+// new name by a reader that holds it (load), the old one deleted.
+func TestRecordMoved(t *testing.T) {
+	f, store := testFace(t, nil)
+	ctx := context.Background()
+	now := time.Now()
+	princ := [16]byte{7}
+	oldKey := f.callKey(princ, "ask", "c1")
+	if err := f.save(ctx, oldKey, seal.RESTCall{Principal: princ, Tool: "ask", ID: "c1", Status: statusSuccess, Updated: now.UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := seal.NewKeyring(bytes.Repeat([]byte{1}, seal.KeySize), make([]byte, seal.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.gw = testGateway{kr: rotated, shared: true}
+	key := f.callKey(princ, "ask", "c1")
+	if key == oldKey {
+		t.Fatal("a new key names the principal alike")
+	}
+	if c, err := f.peek(ctx, key, princ, now); err != nil || c.ID != "c1" || store.Exists(ctx, key) {
+		t.Fatalf("peek: %+v %v (moved: %v)", c, err, store.Exists(ctx, key))
+	}
+	if c, err := f.load(ctx, key, princ, now); err != nil || c.ID != "c1" || !store.Exists(ctx, key) || store.Exists(ctx, oldKey) {
+		t.Fatalf("load: %+v %v (at the new key: %v, at the old: %v)", c, err, store.Exists(ctx, key), store.Exists(ctx, oldKey))
+	}
+	if c, err := f.peek(ctx, key, princ, now); err != nil || c.ID != "c1" {
+		t.Fatalf("the moved record: %+v %v", c, err)
 	}
 }
