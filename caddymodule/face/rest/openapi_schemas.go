@@ -28,6 +28,10 @@ func sharedSchemas() map[string]*oaSchema {
 		AdditionalProperties: &oaSchema{OneOf: []*oaSchema{str, oaType("number"), oaType("boolean"), {Type: "array", Items: str}}}}
 	contentBlock := oaSchemaRef("#/components/schemas/ContentBlock")
 	contentBlocks := &oaSchema{Type: "array", Items: contentBlock}
+	action := &oaSchema{Type: "string", Enum: []string{"accept", "decline", "cancel"},
+		Description: "An elicitation's answer: accept (with content), decline or cancel"}
+	role := &oaSchema{Type: "string", Enum: []string{"assistant", "user"}, Description: "A sampled message's role"}
+	model := &oaSchema{Type: "string", Description: "The model that sampled the message"}
 	return map[string]*oaSchema{
 		"Status": {Type: "string", Enum: enum},
 		"Call": {
@@ -58,7 +62,7 @@ func sharedSchemas() map[string]*oaSchema {
 			},
 		},
 		"CallToolResult": {Type: "object", Required: []string{"content"},
-			Description: "With status success: the tool's result. isError true is the tool's own failure (it ran and said so), read from content",
+			Description: "With status success: the tool's result; isError true when the tool ran and reported its own failure, its reason in content",
 			Properties: map[string]*oaSchema{
 				"content":           contentBlocks,
 				"structuredContent": anyObject,
@@ -81,13 +85,12 @@ func sharedSchemas() map[string]*oaSchema {
 		"Answer": {Type: "object",
 			Description: "The answer to the question the call waits on: an ElicitResult (action, content) while awaitingElicitationResult, a CreateMessageResult (role, content, model, stopReason) while awaitingSamplingResult",
 			Properties: map[string]*oaSchema{
-				"action": {Type: "string", Enum: []string{"accept", "decline", "cancel"},
-					Description: "An elicitation's answer: accept (with content), decline or cancel"},
+				"action": action,
 				"content": {Description: "With accept: the form's values, by field name; of a sampled message: a content block or an array of them",
 					AnyOf: []*oaSchema{formValues, contentBlock, contentBlocks}},
-				"role":       {Type: "string", Enum: []string{"assistant", "user"}, Description: "A sampled message's role"},
-				"model":      {Type: "string", Description: "The model that sampled the message"},
-				"stopReason": {Type: "string", Description: "Why sampling stopped"},
+				"role":       role,
+				"model":      model,
+				"stopReason": str,
 			},
 			If:   &oaSchema{Required: []string{"action"}, Properties: map[string]*oaSchema{"action": str}},
 			Then: oaSchemaRef("#/components/schemas/ElicitResult"),
@@ -96,15 +99,15 @@ func sharedSchemas() map[string]*oaSchema {
 		"ElicitResult": {Type: "object", Required: []string{"action"},
 			Description: "The user's answer to an elicitation: accept with the form's content, or decline, or cancel",
 			Properties: map[string]*oaSchema{
-				"action":  {Type: "string", Enum: []string{"accept", "decline", "cancel"}},
+				"action":  action,
 				"content": formValues,
 			}},
 		"CreateMessageResult": {Type: "object", Required: []string{"role", "content", "model"},
 			Description: "The sampled message (a question of the sampling kind has no refusal: cancel the call)",
 			Properties: map[string]*oaSchema{
-				"role":       {Type: "string", Enum: []string{"assistant", "user"}},
+				"role":       role,
 				"content":    {OneOf: []*oaSchema{contentBlock, contentBlocks}},
-				"model":      {Type: "string", Description: "The model that sampled"},
+				"model":      model,
 				"stopReason": str,
 			}},
 		"ListRootsResult": {Type: "object", Required: []string{"roots"},

@@ -6,8 +6,8 @@ import "encoding/json"
 // rule of package jsonrpc has it: structs whose fields are in the order
 // the members are written, maps only for objects whose member names are
 // data (paths, status codes, media types, header, component and property
-// names), and the tool's inputSchema, foreign, copied as a
-// json.RawMessage.
+// names), and the tool's inputSchema, foreign, a json.RawMessage (its
+// local references rebased: openapi_schemas.go).
 
 // openAPIDoc is the document.
 type openAPIDoc struct {
