@@ -266,13 +266,15 @@ func TestRESTLegacy(t *testing.T) {
 	}
 	wantProblem(t, restDo(t, "PUT", call(1, "hello", "c1"), withHeaders(alice, "Idempotency-Key", "k2"), `{"arguments":{"name":"Bob"}}`), http.StatusConflict)
 	// A tool the server does not list: 404, and no call made of it; an
-	// existing tool given invalid arguments: a failed call.
+	// existing tool given invalid arguments: the go-sdk answers an
+	// isError result (a tool error, as MCP has it), so a call that
+	// succeeded with that result, and no error.
 	wantProblem(t, restDo(t, "PUT", call(0, "nosuch", "n1"), withHeaders(alice, "Idempotency-Key", "k"), `{"arguments":{}}`), http.StatusNotFound)
 	wantProblem(t, restDo(t, "GET", call(1, "nosuch", "n1"), alice, ""), http.StatusNotFound)
 	bad := wantCall(t, restDo(t, "PUT", call(0, "hello", "bad-args"), withHeaders(alice, "Idempotency-Key", "k"), `{"arguments":{"name":5}}`),
-		http.StatusCreated, "failed")
-	if len(bad.Error) == 0 && len(bad.Result) == 0 {
-		t.Fatalf("a failed call without error or result: %+v", bad)
+		http.StatusCreated, "success")
+	if len(bad.Error) != 0 || !strings.Contains(string(bad.Result), `"isError":true`) {
+		t.Fatalf("invalid arguments: %+v", bad)
 	}
 
 	// Two rounds of elicitation, each answered on the other instance.
