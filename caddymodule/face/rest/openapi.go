@@ -105,6 +105,10 @@ func addToolPaths(paths map[string]*oaPathItem, name, summary, desc string, sche
 			OperationID: "get_" + name + "_call", Summary: "The state of a call of " + name, Tags: []string{name},
 			Responses: callResponses("304", &oaResponse{Description: "Not modified (If-None-Match)"}),
 		},
+		Delete: &oaOperation{
+			OperationID: "delete_" + name + "_call", Summary: "Delete the record of a call of " + name + " that has ended", Tags: []string{name},
+			Responses: map[string]*oaResponse{"204": {Description: "Deleted"}, "default": {Ref: "#/components/responses/Problem"}},
+		},
 	}
 	paths[callPath+"/advance"] = &oaPathItem{
 		Parameters: []*oaParameter{idParam},

@@ -47,6 +47,7 @@ type oaPathItem struct {
 	Get        *oaOperation   `json:"get,omitempty"`
 	Put        *oaOperation   `json:"put,omitempty"`
 	Post       *oaOperation   `json:"post,omitempty"`
+	Delete     *oaOperation   `json:"delete,omitempty"`
 }
 
 // oaOperation is one method of a path.
