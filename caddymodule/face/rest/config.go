@@ -25,8 +25,8 @@ type Config struct {
 	// `PUT <base>/roots`, `GET <base>/openapi.json`, and tool calls as
 	// durable resources: `PUT <base>/tools/{tool}/calls/{id}` with an
 	// `Idempotency-Key`, `GET` it, `POST …/advance` with `If-Match` to
-	// answer an elicitation or sampling question, `POST …/cancel`, and
-	// `GET <base>/tools/{tool}/calls`. Requests whose path (as the handler
+	// answer an elicitation or sampling question, `POST …/cancel`, `DELETE`
+	// it once ended, and `GET <base>/tools/{tool}/calls`. Requests whose path (as the handler
 	// sees it, after any rewrite) is under the base are served by the
 	// face; every other request is MCP as before, so the handler's matcher
 	// must let both through (e.g. `@mcp path /mcp /api/*` then
