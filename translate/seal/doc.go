@@ -4,7 +4,8 @@
 // request it forwards to another.
 //
 // Keyring is AES-256-GCM under rotating 32-byte keys (state_key: the
-// first seals, every one opens). Each kind below is sealed for a Purpose
+// first seals, every one opens); it also names principals in storage
+// (PrincipalName, name.go: a keyed digest). Each kind below is sealed for a Purpose
 // of its own, bound as additional data, so that a token of one kind never
 // opens as another. Each kind's codec bounds every field (a token longer
 // than the largest one sealable is refused before it is opened) and is

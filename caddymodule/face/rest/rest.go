@@ -6,9 +6,10 @@
 // instances, the forward bridge in front of legacy servers and
 // pass-through to modern ones apply unchanged. Tool calls are durable
 // resources whose records live in Caddy's storage (store.go, call.go,
-// run.go); lists, resources, prompts and completions are answered at once
-// (lists.go); the OpenAPI document is made from tools/list (openapi.go,
-// its shared schemas in openapi_schemas.go).
+// run.go), bounded per principal and in all (quota.go); lists, resources,
+// prompts and completions are answered at once (lists.go); the OpenAPI
+// document is made from tools/list (openapi.go, its shared schemas in
+// openapi_schemas.go).
 package rest
 
 import (
