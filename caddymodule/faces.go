@@ -124,7 +124,7 @@ func (h *Handler) unmarshalFaceOption(d *caddyfile.Dispenser, name string) (bool
 // provisionFaces makes the table of the enabled faces.
 func (h *Handler) provisionFaces(ctx caddy.Context) error {
 	h.faces = nil
-	gw := faceGateway{h}
+	gw := faceGateway{h: h, once: newOnceStore(ctx, h)}
 	for _, k := range h.Faces.kinds() {
 		f, err := k.make(ctx, gw)
 		if err != nil {
@@ -205,7 +205,10 @@ func (h *Handler) serveRouted(w http.ResponseWriter, r *http.Request, l *learned
 }
 
 // faceGateway is the face.Gateway of a handler.
-type faceGateway struct{ h *Handler }
+type faceGateway struct {
+	h    *Handler
+	once *onceStore // nil without state_key (once.go)
+}
 
 func (g faceGateway) Principal(r *http.Request) [16]byte { return g.h.principal(r) }
 func (g faceGateway) Keyring() *seal.Keyring             { return g.h.keyring }

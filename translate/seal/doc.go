@@ -31,7 +31,9 @@
 //	forwarding header (ForwardAuth)       mcp-gateway/forwarded/v2 (an HMAC key) caddymodule (Mcp-Gateway-Forwarded on a request relayed to its owner) / caddymodule
 //
 // ReplayFilter makes a token single use on one instance (the forwarding
-// header's nonce, resumable requestStates, sagaTokens, turn tokens).
+// header's nonce, resumable requestStates; for sagaTokens and turn
+// tokens, the first check before the fleet-wide record in Caddy's
+// storage, which caddymodule keeps).
 //
 // It takes bytes and plain values: what a token binds (a principal's hash,
 // a request's digest) is computed by its callers. It imports legacy only
