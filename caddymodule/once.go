@@ -48,8 +48,8 @@ const (
 	// file_system lock is polled every second).
 	onceTimeout = 10 * time.Second
 	// maxUsedTokens bounds the uses this process remembers (see
-	// seal.ReplayFilter: beyond it, only tokens older than the window are
-	// refused, during a flood; the storage still holds every use).
+	// seal.ReplayFilter): beyond it, during a flood, a token older than
+	// the window is left to the storage, or, without state_key, refused.
 	maxUsedTokens = 1 << 17
 )
 
@@ -81,10 +81,12 @@ func newOnceStore(ctx caddy.Context, h *Handler) *onceStore {
 func (g faceGateway) UseOnce(ctx context.Context, purpose string, id [16]byte, expires time.Time) error {
 	mem := sha256.Sum256(append([]byte(purpose+"\x00"), id[:]...))
 	key := [16]byte(mem[:16])
-	if err := usedTokens.Use(key, expires, time.Now()); err != nil {
+	// A token this process may have forgotten (ErrReplayFloor, during a
+	// flood) is the storage's to decide, when there is one.
+	switch err := usedTokens.Use(key, expires, time.Now()); {
+	case errors.Is(err, seal.ErrReplayed), err != nil && g.once == nil:
 		return fmt.Errorf("%w (on this instance: %v)", face.ErrUsed, err)
-	}
-	if g.once == nil {
+	case g.once == nil:
 		return nil
 	}
 	err := g.once.use(ctx, purpose, id, expires)

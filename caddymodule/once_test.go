@@ -132,15 +132,26 @@ func TestOnceSweep(t *testing.T) {
 	}
 }
 
-// BenchmarkUseOnce is the cost of recording a token's use in a
-// file_system storage (lock, read, write, unlock): what a saga resume or
-// a turn's answers pay with state_key configured.
+// BenchmarkUseOnce is the cost of a token's use: with state_key, recorded
+// in a file_system storage (lock, read, write, unlock) after the
+// in-process check; without, the in-process check alone. It is what a
+// saga resume or a turn's answers pay before the retry goes out.
 func BenchmarkUseOnce(b *testing.B) {
-	s := testOnceStore(b, &certmagic.FileStorage{Path: b.TempDir()}, "a")
 	exp := time.Now().Add(5 * time.Minute)
-	for b.Loop() {
-		if err := s.use(b.Context(), "saga", randomID(b), exp); err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []struct {
+		name string
+		gw   faceGateway
+	}{
+		{"file_system", faceGateway{once: testOnceStore(b, &certmagic.FileStorage{Path: b.TempDir()}, "a")}},
+		{"no_state_key", faceGateway{}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				exp = exp.Add(time.Microsecond) // each fresher: the in-process filter stays open
+				if err := c.gw.UseOnce(b.Context(), "saga", randomID(b), exp); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
