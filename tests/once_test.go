@@ -167,7 +167,10 @@ func TestOnceStorageDown(t *testing.T) {
 
 	s := suspended(t, callSaga(t, g.URL, nil, 1, "plan_party", map[string]any{"occasion": "picnic"}), "elicitation")
 	done := []map[string]any{accept("host", map[string]any{"name": "Ada"})}
-	locks := filepath.Join(dir, "locks") // made at start (Caddy's storage cleaning), empty since
+	// Caddy's storage cleaning at start made the lock directory; once it
+	// is done, the directory is empty, and a file takes its place.
+	waitLog(t, g, "finished cleaning storage units")
+	locks := filepath.Join(dir, "locks")
 	if err := os.RemoveAll(locks); err != nil {
 		t.Fatal(err)
 	}
