@@ -33,7 +33,9 @@
 //	principal's storage name (PrincipalName) mcp-gateway/storage-name/v1 (an HMAC key) caddymodule/face/rest, translate/forward (the folder of a principal's records in Caddy's storage)
 //
 // ReplayFilter makes a token single use on one instance (the forwarding
-// header's nonce, resumable requestStates, sagaTokens, turn tokens).
+// header's nonce, resumable requestStates; for sagaTokens and turn
+// tokens, the first check before the fleet-wide record in Caddy's
+// storage, which caddymodule keeps).
 //
 // It takes bytes and plain values: what a token binds (a principal's hash,
 // a request's digest) is computed by its callers. It imports legacy only

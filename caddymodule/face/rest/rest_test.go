@@ -53,6 +53,9 @@ func (g testGateway) Limits() face.Limits {
 }
 func (g testGateway) Track(context.CancelCauseFunc) func() { return func() {} }
 
+// UseOnce: the REST face has no tokens to use once.
+func (g testGateway) UseOnce(context.Context, string, [16]byte, time.Time) error { return nil }
+
 // testKeyring is a keyring of a fixed key.
 func testKeyring(t *testing.T) *seal.Keyring {
 	t.Helper()
