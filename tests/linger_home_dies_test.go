@@ -15,11 +15,11 @@ import (
 )
 
 // holdingServer is a go-sdk server, with an event store if resumable,
-// written for the test (no published server lets a test hold a tool between its answer
-// and its result): its tool `ask` asks one question (a form {answer}),
-// says on answered that the answer arrived, waits for a token on release,
-// and answers "got X". runs counts the tool's runs, finished those that
-// answered.
+// written for the tests (no published server lets a test hold a tool
+// between its answer and its result): its tool `ask` asks one question (a
+// form {answer}), says on answered that the answer arrived, waits for a
+// token on release, and answers "got X". runs counts the tool's runs,
+// finished those that answered.
 type holdingServer struct {
 	url      string
 	answered chan string
