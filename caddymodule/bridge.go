@@ -205,6 +205,11 @@ func (s *httpSink) Respond(status int, msg []byte) error {
 		return nil
 	}
 	s.w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusServiceUnavailable {
+		// The bridge's 503s are for a while (the instance stops, no
+		// upstream is available): the client may send the request again.
+		s.w.Header().Set("Retry-After", stoppingRetryAfter)
+	}
 	s.w.WriteHeader(status)
 	_, err := newDeadlineWriter(s.w, s.writeTimeout).Write(msg)
 	return err

@@ -354,8 +354,8 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink translate.Sink) tran
 	if rerr != nil {
 		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 		outcome := translate.OutcomeError
-		if rerr.HTTPStatus == 499 {
-			outcome = translate.OutcomeCancelled
+		if ctx.Err() != nil {
+			outcome = translate.OutcomeCancelled // the client left, or the gateway is stopping
 		}
 		if r.Method != "server/discover" && r.Method != "subscriptions/listen" {
 			// A call that never reached the upstream still ended.

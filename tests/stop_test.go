@@ -1,0 +1,112 @@
+package tests
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// terminate sends SIGTERM to the gateway (a graceful stop, as a process
+// manager or a rolling deploy does).
+func (g *gateway) terminate(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(g.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitExit waits until the gateway's process has exited.
+func (g *gateway) awaitExit(t *testing.T) {
+	t.Helper()
+	waitForWithin(t, notHang, "caddy to exit", func() bool {
+		select {
+		case <-g.done:
+			return true
+		default:
+			return false
+		}
+	})
+}
+
+// wrongCauses are the messages a stopping instance must not answer with:
+// they name a cause that is not the one (the upstream is fine, the client
+// is connected).
+var wrongCauses = []string{"upstream MCP server unavailable", "client disconnected", "ended the call without a result"}
+
+// checkStopAnswer fails unless what names the stop as the cause, and none
+// of wrongCauses.
+func checkStopAnswer(t *testing.T, what, answer string) {
+	t.Helper()
+	for _, wrong := range wrongCauses {
+		if strings.Contains(answer, wrong) {
+			t.Fatalf("%s: %q names a wrong cause (%q)", what, answer, wrong)
+		}
+	}
+	if !strings.Contains(answer, "stopping") {
+		t.Fatalf("%s: %q does not say the instance is stopping", what, answer)
+	}
+}
+
+// TestStopGraceful: SIGTERM with three calls in progress, in front of a
+// legacy server (the go-sdk; failingLegacy reports how each tool handler
+// ended). Every upstream handler is cancelled (notifications/cancelled:
+// a legacy server does not take a dropped connection for one) before the
+// process exits; each client is told the instance is stopping, not that
+// the upstream failed or that it left; and a request arriving during the
+// stop (shutdown_delay keeps the listener open, as it does behind a
+// balancer that needs time to notice) gets 503 with Retry-After.
+func TestStopGraceful(t *testing.T) {
+	t.Parallel()
+	up := newFailingLegacy(t)
+	g := startGatewayWith(t, "\tshutdown_delay 2s", "", up.block())
+	streams := make([]<-chan sseMsg, 3)
+	for i := range streams {
+		streams[i] = readSSE(modernCall(t, g.URL, i+1, "hold", map[string]any{}, nil).Body)
+		nextData(t, streams[i]) // the tool is running upstream
+	}
+	g.terminate(t)
+
+	// A new request: served until the stop begins, refused from then on.
+	var refused *http.Response
+	waitFor(t, "a new request refused while stopping", func() bool {
+		resp, err := tryPost(g.URL, modernHeaders(modernVersion, "tools/list", ""),
+			rpcBody(t, 9, "tools/list", map[string]any{"_meta": meta(modernVersion)}))
+		if err != nil {
+			t.Fatalf("new request during the stop: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusOK:
+			return false
+		case http.StatusServiceUnavailable:
+			refused = resp
+			checkStopAnswer(t, "new request", string(body))
+			return true
+		}
+		t.Fatalf("new request during the stop: %d %s", resp.StatusCode, body)
+		return false
+	})
+	if refused.Header.Get("Retry-After") == "" {
+		t.Fatal("503 while stopping without Retry-After")
+	}
+
+	for i, events := range streams {
+		final := awaitResponse(t, events, i+1)
+		checkStopAnswer(t, "call in progress", final)
+		if !strings.Contains(final, `"code":-32603`) {
+			t.Fatalf("call in progress ended with %q, want a -32603 error", final)
+		}
+	}
+	for range streams {
+		if got := wait(t, up.ended, notHang, "end of a tool handler"); got != "hold: cancelled" {
+			t.Fatalf("a tool handler %s, want it cancelled", got)
+		}
+	}
+	g.awaitExit(t)
+	if log := g.Log(); strings.Contains(log, "upstream unavailable") || strings.Contains(log, `"upstream failed"`) {
+		t.Fatalf("the stop was logged as an upstream failure:\n%s", log)
+	}
+}
