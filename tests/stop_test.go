@@ -110,3 +110,29 @@ func TestStopGraceful(t *testing.T) {
 		t.Fatalf("the stop was logged as an upstream failure:\n%s", log)
 	}
 }
+
+// TestRefusalUpstreamDown: with max_parked_per_principal 2, a principal's
+// two calls park holding no stream (the upstream, the go-sdk, holds their
+// sessions), then the upstream goes down. The principal's next call is
+// refused 503, naming the upstream, with Retry-After: whether the parked
+// calls are over (finished on another instance) cannot be checked while
+// the upstream is unreachable, and the real cause is the upstream, not
+// 429 max_parked_per_principal.
+func TestRefusalUpstreamDown(t *testing.T) {
+	t.Parallel()
+	up := newFailingLegacy(t)
+	g := startGateway(t, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tmax_parked_per_principal 2\n\t\tstate_key "+testKey(0x38))
+	who := map[string]string{"Authorization": "Bearer alice"}
+	for i := range 2 {
+		parseInputRequired(t, elicitingCall(t, g.URL, i+1, "ask", map[string]any{}, nil, who))
+	}
+	up.kill()
+	x := elicitingCall(t, g.URL, 3, "ask", map[string]any{}, nil, who)
+	if x.Status != http.StatusServiceUnavailable || x.Resp == nil || x.Resp.Error == nil ||
+		!strings.Contains(x.Resp.Error.Message, "upstream MCP server unavailable") {
+		t.Fatalf("a new call with the upstream down: %s, want 503 upstream MCP server unavailable", x)
+	}
+	if x.Header.Get("Retry-After") == "" {
+		t.Fatalf("503 without Retry-After: %s", x)
+	}
+}

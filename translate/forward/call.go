@@ -153,12 +153,20 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 		key := poolKey(*r)
 		c.key, c.always, c.resumeOn = key, r.GatherAlways, r.Resume
 		sess, err := b.pool.Lease(ctx, key, r.Header, []byte(key.Caps), info, r.Options.Lease)
-		for deadline := time.Now().Add(reclaimDeadline); err != nil && b.reclaimSessions(r.Principal, err, deadline); {
+		unchecked := false
+		for deadline := time.Now().Add(reclaimDeadline); err != nil; {
+			var again bool
+			if again, unchecked = b.reclaimSessions(r.Principal, err, deadline); !again {
+				break
+			}
 			sess, err = b.pool.Lease(ctx, key, r.Header, []byte(key.Caps), info, r.Options.Lease)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, requestGone(ctx) // not the upstream's failure
+			}
+			if unchecked {
+				return nil, uncheckedRefusal(sentWhat(false))
 			}
 			if translate.Unopened(ctx, err) && failover(err) {
 				continue

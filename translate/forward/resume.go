@@ -154,13 +154,15 @@ type resumePlace struct {
 	// check is the timer of the next check that the call's session lives,
 	// checkEvery its interval, checkedAt when it was last known to (unix
 	// nanoseconds; 0: never checked), trustedUntil until when a pass that
-	// makes room takes that for granted, since when the place was taken:
-	// places.go.
+	// makes room takes that for granted, since when the place was taken,
+	// and unreachable whether its last check failed (the upstream could
+	// not tell): places.go.
 	check        *time.Timer
 	checkEvery   time.Duration
 	checkedAt    int64
 	trustedUntil int64
 	since        int64
+	unreachable  bool
 	// sess is the call's session, key its pool key, pooled whether the
 	// pool counts it (a session of the pool's, leased; not an attached
 	// one).
