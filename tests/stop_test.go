@@ -1,11 +1,15 @@
 package tests
 
 import (
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 // terminate sends SIGTERM to the gateway (a graceful stop, as a process
@@ -135,4 +139,72 @@ func TestRefusalUpstreamDown(t *testing.T) {
 	if x.Header.Get("Retry-After") == "" {
 		t.Fatalf("503 without Retry-After: %s", x)
 	}
+}
+
+// silentInitialize is a legacy upstream (a fixture: no real server can be
+// told to hold its answer) that never answers initialize: it holds each
+// one until the gateway gives up on it, and reports it on opened.
+func silentInitialize(t *testing.T) (url string, opened <-chan struct{}) {
+	t.Helper()
+	ch := make(chan struct{}, 4)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if gjson.GetBytes(body, "method").String() == "initialize" {
+			ch <- struct{}{}
+			<-r.Context().Done()
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String() + "/mcp", ch
+}
+
+// TestClientCancelNotUpstreamFailure: a client that cancels its
+// subscriptions/listen while the gateway opens its upstream session is
+// counted as cancelled, not as a request that failed (outcome error, a
+// 502), and nothing logs an upstream failure: the upstream did nothing
+// wrong.
+func TestClientCancelNotUpstreamFailure(t *testing.T) {
+	t.Parallel()
+	up, opened := silentInitialize(t)
+	g := startGateway(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		resp, err := tryPostContext(ctx, g.URL, modernHeaders(modernVersion, "subscriptions/listen", ""),
+			rpcBody(t, 1, "subscriptions/listen", map[string]any{"_meta": meta(modernVersion),
+				"notifications": map[string]any{"toolsListChanged": true}}))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	wait(t, signalled(opened), notHang, "the upstream session opening")
+	cancel()
+	<-ended
+	const series = `caddy_mcp_gateway_requests_total{cell="modern-legacy",method="subscriptions/listen",outcome="%s"}`
+	waitMetrics(t, g, map[string]float64{strings.Replace(series, "%s", "cancelled", 1): 1})
+	if v := metricValue(scrape(t, g), strings.Replace(series, "%s", "error", 1)); v > 0 {
+		t.Fatalf("the client's cancel was counted as an error (%v)", v)
+	}
+	if log := g.Log(); strings.Contains(log, `"upstream failed"`) || strings.Contains(log, "upstream unavailable") {
+		t.Fatalf("the client's cancel was logged as an upstream failure:\n%s", log)
+	}
+}
+
+// signalled turns a channel of events into one of strings, for wait.
+func signalled(ch <-chan struct{}) <-chan string {
+	out := make(chan string, 1)
+	go func() {
+		<-ch
+		out <- "signalled"
+	}()
+	return out
 }
