@@ -208,3 +208,25 @@ func signalled(ch <-chan struct{}) <-chan string {
 	}()
 	return out
 }
+
+// TestStopParkedRetry: a call parked holding its stream (resume off) when
+// its instance stops gracefully is lost with it; the retry, on the same
+// instance restarted (same instance_id, as in a rolling restart), gets 502
+// "start the call again", as it does after a crash, not 400 -32602 (which
+// tells the client its requestState was bad).
+func TestStopParkedRetry(t *testing.T) {
+	t.Parallel()
+	up := newFailingLegacy(t)
+	block := up.block() + "\n\t\tinstance_id gw-stop\n\t\tstate_key " + testKey(0x39)
+	g := startGateway(t, block)
+	ir := parseInputRequired(t, elicitingCall(t, g.URL, 1, "ask", map[string]any{}, nil, nil))
+	g.terminate(t)
+	g.awaitExit(t)
+	again := startGatewayOn(t, g.Port, block)
+	x := elicitingCall(t, again.URL, 2, "ask", map[string]any{},
+		map[string]any{"requestState": ir.RequestState, "inputResponses": map[string]any{"elicitation-1": acceptAnswer}}, nil)
+	if x.Status != http.StatusBadGateway || x.Resp == nil || x.Resp.Error == nil ||
+		!strings.Contains(x.Resp.Error.Message, "start the call again") {
+		t.Fatalf("retry after a graceful stop: %s, want 502 start the call again", x)
+	}
+}

@@ -145,7 +145,7 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 	// The name is cloned: r.Name points into a copy of the whole request
 	// body, which a parked call would otherwise keep for its whole life.
 	c := &call{opts: r.Options, method: r.Method, name: strings.Clone(r.Name), started: time.Now(), princ: r.Principal, caps: r.ClientCapabilities}
-	if _, err := rand.Read(c.handle[:]); err != nil {
+	if err := b.newHandle(&c.handle); err != nil {
 		return nil, translate.BadGateway("no randomness")
 	}
 	failover := func(err error) bool { return r.Failover != nil && r.Failover(r, err) }
@@ -268,6 +268,17 @@ func goneReason(rerr *jsonrpc.RPCError) string {
 		return "client disconnected"
 	}
 	return "gateway shutting down"
+}
+
+// handleEpoch is how many bytes of a call's handle name the bridge that
+// made it (Bridge.epoch); the other 12 are random.
+const handleEpoch = 4
+
+// newHandle makes a call's handle: the bridge's epoch, then random bytes.
+func (b *Bridge) newHandle(h *[16]byte) error {
+	copy(h[:handleEpoch], b.epoch[:])
+	_, err := rand.Read(h[handleEpoch:])
+	return err
 }
 
 // setLogLevel sets the session's logging level (logging/setLevel).

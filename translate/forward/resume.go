@@ -2,7 +2,6 @@ package forward
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -284,7 +283,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 	opened := time.Now()
 	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: rs.Started, princ: r.Principal, caps: r.ClientCapabilities,
 		key: poolKey(r), always: r.GatherAlways, resumeOn: r.Resume, own: true, round: rs.Round, digest: rs.Digest}
-	_, _ = rand.Read(c.handle[:])
+	_ = b.newHandle(&c.handle)
 	c.keys = translate.DecodeKeyCounter(rs.Keys)
 	if p != nil {
 		b.cameQuickly(p)
