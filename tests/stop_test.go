@@ -2,9 +2,12 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -228,5 +231,30 @@ func TestStopParkedRetry(t *testing.T) {
 	if x.Status != http.StatusBadGateway || x.Resp == nil || x.Resp.Error == nil ||
 		!strings.Contains(x.Resp.Error.Message, "start the call again") {
 		t.Fatalf("retry after a graceful stop: %s, want 502 start the call again", x)
+	}
+}
+
+// TestStopByReload: a reload whose configuration has no mcp_gateway left
+// is a graceful stop of the gateway: the call in progress is cancelled
+// upstream and its client told the instance is stopping, where the old
+// handler's cleanup used to drop the upstream request unannounced (the
+// go-sdk's tool went on) and the client got 502.
+func TestStopByReload(t *testing.T) {
+	t.Parallel()
+	up := newFailingLegacy(t)
+	g := startGateway(t, up.block())
+	events := readSSE(modernCall(t, g.URL, 1, "hold", map[string]any{}, nil).Body)
+	nextData(t, events) // the tool is running upstream
+	without := fmt.Sprintf("{\n\tadmin %s\n\tgrace_period 10s\n\tpersist_config off\n}\n\n:%d {\n\tbind 127.0.0.1\n\trespond 404\n}\n", g.AdminAddr, g.Port)
+	if err := os.WriteFile(g.config, []byte(without), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(caddyBinary(t), "reload", "--config", g.config, "--adapter", "caddyfile", "--address", g.AdminAddr, "--force").CombinedOutput(); err != nil {
+		t.Fatalf("caddy reload: %v\n%s", err, out)
+	}
+	final := awaitResponse(t, events, 1)
+	checkStopAnswer(t, "call in progress", final)
+	if got := wait(t, up.ended, notHang, "end of the tool handler"); got != "hold: cancelled" {
+		t.Fatalf("the tool handler %s, want it cancelled", got)
 	}
 }
