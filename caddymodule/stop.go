@@ -34,9 +34,10 @@ const lifecycleKey = "gateway"
 // tells its upstream within seconds (the bridges bound that by 5 s).
 const stopWaitEternal = 10 * time.Second
 
-// stoppingRetryAfter is the Retry-After (seconds) of a refusal while the
-// instance stops: a client or balancer retrying sooner reaches another
-// instance; this one is gone by then.
+// stoppingRetryAfter is the Retry-After (seconds) of the 503s of a
+// stopping instance (and of a request the gateway ended itself): a client
+// or balancer retrying after it reaches another instance, this one being
+// gone by then.
 const stoppingRetryAfter = "1"
 
 // lifecycle is the UsagePool value: the calls no client can pick up again

@@ -121,7 +121,7 @@ func TestStopGraceful(t *testing.T) {
 // TestRefusalUpstreamDown: with max_parked_per_principal 2, a principal's
 // two calls park holding no stream (the upstream, the go-sdk, holds their
 // sessions), then the upstream goes down. The principal's next call is
-// refused 503, naming the upstream, with Retry-After: whether the parked
+// refused 503, naming the upstream: whether the parked
 // calls are over (finished on another instance) cannot be checked while
 // the upstream is unreachable, and the real cause is the upstream, not
 // 429 max_parked_per_principal.
@@ -138,9 +138,6 @@ func TestRefusalUpstreamDown(t *testing.T) {
 	if x.Status != http.StatusServiceUnavailable || x.Resp == nil || x.Resp.Error == nil ||
 		!strings.Contains(x.Resp.Error.Message, "upstream MCP server unavailable") {
 		t.Fatalf("a new call with the upstream down: %s, want 503 upstream MCP server unavailable", x)
-	}
-	if x.Header.Get("Retry-After") == "" {
-		t.Fatalf("503 without Retry-After: %s", x)
 	}
 }
 
