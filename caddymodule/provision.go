@@ -98,7 +98,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// End our own streams when this config is unloaded (reload) and, earlier,
 	// when the server begins to stop: Caddy's grace period never ends SSE
 	// streams, and on exit it waits for them. Calls their clients cannot
-	// pick up again (openCalls) finish on the old configuration after a
+	// pick up again (h.calls) finish on the old configuration after a
 	// reload (the bridges' state is shared with the new one); they are
 	// ended when the gateway stops (stop.go).
 	delay := time.Duration(h.Streams.StreamCloseDelay)

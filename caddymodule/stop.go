@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -104,7 +105,7 @@ func (h *Handler) stopIfLast() {
 
 // refuseStopping answers a request that arrives while the instance stops:
 // 503, with Retry-After, saying so (not that an upstream failed).
-func refuseStopping(w http.ResponseWriter, id []byte) error {
+func refuseStopping(w http.ResponseWriter, id json.RawMessage) error {
 	w.Header().Set("Retry-After", stoppingRetryAfter)
 	return jsonrpc.WriteError(w, id, &jsonrpc.RPCError{
 		HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,

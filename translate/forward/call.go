@@ -153,10 +153,11 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 		key := poolKey(*r)
 		c.key, c.always, c.resumeOn = key, r.GatherAlways, r.Resume
 		sess, err := b.pool.Lease(ctx, key, r.Header, []byte(key.Caps), info, r.Options.Lease)
-		unchecked := false
+		unchecked := false // a pass freed nothing because a check failed
 		for deadline := time.Now().Add(reclaimDeadline); err != nil; {
-			var again bool
-			if again, unchecked = b.reclaimSessions(r.Principal, err, deadline); !again {
+			again, failed := b.reclaimSessions(r.Principal, err, deadline)
+			unchecked = unchecked || failed
+			if !again {
 				break
 			}
 			sess, err = b.pool.Lease(ctx, key, r.Header, []byte(key.Caps), info, r.Options.Lease)

@@ -204,6 +204,7 @@ func (b *Bridge) verify(p *resumePlace) (freed bool) {
 // releases meanwhile.
 func (b *Bridge) makeRoomLocked(o *Options, princ [16]byte, sent bool) *jsonrpc.RPCError {
 	deadline := time.Now().Add(reclaimDeadline)
+	unchecked := false // a pass freed nothing because a check failed
 	for {
 		rerr := b.roomLocked(o, princ, sent)
 		if rerr == nil {
@@ -213,7 +214,8 @@ func (b *Bridge) makeRoomLocked(o *Options, princ [16]byte, sent bool) *jsonrpc.
 		if set := b.sets[o]; set != nil && set.byPrin[princ] >= o.MaxParkedPerPrincipal {
 			key.princ, key.own = princ, true
 		}
-		again, unchecked := b.awaitReclaimLocked(key, deadline)
+		again, failed := b.awaitReclaimLocked(key, deadline)
+		unchecked = unchecked || failed
 		b.mu.Lock()
 		if !again {
 			rerr = b.roomLocked(o, princ, sent)
@@ -245,7 +247,8 @@ func (b *Bridge) reclaimSessions(princ [16]byte, err error, deadline time.Time) 
 // awaitReclaimLocked runs, or waits for, a pass of key (called under b.mu,
 // which it releases), and reports whether to look for room again: the pass
 // freed a place, or a place may be freed before deadline, and that time
-// came; and whether the pass freed nothing because a check failed.
+// came; and whether the pass freed nothing because a check failed (the
+// caller keeps that across its tries).
 func (b *Bridge) awaitReclaimLocked(key reclaimKey, deadline time.Time) (again, unchecked bool) {
 	if !time.Now().Before(deadline) {
 		b.mu.Unlock()
@@ -262,7 +265,7 @@ func (b *Bridge) awaitReclaimLocked(key reclaimKey, deadline time.Time) (again, 
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true, false
+		return true, run.unchecked
 	case <-b.ctx.Done():
 		return false, run.unchecked
 	}
