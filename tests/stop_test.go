@@ -255,3 +255,36 @@ func TestStopByReload(t *testing.T) {
 		t.Fatalf("the tool handler %s, want it cancelled", got)
 	}
 }
+
+// TestStopMidResume: a call parked holding no stream (resume on, the
+// go-sdk's event store) is resumed on instance B; B is stopped (SIGTERM)
+// after it sent the answers upstream and while it reopens the call's
+// stream. B tells the client it is stopping (503), not that the upstream
+// is unavailable, and leaves the upstream session alone: the same retry,
+// sent again to A, resumes the call and gets the tool's result, where it
+// got "the upstream no longer knows the call" once B had ended the
+// session.
+func TestStopMidResume(t *testing.T) {
+	t.Parallel()
+	up := newFailingLegacy(t)
+	fleet := startFleetOf(t, 2, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tresume_linger -1", "advertise")
+	ir := parseInputRequired(t, elicitingCall(t, fleet[0].URL, 1, "ask", map[string]any{}, nil, nil))
+	retry := map[string]any{"requestState": ir.RequestState, "inputResponses": map[string]any{"elicitation-1": acceptAnswer}}
+	up.holdResume.Store(true)
+	stopped := make(chan rpcExchange, 1)
+	go func() { stopped <- elicitingCall(t, fleet[1].URL, 2, "ask", map[string]any{}, retry, nil) }()
+	wait(t, signalled(up.resumeHeld), notHang, "instance B reopening the call's stream")
+	fleet[1].terminate(t)
+	x := <-stopped
+	if x.Resp == nil || x.Resp.Error == nil {
+		t.Fatalf("the retry on the stopping instance: %s, want an error", x)
+	}
+	checkStopAnswer(t, "the retry on the stopping instance", x.Resp.Error.Message)
+	if got := wait(t, up.ended, notHang, "end of the tool handler"); got != "ask: accept" {
+		t.Fatalf("the tool %s, want it answered", got)
+	}
+	again := elicitingCall(t, fleet[0].URL, 3, "ask", map[string]any{}, retry, nil)
+	if again.Resp == nil || again.Resp.Error != nil || !strings.Contains(string(again.Resp.Result), "answer:") {
+		t.Fatalf("the retry sent again to instance A: %s, want the tool's result", again)
+	}
+}

@@ -252,10 +252,14 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 // requestGone is the answer to a request whose context ended before its
 // call did: 499 when the client left; when the gateway ended it (it is
 // stopping), 503 naming why, so that the client sends it again, to
-// another instance. Neither is the upstream's failure.
+// another instance. Neither is the upstream's failure. It is nil while ctx
+// has not ended.
 func requestGone(ctx context.Context) *jsonrpc.RPCError {
 	cause := context.Cause(ctx)
-	if errors.Is(cause, context.Canceled) {
+	switch {
+	case cause == nil:
+		return nil
+	case errors.Is(cause, context.Canceled):
 		return &jsonrpc.RPCError{HTTPStatus: 499, Code: jsonrpc.InternalError, Message: "client disconnected"}
 	}
 	return &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,

@@ -316,7 +316,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 		}
 		if err := c.sess.Respond(pctx, in.ID, resp, nil); err != nil {
 			cancel()
-			return b.resumeFailed(c, r, sink, err, served)
+			return b.resumeFailed(ctx, c, r, sink, err, served)
 		}
 	}
 	cancel()
@@ -326,7 +326,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 	stop()
 	if err != nil {
 		cancelCall()
-		return b.resumeFailed(c, r, sink, err, served)
+		return b.resumeFailed(ctx, c, r, sink, err, served)
 	}
 	c.up, c.cancelUp = up, cancelCall
 	c.resumeAt = rs.After
@@ -403,8 +403,20 @@ func (b *Bridge) replaySeen(ctx context.Context, c *call, seen uint32, unanswere
 
 // resumeFailed ends a resumed call whose answers or stream the upstream
 // did not take: the session is gone (the upstream restarted, or ended it),
-// or the upstream failed.
-func (b *Bridge) resumeFailed(c *call, r Request, sink translate.Sink, err error, served translate.Served) translate.Served {
+// or the upstream failed. When the gateway ended the request (it is
+// stopping), neither happened: the call goes on upstream, its answers
+// sent, and its session is left to it, so that the client's request, sent
+// again to another instance, resumes it from the upstream's event store.
+func (b *Bridge) resumeFailed(ctx context.Context, c *call, r Request, sink translate.Sink, err error, served translate.Served) translate.Served {
+	if gone := requestGone(ctx); gone != nil && gone.HTTPStatus != 499 {
+		if !c.own {
+			b.pool.Release(c.key, c.sess, true)
+		}
+		b.report(c, translate.OutcomeCancelled, goneReason(gone))
+		_ = sink.Respond(gone.HTTPStatus, jsonrpc.ErrorResponse(r.ID, gone))
+		served.Outcome = translate.OutcomeCancelled
+		return served
+	}
 	rerr := translate.UpstreamError(err)
 	if errors.Is(err, legacy.ErrSessionGone) {
 		resumeEvent(c.opts, ResumeGone)
