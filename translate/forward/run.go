@@ -72,12 +72,15 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink translate.Sin
 				window = nil // a round is gathering: it parks
 				continue
 			case <-ctx.Done():
-				// What the upstream sent first goes first: a result that
-				// came with the cancellation is delivered, not thrown away.
-				select {
-				case m, ok = <-msgs:
-					stream = true
-				default:
+				// The gateway is stopping, its client still there: what the
+				// upstream sent first goes first, so that a result that came
+				// with the cancellation is delivered, not thrown away.
+				if requestGone(ctx).HTTPStatus != 499 {
+					select {
+					case m, ok = <-msgs:
+						stream = true
+					default:
+					}
 				}
 				if !ok || !stream {
 					return b.requestEnded(ctx, c, r, sink), nil
