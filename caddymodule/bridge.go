@@ -185,6 +185,9 @@ func (h *Handler) newSink(w http.ResponseWriter, ctx context.Context) *httpSink 
 	return &httpSink{w: w, ctx: ctx, keepAlive: time.Duration(h.Streams.KeepAliveInterval), writeTimeout: time.Duration(h.Streams.WriteTimeout)}
 }
 
+// Header is the headers of the answer, until it is written.
+func (s *httpSink) Header() http.Header { return s.w.Header() }
+
 func (s *httpSink) Notify(msg []byte) error {
 	if s.sw == nil {
 		sse.SetHeaders(s.w.Header())
