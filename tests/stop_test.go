@@ -63,7 +63,8 @@ func checkStopAnswer(t *testing.T, what, answer string) {
 // process exits; each client is told the instance is stopping, not that
 // the upstream failed or that it left; and a request arriving during the
 // stop (shutdown_delay keeps the listener open, as it does behind a
-// balancer that needs time to notice) gets 503 with Retry-After.
+// balancer that needs time to notice), a POST or a GET, gets 503 with
+// Retry-After.
 func TestStopGraceful(t *testing.T) {
 	t.Parallel()
 	up := newFailingLegacy(t)
@@ -99,6 +100,14 @@ func TestStopGraceful(t *testing.T) {
 	if refused.Header.Get("Retry-After") == "" {
 		t.Fatal("503 while stopping without Retry-After")
 	}
+	// A legacy client's GET stream, reopened here: refused before its
+	// session is looked at.
+	get := send(t, http.MethodGet, g.URL, map[string]string{"Mcp-Session-Id": "any"}, "")
+	body, _ := io.ReadAll(get.Body)
+	if get.StatusCode != http.StatusServiceUnavailable || get.Header.Get("Retry-After") == "" {
+		t.Fatalf("GET while stopping: %d %s, want 503 with Retry-After", get.StatusCode, body)
+	}
+	checkStopAnswer(t, "GET", string(body))
 
 	for i, events := range streams {
 		final := awaitResponse(t, events, i+1)
