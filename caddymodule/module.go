@@ -188,6 +188,7 @@ type Handler struct {
 	peerClient    *http.Client    // peer_transport's, or nil
 	streams       *streamRegistry // resumable streams and single answers: closed on unload
 	calls         *streamRegistry // calls no client can pick up again: life's, ended by a graceful stop
+	relays        *streamRegistry // requests relayed to another instance: closed on unload, at the end of a graceful stop
 	life          *lifecycle      // the gateway's life in this process, shared across reloads (stop.go)
 	stopWait      time.Duration   // how long a graceful stop waits for the calls: grace_period (stop.go)
 	allowedOrigin map[string]bool

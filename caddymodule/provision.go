@@ -28,7 +28,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	fwdBase, revBase := h.setDefaults()
 	h.logger = ctx.Logger()
 	h.ctx = ctx
-	h.streams = newStreamRegistry()
+	h.streams, h.relays = newStreamRegistry(), newStreamRegistry()
 	if err := h.provisionLifecycle(ctx); err != nil { // stop.go
 		return err
 	}
@@ -102,10 +102,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// reload (the bridges' state is shared with the new one); they are
 	// ended when the gateway stops (stop.go).
 	delay := time.Duration(h.Streams.StreamCloseDelay)
-	context.AfterFunc(ctx, func() { h.streams.closeAll(delay) })
+	context.AfterFunc(ctx, func() {
+		h.streams.closeAll(delay)
+		h.relays.closeAll(delay)
+	})
 	if events, err := ctx.App("events"); err == nil {
 		if app, ok := events.(*caddyevents.App); ok {
-			_ = app.On("stopping", stoppingHandler{h.streams, h.life, delay})
+			_ = app.On("stopping", stoppingHandler{h.streams, h.relays, h.life, delay, h.stopWait})
 			h.events = healthEvents{app: app, ctx: ctx}
 		}
 	}
@@ -281,19 +284,23 @@ func (h *Handler) Cleanup() error {
 
 // stoppingHandler ends the streams when Caddy emits "stopping", which comes
 // before the HTTP servers wait for open connections; and, when the process
-// is exiting (a reload emits "stopping" too), begins the graceful stop.
+// is exiting (a reload emits "stopping" too), begins the graceful stop, in
+// which the relays end only once its wait is over (stop.go).
 type stoppingHandler struct {
-	streams *streamRegistry
-	life    *lifecycle
-	delay   time.Duration
+	streams, relays *streamRegistry
+	life            *lifecycle
+	delay, wait     time.Duration
 }
 
 // Handle implements caddyevents.Handler.
 func (s stoppingHandler) Handle(context.Context, caddy.Event) error {
 	s.streams.closeAll(s.delay)
-	if caddy.Exiting() {
-		s.life.stop(s.delay)
+	if !caddy.Exiting() {
+		s.relays.closeAll(s.delay)
+		return nil
 	}
+	s.life.stop(s.delay)
+	s.relays.closeAllWith(s.wait, errStopping)
 	return nil
 }
 

@@ -147,7 +147,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	defer h.streams.add(cancel)()
+	defer h.relays.add(cancel)() // a stop lets it finish (stop.go)
 	sig := h.fleet.auth.Sign(owner.Instance, forwardedRequest(r, body, h.principal(r)), time.Now())
 	silent := time.AfterFunc(forwardFirstByteTimeout, func() { cancel(errOwnerSilent) })
 	defer silent.Stop()
@@ -196,6 +196,14 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			h.metrics.Forwarded("sent", "error")
+			if closed := closedBy(ctx); closed != nil {
+				// This instance ended the relay (it stops, or its
+				// configuration was unloaded): the owner is not
+				// unreachable, and the call is its own still.
+				w.Header().Set("Retry-After", stoppingRetryAfter)
+				_ = jsonrpc.WriteError(w, id, abandoned(closed))
+				return
+			}
 			if unreachable != nil && r.Context().Err() == nil && unreachable() {
 				logger().Warn("the owner instance is unreachable: the request was served here", zap.Error(err))
 				return

@@ -21,8 +21,11 @@ import (
 // to another instance; the calls in progress are cancelled (each upstream
 // is told, as a client leaving would tell it), and the last handler's
 // Cleanup waits for them to end, bounded by the http app's grace_period,
-// before the bridges are released. A reload that keeps a handler changes
-// none of this: the calls run on, and requests are served.
+// before the bridges are released. A request relayed to the instance that
+// owns its call is not cut: the owner would take the broken relay for a
+// client that left, and end the call; it ends when the call does there, or
+// is cut once the grace period is over. A reload that keeps a handler
+// changes none of this: the calls run on, and requests are served.
 
 // lifecycles holds the gateway's life in this process: one value shared by
 // every configuration's handlers, released by the last one's Cleanup.

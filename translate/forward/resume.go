@@ -414,10 +414,7 @@ func (b *Bridge) replaySeen(ctx context.Context, c *call, seen uint32, unanswere
 // again to another instance, resumes it from the upstream's event store.
 func (b *Bridge) resumeFailed(ctx context.Context, c *call, r Request, sink translate.Sink, err error, served translate.Served) translate.Served {
 	if gone := requestGone(ctx); gone != nil && gone.HTTPStatus != 499 {
-		if !c.own {
-			b.pool.Release(c.key, c.sess, true)
-		}
-		b.report(c, translate.OutcomeCancelled, goneReason(gone))
+		b.leave(c, goneReason(gone))
 		_ = sink.Respond(gone.HTTPStatus, jsonrpc.ErrorResponse(r.ID, gone))
 		served.Outcome = translate.OutcomeCancelled
 		return served
@@ -433,6 +430,26 @@ func (b *Bridge) resumeFailed(ctx context.Context, c *call, r Request, sink tran
 	_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 	served.Cause = err
 	return served
+}
+
+// leave ends c on this instance without ending it upstream: the gateway
+// ended the request of a call resumed from a resumable state (it is
+// stopping). Its stream closes, as when a call parks holding no stream;
+// its answers, if sent, stay with the upstream, and so does its session,
+// so that the client's request, sent again to another instance, resumes
+// the call from the upstream's event store and gets its result.
+func (b *Bridge) leave(c *call, reason string) {
+	b.release(c)
+	if c.up != nil {
+		c.up.Close()
+		c.cancelUp()
+	}
+	if !c.own {
+		// Out of the pool, open upstream: the pool, closing with the
+		// instance, would end it.
+		b.pool.Detach(c.key, c.sess)
+	}
+	b.report(c, translate.OutcomeCancelled, reason)
 }
 
 // ResumeObserver is implemented by an Observer that wants to learn of

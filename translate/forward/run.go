@@ -149,10 +149,16 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink translate.Sin
 
 // requestEnded abandons c when the client's request ended before the call:
 // the client left, or the gateway is stopping (the client may still be
-// listening: it is told).
+// listening: it is told). A call resumed from a resumable state is left
+// upstream when the gateway is stopping (leave): the client's retry, sent
+// again to another instance, goes on with it there.
 func (b *Bridge) requestEnded(ctx context.Context, c *call, r Request, sink translate.Sink) string {
 	rerr := requestGone(ctx)
-	b.abandon(c, translate.OutcomeCancelled, goneReason(rerr))
+	if c.base != nil && rerr.HTTPStatus != 499 {
+		b.leave(c, goneReason(rerr))
+	} else {
+		b.abandon(c, translate.OutcomeCancelled, goneReason(rerr))
+	}
 	if rerr.HTTPStatus != 499 {
 		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 	}

@@ -1,0 +1,386 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
+)
+
+// countingServer is a go-sdk server with an event store (its call streams
+// resumable: the gateway parks calls holding no stream), in the test
+// process; a fixture, since no packaged server counts its tool runs. Its
+// tool `step` {call} asks one question, then works a moment and answers
+// "done <call> <answer>". It counts every handler that starts and every
+// one that ends, however it ends, and, per call, the runs that started
+// and the ones that finished with a result.
+type countingServer struct {
+	url            string
+	started, ended atomic.Int32
+
+	mu       sync.Mutex
+	runs     map[string]int // handler starts per call
+	finished map[string]int // results returned per call
+}
+
+func newCountingServer(t *testing.T) *countingServer {
+	t.Helper()
+	c := &countingServer{runs: map[string]int{}, finished: map[string]int{}}
+	server := mcp.NewServer(&mcp.Implementation{Name: "counting", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "step", Description: "Asks once, then works a moment."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+			Call string `json:"call"`
+		}) (*mcp.CallToolResult, any, error) {
+			c.started.Add(1)
+			defer c.ended.Add(1)
+			c.count(c.runs, in.Call)
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Go on?", RequestedSchema: answerSchema})
+			if err != nil {
+				return nil, nil, err
+			}
+			select { // the work: a window in which a stop finds the call in progress
+			case <-time.After(20 * time.Millisecond):
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+			c.count(c.finished, in.Call)
+			return support.Text(fmt.Sprint("done ", in.Call, " ", res.Content["answer"])), nil, nil
+		})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)}))
+	t.Cleanup(ts.Close)
+	c.url = ts.URL
+	return c
+}
+
+func (c *countingServer) count(m map[string]int, call string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m[call]++
+}
+
+func (c *countingServer) get(m map[string]int, call string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return m[call]
+}
+
+// lbRetry sends a request to the instances of a fleet in turn and, as a
+// load balancer's retry does, sends the same request to the next instance
+// when one refuses the connection or answers 503 with Retry-After. Each
+// request goes on a connection of its own: a request sent on an idle
+// connection as an instance closes it fails in the client, which tells
+// nothing of the gateway.
+type lbRetry struct {
+	urls   []string
+	next   atomic.Int32
+	client *http.Client
+}
+
+func newLBRetry(fleet []*gateway) *lbRetry {
+	b := &lbRetry{client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
+	for _, g := range fleet {
+		b.urls = append(b.urls, g.URL)
+	}
+	return b
+}
+
+// outcome is what a client finally got for one request.
+type outcome struct {
+	status int
+	resp   *rpcResponse
+	err    error // a transport error that was not a refused connection
+	tries  int
+	trail  []string // each try: the instance and what it answered
+}
+
+// cause names o for the figures: "ok", the HTTP status and message of an
+// error, or the transport error.
+func (o outcome) cause() string {
+	switch {
+	case o.err != nil:
+		return "connection lost"
+	case o.resp == nil:
+		return fmt.Sprintf("%d without a JSON-RPC response", o.status)
+	case o.resp.Error != nil:
+		return fmt.Sprintf("%d %s", o.status, o.resp.Error.Message)
+	}
+	return "ok"
+}
+
+// send posts the JSON-RPC request body (id) to the next instance, and on
+// to the following ones while they refuse it; at most 12 tries.
+func (b *lbRetry) send(hdr map[string]string, body string, id int) outcome {
+	var o outcome
+	for o.tries = 1; o.tries <= 12; o.tries++ {
+		i := int(b.next.Add(1)) % len(b.urls)
+		url := b.urls[i]
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := b.client.Do(req)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			o.trail = append(o.trail, fmt.Sprintf("gw-%d refused", i))
+			time.Sleep(10 * time.Millisecond) // every instance may be starting
+			continue
+		}
+		if err != nil {
+			o.err = err
+			o.trail = append(o.trail, fmt.Sprintf("gw-%d %v", i, err))
+			return o
+		}
+		o.status, o.resp, o.err = readOutcome(resp, id)
+		o.trail = append(o.trail, fmt.Sprintf("gw-%d %s", i, o.cause()))
+		if o.status == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "" {
+			continue
+		}
+		return o
+	}
+	o.tries--
+	return o
+}
+
+// readOutcome reads resp (closing it): its status, and the JSON-RPC
+// response to id, from JSON or an event stream.
+func readOutcome(resp *http.Response, id int) (int, *rpcResponse, error) {
+	defer resp.Body.Close()
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt == "text/event-stream" {
+		_, r, err := readSSEResponse(resp.Body, id)
+		if r != nil {
+			err = nil
+		}
+		return resp.StatusCode, r, err
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, nil, err
+	}
+	var r rpcResponse
+	if json.Unmarshal(data, &r) != nil {
+		return resp.StatusCode, nil, nil
+	}
+	return resp.StatusCode, &r, nil
+}
+
+// rollingCall is one call of the load: its name (the tool's argument),
+// the outcome of its last request, and whether it got the tool's result.
+type rollingCall struct {
+	name   string
+	stage  string // the request last sent: "call" or "retry"
+	last   outcome
+	result string
+}
+
+// stepCall makes one call through b: tools/call step, input_required,
+// then the retry with the answer; it returns the call as it ended.
+func stepCall(b *lbRetry, name string, id int) rollingCall {
+	c := rollingCall{name: name, stage: "call"}
+	m := meta(modernVersion)
+	m["io.modelcontextprotocol/clientCapabilities"] = map[string]any{"elicitation": map[string]any{}}
+	params := map[string]any{"name": "step", "arguments": map[string]any{"call": name}, "_meta": m}
+	hdr := modernHeaders(modernVersion, "tools/call", "step")
+	body := func(id int) string {
+		raw, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+		return string(raw)
+	}
+	c.last = b.send(hdr, body(id), id)
+	if c.last.cause() != "ok" {
+		return c
+	}
+	var ir inputRequired
+	if json.Unmarshal(c.last.resp.Result, &ir) != nil || ir.ResultType != "input_required" {
+		c.result = string(c.last.resp.Result)
+		return c
+	}
+	params["requestState"] = ir.RequestState
+	params["inputResponses"] = map[string]any{"elicitation-1": acceptAnswer}
+	c.stage = "retry"
+	c.last = b.send(hdr, body(id+1), id+1)
+	if c.last.cause() == "ok" {
+		var res struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		if json.Unmarshal(c.last.resp.Result, &res) == nil && len(res.Content) == 1 {
+			c.result = res.Content[0].Text
+		} else {
+			c.result = string(c.last.resp.Result)
+		}
+	}
+	return c
+}
+
+// rollingFigures are one run's counts: calls made, and calls per final
+// cause ("ok" for the tool's result).
+type rollingFigures struct {
+	calls    int
+	causes   map[string]int
+	leftOpen int32 // upstream handlers still running after the load
+}
+
+func (f rollingFigures) String() string {
+	keys := make([]string, 0, len(f.causes))
+	for k := range f.causes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var s []string
+	for _, k := range keys {
+		s = append(s, fmt.Sprintf("%q: %d", k, f.causes[k]))
+	}
+	return fmt.Sprintf("%d calls {%s}, %d upstream handlers left running", f.calls, strings.Join(s, ", "), f.leftOpen)
+}
+
+// failed is how many calls did not get the tool's result.
+func (f rollingFigures) failed() int { return f.calls - f.causes["ok"] }
+
+// rollingRestart runs a three-instance fleet (shared state_key and
+// storage, fixed ids and ports) in front of up, puts 6 clients to work
+// through a balancer, and restarts each instance in turn with signal
+// (SIGTERM: a graceful stop; SIGKILL: a crash), waiting between restarts
+// for calls to complete. It checks every call's outcome and returns the
+// figures.
+func rollingRestart(t *testing.T, signal syscall.Signal) rollingFigures {
+	up := newCountingServer(t)
+	block := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}"
+	ports := []int{freePort(t), freePort(t), freePort(t)}
+	globals := "\tstorage file_system " + t.TempDir()
+	fleet := make([]*gateway, len(ports))
+	for i, port := range ports {
+		fleet[i] = launchGateway(t, port, globals, "", fleetBlock(t, block, "peer", ports, i))
+	}
+	b := newLBRetry(fleet)
+
+	var (
+		mu    sync.Mutex
+		calls []rollingCall
+		done  atomic.Int32 // calls that got the tool's result
+		stop  = make(chan struct{})
+		wg    sync.WaitGroup
+	)
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c := stepCall(b, fmt.Sprintf("w%d-%d", w, n), 2*n+1)
+				if c.last.cause() == "ok" {
+					done.Add(1)
+				}
+				mu.Lock()
+				calls = append(calls, c)
+				mu.Unlock()
+			}
+		}()
+	}
+	progress := func(what string) {
+		from := done.Load()
+		waitForWithin(t, notHang, what, func() bool { return done.Load() >= from+10 })
+	}
+	progress("calls completing before the restarts")
+	for i := range fleet {
+		if signal == syscall.SIGKILL {
+			fleet[i].kill(t)
+		} else {
+			fleet[i].terminate(t)
+			fleet[i].awaitExit(t)
+		}
+		fleet[i] = launchGateway(t, ports[i], globals, "", fleetBlock(t, block, "peer", ports, i))
+		progress(fmt.Sprintf("calls completing after instance %d restarted", i))
+	}
+	close(stop)
+	wg.Wait()
+
+	f := rollingFigures{calls: len(calls), causes: map[string]int{}}
+	for _, c := range calls {
+		cause := c.last.cause()
+		f.causes[cause]++
+		want := "done " + c.name + " yes"
+		runs, finished := up.get(up.runs, c.name), up.get(up.finished, c.name)
+		if cause != "ok" {
+			t.Logf("%v: call %s failed at its %s: %s", signal, c.name, c.stage, strings.Join(c.last.trail, " → "))
+		}
+		switch {
+		case cause == "ok" && c.result != want:
+			t.Errorf("call %s: result %q, want %q", c.name, c.result, want)
+		case finished > 1:
+			t.Errorf("call %s: the tool finished %d times upstream (%d runs)", c.name, finished, runs)
+		case signal == syscall.SIGKILL:
+			// A crash tells nobody anything: its figures are recorded, not judged.
+		case cause != "ok" && finished > 0:
+			t.Errorf("call %s: the tool finished upstream, but its client got %s", c.name, cause)
+		case cause != "ok":
+			checkRollingError(t, c)
+		}
+	}
+	if signal == syscall.SIGTERM {
+		waitForWithin(t, notHang, "every upstream handler started to end", func() bool {
+			return up.started.Load() == up.ended.Load()
+		})
+	}
+	f.leftOpen = up.started.Load() - up.ended.Load()
+	return f
+}
+
+// checkRollingError fails unless the error c ended with names a true
+// cause and says what to do: during a graceful rolling restart the
+// upstream is up and every client connected.
+func checkRollingError(t *testing.T, c rollingCall) {
+	t.Helper()
+	cause := c.last.cause()
+	for _, wrong := range wrongCauses {
+		if strings.Contains(cause, wrong) {
+			t.Errorf("call %s ended with %s (after %d tries): a wrong cause", c.name, cause, c.last.tries)
+			return
+		}
+	}
+	if !strings.Contains(cause, "again") {
+		t.Errorf("call %s ended with %s (after %d tries): it does not say what to do", c.name, cause, c.last.tries)
+	}
+}
+
+// TestRollingStopUnderLoad: a rolling restart of a three-instance fleet
+// (shared state_key and storage; each instance signalled, then started
+// again with its id and port, one at a time) while 6 clients make calls of
+// one input round each, through a balancer that sends a request refused
+// (connection refused, or 503 with Retry-After) to the next instance.
+// With SIGTERM: no call ends with a wrong cause, or without saying what
+// to do; every upstream handler that started ends; no call whose tool
+// finished upstream is reported failed; no tool finishes twice for one
+// call. The same with SIGKILL (a crash) gives the figures to compare: a
+// graceful stop loses no more calls than a crash.
+func TestRollingStopUnderLoad(t *testing.T) {
+	t.Parallel()
+	term := rollingRestart(t, syscall.SIGTERM)
+	kill := rollingRestart(t, syscall.SIGKILL)
+	t.Logf("SIGTERM: %s", term)
+	t.Logf("SIGKILL: %s", kill)
+	if term.failed() > kill.failed() {
+		t.Errorf("a graceful rolling restart lost %d calls, a crashing one %d", term.failed(), kill.failed())
+	}
+}
