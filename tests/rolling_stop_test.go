@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -82,7 +83,8 @@ func (c *countingServer) get(m map[string]int, call string) int {
 
 // lbRetry sends a request to the instances of a fleet in turn and, as a
 // load balancer's retry does, sends the same request to the next instance
-// when one refuses the connection or answers 503 with Retry-After. Each
+// when one does not take the connection (refused, or reset as its
+// listener closes) or answers 503 with Retry-After. Each
 // request goes on a connection of its own: a request sent on an idle
 // connection as an instance closes it fails in the client, which tells
 // nothing of the gateway.
@@ -104,7 +106,7 @@ func newLBRetry(fleet []*gateway) *lbRetry {
 type outcome struct {
 	status int
 	resp   *rpcResponse
-	err    error // a transport error that was not a refused connection
+	err    error // a transport error once connected
 	tries  int
 	trail  []string // each try: the instance and what it answered
 }
@@ -137,7 +139,7 @@ func (b *lbRetry) send(hdr map[string]string, body string, id int) outcome {
 			req.Header.Set(k, v)
 		}
 		resp, err := b.client.Do(req)
-		if errors.Is(err, syscall.ECONNREFUSED) {
+		if dial := new(net.OpError); errors.As(err, &dial) && dial.Op == "dial" {
 			o.trail = append(o.trail, fmt.Sprintf("gw-%d refused", i))
 			time.Sleep(10 * time.Millisecond) // every instance may be starting
 			continue
@@ -187,6 +189,7 @@ type rollingCall struct {
 	name   string
 	stage  string // the request last sent: "call" or "retry"
 	last   outcome
+	trail  []string // every try of both requests
 	result string
 }
 
@@ -203,6 +206,7 @@ func stepCall(b *lbRetry, name string, id int) rollingCall {
 		return string(raw)
 	}
 	c.last = b.send(hdr, body(id), id)
+	c.trail = c.last.trail
 	if c.last.cause() != "ok" {
 		return c
 	}
@@ -215,6 +219,7 @@ func stepCall(b *lbRetry, name string, id int) rollingCall {
 	params["inputResponses"] = map[string]any{"elicitation-1": acceptAnswer}
 	c.stage = "retry"
 	c.last = b.send(hdr, body(id+1), id+1)
+	c.trail = append(c.trail, c.last.trail...)
 	if c.last.cause() == "ok" {
 		var res struct {
 			Content []struct {
@@ -303,6 +308,7 @@ func rollingRestart(t *testing.T, signal syscall.Signal) rollingFigures {
 		waitForWithin(t, notHang, what, func() bool { return done.Load() >= from+10 })
 	}
 	progress("calls completing before the restarts")
+	var stopped []*gateway
 	for i := range fleet {
 		if signal == syscall.SIGKILL {
 			fleet[i].kill(t)
@@ -310,6 +316,7 @@ func rollingRestart(t *testing.T, signal syscall.Signal) rollingFigures {
 			fleet[i].terminate(t)
 			fleet[i].awaitExit(t)
 		}
+		stopped = append(stopped, fleet[i])
 		fleet[i] = launchGateway(t, ports[i], globals, "", fleetBlock(t, block, "peer", ports, i))
 		progress(fmt.Sprintf("calls completing after instance %d restarted", i))
 	}
@@ -318,49 +325,56 @@ func rollingRestart(t *testing.T, signal syscall.Signal) rollingFigures {
 
 	f := rollingFigures{calls: len(calls), causes: map[string]int{}}
 	for _, c := range calls {
-		cause := c.last.cause()
-		f.causes[cause]++
-		want := "done " + c.name + " yes"
-		runs, finished := up.get(up.runs, c.name), up.get(up.finished, c.name)
-		if cause != "ok" {
-			t.Logf("%v: call %s failed at its %s: %s", signal, c.name, c.stage, strings.Join(c.last.trail, " → "))
-		}
-		switch {
-		case cause == "ok" && c.result != want:
-			t.Errorf("call %s: result %q, want %q", c.name, c.result, want)
-		case finished > 1:
-			t.Errorf("call %s: the tool finished %d times upstream (%d runs)", c.name, finished, runs)
-		case signal == syscall.SIGKILL:
-			// A crash tells nobody anything: its figures are recorded, not judged.
-		case cause != "ok" && finished > 0:
-			t.Errorf("call %s: the tool finished upstream, but its client got %s", c.name, cause)
-		case cause != "ok":
-			checkRollingError(t, c)
+		f.causes[c.last.cause()]++
+		if signal == syscall.SIGTERM {
+			checkRollingCall(t, up, c)
+		} else if n := up.get(up.finished, c.name); n > 1 {
+			t.Errorf("call %s: the tool finished %d times upstream", c.name, n)
 		}
 	}
 	if signal == syscall.SIGTERM {
 		waitForWithin(t, notHang, "every upstream handler started to end", func() bool {
 			return up.started.Load() == up.ended.Load()
 		})
+		for i, g := range stopped {
+			if log := g.Log(); strings.Contains(log, "upstream unavailable") || strings.Contains(log, `"upstream failed"`) {
+				t.Errorf("instance %d logged an upstream failure while it stopped:\n%s", i, log)
+			}
+		}
 	}
 	f.leftOpen = up.started.Load() - up.ended.Load()
 	return f
 }
 
-// checkRollingError fails unless the error c ended with names a true
-// cause and says what to do: during a graceful rolling restart the
-// upstream is up and every client connected.
-func checkRollingError(t *testing.T, c rollingCall) {
+// checkRollingCall judges the call c made during a graceful rolling
+// restart: the upstream is up and every client connected, and an instance
+// refuses what it cannot finish with a 503 the balancer sends on. So the
+// call gets the tool's own result, its tool having finished once
+// upstream; no answer on the way names a wrong cause; and the only
+// failure allowed is a connection reset before any answer (the kernel
+// resets what is still queued on a listener as the instance closes it:
+// nothing of the gateway's), which the comparison with a crash counts.
+func checkRollingCall(t *testing.T, up *countingServer, c rollingCall) {
 	t.Helper()
-	cause := c.last.cause()
-	for _, wrong := range wrongCauses {
-		if strings.Contains(cause, wrong) {
-			t.Errorf("call %s ended with %s (after %d tries): a wrong cause", c.name, cause, c.last.tries)
-			return
+	for _, try := range c.trail {
+		for _, wrong := range wrongCauses {
+			if strings.Contains(try, wrong) {
+				t.Errorf("call %s: an answer names a wrong cause: %s", c.name, strings.Join(c.trail, " → "))
+			}
 		}
 	}
-	if !strings.Contains(cause, "again") {
-		t.Errorf("call %s ended with %s (after %d tries): it does not say what to do", c.name, cause, c.last.tries)
+	cause, finished := c.last.cause(), up.get(up.finished, c.name)
+	switch {
+	case finished > 1:
+		t.Errorf("call %s: the tool finished %d times upstream", c.name, finished)
+	case cause == "ok" && c.result != "done "+c.name+" yes":
+		t.Errorf("call %s: result %q, want %q", c.name, c.result, "done "+c.name+" yes")
+	case cause != "ok" && finished > 0:
+		t.Errorf("call %s: the tool finished upstream, but its client got %s: %s", c.name, cause, strings.Join(c.trail, " → "))
+	case cause == "connection lost":
+		t.Logf("call %s: the connection was lost at its %s: %s", c.name, c.stage, strings.Join(c.trail, " → "))
+	case cause != "ok":
+		t.Errorf("call %s: the stop lost it at its %s: %s", c.name, c.stage, strings.Join(c.trail, " → "))
 	}
 }
 
@@ -369,11 +383,14 @@ func checkRollingError(t *testing.T, c rollingCall) {
 // again with its id and port, one at a time) while 6 clients make calls of
 // one input round each, through a balancer that sends a request refused
 // (connection refused, or 503 with Retry-After) to the next instance.
-// With SIGTERM: no call ends with a wrong cause, or without saying what
-// to do; every upstream handler that started ends; no call whose tool
-// finished upstream is reported failed; no tool finishes twice for one
-// call. The same with SIGKILL (a crash) gives the figures to compare: a
-// graceful stop loses no more calls than a crash.
+// With SIGTERM (checkRollingCall): every call gets its tool's result, but
+// for a connection reset before any answer; no answer names a wrong cause
+// (the upstream failing, the client leaving); no call whose tool finished
+// upstream is reported failed; no tool finishes twice for one call; every
+// upstream handler that started ends; no stopping instance logs an
+// upstream failure. The same with SIGKILL (a crash) gives the figures to
+// compare, logged (BENCHMARKS.md records them): a graceful stop loses no
+// more calls than a crash.
 func TestRollingStopUnderLoad(t *testing.T) {
 	t.Parallel()
 	term := rollingRestart(t, syscall.SIGTERM)
