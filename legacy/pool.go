@@ -71,6 +71,11 @@ type Pool struct {
 	// priming: a session is being opened for the key by Prime.
 	priming map[PoolKey]bool
 	closed  bool
+	// closing counts the sessions Release is ending in the background:
+	// Close waits for them, so that a process exiting after its calls
+	// ended does not leave their sessions, and the handlers of calls the
+	// upstream took no cancellation for, open upstream.
+	closing sync.WaitGroup
 }
 
 type idleEntry struct {
@@ -226,8 +231,17 @@ func (p *Pool) Release(key PoolKey, s *Session, healthy bool) {
 	if !healthy {
 		p.mu.Lock()
 		p.countLocked(key, -1)
+		track := !p.closed // after Close, nothing waits
+		if track {
+			p.closing.Add(1)
+		}
 		p.mu.Unlock()
-		go s.Close(context.Background())
+		go func() {
+			s.Close(context.Background())
+			if track {
+				p.closing.Done()
+			}
+		}()
 		return
 	}
 	s.touch()
@@ -269,8 +283,9 @@ func (p *Pool) Stats() (open, idle int) {
 	return p.open, p.lru.Len()
 }
 
-// Close closes every idle session. Leased ones are closed by their
-// holders' Release.
+// Close closes every idle session, and waits for those Release is closing
+// (each bounded by closeTimeout). Leased ones are closed by their holders'
+// Release.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	p.closed = true
@@ -288,6 +303,7 @@ func (p *Pool) Close() {
 		go func() { defer wg.Done(); s.Close(ctx) }()
 	}
 	wg.Wait()
+	p.closing.Wait()
 }
 
 // UpstreamStats counts the sessions of one upstream.
