@@ -28,21 +28,24 @@ import (
 // process; a fixture, since no packaged server counts its tool runs. Its
 // tool `step` {call} asks one question, then works a moment and answers
 // "done <call> <answer>". It counts every handler that starts and every
-// one that ends, however it ends, and, per call, the runs that started
-// and the ones that finished with a result.
+// one that ends, however it ends, and, per call, the runs that started,
+// the sessions of those still running, and the
+// ones that finished with a result; and the sessions the gateway ended
+// (DELETE).
 type countingServer struct {
 	url            string
 	started, ended atomic.Int32
 
 	mu       sync.Mutex
-	runs     map[string]int // handler starts per call
-	ends     map[string]int // handler ends per call
-	finished map[string]int // results returned per call
+	runs     map[string]int      // handler starts per call
+	running  map[string][]string // sessions of the handlers running, per call
+	finished map[string]int      // results returned per call
+	deleted  map[string]bool     // sessions DELETEd
 }
 
 func newCountingServer(t *testing.T) *countingServer {
 	t.Helper()
-	c := &countingServer{runs: map[string]int{}, ends: map[string]int{}, finished: map[string]int{}}
+	c := &countingServer{runs: map[string]int{}, running: map[string][]string{}, finished: map[string]int{}, deleted: map[string]bool{}}
 	closing, closed := context.WithCancel(context.Background())
 	server := mcp.NewServer(&mcp.Implementation{Name: "counting", Version: "1"}, nil)
 	mcp.AddTool(server, &mcp.Tool{Name: "step", Description: "Asks once, then works a moment."},
@@ -50,11 +53,8 @@ func newCountingServer(t *testing.T) *countingServer {
 			Call string `json:"call"`
 		}) (*mcp.CallToolResult, any, error) {
 			c.started.Add(1)
-			c.count(c.runs, in.Call)
-			defer func() {
-				c.count(c.ends, in.Call)
-				c.ended.Add(1)
-			}()
+			defer c.ended.Add(1)
+			defer c.run(in.Call, req.Session.ID())()
 			// A handler nobody ended must not hold the server's Close.
 			ctx, cancel := context.WithCancel(ctx)
 			defer context.AfterFunc(closing, cancel)()
@@ -70,14 +70,55 @@ func newCountingServer(t *testing.T) *countingServer {
 			c.count(c.finished, in.Call)
 			return support.Text(fmt.Sprint("done ", in.Call, " ", res.Content["answer"])), nil, nil
 		})
-	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
-		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)}))
+	hh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			c.mu.Lock()
+			c.deleted[r.Header.Get("Mcp-Session-Id")] = true
+			c.mu.Unlock()
+		}
+		hh.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() {
 		closed()
 		ts.Close()
 	})
 	c.url = ts.URL
 	return c
+}
+
+// run records a handler of call starting on session, and returns what
+// records its end.
+func (c *countingServer) run(call, session string) (end func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.runs[call]++
+	c.running[call] = append(c.running[call], session)
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		rs := c.running[call]
+		for i, r := range rs {
+			if r == session {
+				c.running[call] = append(rs[:i], rs[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+// orphans returns how many of call's running handlers run on a session
+// the gateway ended (DELETE), and whether every one of them does.
+func (c *countingServer) orphans(call string) (n int, all bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.running[call] {
+		if c.deleted[r] {
+			n++
+		}
+	}
+	return n, n == len(c.running[call])
 }
 
 func (c *countingServer) count(m map[string]int, call string) {
@@ -259,6 +300,7 @@ type rollingFigures struct {
 	causes   map[string]int
 	resent   int   // requests sent again after their connection closed before any answer
 	rerun    int   // calls whose tool started more than once upstream
+	late     int32 // handlers running on a session the gateway ended
 	leftOpen int32 // upstream handlers still running after the load
 }
 
@@ -272,8 +314,8 @@ func (f rollingFigures) String() string {
 	for _, k := range keys {
 		s = append(s, fmt.Sprintf("%q: %d", k, f.causes[k]))
 	}
-	return fmt.Sprintf("%d calls {%s}; %d requests sent again after a lost connection; %d calls whose tool started twice; %d upstream handlers left running",
-		f.calls, strings.Join(s, ", "), f.resent, f.rerun, f.leftOpen)
+	return fmt.Sprintf("%d calls {%s}; %d requests sent again after a lost connection; %d calls whose tool started twice; %d upstream handlers left running (%d on a session the gateway ended)",
+		f.calls, strings.Join(s, ", "), f.resent, f.rerun, f.leftOpen, f.late)
 }
 
 // failed is how many calls did not get the tool's result.
@@ -357,14 +399,26 @@ func rollingRestart(t *testing.T, signal syscall.Signal) rollingFigures {
 		}
 	}
 	if signal == syscall.SIGTERM {
-		if !poll(notHang, func() bool { return up.started.Load() == up.ended.Load() }) {
+		// A handler running on a session the gateway ended (cancelled,
+		// then DELETEd) is the upstream's to end: the go-sdk left one
+		// running in about 25 runs under load, its call cut by the stop
+		// as it started. Counted, not waited for.
+		late := func() (n int32) {
 			for _, c := range calls {
-				if runs, ends := up.get(up.runs, c.name), up.get(up.ends, c.name); runs != ends {
-					t.Errorf("call %s: %d upstream handlers started, %d ended: %s", c.name, runs, ends, strings.Join(c.trail, " → "))
+				k, _ := up.orphans(c.name)
+				n += int32(k)
+			}
+			return n
+		}
+		if !poll(notHang, func() bool { return up.started.Load()-up.ended.Load() == late() }) {
+			for _, c := range calls {
+				if _, all := up.orphans(c.name); !all {
+					t.Errorf("call %s: an upstream handler of it did not end: %s", c.name, strings.Join(c.trail, " → "))
 				}
 			}
 			t.Fatalf("%d upstream handlers started, %d ended within %v", up.started.Load(), up.ended.Load(), notHang)
 		}
+		f.late = late()
 		for i, g := range stopped {
 			if log := g.Log(); strings.Contains(log, "upstream unavailable") || strings.Contains(log, `"upstream failed"`) {
 				t.Errorf("instance %d logged an upstream failure while it stopped:\n%s", i, log)
