@@ -263,7 +263,8 @@ func (g faceGateway) Request(ctx context.Context, r *http.Request, in face.Inter
 		h.logger.Debug("internal request not encoded", zap.String("method", in.Method), zap.Error(err))
 		return "", &face.Failure{Status: http.StatusInternalServerError, Detail: "the request could not be encoded"}
 	}
-	inner, _ := withRoute(r.Clone(ctx))
+	inner, irt := withRoute(r.Clone(ctx))
+	irt.hostTask = in.Task
 	inner.Method = http.MethodPost
 	inner.Body = io.NopCloser(bytes.NewReader(body))
 	inner.ContentLength = int64(len(body))

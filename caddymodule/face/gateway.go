@@ -72,6 +72,14 @@ type Internal struct {
 	// the client (a multi-turn session's upstream); nil: routed as any
 	// modern request.
 	On *Route
+	// Task, for a tools/call, asks the gateway to host the call as a task
+	// of the Tasks extension at once, whatever the task rules: the answer
+	// is then a CreateTaskResult whose taskId tasks/get, tasks/update and
+	// tasks/cancel (made through Request too) follow, and with a task
+	// store another instance carries the call on when this one goes. Only
+	// a call on a legacy upstream is hosted (one on a modern upstream is
+	// passed through as it is), and only while a task place is left.
+	Task bool
 }
 
 // Route is where the front door sends a legacy client's request: what a

@@ -352,11 +352,18 @@ func (t *task) envelope(resultType string, detailed bool) []byte {
 // mayBecomeTask decides, before a tools/call starts, whether its call may
 // become a task: the tool's rule is optional or required and the request
 // declares the Tasks extension (a task place is then taken, which the
-// caller frees if the call does not start). A required tool's request
-// that does not declare it is refused with -32021.
+// caller frees if the call does not start), or the gateway hosts it
+// (Request.HostTask). A required tool's request that does not declare it
+// is refused with -32021.
 func (b *Bridge) mayBecomeTask(r Request) (*TaskRule, *jsonrpc.RPCError) {
 	if r.Method != "tools/call" {
 		return nil, nil
+	}
+	if r.HostTask {
+		if b.takeTaskPlace(r.Options, r.Principal) != nil {
+			return nil, nil // no room: a plain call, as before tasks
+		}
+		return &TaskRule{Mode: TaskOptional}, nil // a task at once
 	}
 	return b.applyTaskRule(r, b.support.taskRule(&r.Options.Tasks.Policy, r.Upstream, r.Principal, r.Name))
 }

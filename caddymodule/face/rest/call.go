@@ -190,6 +190,11 @@ func (f *Face) getCall(w http.ResponseWriter, r *http.Request, tool, id pathName
 	case err != nil:
 		return f.storageProblem(w, err)
 	}
+	if key := callKey(princ, tool, id); f.orphaned(key, c, now) {
+		if c, err = f.adopt(r, key, c); err != nil { // carry.go
+			return f.storageProblem(w, err)
+		}
+	}
 	c = seen(c, now)
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, c.ETag) {
 		w.Header().Set("ETag", `"`+c.ETag+`"`)
@@ -340,6 +345,8 @@ func (f *Face) cancel(w http.ResponseWriter, r *http.Request, tool, id pathName)
 	}
 	if call, ok := dismissal(waiting); ok {
 		go f.dismiss(r, waiting, call) // dismiss.go
+	} else if waiting.TaskID != "" {
+		go f.cancelTask(r, waiting.TaskID) // carry.go
 	}
 	return writeCall(w, r, http.StatusOK, rec)
 }

@@ -57,7 +57,9 @@ func (f *Face) toolCall(ctx context.Context, r *http.Request, call face.ToolCall
 	if p != nil {
 		c.OnProgress = p.set
 	}
-	a, fail := c.Do(ctx, r, call.Internal(toolCallMeta))
+	in := call.Internal(toolCallMeta)
+	in.Task = true // carried over when this instance goes (carry.go)
+	a, fail := c.Do(ctx, r, in)
 	if fail != nil {
 		return a, fail
 	}

@@ -188,6 +188,7 @@ type running struct {
 	princ    [16]byte
 	cancel   context.CancelCauseFunc
 	progress progress // the call's last progress (rpc.go)
+	task     taskRef  // the task it follows (carry.go)
 }
 
 // runTable is the calls running on this instance: process-wide, so
