@@ -38,7 +38,7 @@ func (b *Bridge) newHostedTask(c *call, r Request, status string) *task {
 	now := time.Now()
 	t := &task{princ: c.princ, tool: c.name, upstream: c.key.Upstream, born: now, ttl: o.Tasks.TTL,
 		sess: c.sess, kind: hostedKind{}, stop: make(chan struct{}),
-		taskState: taskState{status: status, created: now, updated: now, place: b.newTaskPlace(o, c.princ)},
+		taskState: taskState{status: status, created: now, updated: now, place: b.newTaskPlace(o, c.princ), showProgress: r.HostTask},
 		pollMs:    o.Tasks.PollInterval.Milliseconds(), opts: o}
 	if c.resumeOn && c.sess.ID != "" && !c.inboxAsked {
 		// Its record says where the call stands once a message of its

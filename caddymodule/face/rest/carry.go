@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
@@ -58,8 +59,9 @@ import (
 //     plain call) or not yet recorded. A task in front of a legacy server
 //     without an event store is taken over and fails with the task's own
 //     error, which says the upstream call could not be resumed.
-//   - A task carries no progress notifications: a call followed as a task
-//     shows no `progress`.
+//   - Progress: the task keeps its call's last progress notification,
+//     which tasks/get shows the face (forward.MetaProgress) and the run
+//     writes into the record as before.
 
 // Bounds of following a task.
 const (
@@ -143,7 +145,7 @@ func (f *Face) step(ctx context.Context, r *http.Request, rec *seal.RESTCall, c 
 			return a, err
 		}
 	}
-	return f.follow(ctx, r, id)
+	return f.follow(ctx, r, id, &run.progress)
 }
 
 // answerTask posts a round's answers to the task id (tasks/update). A
@@ -174,8 +176,9 @@ func (f *Face) answerTask(ctx context.Context, r *http.Request, id string, answe
 }
 
 // follow asks tasks/get of the task id until it asks for input or ends,
-// and returns that as the tools/call's answer would have said it.
-func (f *Face) follow(ctx context.Context, r *http.Request, id string) (face.Answer, error) {
+// and returns that as the tools/call's answer would have said it; the
+// call's progress, which tasks/get shows the face, goes to p.
+func (f *Face) follow(ctx context.Context, r *http.Request, id string, p *progress) (face.Answer, error) {
 	wait, misses := taskPollMin, 0
 	for {
 		a, fail := f.taskRequest(ctx, r, "tasks/get", id, nil)
@@ -196,6 +199,9 @@ func (f *Face) follow(ctx context.Context, r *http.Request, id string) (face.Ans
 				return answerOf(http.StatusOK, `{"error":`+lostTask(e)+`}`), nil
 			}
 			misses = 0
+			if pg := a.Result().Get("_meta." + forward.MetaProgress); pg.IsObject() {
+				p.set([]byte(pg.Raw))
+			}
 			if ans, ok := taskAnswer(a.Result()); ok {
 				return ans, nil
 			}

@@ -30,7 +30,7 @@ const dismissTimeout = 30 * time.Second
 // dismissal is the retry that dismisses a call's pending round, or false
 // when a question of the round cannot be dismissed.
 func dismissal(c seal.RESTCall) (face.ToolCall, bool) {
-	if c.RequestState == "" || len(c.Inputs) == 0 {
+	if (c.RequestState == "" && c.TaskID == "") || len(c.Inputs) == 0 {
 		return face.ToolCall{}, false
 	}
 	call := retryOf(c)
@@ -53,9 +53,12 @@ func (f *Face) dismiss(r *http.Request, rec seal.RESTCall, call face.ToolCall) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), dismissTimeout)
 	defer cancel()
 	// Whatever ends it (an end, a failure, max_rounds), nothing is left to
-	// do: the tool's answers are dropped.
+	// do: the tool's answers are dropped. A round of a task (carry.go) is
+	// answered with tasks/update.
+	run := &running{}
+	run.task.set(rec.TaskID)
 	_, _, _ = face.Drive(f.gw.Limits().MaxRounds, call,
-		func(c face.ToolCall) (face.Answer, error) { return f.toolCall(ctx, r, c, nil) },
+		func(c face.ToolCall) (face.Answer, error) { return f.step(ctx, r, &rec, c, run) },
 		func(a face.Answer) (map[string]json.RawMessage, bool, error) {
 			inputs, err := f.inputs(ctx, rec.Principal, a.Result().Get("inputRequests"))
 			if err != nil {
