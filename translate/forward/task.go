@@ -26,7 +26,8 @@ import (
 // cancellation, the lookup and the runner, see task below):
 //
 //	tools/call, the tool's rule optional or required (task_policy.go) and
-//	the request declaring the extension: start, then run (run.go)
+//	the request declaring the extension, or a face's call the gateway
+//	hosts (Request.HostTask: a task at once): start, then run (run.go)
 //	holds the call up to the rule's window
 //	  |  the result within the window: plain (optional), or a task
 //	  |  already completed (required)

@@ -145,13 +145,19 @@ func (f *Face) lockFailed(w http.ResponseWriter, err error, key string, run *run
 		return writeProblem(w, http.StatusTooManyRequests, "too many calls of yours are running on this instance (rest_max_calls_per_principal)")
 	}
 	if pending != nil {
-		run.cancel(errCanceled)
-		go func() {
-			<-pending
-			runs.end(key, run)
-		}()
+		stopStarted(key, run, pending)
 	}
 	return f.storageProblem(w, err)
+}
+
+// stopStarted stops a call started (its outcome pending) whose record
+// could not be written.
+func stopStarted(key string, run *running, pending <-chan seal.RESTCall) {
+	run.cancel(errCanceled)
+	go func() {
+		<-pending
+		runs.end(key, run)
+	}()
 }
 
 // refusedParams reports whether c failed at once with -32602 or
@@ -191,7 +197,11 @@ func (f *Face) getCall(w http.ResponseWriter, r *http.Request, tool, id pathName
 		return f.storageProblem(w, err)
 	}
 	if key := callKey(princ, tool, id); f.orphaned(key, c, now) {
-		if c, err = f.adopt(r, key, c); err != nil { // carry.go
+		c, err = f.adopt(r, key, c) // carry.go
+		switch {
+		case errors.Is(err, errNoRecord):
+			return writeProblem(w, http.StatusNotFound, "no such call")
+		case err != nil:
 			return f.storageProblem(w, err)
 		}
 	}

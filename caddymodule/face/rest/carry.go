@@ -68,7 +68,7 @@ const (
 	// taskPollMin and taskPollMax bound the wait between two tasks/get of
 	// a followed task: a short call is seen ending within milliseconds, a
 	// long one is asked every taskPollMax.
-	taskPollMin = 10 * time.Millisecond
+	taskPollMin = time.Millisecond
 	taskPollMax = 250 * time.Millisecond
 	// taskTries bounds the tasks/get in a row that get no answer (the
 	// gateway's storage unavailable, a relay failing) before the call
@@ -185,7 +185,7 @@ func (f *Face) follow(ctx context.Context, r *http.Request, id string, p *progre
 		switch {
 		case ctx.Err() != nil:
 			return a, ctx.Err()
-		case fail != nil || a.Status == http.StatusServiceUnavailable:
+		case fail != nil || a.Status == http.StatusServiceUnavailable || a.Status == http.StatusGatewayTimeout:
 			if misses++; misses >= taskTries {
 				if fail != nil {
 					return a, fail
@@ -195,7 +195,8 @@ func (f *Face) follow(ctx context.Context, r *http.Request, id string, p *progre
 		default:
 			if e, ok := a.Error(); ok {
 				// The task is gone: its instance went, and no record of it
-				// was kept (task_store off) or it expired.
+				// was kept (task_store off, or the storage is not shared),
+				// or it expired.
 				return answerOf(http.StatusOK, `{"error":`+lostTask(e)+`}`), nil
 			}
 			misses = 0
@@ -318,11 +319,7 @@ func (f *Face) adopt(r *http.Request, key string, c seal.RESTCall) (seal.RESTCal
 	case pending == nil:
 		runs.end(key, run)
 	case err != nil:
-		run.cancel(errCanceled)
-		go func() {
-			<-pending
-			runs.end(key, run)
-		}()
+		stopStarted(key, run, pending)
 	default:
 		go f.continueRun(key, c.ETag, pending, run, make(chan seal.RESTCall, 1))
 	}

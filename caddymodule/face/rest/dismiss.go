@@ -18,11 +18,12 @@ import (
 // (an elicitation `{"action":"cancel"}`, a roots request the principal's
 // roots), in the background, and goes on dismissing while the tool asks
 // only such questions, up to max_rounds. In front of a legacy server the
-// parked upstream call then ends at once instead of at park_ttl; a modern
-// server holds nothing, and its tool ends as it would for that user. A
-// sampling question has no refusal form in inputResponses: a call that
-// asks one is left as it is (parked until park_ttl in front of a legacy
-// server). What the tool answers is dropped: the record says canceled.
+// call is a task (carry.go), its answers posted with tasks/update, and the
+// upstream call ends at once; a modern server holds nothing, and its tool
+// ends as it would for that user. A sampling question has no refusal form:
+// a call that asks one is cancelled with tasks/cancel in front of a legacy
+// server (cancel), and left as it is in front of a modern one. What the
+// tool answers is dropped: the record says canceled.
 
 // dismissTimeout bounds a dismissal, all its rounds.
 const dismissTimeout = 30 * time.Second

@@ -6,7 +6,8 @@
 // instances, the forward bridge in front of legacy servers and
 // pass-through to modern ones apply unchanged. Tool calls are durable
 // resources whose records live in Caddy's storage (store.go, call.go,
-// run.go); lists, resources, prompts and completions are answered at once
+// run.go), run in front of a legacy server as tasks the gateway hosts, so
+// that another instance carries them on (carry.go); lists, resources, prompts and completions are answered at once
 // (lists.go); the OpenAPI document is made from tools/list (openapi.go).
 package rest
 
