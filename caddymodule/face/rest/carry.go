@@ -58,7 +58,13 @@ import (
 //     a call whose task could not be made (no task place left: it ran as a
 //     plain call) or not yet recorded. A task in front of a legacy server
 //     without an event store is taken over and fails with the task's own
-//     error, which says the upstream call could not be resumed.
+//     error, which says the upstream call could not be resumed. A legacy
+//     server that runs tasks itself (2025's experimental tasks) runs the
+//     call as its own task, which no other instance takes over: the call
+//     fails, saying its task was lost with its instance.
+//   - The task bounds the call: it counts toward max_tasks while it runs,
+//     and lives task_ttl (a call still running or waiting for answers
+//     then is cancelled).
 //   - Progress: the task keeps its call's last progress notification,
 //     which tasks/get shows the face (forward.MetaProgress) and the run
 //     writes into the record as before.
