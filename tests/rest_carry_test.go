@@ -87,7 +87,14 @@ func carryFleet(t *testing.T, up, lease string) (launch func(i int) *gateway, ba
 		block := fleetBlock(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}", "peer", ports, i) +
 			"\n\t\trest /api\n\t\trest_wait 1s\n\t\ttask_lease " + lease + "\n"
 		site := "\troute /api/* {\n\t\tmcp_gateway {\n" + block + "\n\t\t}\n\t}"
-		return launchGateway(t, ports[i], globals, site, block)
+		g := launchGateway(t, ports[i], globals, site, block)
+		// Built with GOFLAGS=-race, a race in the instance fails the test.
+		t.Cleanup(func() {
+			if strings.Contains(g.Log(), "DATA RACE") {
+				t.Errorf("a data race in instance %d:\n%s", i, g.Log())
+			}
+		})
+		return g
 	}
 	base = func(i int, tool string) string {
 		return fmt.Sprintf("http://127.0.0.1:%d/api/tools/%s/calls/", ports[i], tool)
