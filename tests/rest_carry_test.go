@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,7 +132,9 @@ func ended(t *testing.T, url string) restCall {
 // the tools are then released. Each call, polled on an instance up, ends
 // success with its own tool's result, and the upstream ran each tool
 // once: the call's stream was reopened after its last event, not the call
-// made again. A call waiting for an answer when its instance is SIGKILLed
+// made again. In front of a server without an event store, a call whose
+// instance stops reads failed at once on the other, saying why (a lease of
+// 1h). A call waiting for an answer when its instance is SIGKILLed
 // is advanced on the other instance (its tasks/update waits out the dead
 // owner's lease) and ends with the answer, its tool run once.
 func TestRESTCarriedOver(t *testing.T) {
@@ -175,6 +178,19 @@ func TestRESTCarriedOver(t *testing.T) {
 			}
 		})
 	}
+	t.Run("not resumable, stopped", func(t *testing.T) {
+		t.Parallel()
+		var slept atomic.Int32
+		launch, base := carryFleet(t, restLegacyServer(t, &slept), "1h")
+		fleet := []*gateway{launch(0), launch(1)}
+		wantCall(t, restDo(t, "PUT", base(0, "slow")+"s", map[string]string{"Idempotency-Key": "k"}, `{"arguments":{"ms":30000}}`),
+			http.StatusCreated, "running")
+		fleet[0].stop(t)
+		c := ended(t, base(1, "slow")+"s")
+		if c.Status != "failed" || !strings.Contains(string(c.Error), "could not be resumed") {
+			t.Fatalf("the call after its instance stopped: %+v (error %s)", c, c.Error)
+		}
+	})
 	t.Run("asking, killed", func(t *testing.T) {
 		t.Parallel()
 		up := newCountingServer(t, nil)

@@ -49,7 +49,8 @@ import (
 //     a round posts them with tasks/update instead of retrying the call
 //     with a requestState. The gateway answers roots itself as before.
 //   - A graceful stop hands the call over: the run, stopped, writes the
-//     record's lease lapsed now (outcome keeps it running), and the bridge
+//     record's lease lapsed now (outcome keeps it running; Caddy's exit
+//     waits for it: settle), and the bridge
 //     hands the task over (or fails it, saying why, when the upstream
 //     cannot resume it): the next GET on any instance adopts it at once.
 //   - A call on a modern upstream is passed through: the upstream holds
@@ -330,6 +331,21 @@ func (f *Face) adopt(r *http.Request, key string, c seal.RESTCall) (seal.RESTCal
 		go f.continueRun(key, c.ETag, pending, run, make(chan seal.RESTCall, 1))
 	}
 	return c, err
+}
+
+// settle waits, as Caddy exits (its calls stopped, their clients gone),
+// until the calls that ran here have written their records — handed over,
+// or failed — or d has passed: the process would otherwise end first, and
+// their records read running until their leases lapsed.
+func (t *runTable) settle(d time.Duration) {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		t.mu.Lock()
+		n := len(t.runs)
+		t.mu.Unlock()
+		if n == 0 {
+			return
+		}
+	}
 }
 
 // has reports whether the call of key runs here.

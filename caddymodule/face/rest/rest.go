@@ -51,6 +51,11 @@ func New(ctx caddy.Context, cfg *Config, gw face.Gateway) (face.Face, error) {
 	}
 	f := &Face{gw: gw, cfg: *cfg, storage: ctx.Storage()}
 	go f.sweep(ctx)
+	ctx.OnCancel(func() {
+		if caddy.Exiting() {
+			runs.settle(storeTimeout) // carry.go
+		}
+	})
 	return f, nil
 }
 
