@@ -105,6 +105,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    rest_wait          <duration>          # rest.wait
 //	    rest_call_ttl      <duration>          # rest.call_ttl
 //	    rest_max_calls_per_principal <count>   # rest.max_calls_per_principal
+//	    rest_max_records_per_principal <count> # rest.max_records_per_principal
+//	    rest_max_bytes_per_principal <size>    # rest.max_bytes_per_principal
+//	    rest_max_records   <count>             # rest.max_records
+//	    rest_max_bytes     <size>              # rest.max_bytes
 //
 //	    saga               on|off              # faces.saga (present: on)
 //	    multi_turn_sse     on|off              # faces.multi_turn_sse (present: on)

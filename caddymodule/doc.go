@@ -30,7 +30,9 @@
 //     relay.go (a request forwarded to its owner, signed), giveback.go
 //     (upstream sessions handed back between instances).
 //   - The faces: faces.go (FacesConfig, the table of enabled faces the
-//     front door asks, the face.Gateway they are given).
+//     front door asks, the face.Gateway they are given), once.go (a
+//     face's token used once across the fleet: use records in Caddy's
+//     storage).
 //   - Observability: observe.go (cells, outcomes, the log line of a call),
 //     metrics.go (the caddy_mcp_gateway_* series), admin.go
 //     (admin.api.mcp_gateway: parked calls, sessions, tasks, upstreams).

@@ -43,9 +43,11 @@ type FacesConfig struct {
 	// needs input is answered `{"state":"suspended","sagaToken","steps"}`,
 	// one step per elicitation or sampling request. The `sagaToken` is
 	// sealed with `state_key` (any instance of the fleet serves the next
-	// turn), bound to the principal, usable once, and valid for
-	// `park_ttl`. Without it, both methods get `-32601` as any unknown
-	// method. Default: off. Caddyfile: `saga on|off`.
+	// turn), bound to the principal, usable once (across the fleet: its
+	// use is recorded in Caddy's storage, which the instances must
+	// share), and valid for `park_ttl`. Without it, both methods get
+	// `-32601` as any unknown method. Default: off. Caddyfile:
+	// `saga on|off`.
 	Saga *saga.Config `json:"saga,omitempty"`
 
 	// Multi-turn SSE (SEP-1858) for legacy (2025-era) clients that opt
@@ -56,10 +58,11 @@ type FacesConfig struct {
 	// session needs input, its SSE answer is `event: buffer_input`, the
 	// requests (elicitation, sampling, roots) as `message` events, then
 	// `event: input_required` whose id holds the call's state (sealed,
-	// bound to the principal and the session, usable once, valid for
-	// `park_ttl`), and the stream ends; the client POSTs its answers as a
-	// JSON array with that id as `Last-Event-ID`, to any instance, and
-	// gets the result or the next turn. The call itself is made as a
+	// bound to the principal and the session, usable once across the
+	// fleet as the saga's token, valid for `park_ttl`), and the stream
+	// ends; the client POSTs its answers as a JSON array with that id as
+	// `Last-Event-ID`, to any instance, and gets the result or the next
+	// turn. The call itself is made as a
 	// modern tools/call (in front of a legacy server through the parked
 	// calls, in front of a modern one passed through). Clients that do not
 	// opt in are served exactly as without it, and so are all clients
@@ -124,7 +127,7 @@ func (h *Handler) unmarshalFaceOption(d *caddyfile.Dispenser, name string) (bool
 // provisionFaces makes the table of the enabled faces.
 func (h *Handler) provisionFaces(ctx caddy.Context) error {
 	h.faces = nil
-	gw := faceGateway{h}
+	gw := faceGateway{h: h, once: newOnceStore(ctx, h)}
 	for _, k := range h.Faces.kinds() {
 		f, err := k.make(ctx, gw)
 		if err != nil {
@@ -205,7 +208,10 @@ func (h *Handler) serveRouted(w http.ResponseWriter, r *http.Request, l *learned
 }
 
 // faceGateway is the face.Gateway of a handler.
-type faceGateway struct{ h *Handler }
+type faceGateway struct {
+	h    *Handler
+	once *onceStore // nil without state_key (once.go)
+}
 
 func (g faceGateway) Principal(r *http.Request) [16]byte { return g.h.principal(r) }
 func (g faceGateway) Keyring() *seal.Keyring             { return g.h.keyring }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -217,7 +218,9 @@ func Peek(body []byte) (Message, error) {
 		msg.ID = json.RawMessage(id.Raw)
 	}
 	if method.Type == gjson.String {
-		msg.Method = method.Str
+		// A clone: a substring would keep gjson's copy of the whole body
+		// alive as long as the method's name (a parked call keeps it).
+		msg.Method = strings.Clone(method.Str)
 	}
 	if dup != "" {
 		return msg, Errorf(http.StatusBadRequest, InvalidRequest, "Invalid Request: duplicate member %q", Clip(dup))

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,7 +48,8 @@ type Session struct {
 	ID UpstreamSessionID
 	// Version is the negotiated protocol version.
 	Version string
-	// InitResult is the raw InitializeResult.
+	// InitResult is the raw InitializeResult. Read only: sessions whose
+	// upstream answered alike share it (internInit).
 	InitResult []byte
 
 	client Doer
@@ -110,8 +112,10 @@ func Open(ctx context.Context, client Doer, url string, header http.Header, caps
 	if !result.Exists() {
 		return nil, fmt.Errorf("initializing upstream session: %s", gjson.GetBytes(msg.Raw, "error").Raw)
 	}
-	s.InitResult = []byte(result.Raw)
-	s.Version = result.Get("protocolVersion").String()
+	s.InitResult = internInit(result.Raw)
+	// A clone: a substring would keep the whole answer (GetBytes's copy)
+	// alive as long as the session.
+	s.Version = strings.Clone(result.Get("protocolVersion").String())
 	if err := s.Notify(ctx, "notifications/initialized", nil); err != nil {
 		return nil, err
 	}

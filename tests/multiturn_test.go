@@ -240,8 +240,8 @@ func TestMultiTurnLegacy(t *testing.T) {
 	last := []map[string]any{mtAccept(second.reqs[0], map[string]any{"answer": "sure"})}
 	mtFinal(t, mtAnswers(t, a, sid, second.token, last, nil), `"call-7"`, "accept:yes,accept:sure")
 
-	// Used: refused where it was used; elsewhere, the call it resumed is
-	// over (single use across the fleet is the call's requestState's).
+	// Used: refused where it was used; elsewhere (these instances share no
+	// storage: see once_test.go), the call it resumed is over.
 	mtRefused(t, mtAnswers(t, a, sid, second.token, last, nil), -32602, "Last-Event-ID is not valid")
 	if x := mtAnswers(t, b, sid, second.token, last, nil); x.final == nil || x.final.Error == nil || x.token != "" {
 		t.Fatalf("a used Last-Event-ID on another instance: %s", x)

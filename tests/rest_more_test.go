@@ -212,13 +212,16 @@ func TestRESTOpenAPI(t *testing.T) {
 			t.Fatalf("%s: the response does not fit the document: %v\n%s", opID, err, buf.Bytes())
 		}
 		var c restCall
+		if resp.StatusCode == http.StatusNoContent {
+			return c
+		}
 		if err := json.Unmarshal(buf.Bytes(), &c); err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
 	for _, id := range []string{"listTools", "listPrompts", "listResources", "listResourceTemplates", "readResource", "getPrompt", "complete", "putRoots",
-		"call_hello", "get_hello_call", "advance_hello_call", "cancel_hello_call", "list_hello_calls"} {
+		"call_hello", "get_hello_call", "advance_hello_call", "cancel_hello_call", "list_hello_calls", "delete_hello_call"} {
 		opPath(id)
 	}
 	c := do("call_ask", "o1", map[string]string{"Idempotency-Key": "k"}, `{"arguments":{"topic":"tea"}}`)
@@ -234,6 +237,8 @@ func TestRESTOpenAPI(t *testing.T) {
 	if c = do("get_ask_call", "o1", nil, ""); c.Status != "success" {
 		t.Fatalf("get: %+v", c)
 	}
+	do("delete_ask_call", "o1", nil, "")
+	wantProblem(t, restDo(t, "GET", gw[1]+"/api/tools/ask/calls/o1", nil, ""), http.StatusNotFound)
 }
 
 type nopCloser struct{ *strings.Reader }

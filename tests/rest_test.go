@@ -35,7 +35,13 @@ func restFleet(t *testing.T, upstream, extra string) []string {
 // restFleetProcs is restFleet, with the instances' processes.
 func restFleetProcs(t *testing.T, upstream, extra string) ([]string, []*gateway) {
 	t.Helper()
-	globals := "\tstorage file_system " + t.TempDir()
+	return restFleetIn(t, t.TempDir(), upstream, extra)
+}
+
+// restFleetIn is restFleetProcs with the file_system storage at store.
+func restFleetIn(t *testing.T, store, upstream, extra string) ([]string, []*gateway) {
+	t.Helper()
+	globals := "\tstorage file_system " + store
 	ports := []int{freePort(t), freePort(t)}
 	bases := make([]string, len(ports))
 	procs := make([]*gateway, len(ports))
@@ -260,13 +266,15 @@ func TestRESTLegacy(t *testing.T) {
 	}
 	wantProblem(t, restDo(t, "PUT", call(1, "hello", "c1"), withHeaders(alice, "Idempotency-Key", "k2"), `{"arguments":{"name":"Bob"}}`), http.StatusConflict)
 	// A tool the server does not list: 404, and no call made of it; an
-	// existing tool given invalid arguments: a failed call.
+	// existing tool given invalid arguments: the go-sdk answers an
+	// isError result (a tool error, as MCP has it), so a call that
+	// succeeded with that result, and no error.
 	wantProblem(t, restDo(t, "PUT", call(0, "nosuch", "n1"), withHeaders(alice, "Idempotency-Key", "k"), `{"arguments":{}}`), http.StatusNotFound)
 	wantProblem(t, restDo(t, "GET", call(1, "nosuch", "n1"), alice, ""), http.StatusNotFound)
 	bad := wantCall(t, restDo(t, "PUT", call(0, "hello", "bad-args"), withHeaders(alice, "Idempotency-Key", "k"), `{"arguments":{"name":5}}`),
-		http.StatusCreated, "failed")
-	if len(bad.Error) == 0 && len(bad.Result) == 0 {
-		t.Fatalf("a failed call without error or result: %+v", bad)
+		http.StatusCreated, "success")
+	if len(bad.Error) != 0 || !strings.Contains(string(bad.Result), `"isError":true`) {
+		t.Fatalf("invalid arguments: %+v", bad)
 	}
 
 	// Two rounds of elicitation, each answered on the other instance.
@@ -444,7 +452,7 @@ func TestRESTAttacks(t *testing.T) {
 	}
 	wantCall(t, restDo(t, "PUT", gw[0]+"/api/tools/slow/calls/s2", withHeaders(key, "Authorization", "Bearer other"), `{"arguments":{"ms":10}}`), http.StatusCreated, "success")
 	wantProblem(t, restDo(t, "GET", gw[0]+"/api/tools/slow/calls/s2", nil, ""), http.StatusNotFound) // refused: never made
-	wantProblem(t, restDo(t, "DELETE", gw[0]+"/api/tools/hello/calls/x", nil, ""), http.StatusMethodNotAllowed)
+	wantProblem(t, restDo(t, "PATCH", gw[0]+"/api/tools/hello/calls/x", nil, ""), http.StatusMethodNotAllowed)
 	wantProblem(t, restDo(t, "GET", gw[0]+"/api/tools/hello/calls/never", nil, ""), http.StatusNotFound)
 	// The MCP endpoint beside the face is unchanged.
 	x := postRPC(t, gw[0]+"/mcp", nil, rpcBody(t, 1, "tools/call", map[string]any{"name": "hello"}), 1)

@@ -180,9 +180,9 @@ func TestSagaModern(t *testing.T) {
 	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), `hosted by Ada; toast: \"To Ada!\"; invitations sent: true`) {
 		t.Fatalf("final: %s", x)
 	}
-	// Used: refused by the instance that used it. (Another instance would
-	// retry it: single use across the fleet holds only as far as the
-	// modern server's own requestState is single use, docs/faces.md "Saga".)
+	// Used: refused by the instance that used it. (These instances share
+	// no storage: another would retry it, as far as the modern server's
+	// own requestState allows; with a shared storage, see once_test.go.)
 	sagaRefused(t, resumeSaga(t, fleet[2].URL, nil, 5, toastState, done), "sagaToken is not valid")
 
 	// A sampling step refused by the client.

@@ -12,9 +12,10 @@
 //
 // What a face may ask of the gateway is the Gateway interface: serve an
 // internal request, the principal, the keyring, the instance, the logger,
-// the limits. What the gateway asks of a face is one or more of the hooks
-// (PathFace, MessageFace, SessionFace, RouteFace); the front door keeps a
-// table of the enabled faces and asks each hook in turn, and names none.
+// the limits, a token's single use across the fleet (UseOnce). What the
+// gateway asks of a face is one or more of the hooks (PathFace,
+// MessageFace, SessionFace, RouteFace); the front door keeps a table of
+// the enabled faces and asks each hook in turn, and names none.
 //
 // What the faces share:
 //   - the in-process client (Client): a modern request built on the

@@ -3,6 +3,7 @@ package face
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -49,7 +50,26 @@ type Gateway interface {
 	// in the background): cancel is called when Caddy exits. The
 	// returned func removes it; it must be called when the work ends.
 	Track(cancel context.CancelCauseFunc) (done func())
+
+	// UseOnce records the token id of purpose (a face's kind of token) as
+	// used until expires, the token's expiry: nil the first time, on
+	// whichever instance; ErrUsed after that. With state_key configured
+	// the use is recorded in Caddy's storage, so that it holds across
+	// every instance sharing the storage; without, tokens do not cross
+	// instances and this instance's memory is enough. An error wrapping
+	// ErrUseUnrecorded means the use could not be checked or recorded
+	// (the storage failed): the token stays unused and the caller must
+	// not go on.
+	UseOnce(ctx context.Context, purpose string, id [16]byte, expires time.Time) error
 }
+
+// Errors of Gateway.UseOnce.
+var (
+	// ErrUsed: the token was used before.
+	ErrUsed = errors.New("already used")
+	// ErrUseUnrecorded: the token's use could not be recorded.
+	ErrUseUnrecorded = errors.New("the token's use could not be recorded")
+)
 
 // Limits are the handler's options a face applies to its own work.
 type Limits struct {

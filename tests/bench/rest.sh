@@ -48,6 +48,10 @@ http://127.0.0.1:$gw {
 		}
 		state_key $key
 		rest /legacy/api
+		rest_max_records_per_principal 10000000
+		rest_max_bytes_per_principal 1TiB
+		rest_max_records 10000000
+		rest_max_bytes 1TiB
 	}
 	@modern path /modern/mcp /modern/api/*
 	mcp_gateway @modern {
@@ -56,6 +60,10 @@ http://127.0.0.1:$gw {
 		}
 		state_key $key
 		rest /modern/api
+		rest_max_records_per_principal 10000000
+		rest_max_bytes_per_principal 1TiB
+		rest_max_records 10000000
+		rest_max_bytes 1TiB
 	}
 }
 EOC

@@ -117,18 +117,27 @@ type reclaimRun struct {
 	retry bool
 }
 
-// armCheckLocked schedules p's next background check after d (under b.mu).
+// checkPlaceLater queues p's background check (its timer fired before
+// its deadline), its timer set for the deadline meanwhile; with the queue
+// full, the check comes again after the same interval.
+func (b *Bridge) checkPlaceLater(p *resumePlace) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.places[p.id] != p {
+		return
+	}
+	if !b.checks.add(func() { b.checkPlace(p) }) {
+		b.armCheckLocked(p, p.checkEvery)
+		return
+	}
+	p.timer.Reset(time.Duration(p.deadline - time.Now().UnixNano()))
+}
+
+// armCheckLocked sets p's timer for its next background check, after d,
+// or for its deadline if sooner (under b.mu).
 func (b *Bridge) armCheckLocked(p *resumePlace, d time.Duration) {
 	p.checkEvery = d
-	p.check = time.AfterFunc(d, func() {
-		if !b.checks.add(func() { b.checkPlace(p) }) {
-			b.mu.Lock()
-			if b.places[p.id] == p {
-				b.armCheckLocked(p, p.checkEvery)
-			}
-			b.mu.Unlock()
-		}
-	})
+	p.timer.Reset(min(d, time.Duration(p.deadline-time.Now().UnixNano())))
 }
 
 // checkPlace checks p in the background: freed if its session is gone,

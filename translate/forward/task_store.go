@@ -25,7 +25,9 @@ import (
 // inputRequests, the result or error, the owner (instance, boot, address),
 // and where the upstream call stands when its stream is resumable.
 //
-// Keys: mcp_gateway/tasks/<principal>/<handle> (hex), so that one
+// Keys: mcp_gateway/tasks/<principal>/<handle> (hex; the principal's
+// keyed name, seal.Keyring.PrincipalName, so that the storage's names
+// reveal nothing to test guessed credentials against), so that one
 // principal's records are one listing. The owner's claim is its instance's
 // lease (task_lease.go): one per instance, not per task, so that renewing
 // costs one write per period whatever the number of tasks.
@@ -69,8 +71,19 @@ func lockStore(ctx context.Context, store Storage, name string) (release func(),
 	}, nil
 }
 
-func recordKey(princ, handle [16]byte) string {
-	return path.Join(recordsPrefix, hex.EncodeToString(princ[:]), hex.EncodeToString(handle[:]))
+// recordKey is the key of the record of princ's task handle.
+func recordKey(kr *seal.Keyring, princ, handle [16]byte) string {
+	return path.Join(recordsPrefix, kr.PrincipalName(princ), hex.EncodeToString(handle[:]))
+}
+
+// recordKeysBefore are the keys an older gateway (or another key of kr,
+// before a rotation) gave the record: loadRecord looks there on a miss.
+func recordKeysBefore(kr *seal.Keyring, princ, handle [16]byte) []string {
+	var keys []string
+	for _, name := range kr.PrincipalNamesBefore(princ) {
+		keys = append(keys, path.Join(recordsPrefix, name, hex.EncodeToString(handle[:])))
+	}
+	return keys
 }
 
 func (o *Options) taskLease() time.Duration {
@@ -171,7 +184,7 @@ func (b *Bridge) persist(t *task) {
 	sealed, err := seal.SealTaskRecord(t.opts.Keyring, rec)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		err = t.opts.Tasks.Store.Store(ctx, recordKey(t.princ, t.handle), sealed)
+		err = t.opts.Tasks.Store.Store(ctx, recordKey(t.opts.Keyring, t.princ, t.handle), sealed)
 		cancel()
 	}
 	if err != nil {
@@ -186,7 +199,7 @@ func (b *Bridge) forget(t *task) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	if err := t.opts.Tasks.Store.Delete(ctx, recordKey(t.princ, t.handle)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := t.opts.Tasks.Store.Delete(ctx, recordKey(t.opts.Keyring, t.princ, t.handle)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		b.storeEvent(t, StoreFailed, fmt.Errorf("deleting the task's record: %w", err))
 	}
 }

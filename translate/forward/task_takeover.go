@@ -52,10 +52,10 @@ type storedTask struct {
 func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.Task) (storedTask, error) {
 	o := r.Options
 	store := o.Tasks.Store
-	key := recordKey(tk.Principal, tk.Handle)
+	key := recordKey(o.Keyring, tk.Principal, tk.Handle)
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	rec, err := loadRecord(sctx, o, key)
+	rec, err := loadRecord(sctx, o, tk.Principal, tk.Handle)
 	if err != nil || rec == nil {
 		return storedTask{}, err
 	}
@@ -90,7 +90,7 @@ func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.
 	if t := b.heldTask(tk.Handle, r.Principal); t != nil {
 		return storedTask{t: t}, nil // taken over here while this one waited
 	}
-	if rec, err = loadRecord(sctx, o, key); err != nil || rec == nil {
+	if rec, err = loadRecord(sctx, o, tk.Principal, tk.Handle); err != nil || rec == nil {
 		return storedTask{}, err
 	}
 	if translate.TaskTerminal(rec.Status) {
@@ -125,20 +125,26 @@ func ownerBusy(owner string, left time.Duration) *jsonrpc.RPCError {
 			strconv.FormatInt(secs, 10) + "s, then any instance takes the task over: retry then"}
 }
 
-// loadRecord reads and opens the record at key: nil when there is none.
-func loadRecord(ctx context.Context, o *Options, key string) (*seal.TaskRecord, error) {
-	b, err := o.Tasks.Store.Load(ctx, key)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+// loadRecord reads and opens the record of princ's task handle: nil when
+// there is none. On a miss it looks where an older gateway kept it
+// (recordKeysBefore).
+func loadRecord(ctx context.Context, o *Options, princ, handle [16]byte) (*seal.TaskRecord, error) {
+	keys := append([]string{recordKey(o.Keyring, princ, handle)}, recordKeysBefore(o.Keyring, princ, handle)...)
+	for _, key := range keys {
+		b, err := o.Tasks.Store.Load(ctx, key)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the task's record: %w", err)
+		}
+		rec, err := seal.OpenTaskRecord(o.Keyring, b)
+		if err != nil {
+			return nil, err
+		}
+		return &rec, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the task's record: %w", err)
-	}
-	rec, err := seal.OpenTaskRecord(o.Keyring, b)
-	if err != nil {
-		return nil, err
-	}
-	return &rec, nil
+	return nil, nil
 }
 
 // heldTask returns the task of handle in the table, if princ's.
@@ -314,7 +320,7 @@ func (b *Bridge) StoredOwner(ctx context.Context, r *Request) (owner translate.O
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	rec, err := loadRecord(ctx, o, recordKey(tk.Principal, tk.Handle))
+	rec, err := loadRecord(ctx, o, tk.Principal, tk.Handle)
 	if err != nil || rec == nil || rec.Principal != r.Principal {
 		return owner, false
 	}

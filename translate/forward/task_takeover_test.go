@@ -2,9 +2,11 @@ package forward
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -263,7 +265,7 @@ func TestTaskRecordAttack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return recordKey(tk.Principal, tk.Handle)
+		return recordKey(os[0].Keyring, tk.Principal, tk.Handle)
 	}
 	sealed, err := store.Load(t.Context(), key(first))
 	if err != nil {
@@ -283,6 +285,39 @@ func TestTaskRecordAttack(t *testing.T) {
 	}
 	if got := taskOp(t, bs[1], os[1], upstream, "tasks/get", first, "", true); got.Get("error.code").Int() != -32603 || strings.Contains(got.Raw, "question") {
 		t.Fatalf("a tampered record: %s", got.Raw)
+	}
+}
+
+// TestTaskRecordOldName: a record an older gateway kept under the plain
+// digest of its principal (before names were keyed) is still found: its
+// instance vanishes, and another serves the task from it.
+func TestTaskRecordOldName(t *testing.T) {
+	upstream, _ := resumableUpstream(t)
+	bs, os := fleetOfBridges(t, 2, time.Hour)
+	id, _ := startTask(t, bs[0], os[0], upstream, 1)
+	tk, err := seal.OpenTask(os[0].Keyring, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := os[0].Tasks.Store
+	key := recordKey(os[0].Keyring, tk.Principal, tk.Handle)
+	if strings.Contains(key, hex.EncodeToString(tk.Principal[:])) {
+		t.Fatalf("the record's key %q names the principal's plain digest", key)
+	}
+	sealed, err := store.Load(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crash(bs[0])
+	old := path.Join(recordsPrefix, hex.EncodeToString(tk.Principal[:]), hex.EncodeToString(tk.Handle[:]))
+	if err := store.Store(t.Context(), old, sealed); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Delete(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	if got := taskOp(t, bs[1], os[1], upstream, "tasks/get", id, "", true); got.Get("error").Exists() || got.Get("result.status").String() == "" {
+		t.Fatalf("a record under its old name: %s", got.Raw)
 	}
 }
 
@@ -317,7 +352,7 @@ func TestTaskTakeoverWorking(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		sealed, err := os[0].Tasks.Store.Load(t.Context(), recordKey(tk.Principal, tk.Handle))
+		sealed, err := os[0].Tasks.Store.Load(t.Context(), recordKey(os[0].Keyring, tk.Principal, tk.Handle))
 		if err == nil {
 			if rec, err := seal.OpenTaskRecord(os[0].Keyring, sealed); err == nil && rec.After != "" {
 				break

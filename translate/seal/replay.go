@@ -91,6 +91,23 @@ func (c *ReplayFilter) Use(id [16]byte, expires, now time.Time) error {
 	return nil
 }
 
+// Forget forgets id, so that it may be used again: for a use whose
+// purpose was not carried out after all (its record elsewhere failed).
+func (c *ReplayFilter) Forget(id [16]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.seen[id]; !ok {
+		return
+	}
+	delete(c.seen, id)
+	for i, e := range c.byExp {
+		if e.id == id {
+			heap.Remove(&c.byExp, i)
+			return
+		}
+	}
+}
+
 // Len is how many ids the filter remembers.
 func (c *ReplayFilter) Len() int {
 	c.mu.Lock()

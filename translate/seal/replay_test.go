@@ -44,6 +44,36 @@ func TestReplayFilter(t *testing.T) {
 	}
 }
 
+// TestReplayFilterForget: a forgotten id may be used again, the others
+// stay used, and the heap stays in order.
+func TestReplayFilterForget(t *testing.T) {
+	c := NewReplayFilter(8)
+	exp := testNow.Add(forwardTTL)
+	for b := range byte(5) {
+		if err := c.Use([16]byte{b}, exp.Add(time.Duration(5-b)*time.Second), testNow); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Forget([16]byte{2})
+	c.Forget([16]byte{42}) // never used: nothing to forget
+	if c.Len() != 4 || c.byExp.Len() != 4 {
+		t.Fatalf("after Forget: %d live, heap %d", c.Len(), c.byExp.Len())
+	}
+	if err := c.Use([16]byte{2}, exp.Add(3*time.Second), testNow); err != nil {
+		t.Fatalf("a forgotten id: %v", err)
+	}
+	for b := range byte(5) {
+		if err := c.Use([16]byte{b}, exp.Add(time.Duration(5-b)*time.Second), testNow); !errors.Is(err, ErrReplayed) {
+			t.Fatalf("id %d: %v, want ErrReplayed", b, err)
+		}
+	}
+	for i := 1; i < c.byExp.Len(); i++ {
+		if c.byExp.Less(i, (i-1)/2) {
+			t.Fatalf("heap out of order at %d", i)
+		}
+	}
+}
+
 // TestReplayFilterConcurrent: of many concurrent uses of one id, exactly
 // one wins (run with -race); ids that expired are forgotten as time passes,
 // so a steady stream of ids keeps the filter at what is live.

@@ -14,15 +14,31 @@ import (
 // instance of the fleet reads, advances, cancels and lists it. A record is
 // sealed for a purpose of its own: it holds the call's arguments, its
 // result and the requestState of the call's current round, and whoever can
-// write to the storage must not be able to make an instance retry a call
-// of its choosing, nor read a result.
+// write to the storage must not be able to read a result, nor to make an
+// instance retry a call of its choosing (beyond an earlier round of the
+// same call, written back: see Version).
 //
-// The plaintext is a version byte then JSON (the record is made of JSON
-// pieces already: arguments, input requests, results); decodeRESTCall
-// accepts only a record within the bounds.
+// A record is sealed for its place (its storage key, bound as additional
+// data), so that a record moved or copied under another key does not
+// open, and carries a Version its writers count up, so that an instance
+// can refuse a record older than one it wrote or read. The sealed bytes
+// are kept as they are (no base64). The plaintext is a version byte then
+// JSON (the record is made of JSON pieces already: arguments, input
+// requests, results); decodeRESTCall accepts only a record within the
+// bounds.
 
-// restCallPurpose separates REST call records from every other token.
-const restCallPurpose Purpose = "mcp-gateway/rest-call/v1"
+// restCallPurpose separates REST call records from every other token;
+// restCallAt binds it to the record's place.
+const restCallPurpose Purpose = "mcp-gateway/rest-call/v2"
+
+// restCallPurposeV1 is the purpose of the records older gateways wrote:
+// base64, bound to no place (OpenRESTCallV1).
+const restCallPurposeV1 Purpose = "mcp-gateway/rest-call/v1"
+
+// restCallAt is the purpose of a record kept at place.
+func restCallAt(place string) Purpose {
+	return restCallPurpose + "\x00" + Purpose(place)
+}
 
 // restRootsPurpose separates a principal's roots (PUT <base>/roots).
 const restRootsPurpose Purpose = "mcp-gateway/rest-roots/v1"
@@ -103,6 +119,11 @@ type RESTCall struct {
 	// current round as (in front of a legacy server), which any instance
 	// follows when the one running the call goes.
 	TaskID string `json:"tk,omitempty"`
+	// Version counts the record's writes: each writer writes one more
+	// than the record it read (0 in records older gateways wrote). An
+	// instance refuses a record older than one it saw at its key; one
+	// that saw none cannot tell an earlier record written back.
+	Version uint64 `json:"v,omitempty"`
 }
 
 // CreatedAt, UpdatedAt and LeaseUntil are the record's times.
@@ -163,9 +184,9 @@ func decodeRESTCall(b []byte) (RESTCall, error) {
 	return c, nil
 }
 
-// SealRESTCall seals c, or returns ErrRESTTooLarge when a field is beyond
-// its bound.
-func SealRESTCall(kr *Keyring, c RESTCall) ([]byte, error) {
+// SealRESTCall seals c for place (its storage key), or returns
+// ErrRESTTooLarge when a field is beyond its bound.
+func SealRESTCall(kr *Keyring, place string, c RESTCall) ([]byte, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
@@ -173,16 +194,33 @@ func SealRESTCall(kr *Keyring, c RESTCall) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []byte(kr.Seal(restCallPurpose, b)), nil
+	return kr.SealBytes(restCallAt(place), b), nil
 }
 
-// OpenRESTCall opens a record sealed by SealRESTCall under a key of kr.
-// Errors wrap ErrRESTInvalid.
-func OpenRESTCall(kr *Keyring, sealed []byte) (RESTCall, error) {
+// OpenRESTCall opens a record sealed by SealRESTCall under a key of kr
+// for place: a record sealed for another place does not open. Errors wrap
+// ErrRESTInvalid.
+func OpenRESTCall(kr *Keyring, place string, sealed []byte) (RESTCall, error) {
+	if len(sealed) > headerSize+maxRESTPlain+16 {
+		return RESTCall{}, fmt.Errorf("%w: too long", ErrRESTInvalid)
+	}
+	b, err := kr.OpenBytes(restCallAt(place), sealed)
+	return openedRESTCall(b, err)
+}
+
+// OpenRESTCallV1 opens a record an older gateway sealed (base64, bound to
+// no place), so that its reader can move it where it belongs now. Errors
+// wrap ErrRESTInvalid.
+func OpenRESTCallV1(kr *Keyring, sealed []byte) (RESTCall, error) {
 	if len(sealed) > (headerSize+maxRESTPlain+16)*4/3+4 {
 		return RESTCall{}, fmt.Errorf("%w: too long", ErrRESTInvalid)
 	}
-	b, err := kr.Open(restCallPurpose, string(sealed))
+	b, err := kr.Open(restCallPurposeV1, string(sealed))
+	return openedRESTCall(b, err)
+}
+
+// openedRESTCall decodes the plaintext b an open returned with err.
+func openedRESTCall(b []byte, err error) (RESTCall, error) {
 	if err != nil {
 		return RESTCall{}, fmt.Errorf("%w: %w", ErrRESTInvalid, err)
 	}

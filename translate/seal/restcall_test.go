@@ -27,11 +27,11 @@ func TestRESTCallRoundTrip(t *testing.T) {
 	done := RESTCall{Tool: "t", ID: "i", Status: "success", Result: json.RawMessage(`{"content":[]}`)}
 	tasked := RESTCall{Tool: "t", ID: "i", Status: "running", TaskID: "sealed-task-id", Owner: "gw-0", Lease: 3}
 	for _, c := range []RESTCall{testRESTCall(), {}, done, tasked} {
-		sealed, err := SealRESTCall(kr, c)
+		sealed, err := SealRESTCall(kr, "p/k", c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := OpenRESTCall(kr, sealed)
+		got, err := OpenRESTCall(kr, "p/k", sealed)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestRESTCallBounds(t *testing.T) {
 	} {
 		c := testRESTCall()
 		mod(&c)
-		if _, err := SealRESTCall(kr, c); !errors.Is(err, ErrRESTTooLarge) {
+		if _, err := SealRESTCall(kr, "p/k", c); !errors.Is(err, ErrRESTTooLarge) {
 			t.Errorf("%s: %v, want ErrRESTTooLarge", name, err)
 		}
 	}
@@ -68,24 +68,24 @@ func TestRESTCallBounds(t *testing.T) {
 // roots bound to their principal.
 func TestRESTCallRefusals(t *testing.T) {
 	kr := testKeyring(t)
-	sealed, err := SealRESTCall(kr, testRESTCall())
+	sealed, err := SealRESTCall(kr, "p/k", testRESTCall())
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := bytes.Clone(sealed)
 	b[len(b)/2] ^= 1
-	if _, err := OpenRESTCall(kr, b); !errors.Is(err, ErrRESTInvalid) {
+	if _, err := OpenRESTCall(kr, "p/k", b); !errors.Is(err, ErrRESTInvalid) {
 		t.Errorf("tampered: %v", err)
 	}
 	task, _ := SealTaskRecord(kr, TaskRecord{Tool: "t"})
-	if _, err := OpenRESTCall(kr, task); !errors.Is(err, ErrRESTInvalid) {
+	if _, err := OpenRESTCall(kr, "p/k", task); !errors.Is(err, ErrRESTInvalid) {
 		t.Errorf("a task record opened as a REST call: %v", err)
 	}
 	if _, err := OpenTaskRecord(kr, sealed); err == nil {
 		t.Error("a REST call opened as a task record")
 	}
 	other := testKeyring(t, bytes.Repeat([]byte{0x5a}, KeySize))
-	if _, err := OpenRESTCall(other, sealed); !errors.Is(err, ErrRESTInvalid) {
+	if _, err := OpenRESTCall(other, "p/k", sealed); !errors.Is(err, ErrRESTInvalid) {
 		t.Errorf("another key: %v", err)
 	}
 	roots, err := SealRESTRoots(kr, testPrincipal, []byte(`{"roots":[]}`))
@@ -98,8 +98,40 @@ func TestRESTCallRefusals(t *testing.T) {
 	if _, err := OpenRESTRoots(kr, [16]byte{9}, roots); !errors.Is(err, ErrRESTInvalid) {
 		t.Errorf("another principal's roots: %v", err)
 	}
-	if _, err := OpenRESTCall(kr, roots); !errors.Is(err, ErrRESTInvalid) {
+	if _, err := OpenRESTCall(kr, "p/k", roots); !errors.Is(err, ErrRESTInvalid) {
 		t.Errorf("roots opened as a REST call: %v", err)
+	}
+}
+
+// TestRESTCallPlace: a record opens at the place it was sealed for and
+// nowhere else; a record of an older gateway opens with OpenRESTCallV1
+// only.
+func TestRESTCallPlace(t *testing.T) {
+	kr := testKeyring(t)
+	c := testRESTCall()
+	c.Version = 7
+	sealed, err := SealRESTCall(kr, "rest/p/calls/ask/order-42", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := OpenRESTCall(kr, "rest/p/calls/ask/order-42", sealed); err != nil || got.Version != 7 {
+		t.Fatalf("at its place: %+v %v", got, err)
+	}
+	for _, place := range []string{"rest/p/calls/ask/order-43", "rest/q/calls/ask/order-42", ""} {
+		if _, err := OpenRESTCall(kr, place, sealed); !errors.Is(err, ErrRESTInvalid) {
+			t.Errorf("moved to %q: %v", place, err)
+		}
+	}
+	if _, err := OpenRESTCallV1(kr, sealed); !errors.Is(err, ErrRESTInvalid) {
+		t.Errorf("a placed record opened as an old one: %v", err)
+	}
+	b, _ := encodeRESTCall(&c)
+	old := []byte(kr.Seal(restCallPurposeV1, b))
+	if got, err := OpenRESTCallV1(kr, old); err != nil || got.ID != c.ID {
+		t.Errorf("an old record: %+v %v", got, err)
+	}
+	if _, err := OpenRESTCall(kr, "rest/p/calls/ask/order-42", old); !errors.Is(err, ErrRESTInvalid) {
+		t.Errorf("an old record opened as a placed one: %v", err)
 	}
 }
 

@@ -3,7 +3,6 @@ package multiturn
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -28,8 +27,9 @@ import (
 // on: a malformed array (-32700, -32600), an answer that does not fit the
 // turn (-32602; the token stays usable, the client may POST again), a
 // token that is not valid for this session (-32602, one message for every
-// reason). Once the token is used, what comes is the call's answer, under
-// the tools/call's id.
+// reason), a token whose use could not be recorded (-32603, HTTP 503; the
+// token stays usable). Once the token is used, what comes is the call's
+// answer, under the tools/call's id.
 
 // invalid is a -32602 refusal of a turn's answers.
 func invalid(format string, args ...any) *jsonrpc.RPCError {
@@ -39,6 +39,11 @@ func invalid(format string, args ...any) *jsonrpc.RPCError {
 // tokenRefused is the message of every refusal of a turn token.
 const tokenRefused = "Last-Event-ID is not valid (invalid, expired, already used, or not this session's): " +
 	"call the tool again"
+
+// useUnrecorded is the message of a turn's answers whose token's use
+// could not be recorded (the storage failed): nothing was done.
+const useUnrecorded = "Internal error: the gateway could not record the Last-Event-ID's use (its storage is unavailable; " +
+	"the gateway's log says why): nothing was done, POST the answers again with the same Last-Event-ID"
 
 // refusal is a sampling request the client answered with an error.
 type refusal struct {
@@ -74,8 +79,11 @@ func (f *Face) serveAnswers(w http.ResponseWriter, r *http.Request, body []byte,
 	if rerr != nil {
 		return jsonrpc.WriteError(w, nil, rerr)
 	}
-	if err := used.Use(st.ID, st.Expires, now); err != nil {
-		return f.refuseToken(w, fmt.Errorf("already used: %w", err))
+	switch err := f.gw.UseOnce(r.Context(), usePurpose, st.ID, st.Expires); {
+	case errors.Is(err, face.ErrUseUnrecorded):
+		return jsonrpc.WriteError(w, nil, jsonrpc.Errorf(http.StatusServiceUnavailable, jsonrpc.InternalError, "%s", useUnrecorded))
+	case err != nil:
+		return f.refuseToken(w, err)
 	}
 	if refused != nil {
 		out, err := json.Marshal(face.SamplingRefused(refused.id, refused.message))

@@ -2,15 +2,19 @@ package multiturn
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
@@ -169,5 +173,39 @@ func TestServeAnswersRetry(t *testing.T) {
 				t.Errorf("%q: served on %+v", upstream, gw.on[0])
 			}
 		}
+	}
+}
+
+// TestServeAnswersUnrecorded: answers whose token's use cannot be
+// recorded (the storage down) are refused with 503, id null, and make no
+// call; once the storage is back, the same token is answered.
+func TestServeAnswersUnrecorded(t *testing.T) {
+	f, gw := testFace(t, `"result":{"content":[{"type":"text","text":"done"}]}`)
+	outer := sealedSession(t, gw.kr, "inner", `{"elicitation":{}}`)
+	st := seal.TurnState{Session: sessionHash(outer), Expires: time.Now().Add(time.Minute), CallID: []byte(`"c"`), Name: "ask",
+		RequestState: "s", Inputs: []seal.TurnInput{{Key: "e", Kind: seal.TurnElicitation}}}
+	token, err := seal.SealTurn(gw.kr, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := []byte(`[{"jsonrpc":"2.0","id":"e","result":{"action":"accept","content":{"a":"b"}}}]`)
+	serve := func() *httptest.ResponseRecorder {
+		r := openedRequest(t, f, outer)
+		r.Header.Set("Last-Event-ID", token)
+		w := httptest.NewRecorder()
+		if handled, _, err := f.ServeMessage(w, r, face.Message{Body: answers}); !handled || err != nil {
+			t.Fatalf("not served: %v", err)
+		}
+		return w
+	}
+	gw.useErr = fmt.Errorf("%w: locking: disk on fire", face.ErrUseUnrecorded)
+	w := serve()
+	if w.Code != http.StatusServiceUnavailable || gjson.Get(w.Body.String(), "error.code").Int() != jsonrpc.InternalError ||
+		gjson.Get(w.Body.String(), "id").Raw != "null" || !strings.Contains(w.Body.String(), useUnrecorded) || len(gw.seen) != 0 {
+		t.Fatalf("storage down: HTTP %d %s, %d calls", w.Code, w.Body, len(gw.seen))
+	}
+	gw.useErr = nil
+	if w := serve(); !strings.Contains(w.Body.String(), `"id":"c","result":{"content":[{"type":"text","text":"done"}]}`) || len(gw.seen) != 1 {
+		t.Fatalf("storage back: %s, %d calls", w.Body, len(gw.seen))
 	}
 }

@@ -38,7 +38,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
 // Config turns the multi-turn SSE face on: its presence is the switch
@@ -70,13 +69,10 @@ const (
 	eventInputRequired = "input_required"
 )
 
-// usedSize bounds the turn tokens an instance remembers as used (see
-// seal.ReplayFilter).
-const usedSize = 1 << 16
-
-// used makes a turn's Last-Event-ID single use on this instance. It is
-// process-wide, so that a config reload does not forget what was used.
-var used = seal.NewReplayFilter(usedSize)
+// usePurpose names turn tokens to face.Gateway.UseOnce, which makes a
+// turn's Last-Event-ID single use across every instance sharing state_key
+// and Caddy's storage.
+const usePurpose = "turn"
 
 // Opener is the face while it is off: it opens the session ids that
 // opted in, so that those sessions go on, without turns.

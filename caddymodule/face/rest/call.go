@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"slices"
@@ -82,7 +83,7 @@ func (f *Face) putCall(w http.ResponseWriter, r *http.Request, tool, id pathName
 		}
 	}
 	princ := f.gw.Principal(r)
-	key := callKey(princ, tool, id)
+	key := f.callKey(princ, tool, id)
 	now := time.Now()
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	run := &running{princ: princ, cancel: cancel}
@@ -99,6 +100,9 @@ func (f *Face) putCall(w http.ResponseWriter, r *http.Request, tool, id pathName
 			rec = seen(old, now)
 			return nil
 		case !errors.Is(err, errNoRecord):
+			return err
+		}
+		if err := f.admit(sctx, princ, int64(len(args)), now); err != nil {
 			return err
 		}
 		rec = seal.RESTCall{Principal: princ, Tool: string(tool), ID: string(id), IdempotencyKey: ikey,
@@ -137,12 +141,16 @@ func (f *Face) putCall(w http.ResponseWriter, r *http.Request, tool, id pathName
 }
 
 // lockFailed answers a PUT or an advance whose step under the record's
-// lock failed: too many calls running (429), or the storage (the call
+// lock failed: too many calls running (429), too many records kept (429
+// for the principal's, 507 for the store's), or the storage (the call
 // started, if it did, is stopped: its record could not be written).
 func (f *Face) lockFailed(w http.ResponseWriter, err error, key string, run *running, pending <-chan seal.RESTCall) error {
 	if errors.Is(err, errBusy) {
 		w.Header().Set("Retry-After", retryAfterSeconds)
 		return writeProblem(w, http.StatusTooManyRequests, "too many calls of yours are running on this instance (rest_max_calls_per_principal)")
+	}
+	if full := (*fullError)(nil); errors.As(err, &full) {
+		return writeProblem(w, full.status, full.detail)
 	}
 	if pending != nil {
 		stopStarted(key, run, pending)
@@ -189,14 +197,15 @@ func (f *Face) await(w http.ResponseWriter, r *http.Request, status int, key str
 // getCall answers a call's current state.
 func (f *Face) getCall(w http.ResponseWriter, r *http.Request, tool, id pathName) error {
 	now, princ := time.Now(), f.gw.Principal(r)
-	c, err := f.load(r.Context(), callKey(princ, tool, id), princ, now)
+	key := f.callKey(princ, tool, id)
+	c, err := f.peek(r.Context(), key, princ, now)
 	switch {
 	case errors.Is(err, errNoRecord):
 		return writeProblem(w, http.StatusNotFound, "no such call")
 	case err != nil:
 		return f.storageProblem(w, err)
 	}
-	if key := callKey(princ, tool, id); f.orphaned(key, c, now) {
+	if f.orphaned(key, c, now) {
 		c, err = f.adopt(r, key, c) // carry.go
 		switch {
 		case errors.Is(err, errNoRecord):
@@ -226,7 +235,7 @@ func (f *Face) advance(w http.ResponseWriter, r *http.Request, tool, id pathName
 	}
 	ifMatch := r.Header.Get("If-Match")
 	princ := f.gw.Principal(r)
-	key := callKey(princ, tool, id)
+	key := f.callKey(princ, tool, id)
 	now := time.Now()
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	run := &running{princ: princ, cancel: cancel}
@@ -320,7 +329,7 @@ var errCanceled = errors.New("the call was canceled by its client")
 // renews its lease (the owner sees the record changed).
 func (f *Face) cancel(w http.ResponseWriter, r *http.Request, tool, id pathName) error {
 	princ := f.gw.Principal(r)
-	key := callKey(princ, tool, id)
+	key := f.callKey(princ, tool, id)
 	now := time.Now()
 	var rec, waiting seal.RESTCall
 	found := false
@@ -361,6 +370,44 @@ func (f *Face) cancel(w http.ResponseWriter, r *http.Request, tool, id pathName)
 	return writeCall(w, r, http.StatusOK, rec)
 }
 
+// deleteCall deletes the record of a call that has ended (204), so that
+// its room is free at once and its id can be used again; a call that has
+// not ended is refused (409: cancel it first).
+func (f *Face) deleteCall(w http.ResponseWriter, r *http.Request, tool, id pathName) error {
+	princ := f.gw.Principal(r)
+	key := f.callKey(princ, tool, id)
+	now := time.Now()
+	var problemStatus int
+	var problemDetail string
+	err := f.withLock(r.Context(), key, func(sctx context.Context) error {
+		cur, err := f.load(sctx, key, princ, now)
+		if errors.Is(err, errNoRecord) {
+			problemStatus, problemDetail = http.StatusNotFound, "no such call"
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if cur = seen(cur, now); !terminal(cur.Status) {
+			problemStatus, problemDetail = http.StatusConflict, "the call is "+cur.Status+": cancel it (POST …/cancel) before deleting it"
+			return nil
+		}
+		if err := f.storage.Delete(sctx, key); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("deleting the call's record: %w", err)
+		}
+		versions.note(key, cur.Version+1) // the deleted record written back is refused here
+		return nil
+	})
+	switch {
+	case err != nil:
+		return f.storageProblem(w, err)
+	case problemStatus != 0:
+		return writeProblem(w, problemStatus, problemDetail)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 // listCalls answers the caller's calls of a tool, newest first:
 // `?status=` and `?createdAfter=` (an RFC 3339 time or a date) filter,
 // `?limit=` bounds (default 50, at most 200).
@@ -391,37 +438,95 @@ func (f *Face) listCalls(w http.ResponseWriter, r *http.Request, tool pathName) 
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
 	princ := f.gw.Principal(r)
-	keys, err := f.storage.List(ctx, toolPrefix(princ, tool), false)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	now := time.Now()
+	keys, err := f.listed(ctx, f.toolPrefix(princ, tool), after, now)
+	if err != nil {
 		return f.storageProblem(w, err)
 	}
-	if len(keys) > listScan {
-		keys = keys[:listScan]
-	}
-	now := time.Now()
-	calls := make([]seal.RESTCall, 0, len(keys))
+	// keys are newest written first, and a record is created no later than
+	// it is written: once limit calls are found created after the next
+	// key's write, no other key holds a newer call.
+	page := make([]seal.RESTCall, 0, limit)
 	for _, k := range keys {
-		c, err := f.load(ctx, k, princ, now)
+		if len(page) == limit && k.modified.Add(listSkew).Before(page[limit-1].CreatedAt()) {
+			break
+		}
+		c, err := f.peek(ctx, k.key, princ, now)
 		if err != nil {
 			continue
 		}
 		if c = seen(c, now); (status == "" || c.Status == status) && c.CreatedAt().After(after) {
-			calls = append(calls, c)
+			page = addNewest(page, summaryOf(c), limit)
 		}
 	}
-	slices.SortFunc(calls, func(a, b seal.RESTCall) int {
-		if a.Created != b.Created {
-			return cmp.Compare(b.Created, a.Created)
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
 	out := struct {
 		Calls []callSummary `json:"calls"`
-	}{Calls: make([]callSummary, 0, min(len(calls), limit))}
-	for _, c := range calls[:min(len(calls), limit)] {
+	}{Calls: make([]callSummary, 0, len(page))}
+	for _, c := range page {
 		out.Calls = append(out.Calls, callSummary{ToolName: c.Tool, ID: c.ID, ETag: c.ETag, Status: c.Status,
 			Created: c.CreatedAt().UTC().Format(time.RFC3339Nano), Updated: c.UpdatedAt().UTC().Format(time.RFC3339Nano)})
 	}
 	w.Header().Set("Cache-Control", "private, no-cache")
 	return writeJSON(w, r, http.StatusOK, out)
+}
+
+// listSkew is how far a record's write time (by the storage's clock) may
+// precede its creation time (by the writing instance's): the clocks of
+// the fleet and of the storage agree within it.
+const listSkew = time.Second
+
+// listedKey is a record's key and when it was last written.
+type listedKey struct {
+	key      string
+	modified time.Time
+}
+
+// listed lists the records under prefix from the storage's names and
+// times (no record read), newest written first: at most listScan, without
+// those written before after or past rest_call_ttl (neither can be
+// listed). A storage that has no times lists its records first.
+func (f *Face) listed(ctx context.Context, prefix string, after, now time.Time) ([]listedKey, error) {
+	keys, err := f.storage.List(ctx, prefix, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]listedKey, 0, min(len(keys), listScan))
+	for _, k := range keys[:min(len(keys), listScan)] {
+		st, err := f.storage.Stat(ctx, k)
+		switch {
+		case err != nil || !st.IsTerminal || f.stale(st.Modified, now):
+			continue
+		case st.Modified.IsZero():
+			st.Modified = time.Unix(1<<40, 0) // unknown: read it first
+		case st.Modified.Add(listSkew).Before(after):
+			continue
+		}
+		out = append(out, listedKey{k, st.Modified})
+	}
+	slices.SortFunc(out, func(a, b listedKey) int { return b.modified.Compare(a.modified) })
+	return out, nil
+}
+
+// summaryOf is c without its payloads (what a list shows of it).
+func summaryOf(c seal.RESTCall) seal.RESTCall {
+	return seal.RESTCall{Tool: c.Tool, ID: c.ID, ETag: c.ETag, Status: c.Status, Created: c.Created, Updated: c.Updated}
+}
+
+// addNewest adds c to page, the newest created first (then by id), and
+// keeps at most limit.
+func addNewest(page []seal.RESTCall, c seal.RESTCall, limit int) []seal.RESTCall {
+	i, _ := slices.BinarySearchFunc(page, c, func(a, b seal.RESTCall) int {
+		if a.Created != b.Created {
+			return cmp.Compare(b.Created, a.Created)
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	if i >= limit {
+		return page
+	}
+	page = slices.Insert(page, i, c)
+	return page[:min(len(page), limit)]
 }

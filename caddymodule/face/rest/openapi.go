@@ -3,7 +3,6 @@ package rest
 import (
 	"encoding/json"
 	"net/http"
-	"sort"
 
 	"github.com/tidwall/gjson"
 )
@@ -30,33 +29,45 @@ func (f *Face) openAPI(w http.ResponseWriter, r *http.Request) error {
 
 // openAPIDocOf makes the document of the face under base from the
 // tools of tools/list.
+//
+// Its server is base, a URL relative to the document's own (OpenAPI
+// 3.1 resolves it so): the gateway does not know the address its clients
+// reach it by, and a Host header is not a thing to echo to them.
 func openAPIDocOf(base string, tools []json.RawMessage) *openAPIDoc {
 	paths := map[string]*oaPathItem{}
+	schemas := sharedSchemas()
 	for _, raw := range tools {
 		t := gjson.ParseBytes(raw)
 		name, ok := parsePathName(t.Get("name").String())
 		if !ok {
 			continue
 		}
+		// The tool's arguments are a component of their own, so that
+		// the schema's local references ("#/$defs/…") have a place in
+		// the document to point to.
+		component := string(name) + ".arguments"
 		schema := oaType("object")
 		if s := t.Get("inputSchema"); s.IsObject() {
-			schema = &oaSchema{Raw: json.RawMessage(s.Raw)}
+			schema = &oaSchema{Raw: rebased(s, "#/components/schemas/"+component)}
 		}
+		schemas[component] = schema
 		summary := t.Get("title").String()
 		if summary == "" {
 			summary = string(name)
 		}
 		desc := t.Get("description").String()
-		addToolPaths(paths, string(name), summary, desc, schema)
+		addToolPaths(paths, string(name), summary, desc, oaSchemaRef("#/components/schemas/"+component))
 	}
 	addFacePaths(paths)
 	return &openAPIDoc{
 		OpenAPI: "3.1.0",
 		Info: oaInfo{Title: "MCP tools over HTTP REST (SEP-1597)", Version: "1",
 			Description: "Tool calls are resources: PUT starts one (Idempotency-Key), GET polls it, advance answers its questions (If-Match), cancel ends it."},
-		Servers:    []oaServer{{URL: base}},
+		Servers: []oaServer{{URL: base,
+			Description: "Relative to this document's URL: the REST face's base on the host that served it"}},
+		Security:   []map[string][]string{},
 		Paths:      paths,
-		Components: components(),
+		Components: components(schemas),
 	}
 }
 
@@ -93,6 +104,10 @@ func addToolPaths(paths map[string]*oaPathItem, name, summary, desc string, sche
 		Get: &oaOperation{
 			OperationID: "get_" + name + "_call", Summary: "The state of a call of " + name, Tags: []string{name},
 			Responses: callResponses("304", &oaResponse{Description: "Not modified (If-None-Match)"}),
+		},
+		Delete: &oaOperation{
+			OperationID: "delete_" + name + "_call", Summary: "Delete the record of a call of " + name + " that has ended", Tags: []string{name},
+			Responses: map[string]*oaResponse{"204": {Description: "Deleted"}, "default": {Ref: "#/components/responses/Problem"}},
 		},
 	}
 	paths[callPath+"/advance"] = &oaPathItem{
@@ -158,77 +173,15 @@ func addFacePaths(paths map[string]*oaPathItem) {
 			"default": problem,
 		}}}
 	argsBody := &oaRequestBody{Required: false, Content: jsonContent(&oaSchema{
-		Type: "object", Properties: map[string]*oaSchema{"arguments": oaType("object")}})}
+		Type: "object", Properties: map[string]*oaSchema{"arguments": {Type: "object",
+			Description: "The prompt's arguments, by name", AdditionalProperties: oaType("string")}}})}
 	paths["/prompts/{name}"] = &oaPathItem{Post: &oaOperation{OperationID: "getPrompt", Summary: "prompts/get", Tags: []string{"mcp"},
 		Parameters: []*oaParameter{nameParam}, RequestBody: argsBody,
 		Responses: map[string]*oaResponse{"200": jsonBody("The prompt"), "default": problem}}}
 	paths["/complete"] = &oaPathItem{Post: &oaOperation{OperationID: "complete", Summary: "completion/complete", Tags: []string{"mcp"},
-		RequestBody: &oaRequestBody{Required: true, Content: jsonContent(&oaSchema{
-			Type: "object", Required: []string{"ref", "argument"}})},
-		Responses: map[string]*oaResponse{"200": jsonBody("The completion"), "default": problem}}}
+		RequestBody: &oaRequestBody{Required: true, Content: jsonContent(oaSchemaRef("#/components/schemas/CompleteRequest"))},
+		Responses:   map[string]*oaResponse{"200": jsonBody("The completion"), "default": problem}}}
 	paths["/roots"] = &oaPathItem{Put: &oaOperation{OperationID: "putRoots", Summary: "Your roots, answered to a tool's roots/list", Tags: []string{"mcp"},
-		RequestBody: &oaRequestBody{Required: true, Content: jsonContent(&oaSchema{
-			Type: "object", Required: []string{"roots"}, Properties: map[string]*oaSchema{"roots": {Type: "array", Items: oaType("object")}}})},
-		Responses: map[string]*oaResponse{"204": {Description: "Set"}, "default": problem}}}
-}
-
-// components are the document's shared pieces.
-func components() oaComponents {
-	enum := make([]string, 0, len(statuses))
-	for s := range statuses {
-		enum = append(enum, s)
-	}
-	sort.Strings(enum)
-	anyObject := oaType("object")
-	date := &oaSchema{Type: "string", Format: "date-time"}
-	return oaComponents{
-		Schemas: map[string]*oaSchema{
-			"Status": {Type: "string", Enum: enum},
-			"Call": {
-				Type: "object", Required: []string{"toolname", "id", "etag", "status", "request", "created", "updated"},
-				Properties: map[string]*oaSchema{
-					"toolname": oaType("string"), "id": oaType("string"), "etag": oaType("string"),
-					"status":             oaSchemaRef("#/components/schemas/Status"),
-					"request":            anyObject,
-					"elicitationRequest": anyObject, "samplingRequest": anyObject,
-					"inputKey": oaType("string"), "inputsPending": oaType("integer"),
-					"progress": anyObject,
-					"result":   anyObject, "error": anyObject,
-					"created": date,
-					"updated": date,
-				},
-			},
-			"CallSummary": {
-				Type: "object", Required: []string{"toolname", "id", "etag", "status"},
-				Properties: map[string]*oaSchema{
-					"toolname": oaType("string"), "id": oaType("string"), "etag": oaType("string"),
-					"status":  oaSchemaRef("#/components/schemas/Status"),
-					"created": date,
-					"updated": date,
-				},
-			},
-			"Answer": {Description: "An elicitation result ({action, content}) or a sampling result ({role, content, model, stopReason})",
-				Type: "object"},
-			"Problem": {Type: "object", Properties: map[string]*oaSchema{
-				"type": oaType("string"), "title": oaType("string"),
-				"status": oaType("integer"), "detail": oaType("string"),
-			}},
-		},
-		Responses: map[string]*oaResponse{
-			"Call": {Description: "The call resource",
-				Headers: map[string]*oaHeader{"ETag": {Schema: oaType("string")},
-					"Retry-After": {Description: "While running: seconds before polling again", Schema: oaType("integer")}},
-				Content: jsonContent(oaSchemaRef("#/components/schemas/Call"))},
-			"Problem": {Description: "An RFC 9457 problem",
-				Content: map[string]*oaMediaType{"application/problem+json": {Schema: oaSchemaRef("#/components/schemas/Problem")}}},
-		},
-		Parameters: map[string]*oaParameter{
-			"toolCallID": {Name: "toolCallID", In: "path", Required: true, Description: "The call's id, chosen by the client",
-				Schema: &oaSchema{Type: "string", Pattern: "^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$"}},
-			"IdempotencyKey": {Name: "Idempotency-Key", In: "header", Required: true,
-				Schema: &oaSchema{Type: "string", MinLength: oaInt(1), MaxLength: oaInt(255)}},
-			"IfMatch": {Name: "If-Match", In: "header", Required: false,
-				Description: "The call's etag: a stale one gets 412", Schema: oaType("string")},
-		},
-	}
+		RequestBody: &oaRequestBody{Required: true, Content: jsonContent(oaSchemaRef("#/components/schemas/ListRootsResult"))},
+		Responses:   map[string]*oaResponse{"204": {Description: "Set"}, "default": problem}}}
 }

@@ -6,14 +6,17 @@ import "encoding/json"
 // rule of package jsonrpc has it: structs whose fields are in the order
 // the members are written, maps only for objects whose member names are
 // data (paths, status codes, media types, header, component and property
-// names), and the tool's inputSchema, foreign, copied as a
-// json.RawMessage.
+// names), and the tool's inputSchema, foreign, a json.RawMessage (its
+// local references rebased: openapi_schemas.go).
 
 // openAPIDoc is the document.
 type openAPIDoc struct {
-	OpenAPI    string                 `json:"openapi"`
-	Info       oaInfo                 `json:"info"`
-	Servers    []oaServer             `json:"servers"`
+	OpenAPI string     `json:"openapi"`
+	Info    oaInfo     `json:"info"`
+	Servers []oaServer `json:"servers"`
+	// Security is empty: the gateway authenticates no one itself
+	// (Caddy in front may; the principal is whatever it sets).
+	Security   []map[string][]string  `json:"security"`
 	Paths      map[string]*oaPathItem `json:"paths"` // path → item
 	Components oaComponents           `json:"components"`
 }
@@ -27,7 +30,8 @@ type oaInfo struct {
 
 // oaServer is a server the document's paths are under.
 type oaServer struct {
-	URL string `json:"url"`
+	URL         string `json:"url"`
+	Description string `json:"description,omitempty"`
 }
 
 // oaComponents are the document's shared pieces, each by name.
@@ -43,6 +47,7 @@ type oaPathItem struct {
 	Get        *oaOperation   `json:"get,omitempty"`
 	Put        *oaOperation   `json:"put,omitempty"`
 	Post       *oaOperation   `json:"post,omitempty"`
+	Delete     *oaOperation   `json:"delete,omitempty"`
 }
 
 // oaOperation is one method of a path.
@@ -94,8 +99,9 @@ type oaHeader struct {
 }
 
 // oaSchema is a JSON Schema: a reference (Ref alone), the few keywords
-// the document uses, or Raw, a foreign schema (a tool's inputSchema)
-// written as it is (compacted) instead of the other fields.
+// the document uses, or Raw, a foreign schema (a tool's inputSchema,
+// its local references rebased: rebased) written instead of the other
+// fields.
 type oaSchema struct {
 	Ref         string               `json:"$ref,omitempty"`
 	Description string               `json:"description,omitempty"`
@@ -110,7 +116,15 @@ type oaSchema struct {
 	Required    []string             `json:"required,omitempty"`
 	Properties  map[string]*oaSchema `json:"properties,omitempty"` // property name → schema
 	Items       *oaSchema            `json:"items,omitempty"`
-	Raw         json.RawMessage      `json:"-"`
+	// AdditionalProperties is the schema of the members Properties
+	// does not name.
+	AdditionalProperties *oaSchema       `json:"additionalProperties,omitempty"`
+	OneOf                []*oaSchema     `json:"oneOf,omitempty"`
+	AnyOf                []*oaSchema     `json:"anyOf,omitempty"`
+	If                   *oaSchema       `json:"if,omitempty"`
+	Then                 *oaSchema       `json:"then,omitempty"`
+	Else                 *oaSchema       `json:"else,omitempty"`
+	Raw                  json.RawMessage `json:"-"`
 }
 
 // MarshalJSON writes Raw when it is set, else the keywords.

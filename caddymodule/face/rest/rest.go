@@ -6,9 +6,11 @@
 // instances, the forward bridge in front of legacy servers and
 // pass-through to modern ones apply unchanged. Tool calls are durable
 // resources whose records live in Caddy's storage (store.go, call.go,
-// run.go), run in front of a legacy server as tasks the gateway hosts, so
-// that another instance carries them on (carry.go); lists, resources, prompts and completions are answered at once
-// (lists.go); the OpenAPI document is made from tools/list (openapi.go).
+// run.go), bounded per principal and in all (quota.go), run in front of a
+// legacy server as tasks the gateway hosts, so that another instance
+// carries them on (carry.go); lists, resources, prompts and completions
+// are answered at once (lists.go); the OpenAPI document is made from
+// tools/list (openapi.go, its shared schemas in openapi_schemas.go).
 package rest
 
 import (
@@ -31,11 +33,13 @@ type Face struct {
 	gw      face.Gateway
 	cfg     Config // defaulted
 	storage certmagic.Storage
+	usage   *usage // the estimates of what is kept (quota.go)
 }
 
 // New makes the face, or nil when cfg is nil (off). It gives cfg's
 // options left unset their defaults, checks them, and starts the sweeper
-// of expired call records, which ends with ctx.
+// of expired call records (which counts the store too), which ends with
+// ctx.
 func New(ctx caddy.Context, cfg *Config, gw face.Gateway) (face.Face, error) {
 	if cfg == nil {
 		return nil, nil
@@ -49,7 +53,7 @@ func New(ctx caddy.Context, cfg *Config, gw face.Gateway) (face.Face, error) {
 			"made at start no other instance (nor this one after a restart) could read them: " +
 			"make one with `openssl rand -base64 32` and give every instance the same")
 	}
-	f := &Face{gw: gw, cfg: *cfg, storage: ctx.Storage()}
+	f := &Face{gw: gw, cfg: *cfg, storage: ctx.Storage(), usage: newUsage()}
 	go f.sweep(ctx)
 	ctx.OnCancel(func() {
 		if caddy.Exiting() {
@@ -115,8 +119,11 @@ func (f *Face) serve(w http.ResponseWriter, r *http.Request) error {
 	case "calls":
 		return f.listCalls(w, r, rt.tool)
 	case "call":
-		if method == http.MethodPut {
+		switch method {
+		case http.MethodPut:
 			return f.putCall(w, r, rt.tool, rt.id)
+		case http.MethodDelete:
+			return f.deleteCall(w, r, rt.tool, rt.id)
 		}
 		return f.getCall(w, r, rt.tool, rt.id)
 	case "advance":

@@ -1,11 +1,13 @@
 package rest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -50,6 +52,9 @@ func (g testGateway) Limits() face.Limits {
 	return face.Limits{MaxRounds: 3, Lease: 15 * time.Second, MaxResult: 1 << 20, SharedKey: g.shared}
 }
 func (g testGateway) Track(context.CancelCauseFunc) func() { return func() {} }
+
+// UseOnce: the REST face has no tokens to use once.
+func (g testGateway) UseOnce(context.Context, string, [16]byte, time.Time) error { return nil }
 
 // testKeyring is a keyring of a fixed key.
 func testKeyring(t *testing.T) *seal.Keyring {
@@ -164,12 +169,14 @@ func parseOptions(t *testing.T, block string) (*Config, error) {
 // a clean path is refused where it is written; an option given twice is
 // refused.
 func TestOptions(t *testing.T) {
-	cfg, err := parseOptions(t, "rest /api/v1\nrest_wait 2s\nrest_call_ttl 1h\nrest_max_calls_per_principal 7")
+	cfg, err := parseOptions(t, "rest /api/v1\nrest_wait 2s\nrest_call_ttl 1h\nrest_max_calls_per_principal 7\n"+
+		"rest_max_records_per_principal 10\nrest_max_bytes_per_principal 1MiB\nrest_max_records 100\nrest_max_bytes 1GB")
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(cfg)
-	if string(b) != `{"base_path":"/api/v1","wait":2000000000,"call_ttl":3600000000000,"max_calls_per_principal":7}` {
+	if string(b) != `{"base_path":"/api/v1","wait":2000000000,"call_ttl":3600000000000,"max_calls_per_principal":7,`+
+		`"max_records_per_principal":10,"max_bytes_per_principal":1048576,"max_records":100,"max_bytes":1000000000}` {
 		t.Fatalf("rest: %s", b)
 	}
 	for _, base := range []string{"api", "/", "/api/", "/a/../b", "/a?x", "/{env.X}", "/a//b"} {
@@ -184,6 +191,8 @@ func TestOptions(t *testing.T) {
 		"rest_call_ttl soon":             "invalid rest_call_ttl",
 		"rest_max_calls_per_principal 0": "want a positive whole number",
 		"rest_max_calls_per_principal 1\nrest_max_calls_per_principal 2": "already specified",
+		"rest_max_records_per_principal 0":                               "want a positive whole number",
+		"rest_max_bytes much":                                            "want a size",
 	} {
 		if _, err := parseOptions(t, block); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", block, err, want)
@@ -282,20 +291,24 @@ func testFace(t *testing.T, answer func(in face.Internal, w http.ResponseWriter)
 	store := &certmagic.FileStorage{Path: t.TempDir()}
 	cfg := Config{BasePath: "/api", CallTTL: caddy.Duration(time.Hour)}
 	cfg.setDefaults()
-	return &Face{gw: testGateway{kr: testKeyring(t), shared: true, answer: answer}, cfg: cfg, storage: store}, store
+	return &Face{gw: testGateway{kr: testKeyring(t), shared: true, answer: answer}, cfg: cfg, storage: store, usage: newUsage()}, store
 }
 
-// TestSweep: the sweeper deletes the records past rest_call_ttl, and
-// leaves the others, the roots and what does not open.
+// TestSweep: the sweeper deletes the records past rest_call_ttl (read
+// only when last written before it), leaves the others, the roots and
+// what does not open, and counts what is left.
 func TestSweep(t *testing.T) {
 	f, store := testFace(t, nil)
 	ctx := context.Background()
 	now := time.Now()
 	princ := [16]byte{7}
 	put := func(tool, id pathName, updated time.Time) string {
-		key := callKey(princ, tool, id)
+		key := f.callKey(princ, tool, id)
 		if err := f.save(ctx, key, seal.RESTCall{Principal: princ, Tool: string(tool), ID: string(id), Status: statusSuccess,
 			Updated: updated.UnixMilli()}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(store.Filename(key), updated, updated); err != nil {
 			t.Fatal(err)
 		}
 		return key
@@ -303,14 +316,18 @@ func TestSweep(t *testing.T) {
 	old := put("ask", "old", now.Add(-2*time.Hour))
 	fresh := put("ask", "fresh", now.Add(-time.Minute))
 	other := put("hello", "old", now.Add(-3*time.Hour))
-	_ = store.Store(ctx, rootsKey(princ), []byte("roots"))
-	_ = store.Store(ctx, callKey(princ, "ask", "foreign"), []byte("not sealed"))
+	_ = store.Store(ctx, f.rootsKey(princ), []byte("roots"))
+	foreign := f.callKey(princ, "ask", "foreign")
+	_ = store.Store(ctx, foreign, []byte("not sealed"))
+	_ = os.Chtimes(store.Filename(foreign), now.Add(-2*time.Hour), now.Add(-2*time.Hour))
 	n, err := f.sweepOnce(ctx, now)
 	if err != nil || n != 2 {
 		t.Fatalf("swept %d, %v; want 2", n, err)
 	}
-	for key, want := range map[string]bool{old: false, other: false, fresh: true, rootsKey(princ): true,
-		callKey(princ, "ask", "foreign"): true} {
+	if records := f.usage.store.records; records != 3 {
+		t.Errorf("counted %d records after the sweep, want the fresh call, the roots and the foreign one", records)
+	}
+	for key, want := range map[string]bool{old: false, other: false, fresh: true, f.rootsKey(princ): true, foreign: true} {
 		if got := store.Exists(ctx, key); got != want {
 			t.Errorf("%s: exists %v, want %v", key, got, want)
 		}
@@ -448,5 +465,38 @@ func TestCacheControl(t *testing.T) {
 		if got := cacheOf(gjson.Parse(res)).header(); got != want {
 			t.Errorf("%s: %q, want %q", res, got, want)
 		}
+	}
+}
+
+// TestRecordMoved: after a rotation of state_key (a new first key), a
+// call's record is still found under the name the old key gave its
+// principal: read where it is without the lock (peek), moved under the
+// new name by a reader that holds it (load), the old one deleted.
+func TestRecordMoved(t *testing.T) {
+	f, store := testFace(t, nil)
+	ctx := context.Background()
+	now := time.Now()
+	princ := [16]byte{7}
+	oldKey := f.callKey(princ, "ask", "c1")
+	if err := f.save(ctx, oldKey, seal.RESTCall{Principal: princ, Tool: "ask", ID: "c1", Status: statusSuccess, Updated: now.UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := seal.NewKeyring(bytes.Repeat([]byte{1}, seal.KeySize), make([]byte, seal.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.gw = testGateway{kr: rotated, shared: true}
+	key := f.callKey(princ, "ask", "c1")
+	if key == oldKey {
+		t.Fatal("a new key names the principal alike")
+	}
+	if c, err := f.peek(ctx, key, princ, now); err != nil || c.ID != "c1" || store.Exists(ctx, key) {
+		t.Fatalf("peek: %+v %v (moved: %v)", c, err, store.Exists(ctx, key))
+	}
+	if c, err := f.load(ctx, key, princ, now); err != nil || c.ID != "c1" || !store.Exists(ctx, key) || store.Exists(ctx, oldKey) {
+		t.Fatalf("load: %+v %v (at the new key: %v, at the old: %v)", c, err, store.Exists(ctx, key), store.Exists(ctx, oldKey))
+	}
+	if c, err := f.peek(ctx, key, princ, now); err != nil || c.ID != "c1" {
+		t.Fatalf("the moved record: %+v %v", c, err)
 	}
 }

@@ -2,6 +2,8 @@ package rest
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"net/http"
 
 	"github.com/tidwall/gjson"
@@ -22,7 +24,14 @@ import (
 func (f *Face) roots(ctx context.Context, princ [16]byte) []byte {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	b, err := f.storage.Load(ctx, rootsKey(princ))
+	key := f.rootsKey(princ)
+	b, err := f.storage.Load(ctx, key)
+	for _, old := range f.keysBefore(key, princ) { // where an older gateway kept them
+		if !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		b, err = f.storage.Load(ctx, old)
+	}
 	if err != nil {
 		return face.RootsNone
 	}
@@ -54,9 +63,16 @@ func (f *Face) putRoots(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
-	if err := f.storage.Store(ctx, rootsKey(princ), sealed); err != nil {
+	key := f.rootsKey(princ)
+	if _, err := f.storage.Stat(ctx, key); errors.Is(err, fs.ErrNotExist) {
+		if full := f.admitStore(int64(len(sealed))); full != nil {
+			return writeProblem(w, full.status, full.detail)
+		}
+	}
+	if err := f.storage.Store(ctx, key, sealed); err != nil {
 		return f.storageProblem(w, err)
 	}
+	f.usage.wrote(princ, int64(len(sealed)))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -103,5 +103,5 @@ func parsePath(under string) (route, error) {
 var methods = map[string]string{
 	"tools": "GET", "prompts": "GET", "resources": "GET", "resources-templates": "GET", "openapi": "GET",
 	"resource": "GET", "prompt": "POST", "complete": "POST", "roots": "PUT",
-	"call": "GET, PUT", "advance": "POST", "cancel": "POST", "calls": "GET",
+	"call": "GET, PUT, DELETE", "advance": "POST", "cancel": "POST", "calls": "GET",
 }

@@ -183,10 +183,9 @@ func (f *Face) rounds(ctx context.Context, r *http.Request, rec seal.RESTCall, c
 	if limit := min(f.gw.Limits().MaxResult, seal.MaxRESTPayload); int64(len(result.Raw)) > limit {
 		return fail(-32603, "the tool's result is larger than max_task_result (%d bytes)", limit)
 	}
+	// An isError result is the tool's answer too: success, as a task's
+	// completed and the other faces' result.
 	rec.Status, rec.Result = statusSuccess, json.RawMessage(result.Raw)
-	if result.Get("isError").Bool() {
-		rec.Status = statusFailed
-	}
 	return rec
 }
 

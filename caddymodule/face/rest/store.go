@@ -9,22 +9,28 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"strings"
 	"sync"
 	"time"
 
-	"go.uber.org/zap"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
 // This file keeps the REST face's call records in Caddy's storage:
 //
-//	mcp_gateway/rest/<principal hash>/calls/<tool>/<call id>   a call (seal.RESTCall)
-//	mcp_gateway/rest/<principal hash>/roots                    the principal's roots
+//	mcp_gateway/rest/<principal>/calls/<tool>/<call id>   a call (seal.RESTCall)
+//	mcp_gateway/rest/<principal>/roots                    the principal's roots
 //
-// Tool names and call ids are pathNames (a strict charset), so a key is
-// never more than those components. Every read-modify-write of a record
-// holds the storage's lock of its key (one holder across the fleet).
+// <principal> is the principal's keyed name (seal.Keyring.PrincipalName):
+// who can list the storage learns nothing to test guessed credentials
+// against. Tool names and call ids are pathNames (a strict charset), so a
+// key is never more than those components. A record is sealed for its key
+// (a record moved or copied elsewhere does not open) and counts its
+// writes (Version): this process refuses a record older than one it wrote
+// or read (versions). Every read-modify-write of a record holds the
+// storage's lock of its key (one holder across the fleet).
 
 const (
 	storePrefix = "mcp_gateway/rest"
@@ -33,19 +39,36 @@ const (
 	storeTimeout = 10 * time.Second
 )
 
+// principalDir is the folder of a principal's records.
+func (f *Face) principalDir(princ [16]byte) string {
+	return path.Join(storePrefix, f.gw.Keyring().PrincipalName(princ))
+}
+
 // callKey is the storage key of a call.
-func callKey(princ [16]byte, tool, id pathName) string {
-	return path.Join(storePrefix, hex.EncodeToString(princ[:]), "calls", string(tool), string(id))
+func (f *Face) callKey(princ [16]byte, tool, id pathName) string {
+	return path.Join(f.principalDir(princ), "calls", string(tool), string(id))
 }
 
 // toolPrefix is the prefix of a principal's calls of a tool.
-func toolPrefix(princ [16]byte, tool pathName) string {
-	return path.Join(storePrefix, hex.EncodeToString(princ[:]), "calls", string(tool))
+func (f *Face) toolPrefix(princ [16]byte, tool pathName) string {
+	return path.Join(f.principalDir(princ), "calls", string(tool))
 }
 
 // rootsKey is the storage key of a principal's roots.
-func rootsKey(princ [16]byte) string {
-	return path.Join(storePrefix, hex.EncodeToString(princ[:]), "roots")
+func (f *Face) rootsKey(princ [16]byte) string {
+	return path.Join(f.principalDir(princ), "roots")
+}
+
+// keysBefore are where an older gateway (or another key of the keyring,
+// before a rotation) kept what is now at key, a key under princ's
+// folder: the same key under each of seal.Keyring.PrincipalNamesBefore.
+func (f *Face) keysBefore(key string, princ [16]byte) []string {
+	rest := strings.TrimPrefix(key, f.principalDir(princ))
+	var keys []string
+	for _, name := range f.gw.Keyring().PrincipalNamesBefore(princ) {
+		keys = append(keys, path.Join(storePrefix, name)+rest)
+	}
+	return keys
 }
 
 // lockName is the storage lock of key: a hash, since storages
@@ -60,6 +83,11 @@ var errNoRecord = errors.New("no such call")
 
 // errExpired is a record past rest_call_ttl (it wraps errNoRecord).
 var errExpired = fmt.Errorf("%w: expired", errNoRecord)
+
+// errRolledBack is a record older than one this process wrote or read
+// at its key: the storage was written back (a restored backup, or
+// someone who can write to it). It is refused as a storage failure.
+var errRolledBack = errors.New("the call's record is older than one this instance wrote or read at its key (the storage was written back): refused")
 
 // withLock runs fn holding the storage lock of key. The client's leaving
 // does not cut it short (a record half made would make the client's retry
@@ -79,23 +107,74 @@ func (f *Face) withLock(ctx context.Context, key string, fn func(ctx context.Con
 	return fn(ctx)
 }
 
-// load reads and opens the record at key: errNoRecord when there
-// is none, or when it does not open (another key's, tampered), is not
-// princ's, or has expired.
+// load reads and opens the record at key, for a caller that holds the
+// key's lock: errNoRecord when there is none, or when it does not open
+// (another key's or place's, tampered), is not princ's, or has expired.
+// A record found where an older gateway kept it is moved to key.
 func (f *Face) load(ctx context.Context, key string, princ [16]byte, now time.Time) (seal.RESTCall, error) {
-	b, err := f.storage.Load(ctx, key)
-	if errors.Is(err, fs.ErrNotExist) {
-		return seal.RESTCall{}, errNoRecord
+	c, from, err := f.find(ctx, key, princ)
+	if err == nil && from != key {
+		if err = f.save(ctx, key, c); err == nil {
+			_ = f.storage.Delete(ctx, from)
+		}
 	}
+	return f.live(c, err, now)
+}
+
+// peek is load for a caller that holds no lock: a record found where an
+// older gateway kept it is left there (the next change moves it).
+func (f *Face) peek(ctx context.Context, key string, princ [16]byte, now time.Time) (seal.RESTCall, error) {
+	c, _, err := f.find(ctx, key, princ)
+	return f.live(c, err, now)
+}
+
+// live is the record c find returned with err, as load answers it.
+func (f *Face) live(c seal.RESTCall, err error, now time.Time) (seal.RESTCall, error) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return seal.RESTCall{}, errNoRecord
+	case err != nil:
+		return seal.RESTCall{}, err
+	case f.expired(c, now):
+		return seal.RESTCall{}, errExpired
+	}
+	return c, nil
+}
+
+// find reads the record at key, or else where an older gateway kept it
+// (keysBefore), and says where it was: fs.ErrNotExist when nowhere.
+func (f *Face) find(ctx context.Context, key string, princ [16]byte) (seal.RESTCall, string, error) {
+	c, err := f.read(ctx, key, princ, false)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return c, key, err
+	}
+	for _, old := range f.keysBefore(key, princ) {
+		if c, err := f.read(ctx, old, princ, true); !errors.Is(err, fs.ErrNotExist) {
+			return c, old, err
+		}
+	}
+	return seal.RESTCall{}, "", err
+}
+
+// read reads and opens the record at key: an error wrapping
+// fs.ErrNotExist when there is none, errNoRecord when it does not open
+// for key or is not princ's, errRolledBack when it is older than one this
+// process saw there. old also opens a record of an older gateway's
+// format (bound to no key).
+func (f *Face) read(ctx context.Context, key string, princ [16]byte, old bool) (seal.RESTCall, error) {
+	b, err := f.storage.Load(ctx, key)
 	if err != nil {
 		return seal.RESTCall{}, fmt.Errorf("reading the call's record: %w", err)
 	}
-	c, err := seal.OpenRESTCall(f.gw.Keyring(), b)
+	c, err := seal.OpenRESTCall(f.gw.Keyring(), key, b)
+	if err != nil && old {
+		c, err = seal.OpenRESTCallV1(f.gw.Keyring(), b)
+	}
 	if err != nil || c.Principal != princ {
 		return seal.RESTCall{}, errNoRecord
 	}
-	if f.expired(c, now) {
-		return seal.RESTCall{}, errExpired
+	if c.Version < versions.note(key, c.Version) {
+		return seal.RESTCall{}, errRolledBack
 	}
 	return c, nil
 }
@@ -105,75 +184,52 @@ func (f *Face) expired(c seal.RESTCall, now time.Time) bool {
 	return now.Sub(c.UpdatedAt()) > time.Duration(f.cfg.CallTTL)
 }
 
-// sweepEvery bounds how often expired records are looked for.
-const sweepEvery = time.Hour
-
-// sweep deletes the expired call records of every principal, every
-// rest_call_ttl (at most hourly), until ctx ends. Every instance of a
-// fleet sweeps; a record deleted twice is no harm.
-func (f *Face) sweep(ctx context.Context) {
-	defer func() {
-		if p := recover(); p != nil {
-			f.gw.Logger().Error("REST face: the sweeper panicked", zap.Any("panic", p))
-		}
-	}()
-	t := time.NewTicker(min(time.Duration(f.cfg.CallTTL), sweepEvery))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			if n, err := f.sweepOnce(ctx, now); err != nil {
-				f.gw.Logger().Warn("REST face: sweeping expired call records failed", zap.Int("deleted", n), zap.Error(err))
-			}
-		}
-	}
-}
-
-// sweepOnce deletes the call records expired at now, and returns how
-// many. A record that does not open (another key's) is left alone.
-func (f *Face) sweepOnce(ctx context.Context, now time.Time) (int, error) {
-	keys, err := f.storage.List(ctx, storePrefix, true)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, key := range keys {
-		if ctx.Err() != nil {
-			return n, ctx.Err()
-		}
-		if path.Base(path.Dir(path.Dir(key))) != "calls" {
-			continue // roots, or a folder
-		}
-		b, err := f.storage.Load(ctx, key)
-		if err != nil {
-			continue
-		}
-		c, err := seal.OpenRESTCall(f.gw.Keyring(), b)
-		if err != nil || !f.expired(c, now) {
-			continue
-		}
-		if err := f.storage.Delete(ctx, key); err == nil {
-			n++
-		}
-	}
-	return n, nil
-}
-
-// save seals and writes c at key.
+// save seals and writes c at key, one version past both c's and the
+// newest this process saw there.
 func (f *Face) save(ctx context.Context, key string, c seal.RESTCall) error {
-	b, err := seal.SealRESTCall(f.gw.Keyring(), c)
+	c.Version = max(c.Version, versions.newest(key)) + 1
+	b, err := seal.SealRESTCall(f.gw.Keyring(), key, c)
 	if err != nil {
 		return fmt.Errorf("sealing the call's record: %w", err)
 	}
 	if err := f.storage.Store(ctx, key, b); err != nil {
 		return fmt.Errorf("writing the call's record: %w", err)
 	}
+	versions.note(key, c.Version)
+	f.usage.wrote(c.Principal, int64(len(b)))
 	return nil
+}
+
+// versionTable is the newest version of the records this process wrote
+// or read, by key: bounded (the least recently used are forgotten), so
+// a record written back is refused by the instances that saw a newer
+// one lately.
+type versionTable struct {
+	mu sync.Mutex
+	c  *lru.Cache[string, uint64]
+}
+
+// versions are this process's versionTable.
+var versions = func() *versionTable {
+	c, _ := lru.New[string, uint64](1 << 16)
+	return &versionTable{c: c}
+}()
+
+// newest is the newest version seen at key (0: none).
+func (t *versionTable) newest(key string) uint64 {
+	v, _ := t.c.Peek(key)
+	return v
+}
+
+// note records version v seen at key and returns the newest seen there.
+func (t *versionTable) note(key string, v uint64) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old, ok := t.c.Get(key); ok && old >= v {
+		return old
+	}
+	t.c.Add(key, v)
+	return v
 }
 
 // newETag is a new random entity tag (16 hex digits).

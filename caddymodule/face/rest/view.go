@@ -86,7 +86,9 @@ var errLost = json.RawMessage(`{"code":-32603,"message":"the gateway instance ru
 
 // seen is c as it reads at now: a running call whose owner's lease
 // lapsed reads as failed (its instance was lost) unless it names a task,
-// which the instance that reads it adopts (carry.go).
+// which the instance that reads it adopts (carry.go); a call that failed
+// with a result and no error (an isError result, as instances of
+// earlier versions wrote it) reads as the success it is.
 //
 // A running call's progress is part of its etag as seen (the record's own
 // etag changes only on transitions, which is what a run checks to learn
@@ -96,6 +98,9 @@ func seen(c seal.RESTCall, now time.Time) seal.RESTCall {
 	if c.Status == statusRunning && c.TaskID == "" && c.Lease != 0 && now.After(c.LeaseUntil()) {
 		c.Status, c.Error, c.Owner, c.Lease, c.Progress = statusFailed, errLost, "", 0, nil
 		c.ETag += "-lost"
+	}
+	if c.Status == statusFailed && len(c.Error) == 0 && len(c.Result) > 0 {
+		c.Status = statusSuccess
 	}
 	if c.Status != statusRunning {
 		c.Progress = nil

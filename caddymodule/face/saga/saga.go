@@ -8,15 +8,15 @@
 // (seal.SagaState) holds what the retry needs, and a resumeSaga becomes
 // that retry, with the completed steps as its inputResponses.
 //
-// A sagaToken is single use on the instance that takes it
-// (seal.ReplayFilter); docs/faces.md says what that means in a fleet.
+// A sagaToken is single use: across every instance sharing state_key and
+// Caddy's storage (face.Gateway.UseOnce), its use recorded before the
+// retry goes out.
 package saga
 
 import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -51,14 +51,8 @@ const (
 	MethodResumeSaga = "tools/resumeSaga"
 )
 
-// usedSize bounds the sagaTokens an instance remembers as used (see
-// seal.ReplayFilter: beyond it, only tokens older than the window are
-// refused, during a flood).
-const usedSize = 1 << 16
-
-// used makes a sagaToken single use on this instance. It is process-wide,
-// so that a config reload does not forget what was used.
-var used = seal.NewReplayFilter(usedSize)
+// usePurpose names sagaTokens to face.Gateway.UseOnce.
+const usePurpose = "saga"
 
 // Face is the saga face of one handler.
 type Face struct {
@@ -148,8 +142,11 @@ func (f *Face) resumeSaga(w http.ResponseWriter, r *http.Request, id json.RawMes
 	if rerr != nil {
 		return jsonrpc.WriteError(w, id, rerr)
 	}
-	if err := used.Use(st.ID, st.Expires, now); err != nil {
-		return f.refuseToken(w, id, fmt.Errorf("already used: %w", err))
+	switch err := f.gw.UseOnce(r.Context(), usePurpose, st.ID, st.Expires); {
+	case errors.Is(err, face.ErrUseUnrecorded):
+		return jsonrpc.WriteError(w, id, jsonrpc.Errorf(http.StatusServiceUnavailable, jsonrpc.InternalError, "%s", useUnrecorded))
+	case err != nil:
+		return f.refuseToken(w, id, err)
 	}
 	if refused != nil {
 		return writeResult(w, id, face.SamplingRefused(refused.id, refused.message))
@@ -170,6 +167,11 @@ func (f *Face) refuseToken(w http.ResponseWriter, id json.RawMessage, why error)
 // tokenRefused is the message of every sagaToken refusal.
 const tokenRefused = "sagaToken is not valid (invalid, expired, already used, or not yours): " +
 	"resume with the sagaToken of the latest suspension, or start again with tools/callSaga"
+
+// useUnrecorded is the message of a resumeSaga whose token's use could
+// not be recorded (the storage failed): nothing was done.
+const useUnrecorded = "Internal error: the gateway could not record the sagaToken's use (its storage is unavailable; " +
+	"the gateway's log says why): nothing was done, resume again with the same sagaToken"
 
 // newToken seals the suspension of call at the input_required answer
 // whose requestState is state and whose input requests are steps.

@@ -3,10 +3,12 @@ package saga
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
@@ -17,11 +19,29 @@ import (
 )
 
 // testGateway is a face.Gateway with a keyring and no upstream: the
-// refusals below are made before any request is.
-type testGateway struct{ kr *seal.Keyring }
+// refusals below are made before any request is. Its UseOnce answers
+// useErr, else uses ids in used (nil: every use is a first).
+type testGateway struct {
+	kr       *seal.Keyring
+	used     *seal.ReplayFilter
+	useErr   error
+	requests *int // the internal requests made, when not nil
+}
 
 func (g testGateway) Request(context.Context, *http.Request, face.Internal, http.ResponseWriter) (string, *face.Failure) {
+	if g.requests != nil {
+		*g.requests++
+	}
 	return "", &face.Failure{Status: http.StatusBadGateway, Detail: "no upstream in this test"}
+}
+func (g testGateway) UseOnce(_ context.Context, _ string, id [16]byte, expires time.Time) error {
+	if g.useErr != nil {
+		return g.useErr
+	}
+	if g.used != nil && g.used.Use(id, expires, time.Now()) != nil {
+		return face.ErrUsed
+	}
+	return nil
 }
 func (g testGateway) Principal(*http.Request) [16]byte             { return [16]byte{} }
 func (g testGateway) CheckRequest(*http.Request) *jsonrpc.RPCError { return nil }
@@ -146,6 +166,49 @@ func TestServeSagaRefusals(t *testing.T) {
 		}
 		if id := gjson.Get(w.Body.String(), "id").Raw; c.code == -32602 && id != "7" {
 			t.Errorf("%s: id %s", name, id)
+		}
+	}
+}
+
+// TestResumeSagaUse: a resume whose token's use cannot be recorded (the
+// storage down) is refused with 503 and makes no call; a token used
+// already (on any instance) is refused as every invalid token is, and
+// makes no call either.
+func TestResumeSagaUse(t *testing.T) {
+	kr, err := seal.NewKeyring(bytes.Repeat([]byte{9}, seal.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := seal.SagaState{ID: [16]byte{1}, Expires: time.Now().Add(time.Minute), Name: "ask", RequestState: "s",
+		Steps: []seal.SagaStep{{ID: "e", Kind: seal.SagaElicitation}}}
+	token, err := seal.SealSaga(kr, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/resumeSaga","params":{"sagaToken":"` + token +
+		`","completedSteps":[{"stepId":"e","result":{"action":"accept","content":{"a":"b"}}}]}}`
+	used := seal.NewReplayFilter(8)
+	_ = used.Use(st.ID, st.Expires, time.Now())
+	for name, c := range map[string]struct {
+		gw   testGateway
+		want int
+		code int64
+		msg  string
+	}{
+		"storage down": {testGateway{kr: kr, useErr: fmt.Errorf("%w: locking: disk on fire", face.ErrUseUnrecorded)},
+			http.StatusServiceUnavailable, jsonrpc.InternalError, "nothing was done, resume again with the same sagaToken"},
+		"used": {testGateway{kr: kr, used: used}, http.StatusBadRequest, jsonrpc.InvalidParams, tokenRefused},
+	} {
+		requests := 0
+		c.gw.requests = &requests
+		f := &Face{gw: c.gw, client: face.Client{GW: c.gw}}
+		w := httptest.NewRecorder()
+		if err := f.serve(w, httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body)), []byte(body)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if w.Code != c.want || gjson.Get(w.Body.String(), "error.code").Int() != c.code ||
+			!strings.Contains(w.Body.String(), c.msg) || gjson.Get(w.Body.String(), "id").Raw != "7" || requests != 0 {
+			t.Errorf("%s: HTTP %d %s after %d requests, want %d %d %q and none", name, w.Code, w.Body, requests, c.want, c.code, c.msg)
 		}
 	}
 }
