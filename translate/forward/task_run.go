@@ -164,7 +164,7 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 			case inbox:
 			case m.Kind == jsonrpc.KindNotification && m.Method == "notifications/progress":
 				t.mu.Lock()
-				if t.showProgress {
+				if t.forFace {
 					t.progress = append([]byte(nil), m.Params()...)
 				}
 				t.mu.Unlock()

@@ -23,12 +23,14 @@ type taskState struct {
 	inputs  []pendingInput // shown in inputRequests, not yet answered
 	result  []byte         // completed: the modern result
 	errObj  []byte         // failed: the JSON-RPC error object
-	// progress is the params of the call's last progress notification,
-	// kept for a task the gateway hosts for a face (showProgress,
-	// Request.HostTask), whose tasks/get shows it while the task works, in
-	// its _meta under MetaProgress; no other client sees it.
-	progress     []byte
-	showProgress bool
+	// forFace marks a task the gateway hosts for a face
+	// (Request.HostTask): progress, the params of its call's last progress
+	// notification, is kept, and its tasks/get shows it while the task
+	// works, in its _meta under MetaProgress (no other client knows the
+	// taskId); once the face has read its end, it is forgotten
+	// (readByFace).
+	forFace  bool
+	progress []byte
 	// place is the task's place toward max_tasks, given back when the
 	// task becomes terminal (task_place.go); set before the task is
 	// shared, never changed.

@@ -10,6 +10,9 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
+
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
@@ -50,7 +53,7 @@ import (
 //     with a requestState. The gateway answers roots itself as before.
 //   - A graceful stop hands the call over: the run, stopped, writes the
 //     record's lease lapsed now (outcome keeps it running; Caddy's exit
-//     waits for it: settle), and the bridge
+//     waits for it: stopping), and the bridge
 //     hands the task over (or fails it, saying why, when the upstream
 //     cannot resume it): the next GET on any instance adopts it at once.
 //   - A call on a modern upstream is passed through: the upstream holds
@@ -65,7 +68,11 @@ import (
 //     fails, saying its task was lost with its instance.
 //   - The task bounds the call: it counts toward max_tasks while it runs,
 //     and lives task_ttl (a call still running or waiting for answers
-//     then is cancelled).
+//     then is cancelled). Once the face has read its end, the task and its
+//     record are forgotten (the REST record holds the outcome; the REST
+//     bounds on the storage hold): an instance that dies between that read
+//     and the write of its REST record leaves a call that reads failed,
+//     its task gone (lostTask), though the tool ran to its end.
 //   - Progress: the task keeps its call's last progress notification,
 //     which tasks/get shows the face (forward.MetaProgress) and the run
 //     writes into the record as before.
@@ -333,10 +340,36 @@ func (f *Face) adopt(r *http.Request, key string, c seal.RESTCall) (seal.RESTCal
 	return c, err
 }
 
-// settle waits, as Caddy exits (its calls stopped, their clients gone),
-// until the calls that ran here have written their records — handed over,
-// or failed — or d has passed: the process would otherwise end first, and
-// their records read running until their leases lapsed.
+// stopping settles the calls running here when Caddy exits (its
+// "stopping" event, before the servers stop): each is stopped, as by the
+// gateway's own stop, and its record written — handed over, or failed —
+// before the process ends, which would otherwise come first and leave the
+// record running until its lease lapsed.
+type stopping struct{}
+
+// Handle implements caddyevents.Handler.
+func (stopping) Handle(context.Context, caddy.Event) error {
+	if caddy.Exiting() {
+		runs.stopAll(errStopped)
+		runs.settle(storeTimeout)
+	}
+	return nil
+}
+
+// stopAll stops every run of the table with cause.
+func (t *runTable) stopAll(cause error) {
+	t.mu.Lock()
+	all := make([]*running, 0, len(t.runs))
+	for _, run := range t.runs {
+		all = append(all, run)
+	}
+	t.mu.Unlock()
+	for _, run := range all {
+		run.cancel(cause)
+	}
+}
+
+// settle waits until the table is empty, or d has passed.
 func (t *runTable) settle(d time.Duration) {
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		t.mu.Lock()
@@ -347,6 +380,8 @@ func (t *runTable) settle(d time.Duration) {
 		}
 	}
 }
+
+var _ caddyevents.Handler = stopping{}
 
 // has reports whether the call of key runs here.
 func (t *runTable) has(key string) bool {

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/certmagic"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
@@ -55,11 +56,11 @@ func New(ctx caddy.Context, cfg *Config, gw face.Gateway) (face.Face, error) {
 	}
 	f := &Face{gw: gw, cfg: *cfg, storage: ctx.Storage(), usage: newUsage()}
 	go f.sweep(ctx)
-	ctx.OnCancel(func() {
-		if caddy.Exiting() {
-			runs.settle(storeTimeout) // carry.go
+	if events, err := ctx.App("events"); err == nil {
+		if app, ok := events.(*caddyevents.App); ok {
+			_ = app.On("stopping", stopping{}) // carry.go
 		}
-	})
+	}
 	return f, nil
 }
 
