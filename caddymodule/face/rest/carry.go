@@ -70,7 +70,8 @@ import (
 //     and lives task_ttl (a call still running or waiting for answers
 //     then is cancelled). Once the face has read its end, the task and its
 //     record are forgotten (the REST record holds the outcome; the REST
-//     bounds on the storage hold): an instance that dies between that read
+//     bounds on the storage hold; a task another instance took over is
+//     kept until its ttl, and shows no progress): an instance that dies between that read
 //     and the write of its REST record leaves a call that reads failed,
 //     its task gone (lostTask), though the tool ran to its end.
 //   - Progress: the task keeps its call's last progress notification,
