@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -51,12 +50,12 @@ func (e extTasksEvent) String() string {
 }
 
 // extTasksClient is a running exttasks-client.mjs: events reads its lines,
-// answer writes the test's orders.
+// answer writes the test's orders, stderr is the file of its stderr.
 type extTasksClient struct {
 	t      *testing.T
 	events chan extTasksEvent
 	stdin  io.WriteCloser
-	stderr *strings.Builder
+	stderr string
 }
 
 // startExtTasks runs exttasks-client.mjs calling tool with args as auth,
@@ -71,8 +70,13 @@ func startExtTasks(t *testing.T, auth, tool, args string, fleet []*gateway) *ext
 	cmd := groupCommand(ctx, nodeBin(t), argv...)
 	cmd.Dir = testsDir(t)
 	cmd.Env = append(os.Environ(), "MCP_SCRIPT_TIMEOUT_MS=80000")
-	c := &extTasksClient{t: t, events: make(chan extTasksEvent, 8), stderr: &strings.Builder{}}
-	cmd.Stderr = c.stderr
+	c := &extTasksClient{t: t, events: make(chan extTasksEvent, 8), stderr: filepath.Join(t.TempDir(), "stderr")}
+	stderr, err := os.Create(c.stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -100,20 +104,26 @@ func startExtTasks(t *testing.T, auth, tool, args string, fleet []*gateway) *ext
 	return c
 }
 
+// logs is the tail of what the client wrote on stderr so far.
+func (c *extTasksClient) logs() string {
+	b, _ := os.ReadFile(c.stderr)
+	return tail(string(b), 4000)
+}
+
 // next is the client's next line, which must be a want event.
 func (c *extTasksClient) next(want string) extTasksEvent {
 	c.t.Helper()
 	select {
 	case e, ok := <-c.events:
 		if !ok {
-			c.t.Fatalf("exttasks-client ended before %q; stderr:\n%s", want, tail(c.stderr.String(), 4000))
+			c.t.Fatalf("exttasks-client ended before %q; stderr:\n%s", want, c.logs())
 		}
 		if e.Event != want {
 			c.t.Fatalf("exttasks-client: want %q, got %s %s", want, e.Event, e)
 		}
 		return e
 	case <-time.After(60 * time.Second):
-		c.t.Fatalf("exttasks-client: no %q within 60s; stderr:\n%s", want, tail(c.stderr.String(), 4000))
+		c.t.Fatalf("exttasks-client: no %q within 60s; stderr:\n%s", want, c.logs())
 	}
 	return extTasksEvent{}
 }
@@ -170,8 +180,8 @@ func TestExtTasksOwnerLost(t *testing.T) {
 // -32603 with a Retry-After within the lease, and the task stays
 // input_required (tasks/get from the record); ext-tasks reads no
 // Retry-After, retries no JSON-RPC error, and concludes the task failed
-// with the 503's error. docs/tasks.md says so: keep task_lease under 20s
-// in front of such a client.
+// with the 503's error. docs/tasks.md says so: keep task_lease at 20s or
+// less in front of such a client.
 func TestExtTasksLongLease(t *testing.T) {
 	t.Parallel()
 	up := newResumableServer(t)
