@@ -10,10 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 )
@@ -171,45 +169,5 @@ func TestExtTasksOwnerLost(t *testing.T) {
 	}
 	if n := up.runs.Load(); n != 1 {
 		t.Fatalf("the tool ran %d times upstream, want once", n)
-	}
-}
-
-// TestExtTasksLongLease pins what ext-tasks 0.2.2 makes of the 503 a
-// tasks/update gets when the dead owner's lease (task_lease 30s) ends
-// later than the 20s the gateway waits: the gateway answers at once, 503
-// -32603 with a Retry-After within the lease, and the task stays
-// input_required (tasks/get from the record); ext-tasks reads no
-// Retry-After, retries no JSON-RPC error, and concludes the task failed
-// with the 503's error. docs/tasks.md says so: keep task_lease at 20s or
-// less in front of such a client.
-func TestExtTasksLongLease(t *testing.T) {
-	t.Parallel()
-	up := newResumableServer(t)
-	storage := t.TempDir()
-	fleet := durableFleetIn(t, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n\t\ttask ask required 0\n\t\ttask_lease 30s", storage)
-	c := startExtTasks(t, "Bearer alice", "ask", `{"topic":"tea"}`, fleet)
-
-	q := c.next("asked")
-	awaitRecordWrite(storage)
-	fleet[0].kill(t)
-	c.answer(1, "a")
-	end := c.next("outcome")
-	t.Logf("ext-tasks ended: %s", end)
-	if len(end.Updates) != 1 {
-		t.Fatalf("want one tasks/update, got %s", end)
-	}
-	u := end.Updates[0]
-	if u.Status != http.StatusServiceUnavailable || u.Error == nil || u.Error.Code == nil || *u.Error.Code != -32603 || u.RetryAfter == nil {
-		t.Fatalf("tasks/update with 30s of the dead owner's lease left: want 503 -32603 with Retry-After, got %s", end)
-	}
-	if secs, err := strconv.Atoi(*u.RetryAfter); err != nil || secs < 1 || secs > 31 {
-		t.Fatalf("Retry-After %q, want the seconds left of a 30s lease", *u.RetryAfter)
-	}
-	if end.Status != "failed" || end.Error == nil || end.Error.Code == nil || *end.Error.Code != -32603 {
-		t.Fatalf("ext-tasks ended %s: it no longer takes the 503 for the task's outcome; say what it does in docs/tasks.md", end)
-	}
-	alice := &taskClient{t: t, auth: "Bearer alice"}
-	if v := parseTask(t, alice.task(fleet[1].URL, "tasks/get", q.TaskID, nil)); v.Status != "input_required" {
-		t.Fatalf("the task after ext-tasks gave it up: %+v", v)
 	}
 }
