@@ -135,7 +135,7 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq forw
 	} else {
 		defer h.calls.add(cancel)() // a call survives a reload
 	}
-	sink := h.newSink(w)
+	sink := h.newSink(w, ctx)
 	defer sink.close()
 	breq.Header = bridgedHeader(r)
 	breq.TargetOf = func(url string) (translate.Target, bool) {
@@ -170,17 +170,23 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq forw
 
 // httpSink writes the bridge's answer: one JSON message, or an SSE stream
 // once a notification (progress, log) has to go before the result. A write
-// that blocks longer than writeTimeout fails.
+// that blocks longer than writeTimeout fails. ctx is the request's, as the
+// bridge got it: a 503 answered because the gateway ended it (a stop)
+// carries Retry-After.
 type httpSink struct {
 	w            http.ResponseWriter
+	ctx          context.Context
 	keepAlive    time.Duration
 	writeTimeout time.Duration
 	sw           *sse.Writer
 }
 
-func (h *Handler) newSink(w http.ResponseWriter) *httpSink {
-	return &httpSink{w: w, keepAlive: time.Duration(h.Streams.KeepAliveInterval), writeTimeout: time.Duration(h.Streams.WriteTimeout)}
+func (h *Handler) newSink(w http.ResponseWriter, ctx context.Context) *httpSink {
+	return &httpSink{w: w, ctx: ctx, keepAlive: time.Duration(h.Streams.KeepAliveInterval), writeTimeout: time.Duration(h.Streams.WriteTimeout)}
 }
+
+// Header is the headers of the answer, until it is written.
+func (s *httpSink) Header() http.Header { return s.w.Header() }
 
 func (s *httpSink) Notify(msg []byte) error {
 	if s.sw == nil {
@@ -205,6 +211,9 @@ func (s *httpSink) Respond(status int, msg []byte) error {
 		return nil
 	}
 	s.w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusServiceUnavailable && closedBy(s.ctx) != nil {
+		s.w.Header().Set("Retry-After", stoppingRetryAfter)
+	}
 	s.w.WriteHeader(status)
 	_, err := newDeadlineWriter(s.w, s.writeTimeout).Write(msg)
 	return err

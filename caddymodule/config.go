@@ -449,7 +449,9 @@ type TasksConfig struct {
 
 	// The `pollIntervalMs` suggested to clients polling a task (advice
 	// only: polls are never refused for coming early). A negative duration
-	// (`-1`) suggests none. Default: 1s.
+	// (`-1`) suggests none. An instance that took a task over from a lost
+	// one reopens the call's stream upstream after five of these (5s with
+	// none, at least 1s) with nothing heard. Default: 1s.
 	PollInterval caddy.Duration `json:"task_poll_interval,omitempty"`
 
 	// The most tasks this handler runs at once (with the calls that may

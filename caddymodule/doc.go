@@ -15,7 +15,9 @@
 //     (the directive, upstream blocks, value checks) and
 //     caddyfile_groups.go (one Caddyfile helper per group).
 //   - Lifecycle: provision.go (Provision, Validate, Cleanup; the registries
-//     that end streams and calls on unload and shutdown), transport.go
+//     that end streams and calls on unload and shutdown), stop.go (the
+//     graceful stop: refusals while stopping, calls cancelled and waited
+//     for, the lifecycle shared across reloads), transport.go
 //     (the upstream and peer transports), dynamic.go and addrpolicy.go
 //     (dynamic upstreams and the address ranges they may not have),
 //     probe.go (era probes), health.go (passive and active health).

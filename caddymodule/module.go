@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -186,7 +187,9 @@ type Handler struct {
 	reverseClient *http.Client    // the reverse bridge's, under a transport; nil: the bridge's own
 	peerClient    *http.Client    // peer_transport's, or nil
 	streams       *streamRegistry // resumable streams and single answers: closed on unload
-	calls         *streamRegistry // calls no client can pick up again: openCalls, closed when Caddy exits
+	calls         *streamRegistry // calls no client can pick up again: life's, ended by a graceful stop
+	life          *lifecycle      // the gateway's life in this process, shared across reloads (stop.go)
+	stopWait      time.Duration   // how long a graceful stop waits for the calls: grace_period (stop.go)
 	allowedOrigin map[string]bool
 	hosts         hostGuard // allowed_hosts (guard.go)
 	bridge        *forward.Bridge

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -17,12 +18,6 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
-// openCalls tracks the calls no client can pick up again (both bridges'
-// calls and modern requests) of every configuration: a reload lets them
-// finish, and the current configuration ends them all when Caddy exits,
-// including those still running on a configuration a reload replaced.
-var openCalls = newStreamRegistry()
-
 // processKey is the sealing key made at start when no state_key is
 // configured: one per process, so that sessions survive config reloads.
 var processKey = sync.OnceValue(seal.NewRandomKey)
@@ -34,7 +29,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	h.ctx = ctx
 	h.streams = newStreamRegistry()
-	h.calls = openCalls
+	if err := h.provisionLifecycle(ctx); err != nil { // stop.go
+		return err
+	}
 
 	for i, u := range h.Upstreams {
 		if u == nil {
@@ -101,14 +98,14 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// End our own streams when this config is unloaded (reload) and, earlier,
 	// when the server begins to stop: Caddy's grace period never ends SSE
 	// streams, and on exit it waits for them. Calls their clients cannot
-	// pick up again (openCalls) finish on the old configuration after a
+	// pick up again (h.calls) finish on the old configuration after a
 	// reload (the bridges' state is shared with the new one); they are
-	// ended only when Caddy exits.
+	// ended when the gateway stops (stop.go).
 	delay := time.Duration(h.Streams.StreamCloseDelay)
 	context.AfterFunc(ctx, func() { h.streams.closeAll(delay) })
 	if events, err := ctx.App("events"); err == nil {
 		if app, ok := events.(*caddyevents.App); ok {
-			_ = app.On("stopping", stoppingHandler{h.streams, h.calls, delay})
+			_ = app.On("stopping", stoppingHandler{h.streams, h.life, delay})
 			h.events = healthEvents{app: app, ctx: ctx}
 		}
 	}
@@ -249,7 +246,10 @@ func (h *Handler) Validate() error {
 
 // Cleanup releases what this configuration held. Streams are closed by the
 // context hook set in Provision; shared upstream state is released here.
+// The last handler first stops the calls in progress, and waits for them
+// (stop.go).
 func (h *Handler) Cleanup() error {
+	h.stopIfLast()
 	for _, u := range h.Upstreams {
 		if u != nil && u.state != nil {
 			_, _ = upstreamStates.Delete(u.URL)
@@ -273,22 +273,26 @@ func (h *Handler) Cleanup() error {
 	if h.reverse != nil {
 		_, _ = reverses.Delete(reverseKey)
 	}
+	if h.life != nil {
+		_, _ = lifecycles.Delete(lifecycleKey)
+	}
 	return nil
 }
 
 // stoppingHandler ends the streams when Caddy emits "stopping", which comes
-// before the HTTP servers wait for open connections; and the calls when the
-// process is exiting (a reload emits "stopping" too).
+// before the HTTP servers wait for open connections; and, when the process
+// is exiting (a reload emits "stopping" too), begins the graceful stop.
 type stoppingHandler struct {
-	streams, calls *streamRegistry
-	delay          time.Duration
+	streams *streamRegistry
+	life    *lifecycle
+	delay   time.Duration
 }
 
 // Handle implements caddyevents.Handler.
 func (s stoppingHandler) Handle(context.Context, caddy.Event) error {
 	s.streams.closeAll(s.delay)
 	if caddy.Exiting() {
-		s.calls.closeAll(s.delay)
+		s.life.stop(s.delay)
 	}
 	return nil
 }
@@ -314,35 +318,51 @@ func loadAs[T any](ctx caddy.Context, structPtr any, field, what string) (T, any
 // streamRegistry tracks every upstream exchange in flight (SSE streams and
 // pending JSON answers) so that the handler can end them itself on config
 // unload and on shutdown: Caddy's grace period does not end SSE streams, and
-// an open stream would hang `caddy stop`.
+// an open stream would hang `caddy stop`. An exchange stays registered until
+// its handler is done with it, cancelled or not, so that a stop can wait
+// for it (wait).
 type streamRegistry struct {
-	mu     sync.Mutex
-	closed bool
-	next   uint64
-	open   map[uint64]context.CancelCauseFunc
-	timer  *time.Timer
+	mu        sync.Mutex
+	closed    bool
+	cancelled bool
+	cause     error // given to the exchanges closeAll ends
+	next      uint64
+	open      map[uint64]context.CancelCauseFunc
+	timer     *time.Timer
+	drained   chan struct{} // closed once closed and nothing is open
 }
 
-// errStreamsClosed is the cause given to exchanges the gateway ends itself.
-var errStreamsClosed = &closedError{}
+// errStreamsClosed is the cause given to exchanges the gateway ends itself
+// when its configuration is unloaded.
+var errStreamsClosed = &closedError{msg: "mcp_gateway is unloading: stream closed"}
 
-type closedError struct{}
+// closedError is why the gateway ended an exchange itself.
+type closedError struct{ msg string }
 
-func (*closedError) Error() string { return "mcp_gateway is unloading: stream closed" }
+func (e *closedError) Error() string { return e.msg }
+
+// closedBy returns the closedError that ended ctx, or nil.
+func closedBy(ctx context.Context) *closedError {
+	var e *closedError
+	if errors.As(context.Cause(ctx), &e) {
+		return e
+	}
+	return nil
+}
 
 func newStreamRegistry() *streamRegistry {
-	return &streamRegistry{open: make(map[uint64]context.CancelCauseFunc)}
+	return &streamRegistry{open: make(map[uint64]context.CancelCauseFunc), drained: make(chan struct{})}
 }
 
 // add registers an exchange. The returned func removes it; it must be
-// called when the exchange ends. If the registry is already closed, cancel is
-// called at once.
+// called when the exchange ends. If the registry has already ended its
+// exchanges, cancel is called at once (and the exchange is still
+// registered until it ends).
 func (s *streamRegistry) add(cancel context.CancelCauseFunc) (del func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed && s.timer == nil {
-		cancel(errStreamsClosed)
-		return func() {}
+	if s.cancelled {
+		cancel(s.cause)
 	}
 	id := s.next
 	s.next++
@@ -351,24 +371,34 @@ func (s *streamRegistry) add(cancel context.CancelCauseFunc) (del func()) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		delete(s.open, id)
-		if len(s.open) == 0 && s.timer != nil {
+		if len(s.open) > 0 || !s.closed {
+			return
+		}
+		if s.timer != nil {
 			// Nothing is left to close: release the timer (and through it
 			// the handler) now; later exchanges are cancelled at once.
 			s.timer.Stop()
 			s.timer = nil
+			s.cancelled = true
 		}
+		s.drain()
 	}
 }
 
-// closeAll ends every exchange after delay (at once if delay <= 0). Only
-// the first call counts.
+// closeAll ends every exchange after delay (at once if delay <= 0), with
+// errStreamsClosed. Only the first call of closeAll or closeAllWith counts.
 func (s *streamRegistry) closeAll(delay time.Duration) {
+	s.closeAllWith(delay, errStreamsClosed)
+}
+
+// closeAllWith is closeAll with the cause the exchanges get.
+func (s *streamRegistry) closeAllWith(delay time.Duration, cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return
 	}
-	s.closed = true
+	s.closed, s.cause = true, cause
 	if delay <= 0 || len(s.open) == 0 {
 		s.cancelLocked()
 		return
@@ -382,9 +412,32 @@ func (s *streamRegistry) closeAll(delay time.Duration) {
 }
 
 func (s *streamRegistry) cancelLocked() {
-	for id, cancel := range s.open {
-		cancel(errStreamsClosed)
-		delete(s.open, id)
+	s.cancelled = true
+	for _, cancel := range s.open {
+		cancel(s.cause)
+	}
+	if len(s.open) == 0 {
+		s.drain()
+	}
+}
+
+// drain closes drained once; s.mu is held.
+func (s *streamRegistry) drain() {
+	select {
+	case <-s.drained:
+	default:
+		close(s.drained)
+	}
+}
+
+// wait waits until the registry is closed and every exchange has ended,
+// or ctx ends; it reports whether they all ended.
+func (s *streamRegistry) wait(ctx context.Context) bool {
+	select {
+	case <-s.drained:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

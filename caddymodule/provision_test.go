@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -154,7 +155,7 @@ func TestProvisionNegativeMeansOff(t *testing.T) {
 	if err := h.Validate(); err != nil {
 		t.Fatalf("off does not validate: %v", err)
 	}
-	if s := h.newSink(nil); s.keepAlive > 0 || s.writeTimeout > 0 {
+	if s := h.newSink(nil, context.Background()); s.keepAlive > 0 || s.writeTimeout > 0 {
 		t.Fatalf("a bridged answer's stream has keep-alive %v and write timeout %v, want both off", s.keepAlive, s.writeTimeout)
 	}
 	if h.bridgeOpts.GatherWindow != 0 {

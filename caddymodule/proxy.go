@@ -182,14 +182,14 @@ func (h *Handler) relaySSE(w http.ResponseWriter, r *http.Request, ctx context.C
 				return nil
 			}
 			if failID != nil && r.Context().Err() == nil {
-				msg := "the call was abandoned: " + errStreamsClosed.Error()
-				if context.Cause(ctx) != errStreamsClosed {
-					msg = "the upstream MCP server failed mid-answer"
+				rerr := &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,
+					Message: "the upstream MCP server failed mid-answer"}
+				if closed := closedBy(ctx); closed != nil {
+					rerr = abandoned(closed)
+				} else {
 					h.logger.Warn("upstream event stream failed", zap.Error(err))
 				}
-				_ = sw.WriteEvent(sse.Event{Data: jsonrpc.ErrorResponse(failID, &jsonrpc.RPCError{
-					HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError, Message: msg,
-				}), HasData: true})
+				_ = sw.WriteEvent(sse.Event{Data: jsonrpc.ErrorResponse(failID, rerr), HasData: true})
 				return nil
 			}
 			h.endedEarly(r, ctx, "reading upstream event stream", err)
@@ -207,7 +207,7 @@ func (h *Handler) relaySSE(w http.ResponseWriter, r *http.Request, ctx context.C
 // so that it sees a broken stream, not a complete one (a legacy client then
 // resumes with Last-Event-ID).
 func (h *Handler) endedEarly(r *http.Request, ctx context.Context, what string, err error) {
-	if context.Cause(ctx) == errStreamsClosed || r.Context().Err() != nil {
+	if closedBy(ctx) != nil || r.Context().Err() != nil {
 		return
 	}
 	if c := h.logger.Check(zapcore.WarnLevel, "aborting with incomplete response"); c != nil {
@@ -222,11 +222,9 @@ func (h *Handler) upstreamFailed(w http.ResponseWriter, r *http.Request, ctx con
 	switch {
 	case r.Context().Err() != nil:
 		return caddyhttp.Error(499, err)
-	case context.Cause(ctx) == errStreamsClosed:
-		return jsonrpc.WriteError(w, requestID(ex.body), &jsonrpc.RPCError{
-			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
-			Message: "the gateway is shutting down; retry",
-		})
+	case closedBy(ctx) != nil:
+		w.Header().Set("Retry-After", stoppingRetryAfter)
+		return jsonrpc.WriteError(w, requestID(ex.body), abandoned(closedBy(ctx)))
 	}
 	if ex.up == nil {
 		return jsonrpc.WriteError(w, requestID(ex.body), &jsonrpc.RPCError{

@@ -121,11 +121,10 @@ var errOwnerSilent = errors.New("the owner instance did not answer in time")
 // owner cannot be reached (or does not answer in time), unreachable, if
 // set, may answer instead of the gateway's error (a task served from its
 // record: storedTask; a lingering call resumed here: resumeHere); it
-// reports whether it did, and is told whether the owner had sent anything
-// (its "100 Continue": it read the request). A request another instance
+// reports whether it did. A request another instance
 // forwarded is forwarded again only when again is set: a task's record
 // names its owner now (relayTaskOwner), who serves it itself.
-func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id json.RawMessage, owner translate.Owner, unreachable func(started bool) bool, again bool) error {
+func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id json.RawMessage, owner translate.Owner, unreachable func() bool, again bool) error {
 	routeOf(r).owner = owner.Instance
 	if _, forwarded := forwardedOf(r); forwarded && !again {
 		// Never forward twice: the fleet disagrees on who is where.
@@ -152,8 +151,10 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 	sig := h.fleet.auth.Sign(owner.Instance, forwardedRequest(r, body, h.principal(r)), time.Now())
 	silent := time.AfterFunc(forwardFirstByteTimeout, func() { cancel(errOwnerSilent) })
 	defer silent.Stop()
-	var started atomic.Bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotFirstResponseByte: func() { started.Store(true); silent.Stop() }})
+	// read: the owner answered something (its "100 Continue": it read the
+	// request), so the call may have gone on there before it failed.
+	var read atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotFirstResponseByte: func() { read.Store(true); silent.Stop() }})
 	out := r.WithContext(ctx)
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
@@ -195,7 +196,7 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			h.metrics.Forwarded("sent", "error")
-			if unreachable != nil && r.Context().Err() == nil && unreachable(started.Load()) {
+			if unreachable != nil && r.Context().Err() == nil && unreachable() {
 				logger().Warn("the owner instance is unreachable: the request was served here", zap.Error(err))
 				return
 			}
@@ -211,8 +212,14 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			}
 			// The error names the owner's address: logged, not told.
 			logger().Warn("the owner instance is unreachable", zap.Error(err))
-			_ = jsonrpc.WriteError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,
-				Message: "the call belongs to gateway instance " + owner.Instance + ", which is unreachable: start the call again"})
+			msg := "the call belongs to gateway instance " + owner.Instance + ", which is unreachable: start the call again"
+			if read.Load() {
+				// Its answers may have reached the upstream: the tool may
+				// have run. Starting the call again would run it twice.
+				msg = "the call belongs to gateway instance " + owner.Instance + ", which failed after it read this request: " +
+					"the call may have run upstream, and its answer is lost with that instance; starting the call again may run it twice"
+			}
+			_ = jsonrpc.WriteError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError, Message: msg})
 		},
 		ErrorLog: h.fleet.errorLog,
 	}
@@ -268,38 +275,52 @@ func (r relayWriter) WriteHeader(code int) {
 // instance the record names as the task's owner now, if another one holds
 // the task (it took it over), else this instance, from the record
 // (forward.Request.OwnerGone: it takes the task over once the owner's lease
-// lapsed). Nil for other requests and without records; false without a
-// record (the storage is not shared, or the task ended long ago): the
-// client then gets the relay's error.
-func (h *Handler) storedTask(w http.ResponseWriter, r *http.Request, l *learned, owner translate.Owner) func(bool) bool {
+// lapsed). When that other owner cannot be reached either, this instance
+// answers from the record too (fromRecord). Nil for other requests and
+// without records; false without a record (the storage is not shared, or
+// the task ended long ago): the client then gets the relay's error.
+func (h *Handler) storedTask(w http.ResponseWriter, r *http.Request, l *learned, owner translate.Owner) func() bool {
 	if h.bridgeOpts == nil || h.bridgeOpts.Tasks.Store == nil || l.in.era != eraModern || !strings.HasPrefix(l.breq.Method, "tasks/") {
 		return nil
 	}
-	return func(bool) bool {
+	return func() bool {
 		now, found := h.bridge.StoredOwner(r.Context(), &l.breq)
 		switch {
 		case !found:
 			return false
 		case now.Instance != "" && now.Instance != owner.Instance:
-			_ = h.relay(w, r, l.body, l.id, now, nil, false)
+			_ = h.relay(w, r, l.body, l.id, now, h.fromRecord(w, r, l), false)
 		default:
-			l.breq.OwnerGone = true
-			_ = h.serveBridged(w, r, l.breq, nil)
+			h.fromRecord(w, r, l)()
 		}
+		return true
+	}
+}
+
+// fromRecord is what answers a tasks/* request from the task's record on
+// this instance, when the instance the record names as the task's owner
+// cannot be reached (forward.Request.OwnerGone): tasks/get shows the
+// record while that owner's lease holds, and the task is taken over here
+// once it lapsed. It always answers.
+func (h *Handler) fromRecord(w http.ResponseWriter, r *http.Request, l *learned) func() bool {
+	return func() bool {
+		l.breq.OwnerGone = true
+		_ = h.serveBridged(w, r, l.breq, nil)
 		return true
 	}
 }
 
 // resumeHere is what serves the retry of a resumable call relayed to its
 // home while it lingers there, when the home cannot be reached: this
-// instance resumes the call itself, as it would have without the relay —
-// unless the home had read the retry (it may have answered the call's
-// questions upstream), when the client gets the relay's error.
-func (h *Handler) resumeHere(w http.ResponseWriter, r *http.Request, l *learned, up *Upstream) func(bool) bool {
-	return func(started bool) bool {
-		if started {
-			return false
-		}
+// instance resumes the call itself, as it would have without the relay.
+// It does so even when the home had read the retry (it may have posted
+// the answers upstream, and the tool may have finished since): the
+// upstream takes the first answer to a question and drops the others, and
+// the call's stream, reopened after the state's event, replays the result
+// if there is one. The tool runs once either way; telling the client to
+// start the call again would run it twice.
+func (h *Handler) resumeHere(w http.ResponseWriter, r *http.Request, l *learned, up *Upstream) func() bool {
+	return func() bool {
 		_ = h.serveBridged(w, r, l.breq, up)
 		return true
 	}
@@ -308,7 +329,8 @@ func (h *Handler) resumeHere(w http.ResponseWriter, r *http.Request, l *learned,
 // relayTaskOwner relays a tasks/* request that names this instance's task,
 // when this instance does not hold it (it restarted, or handed it over at a
 // stop) and the task's record names another instance that holds it now
-// (it took it over): that owner serves it from memory. A request another
+// (it took it over): that owner serves it from memory, or, when it cannot
+// be reached, this instance from the record (fromRecord). A request another
 // instance forwarded here is forwarded this once more: the owner the record
 // names never forwards it again. It reports false, answering nothing, when
 // there is no such owner: the bridge then serves the task from its record.
@@ -320,5 +342,5 @@ func (h *Handler) relayTaskOwner(w http.ResponseWriter, r *http.Request, l *lear
 	if !found || owner.Instance == "" {
 		return false, nil
 	}
-	return true, h.relay(w, r, l.body, l.id, owner, nil, true)
+	return true, h.relay(w, r, l.body, l.id, owner, h.fromRecord(w, r, l), true)
 }

@@ -143,7 +143,7 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, l *learne
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	defer h.calls.add(cancel)() // a call survives a reload
-	sink := h.newSink(w)
+	sink := h.newSink(w, ctx)
 	defer sink.close()
 	res := h.reverse.Serve(ctx, s, reverse.Request{Message: l.msg, Header: bridgedHeader(r)}, sink)
 	served(r, res)

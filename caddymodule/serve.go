@@ -79,6 +79,9 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 				HTTPStatus: http.StatusBadRequest, Code: jsonrpc.ParseError, Message: "Parse error: " + err.Error(),
 			})
 		}
+		if h.life.isStopping() {
+			return refuseStopping(w, requestID(body)) // stop.go
+		}
 		if r, rerr = h.acceptForwarded(r, body); rerr != nil {
 			return jsonrpc.WriteError(w, requestID(body), rerr)
 		}
@@ -105,6 +108,9 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 				HTTPStatus: http.StatusMethodNotAllowed, Code: jsonrpc.InvalidRequest,
 				Message: "Method Not Allowed: " + r.Method + " needs an Mcp-Session-Id",
 			})
+		}
+		if h.life.isStopping() {
+			return refuseStopping(w, nil)
 		}
 		var rerr *jsonrpc.RPCError
 		if r, rerr = h.acceptForwarded(r, nil); rerr != nil {

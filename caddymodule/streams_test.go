@@ -33,22 +33,51 @@ func TestStreamRegistryClosesAll(t *testing.T) {
 func TestStreamRegistryDelay(t *testing.T) {
 	s := newStreamRegistry()
 	ctx, cancel := context.WithCancelCause(context.Background())
-	s.add(cancel)
+	del := s.add(cancel)
 	s.closeAll(50 * time.Millisecond)
 	if ctx.Err() != nil {
 		t.Fatal("closed before the delay")
 	}
 	// An exchange added during the delay is closed with the others.
 	late, lateCancel := context.WithCancelCause(context.Background())
-	s.add(lateCancel)
+	delLate := s.add(lateCancel)
 	select {
 	case <-ctx.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("not closed after the delay")
 	}
 	<-late.Done()
+	// Cancelled exchanges count until their handlers are done with them.
+	if s.count() != 2 {
+		t.Fatalf("%d exchanges left, want the 2 cancelled ones still running", s.count())
+	}
+	del()
+	delLate()
 	if s.count() != 0 {
 		t.Fatalf("%d exchanges left", s.count())
+	}
+}
+
+// TestStreamRegistryWait: wait returns once the registry is closed and the
+// last exchange ended, and not before.
+func TestStreamRegistryWait(t *testing.T) {
+	s := newStreamRegistry()
+	_, cancel := context.WithCancelCause(context.Background())
+	del := s.add(cancel)
+	short, stop := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer stop()
+	if s.wait(short) {
+		t.Fatal("wait returned before the registry was closed")
+	}
+	s.closeAllWith(0, errStopping)
+	short2, stop2 := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer stop2()
+	if s.wait(short2) {
+		t.Fatal("wait returned with an exchange still running")
+	}
+	del()
+	if !s.wait(context.Background()) {
+		t.Fatal("wait did not return once the last exchange ended")
 	}
 }
 

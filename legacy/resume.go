@@ -79,7 +79,7 @@ func (s *Session) Reopen(ctx context.Context, callID json.RawMessage, lastID str
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	deadline := time.Now().Add(reopenConflicts)
-	for wait := 4 * time.Millisecond; ; wait = min(2*wait, 400*time.Millisecond) {
+	for wait := 500 * time.Microsecond; ; wait = min(2*wait, 400*time.Millisecond) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
 		if err != nil {
 			cancel()

@@ -52,6 +52,11 @@ type failingLegacy struct {
 	resumes  atomic.Int32 // GETs carrying Last-Event-ID
 	requests atomic.Int32 // every HTTP request
 	inflight atomic.Int32 // POSTs being answered
+
+	// holdResume, when set, holds the next GET carrying Last-Event-ID
+	// until its request ends, once it has signalled resumeHeld.
+	holdResume atomic.Bool
+	resumeHeld chan struct{}
 }
 
 // await waits until count() is 0, failing after notHang.
@@ -62,7 +67,8 @@ func (f *failingLegacy) await(t *testing.T, what string, count func() int) {
 
 func newFailingLegacy(t *testing.T) *failingLegacy {
 	t.Helper()
-	f := &failingLegacy{release: make(chan struct{}, 16), parked: make(chan struct{}, 16), ended: make(chan string, 64)}
+	f := &failingLegacy{release: make(chan struct{}, 16), parked: make(chan struct{}, 16), ended: make(chan string, 64),
+		resumeHeld: make(chan struct{}, 1)}
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "failing", Version: "1"}, nil)
 	progress := func(ctx context.Context, req *mcp.CallToolRequest, n int, msg string) error {
 		return req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(n), Message: msg})
@@ -134,6 +140,11 @@ func newFailingLegacy(t *testing.T) *failingLegacy {
 		}
 		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
 			f.resumes.Add(1)
+			if f.holdResume.CompareAndSwap(true, false) {
+				f.resumeHeld <- struct{}{}
+				<-r.Context().Done()
+				return
+			}
 		}
 		h.ServeHTTP(w, r)
 	})}

@@ -22,8 +22,14 @@ import (
 // a shared volume would be), each with block inside its mcp_gateway block.
 func durableFleet(t *testing.T, block string) []*gateway {
 	t.Helper()
+	return durableFleetIn(t, block, t.TempDir())
+}
+
+// durableFleetIn is durableFleet with its storage in the folder storage.
+func durableFleetIn(t *testing.T, block, storage string) []*gateway {
+	t.Helper()
 	ports := []int{freePort(t), freePort(t), freePort(t)}
-	globals := "\tstorage file_system " + t.TempDir()
+	globals := "\tstorage file_system " + storage
 	fleet := make([]*gateway, len(ports))
 	for i, port := range ports {
 		fleet[i] = launchGateway(t, port, globals, "", fleetBlock(t, block, "peer", ports, i))
@@ -69,8 +75,8 @@ func question(t *testing.T, v taskView) string {
 //
 //   - In front of the go-sdk server with an event store: the task is
 //     created on instance 0 and asks its first question; instance 0 is
-//     SIGKILLed; instance 1 shows the task from its record, asks
-//     tasks/update to wait while the dead owner's lease holds (503), then
+//     SIGKILLed; instance 1 shows the task from its record, holds
+//     tasks/update while the dead owner's lease holds, then
 //     takes the task over (the call's stream reopened upstream): the answer
 //     reaches the tool, which asks its second question, answered through
 //     instance 2 (relayed to the new owner); the task completes with both

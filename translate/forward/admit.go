@@ -51,10 +51,7 @@ func (b *Bridge) roomLocked(o *Options, princ [16]byte, sent bool) *jsonrpc.RPCE
 	if set == nil {
 		return nil
 	}
-	what := "the call was not sent"
-	if sent {
-		what = "the call was cancelled"
-	}
+	what := sentWhat(sent)
 	switch {
 	case set.byPrin[princ] >= o.MaxParkedPerPrincipal:
 		// The principal's own limit: 429, as max_sessions_per_principal.
@@ -66,6 +63,15 @@ func (b *Bridge) roomLocked(o *Options, princ [16]byte, sent bool) *jsonrpc.RPCE
 			Message: "the gateway has too many calls waiting for input (max_parked); " + what + ": retry later"}
 	}
 	return nil
+}
+
+// sentWhat says, in a refusal, what became of the call: it was not sent,
+// or (sent) it was cancelled.
+func sentWhat(sent bool) string {
+	if sent {
+		return "the call was cancelled"
+	}
+	return "the call was not sent"
 }
 
 // room reports whether a new call of princ could park with o now, for a

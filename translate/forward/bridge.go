@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
@@ -161,6 +162,10 @@ type Bridge struct {
 	// parked call survives its first request.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// epoch, random, begins the handle of every call the bridge parks: a
+	// state of this instance's naming another epoch names a call lost with
+	// an earlier process (parkedBefore).
+	epoch [handleEpoch]byte
 }
 
 // New returns a bridge using pool for upstream sessions, with opts
@@ -173,6 +178,7 @@ func New(pool *legacy.Pool, opts Options) *Bridge {
 		checks: &workQueue{workers: maxChecking, limit: maxChecksQueued}, checkAfter: placeCheckAfter, reclaiming: make(map[reclaimKey]*reclaimRun),
 		bySession: make(map[placeSession]*resumePlace), parkedKeys: newParkedKeys()}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	_, _ = rand.Read(b.epoch[:])
 	return b
 }
 
@@ -361,8 +367,8 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink translate.Sink) tran
 	if rerr != nil {
 		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 		outcome := translate.OutcomeError
-		if rerr.HTTPStatus == 499 {
-			outcome = translate.OutcomeCancelled
+		if ctx.Err() != nil {
+			outcome = translate.OutcomeCancelled // the client left, or the gateway is stopping
 		}
 		if r.Method != "server/discover" && r.Method != "subscriptions/listen" {
 			// A call that never reached the upstream still ended.

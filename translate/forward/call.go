@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"time"
 
@@ -144,7 +145,7 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 	// The name is cloned: r.Name points into a copy of the whole request
 	// body, which a parked call would otherwise keep for its whole life.
 	c := &call{opts: r.Options, method: r.Method, name: strings.Clone(r.Name), started: time.Now(), princ: r.Principal, caps: r.ClientCapabilities}
-	if _, err := rand.Read(c.handle[:]); err != nil {
+	if err := b.newHandle(&c.handle); err != nil {
 		return nil, translate.BadGateway("no randomness")
 	}
 	failover := func(err error) bool { return r.Failover != nil && r.Failover(r, err) }
@@ -152,10 +153,22 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 		key := poolKey(*r)
 		c.key, c.always, c.resumeOn = key, r.GatherAlways, r.Resume
 		sess, err := b.pool.Lease(ctx, key, r.Header, []byte(key.Caps), info, r.Options.Lease)
-		for deadline := time.Now().Add(reclaimDeadline); err != nil && b.reclaimSessions(r.Principal, err, deadline); {
+		unchecked := false // a pass freed nothing because a check failed
+		for deadline := time.Now().Add(reclaimDeadline); err != nil; {
+			again, failed := b.reclaimSessions(r.Principal, err, deadline)
+			unchecked = unchecked || failed
+			if !again {
+				break
+			}
 			sess, err = b.pool.Lease(ctx, key, r.Header, []byte(key.Caps), info, r.Options.Lease)
 		}
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, requestGone(ctx) // not the upstream's failure
+			}
+			if unchecked {
+				return nil, uncheckedRefusal(sentWhat(false))
+			}
 			if translate.Unopened(ctx, err) && failover(err) {
 				continue
 			}
@@ -170,7 +183,10 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 			// asked for.
 			if err = setLogLevel(ctx, sess, r.LogLevel); err != nil {
 				b.pool.Release(key, sess, false)
-				if ctx.Err() == nil && legacy.Refused(err) && failover(err) {
+				if ctx.Err() != nil {
+					return nil, requestGone(ctx)
+				}
+				if legacy.Refused(err) && failover(err) {
 					continue // an idle session of a dead upstream
 				}
 				return nil, translate.UpstreamError(err)
@@ -202,15 +218,17 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 			c.up, err = sess.CallWithID(callCtx, id, r.Method, translate.UpstreamParams(params))
 		}
 		if !stop() {
-			// The client left first. A legacy server does not take a
-			// dropped connection for a cancellation: tell it.
+			// The client left first, or the gateway is stopping. A legacy
+			// server does not take a dropped connection for a
+			// cancellation: tell it.
 			if err == nil {
 				c.up.Close()
 			}
 			cancelCall()
-			b.cancelUpstream(sess, id, "client disconnected")
+			rerr := requestGone(ctx)
+			b.cancelUpstream(sess, id, goneReason(rerr))
 			b.pool.Release(key, sess, false)
-			return nil, &jsonrpc.RPCError{HTTPStatus: 499, Code: jsonrpc.InternalError, Message: "client disconnected"}
+			return nil, rerr
 		}
 		if err == nil {
 			c.cancelUp = cancelCall
@@ -221,12 +239,51 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 		switch {
 		case errors.Is(err, legacy.ErrSessionGone) && attempt == 0:
 			attempt++
-		case ctx.Err() == nil && legacy.Refused(err) && failover(err):
+		case ctx.Err() != nil:
+			return nil, requestGone(ctx)
+		case legacy.Refused(err) && failover(err):
 			// The call never left: an idle session of a dead upstream.
 		default:
 			return nil, translate.UpstreamError(err)
 		}
 	}
+}
+
+// requestGone is the answer to a request whose context ended before its
+// call did: 499 when the client left; when the gateway ended it (it is
+// stopping), 503 naming why, so that the client sends it again, to
+// another instance. Neither is the upstream's failure. It is nil while ctx
+// has not ended.
+func requestGone(ctx context.Context) *jsonrpc.RPCError {
+	cause := context.Cause(ctx)
+	switch {
+	case cause == nil:
+		return nil
+	case errors.Is(cause, context.Canceled):
+		return &jsonrpc.RPCError{HTTPStatus: 499, Code: jsonrpc.InternalError, Message: "client disconnected"}
+	}
+	return &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
+		Message: "the call was abandoned: " + cause.Error()}
+}
+
+// goneReason is the reason the upstream is given for a call cancelled
+// with rerr (requestGone).
+func goneReason(rerr *jsonrpc.RPCError) string {
+	if rerr.HTTPStatus == 499 {
+		return "client disconnected"
+	}
+	return "gateway shutting down"
+}
+
+// handleEpoch is how many bytes of a call's handle name the bridge that
+// made it (Bridge.epoch); the other 12 are random.
+const handleEpoch = 4
+
+// newHandle makes a call's handle: the bridge's epoch, then random bytes.
+func (b *Bridge) newHandle(h *[16]byte) error {
+	copy(h[:handleEpoch], b.epoch[:])
+	_, err := rand.Read(h[handleEpoch:])
+	return err
 }
 
 // setLogLevel sets the session's logging level (logging/setLevel).
@@ -338,9 +395,10 @@ func (b *Bridge) refuse(c *call, r Request, sink translate.Sink, rerr *jsonrpc.R
 	return translate.OutcomeRefused
 }
 
-// cancelUpstream sends notifications/cancelled for the request id.
+// cancelUpstream sends notifications/cancelled for the request id, even
+// once the bridge is closing: every upstream handler is told.
 func (b *Bridge) cancelUpstream(sess *legacy.Session, id json.RawMessage, reason string) {
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 5*time.Second)
 	defer cancel()
 	params, _ := json.Marshal(struct { // in name order, as always sent
 		Reason    string          `json:"reason"`

@@ -261,6 +261,13 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 		return translate.Served{Round: int(st.Round), Outcome: translate.OutcomeError, Refused: refusedWhy(rerr)}
 	}
 	c := b.take(st.Handle, st.Round)
+	if c == nil && b.parkedBefore(st) {
+		// Parked by this instance before it restarted: its call ended
+		// with the process that held it, as after a crash.
+		rerr = translate.BadGateway("the gateway instance that parked the call stopped since: start the call again")
+		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
+		return translate.Served{Round: int(st.Round), Outcome: translate.OutcomeError}
+	}
 	if c == nil {
 		rerr = refuseState("already used, or its call has ended")
 		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
@@ -280,6 +287,13 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 	// or go on with the call.
 	served.Outcome, served.Cause = b.run(ctx, c, r, sink, nil, len(c.pending) > 0)
 	return served
+}
+
+// parkedBefore reports whether st, a state of this instance's (it
+// opened), names a call another bridge parked (its handle's epoch is not
+// this one's): an earlier process, whose parked calls are gone.
+func (b *Bridge) parkedBefore(st seal.State) bool {
+	return [handleEpoch]byte(st.Handle[:handleEpoch]) != b.epoch
 }
 
 // respondAnswers POSTs upstream the retry's valid answers (its params'

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 )
 
 // Places of calls finished elsewhere. A call parked holding no
@@ -45,7 +47,10 @@ import (
 //     place may be freed within reclaimDeadline of its first try. The
 //     same, when the pool refuses a new call an upstream session
 //     (max_sessions_per_principal, max_sessions): a place of the pool's
-//     holds a session of it (reclaimSessions).
+//     holds a session of it (reclaimSessions). When a pass freed nothing
+//     because its checks failed (the upstream is down), the call is
+//     refused for that, 503 (uncheckedRefusal), not for want of room: the
+//     places may all be of calls that are over.
 //
 // So a place counts while the upstream holds the call's session, and no
 // call is refused because of calls that are over. A check that fails (the
@@ -109,12 +114,24 @@ func (k reclaimKey) holds(p *resumePlace) bool {
 
 // reclaimRun is a pass: done is closed when it ends; freed then says
 // whether it freed any place, and if not, until when its answer stands
-// (unix nanoseconds), and retry whether a place may be freed then.
+// (unix nanoseconds), retry whether a place may be freed then, and
+// unchecked whether a check failed (the upstream could not tell).
 type reclaimRun struct {
-	done  chan struct{}
-	freed bool
-	until int64
-	retry bool
+	done      chan struct{}
+	freed     bool
+	until     int64
+	retry     bool
+	unchecked bool
+}
+
+// uncheckedRefusal is the refusal of a call for want of room when the
+// places that would make room could not be checked: the upstream is
+// unavailable, which is what the client is told (503), not that it has
+// too many calls waiting. what says whether the call was sent.
+func uncheckedRefusal(what string) *jsonrpc.RPCError {
+	return &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
+		Message: translate.MsgUpstreamUnavailable + " (whether the calls waiting for input there are over could not be checked); " +
+			what + ": retry later"}
 }
 
 // checkPlaceLater queues p's background check (its timer fired before
@@ -176,6 +193,7 @@ func (b *Bridge) verify(p *resumePlace) (freed bool) {
 		// as long as it had been parked, up to reclaimRecheck, so that
 		// the checks a place costs grow with the log of its age.
 		p.trustedUntil = now + min(int64(reclaimRecheck), now-p.since)
+		p.unreachable = err != nil
 		b.mu.Unlock()
 		return false
 	}
@@ -195,6 +213,7 @@ func (b *Bridge) verify(p *resumePlace) (freed bool) {
 // releases meanwhile.
 func (b *Bridge) makeRoomLocked(o *Options, princ [16]byte, sent bool) *jsonrpc.RPCError {
 	deadline := time.Now().Add(reclaimDeadline)
+	unchecked := false // a pass freed nothing because a check failed
 	for {
 		rerr := b.roomLocked(o, princ, sent)
 		if rerr == nil {
@@ -204,10 +223,15 @@ func (b *Bridge) makeRoomLocked(o *Options, princ [16]byte, sent bool) *jsonrpc.
 		if set := b.sets[o]; set != nil && set.byPrin[princ] >= o.MaxParkedPerPrincipal {
 			key.princ, key.own = princ, true
 		}
-		again := b.awaitReclaimLocked(key, deadline)
+		again, failed := b.awaitReclaimLocked(key, deadline)
+		unchecked = unchecked || failed
 		b.mu.Lock()
 		if !again {
-			return b.roomLocked(o, princ, sent)
+			rerr = b.roomLocked(o, princ, sent)
+			if rerr != nil && unchecked {
+				rerr = uncheckedRefusal(sentWhat(sent))
+			}
+			return rerr
 		}
 	}
 }
@@ -215,14 +239,15 @@ func (b *Bridge) makeRoomLocked(o *Options, princ [16]byte, sent bool) *jsonrpc.
 // reclaimSessions is makeRoomLocked's pass for a call the pool refused a
 // session (legacy.ErrPrincipalFull, legacy.ErrPoolFull): the places whose
 // calls may have ended elsewhere hold sessions of the pool. It reports
-// whether the lease is worth trying again (before deadline).
-func (b *Bridge) reclaimSessions(princ [16]byte, err error, deadline time.Time) bool {
+// whether the lease is worth trying again (before deadline), and whether
+// the pass's checks failed (awaitReclaimLocked).
+func (b *Bridge) reclaimSessions(princ [16]byte, err error, deadline time.Time) (again, unchecked bool) {
 	key := reclaimKey{}
 	switch {
 	case errors.Is(err, legacy.ErrPrincipalFull):
 		key.princ, key.own = princ, true
 	case !errors.Is(err, legacy.ErrPoolFull):
-		return false
+		return false, false
 	}
 	b.mu.Lock()
 	return b.awaitReclaimLocked(key, deadline)
@@ -231,26 +256,27 @@ func (b *Bridge) reclaimSessions(princ [16]byte, err error, deadline time.Time) 
 // awaitReclaimLocked runs, or waits for, a pass of key (called under b.mu,
 // which it releases), and reports whether to look for room again: the pass
 // freed a place, or a place may be freed before deadline, and that time
-// came.
-func (b *Bridge) awaitReclaimLocked(key reclaimKey, deadline time.Time) bool {
+// came; and whether the pass freed nothing because a check failed (the
+// caller keeps that across its tries).
+func (b *Bridge) awaitReclaimLocked(key reclaimKey, deadline time.Time) (again, unchecked bool) {
 	if !time.Now().Before(deadline) {
 		b.mu.Unlock()
-		return false
+		return false, false
 	}
 	run := b.reclaimLocked(key)
 	if run.freed {
-		return true
+		return true, false
 	}
 	if !run.retry || run.until > deadline.UnixNano() {
-		return false
+		return false, run.unchecked
 	}
 	t := time.NewTimer(time.Until(time.Unix(0, run.until)))
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
+		return true, run.unchecked
 	case <-b.ctx.Done():
-		return false
+		return false, run.unchecked
 	}
 }
 
@@ -289,12 +315,15 @@ func (b *Bridge) reclaimLocked(key reclaimKey) *reclaimRun {
 	}
 	waited := make(chan struct{})
 	go func() { wg.Wait(); close(waited) }()
+	timedOut := false
 	select {
 	case <-waited:
 	case <-ctx.Done():
+		timedOut = true // checks too slow to answer count as failed
 	}
 	b.mu.Lock()
 	run.freed = freed.Load()
+	run.unchecked = !run.freed && (timedOut || b.unreachableLocked(key))
 	if run.freed {
 		delete(b.reclaiming, key)
 	} else {
@@ -333,6 +362,17 @@ func (b *Bridge) soonestLocked(key reclaimKey, now int64) (int64, bool) {
 		}
 	}
 	return soonest, ok
+}
+
+// unreachableLocked reports whether the last check of one of key's places
+// failed: the upstream could not say whether its call is over.
+func (b *Bridge) unreachableLocked(key reclaimKey) bool {
+	for _, p := range b.places {
+		if key.holds(p) && p.unreachable {
+			return true
+		}
+	}
+	return false
 }
 
 // endReclaim forgets key's pass run.

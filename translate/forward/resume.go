@@ -2,7 +2,6 @@ package forward
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -155,14 +154,16 @@ type resumePlace struct {
 	// next check that the call's session lives, checkEvery its interval,
 	// checkedAt when it was last known to (unix nanoseconds; 0: never
 	// checked), trustedUntil until when a pass that makes room takes that
-	// for granted, since when the place was taken: places.go. One timer,
-	// not two: a timer is ~140 bytes of each of 10,000 parked calls.
+	// for granted, since when the place was taken, unreachable whether its
+	// last check failed (the upstream could not tell): places.go. One
+	// timer, not two: a timer is ~140 bytes of each of 10,000 parked calls.
 	timer        *time.Timer
 	deadline     int64
 	checkEvery   time.Duration
 	checkedAt    int64
 	trustedUntil int64
 	since        int64
+	unreachable  bool
 	// sess is the call's session, key its pool key, pooled whether the
 	// pool counts it (a session of the pool's, leased; not an attached
 	// one).
@@ -287,7 +288,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 	opened := time.Now()
 	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: rs.Started, princ: r.Principal, caps: r.ClientCapabilities,
 		key: poolKey(r), always: r.GatherAlways, resumeOn: r.Resume, own: true, round: rs.Round, digest: rs.Digest}
-	_, _ = rand.Read(c.handle[:])
+	_ = b.newHandle(&c.handle)
 	c.keys = translate.DecodeKeyCounter(rs.Keys)
 	if p != nil {
 		b.cameQuickly(p)
@@ -320,7 +321,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 		}
 		if err := c.sess.Respond(pctx, in.ID, resp, nil); err != nil {
 			cancel()
-			return b.resumeFailed(c, r, sink, err, served)
+			return b.resumeFailed(ctx, c, r, sink, err, served)
 		}
 	}
 	cancel()
@@ -330,7 +331,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 	stop()
 	if err != nil {
 		cancelCall()
-		return b.resumeFailed(c, r, sink, err, served)
+		return b.resumeFailed(ctx, c, r, sink, err, served)
 	}
 	c.up, c.cancelUp = up, cancelCall
 	c.resumeAt = rs.After
@@ -407,8 +408,20 @@ func (b *Bridge) replaySeen(ctx context.Context, c *call, seen uint32, unanswere
 
 // resumeFailed ends a resumed call whose answers or stream the upstream
 // did not take: the session is gone (the upstream restarted, or ended it),
-// or the upstream failed.
-func (b *Bridge) resumeFailed(c *call, r Request, sink translate.Sink, err error, served translate.Served) translate.Served {
+// or the upstream failed. When the gateway ended the request (it is
+// stopping), neither happened: the call goes on upstream, its answers
+// sent, and its session is left to it, so that the client's request, sent
+// again to another instance, resumes it from the upstream's event store.
+func (b *Bridge) resumeFailed(ctx context.Context, c *call, r Request, sink translate.Sink, err error, served translate.Served) translate.Served {
+	if gone := requestGone(ctx); gone != nil && gone.HTTPStatus != 499 {
+		if !c.own {
+			b.pool.Release(c.key, c.sess, true)
+		}
+		b.report(c, translate.OutcomeCancelled, goneReason(gone))
+		_ = sink.Respond(gone.HTTPStatus, jsonrpc.ErrorResponse(r.ID, gone))
+		served.Outcome = translate.OutcomeCancelled
+		return served
+	}
 	rerr := translate.UpstreamError(err)
 	if errors.Is(err, legacy.ErrSessionGone) {
 		resumeEvent(c.opts, ResumeGone)

@@ -72,7 +72,19 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink translate.Sin
 				window = nil // a round is gathering: it parks
 				continue
 			case <-ctx.Done():
-				return b.requestEnded(ctx, c, r, sink), nil
+				// The gateway is stopping, its client still there: what the
+				// upstream sent first goes first, so that a result that came
+				// with the cancellation is delivered, not thrown away.
+				if requestGone(ctx).HTTPStatus != 499 {
+					select {
+					case m, ok = <-msgs:
+						stream = true
+					default:
+					}
+				}
+				if !ok || !stream {
+					return b.requestEnded(ctx, c, r, sink), nil
+				}
 			}
 		}
 		if !ok {
@@ -139,14 +151,11 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink translate.Sin
 // the client left, or the gateway is stopping (the client may still be
 // listening: it is told).
 func (b *Bridge) requestEnded(ctx context.Context, c *call, r Request, sink translate.Sink) string {
-	cause := context.Cause(ctx)
-	if errors.Is(cause, context.Canceled) {
-		b.abandon(c, translate.OutcomeCancelled, "client disconnected")
-		return translate.OutcomeCancelled
+	rerr := requestGone(ctx)
+	b.abandon(c, translate.OutcomeCancelled, goneReason(rerr))
+	if rerr.HTTPStatus != 499 {
+		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
 	}
-	b.abandon(c, translate.OutcomeCancelled, "gateway shutting down")
-	_ = sink.Respond(http.StatusServiceUnavailable, jsonrpc.ErrorResponse(r.ID, &jsonrpc.RPCError{
-		HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError, Message: "the call was abandoned: " + cause.Error()}))
 	return translate.OutcomeCancelled
 }
 

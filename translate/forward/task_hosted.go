@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -115,10 +116,60 @@ type hostedRun struct {
 	b *Bridge
 	t *task
 	c *call
+	// For a task taken over (adopt): recheck is how long the runner reads
+	// a silent stream, with no question open, before it reopens it after
+	// the last event handled (stale), and ctx the call's context. An
+	// upstream whose event store sends nothing live on a reopened stream
+	// (the TypeScript server-everything's) delivers the rest that way.
+	recheck time.Duration
+	ctx     context.Context
+	stale   bool
 }
 
 func (h *hostedRun) open() (<-chan jsonrpc.Message, taskStep) {
-	return h.c.up.Messages(), stepOn
+	if !h.stale {
+		return h.c.up.Messages(), stepOn
+	}
+	h.stale = false
+	t, b := h.t, h.b
+	t.mu.Lock()
+	after, seen := t.resumeAt()
+	t.mu.Unlock()
+	if after == "" { // it cannot be reopened (an event without id): read on
+		return h.c.up.Messages(), stepOn
+	}
+	why := b.reopenCall(h.ctx, t, h.c, h.c.up.ID, after, seen)
+	if why == "" {
+		return h.c.up.Messages(), stepOn
+	}
+	switch {
+	case t.handingOver.Load():
+		return nil, stepDone // the record stays for the next owner
+	case t.stopped() || b.ctx.Err() != nil:
+		return nil, stepLetGo
+	}
+	b.finish(h.c, false)
+	if t.end(translate.TaskFailed, nil, taskErrorObject("the task's upstream call could not be followed after its instance was lost ("+why+"): start the call again")) {
+		b.persist(t)
+		b.storeEvent(t, StoreLost, errors.New(why))
+	}
+	return nil, stepDone
+}
+
+// quiet is how long the runner reads a silent stream before it calls
+// reopen; 0: for ever.
+func (h *hostedRun) quiet() time.Duration { return h.recheck }
+
+// reopen makes the next open reopen the stream.
+func (h *hostedRun) reopen() { h.stale = true }
+
+// recheckAfter is hostedRun.recheck for o: five task_poll_intervals, 5s
+// without one, at least 1s.
+func recheckAfter(o *Options) time.Duration {
+	if o.Tasks.PollInterval <= 0 {
+		return 5 * time.Second
+	}
+	return max(5*o.Tasks.PollInterval, time.Second)
 }
 
 // pop takes the messages that arrived while the call was parked first.

@@ -55,6 +55,15 @@ type taskRunner interface {
 	done()
 }
 
+// rechecker is a taskRunner whose stream may go silent for good while the
+// upstream goes on (a stream reopened on an upstream that sends nothing
+// live after its replay): after quiet with no message and no question
+// open, the runner calls reopen, then open again.
+type rechecker interface {
+	quiet() time.Duration
+	reopen()
+}
+
 // startRunner runs t's runner (runTask) in its own goroutine; Close
 // waits for it.
 func (b *Bridge) startRunner(t *task, c *call, run taskRunner) {
@@ -76,6 +85,14 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 		asked := append(append([]pendingInput(nil), t.inputs...), fresh...)
 		t.mu.Unlock()
 		run.letGo(asked, why)
+	}
+	var quiet *time.Timer
+	var quietC <-chan time.Time
+	rc, _ := run.(rechecker)
+	if rc != nil && rc.quiet() > 0 {
+		quiet = time.NewTimer(rc.quiet())
+		defer quiet.Stop()
+		quietC = quiet.C
 	}
 	for {
 		msgs, step := run.open()
@@ -113,6 +130,16 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 					t.mu.Unlock()
 					b.persist(t)
 					continue
+				case <-quietC:
+					quiet.Reset(rc.quiet())
+					t.mu.Lock()
+					asking := len(t.inputs)+len(fresh) > 0
+					t.mu.Unlock()
+					if asking {
+						continue
+					}
+					rc.reopen()
+					break read
 				case <-t.stop:
 					letGo("task cancelled")
 					return
@@ -123,13 +150,16 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 				}
 			}
 			if ok {
-				t.mu.Lock()
-				if inbox && m.Kind == jsonrpc.KindRequest {
-					t.resume.ok = false // no reopened stream replays it
-				} else if !inbox {
-					t.resume.saw(m.After, len(t.inputs)+len(fresh) > 0)
+				if quiet != nil {
+					quiet.Reset(rc.quiet())
 				}
-				t.mu.Unlock()
+				// A request on the session's standalone stream (roots/list)
+				// is not the call's: once answered, no replay needs it.
+				if !inbox {
+					t.mu.Lock()
+					t.resume.saw(m.After, len(t.inputs)+len(fresh) > 0)
+					t.mu.Unlock()
+				}
 			}
 			switch {
 			case !ok:
@@ -146,8 +176,12 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 				t.mu.Lock()
 				if len(fresh) == 0 {
 					// Not shown yet: a record written meanwhile counts
-					// the messages handled before this one only.
-					t.resume.shown = t.resume.seen - 1
+					// the messages handled before this one only (the
+					// call's: one from the standalone stream is not).
+					t.resume.shown = t.resume.seen
+					if !inbox {
+						t.resume.shown--
+					}
 				}
 				t.unshown = true
 				fresh = append(fresh, p)

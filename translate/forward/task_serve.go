@@ -74,6 +74,9 @@ func (b *Bridge) serveTask(ctx context.Context, r Request, sink translate.Sink) 
 		t = stored.t
 	}
 	if view := stored.view; view != nil {
+		if stored.busy != nil && r.Method != "tasks/get" {
+			retryAfter(sink, stored.left)
+		}
 		return b.serveView(r, view, stored.busy, sink)
 	}
 	if t == nil {

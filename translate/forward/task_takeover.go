@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -26,9 +27,11 @@ import (
 //   - A record whose owner still holds its lease (it is slow, or cut off
 //     from this instance, or it died less than a lease ago) answers
 //     tasks/get from the record (written on every transition, so current
-//     to the last one), and tasks/update and tasks/cancel with 503 and
-//     how long until the lease lapses: then any instance takes the task
-//     over.
+//     to the last one); tasks/update and tasks/cancel wait for the lease
+//     to lapse, one whole lease at most (an owner that renews it meanwhile
+//     lives, cut off from this instance: then 503 and, in its text and
+//     Retry-After, how long until the lease ends): then any instance takes
+//     the task over.
 //   - Otherwise this instance takes the task over, under the storage's lock
 //     (one taker): in front of a resumable upstream it attaches the upstream
 //     session, reopens the call's stream after the recorded event (as a
@@ -45,11 +48,46 @@ type storedTask struct {
 	t    *task
 	view *task             // from the record, not in the table
 	busy *jsonrpc.RPCError // the owner holds its lease: tasks/update and tasks/cancel wait
+	// owner is the instance whose lease busy waits for, left how long
+	// that lease still holds.
+	owner string
+	left  time.Duration
 }
 
 // recoverTask reads the record of the task tk names for r and acts on it
-// as the file's comment says.
+// as the file's comment says. A tasks/update or tasks/cancel whose task's
+// owner still holds its lease waits for the lease to lapse — as long as
+// the request lasts, and one task_lease at most, which a dead owner's
+// lease always fits in — then takes the task over and goes on: a client
+// never sees 503 for an owner that died (a Tasks client may take an error
+// for the task's outcome, and stop). An owner that renewed its lease
+// meanwhile is alive but cut off from here: 503. It does not wait for
+// another instance that took the task over meanwhile.
 func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.Task) (storedTask, error) {
+	deadline := time.Now().Add(r.Options.taskLease() + leaseWaitMargin)
+	first := ""
+	for {
+		st, err := b.recoverOnce(ctx, r, id, tk)
+		if first == "" {
+			first = st.owner
+		}
+		if st.busy == nil || r.Method == "tasks/get" || st.owner != first || time.Now().Add(st.left).After(deadline) {
+			return st, err
+		}
+		select {
+		case <-time.After(st.left + leaseWaitMargin):
+		case <-ctx.Done():
+			return st, err
+		}
+	}
+}
+
+// leaseWaitMargin is how long past a lease's end a waiting request reads
+// the record again: the owner's clock, and the storage, may lag a little.
+const leaseWaitMargin = 50 * time.Millisecond
+
+// recoverOnce is one reading of the record for recoverTask.
+func (b *Bridge) recoverOnce(ctx context.Context, r Request, id string, tk seal.Task) (storedTask, error) {
 	o := r.Options
 	store := o.Tasks.Store
 	key := recordKey(o.Keyring, tk.Principal, tk.Handle)
@@ -78,7 +116,7 @@ func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.
 			return storedTask{}, err
 		}
 		if alive {
-			return storedTask{view: b.recordView(rec, id, o), busy: ownerBusy(rec.Owner, left)}, nil
+			return b.busyView(rec, id, o, left), nil
 		}
 	}
 	// Orphaned, or this instance's: take it over, one taker.
@@ -99,7 +137,7 @@ func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.
 	if rec.Owner != o.Instance {
 		if alive, left, err := ownerAlive(sctx, store, *rec, now); err != nil || alive {
 			// Another instance took it over while this one waited.
-			return storedTask{view: b.recordView(rec, id, o), busy: ownerBusy(rec.Owner, left)}, err
+			return b.busyView(rec, id, o, left), err
 		}
 	}
 	t, why := b.adopt(ctx, r, id, rec)
@@ -116,13 +154,37 @@ func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.
 	return storedTask{view: view}, nil
 }
 
+// busyView is the task rec describes, named id, whose owner still holds
+// its lease for left.
+func (b *Bridge) busyView(rec *seal.TaskRecord, id string, o *Options, left time.Duration) storedTask {
+	return storedTask{view: b.recordView(rec, id, o), busy: ownerBusy(rec.Owner, left), owner: rec.Owner, left: left}
+}
+
 // ownerBusy is the refusal of tasks/update and tasks/cancel while the
 // task's owner, unreachable from here, still holds its lease.
 func ownerBusy(owner string, left time.Duration) *jsonrpc.RPCError {
-	secs := int64(left/time.Second) + 1
+	secs := retrySeconds(left)
 	return &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 		Message: "the gateway instance running the task (" + jsonrpc.Clip(owner) + ") cannot be reached; its lease on the task ends within " +
 			strconv.FormatInt(secs, 10) + "s, then any instance takes the task over: retry then"}
+}
+
+// retrySeconds is left in whole seconds, rounded up past it.
+func retrySeconds(left time.Duration) int64 { return int64(left/time.Second) + 1 }
+
+// headerSink is a translate.Sink whose HTTP answer's headers the bridge
+// may set before it responds.
+type headerSink interface {
+	Header() http.Header
+}
+
+// retryAfter says, in the Retry-After header of the answer sink writes,
+// when a refused tasks/update or tasks/cancel may be sent again: once the
+// owner's lease, which holds for left, lapsed.
+func retryAfter(sink translate.Sink, left time.Duration) {
+	if hs, ok := sink.(headerSink); ok {
+		hs.Header().Set("Retry-After", strconv.FormatInt(retrySeconds(left), 10))
+	}
 }
 
 // loadRecord reads and opens the record of princ's task handle: nil when
@@ -210,10 +272,11 @@ func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.Task
 	t.sess = sess
 	t.letGo = func() {} // nothing open yet: handOver only writes its record
 	t.resumeLater = func() string {
-		if why := b.reopenTask(t, c, rec); why != "" {
+		callCtx, why := b.reopenTask(t, c, rec)
+		if why != "" {
 			return why
 		}
-		b.startRunner(t, c, &hostedRun{b: b, t: t, c: c})
+		b.startRunner(t, c, &hostedRun{b: b, t: t, c: c, ctx: callCtx, recheck: recheckAfter(o)})
 		return ""
 	}
 	t.place = b.forceTaskPlace(o, rec.Principal)
@@ -230,9 +293,10 @@ func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.Task
 
 // reopenTask reopens the stream of t's call c after the event rec
 // recorded, and reads past what was handled before (its questions still
-// unanswered become t's again); "" when it did, else why not (the call is
-// then let go).
-func (b *Bridge) reopenTask(t *task, c *call, rec *seal.TaskRecord) string {
+// unanswered become t's again); "" when it did, with the call's context
+// (ended when the task is cancelled), else why not (the call is then let
+// go).
+func (b *Bridge) reopenTask(t *task, c *call, rec *seal.TaskRecord) (context.Context, string) {
 	callCtx, cancelCall := context.WithCancel(b.ctx)
 	go func() { // the task cancelled while the upstream has not answered
 		select {
@@ -241,21 +305,40 @@ func (b *Bridge) reopenTask(t *task, c *call, rec *seal.TaskRecord) string {
 		case <-callCtx.Done():
 		}
 	}()
-	up, err := c.sess.Reopen(callCtx, rec.CallID, rec.After)
+	c.cancelUp = cancelCall
+	if why := b.reopenCall(callCtx, t, c, rec.CallID, rec.After, rec.Seen); why != "" {
+		if c.up == nil { // never reopened: the session stays, to be let go
+			cancelCall()
+		} else {
+			b.finish(c, false)
+		}
+		return nil, why
+	}
+	return callCtx, ""
+}
+
+// reopenCall reopens the stream of t's call c, callID, after the event
+// after, and reads the seen messages handled before (t's questions still
+// unanswered among them become t's again); "" when it did, else why not.
+// A stream of c's still open is closed first: an upstream may allow one
+// reader per stream.
+func (b *Bridge) reopenCall(ctx context.Context, t *task, c *call, callID json.RawMessage, after string, seen uint32) string {
+	if c.up != nil {
+		c.up.Close()
+	}
+	up, err := c.sess.Reopen(ctx, callID, after)
 	if err != nil {
-		cancelCall()
 		return "the upstream did not reopen its stream: " + err.Error()
 	}
-	c.up, c.cancelUp = up, cancelCall
+	c.up = up
 	t.mu.Lock()
 	unanswered := make(map[string]seal.ResumeInput, len(t.inputs))
 	for _, in := range t.inputs {
 		unanswered[string(in.upstreamID)] = seal.ResumeInput{ID: in.upstreamID, Key: in.Key, Method: in.Method}
 	}
 	t.mu.Unlock()
-	pending, err := b.replaySeen(callCtx, c, rec.Seen, unanswered)
+	pending, err := b.replaySeen(ctx, c, seen, unanswered)
 	if err != nil {
-		b.finish(c, false)
 		return "the upstream's replay of the call differs: " + err.Error()
 	}
 	t.mu.Lock()
