@@ -10,9 +10,6 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyevents"
-
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
@@ -52,8 +49,9 @@ import (
 //     a round posts them with tasks/update instead of retrying the call
 //     with a requestState. The gateway answers roots itself as before.
 //   - A graceful stop hands the call over: the run, stopped, writes the
-//     record's lease lapsed now (outcome keeps it running; Caddy's exit
-//     waits for it: stopping), and the bridge
+//     record's lease lapsed now (outcome keeps it running; the gateway's
+//     stop waits for it, as the run is tracked until its record is
+//     written: runTable.end), and the bridge
 //     hands the task over (or fails it, saying why, when the upstream
 //     cannot resume it): the next GET on any instance adopts it at once.
 //   - A call on a modern upstream is passed through: the upstream holds
@@ -340,49 +338,6 @@ func (f *Face) adopt(r *http.Request, key string, c seal.RESTCall) (seal.RESTCal
 	}
 	return c, err
 }
-
-// stopping settles the calls running here when Caddy exits (its
-// "stopping" event, before the servers stop): each is stopped, as by the
-// gateway's own stop, and its record written — handed over, or failed —
-// before the process ends, which would otherwise come first and leave the
-// record running until its lease lapsed.
-type stopping struct{}
-
-// Handle implements caddyevents.Handler.
-func (stopping) Handle(context.Context, caddy.Event) error {
-	if caddy.Exiting() {
-		runs.stopAll(errStopped)
-		runs.settle(storeTimeout)
-	}
-	return nil
-}
-
-// stopAll stops every run of the table with cause.
-func (t *runTable) stopAll(cause error) {
-	t.mu.Lock()
-	all := make([]*running, 0, len(t.runs))
-	for _, run := range t.runs {
-		all = append(all, run)
-	}
-	t.mu.Unlock()
-	for _, run := range all {
-		run.cancel(cause)
-	}
-}
-
-// settle waits until the table is empty, or d has passed.
-func (t *runTable) settle(d time.Duration) {
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		t.mu.Lock()
-		n := len(t.runs)
-		t.mu.Unlock()
-		if n == 0 {
-			return
-		}
-	}
-}
-
-var _ caddyevents.Handler = stopping{}
 
 // has reports whether the call of key runs here.
 func (t *runTable) has(key string) bool {

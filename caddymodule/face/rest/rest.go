@@ -23,7 +23,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/certmagic"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
@@ -56,11 +55,6 @@ func New(ctx caddy.Context, cfg *Config, gw face.Gateway) (face.Face, error) {
 	}
 	f := &Face{gw: gw, cfg: *cfg, storage: ctx.Storage(), usage: newUsage()}
 	go f.sweep(ctx)
-	if events, err := ctx.App("events"); err == nil {
-		if app, ok := events.(*caddyevents.App); ok {
-			_ = app.On("stopping", stopping{}) // carry.go
-		}
-	}
 	return f, nil
 }
 

@@ -47,10 +47,11 @@ func (f *Face) start(ctx context.Context, r *http.Request, key string, rec seal.
 	if err := runs.start(key, run, f.cfg.MaxCallsPerPrincipal); err != nil {
 		return rec, nil, err
 	}
+	// Stopped when Caddy exits, whose stop waits until the run's record is
+	// written (runTable.end).
+	run.untrack = f.gw.Track(run.cancel)
 	out := make(chan seal.RESTCall, 1)
 	go func() {
-		untrack := f.gw.Track(run.cancel) // ended when Caddy exits
-		defer untrack()
 		defer func() {
 			if p := recover(); p != nil {
 				f.gw.Logger().Error("REST face: a call panicked", zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))

@@ -245,6 +245,7 @@ type running struct {
 	cancel   context.CancelCauseFunc
 	progress progress // the call's last progress (rpc.go)
 	task     taskRef  // the task it follows (carry.go)
+	untrack  func()   // ends its tracking by the gateway (Track)
 }
 
 // runTable is the calls running on this instance: process-wide, so
@@ -277,8 +278,11 @@ func (t *runTable) start(key string, run *running, max int) error {
 	return nil
 }
 
-// end forgets the run of key.
+// end forgets the run of key, its record written.
 func (t *runTable) end(key string, run *running) {
+	if run.untrack != nil {
+		run.untrack()
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.runs[key] != run {
