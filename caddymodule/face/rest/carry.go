@@ -50,10 +50,10 @@ import (
 //     with a requestState. The gateway answers roots itself as before.
 //   - A graceful stop hands the call over: the run, stopped, writes the
 //     record's lease lapsed now (outcome keeps it running; the gateway's
-//     stop waits for it, as the run is tracked until its record is
-//     written: runTable.end), and the bridge
-//     hands the task over (or fails it, saying why, when the upstream
-//     cannot resume it): the next GET on any instance adopts it at once.
+//     stop waits for that, as the run is tracked until its record is
+//     written: runTable.end), and the bridge hands the task over (or
+//     fails it, saying why, when the upstream cannot resume it): the next
+//     GET on any instance adopts the call at once.
 //   - A call on a modern upstream is passed through: the upstream holds
 //     no stream the gateway could reopen, nothing is a task, and its record
 //     says it was lost (errLost) when its instance goes, as before; so does
@@ -67,11 +67,12 @@ import (
 //   - The task bounds the call: it counts toward max_tasks while it runs,
 //     and lives task_ttl (a call still running or waiting for answers
 //     then is cancelled). Once the face has read its end, the task and its
-//     record are forgotten (the REST record holds the outcome; the REST
-//     bounds on the storage hold; a task another instance took over is
-//     kept until its ttl, and shows no progress): an instance that dies between that read
-//     and the write of its REST record leaves a call that reads failed,
-//     its task gone (lostTask), though the tool ran to its end.
+//     record are forgotten (the REST record holds the outcome, and the
+//     REST bounds on the storage hold; a task another instance took over
+//     is kept until its ttl, and shows no progress): an instance that dies
+//     between that read and the write of its REST record leaves a call
+//     that reads failed, its task gone (lostTask), though the tool ran to
+//     its end.
 //   - Progress: the task keeps its call's last progress notification,
 //     which tasks/get shows the face (forward.MetaProgress) and the run
 //     writes into the record as before.
@@ -107,8 +108,8 @@ func (t *taskRef) set(id string) {
 	t.mu.Unlock()
 }
 
-// taskMeta is the _meta of the task requests: the face's, declaring the
-// Tasks extension.
+// taskMeta is the _meta of the task requests: the face's, its
+// clientCapabilities (which hide Meta's) declaring the Tasks extension.
 type taskMeta struct {
 	face.Meta
 	ClientCapabilities taskCapabilities `json:"io.modelcontextprotocol/clientCapabilities"`
@@ -120,7 +121,7 @@ type taskCapabilities struct {
 	Extensions map[string]struct{} `json:"extensions"`
 }
 
-var tasksMeta = taskMeta{Meta: meta, ClientCapabilities: taskCapabilities{Extensions: map[string]struct{}{"io.modelcontextprotocol/tasks": {}}}}
+var tasksMeta = taskMeta{Meta: meta, ClientCapabilities: taskCapabilities{Extensions: map[string]struct{}{forward.ExtTasks: {}}}}
 
 // taskParams are the params of tasks/get, tasks/update and tasks/cancel.
 type taskParams struct {
