@@ -241,6 +241,7 @@ func (g faceGateway) Limits() face.Limits {
 		MaxRequestBody: h.Security.MaxRequestBody,
 		WriteTimeout:   time.Duration(h.Streams.WriteTimeout),
 		SharedKey:      len(h.Fleet.StateKeys) > 0,
+		DurableTasks:   h.taskStorage != nil,
 	}
 }
 

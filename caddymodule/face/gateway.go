@@ -80,6 +80,7 @@ type Limits struct {
 	MaxRequestBody int64         // max_request_body
 	WriteTimeout   time.Duration // write_timeout (negative: none)
 	SharedKey      bool          // state_key is configured (not a random key made at start)
+	DurableTasks   bool          // task records are kept in storage (task_store storage): a task outlives its instance
 }
 
 // Internal is an internal request a face makes.

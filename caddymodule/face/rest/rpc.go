@@ -58,7 +58,10 @@ func (f *Face) toolCall(ctx context.Context, r *http.Request, call face.ToolCall
 		c.OnProgress = p.set
 	}
 	in := call.Internal(toolCallMeta)
-	in.Task = true // carried over when this instance goes (carry.go)
+	// Carried over when this instance goes (carry.go): only where tasks
+	// outlive their instance; otherwise hosting it as a task would cost
+	// its records for nothing.
+	in.Task = f.gw.Limits().DurableTasks
 	a, fail := c.Do(ctx, r, in)
 	if fail != nil {
 		return a, fail

@@ -34,9 +34,12 @@ import (
 
 const (
 	storePrefix = "mcp_gateway/rest"
-	// storeTimeout bounds one storage operation (the lock included:
-	// a file_system lock is polled every second).
-	storeTimeout = 10 * time.Second
+	// storeTimeout bounds one storage operation, the lock included: it
+	// outlasts a lock left by an instance killed while it held it (a
+	// file_system lock goes stale 10 s after its holder's last sign of
+	// life, and is polled every second), so that the instance taking a
+	// dead instance's call over gets the lock rather than a 503.
+	storeTimeout = 15 * time.Second
 )
 
 // principalDir is the folder of a principal's records.
