@@ -220,6 +220,8 @@ func (g faceGateway) Logger() *zap.Logger                { return g.h.logger }
 
 func (g faceGateway) Track(cancel context.CancelCauseFunc) func() { return g.h.calls.add(cancel) }
 
+func (g faceGateway) Stopping() bool { return g.h.life.isStopping() }
+
 func (g faceGateway) CheckRequest(r *http.Request) *jsonrpc.RPCError {
 	if rerr := checkOriginForm(r); rerr != nil {
 		return rerr

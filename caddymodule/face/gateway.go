@@ -51,6 +51,11 @@ type Gateway interface {
 	// returned func removes it; it must be called when the work ends.
 	Track(cancel context.CancelCauseFunc) (done func())
 
+	// Stopping reports whether this instance is stopping (a graceful stop
+	// has begun): a face refuses new work then, 503 with Retry-After, so
+	// that a balancer sends it to another instance.
+	Stopping() bool
+
 	// UseOnce records the token id of purpose (a face's kind of token) as
 	// used until expires, the token's expiry: nil the first time, on
 	// whichever instance; ErrUsed after that. With state_key configured

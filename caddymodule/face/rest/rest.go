@@ -82,6 +82,10 @@ func (f *Face) serve(w http.ResponseWriter, r *http.Request) error {
 	if rerr := f.gw.CheckRequest(r); rerr != nil {
 		return writeProblem(w, rerr.HTTPStatus, rerr.Message)
 	}
+	if f.gw.Stopping() {
+		w.Header().Set("Retry-After", "1")
+		return writeProblem(w, http.StatusServiceUnavailable, "this gateway instance is stopping: send the request again (another instance will take it)")
+	}
 	rt, err := parsePath(strings.TrimPrefix(r.URL.EscapedPath(), f.cfg.BasePath))
 	if errors.Is(err, errNotFound) {
 		return writeProblem(w, http.StatusNotFound, "no such resource under the REST base")

@@ -52,6 +52,7 @@ func (g testGateway) Limits() face.Limits {
 	return face.Limits{MaxRounds: 3, Lease: 15 * time.Second, MaxResult: 1 << 20, SharedKey: g.shared}
 }
 func (g testGateway) Track(context.CancelCauseFunc) func() { return func() {} }
+func (g testGateway) Stopping() bool                       { return false }
 
 // UseOnce: the REST face has no tokens to use once.
 func (g testGateway) UseOnce(context.Context, string, [16]byte, time.Time) error { return nil }
