@@ -220,6 +220,8 @@ func (g faceGateway) Logger() *zap.Logger                { return g.h.logger }
 
 func (g faceGateway) Track(cancel context.CancelCauseFunc) func() { return g.h.calls.add(cancel) }
 
+func (g faceGateway) Stopping() bool { return g.h.life.isStopping() }
+
 func (g faceGateway) CheckRequest(r *http.Request) *jsonrpc.RPCError {
 	if rerr := checkOriginForm(r); rerr != nil {
 		return rerr
@@ -241,6 +243,7 @@ func (g faceGateway) Limits() face.Limits {
 		MaxRequestBody: h.Security.MaxRequestBody,
 		WriteTimeout:   time.Duration(h.Streams.WriteTimeout),
 		SharedKey:      len(h.Fleet.StateKeys) > 0,
+		DurableTasks:   h.taskStorage != nil,
 	}
 }
 
@@ -269,7 +272,8 @@ func (g faceGateway) Request(ctx context.Context, r *http.Request, in face.Inter
 		h.logger.Debug("internal request not encoded", zap.String("method", in.Method), zap.Error(err))
 		return "", &face.Failure{Status: http.StatusInternalServerError, Detail: "the request could not be encoded"}
 	}
-	inner, _ := withRoute(r.Clone(ctx))
+	inner, irt := withRoute(r.Clone(ctx))
+	irt.hostTask = in.Task
 	inner.Method = http.MethodPost
 	inner.Body = io.NopCloser(bytes.NewReader(body))
 	inner.ContentLength = int64(len(body))

@@ -222,7 +222,7 @@ func (h *Handler) learnModern(w http.ResponseWriter, r *http.Request, body []byt
 		return l, false, jsonrpc.WriteError(w, req.ID, jsonrpc.NewMethodNotFound(req.Method))
 	}
 	l = learned{body: body, id: req.ID, in: routeInput{method: r.Method, era: eraModern},
-		breq: forward.Request{Principal: h.principal(r), ModernRequest: req, Options: h.bridgeOpts}}
+		breq: forward.Request{Principal: h.principal(r), ModernRequest: req, Options: h.bridgeOpts, HostTask: routeOf(r).hostTask}}
 	retry := h.bridge.RetryOf(&l.breq)
 	if retry.Whose == forward.NotRetry {
 		// tasks/get, tasks/update, tasks/cancel: a taskId of the
@@ -340,6 +340,9 @@ type route struct {
 	// probeWait, once set, is when this request stops waiting for era
 	// probes in flight (candidates): one bound for all its choices.
 	probeWait time.Time
+	// hostTask: a face's internal tools/call the gateway hosts as a task
+	// (face.Internal.Task, forward.Request.HostTask).
+	hostTask bool
 }
 
 // routeKey is the context key of a request's *route.

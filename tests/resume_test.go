@@ -36,6 +36,7 @@ type resumableServer struct {
 	cancelled chan struct{}
 	deletes   atomic.Int32
 	reopens   atomic.Int32
+	runs      atomic.Int32
 }
 
 func newResumableServer(t *testing.T) *resumableServer {
@@ -62,6 +63,7 @@ func (rs *resumableServer) restart() {
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
 			Topic string `json:"topic"`
 		}) (*mcp.CallToolResult, any, error) {
+			rs.runs.Add(1)
 			got, err := elicitTwice(ctx, req, in.Topic)
 			if err != nil {
 				if ctx.Err() != nil {

@@ -23,7 +23,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
-// countingServer is a go-sdk server with an event store (its call streams
+// rollingUpstream is a go-sdk server with an event store (its call streams
 // resumable: the gateway parks calls holding no stream), in the test
 // process; a fixture, since no packaged server counts its tool runs. Its
 // tool `step` {call} asks one question, then works a moment and answers
@@ -32,7 +32,7 @@ import (
 // the sessions of those still running, and the
 // ones that finished with a result; and the sessions the gateway ended
 // (DELETE).
-type countingServer struct {
+type rollingUpstream struct {
 	url            string
 	started, ended atomic.Int32
 
@@ -43,9 +43,9 @@ type countingServer struct {
 	deleted  map[string]bool     // sessions DELETEd
 }
 
-func newCountingServer(t *testing.T) *countingServer {
+func newRollingUpstream(t *testing.T) *rollingUpstream {
 	t.Helper()
-	c := &countingServer{runs: map[string]int{}, running: map[string][]string{}, finished: map[string]int{}, deleted: map[string]bool{}}
+	c := &rollingUpstream{runs: map[string]int{}, running: map[string][]string{}, finished: map[string]int{}, deleted: map[string]bool{}}
 	closing, closed := context.WithCancel(context.Background())
 	server := mcp.NewServer(&mcp.Implementation{Name: "counting", Version: "1"}, nil)
 	mcp.AddTool(server, &mcp.Tool{Name: "step", Description: "Asks once, then works a moment."},
@@ -90,7 +90,7 @@ func newCountingServer(t *testing.T) *countingServer {
 
 // run records a handler of call starting on session, and returns what
 // records its end.
-func (c *countingServer) run(call, session string) (end func()) {
+func (c *rollingUpstream) run(call, session string) (end func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.runs[call]++
@@ -110,7 +110,7 @@ func (c *countingServer) run(call, session string) (end func()) {
 
 // orphans returns how many of call's running handlers run on a session
 // the gateway ended (DELETE), and whether every one of them does.
-func (c *countingServer) orphans(call string) (n int, all bool) {
+func (c *rollingUpstream) orphans(call string) (n int, all bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range c.running[call] {
@@ -121,13 +121,13 @@ func (c *countingServer) orphans(call string) (n int, all bool) {
 	return n, n == len(c.running[call])
 }
 
-func (c *countingServer) count(m map[string]int, call string) {
+func (c *rollingUpstream) count(m map[string]int, call string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m[call]++
 }
 
-func (c *countingServer) get(m map[string]int, call string) int {
+func (c *rollingUpstream) get(m map[string]int, call string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return m[call]
@@ -328,7 +328,7 @@ func (f rollingFigures) failed() int { return f.calls - f.causes["ok"] }
 // for calls to complete. It checks every call's outcome and returns the
 // figures.
 func rollingRestart(t *testing.T, signal syscall.Signal) rollingFigures {
-	up := newCountingServer(t)
+	up := newRollingUpstream(t)
 	block := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}"
 	ports := []int{freePort(t), freePort(t), freePort(t)}
 	globals := "\tstorage file_system " + t.TempDir()
@@ -434,7 +434,7 @@ func rollingRestart(t *testing.T, signal syscall.Signal) rollingFigures {
 // refuses what it cannot finish with a 503 the balancer sends on. So the
 // call gets the tool's own result, its tool having finished once
 // upstream, and no answer on the way names a wrong cause.
-func checkRollingCall(t *testing.T, up *countingServer, c rollingCall) {
+func checkRollingCall(t *testing.T, up *rollingUpstream, c rollingCall) {
 	t.Helper()
 	for _, try := range c.trail {
 		for _, wrong := range wrongCauses {

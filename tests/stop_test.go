@@ -297,3 +297,28 @@ func TestStopMidResume(t *testing.T) {
 		t.Fatalf("the retry sent again to instance A: %s, want the tool's result", again)
 	}
 }
+
+// TestStopRESTRefused: the REST face refuses a new call while its instance
+// stops, as the MCP endpoint does — 503 with Retry-After, saying so — and
+// records nothing (the call is free to start elsewhere).
+func TestStopRESTRefused(t *testing.T) {
+	t.Parallel()
+	up := restLegacyServer(t, nil)
+	block := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n\t\trest /api\n\t\tstate_key " + testKey(fleetKeyByte)
+	site := "\troute /api/* {\n\t\tmcp_gateway {\n" + block + "\n\t\t}\n\t}"
+	g := launchGateway(t, freePort(t), "\tshutdown_delay 2s", site, block)
+	call := fmt.Sprintf("http://127.0.0.1:%d/api/tools/hello/calls/", g.Port)
+	alice := map[string]string{"Authorization": "Bearer alice", "Idempotency-Key": "k1"}
+	wantCall(t, restDo(t, http.MethodPut, call+"c1", alice, `{"arguments":{"name":"Ada"}}`), http.StatusCreated, "success")
+	g.terminate(t)
+	var refused restResp
+	waitFor(t, "a REST call refused while stopping", func() bool {
+		refused = restDo(t, http.MethodPut, call+"c2", alice, `{"arguments":{"name":"Bob"}}`)
+		return refused.Status != http.StatusCreated
+	})
+	if refused.Status != http.StatusServiceUnavailable || refused.Header.Get("Retry-After") == "" {
+		t.Fatalf("a REST call while stopping: %s, want 503 with Retry-After", refused)
+	}
+	checkStopAnswer(t, "REST call", string(refused.Body))
+	g.awaitExit(t)
+}

@@ -51,6 +51,11 @@ type Gateway interface {
 	// returned func removes it; it must be called when the work ends.
 	Track(cancel context.CancelCauseFunc) (done func())
 
+	// Stopping reports whether this instance is stopping (a graceful stop
+	// has begun): a face refuses new work then, 503 with Retry-After, so
+	// that a balancer sends it to another instance.
+	Stopping() bool
+
 	// UseOnce records the token id of purpose (a face's kind of token) as
 	// used until expires, the token's expiry: nil the first time, on
 	// whichever instance; ErrUsed after that. With state_key configured
@@ -80,6 +85,7 @@ type Limits struct {
 	MaxRequestBody int64         // max_request_body
 	WriteTimeout   time.Duration // write_timeout (negative: none)
 	SharedKey      bool          // state_key is configured (not a random key made at start)
+	DurableTasks   bool          // task records are kept in storage (task_store storage): a task outlives its instance
 }
 
 // Internal is an internal request a face makes.
@@ -92,6 +98,14 @@ type Internal struct {
 	// the client (a multi-turn session's upstream); nil: routed as any
 	// modern request.
 	On *Route
+	// Task, for a tools/call, asks the gateway to host the call as a task
+	// of the Tasks extension at once, whatever the task rules: the answer
+	// is then a CreateTaskResult whose taskId tasks/get, tasks/update and
+	// tasks/cancel (made through Request too) follow, and with a task
+	// store another instance carries the call on when this one goes. Only
+	// a call on a legacy upstream is hosted (one on a modern upstream is
+	// passed through as it is), and only while a task place is left.
+	Task bool
 }
 
 // Route is where the front door sends a legacy client's request: what a

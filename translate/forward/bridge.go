@@ -282,6 +282,13 @@ type Request struct {
 	// URL: a task taken over resumes its call only on an upstream the
 	// configuration still serves, reached as the configuration says.
 	TargetOf func(url string) (translate.Target, bool)
+	// HostTask marks a tools/call the gateway makes itself for a face
+	// whose client cannot pick the call up again (the REST face's): the
+	// call becomes a task the gateway hosts at once, whatever the task
+	// rules and the request's capabilities, so that with a task store
+	// another instance carries it on when this one goes (mayBecomeTask);
+	// with no task place left it runs as a plain call.
+	HostTask bool
 	*translate.ModernRequest
 
 	retry *openedState // the requestState as RetryOf opened it

@@ -21,7 +21,10 @@
 //   - Tasks (task*.go): one table, expiry, lookup and runner loop for two
 //     kinds of task: those the gateway hosts for legacy tools
 //     (task_hosted.go), and the 2025 experimental tasks of an upstream
-//     that runs them itself (task_upstream*.go, task_learn.go). task.go
+//     that runs them itself (task_upstream*.go, task_learn.go). A face's
+//     own tools/call may ask to be hosted whatever the rules
+//     (Request.HostTask: the REST face's calls, which then outlive their
+//     instance). task.go
 //     draws a task's life; task_run.go is the runner, task_serve.go
 //     answers tasks/get, tasks/update and tasks/cancel. task_store.go
 //     keeps a sealed record of each hosted task in the fleet's storage,

@@ -26,7 +26,8 @@ import (
 // cancellation, the lookup and the runner, see task below):
 //
 //	tools/call, the tool's rule optional or required (task_policy.go) and
-//	the request declaring the extension: start, then run (run.go)
+//	the request declaring the extension, or a face's call the gateway
+//	hosts (Request.HostTask: a task at once): start, then run (run.go)
 //	holds the call up to the rule's window
 //	  |  the result within the window: plain (optional), or a task
 //	  |  already completed (required)
@@ -352,11 +353,18 @@ func (t *task) envelope(resultType string, detailed bool) []byte {
 // mayBecomeTask decides, before a tools/call starts, whether its call may
 // become a task: the tool's rule is optional or required and the request
 // declares the Tasks extension (a task place is then taken, which the
-// caller frees if the call does not start). A required tool's request
-// that does not declare it is refused with -32021.
+// caller frees if the call does not start), or the gateway hosts it
+// (Request.HostTask). A required tool's request that does not declare it
+// is refused with -32021.
 func (b *Bridge) mayBecomeTask(r Request) (*TaskRule, *jsonrpc.RPCError) {
 	if r.Method != "tools/call" {
 		return nil, nil
+	}
+	if r.HostTask {
+		if b.takeTaskPlace(r.Options, r.Principal) != nil {
+			return nil, nil // no room: a plain call, as before tasks
+		}
+		return &TaskRule{Mode: TaskOptional}, nil // a task at once
 	}
 	return b.applyTaskRule(r, b.support.taskRule(&r.Options.Tasks.Policy, r.Upstream, r.Principal, r.Name))
 }

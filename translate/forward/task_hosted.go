@@ -39,7 +39,7 @@ func (b *Bridge) newHostedTask(c *call, r Request, status string) *task {
 	now := time.Now()
 	t := &task{princ: c.princ, tool: c.name, upstream: c.key.Upstream, born: now, ttl: o.Tasks.TTL,
 		sess: c.sess, kind: hostedKind{}, stop: make(chan struct{}),
-		taskState: taskState{status: status, created: now, updated: now, place: b.newTaskPlace(o, c.princ)},
+		taskState: taskState{status: status, created: now, updated: now, place: b.newTaskPlace(o, c.princ), forFace: r.HostTask},
 		pollMs:    o.Tasks.PollInterval.Milliseconds(), opts: o}
 	if c.resumeOn && c.sess.ID != "" && !c.inboxAsked {
 		// Its record says where the call stands once a message of its
@@ -49,6 +49,20 @@ func (b *Bridge) newHostedTask(c *call, r Request, status string) *task {
 	}
 	b.addTask(c, r, t, seal.Task{})
 	return t
+}
+
+// readByFace forgets t, hosted for a face, once the face has read its end
+// (tasks/get): the face keeps the outcome in its own record, and nobody
+// else knows the taskId, so t's record would only take room in the
+// storage until its ttl.
+func (b *Bridge) readByFace(t *task) {
+	t.mu.Lock()
+	read := t.forFace && translate.TaskTerminal(t.status)
+	t.mu.Unlock()
+	if read {
+		t.timer.Stop()
+		b.expireTask(t)
+	}
 }
 
 // becomeTask turns c, held past its window, into a task: the client gets

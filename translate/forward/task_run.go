@@ -196,6 +196,12 @@ func (b *Bridge) runTask(t *task, c *call, run taskRunner) {
 					gather = time.After(TaskGather)
 				}
 			case inbox:
+			case m.Kind == jsonrpc.KindNotification && m.Method == "notifications/progress":
+				t.mu.Lock()
+				if t.forFace {
+					t.progress = append([]byte(nil), m.Params()...)
+				}
+				t.mu.Unlock()
 			case m.Kind == jsonrpc.KindResponse && string(m.ID) == string(run.callID()):
 				run.final(m)
 				return

@@ -93,6 +93,7 @@ func (b *Bridge) serveTask(ctx context.Context, r Request, sink translate.Sink) 
 	case "tasks/get":
 		t.kind.refresh(ctx, b, t)
 		_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, t.envelope("complete", true)))
+		b.readByFace(t) // task_hosted.go
 	case "tasks/update":
 		if rerr := b.updateTask(t, translate.InputResponses(params)); rerr != nil {
 			_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))

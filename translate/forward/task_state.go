@@ -23,6 +23,14 @@ type taskState struct {
 	inputs  []pendingInput // shown in inputRequests, not yet answered
 	result  []byte         // completed: the modern result
 	errObj  []byte         // failed: the JSON-RPC error object
+	// forFace marks a task the gateway hosts for a face
+	// (Request.HostTask): progress, the params of its call's last progress
+	// notification, is kept, and its tasks/get shows it while the task
+	// works, in its _meta under MetaProgress (no other client knows the
+	// taskId); once the face has read its end, it is forgotten
+	// (readByFace).
+	forFace  bool
+	progress []byte
 	// place is the task's place toward max_tasks, given back when the
 	// task becomes terminal (task_place.go); set before the task is
 	// shared, never changed.
@@ -54,6 +62,11 @@ func (s *taskState) envelope(id, resultType string, ttl time.Duration, pollMs in
 	if pollMs > 0 {
 		b = append(b, `,"pollIntervalMs":`...)
 		b = strconv.AppendInt(b, pollMs, 10)
+	}
+	if detailed && s.progress != nil && !translate.TaskTerminal(s.status) {
+		b = append(b, `,"_meta":{"`+MetaProgress+`":`...)
+		b = append(b, s.progress...)
+		b = append(b, '}')
 	}
 	if detailed {
 		switch {
@@ -89,6 +102,10 @@ func (s *taskState) end(status string, result, errObj []byte) bool {
 	s.place.free()
 	return true
 }
+
+// MetaProgress is the _meta member of a face's task's tasks/get that
+// holds its call's last progress notification's params.
+const MetaProgress = "caddy-mcp-gateway/progress"
 
 // isoTime formats t as ISO 8601 in UTC, to the millisecond.
 func isoTime(t time.Time) string {

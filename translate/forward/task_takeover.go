@@ -28,9 +28,10 @@ import (
 //     from this instance, or it died less than a lease ago) answers
 //     tasks/get from the record (written on every transition, so current
 //     to the last one); tasks/update and tasks/cancel wait for the lease
-//     to lapse (maxLeaseWait at most, else 503 and, in its text and
-//     Retry-After, how long until it does): then any instance takes the
-//     task over.
+//     to lapse, one whole lease at most (an owner that renews it meanwhile
+//     lives, cut off from this instance: then 503 and, in its text and
+//     Retry-After, how long until the lease ends): then any instance takes
+//     the task over.
 //   - Otherwise this instance takes the task over, under the storage's lock
 //     (one taker): in front of a resumable upstream it attaches the upstream
 //     session, reopens the call's stream after the recorded event (as a
@@ -53,21 +54,17 @@ type storedTask struct {
 	left  time.Duration
 }
 
-// maxLeaseWait bounds how long a tasks/update or tasks/cancel waits for
-// the lease of an owner that cannot be reached to lapse (the request's own
-// context bounds it too): a default task_lease (15s) and some. An owner
-// whose lease holds longer than that gets 503 at once.
-const maxLeaseWait = 20 * time.Second
-
 // recoverTask reads the record of the task tk names for r and acts on it
 // as the file's comment says. A tasks/update or tasks/cancel whose task's
-// owner still holds its lease waits for the lease to lapse, then takes
-// the task over and goes on, when that is within maxLeaseWait: a client
-// never sees 503 for an owner that died moments ago (a Tasks client may
-// take an error for the task's outcome, and stop). It does not wait for
+// owner still holds its lease waits for the lease to lapse — as long as
+// the request lasts, and one task_lease at most, which a dead owner's
+// lease always fits in — then takes the task over and goes on: a client
+// never sees 503 for an owner that died (a Tasks client may take an error
+// for the task's outcome, and stop). An owner that renewed its lease
+// meanwhile is alive but cut off from here: 503. It does not wait for
 // another instance that took the task over meanwhile.
 func (b *Bridge) recoverTask(ctx context.Context, r Request, id string, tk seal.Task) (storedTask, error) {
-	deadline := time.Now().Add(maxLeaseWait)
+	deadline := time.Now().Add(r.Options.taskLease() + leaseWaitMargin)
 	first := ""
 	for {
 		st, err := b.recoverOnce(ctx, r, id, tk)

@@ -55,6 +55,7 @@ const (
 	MaxRESTInputs    = 64       // Inputs
 	MaxRESTParams    = 1 << 20  // an input's Params, an answer, Progress
 	MaxRESTPayload   = 16 << 20 // Result, Error
+	MaxRESTTask      = 1024     // TaskID
 	// maxRESTPlain bounds the whole plaintext.
 	maxRESTPlain = 32 << 20
 	// MaxRESTRoots bounds a principal's roots (raw JSON).
@@ -114,6 +115,10 @@ type RESTCall struct {
 	Updated int64  `json:"u"`
 	Owner   string `json:"o,omitempty"`
 	Lease   int64  `json:"l,omitempty"`
+	// TaskID is the taskId of the task the gateway hosts the call's
+	// current round as (in front of a legacy server), which any instance
+	// follows when the one running the call goes.
+	TaskID string `json:"tk,omitempty"`
 	// Version counts the record's writes: each writer writes one more
 	// than the record it read (0 in records older gateways wrote). An
 	// instance refuses a record older than one it saw at its key; one
@@ -131,7 +136,8 @@ func (c *RESTCall) check() error {
 	case len(c.Tool) > MaxRESTName, len(c.ID) > MaxRESTName, len(c.IdempotencyKey) > MaxRESTShort,
 		len(c.Status) > MaxRESTShort, len(c.ETag) > MaxRESTShort, len(c.Owner) > MaxRESTShort,
 		len(c.Arguments) > MaxRESTArguments, len(c.RequestState) > MaxRESTState, len(c.Inputs) > MaxRESTInputs,
-		len(c.Result) > MaxRESTPayload, len(c.Error) > MaxRESTPayload, len(c.Progress) > MaxRESTParams:
+		len(c.Result) > MaxRESTPayload, len(c.Error) > MaxRESTPayload, len(c.Progress) > MaxRESTParams,
+		len(c.TaskID) > MaxRESTTask:
 		return ErrRESTTooLarge
 	}
 	for _, in := range c.Inputs {

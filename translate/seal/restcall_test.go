@@ -25,7 +25,8 @@ func testRESTCall() RESTCall {
 func TestRESTCallRoundTrip(t *testing.T) {
 	kr := testKeyring(t)
 	done := RESTCall{Tool: "t", ID: "i", Status: "success", Result: json.RawMessage(`{"content":[]}`)}
-	for _, c := range []RESTCall{testRESTCall(), {}, done} {
+	tasked := RESTCall{Tool: "t", ID: "i", Status: "running", TaskID: "sealed-task-id", Owner: "gw-0", Lease: 3}
+	for _, c := range []RESTCall{testRESTCall(), {}, done, tasked} {
 		sealed, err := SealRESTCall(kr, "p/k", c)
 		if err != nil {
 			t.Fatal(err)
@@ -53,6 +54,7 @@ func TestRESTCallBounds(t *testing.T) {
 		"params":    func(c *RESTCall) { c.Inputs[0].Params = make([]byte, MaxRESTParams+1) },
 		"result":    func(c *RESTCall) { c.Result = make([]byte, MaxRESTPayload+1) },
 		"progress":  func(c *RESTCall) { c.Progress = make([]byte, MaxRESTParams+1) },
+		"task":      func(c *RESTCall) { c.TaskID = strings.Repeat("t", MaxRESTTask+1) },
 	} {
 		c := testRESTCall()
 		mod(&c)

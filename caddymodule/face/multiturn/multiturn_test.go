@@ -77,6 +77,7 @@ func (g *testGateway) Instance() string                     { return "test" }
 func (g *testGateway) Logger() *zap.Logger                  { return zap.NewNop() }
 func (g *testGateway) Limits() face.Limits                  { return face.Limits{MaxRounds: 3, ParkTTL: time.Minute} }
 func (g *testGateway) Track(context.CancelCauseFunc) func() { return func() {} }
+func (g *testGateway) Stopping() bool                       { return false }
 
 // testFace is the face, on, over a testGateway answering answers.
 func testFace(t *testing.T, answers ...string) (*Face, *testGateway) {

@@ -153,13 +153,19 @@ func (f *Face) lockFailed(w http.ResponseWriter, err error, key string, run *run
 		return writeProblem(w, full.status, full.detail)
 	}
 	if pending != nil {
-		run.cancel(errCanceled)
-		go func() {
-			<-pending
-			runs.end(key, run)
-		}()
+		stopStarted(key, run, pending)
 	}
 	return f.storageProblem(w, err)
+}
+
+// stopStarted stops a call started (its outcome pending) whose record
+// could not be written.
+func stopStarted(key string, run *running, pending <-chan seal.RESTCall) {
+	run.cancel(errCanceled)
+	go func() {
+		<-pending
+		runs.end(key, run)
+	}()
 }
 
 // refusedParams reports whether c failed at once with -32602 or
@@ -191,12 +197,22 @@ func (f *Face) await(w http.ResponseWriter, r *http.Request, status int, key str
 // getCall answers a call's current state.
 func (f *Face) getCall(w http.ResponseWriter, r *http.Request, tool, id pathName) error {
 	now, princ := time.Now(), f.gw.Principal(r)
-	c, err := f.peek(r.Context(), f.callKey(princ, tool, id), princ, now)
+	key := f.callKey(princ, tool, id)
+	c, err := f.peek(r.Context(), key, princ, now)
 	switch {
 	case errors.Is(err, errNoRecord):
 		return writeProblem(w, http.StatusNotFound, "no such call")
 	case err != nil:
 		return f.storageProblem(w, err)
+	}
+	if f.orphaned(key, c, now) {
+		c, err = f.adopt(r, key, c) // carry.go
+		switch {
+		case errors.Is(err, errNoRecord):
+			return writeProblem(w, http.StatusNotFound, "no such call")
+		case err != nil:
+			return f.storageProblem(w, err)
+		}
 	}
 	c = seen(c, now)
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, c.ETag) {
@@ -348,6 +364,8 @@ func (f *Face) cancel(w http.ResponseWriter, r *http.Request, tool, id pathName)
 	}
 	if call, ok := dismissal(waiting); ok {
 		go f.dismiss(r, waiting, call) // dismiss.go
+	} else if waiting.TaskID != "" {
+		go f.cancelTask(r, waiting.TaskID) // carry.go
 	}
 	return writeCall(w, r, http.StatusOK, rec)
 }

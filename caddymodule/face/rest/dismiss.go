@@ -18,11 +18,12 @@ import (
 // (an elicitation `{"action":"cancel"}`, a roots request the principal's
 // roots), in the background, and goes on dismissing while the tool asks
 // only such questions, up to max_rounds. In front of a legacy server the
-// parked upstream call then ends at once instead of at park_ttl; a modern
-// server holds nothing, and its tool ends as it would for that user. A
-// sampling question has no refusal form in inputResponses: a call that
-// asks one is left as it is (parked until park_ttl in front of a legacy
-// server). What the tool answers is dropped: the record says canceled.
+// call is a task (carry.go), its answers posted with tasks/update, and the
+// upstream call ends at once; a modern server holds nothing, and its tool
+// ends as it would for that user. A sampling question has no refusal form:
+// a call that asks one is cancelled with tasks/cancel in front of a legacy
+// server (cancel), and left as it is in front of a modern one. What the
+// tool answers is dropped: the record says canceled.
 
 // dismissTimeout bounds a dismissal, all its rounds.
 const dismissTimeout = 30 * time.Second
@@ -30,7 +31,7 @@ const dismissTimeout = 30 * time.Second
 // dismissal is the retry that dismisses a call's pending round, or false
 // when a question of the round cannot be dismissed.
 func dismissal(c seal.RESTCall) (face.ToolCall, bool) {
-	if c.RequestState == "" || len(c.Inputs) == 0 {
+	if (c.RequestState == "" && c.TaskID == "") || len(c.Inputs) == 0 {
 		return face.ToolCall{}, false
 	}
 	call := retryOf(c)
@@ -53,9 +54,12 @@ func (f *Face) dismiss(r *http.Request, rec seal.RESTCall, call face.ToolCall) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), dismissTimeout)
 	defer cancel()
 	// Whatever ends it (an end, a failure, max_rounds), nothing is left to
-	// do: the tool's answers are dropped.
+	// do: the tool's answers are dropped. A round of a task (carry.go) is
+	// answered with tasks/update.
+	run := &running{}
+	run.task.set(rec.TaskID)
 	_, _, _ = face.Drive(f.gw.Limits().MaxRounds, call,
-		func(c face.ToolCall) (face.Answer, error) { return f.toolCall(ctx, r, c, nil) },
+		func(c face.ToolCall) (face.Answer, error) { return f.step(ctx, r, &rec, c, run) },
 		func(a face.Answer) (map[string]json.RawMessage, bool, error) {
 			inputs, err := f.inputs(ctx, rec.Principal, a.Result().Get("inputRequests"))
 			if err != nil {

@@ -6,10 +6,11 @@
 // instances, the forward bridge in front of legacy servers and
 // pass-through to modern ones apply unchanged. Tool calls are durable
 // resources whose records live in Caddy's storage (store.go, call.go,
-// run.go), bounded per principal and in all (quota.go); lists, resources,
-// prompts and completions are answered at once (lists.go); the OpenAPI
-// document is made from tools/list (openapi.go, its shared schemas in
-// openapi_schemas.go).
+// run.go), bounded per principal and in all (quota.go), run in front of a
+// legacy server as tasks the gateway hosts, so that another instance
+// carries them on (carry.go); lists, resources, prompts and completions
+// are answered at once (lists.go); the OpenAPI document is made from
+// tools/list (openapi.go, its shared schemas in openapi_schemas.go).
 package rest
 
 import (
@@ -80,6 +81,10 @@ func (f *Face) ServePath(w http.ResponseWriter, r *http.Request) (bool, error) {
 func (f *Face) serve(w http.ResponseWriter, r *http.Request) error {
 	if rerr := f.gw.CheckRequest(r); rerr != nil {
 		return writeProblem(w, rerr.HTTPStatus, rerr.Message)
+	}
+	if f.gw.Stopping() {
+		w.Header().Set("Retry-After", "1")
+		return writeProblem(w, http.StatusServiceUnavailable, "this gateway instance is stopping: send the request again (another instance will take it)")
 	}
 	rt, err := parsePath(strings.TrimPrefix(r.URL.EscapedPath(), f.cfg.BasePath))
 	if errors.Is(err, errNotFound) {

@@ -52,6 +52,7 @@ func (g testGateway) Limits() face.Limits {
 	return face.Limits{MaxRounds: 3, Lease: 15 * time.Second, MaxResult: 1 << 20, SharedKey: g.shared}
 }
 func (g testGateway) Track(context.CancelCauseFunc) func() { return func() {} }
+func (g testGateway) Stopping() bool                       { return false }
 
 // UseOnce: the REST face has no tokens to use once.
 func (g testGateway) UseOnce(context.Context, string, [16]byte, time.Time) error { return nil }
@@ -417,7 +418,7 @@ func TestRounds(t *testing.T) {
 	call := face.ToolCall{Name: "t", Args: json.RawMessage(`{"a":1}`)}
 
 	answers = []string{rootsRound, `{"content":[{"type":"text","text":"ok"}]}`}
-	got := f.rounds(context.Background(), r, rec, call, nil)
+	got := f.rounds(context.Background(), r, rec, call, &running{})
 	if got.Status != statusSuccess || len(calls) != 2 || string(calls[1].InputResponses["r"]) != `{"roots":[]}` ||
 		calls[1].RequestState != "s1" || string(calls[1].Arguments) != `{"a":1}` || got.Inputs != nil {
 		t.Fatalf("roots round: %+v %+v", got, calls)
@@ -426,20 +427,20 @@ func TestRounds(t *testing.T) {
 	calls = nil
 	answers = []string{`{"resultType":"input_required","requestState":"s2","inputRequests":{
 		"r":{"method":"roots/list"},"e":{"method":"elicitation/create","params":{"message":"m"}}}}`}
-	got = f.rounds(context.Background(), r, rec, call, nil)
+	got = f.rounds(context.Background(), r, rec, call, &running{})
 	if got.Status != statusAwaitElicitation || got.RequestState != "s2" || len(got.Inputs) != 2 ||
 		got.Inputs[0].Key != "e" || string(got.Inputs[1].Answer) != `{"roots":[]}` {
 		t.Fatalf("the client's round: %+v", got)
 	}
 
 	calls, answers = nil, nil
-	got = f.rounds(context.Background(), r, rec, call, nil)
+	got = f.rounds(context.Background(), r, rec, call, &running{})
 	if got.Status != statusFailed || gjson.GetBytes(got.Error, "data.httpStatus").Int() != http.StatusServiceUnavailable {
 		t.Fatalf("error: %+v %s", got, got.Error)
 	}
 
 	answers = []string{rootsRound, rootsRound, rootsRound, rootsRound}
-	got = f.rounds(context.Background(), r, rec, call, nil)
+	got = f.rounds(context.Background(), r, rec, call, &running{})
 	if got.Status != statusFailed || !strings.Contains(string(got.Error), "max_rounds") {
 		t.Fatalf("too many rounds: %+v %s", got, got.Error)
 	}
@@ -447,7 +448,7 @@ func TestRounds(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errCanceled)
 	answers = []string{`{"content":[]}`}
-	if got = f.rounds(ctx, r, rec, call, nil); got.Status != statusCanceled {
+	if got = f.rounds(ctx, r, rec, call, &running{}); got.Status != statusCanceled {
 		t.Fatalf("cancelled: %+v", got)
 	}
 }

@@ -57,7 +57,12 @@ func (f *Face) toolCall(ctx context.Context, r *http.Request, call face.ToolCall
 	if p != nil {
 		c.OnProgress = p.set
 	}
-	a, fail := c.Do(ctx, r, call.Internal(toolCallMeta))
+	in := call.Internal(toolCallMeta)
+	// Carried over when this instance goes (carry.go): only where tasks
+	// outlive their instance; otherwise hosting it as a task would cost
+	// its records for nothing.
+	in.Task = f.gw.Limits().DurableTasks
+	a, fail := c.Do(ctx, r, in)
 	if fail != nil {
 		return a, fail
 	}

@@ -43,13 +43,15 @@ const fastWindow = 500 * time.Millisecond
 // the outcome to come, for continueRun.
 func (f *Face) start(ctx context.Context, r *http.Request, key string, rec seal.RESTCall, call face.ToolCall, run *running, now time.Time) (seal.RESTCall, <-chan seal.RESTCall, error) {
 	rec.Owner, rec.Lease = f.gw.Instance(), now.Add(f.gw.Limits().Lease).UnixMilli()
+	run.task.set(rec.TaskID) // a round of a task (carry.go)
 	if err := runs.start(key, run, f.cfg.MaxCallsPerPrincipal); err != nil {
 		return rec, nil, err
 	}
+	// Stopped when Caddy exits, whose stop waits until the run's record is
+	// written (runTable.end).
+	run.untrack = f.gw.Track(run.cancel)
 	out := make(chan seal.RESTCall, 1)
 	go func() {
-		untrack := f.gw.Track(run.cancel) // ended when Caddy exits
-		defer untrack()
 		defer func() {
 			if p := recover(); p != nil {
 				f.gw.Logger().Error("REST face: a call panicked", zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
@@ -58,7 +60,7 @@ func (f *Face) start(ctx context.Context, r *http.Request, key string, rec seal.
 				out <- failed
 			}
 		}()
-		out <- f.rounds(ctx, r, rec, call, &run.progress)
+		out <- f.rounds(ctx, r, rec, call, run)
 	}()
 	t := time.NewTimer(min(fastWindow, time.Duration(f.cfg.Wait)))
 	defer t.Stop()
@@ -67,13 +69,18 @@ func (f *Face) start(ctx context.Context, r *http.Request, key string, rec seal.
 		run.cancel(nil)
 		return outcome(o, time.Now()), nil, nil
 	case <-t.C:
+		rec.TaskID = run.task.get() // the record names the task from the start
 		return rec, out, nil
 	}
 }
 
 // outcome is the record of an outcome as written at now: a new etag,
-// no owner.
+// no owner; or, for a call handed over (still running, carry.go), the
+// record as it is, its lease lapsed.
 func outcome(o seal.RESTCall, now time.Time) seal.RESTCall {
+	if o.Status == statusRunning {
+		return o
+	}
 	o.ETag, o.Updated, o.Owner, o.Lease = newETag(), now.UnixMilli(), "", 0
 	return o
 }
@@ -106,7 +113,7 @@ var (
 // rounds makes the call and the rounds the gateway answers itself
 // (roots), and returns the record as it should read after: ended, or
 // waiting for the client's answers.
-func (f *Face) rounds(ctx context.Context, r *http.Request, rec seal.RESTCall, call face.ToolCall, p *progress) seal.RESTCall {
+func (f *Face) rounds(ctx context.Context, r *http.Request, rec seal.RESTCall, call face.ToolCall, run *running) seal.RESTCall {
 	fail := func(code int, format string, args ...any) seal.RESTCall {
 		rec.Status = statusFailed
 		rec.Error, _ = json.Marshal(callError{Code: int64(code), Message: fmt.Sprintf(format, args...)})
@@ -114,7 +121,7 @@ func (f *Face) rounds(ctx context.Context, r *http.Request, rec seal.RESTCall, c
 	}
 	a, _, err := face.Drive(f.gw.Limits().MaxRounds, call,
 		func(c face.ToolCall) (face.Answer, error) {
-			a, err := f.toolCall(ctx, r, c, p)
+			a, err := f.step(ctx, r, &rec, c, run) // carry.go
 			switch {
 			case errors.Is(context.Cause(ctx), errCanceled):
 				return a, errCanceled
@@ -146,6 +153,14 @@ func (f *Face) rounds(ctx context.Context, r *http.Request, rec seal.RESTCall, c
 	switch {
 	case errors.Is(err, errCanceled):
 		rec.Status = statusCanceled
+		if rec.TaskID != "" {
+			go f.cancelTask(r, rec.TaskID)
+		}
+		return rec
+	case errors.Is(err, errStopped) && rec.TaskID != "":
+		// Handed over: the task goes on (the bridge hands it over as the
+		// gateway stops), and any instance adopts the call at once.
+		rec.Lease = time.Now().UnixMilli()
 		return rec
 	case errors.As(err, &failure):
 		return fail(-32603, "%s (HTTP %d)", failure.Detail, failure.Status)
@@ -258,6 +273,9 @@ func (f *Face) keepLease(ctx context.Context, key, etag string, run *running) (s
 					return nil
 				}
 				cur.Lease = now.Add(lease).UnixMilli()
+				if id := run.task.get(); id != "" {
+					cur.TaskID = id
+				}
 				if p := run.progress.get(); len(p) > 0 && len(p) <= seal.MaxRESTParams {
 					cur.Progress = p
 				}

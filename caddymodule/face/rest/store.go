@@ -34,9 +34,12 @@ import (
 
 const (
 	storePrefix = "mcp_gateway/rest"
-	// storeTimeout bounds one storage operation (the lock included:
-	// a file_system lock is polled every second).
-	storeTimeout = 10 * time.Second
+	// storeTimeout bounds one storage operation, the lock included: it
+	// outlasts a lock left by an instance killed while it held it (a
+	// file_system lock goes stale 10 s after its holder's last sign of
+	// life, and is polled every second), so that the instance taking a
+	// dead instance's call over gets the lock rather than a 503.
+	storeTimeout = 15 * time.Second
 )
 
 // principalDir is the folder of a principal's records.
@@ -244,6 +247,8 @@ type running struct {
 	princ    [16]byte
 	cancel   context.CancelCauseFunc
 	progress progress // the call's last progress (rpc.go)
+	task     taskRef  // the task it follows (carry.go)
+	untrack  func()   // ends its tracking by the gateway (Track)
 }
 
 // runTable is the calls running on this instance: process-wide, so
@@ -276,8 +281,11 @@ func (t *runTable) start(key string, run *running, max int) error {
 	return nil
 }
 
-// end forgets the run of key.
+// end forgets the run of key, its record written.
 func (t *runTable) end(key string, run *running) {
+	if run.untrack != nil {
+		run.untrack()
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.runs[key] != run {

@@ -80,11 +80,13 @@ type callSummary struct {
 	Updated  string `json:"updated"`
 }
 
-// errLost is the error of a call whose running instance was lost.
-var errLost = json.RawMessage(`{"code":-32603,"message":"the gateway instance running the call was lost"}`)
+// errLost is the error of a call whose running instance was lost, and
+// that no other instance can carry on (carry.go).
+var errLost = json.RawMessage(`{"code":-32603,"message":"the gateway instance running the call was lost, and the call could not be carried over (it ran on a modern server, which holds nothing the gateway can resume, or it was not a task the gateway hosts): start the call again"}`)
 
 // seen is c as it reads at now: a running call whose owner's lease
-// lapsed reads as failed (its instance was lost); a call that failed
+// lapsed reads as failed (its instance was lost) unless it names a task,
+// which the instance that reads it adopts (carry.go); a call that failed
 // with a result and no error (an isError result, as instances of
 // earlier versions wrote it) reads as the success it is.
 //
@@ -93,7 +95,7 @@ var errLost = json.RawMessage(`{"code":-32603,"message":"the gateway instance ru
 // that its call was cancelled): a poll with If-None-Match sees new
 // progress.
 func seen(c seal.RESTCall, now time.Time) seal.RESTCall {
-	if c.Status == statusRunning && c.Lease != 0 && now.After(c.LeaseUntil()) {
+	if c.Status == statusRunning && c.TaskID == "" && c.Lease != 0 && now.After(c.LeaseUntil()) {
 		c.Status, c.Error, c.Owner, c.Lease, c.Progress = statusFailed, errLost, "", 0, nil
 		c.ETag += "-lost"
 	}
