@@ -196,14 +196,6 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			h.metrics.Forwarded("sent", "error")
-			if closed := closedBy(ctx); closed != nil {
-				// This instance ended the relay (it stops, or its
-				// configuration was unloaded): the owner is not
-				// unreachable, and the call is its own still.
-				w.Header().Set("Retry-After", stoppingRetryAfter)
-				_ = jsonrpc.WriteError(w, id, abandoned(closed))
-				return
-			}
 			if unreachable != nil && r.Context().Err() == nil && unreachable() {
 				logger().Warn("the owner instance is unreachable: the request was served here", zap.Error(err))
 				return

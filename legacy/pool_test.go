@@ -299,3 +299,32 @@ func TestPoolLeaseLimits(t *testing.T) {
 		p.Release(r.k, r.s, false)
 	}
 }
+
+// TestPoolCloseWaitsForReleases: a session released broken is ended
+// upstream (DELETE) in the background; Close waits for that, so that a
+// process exiting after its calls ended leaves no session, and no handler
+// of a call the upstream did not take a cancellation for, open upstream.
+// The upstream here takes 300 ms to answer a DELETE.
+func TestPoolCloseWaitsForReleases(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "pool-test", Version: "1"}, nil)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			time.Sleep(300 * time.Millisecond)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	p := NewPool(PoolOptions{MaxSessions: 10, IdleTimeout: time.Minute, Client: http.DefaultClient})
+	key := PoolKey{Upstream: ts.URL, Principal: "a", Caps: "{}"}
+	s, err := p.Lease(context.Background(), key, nil, []byte("{}"), nil, LeaseLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSessions(t, server, 1)
+	p.Release(key, s, false)
+	p.Close()
+	if n := countSessions(server); n != 0 {
+		t.Fatalf("the upstream holds %d sessions once Close returned, want 0", n)
+	}
+}
