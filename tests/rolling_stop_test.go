@@ -161,8 +161,7 @@ func newLBRetry(fleet []*gateway) *lbRetry {
 type outcome struct {
 	status int
 	resp   *rpcResponse
-	err    error // a transport error once the answer began
-	tries  int
+	err    error    // a transport error: the last try's connection lost
 	lost   int      // tries whose connection closed before any answer
 	trail  []string // each try: the instance and what it answered
 }
@@ -186,7 +185,7 @@ func (o outcome) cause() string {
 // tries.
 func (b *lbRetry) send(hdr map[string]string, body string, id int) outcome {
 	var o outcome
-	for o.tries = 1; o.tries <= 12; o.tries++ {
+	for range 12 {
 		i := int(b.next.Add(1)) % len(b.urls)
 		url := b.urls[i]
 		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
@@ -202,7 +201,7 @@ func (b *lbRetry) send(hdr map[string]string, body string, id int) outcome {
 			continue
 		}
 		if err != nil {
-			o.lost++
+			o.lost, o.err = o.lost+1, err
 			o.trail = append(o.trail, fmt.Sprintf("gw-%d lost: %v", i, err))
 			continue
 		}
@@ -213,7 +212,6 @@ func (b *lbRetry) send(hdr map[string]string, body string, id int) outcome {
 		}
 		return o
 	}
-	o.tries--
 	return o
 }
 
@@ -322,7 +320,7 @@ func (f rollingFigures) String() string {
 func (f rollingFigures) failed() int { return f.calls - f.causes["ok"] }
 
 // rollingRestart runs a three-instance fleet (shared state_key and
-// storage, fixed ids and ports) in front of up, puts 6 clients to work
+// storage, fixed ids and ports) in front of a rollingUpstream, puts 6 clients to work
 // through a balancer, and restarts each instance in turn with signal
 // (SIGTERM: a graceful stop; SIGKILL: a crash), waiting between restarts
 // for calls to complete. It checks every call's outcome and returns the
