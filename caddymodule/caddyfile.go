@@ -20,7 +20,7 @@ import (
 )
 
 func init() {
-	httpcaddyfile.RegisterHandlerDirective("mcp_gateway", parseCaddyfile)
+	httpcaddyfile.RegisterDirective("mcp_gateway", parseDirective) // caddyfile_matcher.go
 	// Before reverse_proxy, so that `mcp_gateway` needs no `order` option
 	// and wins over a catch-all proxy in the same site.
 	httpcaddyfile.RegisterDirectiveOrder("mcp_gateway", httpcaddyfile.Before, "reverse_proxy")

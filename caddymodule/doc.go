@@ -12,8 +12,10 @@
 //     security, streams, parking, sessions, tasks), upstreams.go
 //     (Upstream, its options, selection and failover), tasks.go (task
 //     rules), defaults.go (every default, in one place), caddyfile.go
-//     (the directive, upstream blocks, value checks) and
-//     caddyfile_groups.go (one Caddyfile helper per group).
+//     (the directive, upstream blocks, value checks),
+//     caddyfile_groups.go (one Caddyfile helper per group) and
+//     caddyfile_matcher.go (the directive's registration, and its
+//     warning for a REST base path outside the matcher).
 //   - Lifecycle: provision.go (Provision, Validate, Cleanup; the registries
 //     that end streams and calls on unload and shutdown), stop.go (the
 //     graceful stop: refusals while stopping, calls cancelled and waited

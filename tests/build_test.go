@@ -146,3 +146,33 @@ func TestAdaptAndValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestRESTMatcherWarning: adapting a Caddyfile whose mcp_gateway path
+// matcher leaves out its REST base path warns, naming the file and line
+// (the face's requests would get Caddy's empty 200); a matcher that
+// covers it, and the example, do not.
+func TestRESTMatcherWarning(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const warning = "rest base path is outside its path matcher"
+	for _, c := range []struct {
+		matcher, base string
+		warns         bool
+	}{
+		{"/mcp", "/api", true},
+		{"/mcp*", "/mcp/api", false},
+	} {
+		file := filepath.Join(dir, "Caddyfile")
+		site := fmt.Sprintf(":8080 {\n\tmcp_gateway %s {\n\t\tupstream http://127.0.0.1:9/mcp\n\t\tstate_key %s\n\t\trest %s\n\t}\n}\n", c.matcher, testKey(1), c.base)
+		if err := os.WriteFile(file, []byte(site), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := caddyCmd(t, dir, "adapt", "--config", file)
+		if err != nil {
+			t.Fatalf("adapt (matcher %s, rest %s): %v\n%s", c.matcher, c.base, err, out)
+		}
+		if got := strings.Contains(out, warning) && strings.Contains(out, `"line":2`); got != c.warns {
+			t.Errorf("matcher %s, rest %s: warned=%v, want %v:\n%s", c.matcher, c.base, got, c.warns, out)
+		}
+	}
+}
