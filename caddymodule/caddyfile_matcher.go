@@ -2,10 +2,10 @@ package caddymodule
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 
+	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
 	"github.com/caddyserver/caddy/v2"
@@ -51,7 +51,10 @@ func restOutsideMatcher(base string, matchers caddy.ModuleMap) bool {
 		return false
 	}
 	var paths caddyhttp.MatchPath
-	if err := json.Unmarshal(raw, &paths); err != nil || paths.Provision(caddy.Context{}) != nil {
+	for _, p := range gjson.ParseBytes(raw).Array() {
+		paths = append(paths, p.String())
+	}
+	if paths.Provision(caddy.Context{}) != nil {
 		return false
 	}
 	ctx := context.WithValue(context.Background(), caddy.ReplacerCtxKey, caddy.NewReplacer())
