@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
@@ -212,7 +213,7 @@ func (s *httpSink) Respond(status int, msg []byte) error {
 	}
 	s.w.Header().Set("Content-Type", "application/json")
 	if status == http.StatusServiceUnavailable && closedBy(s.ctx) != nil {
-		s.w.Header().Set("Retry-After", stoppingRetryAfter)
+		s.w.Header().Set("Retry-After", face.StoppingRetryAfter)
 	}
 	s.w.WriteHeader(status)
 	_, err := newDeadlineWriter(s.w, s.writeTimeout).Write(msg)

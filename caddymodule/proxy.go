@@ -18,6 +18,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
@@ -223,7 +224,7 @@ func (h *Handler) upstreamFailed(w http.ResponseWriter, r *http.Request, ctx con
 	case r.Context().Err() != nil:
 		return caddyhttp.Error(499, err)
 	case closedBy(ctx) != nil:
-		w.Header().Set("Retry-After", stoppingRetryAfter)
+		w.Header().Set("Retry-After", face.StoppingRetryAfter)
 		return jsonrpc.WriteError(w, requestID(ex.body), abandoned(closedBy(ctx)))
 	}
 	if ex.up == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
@@ -37,12 +38,6 @@ const lifecycleKey = "gateway"
 // end when the grace period is eternal (grace_period unset): each of them
 // tells its upstream within seconds (the bridges bound that by 5 s).
 const stopWaitEternal = 10 * time.Second
-
-// stoppingRetryAfter is the Retry-After (seconds) of the 503s of a
-// stopping instance (and of a request the gateway ended itself): a client
-// or balancer retrying after it reaches another instance, this one being
-// gone by then.
-const stoppingRetryAfter = "1"
 
 // lifecycle is the UsagePool value: the calls no client can pick up again
 // (of every configuration, a reload's old one included), and whether the
@@ -109,10 +104,10 @@ func (h *Handler) stopIfLast() {
 // refuseStopping answers a request that arrives while the instance stops:
 // 503, with Retry-After, saying so (not that an upstream failed).
 func refuseStopping(w http.ResponseWriter, id json.RawMessage) error {
-	w.Header().Set("Retry-After", stoppingRetryAfter)
+	w.Header().Set("Retry-After", face.StoppingRetryAfter)
 	return jsonrpc.WriteError(w, id, &jsonrpc.RPCError{
 		HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
-		Message: "Service Unavailable: this gateway instance is stopping: send the request again (another instance will take it)",
+		Message: "Service Unavailable: " + face.StoppingMessage,
 	})
 }
 

@@ -52,8 +52,9 @@ type Gateway interface {
 	Track(cancel context.CancelCauseFunc) (done func())
 
 	// Stopping reports whether this instance is stopping (a graceful stop
-	// has begun): a face refuses new work then, 503 with Retry-After, so
-	// that a balancer sends it to another instance.
+	// has begun): a face refuses new work then, 503 with Retry-After
+	// StoppingRetryAfter and StoppingMessage's words, as the MCP endpoint
+	// does, so that a balancer sends it to another instance.
 	Stopping() bool
 
 	// UseOnce records the token id of purpose (a face's kind of token) as
@@ -67,6 +68,16 @@ type Gateway interface {
 	// not go on.
 	UseOnce(ctx context.Context, purpose string, id [16]byte, expires time.Time) error
 }
+
+// What a stopping instance answers a request (Gateway.Stopping).
+const (
+	// StoppingRetryAfter is the Retry-After (seconds) of its 503s, and of
+	// a request the gateway ended itself: a client or balancer retrying
+	// after it reaches another instance, this one being gone by then.
+	StoppingRetryAfter = "1"
+	// StoppingMessage says why it refuses.
+	StoppingMessage = "this gateway instance is stopping: send the request again (another instance will take it)"
+)
 
 // Errors of Gateway.UseOnce.
 var (

@@ -83,8 +83,8 @@ func (f *Face) serve(w http.ResponseWriter, r *http.Request) error {
 		return writeProblem(w, rerr.HTTPStatus, rerr.Message)
 	}
 	if f.gw.Stopping() {
-		w.Header().Set("Retry-After", "1")
-		return writeProblem(w, http.StatusServiceUnavailable, "this gateway instance is stopping: send the request again (another instance will take it)")
+		w.Header().Set("Retry-After", face.StoppingRetryAfter)
+		return writeProblem(w, http.StatusServiceUnavailable, face.StoppingMessage)
 	}
 	rt, err := parsePath(strings.TrimPrefix(r.URL.EscapedPath(), f.cfg.BasePath))
 	if errors.Is(err, errNotFound) {
