@@ -244,16 +244,7 @@ func (f *Face) advance(w http.ResponseWriter, r *http.Request, tool, id pathName
 	var problemStatus int
 	var problemDetail string
 	var retry *face.ToolCall
-	err := f.withLock(r.Context(), key, func(sctx context.Context) error {
-		cur, err := f.load(sctx, key, princ, now)
-		if errors.Is(err, errNoRecord) {
-			problemStatus, problemDetail = http.StatusNotFound, "no such call"
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		cur = seen(cur, now)
+	found, err := f.withRecord(r.Context(), key, princ, now, func(sctx context.Context, cur seal.RESTCall) error {
 		if ifMatch != "" && !etagMatches(ifMatch, cur.ETag) {
 			problemStatus, problemDetail = http.StatusPreconditionFailed, "the call changed (its etag is not the one in If-Match): GET it again"
 			return nil
@@ -280,6 +271,7 @@ func (f *Face) advance(w http.ResponseWriter, r *http.Request, tool, id pathName
 		}
 		call := retryOf(cur)
 		cur.Status, cur.Inputs, cur.RequestState = statusRunning, nil, ""
+		var err error
 		if rec, pending, err = f.start(ctx, r, key, cur, call, run, now); err != nil {
 			return err
 		}
@@ -294,6 +286,8 @@ func (f *Face) advance(w http.ResponseWriter, r *http.Request, tool, id pathName
 	switch {
 	case err != nil:
 		return f.lockFailed(w, err, key, run, pending)
+	case !found:
+		return writeProblem(w, http.StatusNotFound, "no such call")
 	case problemStatus != 0:
 		return writeProblem(w, problemStatus, problemDetail)
 	case pending == nil:
@@ -332,17 +326,7 @@ func (f *Face) cancel(w http.ResponseWriter, r *http.Request, tool, id pathName)
 	key := f.callKey(princ, tool, id)
 	now := time.Now()
 	var rec, waiting seal.RESTCall
-	found := false
-	err := f.withLock(r.Context(), key, func(sctx context.Context) error {
-		cur, err := f.load(sctx, key, princ, now)
-		if errors.Is(err, errNoRecord) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		found = true
-		cur = seen(cur, now)
+	found, err := f.withRecord(r.Context(), key, princ, now, func(sctx context.Context, cur seal.RESTCall) error {
 		if terminal(cur.Status) {
 			rec = cur
 			return nil
@@ -379,16 +363,8 @@ func (f *Face) deleteCall(w http.ResponseWriter, r *http.Request, tool, id pathN
 	now := time.Now()
 	var problemStatus int
 	var problemDetail string
-	err := f.withLock(r.Context(), key, func(sctx context.Context) error {
-		cur, err := f.load(sctx, key, princ, now)
-		if errors.Is(err, errNoRecord) {
-			problemStatus, problemDetail = http.StatusNotFound, "no such call"
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if cur = seen(cur, now); !terminal(cur.Status) {
+	found, err := f.withRecord(r.Context(), key, princ, now, func(sctx context.Context, cur seal.RESTCall) error {
+		if !terminal(cur.Status) {
 			problemStatus, problemDetail = http.StatusConflict, "the call is "+cur.Status+": cancel it (POST …/cancel) before deleting it"
 			return nil
 		}
@@ -401,6 +377,8 @@ func (f *Face) deleteCall(w http.ResponseWriter, r *http.Request, tool, id pathN
 	switch {
 	case err != nil:
 		return f.storageProblem(w, err)
+	case !found:
+		return writeProblem(w, http.StatusNotFound, "no such call")
 	case problemStatus != 0:
 		return writeProblem(w, problemStatus, problemDetail)
 	}

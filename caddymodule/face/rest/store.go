@@ -110,6 +110,24 @@ func (f *Face) withLock(ctx context.Context, key string, fn func(ctx context.Con
 	return fn(ctx)
 }
 
+// withRecord runs fn on the record at key as it reads at now (seen),
+// holding the record's lock (withLock); found is false, and fn not run,
+// when there is no record (errNoRecord).
+func (f *Face) withRecord(ctx context.Context, key string, princ [16]byte, now time.Time, fn func(ctx context.Context, cur seal.RESTCall) error) (found bool, err error) {
+	err = f.withLock(ctx, key, func(sctx context.Context) error {
+		cur, err := f.load(sctx, key, princ, now)
+		if errors.Is(err, errNoRecord) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		return fn(sctx, seen(cur, now))
+	})
+	return found, err
+}
+
 // load reads and opens the record at key, for a caller that holds the
 // key's lock: errNoRecord when there is none, or when it does not open
 // (another key's or place's, tampered), is not princ's, or has expired.
