@@ -51,6 +51,14 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    lb_policy        <name> [<options...>]                      # selection_policy
 //	    transport        <name> { <options...> }
 //
+//	    server <name> {                        # servers; repeatable; instead of the upstream options above
+//	        upstream <url> { ... }             # and dynamic, dynamic_endpoint, dynamic_refuse,
+//	        ...                                # lb_policy, transport: as above, for this server
+//	        prefix <prefix>                    # "" for none
+//	        tools  include|exclude <glob...>   # tools.include, tools.exclude; repeatable
+//	    }
+//	    list_timeout       <duration>          # federation; with server blocks only
+//
 //	    health_interval    <duration>          # health.active.interval; -1: off
 //	    health_timeout     <duration>          # health.active.timeout
 //	    health_passes      <count>             # health.active.passes
@@ -139,42 +147,81 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return h.checkParsed(at)
 }
 
-// unmarshalOption parses the options of the handler's own fields (the
-// upstreams and how they are chosen and reached), or reports false.
+// unmarshalOption parses the options of the handler's own fields (its
+// upstreams and how they are chosen and reached, or its servers), or
+// reports false.
 func (h *Handler) unmarshalOption(d *caddyfile.Dispenser, opt string, at *parsedAt) (bool, error) {
+	switch opt {
+	case "server":
+		return true, h.unmarshalServer(d, at)
+	case "list_timeout":
+		markFirst(&at.listTimeout, d.Token())
+		return true, face.ParseDurationNotNegative(d, &h.Federation.ListTimeout, "must not be negative")
+	case "advertise", "peer":
+		markFirst(&at.fleet, d.Token()) // then the fleet group parses it
+		return false, nil
+	}
+	tok := d.Token()
+	ok, err := h.upstreamFields().unmarshalOption(d, opt)
+	if ok {
+		markFirst(&at.upstream, tok)
+	}
+	return ok, err
+}
+
+// upstreamFields are the fields the upstream options fill: a block's own
+// (Handler) or a server's (Server), which have the same options.
+type upstreamFields struct {
+	upstreams       *[]*Upstream
+	dynamic         *json.RawMessage
+	dynamicEndpoint **Upstream
+	dynamicRefuse   *[]string
+	selectionPolicy *json.RawMessage
+	transport       *json.RawMessage
+}
+
+func (h *Handler) upstreamFields() upstreamFields {
+	return upstreamFields{&h.Upstreams, &h.DynamicUpstreamsRaw, &h.DynamicEndpoint, &h.DynamicRefuse, &h.SelectionPolicyRaw, &h.TransportRaw}
+}
+
+func (s *Server) upstreamFields() upstreamFields {
+	return upstreamFields{&s.Upstreams, &s.DynamicUpstreamsRaw, &s.DynamicEndpoint, &s.DynamicRefuse, &s.SelectionPolicyRaw, &s.TransportRaw}
+}
+
+// unmarshalOption parses an upstream option (upstream, lb_policy,
+// transport, dynamic, dynamic_endpoint, dynamic_refuse) into f, or
+// reports false.
+func (f upstreamFields) unmarshalOption(d *caddyfile.Dispenser, opt string) (bool, error) {
 	var err error
 	switch opt {
 	case "upstream":
-		err = h.unmarshalUpstream(d)
+		err = f.unmarshalUpstream(d)
 	case "lb_policy":
-		err = unmarshalModule[reverseproxy.Selector](d, &h.SelectionPolicyRaw, "http.reverse_proxy.selection_policies", "policy", "a selection policy")
+		err = unmarshalModule[reverseproxy.Selector](d, f.selectionPolicy, "http.reverse_proxy.selection_policies", "policy", "a selection policy")
 	case "transport":
-		err = unmarshalModule[http.RoundTripper](d, &h.TransportRaw, "http.reverse_proxy.transport", "protocol", "a transport")
+		err = unmarshalModule[http.RoundTripper](d, f.transport, "http.reverse_proxy.transport", "protocol", "a transport")
 	case "dynamic":
-		err = unmarshalModule[reverseproxy.UpstreamSource](d, &h.DynamicUpstreamsRaw, "http.reverse_proxy.upstreams", "source", "an upstream source")
+		err = unmarshalModule[reverseproxy.UpstreamSource](d, f.dynamic, "http.reverse_proxy.upstreams", "source", "an upstream source")
 	case "dynamic_endpoint":
-		err = h.unmarshalDynamicEndpoint(d)
+		err = f.unmarshalDynamicEndpoint(d)
 	case "dynamic_refuse":
-		if h.DynamicRefuse != nil {
+		if *f.dynamicRefuse != nil {
 			return true, d.Err("dynamic_refuse already specified")
 		}
-		h.DynamicRefuse = d.RemainingArgs()
-		if len(h.DynamicRefuse) == 0 {
+		*f.dynamicRefuse = d.RemainingArgs()
+		if len(*f.dynamicRefuse) == 0 {
 			return true, d.ArgErr()
 		}
-		if _, perr := parseAddrPolicy(h.DynamicRefuse); perr != nil {
+		if _, perr := parseAddrPolicy(*f.dynamicRefuse); perr != nil {
 			return true, d.Err(perr.Error())
 		}
-	case "advertise", "peer":
-		at.fleetOption(d) // then the fleet group parses it
-		return false, nil
 	default:
 		return false, nil
 	}
 	return true, err
 }
 
-func (h *Handler) unmarshalUpstream(d *caddyfile.Dispenser) error {
+func (f upstreamFields) unmarshalUpstream(d *caddyfile.Dispenser) error {
 	if !d.NextArg() {
 		return d.Err("upstream needs a URL")
 	}
@@ -185,7 +232,7 @@ func (h *Handler) unmarshalUpstream(d *caddyfile.Dispenser) error {
 	if err := u.checkURL(); err != nil {
 		return d.Err(err.Error())
 	}
-	for _, o := range h.Upstreams {
+	for _, o := range *f.upstreams {
 		if o.URL == u.URL {
 			return d.Errf("upstream %q is listed twice", u.URL)
 		}
@@ -193,13 +240,13 @@ func (h *Handler) unmarshalUpstream(d *caddyfile.Dispenser) error {
 	if err := unmarshalUpstreamOptions(d, u); err != nil {
 		return err
 	}
-	h.Upstreams = append(h.Upstreams, u)
+	*f.upstreams = append(*f.upstreams, u)
 	return nil
 }
 
 // unmarshalDynamicEndpoint reads `dynamic_endpoint <template> { ... }`.
-func (h *Handler) unmarshalDynamicEndpoint(d *caddyfile.Dispenser) error {
-	if h.DynamicEndpoint != nil {
+func (f upstreamFields) unmarshalDynamicEndpoint(d *caddyfile.Dispenser) error {
+	if *f.dynamicEndpoint != nil {
 		return d.Err("dynamic_endpoint already specified")
 	}
 	if !d.NextArg() {
@@ -215,7 +262,7 @@ func (h *Handler) unmarshalDynamicEndpoint(d *caddyfile.Dispenser) error {
 	if err := unmarshalUpstreamOptions(d, u); err != nil {
 		return err
 	}
-	h.DynamicEndpoint = u
+	*f.dynamicEndpoint = u
 	return nil
 }
 
@@ -357,14 +404,17 @@ var _ caddyfile.Unmarshaler = (*Handler)(nil)
 // parsedAt remembers where options that are checked against each other
 // at the end of the block were written.
 type parsedAt struct {
-	directive caddyfile.Token // mcp_gateway
-	fleet     caddyfile.Token // the first advertise or peer
+	directive   caddyfile.Token   // mcp_gateway
+	fleet       caddyfile.Token   // the first advertise or peer
+	upstream    caddyfile.Token   // the first of the block's own upstream options
+	listTimeout caddyfile.Token   // list_timeout
+	servers     []caddyfile.Token // each server, in order
 }
 
-// fleetOption remembers the first advertise or peer option.
-func (a *parsedAt) fleetOption(d *caddyfile.Dispenser) {
-	if a.fleet.Text == "" {
-		a.fleet = d.Token()
+// markFirst remembers tok in *at, unless one is there already.
+func markFirst(at *caddyfile.Token, tok caddyfile.Token) {
+	if at.Text == "" {
+		*at = tok
 	}
 }
 
@@ -376,9 +426,13 @@ func errAt(tok caddyfile.Token, msg string) error {
 }
 
 // checkParsed checks, once the block is read, what needs more than one
-// option: at least one upstream, and what advertise and peer need.
+// option: at least one upstream (or server), what the servers need
+// (servers_check.go), and what advertise and peer need.
 func (h *Handler) checkParsed(at parsedAt) error {
-	if len(h.Upstreams) == 0 && h.DynamicUpstreamsRaw == nil {
+	if err := h.checkParsedServers(at); err != nil {
+		return err
+	}
+	if len(h.Servers) == 0 && len(h.Upstreams) == 0 && h.DynamicUpstreamsRaw == nil {
 		return errAt(at.directive, errNoUpstream.Error())
 	}
 	if at.fleet.Text == "" {

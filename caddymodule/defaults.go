@@ -31,6 +31,7 @@ const (
 	defaultPrincipal      = "{http.request.header.Authorization}"
 	defaultWriteTimeout   = 30 * time.Second
 	defaultHealthTimeout  = 5 * time.Second
+	defaultListTimeout    = 5 * time.Second // federation.list_timeout
 
 	maxBufferedNotifications = 4096
 )
@@ -55,6 +56,9 @@ func (h *Handler) setDefaults() (fwd forward.Options, rev reverse.Options) {
 	setDuration(&h.Health.Passive.FailDuration, defaultFailDuration)
 	setDuration(&h.Streams.WriteTimeout, defaultWriteTimeout)
 	setDuration(&h.Health.Active.Timeout, defaultHealthTimeout)
+	if len(h.Servers) > 0 { // list_timeout without servers is refused (checkServers)
+		setDuration(&h.Federation.ListTimeout, defaultListTimeout)
+	}
 	// stream_close_delay (0: close at once) and health_interval (0: no
 	// active checks) default to their zero value.
 
