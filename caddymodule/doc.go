@@ -11,8 +11,11 @@
 //     placeholders), config.go (the option groups: health, fleet,
 //     security, streams, parking, sessions, tasks), upstreams.go
 //     (Upstream, its options, selection and failover), tasks.go (task
-//     rules), defaults.go (every default, in one place), caddyfile.go
+//     rules), servers.go (Server: the servers of a federated block),
+//     servers_check.go (their checks, the same for the Caddyfile and
+//     JSON), defaults.go (every default, in one place), caddyfile.go
 //     (the directive, upstream blocks, value checks),
+//     caddyfile_servers.go (server blocks, list_timeout),
 //     caddyfile_groups.go (one Caddyfile helper per group) and
 //     caddyfile_matcher.go (the directive's registration, and its
 //     warning for a REST base path outside the matcher).

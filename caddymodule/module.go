@@ -167,14 +167,16 @@ type Handler struct {
 	TransportRaw json.RawMessage `json:"transport,omitempty" caddy:"namespace=http.reverse_proxy.transport inline_key=protocol"`
 
 	// Several MCP servers behind this one endpoint, each with its own
-	// upstreams and era (servers.go): their catalogs are merged into one,
-	// names prefixed, and every request is routed to its server. With
-	// `servers`, the block has no `upstreams` or `dynamic_upstreams` of its
-	// own. Without it, the block fronts one server: its `upstreams`.
-	// Caddyfile: `server <name> { ... }`.
+	// upstreams and era: their catalogs are merged into one, names
+	// prefixed, and every request is routed to its server. At most 64.
+	// With `servers`, the block has none of the upstream options
+	// (`upstreams`, `dynamic_upstreams`, `dynamic_endpoint`,
+	// `dynamic_refuse`, `selection_policy`, `transport`) of its own: each
+	// server has them. Without it, the block fronts one server: its
+	// `upstreams`. Caddyfile: `server <name> { ... }`.
 	Servers []*Server `json:"servers,omitempty"`
 
-	// Options of a block with `servers` (servers.go).
+	// Options of a block with `servers`.
 	Federation FederationConfig `json:"federation,omitzero"`
 
 	// The groups of options (config.go), each a JSON object of its own.

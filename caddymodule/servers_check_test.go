@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
@@ -181,5 +182,32 @@ func TestCheckServersJSON(t *testing.T) {
 				t.Fatalf("error = %v, want it to contain %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestListTimeoutDefault: list_timeout 0 (or none) is 5s in a block with
+// servers; a block without servers keeps 0, which checkServers accepts.
+func TestListTimeoutDefault(t *testing.T) {
+	for _, c := range []struct {
+		config string
+		want   time.Duration
+	}{
+		{`{"servers":[{"name":"a","upstreams":[{"url":"http://127.0.0.1:9/mcp"}]}]}`, 5 * time.Second},
+		{`{"servers":[{"name":"a","upstreams":[{"url":"http://127.0.0.1:9/mcp"}]}],"federation":{"list_timeout":"2s"}}`, 2 * time.Second},
+		{`{"upstreams":[{"url":"http://127.0.0.1:9/mcp"}]}`, 0},
+	} {
+		var h Handler
+		if err := json.Unmarshal([]byte(c.config), &h); err != nil {
+			t.Fatal(err)
+		}
+		h.setDefaults()
+		if got := time.Duration(h.Federation.ListTimeout); got != c.want {
+			t.Errorf("%s: list_timeout %v, want %v", c.config, got, c.want)
+		}
+		if h.Servers == nil {
+			if err := h.checkServers(); err != nil {
+				t.Errorf("%s: checkServers after setDefaults: %v", c.config, err)
+			}
+		}
 	}
 }
