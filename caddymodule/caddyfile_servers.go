@@ -6,7 +6,8 @@ import (
 
 // unmarshalServer reads `server <name> { ... }` into a new server of the
 // block: its prefix, tools filter and upstream options (those of the block
-// itself, upstreamFields).
+// itself, upstreamFields). Its name, and what involves other servers, are
+// checked once the block is read (checkParsedServers).
 func (h *Handler) unmarshalServer(d *caddyfile.Dispenser, at *parsedAt) error {
 	tok := d.Token()
 	if !d.NextArg() {
@@ -15,14 +16,6 @@ func (h *Handler) unmarshalServer(d *caddyfile.Dispenser, at *parsedAt) error {
 	s := &Server{Name: d.Val()}
 	if d.NextArg() {
 		return d.Errf("server takes one name; options go in its block, got %q", d.Val())
-	}
-	if !serverNamePattern.MatchString(s.Name) {
-		return d.Errf("server %q: name: want 1 to 64 letters, digits, '_' or '-'", s.Name)
-	}
-	for _, o := range h.Servers {
-		if o.Name == s.Name {
-			return d.Errf("server %q is listed twice", s.Name)
-		}
 	}
 	fields := s.upstreamFields()
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
