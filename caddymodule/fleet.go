@@ -94,7 +94,7 @@ func (h *Handler) provisionFleet() error {
 	if len(h.Fleet.Peers) > 0 && h.Fleet.InstanceID == "" && h.Fleet.Advertise == "" {
 		return errPeerNeedsID
 	}
-	f.auth = seal.NewForwardAuth(h.keyring, f.instance, forwardNonces())
+	f.auth = seal.NewForwardAuth(h.blockKeyring, f.instance, forwardNonces())
 	f.client = h.peerClient // peer_transport (transport.go)
 	if f.client == nil {
 		f.client = newPeerClient()

@@ -29,6 +29,7 @@ type gatewayMetrics struct {
 	overhead    *prometheus.HistogramVec // cell
 	parkedEnded *prometheus.CounterVec   // reason
 	forwards    *prometheus.CounterVec   // direction, outcome
+	leftOut     *prometheus.CounterVec   // server, method
 	checks      *prometheus.CounterVec   // upstream, result
 	tasksMade   prometheus.Counter       //
 	tasksEnded  *prometheus.CounterVec   // status
@@ -65,6 +66,8 @@ func newGatewayMetrics(reg *prometheus.Registry) *gatewayMetrics {
 			"Parked calls that left the parked list, by reason: answered, expired, cancelled, failed; and calls refused a place (max_parked, max_parked_per_principal): refused.", "reason"),
 		forwards: counter("instance_forwards_total",
 			"Requests forwarded between gateway instances, by direction (sent, received) and outcome (ok, error).", "direction", "outcome"),
+		leftOut: counter("federation_left_out_total",
+			"Servers of a federated block left out of a merged answer (a listing, server/discover, a claim of resources), by server and method: they failed, answered an error, or did not answer within list_timeout.", "server", "method"),
 		checks: counter("health_checks_total",
 			"Active health checks of upstreams, by upstream and result (healthy, unhealthy).", "upstream", "result"),
 		tasksMade: registerOrExisting(reg, prometheus.NewCounter(prometheus.CounterOpts(opts("tasks_created_total",
@@ -130,6 +133,15 @@ func (m *gatewayMetrics) unparked(why string) {
 		return
 	}
 	m.parkedEnded.WithLabelValues(why).Inc()
+}
+
+// LeftOut counts a server of a federated block left out of a merged
+// answer to method.
+func (m *gatewayMetrics) LeftOut(server, method string) {
+	if m == nil {
+		return
+	}
+	m.leftOut.WithLabelValues(server, method).Inc()
 }
 
 // Forwarded counts a request forwarded between gateway instances: direction

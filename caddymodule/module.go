@@ -227,6 +227,18 @@ type Handler struct {
 	// faces are the enabled faces (faces.go), which the front door asks
 	// in turn.
 	faces []face.Face
+
+	// fed is a federated block's: its servers' inner handlers
+	// (federation.go); nil for a block of one server, and in an inner
+	// handler.
+	fed *federation
+	// serverName is an inner handler's server's name; "" otherwise.
+	serverName string
+	// blockKeyring is the block's keyring, which signs what goes between
+	// instances (the forwarding header); keyring is an inner handler's
+	// own (seal.Keyring.ForServer). The same keyring outside a federated
+	// block's servers.
+	blockKeyring *seal.Keyring
 }
 
 // CaddyModule returns the Caddy module information.

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
@@ -25,8 +27,19 @@ var processKey = sync.OnceValue(seal.NewRandomKey)
 // Provision sets up the handler: first the defaults of the options left
 // unset (setDefaults, the only place they are set), then the rest.
 func (h *Handler) Provision(ctx caddy.Context) error {
+	if err := h.checkServers(); err != nil { // servers_check.go
+		return err
+	}
+	if len(h.Servers) > 0 {
+		if err := h.provisionServers(ctx); err != nil { // federation.go
+			return err
+		}
+	}
 	fwdBase, revBase := h.setDefaults()
 	h.logger = ctx.Logger()
+	if h.serverName != "" {
+		h.logger = h.logger.With(zap.String("server", h.serverName))
+	}
 	h.ctx = ctx
 	h.streams, h.relays = newStreamRegistry(), newStreamRegistry()
 	if err := h.provisionLifecycle(ctx); err != nil { // stop.go
@@ -122,8 +135,10 @@ func (h *Handler) provisionKeys() error {
 		h.logger.Warn("no state_key configured: sealing with a random key made at start; " +
 			"sessions will not survive a restart and no other instance can serve them")
 		kr, err := seal.NewKeyring(processKey())
-		h.keyring = kr
-		return err
+		if err != nil {
+			return err
+		}
+		return h.setKeyring(kr)
 	}
 	repl := caddy.NewReplacer()
 	keys := make([][]byte, 0, len(h.Fleet.StateKeys))
@@ -138,7 +153,20 @@ func (h *Handler) provisionKeys() error {
 	if err != nil {
 		return fmt.Errorf("state_key: %w", err)
 	}
-	h.keyring = kr
+	return h.setKeyring(kr)
+}
+
+// setKeyring sets the block's keyring, and the handler's own: a server's
+// of a federated block, derived from the block's.
+func (h *Handler) setKeyring(kr *seal.Keyring) error {
+	h.blockKeyring, h.keyring = kr, kr
+	if h.serverName != "" {
+		own, err := kr.ForServer(h.serverName)
+		if err != nil {
+			return err
+		}
+		h.keyring = own
+	}
 	return nil
 }
 
@@ -252,6 +280,11 @@ func (h *Handler) Validate() error {
 // The last handler first stops the calls in progress, and waits for them
 // (stop.go).
 func (h *Handler) Cleanup() error {
+	if h.fed != nil {
+		for _, s := range h.fed.servers {
+			_ = s.Cleanup()
+		}
+	}
 	h.stopIfLast()
 	for _, u := range h.Upstreams {
 		if u != nil && u.state != nil {

@@ -126,6 +126,11 @@ var errOwnerSilent = errors.New("the owner instance did not answer in time")
 // names its owner now (relayTaskOwner), who serves it itself.
 func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id json.RawMessage, owner translate.Owner, unreachable func() bool, again bool) error {
 	routeOf(r).owner = owner.Instance
+	if b, ok := blockRequestOf(r); ok {
+		// A server's part of a federated block's request: the owner gets
+		// the block's request, which it routes to the same server.
+		r, body = b.r.WithContext(r.Context()), b.body
+	}
 	if _, forwarded := forwardedOf(r); forwarded && !again {
 		// Never forward twice: the fleet disagrees on who is where.
 		return jsonrpc.WriteError(w, id, &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,

@@ -124,8 +124,18 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 			Message: "Method Not Allowed",
 		})
 	}
+	if h.fed != nil && rt.era == eraModern {
+		return h.serveFederated(w, r, body) // federation.go
+	}
+	return h.route(w, r, body)
+}
+
+// route serves a request that passed the front door: its era's checks,
+// the routing decision and the cell it names. A federated block's servers
+// are asked here, their front door being the block's.
+func (h *Handler) route(w http.ResponseWriter, r *http.Request, body []byte) error {
 	learn := h.learnLegacy
-	if rt.era == eraModern {
+	if routeOf(r).era == eraModern {
 		learn = h.learnModern
 	}
 	l, ok, err := learn(w, r, body)
@@ -188,9 +198,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *learned, d de
 func (h *Handler) refuse(w http.ResponseWriter, l *learned, why refusal) error {
 	switch why {
 	case refuseNoUpstream:
+		msg := "no upstream MCP server is available (the gateway's log says why)"
+		if h.serverName != "" {
+			msg = "MCP server " + strconv.Quote(h.serverName) + " is not available: none of its upstreams can be reached (the gateway's log says why)"
+		}
 		return jsonrpc.WriteError(w, l.id, &jsonrpc.RPCError{
-			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
-			Message: "no upstream MCP server is available (the gateway's log says why)",
+			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError, Message: msg,
 		})
 	case refuseNoLegacyUpstream:
 		return jsonrpc.WriteError(w, l.id, &jsonrpc.RPCError{

@@ -38,6 +38,12 @@ func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastRe
 // and h.bridgeClient (the forward bridge's upstream sessions); without one
 // the shared bridges keep their own. (LoadModule empties TransportRaw.)
 func (h *Handler) provisionTransport(ctx caddy.Context) error {
+	if h.fed != nil {
+		// A federated block's one upstream is its merged endpoint.
+		h.client = &http.Client{Transport: inProcess{serve: h.serveInProcess}, CheckRedirect: noRedirect}
+		h.reverseClient = h.client
+		return nil
+	}
 	if h.TransportRaw == nil {
 		h.client = newUpstreamClient(64)
 		return nil

@@ -154,8 +154,10 @@ type Bridge struct {
 	taskRuns sync.WaitGroup // the tasks' runners (runTask)
 	support  taskSupport    // the upstreams' own execution.taskSupport
 	leases   *leaseKeeper   // this instance's lease on the tasks it owns (task_store.go)
-	// sweepKeyring opens the records the lease keeper sweeps.
-	sweepKeyring atomic.Pointer[seal.Keyring]
+	// sweepKeyrings open the records the lease keeper sweeps: the
+	// keyrings of the options that claimed a lease, by ID (one per server
+	// of a federated block, and per state_key).
+	sweepKeyrings sync.Map // uint32 -> *seal.Keyring
 	lister       toolLister // when the bridge listed an upstream's tools itself
 
 	// ctx outlives every client request: upstream calls run in it, so a

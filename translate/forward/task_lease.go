@@ -93,7 +93,7 @@ func (b *Bridge) claim(o *Options) [16]byte {
 	k.mu.Lock()
 	first := k.stores[o.Instance] != o.Tasks.Store
 	k.stores[o.Instance], k.every = o.Tasks.Store, o.taskLease()/3
-	b.sweepKeyring.Store(o.Keyring)
+	b.sweepKeyrings.Store(o.Keyring.ID(), o.Keyring)
 	start := !k.running && !k.released
 	k.running = k.running || start
 	k.mu.Unlock()
@@ -149,16 +149,20 @@ func (k *leaseKeeper) leased() map[string]Storage {
 
 // sweepRecords deletes the records whose ttl passed.
 func (b *Bridge) sweepRecords() {
-	kr := b.sweepKeyring.Load()
-	if kr == nil {
+	var krs []*seal.Keyring
+	b.sweepKeyrings.Range(func(_, v any) bool {
+		krs = append(krs, v.(*seal.Keyring))
+		return true
+	})
+	if len(krs) == 0 {
 		return
 	}
 	for _, store := range b.leases.leased() {
-		b.sweep(store, kr)
+		b.sweep(store, krs)
 	}
 }
 
-func (b *Bridge) sweep(store Storage, kr *seal.Keyring) {
+func (b *Bridge) sweep(store Storage, krs []*seal.Keyring) {
 	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
 	defer cancel()
 	const lock = "mcp_gateway/tasks-sweep"
@@ -180,7 +184,7 @@ func (b *Bridge) sweep(store Storage, kr *seal.Keyring) {
 		if err != nil {
 			continue // a directory of file_system's, or gone meanwhile
 		}
-		rec, err := seal.OpenTaskRecord(kr, sealed)
+		rec, err := openAny(krs, sealed)
 		if err != nil || now.Before(rec.Created.Add(rec.TTL)) {
 			continue // another key's (kept for its own instances), or alive
 		}
@@ -244,4 +248,14 @@ func ownerAlive(ctx context.Context, store Storage, rec seal.TaskRecord, now tim
 		return false, 0, nil
 	}
 	return true, l.expires.Sub(now), nil
+}
+
+// openAny opens a task record with the first of krs it opens under.
+func openAny(krs []*seal.Keyring, sealed []byte) (rec seal.TaskRecord, err error) {
+	for _, kr := range krs {
+		if rec, err = seal.OpenTaskRecord(kr, sealed); err == nil {
+			return rec, nil
+		}
+	}
+	return rec, err
 }
