@@ -11,7 +11,8 @@
 // than the largest one sealable is refused before it is opened) and is
 // fuzzed where it parses what a client or the storage gives (the
 // Fuzz* targets); golden_test.go keeps tokens of the session ids, the
-// requestState and the owner tag that a later release must still open.
+// requestState, the owner tag and the federated cursor that a later
+// release must still open.
 //
 // The kinds, with their purpose strings, and where they are made and
 // opened:
@@ -29,6 +30,7 @@
 //	REST roots (SealRESTRoots)            mcp-gateway/rest-roots/v1              caddymodule/face/rest (a principal's roots in Caddy's storage) / the same
 //	TurnState (SealTurn, OpenTurn)        mcp-gateway/multi-turn-sse/v1          caddymodule/face/multiturn (the Last-Event-ID ending a turn) / the same
 //	TurnSession (SealTurnSession)         mcp-gateway/multi-turn-session/v1      caddymodule/face/multiturn (an opted-in session id, mt1.) / the same
+//	FederatedCursor (SealFederatedCursor) mcp-gateway/federated-cursor/v1        translate/federate (the nextCursor of a list merged from several servers) / the same
 //	forwarding header (ForwardAuth)       mcp-gateway/forwarded/v2 (an HMAC key) caddymodule (Mcp-Gateway-Forwarded on a request relayed to its owner) / caddymodule
 //	principal's storage name (PrincipalName) mcp-gateway/storage-name/v1 (an HMAC key) caddymodule/face/rest, translate/forward (the folder of a principal's records in Caddy's storage)
 //

@@ -3,6 +3,7 @@ package seal
 import (
 	"bytes"
 	"encoding/base64"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -19,6 +20,10 @@ const (
 	goldenOwner = "AUJe1OSYG4pvWtKvNUGKeD1-le3RZkALmQ7M8Yg4Lkf463k-WTERMDxS-kyhfXE_7W8b3pDEd-hq_Q"
 	// goldenForwarded was signed by instance gw-a for gw-b at
 	// goldenSigned, over goldenRequest.
+	// goldenCursor is a federated cursor (minted when the kind was added,
+	// by SealFederatedCursor): pages handed out before an upgrade go on
+	// opening after it.
+	goldenCursor    = "AUJe1OT8hF1pgOH8OEWe1DkAD98VOyXwFGFJzFgQsc9IQuXQ-eV4bsrGEuzgH6v1h9fFZvhyiMv5Wo3b97Sdmum7bv9J5lPg"
 	goldenForwarded = "v2;k=425ed4e4;t=gw-b;e=1800000030123;n=80kXr36MW9LL22iJNbVBeA;p=BwAAAAAAAAAAAAAAAAAAAA;s=ozjIiP24ZLcd3eMiuUjq0PsabMCDkyJEiCWf0WAm7tg"
 )
 
@@ -77,6 +82,17 @@ func TestGoldenTokens(t *testing.T) {
 		t.Errorf("golden owner: %q %q %t", inst, addr, ok)
 	}
 	sameToken(t, kr, "owner", ownerPurpose, goldenOwner, SealOwner(kr, "gw-a", "http://10.0.0.1:8080"))
+
+	cur := FederatedCursor{Kind: 1, Principal: [16]byte{3}, Expires: time.Unix(1_800_003_600, 0),
+		Next: []ServerCursor{{Server: 0, Cursor: "page-2"}, {Server: 2, Cursor: "c=100"}}}
+	if got, err := OpenFederatedCursor(kr, goldenCursor, 1, [16]byte{3}, issued); err != nil || !reflect.DeepEqual(got, cur) {
+		t.Errorf("golden cursor: %+v, %v", got, err)
+	}
+	fresh, err := SealFederatedCursor(kr, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameToken(t, kr, "cursor", cursorPurpose, goldenCursor, fresh)
 
 	// The forwarding MAC is deterministic: the golden header verifies.
 	p, err := NewForwardAuth(kr, "gw-b", NewReplayFilter(4)).Verify(goldenForwarded, goldenRequest, goldenSigned)
