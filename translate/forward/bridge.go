@@ -157,8 +157,8 @@ type Bridge struct {
 	// sweepKeyrings open the records the lease keeper sweeps: the
 	// keyrings of the options that claimed a lease, by ID (one per server
 	// of a federated block, and per state_key).
-	sweepKeyrings sync.Map // uint32 -> *seal.Keyring
-	lister       toolLister // when the bridge listed an upstream's tools itself
+	sweepKeyrings sync.Map   // uint32 -> *seal.Keyring
+	lister        toolLister // when the bridge listed an upstream's tools itself
 
 	// ctx outlives every client request: upstream calls run in it, so a
 	// parked call survives its first request.
