@@ -40,6 +40,7 @@ type federation struct {
 	set         *federate.Set
 	listTimeout time.Duration
 	claims      *expirable.LRU[[16]byte, claimsEntry] // federation_resources.go
+	lists       listCache                             // federation_cache.go
 }
 
 // federatedUpstream is the one upstream of a federated block's outer
@@ -62,7 +63,7 @@ func (h *Handler) provisionServers(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("servers: %w", err)
 	}
-	f := &federation{set: set, listTimeout: time.Duration(h.Federation.ListTimeout), claims: newClaimsCache()}
+	f := &federation{set: set, listTimeout: time.Duration(h.Federation.ListTimeout), claims: newClaimsCache(), lists: newListCache()}
 	if f.listTimeout <= 0 {
 		f.listTimeout = defaultListTimeout
 	}

@@ -52,9 +52,10 @@ func (h *Handler) askServers(r *http.Request, method string, params gjson.Result
 			p = "{}"
 		}
 		if cursorOf != nil {
-			p = jsonrpc.RemoveMembers(p, "cursor")
 			if c := cursorOf(i); c != "" {
-				p = string(withMember([]byte(p), "cursor", jsonrpc.Quote(c)))
+				p = jsonrpc.SetMember(p, "cursor", jsonrpc.Quote(c))
+			} else {
+				p = jsonrpc.RemoveMembers(p, "cursor")
 			}
 		}
 		body, err := jsonrpc.Marshal(jsonrpc.NewRequest(face.RequestID, method, json.RawMessage(p)))
@@ -145,21 +146,27 @@ func (h *Handler) serveMergedList(w http.ResponseWriter, r *http.Request, req *t
 			}
 		}
 	}
-	parts := h.askServers(r, req.Method, params, which, func(i int) string { return cursors[i] })
-	merged := federate.Merge(h.fed.set, kind, parts)
-	for _, hd := range merged.Hidden {
-		h.logger.Warn("an entry of a server was hidden from the merged catalog",
-			zap.String("server", h.fed.servers[hd.Server].serverName), zap.String("method", req.Method),
-			zap.String("name", jsonrpc.Clip(hd.Name)), zap.String("why", hd.Why))
+	now := time.Now()
+	page, ok := h.fed.lists.get(kind, params, cursors, princ, now)
+	if !ok {
+		parts := h.askServers(r, req.Method, params, which, func(i int) string { return cursors[i] })
+		merged := federate.Merge(h.fed.set, kind, parts)
+		for _, hd := range merged.Hidden {
+			h.logger.Warn("an entry of a server was hidden from the merged catalog",
+				zap.String("server", h.fed.servers[hd.Server].serverName), zap.String("method", req.Method),
+				zap.String("name", jsonrpc.Clip(hd.Name)), zap.String("why", hd.Why))
+		}
+		h.fed.lists.put(kind, params, cursors, princ, merged, now)
+		page = listEntry{result: merged.Result, next: merged.Next}
 	}
-	result := merged.Result
-	next, err := federate.NextCursor(h.keyring, kind, princ, merged.Next, time.Now())
+	result := page.result
+	next, err := federate.NextCursor(h.keyring, kind, princ, page.next, now)
 	if err != nil {
 		// A server's cursor too large to carry: its list ends here.
 		h.logger.Warn("a merged list ends early: a server's cursor could not be carried", zap.String("method", req.Method), zap.Error(err))
 	}
 	if next != "" {
-		result = withMember(result, "nextCursor", jsonrpc.Quote(next))
+		result = []byte(jsonrpc.SetMember(string(result), "nextCursor", jsonrpc.Quote(next)))
 	}
 	return writeResult(w, req.ID, result)
 }
@@ -180,21 +187,6 @@ func (h *Handler) serveMergedDiscover(w http.ResponseWriter, r *http.Request, re
 // gatewayServerInfo is the serverInfo of a federated block: the gateway's
 // own, not any one server's.
 var gatewayServerInfo = []byte(`{"name":"caddy-mcp-gateway","title":"MCP gateway","version":"1"}`)
-
-// withMember adds the member name:val (raw JSON) to the object obj.
-func withMember(obj []byte, name, val string) []byte {
-	out := make([]byte, 0, len(obj)+len(name)+len(val)+4)
-	out = append(out, obj[:len(obj)-1]...)
-	empty := true
-	gjson.ParseBytes(obj).ForEach(func(_, _ gjson.Result) bool { empty = false; return false })
-	if !empty {
-		out = append(out, ',')
-	}
-	out = append(out, jsonrpc.Quote(name)...)
-	out = append(out, ':')
-	out = append(out, val...)
-	return append(out, '}')
-}
 
 // writeResult answers a JSON-RPC result object.
 func writeResult(w http.ResponseWriter, id json.RawMessage, result []byte) error {

@@ -175,7 +175,7 @@ func (h *Handler) listenBody(r *http.Request, body []byte, filter gjson.Result, 
 	}
 	b = append(b, '}')
 	params := gjson.GetBytes(body, "params")
-	p := withMember([]byte(jsonrpc.RemoveMembers(params.Raw, "notifications")), "notifications", string(b))
+	p := jsonrpc.SetMember(params.Raw, "notifications", string(b))
 	nb := make([]byte, 0, len(body)+len(p))
 	nb = append(nb, body[:params.Index]...)
 	nb = append(nb, p...)
