@@ -127,6 +127,7 @@ func resourceNotFound(uri string) *jsonrpc.RPCError {
 // answer are put in the block's namespace.
 func (h *Handler) toServer(w http.ResponseWriter, r *http.Request, body []byte, i int, path, value string, tasks bool) error {
 	in := h.fed.servers[i]
+	routeOf(r).server = in.serverName
 	inner := r.WithContext(withBlockRequest(r.Context(), r, body))
 	nb := body
 	if path != "" {
