@@ -160,12 +160,12 @@ func appendItem(b []byte, set *Set, kind ListKind, server int, item gjson.Result
 	key := v.Str
 	switch kind {
 	case Tools, Prompts:
+		if kind == Tools && !set.servers[server].Tools.Allows(key) {
+			return b, false, Hidden{} // configuration, not a fault
+		}
 		shown, why := set.shown(server, key)
 		if why != "" {
 			return b, false, Hidden{Server: server, Name: key, Why: why}
-		}
-		if kind == Tools && !set.servers[server].Tools.Allows(key) {
-			return b, false, Hidden{}
 		}
 		b = append(b, item.Raw[:v.Index]...)
 		b = append(b, jsonrpc.Quote(shown)...)
@@ -186,21 +186,27 @@ func onlyString(v gjson.Result, name string) (gjson.Result, bool) {
 	if !v.IsObject() {
 		return gjson.Result{}, false
 	}
-	var val gjson.Result
-	count := 0
-	gjson.Parse(v.Raw).ForEach(func(k, mv gjson.Result) bool { // offsets from v.Raw
-		if k.Str == name {
-			val = mv
-			count++
-		}
-		return count < 2
-	})
-	return val, count == 1 && val.Type == gjson.String
+	val, n := member(v.Raw, name)
+	return val, n == 1 && val.Type == gjson.String
 }
 
-func members(obj string) []jsonrpc.Member {
-	ms, _ := jsonrpc.Members(obj)
-	return ms
+// member reads the member name of the JSON object text obj: its first
+// value (its Index is its offset in obj), and how many times obj has it
+// (counting stops at 2: a repeated name could be read as one copy here
+// and as another by a peer).
+func member(obj, name string) (gjson.Result, int) {
+	var val gjson.Result
+	n := 0
+	gjson.Parse(obj).ForEach(func(k, v gjson.Result) bool {
+		if k.Str == name {
+			if n == 0 {
+				val = v
+			}
+			n++
+		}
+		return n < 2
+	})
+	return val, n
 }
 
 // resultObject parses a part's result: !ok unless it is valid JSON (of a
