@@ -51,7 +51,9 @@ func (h *Handler) serveFederated(w http.ResponseWriter, r *http.Request, body []
 			}
 			return writeUnknown(w, req.ID, "Unknown "+what+": "+jsonrpc.Clip(req.Name))
 		}
-		tasks := req.Method == "tools/call" && bytes.Contains(req.ClientCapabilities, []byte(tasksExtension))
+		// A task can answer only a call declaring the Tasks extension, or
+		// one a face asks the gateway to host.
+		tasks := req.Method == "tools/call" && (bytes.Contains(req.ClientCapabilities, []byte(tasksExtension)) || routeOf(r).hostTask)
 		return h.toServer(w, r, body, i, "params.name", name, tasks)
 	case "tasks/get", "tasks/update", "tasks/cancel":
 		i, id, ok := f.set.UnwrapTaskID(req.Name)
