@@ -10,10 +10,13 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/federate"
 )
 
-// A merged page is kept for as long as its ttlMs says (the smallest of its
+// discoverKind is the cache's kind of a merged server/discover (after
+// the ListKinds).
+const discoverKind byte = 0xff
+
+// A merged page, or a merged server/discover, is kept for as long as its ttlMs says (the smallest of its
 // parts'), and answered again from memory within it: for everyone when
 // every part was `public`, else for the same principal only. The key is
 // the list, the request's params but for the cursor, what the cursor
@@ -44,9 +47,9 @@ func newListCache() listCache {
 }
 
 // listKey is the key of a page: public (zero principal) or princ's.
-func listKey(kind federate.ListKind, params gjson.Result, cursors map[int]string, princ [16]byte) [32]byte {
+func listKey(kind byte, params gjson.Result, cursors map[int]string, princ [16]byte) [32]byte {
 	h := sha256.New()
-	h.Write([]byte{byte(kind)})
+	h.Write([]byte{kind})
 	h.Write(princ[:])
 	h.Write([]byte(jsonrpc.RemoveMembers(orEmpty(params.Raw), "cursor")))
 	servers := make([]int, 0, len(cursors))
@@ -68,7 +71,7 @@ func listKey(kind federate.ListKind, params gjson.Result, cursors map[int]string
 }
 
 // get returns the page kept for the request: a public one, else princ's.
-func (c *listCache) get(kind federate.ListKind, params gjson.Result, cursors map[int]string, princ [16]byte, now time.Time) (listEntry, bool) {
+func (c *listCache) get(kind byte, params gjson.Result, cursors map[int]string, princ [16]byte, now time.Time) (listEntry, bool) {
 	for _, p := range [][16]byte{{}, princ} {
 		k := listKey(kind, params, cursors, p)
 		if e, ok := c.pages.Get(k); ok {
@@ -82,16 +85,16 @@ func (c *listCache) get(kind federate.ListKind, params gjson.Result, cursors map
 }
 
 // put keeps a merged page for its ttlMs.
-func (c *listCache) put(kind federate.ListKind, params gjson.Result, cursors map[int]string, princ [16]byte, m federate.Merged, now time.Time) {
-	res := gjson.ParseBytes(m.Result)
+func (c *listCache) put(kind byte, params gjson.Result, cursors map[int]string, princ [16]byte, result []byte, next map[int]string, now time.Time) {
+	res := gjson.ParseBytes(result)
 	ttl := res.Get("ttlMs").Int()
-	if ttl <= 0 || len(m.Result) > listCacheMaxResult {
+	if ttl <= 0 || len(result) > listCacheMaxResult {
 		return
 	}
 	if res.Get("cacheScope").String() == "public" {
 		princ = [16]byte{}
 	}
-	c.pages.Add(listKey(kind, params, cursors, princ), listEntry{result: m.Result, next: m.Next, expires: now.Add(time.Duration(ttl) * time.Millisecond)})
+	c.pages.Add(listKey(kind, params, cursors, princ), listEntry{result: result, next: next, expires: now.Add(time.Duration(ttl) * time.Millisecond)})
 }
 
 func orEmpty(raw string) string {

@@ -147,7 +147,7 @@ func (h *Handler) serveMergedList(w http.ResponseWriter, r *http.Request, req *t
 		}
 	}
 	now := time.Now()
-	page, ok := h.fed.lists.get(kind, params, cursors, princ, now)
+	page, ok := h.fed.lists.get(byte(kind), params, cursors, princ, now)
 	if !ok {
 		parts := h.askServers(r, req.Method, params, which, func(i int) string { return cursors[i] })
 		merged := federate.Merge(h.fed.set, kind, parts)
@@ -156,7 +156,14 @@ func (h *Handler) serveMergedList(w http.ResponseWriter, r *http.Request, req *t
 				zap.String("server", h.fed.servers[hd.Server].serverName), zap.String("method", req.Method),
 				zap.String("name", jsonrpc.Clip(hd.Name)), zap.String("why", hd.Why))
 		}
-		h.fed.lists.put(kind, params, cursors, princ, merged, now)
+		asked := len(which)
+		if which == nil {
+			asked = len(h.fed.servers)
+		}
+		if len(parts) == asked {
+			// Kept only whole: a server left out comes back at the next ask.
+			h.fed.lists.put(byte(kind), params, cursors, princ, merged.Result, merged.Next, now)
+		}
 		page = listEntry{result: merged.Result, next: merged.Next}
 	}
 	result := page.result
@@ -174,14 +181,23 @@ func (h *Handler) serveMergedList(w http.ResponseWriter, r *http.Request, req *t
 // serveMergedDiscover answers server/discover with what the servers
 // offer together, and the gateway's own serverInfo.
 func (h *Handler) serveMergedDiscover(w http.ResponseWriter, r *http.Request, req *translate.ModernRequest, body []byte) error {
-	parts := h.askServers(r, req.Method, gjson.GetBytes(body, "params"), nil, nil)
+	params, princ, now := gjson.GetBytes(body, "params"), h.principal(r), time.Now()
+	if e, ok := h.fed.lists.get(discoverKind, params, nil, princ, now); ok {
+		return writeResult(w, req.ID, e.result)
+	}
+	parts := h.askServers(r, req.Method, params, nil, nil)
 	if len(parts) == 0 {
 		return jsonrpc.WriteError(w, req.ID, &jsonrpc.RPCError{
 			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 			Message: "no MCP server of this endpoint answered (the gateway's log says why)",
 		})
 	}
-	return writeResult(w, req.ID, federate.MergeDiscover(h.fed.set, parts, gatewayServerInfo))
+	result := federate.MergeDiscover(h.fed.set, parts, gatewayServerInfo)
+	if len(parts) == len(h.fed.servers) {
+		// Kept only whole: a server left out comes back at the next ask.
+		h.fed.lists.put(discoverKind, params, nil, princ, result, nil, now)
+	}
+	return writeResult(w, req.ID, result)
 }
 
 // gatewayServerInfo is the serverInfo of a federated block: the gateway's
