@@ -121,9 +121,6 @@ func blockRequestOf(r *http.Request) (blockRequest, bool) {
 // withBlockRequest marks ctx as serving, for a server, the block's request
 // r whose body is body.
 func withBlockRequest(ctx context.Context, r *http.Request, body []byte) context.Context {
-	if _, ok := ctx.Value(serverContextKey{}).(blockRequest); ok {
-		return ctx
-	}
 	return context.WithValue(ctx, serverContextKey{}, blockRequest{r: r, body: body})
 }
 
