@@ -2,6 +2,9 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -23,5 +26,30 @@ func TestFederationResourceNotFound(t *testing.T) {
 	}
 	if err := json.Unmarshal(x.Resp.Error.Data, &data); err != nil || data.URI != uri {
 		t.Fatalf("error.data = %s (%v), want {\"uri\":%q}", x.Resp.Error.Data, err, uri)
+	}
+}
+
+// TestFederationServerDownNamed: the first call to a server of a federated
+// block whose only upstream refuses connections (configured modern, so
+// that the call is passed through and fails over, finding no other) is
+// answered 503 naming the server, never the upstream's address; the other
+// server is still served.
+func TestFederationServerDownNamed(t *testing.T) {
+	t.Parallel()
+	mu := newModernUpstream(t)
+	port := freePort(t) // nothing listens there
+	down := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	g := startGateway(t, "\t\tserver up {\n"+mu.block()+"\n\t\t}\n\t\tserver down {\n\t\t\tupstream "+down+" {\n\t\t\t\tera modern\n\t\t\t}\n\t\t}\n")
+	call := func(id int, tool string) rpcExchange {
+		return postRPC(t, g.URL, modernHeaders(modernVersion, "tools/call", tool),
+			rpcBody(t, id, "tools/call", map[string]any{"name": tool, "arguments": map[string]any{}, "_meta": meta(modernVersion)}), id)
+	}
+	x := call(1, "down__anything")
+	if x.Status != http.StatusServiceUnavailable || x.Resp == nil || x.Resp.Error == nil ||
+		!strings.Contains(x.Resp.Error.Message, `MCP server "down" is not available`) || strings.Contains(x.Raw, fmt.Sprint(port)) {
+		t.Fatalf("a call to the down server = %s, want 503 naming server down, not its address", x)
+	}
+	if x = call(2, "up__confirm"); x.Resp == nil || x.Resp.Error != nil || !strings.Contains(x.Raw, `"input_required"`) {
+		t.Fatalf("a call to the server that is up = %s, want its input_required", x)
 	}
 }
