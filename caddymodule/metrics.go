@@ -253,6 +253,9 @@ func (upstreamCollector) Collect(ch chan<- prometheus.Metric) {
 	stats := bridgeStats()
 	upstreamStates.Range(func(_, v any) bool {
 		s := v.(*upstreamState)
+		if s.url == federatedUpstream {
+			return true // a federated block's merged endpoint, in-process
+		}
 		healthy := 0.0
 		if now.UnixNano() >= s.downUntil.Load() {
 			healthy = 1

@@ -67,7 +67,7 @@ func TestAdminAPI(t *testing.T) {
 // TestAdminUpstreamsFederated: the upstreams of a federated block are
 // listed with the name of the server each belongs to, and the block's own
 // merged endpoint (served in-process, never reached over the network) is
-// not listed.
+// neither listed nor in the metrics' upstream series.
 func TestAdminUpstreamsFederated(t *testing.T) {
 	t.Parallel()
 	rs, mu := newRecordingServer(t), newModernUpstream(t)
@@ -88,5 +88,9 @@ func TestAdminUpstreamsFederated(t *testing.T) {
 		if !ok || u["server"] != w[0] || u["era"] != w[1] || u["healthy"] != true {
 			t.Fatalf("upstreams = %v, want %s of server old (legacy) and %s of server new (modern)", ups, rs.url, mu.url)
 		}
+	}
+	// Nor do the upstream series of the metrics name the merged endpoint.
+	if text := scrape(t, g); !strings.Contains(text, rs.url) || strings.Contains(text, "federated.mcp-gateway.invalid") {
+		t.Fatalf("the metrics name the merged endpoint, or not the servers' upstreams:\n%s", text)
 	}
 }
