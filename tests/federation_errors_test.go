@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -51,5 +53,58 @@ func TestFederationServerDownNamed(t *testing.T) {
 	}
 	if x = call(2, "up__confirm"); x.Resp == nil || x.Resp.Error != nil || !strings.Contains(x.Raw, `"input_required"`) {
 		t.Fatalf("a call to the server that is up = %s, want its input_required", x)
+	}
+}
+
+// listingServer is a fixture written for these tests (no real peer lets a
+// test choose its caching hints or make it fail on demand): a modern MCP
+// endpoint answering tools/list with one tool, tool, and ttlMs 60000,
+// cacheScope public — or, while failing is set, with a JSON-RPC error.
+// Other methods get -32601.
+func listingServer(t *testing.T, tool string, failing *atomic.Bool) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.ID == nil {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case req.Method != "tools/list":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, req.ID)
+		case failing.Load():
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"not now"}}`, req.ID)
+		default:
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":%q,"inputSchema":{"type":"object"}}],"resultType":"complete","ttlMs":60000,"cacheScope":"public"}}`, req.ID, tool)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+// TestFederationPartialListNotKept: a merged page a server was left out of
+// (it answered an error) is not kept for its ttlMs: once the server
+// answers again, the next listing has its tools, not the page without
+// them for the next minute.
+func TestFederationPartialListNotKept(t *testing.T) {
+	t.Parallel()
+	var never, failing atomic.Bool
+	failing.Store(true)
+	a, b := listingServer(t, "alpha", &never), listingServer(t, "beta", &failing)
+	modern := func(u string) string { return "\t\t\tupstream " + u + " {\n\t\t\t\tera modern\n\t\t\t}\n" }
+	g := startGateway(t, "\t\tserver a {\n"+modern(a)+"\t\t}\n\t\tserver b {\n"+modern(b)+"\t\t}\n")
+	list := func(id int) rpcExchange {
+		return postRPC(t, g.URL, modernHeaders(modernVersion, "tools/list", ""), rpcBody(t, id, "tools/list", map[string]any{"_meta": meta(modernVersion)}), id)
+	}
+	if x := list(1); !strings.Contains(x.Raw, `"a__alpha"`) || strings.Contains(x.Raw, `"b__beta"`) {
+		t.Fatalf("tools/list with server b failing = %s, want a's tool only", x)
+	}
+	failing.Store(false)
+	if x := list(2); !strings.Contains(x.Raw, `"a__alpha"`) || !strings.Contains(x.Raw, `"b__beta"`) || !strings.Contains(x.Raw, `"ttlMs":60000`) {
+		t.Fatalf("tools/list with server b back = %s, want both servers' tools (ttlMs 60000)", x)
 	}
 }
