@@ -17,7 +17,7 @@ func TestTaskIDWriter(t *testing.T) {
 			`{"jsonrpc":"2.0","id":1,"result":{"resultType":"task","taskId":"go:abc","status":"working"}}`},
 		"sse split mid-line": {"text/event-stream", []string{"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tasks\",\"params\":{\"task", "Id\":\"t1\"}}\n\n", "data: {\"id\":2,\"result\":{\"taskId\":\"t2\"}}\r\n\r\n"},
 			"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tasks\",\"params\":{\"taskId\":\"go:t1\"}}\n\ndata: {\"id\":2,\"result\":{\"taskId\":\"go:t2\"}}\r\n\r\n"},
-		"no task": {"application/json", []string{`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`}, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`},
+		"no task":  {"application/json", []string{`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`}, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`},
 		"not json": {"text/event-stream", []string{"data: {\"taskId\": oops\n\n"}, "data: {\"taskId\": oops\n\n"},
 	} {
 		t.Run(name, func(t *testing.T) {
