@@ -161,8 +161,9 @@ func (h *Handler) serveMergedList(w http.ResponseWriter, r *http.Request, req *t
 			asked = len(h.fed.servers)
 		}
 		if len(parts) == asked {
-			// Kept only whole: a server left out comes back at the next ask.
 			h.fed.lists.put(byte(kind), params, cursors, princ, merged.Result, merged.Next, now)
+		} else {
+			merged.Result = partial(merged.Result)
 		}
 		page = listEntry{result: merged.Result, next: merged.Next}
 	}
@@ -194,10 +195,18 @@ func (h *Handler) serveMergedDiscover(w http.ResponseWriter, r *http.Request, re
 	}
 	result := federate.MergeDiscover(h.fed.set, parts, gatewayServerInfo)
 	if len(parts) == len(h.fed.servers) {
-		// Kept only whole: a server left out comes back at the next ask.
 		h.fed.lists.put(discoverKind, params, nil, princ, result, nil, now)
+	} else {
+		result = partial(result)
 	}
 	return writeResult(w, req.ID, result)
+}
+
+// partial marks a merged answer a server was left out of as stale at once
+// (ttlMs 0): neither the gateway nor the client keeps it, so the server
+// is back in the next one.
+func partial(result []byte) []byte {
+	return []byte(jsonrpc.SetMember(string(result), "ttlMs", "0"))
 }
 
 // gatewayServerInfo is the serverInfo of a federated block: the gateway's
