@@ -82,6 +82,12 @@ func (c *SecurityConfig) unmarshalOption(d *caddyfile.Dispenser, opt string) (bo
 		err = face.ParseString(d, &c.Principal)
 	case "max_request_body":
 		err = face.ParseSize(d, &c.MaxRequestBody)
+	case "accept_client_quirks":
+		if c.AcceptClientQuirks, err = appendArgs(d, c.AcceptClientQuirks); err == nil {
+			if cerr := checkClientQuirks(c.AcceptClientQuirks); cerr != nil {
+				err = d.Err(cerr.Error())
+			}
+		}
 	case "log_unsafe_details":
 		if c.LogUnsafeDetails {
 			return true, d.Err("log_unsafe_details already specified")

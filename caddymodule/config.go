@@ -209,6 +209,37 @@ type SecurityConfig struct {
 	// Must be positive. Default: 4 MiB.
 	MaxRequestBody int64 `json:"max_request_body,omitempty"`
 
+	// Header bugs of known clients that the gateway repairs instead of
+	// refusing the request with `-32020`, as the specification requires of
+	// a server. Each repair applies only to a request whose body is modern
+	// (its `params._meta` `io.modelcontextprotocol/protocolVersion` is
+	// `2026-07-28`), only makes a header say what the body says, and is
+	// made before the request's era is decided and it is validated: a
+	// header that still disagrees with the body is refused as before.
+	// Routing and policy read the body either way. Each repair is logged
+	// at debug level with the client's `clientInfo` name and counted in
+	// `caddy_mcp_gateway_client_quirks_repaired_total{repair}`. A repaired
+	// header reaches a modern upstream as repaired, which breaks an HTTP
+	// message signature that covers it.
+	//
+	// `protocol_header_mismatch`: a single `MCP-Protocol-Version` header
+	// naming a legacy revision (`2025-11-25`, `2025-06-18`, `2025-03-26`,
+	// `2024-11-05`) is set to the body's version (Claude's connectors
+	// send `2025-11-25` with a 2026-07-28 body).
+	//
+	// `missing_method_header`: on a request, an absent `Mcp-Method` is set
+	// to the body's method, and an absent `Mcp-Name` to its `params.name`,
+	// `params.uri` or `params.taskId` (Base64-encoded when needed), for the
+	// methods that have one (some stdio-to-HTTP bridges omit them). A
+	// header present is never changed. `Mcp-Param-*` headers are not
+	// filled: the gateway does not read a modern upstream's tool schemas,
+	// so a call to a tool that mirrors an argument into a header still
+	// gets the upstream's `-32020` (the forward bridge's legacy upstreams
+	// need none).
+	//
+	// Default: none (every such request gets `-32020`).
+	AcceptClientQuirks []string `json:"accept_client_quirks,omitempty"`
+
 	// UNSAFE, for debugging only: add to the debug-level log line of every
 	// request its `Mcp-Session-Id`, the evaluated principal (often a
 	// bearer token) and the first 4 KiB of its body (params,

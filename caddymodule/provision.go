@@ -107,6 +107,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionHosts(); err != nil {
 		return err
 	}
+	h.quirks = newQuirkSet(h.Security.AcceptClientQuirks) // checked in Validate
 
 	// End our own streams when this config is unloaded (reload) and, earlier,
 	// when the server begins to stop: Caddy's grace period never ends SSE
@@ -225,6 +226,9 @@ func (h *Handler) Validate() error {
 		}
 	}
 	if err := checkTasks(h.Tasks.Rules); err != nil {
+		return err
+	}
+	if err := checkClientQuirks(h.Security.AcceptClientQuirks); err != nil {
 		return err
 	}
 	if err := checkTaskStore(h.Tasks.Store); err != nil {
