@@ -1,0 +1,97 @@
+package tests
+
+// accept_client_quirks end to end: the header bugs of known clients
+// repaired at the front door, through a modern upstream (pass-through)
+// and through the forward bridge, against the go-sdk everything-server in
+// both eras; refused with -32020 without the option, and still refused
+// when a header disagrees with the body after the repair.
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestClientQuirks(t *testing.T) {
+	t.Parallel()
+	modern, legacy := startGoEverything(t, true), startGoEverything(t, false)
+	block := func(path, upstream, era, quirks string) string {
+		return fmt.Sprintf("\tmcp_gateway %s {\n\t\tupstream %s {\n\t\t\tera %s\n\t\t}\n%s\t}\n", path, upstream, era, quirks)
+	}
+	const both = "\t\taccept_client_quirks protocol_header_mismatch missing_method_header\n"
+	// /mcp passes through to the modern server, /fwd bridges to the
+	// legacy one; /off is /mcp without the option.
+	g := startGatewayWith(t, "\tlog {\n\t\tlevel DEBUG\n\t}",
+		block("/fwd", legacy, "legacy", both)+block("/off", modern, "modern", ""),
+		fmt.Sprintf("\t\tupstream %s {\n\t\t\tera modern\n\t\t}\n%s", modern, both))
+	base := strings.TrimSuffix(g.URL, "/mcp")
+	repaired, bridged, off := g.URL, base+"/fwd", base+"/off"
+
+	call := func(id int, tool, args string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{`+
+			`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},`+
+			`"io.modelcontextprotocol/clientInfo":{"name":"claude-ai","version":"0.1.0"}},"name":%q,"arguments":%s}}`, id, tool, args)
+	}
+	// Claude's connectors: a legacy MCP-Protocol-Version on a modern body.
+	claude := map[string]string{"MCP-Protocol-Version": "2025-11-25", "Mcp-Method": "tools/call", "Mcp-Name": "test_simple_text"}
+	// A stdio-to-HTTP bridge: no Mcp-Method, no Mcp-Name.
+	bare := map[string]string{"MCP-Protocol-Version": "2026-07-28"}
+	const simple = "This is a simple text response for testing."
+
+	id := 0
+	for _, c := range []struct{ name, url string }{{"modern upstream", repaired}, {"forward bridge", bridged}} {
+		for _, q := range []struct {
+			name string
+			hdr  map[string]string
+		}{{"protocol_header_mismatch", claude}, {"missing_method_header", bare}} {
+			id++
+			if text := checkToolResult(t, postRPC(t, c.url, q.hdr, call(id, "test_simple_text", "{}"), id), id); text != simple {
+				t.Errorf("%s, %s: result %q", c.name, q.name, text)
+			}
+		}
+	}
+	for _, q := range []map[string]string{claude, bare} {
+		id++
+		checkRPCError(t, postRPC(t, off, q, call(id, "test_simple_text", "{}"), id), http.StatusBadRequest, -32020, id)
+	}
+
+	// No repair makes a header agree that disagrees with the body: the
+	// method Claude's header names, a name the bridge's header names.
+	id++
+	wrongMethod := map[string]string{"MCP-Protocol-Version": "2025-11-25", "Mcp-Method": "tools/list", "Mcp-Name": "test_simple_text"}
+	checkRPCError(t, postRPC(t, repaired, wrongMethod, call(id, "test_simple_text", "{}"), id), http.StatusBadRequest, -32020, id)
+	id++
+	wrongName := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Name": "test_x_mcp_header"}
+	checkRPCError(t, postRPC(t, repaired, wrongName, call(id, "test_simple_text", "{}"), id), http.StatusBadRequest, -32020, id)
+	// A body that is not 2026-07-28 vouches for no header.
+	id++
+	future := strings.Replace(call(id, "test_simple_text", "{}"), `"2026-07-28"`, `"2027-01-01"`, 1)
+	checkRPCError(t, postRPC(t, repaired, claude, future, id), http.StatusBadRequest, -32020, id)
+
+	// Mcp-Param-* are not filled: the modern server refuses a call whose
+	// annotated argument has no header; the legacy one needs none.
+	args := `{"region":"eu-west","level":2}`
+	id++
+	checkRPCError(t, postRPC(t, repaired, bare, call(id, "test_x_mcp_header", args), id), http.StatusBadRequest, -32020, id)
+	id++
+	if text := checkToolResult(t, postRPC(t, bridged, bare, call(id, "test_x_mcp_header", args), id), id); text != "region=eu-west" {
+		t.Errorf("forward bridge, no Mcp-Param-Region: result %q", text)
+	}
+
+	// Counted when made: the four calls that passed, the two refused for
+	// a header still wrong, the two calls to test_x_mcp_header.
+	checkMetrics(t, scrape(t, g), map[string]float64{
+		`caddy_mcp_gateway_client_quirks_repaired_total{repair="protocol_header_mismatch"}`: 3,
+		`caddy_mcp_gateway_client_quirks_repaired_total{repair="missing_method_header"}`:    5,
+	})
+	logged := 0
+	for line := range strings.SplitSeq(g.Log(), "\n") {
+		if strings.Contains(line, `"msg":"client quirk repaired"`) && strings.Contains(line, `"client":"claude-ai"`) {
+			logged++
+		}
+	}
+	if logged != 8 {
+		t.Errorf("%d debug lines naming the repair and the client, want 8", logged)
+	}
+}
