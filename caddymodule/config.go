@@ -231,11 +231,13 @@ type SecurityConfig struct {
 	// to the body's method, and an absent `Mcp-Name` to its `params.name`,
 	// `params.uri` or `params.taskId` (Base64-encoded when needed), for the
 	// methods that have one (some stdio-to-HTTP bridges omit them). A
-	// header present is never changed. `Mcp-Param-*` headers are not
-	// filled: the gateway does not read a modern upstream's tool schemas,
-	// so a call to a tool that mirrors an argument into a header still
-	// gets the upstream's `-32020` (the forward bridge's legacy upstreams
-	// need none).
+	// header present is never changed. A `tools/call` so repaired that
+	// goes to a modern upstream also gets the `Mcp-Param-*` headers it
+	// lacks, from the `x-mcp-header` annotations of the upstream's
+	// `tools/list` (asked with the client's `Authorization`, kept per
+	// upstream and principal for its `ttlMs`, 1 minute to 1 hour, as the
+	// reverse bridge does for legacy clients); the forward bridge's legacy
+	// upstreams need none.
 	//
 	// Default: none (every such request gets `-32020`).
 	AcceptClientQuirks []string `json:"accept_client_quirks,omitempty"`

@@ -15,7 +15,9 @@ import (
 
 // This file repairs, at the front door and before the request's era is
 // told, the header bugs of clients known to have them
-// (accept_client_quirks). A repair only ever makes a header say what the
+// (accept_client_quirks); a passed-through tools/call's Mcp-Param-*
+// headers, which need the upstream's tool schemas, once the upstream is
+// chosen. A repair only ever makes a header say what the
 // body says, and only for a modern body (params._meta protocolVersion one
 // the gateway serves); the request is then validated as any other, so a
 // header that still disagrees with the body is refused (-32020).
@@ -85,6 +87,7 @@ func (h *Handler) repairQuirks(r *http.Request, body []byte) {
 	}
 	if h.quirks.methodHeader && fillMethodHeaders(r.Header, body) {
 		made = append(made, quirkMethodHeader)
+		routeOf(r).fillParams = true
 	}
 	for _, q := range made {
 		h.metrics.quirkRepaired(q)
@@ -99,8 +102,9 @@ func (h *Handler) repairQuirks(r *http.Request, body []byte) {
 // fillMethodHeaders sets Mcp-Method, and Mcp-Name where the method has
 // one, from the request body when hdr has none of that name; it reports
 // whether it set one. A header present is left as it is, for the
-// validator to compare. Mcp-Param-* are not filled: the gateway does not
-// read the upstream's tool schemas for a request it passes through.
+// validator to compare. The Mcp-Param-* of a tools/call need the
+// upstream's tool schemas: fillParamHeaders sets them once the upstream
+// is chosen.
 func fillMethodHeaders(hdr http.Header, body []byte) bool {
 	m := gjson.GetBytes(body, "method")
 	if m.Type != gjson.String || !gjson.GetBytes(body, "id").Exists() || !validMethodHeader(m.Str) {
@@ -118,6 +122,26 @@ func fillMethodHeaders(hdr http.Header, body []byte) bool {
 		}
 	}
 	return filled
+}
+
+// fillParamHeaders sets on hdr, the headers of the modern request l
+// passed through to up, the Mcp-Param-* headers its tools/call lacks, when
+// missing_method_header repaired its standard headers: from the
+// x-mcp-header annotations of up's tools, read with its tools/list (with
+// the client's credentials) and cached per upstream and principal, as the
+// reverse bridge does for legacy clients.
+func (h *Handler) fillParamHeaders(r *http.Request, hdr http.Header, l *learned, up *Upstream) {
+	if !routeOf(r).fillParams || l.breq.Method != "tools/call" || h.reverse == nil {
+		return
+	}
+	args := gjson.GetBytes(l.body, "params.arguments")
+	if !args.IsObject() {
+		return
+	}
+	n := h.reverse.FillParamHeaders(r.Context(), h.reverseOpts, up.URL, h.principal(r), bridgedHeader(r), hdr, l.breq.Name, []byte(args.Raw))
+	if ce := h.logger.Check(zap.DebugLevel, "client quirk repaired: Mcp-Param-* headers"); ce != nil && n > 0 {
+		ce.Write(zap.String("repair", quirkMethodHeader), zap.Int("headers", n), zap.String("upstream", up.URL))
+	}
 }
 
 // validMethodHeader reports whether method can be sent as it is in an

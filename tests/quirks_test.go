@@ -69,21 +69,28 @@ func TestClientQuirks(t *testing.T) {
 	future := strings.Replace(call(id, "test_simple_text", "{}"), `"2026-07-28"`, `"2027-01-01"`, 1)
 	checkRPCError(t, postRPC(t, repaired, claude, future, id), http.StatusBadRequest, -32020, id)
 
-	// Mcp-Param-* are not filled: the modern server refuses a call whose
-	// annotated argument has no header; the legacy one needs none.
-	args := `{"region":"eu-west","level":2}`
-	id++
-	checkRPCError(t, postRPC(t, repaired, bare, call(id, "test_x_mcp_header", args), id), http.StatusBadRequest, -32020, id)
-	id++
-	if text := checkToolResult(t, postRPC(t, bridged, bare, call(id, "test_x_mcp_header", args), id), id); text != "region=eu-west" {
-		t.Errorf("forward bridge, no Mcp-Param-Region: result %q", text)
+	// The modern server refuses a call whose annotated argument has no
+	// Mcp-Param-* header (-32020): the gateway fills it from the server's
+	// tools/list, Base64-encoded when needed; the legacy server needs none.
+	for _, c := range []struct{ name, url, region string }{
+		{"modern upstream", repaired, "eu-west"}, {"modern upstream", repaired, "日本 "}, {"forward bridge", bridged, "eu-west"},
+	} {
+		id++
+		args := fmt.Sprintf(`{"region":%q,"level":2}`, c.region)
+		if text := checkToolResult(t, postRPC(t, c.url, bare, call(id, "test_x_mcp_header", args), id), id); text != "region="+c.region {
+			t.Errorf("%s, no Mcp-Param-Region: result %q", c.name, text)
+		}
 	}
+	// Without the option, the gateway refuses the call before the server
+	// could.
+	id++
+	checkRPCError(t, postRPC(t, off, bare, call(id, "test_x_mcp_header", `{"region":"eu-west"}`), id), http.StatusBadRequest, -32020, id)
 
 	// Counted when made: the four calls that passed, the two refused for
-	// a header still wrong, the two calls to test_x_mcp_header.
+	// a header still wrong, the three calls to test_x_mcp_header.
 	checkMetrics(t, scrape(t, g), map[string]float64{
 		`caddy_mcp_gateway_client_quirks_repaired_total{repair="protocol_header_mismatch"}`: 3,
-		`caddy_mcp_gateway_client_quirks_repaired_total{repair="missing_method_header"}`:    5,
+		`caddy_mcp_gateway_client_quirks_repaired_total{repair="missing_method_header"}`:    6,
 	})
 	logged := 0
 	for line := range strings.SplitSeq(g.Log(), "\n") {
@@ -91,7 +98,7 @@ func TestClientQuirks(t *testing.T) {
 			logged++
 		}
 	}
-	if logged != 8 {
-		t.Errorf("%d debug lines naming the repair and the client, want 8", logged)
+	if logged != 9 {
+		t.Errorf("%d debug lines naming the repair and the client, want 9", logged)
 	}
 }
