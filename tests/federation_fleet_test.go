@@ -1,0 +1,279 @@
+package tests
+
+// A federated block in a fleet, with a server down, and over servers whose
+// listings take several pages: tasks created on one instance are polled on
+// another by their namespaced taskId, an input_required retry lands on the
+// other instance, a stopped server is left out of the merged catalog and
+// named in the error of a call to it, and a merged list is followed page
+// by page.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
+)
+
+// fedTaskServers is the server blocks of a federated block over
+// tests/legacyfixture as `lx` (legacy; the gateway hosts tasks for its
+// tools, under the block's task policy) and a ModernTasksServer as `mt`
+// (modern; tasks of its own), with the task policy; it returns them and
+// the modern server.
+func fedTaskServers(t *testing.T) (string, *support.ModernTasksServer) {
+	t.Helper()
+	bin := buildGoBinary(t, "./tests/legacyfixture")
+	port := freePort(t)
+	lx := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	startPeer(t, "legacyfixture", exec.Command(bin, "-addr", fmt.Sprintf("127.0.0.1:%d", port))).waitUp(t, lx)
+	mt := support.NewModernTasksServer(t)
+	return `		server lx {
+			upstream ` + lx + ` {
+				era legacy
+			}
+		}
+		server mt {
+			upstream ` + mt.URL + ` {
+				era modern
+			}
+		}
+		task slow_compute optional 200ms
+		task confirm_delete optional 0
+`, mt
+}
+
+// TestFederationFleetTasks: on a fleet of two instances (peers, one
+// state_key, one storage) of a block over a legacy and a modern server, a
+// task the gateway hosts for the legacy server's tool and a task of the
+// modern server, both created through instance A, are polled through
+// instance B by their namespaced taskIds until completed; and a modern
+// input_required round of the legacy server's elicitation, asked through
+// A, is answered through B (relayed to A, which holds the call) and
+// completes.
+func TestFederationFleetTasks(t *testing.T) {
+	t.Parallel()
+	block, _ := fedTaskServers(t)
+	ports := []int{freePort(t), freePort(t)}
+	globals := "\tstorage file_system " + t.TempDir()
+	fleet := make([]*gateway, len(ports))
+	for i, port := range ports {
+		fleet[i] = launchGateway(t, port, globals, "", fleetBlock(t, block, "peer", ports, i))
+	}
+	a, b := fleet[0].URL, fleet[1].URL
+	c := &taskClient{t: t, auth: "Bearer alice"}
+
+	for _, tc := range []struct {
+		tool, ns, want string
+		args           map[string]any
+	}{
+		{"lx__slow_compute", "lx:", "computed x in 1s", map[string]any{"seconds": 1, "label": "x"}},
+		{"mt__slow_task", "mt:", "slow done after 300ms", map[string]any{"ms": 300}},
+	} {
+		v := parseTask(t, c.callTool(a, tc.tool, tc.args))
+		if !strings.HasPrefix(v.TaskID, tc.ns) {
+			t.Fatalf("%s: taskId %q, want it in the block's namespace %q", tc.tool, v.TaskID, tc.ns)
+		}
+		done := c.until(b, v.TaskID, func(v taskView) bool { return v.Status == "completed" }, "completed through B")
+		if done.Result == nil || len(done.Result.Content) == 0 || done.Result.Content[0].Text != tc.want {
+			t.Errorf("%s: completed task %+v, want the text %q", tc.tool, done, tc.want)
+		}
+	}
+
+	alice := map[string]string{"Authorization": "Bearer alice"}
+	args := map[string]any{"filename": "f.txt"}
+	ir := parseInputRequired(t, elicitingCall(t, a, 1, "lx__confirm_delete", args, nil, alice))
+	answers := map[string]any{}
+	for k := range ir.InputRequests {
+		answers[k] = map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}
+	}
+	sent := `caddy_mcp_gateway_instance_forwards_total{direction="sent",outcome="ok"}`
+	forwards := func() float64 { return max(0, metricValue(scrape(t, fleet[1]), sent)) }
+	before := forwards()
+	x := elicitingCall(t, b, 2, "lx__confirm_delete", args, map[string]any{"requestState": ir.RequestState, "inputResponses": answers}, alice)
+	if got := checkToolResult(t, x, 2); got != "Deleted f.txt" {
+		t.Errorf("the retry through B: %q, want Deleted f.txt", got)
+	}
+	if after := forwards(); after != before+1 {
+		t.Errorf("B forwarded %v requests to the owner for the retry, want 1", after-before)
+	}
+}
+
+// stoppablePeer is the demo server (tests/demoserver) run as a process on
+// a fixed address, so that it can be killed and started again there.
+type stoppablePeer struct {
+	t    *testing.T
+	bin  string
+	addr string
+	p    *peer
+}
+
+func newStoppablePeer(t *testing.T) *stoppablePeer {
+	t.Helper()
+	s := &stoppablePeer{t: t, bin: buildGoBinary(t, demoServerPkg), addr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	s.start()
+	return s
+}
+
+func (s *stoppablePeer) url() string { return "http://" + s.addr + "/mcp" }
+
+func (s *stoppablePeer) start() {
+	s.t.Helper()
+	s.p = startPeer(s.t, "demoserver", exec.Command(s.bin, "-addr", s.addr))
+	s.p.waitUp(s.t, s.url())
+}
+
+// kill SIGKILLs the process and waits until it has exited.
+func (s *stoppablePeer) kill() {
+	s.t.Helper()
+	_ = syscall.Kill(-s.p.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.p.done
+}
+
+// listTools follows a merged tools/list on url to its end, as auth, and
+// returns the names in the order seen (a name seen twice, twice) and the
+// number of pages.
+func listTools(t *testing.T, url, auth string) (names []string, pages int) {
+	t.Helper()
+	cursor := ""
+	for {
+		params := map[string]any{"_meta": meta(modernVersion)}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		hdr := modernHeaders(modernVersion, "tools/list", "")
+		hdr["Authorization"] = auth
+		pages++
+		x := postRPC(t, url, hdr, rpcBody(t, pages, "tools/list", params), pages)
+		var res struct {
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+			NextCursor string `json:"nextCursor"`
+		}
+		if x.Resp == nil || x.Resp.Error != nil || json.Unmarshal(x.Resp.Result, &res) != nil {
+			t.Fatalf("tools/list page %d: %s", pages, x)
+		}
+		for _, tool := range res.Tools {
+			names = append(names, tool.Name)
+		}
+		if res.NextCursor == "" || pages > 100 {
+			return names, pages
+		}
+		cursor = res.NextCursor
+	}
+}
+
+// TestFederationServerDown: with one of three servers killed, the merged
+// tools/list answers (list_timeout 1s) with the other two's tools; a call
+// to the stopped server's tool gets an error naming the server and not its
+// address; once the server is started again on the same address, its tools
+// are listed again and a call to it succeeds.
+func TestFederationServerDown(t *testing.T) {
+	t.Parallel()
+	demo := newStoppablePeer(t)
+	one := newInProcessLegacy(t, "one")
+	two := newInProcess(t, "two", &mcp.StreamableHTTPOptions{Stateless: true})
+	g := startGateway(t, `		list_timeout 1s
+		server one {
+			upstream `+one.url()+`
+		}
+		server two {
+			upstream `+two.url()+` {
+				era modern
+			}
+		}
+		server demo {
+			upstream `+demo.url()+`
+			prefix ""
+		}
+`)
+	names, _ := listTools(t, g.URL, "Bearer alice")
+	if !slices.Contains(names, "book_table") || !slices.Contains(names, "one__whoami") || !slices.Contains(names, "two__whoami") {
+		t.Fatalf("tools/list before the stop: %v", names)
+	}
+
+	demo.kill()
+	names, _ = listTools(t, g.URL, "Bearer alice")
+	if !slices.Equal(names, []string{"one__whoami", "two__whoami"}) {
+		t.Errorf("tools/list with demo stopped: %v, want one__whoami and two__whoami", names)
+	}
+	x := postRPC(t, g.URL, modernHeaders(modernVersion, "tools/call", "greet"),
+		rpcBody(t, 7, "tools/call", map[string]any{"name": "greet", "arguments": map[string]any{"name": "x"}, "_meta": meta(modernVersion)}), 7)
+	if x.Resp == nil || x.Resp.Error == nil {
+		t.Fatalf("a call to the stopped server: want an error, got %s", x)
+	}
+	t.Logf("a call to the stopped server: %s", x.Raw)
+	if msg := x.Raw; !strings.Contains(msg, `demo`) || strings.Contains(msg, demo.addr) || strings.Contains(msg, "127.0.0.1") {
+		t.Errorf("the error of a call to the stopped server must name it (demo) and not its address %s: %s", demo.addr, msg)
+	}
+
+	demo.start()
+	waitFor(t, "demo's tools listed again", func() bool {
+		names, _ := listTools(t, g.URL, "Bearer alice")
+		return slices.Contains(names, "book_table")
+	})
+	x = postRPC(t, g.URL, modernHeaders(modernVersion, "tools/call", "greet"),
+		rpcBody(t, 8, "tools/call", map[string]any{"name": "greet", "arguments": map[string]any{"name": "x"}, "_meta": meta(modernVersion)}), 8)
+	checkToolResult(t, x, 8)
+}
+
+// pagedServer is a go-sdk server with n tools t0…t(n-1) and a page size of
+// 3: every listing of it takes several pages.
+func pagedServer(t *testing.T, n int, stateless bool) string {
+	t.Helper()
+	server := mcp.NewServer(&mcp.Implementation{Name: "paged", Version: "1"}, &mcp.ServerOptions{PageSize: 3})
+	for i := range n {
+		mcp.AddTool(server, &mcp.Tool{Name: fmt.Sprintf("t%d", i), Description: "A tool of a paged listing."},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return support.Text(fmt.Sprintf("t%d", i)), nil, nil
+			})
+	}
+	return support.ServeMCP(t, server, &mcp.StreamableHTTPOptions{Stateless: stateless})
+}
+
+// pagedBlock is a federated block over two paged servers: `p1` (legacy,
+// 7 tools) and `p2` (modern, 5 tools).
+func pagedBlock(t *testing.T) string {
+	t.Helper()
+	return `		server p1 {
+			upstream ` + pagedServer(t, 7, false) + `
+		}
+		server p2 {
+			upstream ` + pagedServer(t, 5, true) + ` {
+				era modern
+			}
+		}
+`
+}
+
+// TestFederationPagination: following nextCursor through the merged
+// tools/list of two servers whose own listings take several pages (the
+// go-sdk's page size, 3) shows every tool of both exactly once.
+func TestFederationPagination(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, pagedBlock(t))
+	names, pages := listTools(t, g.URL, "Bearer alice")
+	var want []string
+	for i := range 7 {
+		want = append(want, fmt.Sprintf("p1__t%d", i))
+	}
+	for i := range 5 {
+		want = append(want, fmt.Sprintf("p2__t%d", i))
+	}
+	got := slices.Clone(names)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("merged tools/list over %d pages: %v, want each of %v once", pages, names, want)
+	}
+	if pages < 3 {
+		t.Errorf("merged tools/list took %d pages, want 3 or more (7 tools at 3 a page)", pages)
+	}
+}
