@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -24,7 +25,8 @@ import (
 
 // fedTaskServers is the server blocks of a federated block over
 // tests/legacyfixture as `lx` (legacy; the gateway hosts tasks for its
-// tools, under the block's task policy) and a ModernTasksServer as `mt`
+// tools, under the block's task policy; resume off: a call asking in-line
+// parks holding its stream, so a retry elsewhere is relayed to it) and a ModernTasksServer as `mt`
 // (modern; tasks of its own), with the task policy; it returns them and
 // the modern server.
 func fedTaskServers(t *testing.T) (string, *support.ModernTasksServer) {
@@ -37,6 +39,7 @@ func fedTaskServers(t *testing.T) (string, *support.ModernTasksServer) {
 	return `		server lx {
 			upstream ` + lx + ` {
 				era legacy
+				resume off
 			}
 		}
 		server mt {
@@ -81,18 +84,34 @@ func TestFederationFleetTasks(t *testing.T) {
 			t.Fatalf("%s: taskId %q, want it in the block's namespace %q", tc.tool, v.TaskID, tc.ns)
 		}
 		done := c.until(b, v.TaskID, func(v taskView) bool { return v.Status == "completed" }, "completed through B")
+		if done.TaskID != v.TaskID {
+			t.Errorf("%s: tasks/get of %s through B answered the taskId %s", tc.tool, v.TaskID, done.TaskID)
+		}
 		if done.Result == nil || len(done.Result.Content) == 0 || done.Result.Content[0].Text != tc.want {
 			t.Errorf("%s: completed task %+v, want the text %q", tc.tool, done, tc.want)
 		}
 	}
 
+	// A hosted task that asks (made at once: window 0), created on A,
+	// answered with tasks/update on B.
+	v := parseTask(t, c.callTool(a, "lx__confirm_delete", map[string]any{"filename": "g.txt"}))
+	asked := c.until(b, v.TaskID, func(v taskView) bool { return v.Status == "input_required" }, "input_required through B")
+	if asked.TaskID != v.TaskID {
+		t.Errorf("tasks/get of %s through B answered the taskId %s", v.TaskID, asked.TaskID)
+	}
+	v.InputRequests = asked.InputRequests
+	if x := c.task(b, "tasks/update", v.TaskID, map[string]any{"inputResponses": confirmAnswers(v.InputRequests)}); x.Resp == nil || x.Resp.Error != nil {
+		t.Fatalf("tasks/update through B: %s", x)
+	}
+	v = c.until(b, v.TaskID, func(v taskView) bool { return v.Status == "completed" }, "completed through B")
+	if v.Result == nil || len(v.Result.Content) == 0 || v.Result.Content[0].Text != "Deleted g.txt" {
+		t.Errorf("the answered task: %+v, want Deleted g.txt", v)
+	}
+
 	alice := map[string]string{"Authorization": "Bearer alice"}
 	args := map[string]any{"filename": "f.txt"}
 	ir := parseInputRequired(t, elicitingCall(t, a, 1, "lx__confirm_delete", args, nil, alice))
-	answers := map[string]any{}
-	for k := range ir.InputRequests {
-		answers[k] = map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}
-	}
+	answers := confirmAnswers(ir.InputRequests)
 	sent := `caddy_mcp_gateway_instance_forwards_total{direction="sent",outcome="ok"}`
 	forwards := func() float64 { return max(0, metricValue(scrape(t, fleet[1]), sent)) }
 	before := forwards()
@@ -103,6 +122,15 @@ func TestFederationFleetTasks(t *testing.T) {
 	if after := forwards(); after != before+1 {
 		t.Errorf("B forwarded %v requests to the owner for the retry, want 1", after-before)
 	}
+}
+
+// confirmAnswers accepts each of questions with {confirm: true}.
+func confirmAnswers(questions map[string]json.RawMessage) map[string]any {
+	answers := map[string]any{}
+	for k := range questions {
+		answers[k] = map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}
+	}
+	return answers
 }
 
 // stoppablePeer is the demo server (tests/demoserver) run as a process on
@@ -222,6 +250,35 @@ func TestFederationServerDown(t *testing.T) {
 	x = postRPC(t, g.URL, modernHeaders(modernVersion, "tools/call", "greet"),
 		rpcBody(t, 8, "tools/call", map[string]any{"name": "greet", "arguments": map[string]any{"name": "x"}, "_meta": meta(modernVersion)}), 8)
 	checkToolResult(t, x, 8)
+}
+
+// TestFederationServerHung: a server that accepts connections and never
+// answers is left out of the merged tools/list once list_timeout (1s) has
+// passed, logged as late; the other server's tools are answered.
+func TestFederationServerHung(t *testing.T) {
+	t.Parallel()
+	one := newInProcessLegacy(t, "one")
+	hung, accepted := hungListener(t)
+	g := startGateway(t, `		list_timeout 1s
+		server one {
+			upstream `+one.url()+`
+		}
+		server hung {
+			upstream http://`+hung+`/mcp {
+				era modern
+			}
+		}
+`)
+	names, _ := listTools(t, g.URL, "Bearer alice")
+	if !slices.Equal(names, []string{"one__whoami"}) {
+		t.Errorf("tools/list with hung not answering: %v, want one__whoami", names)
+	}
+	wait(t, signalled(accepted), 5*time.Second, "the hung server asked")
+	for _, l := range waitLogLines(t, g, "a server was left out of a merged answer", 1) {
+		if l["server"] != "hung" || l["why"] != "late" {
+			t.Errorf("left out: %v, want the server hung, late", l)
+		}
+	}
 }
 
 // pagedServer is a go-sdk server with n tools t0…t(n-1) and a page size of
