@@ -83,19 +83,21 @@ func TestFederationAttackPrefixes(t *testing.T) {
 }
 
 // TestFederationAttackCursor: a merged list's nextCursor taken by another
-// principal, or tampered with, is refused with -32602.
+// principal, presented to another list, or tampered with, is refused with
+// -32602.
 func TestFederationAttackCursor(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, pagedBlock(t))
-	page := func(auth, cursor string, id int) rpcExchange {
-		hdr := modernHeaders(modernVersion, "tools/list", "")
+	pageOf := func(method, auth, cursor string, id int) rpcExchange {
+		hdr := modernHeaders(modernVersion, method, "")
 		hdr["Authorization"] = auth
 		params := map[string]any{"_meta": meta(modernVersion)}
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		return postRPC(t, g.URL, hdr, rpcBody(t, id, "tools/list", params), id)
+		return postRPC(t, g.URL, hdr, rpcBody(t, id, method, params), id)
 	}
+	page := func(auth, cursor string, id int) rpcExchange { return pageOf("tools/list", auth, cursor, id) }
 	var first struct {
 		NextCursor string `json:"nextCursor"`
 	}
@@ -108,6 +110,7 @@ func TestFederationAttackCursor(t *testing.T) {
 	}
 	checkRPCError(t, page("Bearer bob", first.NextCursor, 3), http.StatusOK, -32602, 3)
 	checkRPCError(t, page("Bearer alice", tamper(first.NextCursor), 4), http.StatusOK, -32602, 4)
+	checkRPCError(t, pageOf("prompts/list", "Bearer alice", first.NextCursor, 5), http.StatusOK, -32602, 5)
 }
 
 // TestFederationAttackCrossServer: what one server issued is refused when
@@ -169,5 +172,17 @@ func TestFederationAttackCrossServer(t *testing.T) {
 	case got := <-calls:
 		t.Errorf("tk's tool %s started by a request whose body named mt's tool", got)
 	default:
+	}
+
+	// Mcp-Name naming lx's task over a body naming mt's.
+	gets := len(mt.Requests("tasks/get"))
+	m := meta(modernVersion)
+	m["io.modelcontextprotocol/clientCapabilities"] = taskCaps()
+	hdr = modernHeaders(modernVersion, "tasks/get", lxTask.TaskID)
+	hdr["Authorization"] = "Bearer alice"
+	x = postRPC(t, g.URL, hdr, rpcBody(t, 5, "tasks/get", map[string]any{"taskId": mtTask.TaskID, "_meta": m}), 5)
+	checkRPCError(t, x, http.StatusBadRequest, -32020, 5)
+	if n := len(mt.Requests("tasks/get")) - gets; n != 0 {
+		t.Errorf("mt received %d tasks/get of a request whose Mcp-Name named lx's task", n)
 	}
 }

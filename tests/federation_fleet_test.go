@@ -169,27 +169,38 @@ func (s *stoppablePeer) kill() {
 // number of pages.
 func listTools(t *testing.T, url, auth string) (names []string, pages int) {
 	t.Helper()
+	return listAll(t, url, auth, "tools/list")
+}
+
+// listAll is listTools for any list method: the names (of tools and
+// prompts) or URIs (of resources) in the order seen.
+func listAll(t *testing.T, url, auth, method string) (names []string, pages int) {
+	t.Helper()
 	cursor := ""
 	for {
 		params := map[string]any{"_meta": meta(modernVersion)}
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		hdr := modernHeaders(modernVersion, "tools/list", "")
+		hdr := modernHeaders(modernVersion, method, "")
 		hdr["Authorization"] = auth
 		pages++
-		x := postRPC(t, url, hdr, rpcBody(t, pages, "tools/list", params), pages)
+		x := postRPC(t, url, hdr, rpcBody(t, pages, method, params), pages)
 		var res struct {
-			Tools []struct {
+			Tools, Prompts, Resources []struct {
 				Name string `json:"name"`
-			} `json:"tools"`
+				URI  string `json:"uri"`
+			}
 			NextCursor string `json:"nextCursor"`
 		}
 		if x.Resp == nil || x.Resp.Error != nil || json.Unmarshal(x.Resp.Result, &res) != nil {
-			t.Fatalf("tools/list page %d: %s", pages, x)
+			t.Fatalf("%s page %d: %s", method, pages, x)
 		}
-		for _, tool := range res.Tools {
-			names = append(names, tool.Name)
+		for _, e := range slices.Concat(res.Tools, res.Prompts) {
+			names = append(names, e.Name)
+		}
+		for _, e := range res.Resources {
+			names = append(names, e.URI)
 		}
 		if res.NextCursor == "" || pages > 100 {
 			return names, pages
@@ -281,56 +292,109 @@ func TestFederationServerHung(t *testing.T) {
 	}
 }
 
-// pagedServer is a go-sdk server with n tools t0…t(n-1) and a page size of
-// 3: every listing of it takes several pages.
-func pagedServer(t *testing.T, n int, stateless bool) string {
+// pagedServer is a go-sdk server with n tools t0…t(n-1), n prompts
+// p0…p(n-1) and n resources paged://name/r0…, and a page size of 3: every
+// listing of it takes several pages.
+func pagedServer(t *testing.T, name string, n int, stateless bool) string {
 	t.Helper()
-	server := mcp.NewServer(&mcp.Implementation{Name: "paged", Version: "1"}, &mcp.ServerOptions{PageSize: 3})
+	server := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ServerOptions{PageSize: 3})
 	for i := range n {
 		mcp.AddTool(server, &mcp.Tool{Name: fmt.Sprintf("t%d", i), Description: "A tool of a paged listing."},
 			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 				return support.Text(fmt.Sprintf("t%d", i)), nil, nil
+			})
+		server.AddPrompt(&mcp.Prompt{Name: fmt.Sprintf("p%d", i), Description: "A prompt of a paged listing."},
+			func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+				return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "p"}}}}, nil
+			})
+		uri := fmt.Sprintf("paged://%s/r%d", name, i)
+		server.AddResource(&mcp.Resource{URI: uri, Name: fmt.Sprintf("r%d", i)},
+			func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "r"}}}, nil
 			})
 	}
 	return support.ServeMCP(t, server, &mcp.StreamableHTTPOptions{Stateless: stateless})
 }
 
 // pagedBlock is a federated block over two paged servers: `p1` (legacy,
-// 7 tools) and `p2` (modern, 5 tools).
+// 7 of each) and `p2` (modern, 5 of each).
 func pagedBlock(t *testing.T) string {
 	t.Helper()
 	return `		server p1 {
-			upstream ` + pagedServer(t, 7, false) + `
+			upstream ` + pagedServer(t, "p1", 7, false) + `
 		}
 		server p2 {
-			upstream ` + pagedServer(t, 5, true) + ` {
+			upstream ` + pagedServer(t, "p2", 5, true) + ` {
 				era modern
 			}
 		}
 `
 }
 
+// pagedWant is what a merged listing of pagedBlock's servers shows: each
+// name (or URI) of both, made by entry from the server's name and index.
+func pagedWant(entry func(server string, i int) string) []string {
+	var want []string
+	for i := range 7 {
+		want = append(want, entry("p1", i))
+	}
+	for i := range 5 {
+		want = append(want, entry("p2", i))
+	}
+	slices.Sort(want)
+	return want
+}
+
 // TestFederationPagination: following nextCursor through the merged
-// tools/list of two servers whose own listings take several pages (the
-// go-sdk's page size, 3) shows every tool of both exactly once.
+// tools/list, prompts/list and resources/list of two servers whose own
+// listings take several pages (the go-sdk's page size, 3) shows every
+// entry of both exactly once, to a modern client (raw HTTP) and to a
+// legacy one (the go-sdk client at 2025-11-25, through the block's
+// reverse bridge).
 func TestFederationPagination(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, pagedBlock(t))
-	names, pages := listTools(t, g.URL, "Bearer alice")
-	var want []string
-	for i := range 7 {
-		want = append(want, fmt.Sprintf("p1__t%d", i))
+	lists := map[string][]string{
+		"tools/list":     pagedWant(func(s string, i int) string { return fmt.Sprintf("%s__t%d", s, i) }),
+		"prompts/list":   pagedWant(func(s string, i int) string { return fmt.Sprintf("%s__p%d", s, i) }),
+		"resources/list": pagedWant(func(s string, i int) string { return fmt.Sprintf("paged://%s/r%d", s, i) }),
 	}
-	for i := range 5 {
-		want = append(want, fmt.Sprintf("p2__t%d", i))
+	for method, want := range lists {
+		names, pages := listAll(t, g.URL, "Bearer alice", method)
+		got := slices.Sorted(slices.Values(names))
+		if !slices.Equal(got, want) {
+			t.Errorf("merged %s over %d pages: %v, want each of %v once", method, pages, names, want)
+		}
+		if pages < 3 {
+			t.Errorf("merged %s took %d pages, want 3 or more (7 entries at 3 a page)", method, pages)
+		}
 	}
-	got := slices.Clone(names)
-	slices.Sort(got)
-	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Errorf("merged tools/list over %d pages: %v, want each of %v once", pages, names, want)
+
+	cs := connectGo(t, g.URL, "2025-11-25", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	legacy := map[string][]string{}
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatalf("legacy tools/list: %v", err)
+		}
+		legacy["tools/list"] = append(legacy["tools/list"], tool.Name)
 	}
-	if pages < 3 {
-		t.Errorf("merged tools/list took %d pages, want 3 or more (7 tools at 3 a page)", pages)
+	for prompt, err := range cs.Prompts(ctx, nil) {
+		if err != nil {
+			t.Fatalf("legacy prompts/list: %v", err)
+		}
+		legacy["prompts/list"] = append(legacy["prompts/list"], prompt.Name)
+	}
+	for res, err := range cs.Resources(ctx, nil) {
+		if err != nil {
+			t.Fatalf("legacy resources/list: %v", err)
+		}
+		legacy["resources/list"] = append(legacy["resources/list"], res.URI)
+	}
+	for method, want := range lists {
+		if got := slices.Sorted(slices.Values(legacy[method])); !slices.Equal(got, want) {
+			t.Errorf("a legacy client's %s: %v, want each of %v once", method, legacy[method], want)
+		}
 	}
 }
