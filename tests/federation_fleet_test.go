@@ -56,10 +56,13 @@ func fedTaskServers(t *testing.T) (string, *support.ModernTasksServer) {
 // state_key, one storage) of a block over a legacy and a modern server, a
 // task the gateway hosts for the legacy server's tool and a task of the
 // modern server, both created through instance A, are polled through
-// instance B by their namespaced taskIds until completed; and a modern
+// instance B by their namespaced taskIds until completed; a hosted task
+// that asks is answered with tasks/update through B; a modern
 // input_required round of the legacy server's elicitation, asked through
 // A, is answered through B (relayed to A, which holds the call) and
-// completes.
+// completes; a hosted task running on A is cancelled through B; and once A
+// is gone, B answers a task of A's from its record in the shared storage,
+// under the same taskId.
 func TestFederationFleetTasks(t *testing.T) {
 	t.Parallel()
 	block, _ := fedTaskServers(t)
@@ -72,6 +75,7 @@ func TestFederationFleetTasks(t *testing.T) {
 	a, b := fleet[0].URL, fleet[1].URL
 	c := &taskClient{t: t, auth: "Bearer alice"}
 
+	var hosted string // the hosted task's id, answered from its record once A is gone
 	for _, tc := range []struct {
 		tool, ns, want string
 		args           map[string]any
@@ -89,6 +93,9 @@ func TestFederationFleetTasks(t *testing.T) {
 		}
 		if done.Result == nil || len(done.Result.Content) == 0 || done.Result.Content[0].Text != tc.want {
 			t.Errorf("%s: completed task %+v, want the text %q", tc.tool, done, tc.want)
+		}
+		if tc.ns == "lx:" {
+			hosted = v.TaskID
 		}
 	}
 
@@ -121,6 +128,19 @@ func TestFederationFleetTasks(t *testing.T) {
 	}
 	if after := forwards(); after != before+1 {
 		t.Errorf("B forwarded %v requests to the owner for the retry, want 1", after-before)
+	}
+
+	// A hosted task running on A, cancelled through B.
+	v = parseTask(t, c.callTool(a, "lx__slow_compute", map[string]any{"seconds": 30, "label": "long"}))
+	if x := c.task(b, "tasks/cancel", v.TaskID, nil); x.Resp == nil || x.Resp.Error != nil {
+		t.Fatalf("tasks/cancel through B: %s", x)
+	}
+	c.until(b, v.TaskID, func(v taskView) bool { return v.Status == "cancelled" }, "cancelled through B")
+
+	// A gone: B answers a task of A's from its record, its taskId as it was.
+	fleet[0].kill(t)
+	if got := c.until(b, hosted, func(v taskView) bool { return v.Status == "completed" }, "completed from its record"); got.TaskID != hosted {
+		t.Errorf("tasks/get of %s through B, A gone, answered the taskId %s", hosted, got.TaskID)
 	}
 }
 
