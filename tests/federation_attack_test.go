@@ -143,8 +143,14 @@ func TestFederationAttackCrossServer(t *testing.T) {
 	args := map[string]any{"filename": "f.txt"}
 	ir := parseInputRequired(t, elicitingCall(t, g.URL, 1, "lx__confirm_delete", args, nil, alice))
 	retry := map[string]any{"requestState": ir.RequestState, "inputResponses": confirmAnswers(ir.InputRequests)}
-	x := elicitingCall(t, g.URL, 2, "tk__ask_later", map[string]any{}, retry, alice)
-	t.Logf("lx's requestState in a retry of tk__ask_later: %s", x)
+	// mt is modern: a requestState is its own to judge, passed on as in
+	// a block of mt alone; it answers its tool, and lx's call is not
+	// resumed.
+	x := elicitingCall(t, g.URL, 6, "mt__quick", map[string]any{}, retry, alice)
+	if got := checkToolResult(t, x, 6); got != "quick" {
+		t.Errorf("lx's requestState in a retry of mt__quick answered %q, want mt's quick", got)
+	}
+	x = elicitingCall(t, g.URL, 2, "tk__ask_later", map[string]any{}, retry, alice)
 	if strings.Contains(x.Raw, "Deleted") {
 		t.Fatalf("lx's call resumed by a retry naming tk's tool: %s", x)
 	}

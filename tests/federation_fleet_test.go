@@ -233,7 +233,9 @@ func listAll(t *testing.T, url, auth, method string) (names []string, pages int)
 // tools/list answers (list_timeout 1s) with the other two's tools; a call
 // to the stopped server's tool gets an error naming the server and not its
 // address; once the server is started again on the same address, its tools
-// are listed again and a call to it succeeds.
+// are listed again and a call to it succeeds. Then the modern server
+// stopped is left out the same way, and named in the error a modern and a
+// legacy client get.
 func TestFederationServerDown(t *testing.T) {
 	t.Parallel()
 	demo := newStoppablePeer(t)
@@ -263,24 +265,44 @@ func TestFederationServerDown(t *testing.T) {
 	if !slices.Equal(names, []string{"one__whoami", "two__whoami"}) {
 		t.Errorf("tools/list with demo stopped: %v, want one__whoami and two__whoami", names)
 	}
-	x := postRPC(t, g.URL, modernHeaders(modernVersion, "tools/call", "greet"),
-		rpcBody(t, 7, "tools/call", map[string]any{"name": "greet", "arguments": map[string]any{"name": "x"}, "_meta": meta(modernVersion)}), 7)
-	if x.Resp == nil || x.Resp.Error == nil {
-		t.Fatalf("a call to the stopped server: want an error, got %s", x)
-	}
-	t.Logf("a call to the stopped server: %s", x.Raw)
-	if msg := x.Raw; !strings.Contains(msg, `demo`) || strings.Contains(msg, demo.addr) || strings.Contains(msg, "127.0.0.1") {
-		t.Errorf("the error of a call to the stopped server must name it (demo) and not its address %s: %s", demo.addr, msg)
-	}
+	callStopped(t, g, "greet", "demo", demo.addr)
 
 	demo.start()
 	waitFor(t, "demo's tools listed again", func() bool {
 		names, _ := listTools(t, g.URL, "Bearer alice")
 		return slices.Contains(names, "book_table")
 	})
-	x = postRPC(t, g.URL, modernHeaders(modernVersion, "tools/call", "greet"),
+	x := postRPC(t, g.URL, modernHeaders(modernVersion, "tools/call", "greet"),
 		rpcBody(t, 8, "tools/call", map[string]any{"name": "greet", "arguments": map[string]any{"name": "x"}, "_meta": meta(modernVersion)}), 8)
 	checkToolResult(t, x, 8)
+
+	// The modern server stopped: the same, to a modern and a legacy client.
+	two.stop()
+	names, _ = listTools(t, g.URL, "Bearer alice")
+	if !slices.Contains(names, "book_table") || slices.Contains(names, "two__whoami") {
+		t.Errorf("tools/list with two stopped: %v, want demo's and one's tools only", names)
+	}
+	callStopped(t, g, "two__whoami", "two", two.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := connectGo(t, g.URL, "2025-11-25", nil).CallTool(ctx, &mcp.CallToolParams{Name: "two__whoami", Arguments: map[string]any{}})
+	if err == nil || !strings.Contains(err.Error(), `"two"`) || strings.Contains(err.Error(), "127.0.0.1") {
+		t.Errorf("a legacy client's call to the stopped server: %v, want an error naming two and not its address", err)
+	}
+}
+
+// callStopped calls tool, of the stopped server, on g and checks that the
+// error names server and not its address addr.
+func callStopped(t *testing.T, g *gateway, tool, server, addr string) {
+	t.Helper()
+	x := postRPC(t, g.URL, modernHeaders(modernVersion, "tools/call", tool),
+		rpcBody(t, 7, "tools/call", map[string]any{"name": tool, "arguments": map[string]any{"name": "x"}, "_meta": meta(modernVersion)}), 7)
+	if x.Resp == nil || x.Resp.Error == nil {
+		t.Fatalf("a call to the stopped server %s: want an error, got %s", server, x)
+	}
+	if msg := x.Raw; !strings.Contains(msg, `\"`+server+`\"`) || strings.Contains(msg, addr) || strings.Contains(msg, "127.0.0.1") {
+		t.Errorf("the error of a call to the stopped server must name it (%s) and not its address %s: %s", server, addr, msg)
+	}
 }
 
 // TestFederationServerHung: a server that accepts connections and never
