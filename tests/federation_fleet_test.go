@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -439,4 +440,68 @@ func TestFederationPagination(t *testing.T) {
 			t.Errorf("a legacy client's %s: %v, want each of %v once", method, legacy[method], want)
 		}
 	}
+}
+
+// TestFederationFleetClients: the go-sdk client runs the demo server's
+// two-round tool through a federated block on a fleet of two, every
+// request of the call on the other instance than the one before (a
+// balancer without affinity), as a modern client (its retries relayed to
+// the instance holding the call) and as a legacy one (2025-11-25: its
+// in-line answers relayed to the instance holding its stream); both
+// complete.
+func TestFederationFleetClients(t *testing.T) {
+	t.Parallel()
+	one := newInProcessLegacy(t, "one")
+	block := `		server one {
+			upstream ` + one.url() + `
+		}
+		server demo {
+			upstream ` + startDemoServer(t) + ` {
+				resume off
+			}
+			prefix ""
+		}
+`
+	fleet := startFleetOf(t, 2, block, "peer")
+	for _, version := range []string{"", "2025-11-25"} {
+		rr := newRoundRobin(fleet)
+		var elicitations atomic.Int32
+		cs := connectThrough(t, rr, version, &mcp.ClientOptions{
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				elicitations.Add(1)
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{
+					"destination": "Porto", "startDate": "2027-05-01", "endDate": "2027-05-08",
+				}}, nil
+			},
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "plan_trip", Arguments: map[string]any{}})
+		cancel()
+		if err != nil {
+			t.Fatalf("version %q: plan_trip: %v", version, err)
+		}
+		if got := toolText(res); got != "Trip to Porto from 2027-05-01 to 2027-05-08." || elicitations.Load() != 2 {
+			t.Errorf("version %q: plan_trip %q after %d elicitations", version, got, elicitations.Load())
+		}
+		if got := whoamiOf(t, cs, "one__whoami"); got != "one" {
+			t.Errorf("version %q: one__whoami answered %q", version, got)
+		}
+		// A modern client's call and retries, a legacy client's call and
+		// in-line answers (never on the instance of the call's stream).
+		if got := slices.Concat(rr.instancesOf("tools/call"), rr.instancesOf("answer")); !slices.Contains(got, 0) || !slices.Contains(got, 1) {
+			t.Errorf("version %q: the call's requests went to instances %v, want both", version, got)
+		}
+	}
+}
+
+// whoamiOf calls tool (a whoami) on cs and returns its text.
+func whoamiOf(t *testing.T, cs *mcp.ClientSession, tool string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	return toolText(res)
 }
