@@ -50,6 +50,7 @@ func fedTaskServers(t *testing.T) (string, *support.ModernTasksServer) {
 		}
 		task slow_compute optional 200ms
 		task confirm_delete optional 0
+		task test_tool_with_task required 300ms
 `, mt
 }
 
@@ -129,6 +130,23 @@ func TestFederationFleetTasks(t *testing.T) {
 	}
 	if after := forwards(); after != before+1 {
 		t.Errorf("B forwarded %v requests to the owner for the retry, want 1", after-before)
+	}
+
+	// A call that asks within its window (an input_required round), its
+	// retry relayed from B to A, where it becomes a task.
+	ir = parseInputRequired(t, c.callTool(a, "lx__test_tool_with_task", map[string]any{}))
+	names := map[string]any{}
+	for k := range ir.InputRequests {
+		names[k] = map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}
+	}
+	v = parseTask(t, c.send(b, "tools/call", "lx__test_tool_with_task", map[string]any{"name": "lx__test_tool_with_task",
+		"arguments": map[string]any{}, "requestState": ir.RequestState, "inputResponses": names}, taskCaps()))
+	if !strings.HasPrefix(v.TaskID, "lx:") || strings.HasPrefix(v.TaskID, "lx:lx:") {
+		t.Errorf("the task a relayed retry became: taskId %s, want it in lx's namespace once", v.TaskID)
+	}
+	v = c.until(a, v.TaskID, func(v taskView) bool { return v.Status == "completed" }, "completed on A")
+	if v.Result == nil || len(v.Result.Content) == 0 || v.Result.Content[0].Text != "Hello, Ada!" {
+		t.Errorf("the task a relayed retry became: %+v, want Hello, Ada!", v)
 	}
 
 	// A hosted task running on A, cancelled through B.
