@@ -215,8 +215,16 @@ func listTools(t *testing.T, url, auth string) (names []string, pages int) {
 // prompts) or URIs (of resources) in the order seen.
 func listAll(t *testing.T, url, auth, method string) (names []string, pages int) {
 	t.Helper()
+	return listAcross(t, []string{url}, auth, method)
+}
+
+// listAcross is listAll asking each page of the next of urls in turn
+// (instances of one fleet).
+func listAcross(t *testing.T, urls []string, auth, method string) (names []string, pages int) {
+	t.Helper()
 	cursor := ""
 	for {
+		url := urls[pages%len(urls)]
 		params := map[string]any{"_meta": meta(modernVersion)}
 		if cursor != "" {
 			params["cursor"] = cursor
@@ -522,4 +530,18 @@ func whoamiOf(t *testing.T, cs *mcp.ClientSession, tool string) string {
 		t.Fatalf("%s: %v", tool, err)
 	}
 	return toolText(res)
+}
+
+// TestFederationFleetPagination: on a fleet of two instances (one
+// state_key), a merged listing followed with each page asked of the other
+// instance than the one before shows every entry once: a cursor one
+// instance sealed opens on the other.
+func TestFederationFleetPagination(t *testing.T) {
+	t.Parallel()
+	fleet := startFleetOf(t, 2, pagedBlock(t), "peer")
+	want := pagedWant(func(s string, i int) string { return fmt.Sprintf("%s__t%d", s, i) })
+	names, pages := listAcross(t, []string{fleet[0].URL, fleet[1].URL}, "Bearer alice", "tools/list")
+	if got := slices.Sorted(slices.Values(names)); !slices.Equal(got, want) || pages < 3 {
+		t.Errorf("merged tools/list across the fleet over %d pages: %v, want each of %v once over 3 or more", pages, names, want)
+	}
 }
