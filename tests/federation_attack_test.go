@@ -115,7 +115,8 @@ func TestFederationAttackCursor(t *testing.T) {
 
 // TestFederationAttackCrossServer: what one server issued is refused when
 // presented for another: a taskId re-labelled with the other server's
-// name, a requestState in a retry naming the other server's tool; and an
+// name (or none, or a server the block lacks) in tasks/get and
+// tasks/cancel, the task going on; a requestState in a retry naming the other server's tool; and an
 // Mcp-Name header naming one server's tool over a body naming another's is
 // refused (400, -32020) before anything reaches either.
 func TestFederationAttackCrossServer(t *testing.T) {
@@ -131,10 +132,13 @@ func TestFederationAttackCrossServer(t *testing.T) {
 	// A taskId of one server, re-labelled with the other's name.
 	lxTask := parseTask(t, c.callTool(g.URL, "lx__slow_compute", map[string]any{"seconds": 1, "label": "x"}))
 	mtTask := parseTask(t, c.callTool(g.URL, "mt__slow_task", map[string]any{"ms": 300}))
-	for _, relabel := range []struct{ from, to string }{{lxTask.TaskID, "mt:"}, {mtTask.TaskID, "lx:"}} {
+	for _, relabel := range []struct{ from, to string }{{lxTask.TaskID, "mt:"}, {mtTask.TaskID, "lx:"}, {lxTask.TaskID, "nosuch:"}, {lxTask.TaskID, ""}} {
 		_, id, _ := strings.Cut(relabel.from, ":")
-		wantRPCError(t, c.task(g.URL, "tasks/get", relabel.to+id, nil), -32602, relabel.from+" re-labelled "+relabel.to+id)
+		for _, method := range []string{"tasks/get", "tasks/cancel"} {
+			wantRPCError(t, c.task(g.URL, method, relabel.to+id, nil), -32602, method+" of "+relabel.from+" re-labelled "+relabel.to+id)
+		}
 	}
+	// Neither was cancelled by a tasks/cancel naming it under another name.
 	c.until(g.URL, lxTask.TaskID, func(v taskView) bool { return v.Status == "completed" }, "completed")
 	c.until(g.URL, mtTask.TaskID, func(v taskView) bool { return v.Status == "completed" }, "completed")
 
