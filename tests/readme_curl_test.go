@@ -14,8 +14,7 @@ import (
 	"time"
 )
 
-// readmeCurlTag finds the curl walk-throughs of the README and of
-// docs/faces.md:
+// readmeCurlTag finds the curl walk-throughs of readmeCurlPages:
 //
 //	<!-- curl: NAME -->
 //	```sh
@@ -26,9 +25,9 @@ import (
 var readmeCurlTag = regexp.MustCompile("(?m)^<!-- curl: ([a-z0-9-]+) -->\\n```sh\\n((?s:.*?))```")
 
 // readmeCurlPages are the pages whose curl walk-throughs run in the tests,
-// relative to the repository's root: the README's clients of both eras and
-// the faces' reference.
-var readmeCurlPages = []string{"README.md", "docs/faces.md"}
+// relative to the repository's root: the README's clients of both eras,
+// the faces' reference and the Tasks extension's requests.
+var readmeCurlPages = []string{"README.md", "docs/faces.md", "docs/tasks.md"}
 
 // readmeCurlRunners names, for each walk-through, the test that runs it
 // against the demo server behind the gateway.
@@ -36,6 +35,7 @@ var readmeCurlRunners = map[string]string{
 	"modern":     "TestReadmeCurl",
 	"legacy":     "TestReadmeCurl",
 	"saga":       "TestReadmeCurl",
+	"tasks":      "TestReadmeCurl",
 	"rest":       "TestRESTReadmeCurl",
 	"multi-turn": "TestReadmeCurlMultiTurn",
 }
@@ -43,6 +43,29 @@ var readmeCurlRunners = map[string]string{
 // readmeDemoURL is the gateway's URL in the README's curl examples: the
 // demo's (./tests/demo.sh, Caddyfile.example).
 const readmeDemoURL = "http://127.0.0.1:9100/mcp"
+
+// demoUpstream is the upstream of Caddyfile.example's mcp_gateway block:
+// the demo server's URL, or $MCP_UPSTREAM.
+const demoUpstream = "{$MCP_UPSTREAM:http://127.0.0.1:9101/mcp}"
+
+// demoBlockTag finds Caddyfile.example's `mcp_gateway /mcp { ... }` block.
+var demoBlockTag = regexp.MustCompile(`(?ms)^\tmcp_gateway /mcp \{\n(.*?)^\t\}\n`)
+
+// demoBlock returns the lines inside Caddyfile.example's `mcp_gateway /mcp`
+// block (the demo's gateway, which the curl walk-throughs are written
+// against) with its upstream replaced by upstream.
+func demoBlock(t *testing.T, upstream string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "Caddyfile.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := demoBlockTag.FindSubmatch(b)
+	if m == nil || !bytes.Contains(m[1], []byte(demoUpstream)) {
+		t.Fatalf("Caddyfile.example has no `mcp_gateway /mcp` block with the upstream %s", demoUpstream)
+	}
+	return strings.Replace(string(m[1]), demoUpstream, upstream, 1)
+}
 
 // readmeCurlScripts returns the curl walk-throughs of readmeCurlPages by
 // name, each the blocks of its name joined in order, and the pages' text
@@ -65,8 +88,8 @@ func readmeCurlScripts(t *testing.T) (scripts map[string]string, text string) {
 	return scripts, all.String()
 }
 
-// TestReadmeCurlAllRun: every curl example of the README and of
-// docs/faces.md is a tagged walk-through, and each walk-through is one a
+// TestReadmeCurlAllRun: every curl example of readmeCurlPages is a tagged
+// walk-through, and each walk-through is one a
 // test runs, so that none is left unrun.
 func TestReadmeCurlAllRun(t *testing.T) {
 	shBlock := regexp.MustCompile("(?m)^(<!-- curl: ([a-z0-9-]+) -->\\n)?```sh\\n((?s:.*?))```")
@@ -97,16 +120,18 @@ func TestReadmeCurlAllRun(t *testing.T) {
 	}
 }
 
-// TestReadmeCurl runs the curl walk-throughs of the README and of
-// docs/faces.md, as they are written (the demo's URL replaced with the test
-// gateway's), with bash and the curl of the machine, against the demo
-// server behind the gateway configured as in Caddyfile.example (and saga
-// on): the 2026-07-28 tools/call that gets input_required and its retry
-// with requestState and inputResponses; the 2025-11-25 session
-// (initialize, Mcp-Session-Id, the GET stream, tools/call), its in-line
-// question answered with the id the server sent and its question on the
-// GET stream answered the same way; and the saga. Each must print the
-// answers the page shows.
+// TestReadmeCurl runs the curl walk-throughs of readmeCurlPages, as they
+// are written (the demo's URL replaced with the test gateway's), with bash
+// and the curl of the machine, against the demo server behind the gateway
+// configured with Caddyfile.example's block (and saga on): the 2026-07-28
+// tools/call that gets input_required and its retry with requestState and
+// inputResponses; the 2025-11-25 session (initialize, Mcp-Session-Id, the
+// GET stream, tools/call), its in-line question answered with the id the
+// server sent and its question on the GET stream answered the same way;
+// the saga; and docs/tasks.md's task (tools/call answered with a task,
+// tasks/get until input_required, tasks/update, tasks/get until completed,
+// and a second task cancelled). Each must print the answers the page
+// shows.
 func TestReadmeCurl(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "sed", "awk", "tr", "tee", "grep"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -114,13 +139,16 @@ func TestReadmeCurl(t *testing.T) {
 		}
 	}
 	scripts, pages := readmeCurlScripts(t)
-	g := startGateway(t, "\t\tupstream "+startDemoServer(t)+" {\n\t\t\tera auto\n\t\t}\n\t\tkeepalive_interval 15s\n\t\tsaga on")
+	g := startGateway(t, demoBlock(t, startDemoServer(t))+"\t\tsaga on")
 
 	cases := []struct {
 		name string
 		// want: what the output holds; shown: lines of the output the
 		// page shows verbatim.
 		want, shown []string
+		// lines: the output's non-empty lines, in order, each holding
+		// the strings given for it.
+		lines [][]string
 		// files: what the files the walk-through writes hold (and
 		// lack, for a string starting with "!").
 		files map[string][]string
@@ -160,6 +188,20 @@ func TestReadmeCurl(t *testing.T) {
 				"call.txt": {`"text":"Taxi to the station ordered for 18:30."`, `!"method":"elicitation/create"`},
 			},
 		},
+		{
+			name: "tasks",
+			lines: [][]string{
+				{`{"jsonrpc":"2.0","id":1,"result":{"resultType":"task","taskId":"`, `"status":"working"`, `"ttlMs":`, `"pollIntervalMs":`},
+				{`{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","taskId":"`, `"status":"input_required"`,
+					`"inputRequests":{"elicitation-1":{"method":"elicitation/create"`, `"message":"How many people, and when?"`},
+				{`{"jsonrpc":"2.0","id":3,"result":{"resultType":"complete"}}`},
+				{`{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","taskId":"`, `"status":"completed"`,
+					`"result":{"content":[{"type":"text","text":"Booked Chez Caddy for 2 on 2026-12-24."}]`},
+				{`{"jsonrpc":"2.0","id":5,"result":{"resultType":"complete"}}`},
+				{`{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","taskId":"`, `"status":"cancelled"`},
+			},
+			shown: []string{`{"jsonrpc":"2.0","id":3,"result":{"resultType":"complete"}}`, `{"jsonrpc":"2.0","id":5,"result":{"resultType":"complete"}}`},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -175,6 +217,24 @@ func TestReadmeCurl(t *testing.T) {
 			for _, w := range c.want {
 				if !strings.Contains(out, w) {
 					t.Errorf("the output of the %s curl walk-through lacks %s:\n%s", c.name, w, out)
+				}
+			}
+			if c.lines != nil {
+				var got []string
+				for _, l := range strings.Split(out, "\n") {
+					if strings.TrimSpace(l) != "" {
+						got = append(got, l)
+					}
+				}
+				if len(got) != len(c.lines) {
+					t.Fatalf("the %s curl walk-through printed %d lines, want %d:\n%s", c.name, len(got), len(c.lines), out)
+				}
+				for i, l := range got {
+					for _, w := range c.lines[i] {
+						if !strings.Contains(l, w) {
+							t.Fatalf("line %d of the %s curl walk-through lacks %s:\n%s", i+1, c.name, w, l)
+						}
+					}
 				}
 			}
 			for _, s := range c.shown {
