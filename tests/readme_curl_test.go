@@ -26,8 +26,9 @@ var readmeCurlTag = regexp.MustCompile("(?m)^<!-- curl: ([a-z0-9-]+) -->\\n```sh
 
 // readmeCurlPages are the pages whose curl walk-throughs run in the tests,
 // relative to the repository's root: the README's clients of both eras,
-// the faces' reference and the Tasks extension's requests.
-var readmeCurlPages = []string{"README.md", "docs/faces.md", "docs/tasks.md"}
+// the faces' reference, the Tasks extension's requests and two instances on
+// one machine.
+var readmeCurlPages = []string{"README.md", "docs/faces.md", "docs/tasks.md", "docs/fleet.md"}
 
 // readmeCurlRunners names, for each walk-through, the test that runs it
 // against the demo server behind the gateway.
@@ -38,6 +39,7 @@ var readmeCurlRunners = map[string]string{
 	"tasks":      "TestReadmeCurl",
 	"rest":       "TestRESTReadmeCurl",
 	"multi-turn": "TestReadmeCurlMultiTurn",
+	"fleet":      "TestFleetTwoInstancesDoc",
 }
 
 // readmeDemoURL is the gateway's URL in the README's curl examples: the
