@@ -48,28 +48,12 @@ func TestFleetTwoInstancesDoc(t *testing.T) {
 	}
 
 	out := runReadmeScript(t, local.Replace(script))
-	var lines []string
-	for _, l := range strings.Split(out, "\n") {
-		if strings.TrimSpace(l) != "" {
-			lines = append(lines, l)
-		}
-	}
-	want := [][]string{
+	wantLines(t, "docs/fleet.md's curl walk-through", out, [][]string{
 		{`"result":{"resultType":"input_required"`, `"message":"How many people, and when?"`, `"requestState":"`},
 		{`"result":{"content":[{"type":"text","text":"Booked Chez Caddy for 2 on 2026-12-24."}],"resultType":"complete"`},
 		{`"result":{"resultType":"complete","taskId":"`, `"status":"input_required"`, `"inputRequests":{"elicitation-1":{"method":"elicitation/create"`},
 		{`{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete"}}`},
 		{`"result":{"resultType":"complete","taskId":"`, `"status":"completed"`,
 			`"result":{"content":[{"type":"text","text":"Booked Chez Caddy for 4 on 2026-12-31."}]`},
-	}
-	if len(lines) != len(want) {
-		t.Fatalf("docs/fleet.md's walk-through printed %d lines, want %d:\n%s", len(lines), len(want), out)
-	}
-	for i, l := range lines {
-		for _, w := range want[i] {
-			if !strings.Contains(l, w) {
-				t.Fatalf("line %d of docs/fleet.md's walk-through lacks %s:\n%s", i+1, w, l)
-			}
-		}
-	}
+	})
 }

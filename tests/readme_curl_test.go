@@ -131,8 +131,8 @@ func TestReadmeCurlAllRun(t *testing.T) {
 // GET stream, tools/call), its in-line question answered with the id the
 // server sent and its question on the GET stream answered the same way;
 // the saga; and docs/tasks.md's task (tools/call answered with a task,
-// tasks/get until input_required, tasks/update, tasks/get until completed,
-// and a second task cancelled). Each must print the answers the page
+// tasks/get polled while it is working, then input_required, tasks/update,
+// tasks/get polled until it completed, and a second task cancelled). Each must print the answers the page
 // shows.
 func TestReadmeCurl(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "sed", "awk", "tr", "tee", "grep"} {
@@ -222,22 +222,7 @@ func TestReadmeCurl(t *testing.T) {
 				}
 			}
 			if c.lines != nil {
-				var got []string
-				for _, l := range strings.Split(out, "\n") {
-					if strings.TrimSpace(l) != "" {
-						got = append(got, l)
-					}
-				}
-				if len(got) != len(c.lines) {
-					t.Fatalf("the %s curl walk-through printed %d lines, want %d:\n%s", c.name, len(got), len(c.lines), out)
-				}
-				for i, l := range got {
-					for _, w := range c.lines[i] {
-						if !strings.Contains(l, w) {
-							t.Fatalf("line %d of the %s curl walk-through lacks %s:\n%s", i+1, c.name, w, l)
-						}
-					}
-				}
+				wantLines(t, "the "+c.name+" curl walk-through", out, c.lines)
 			}
 			for _, s := range c.shown {
 				line := ""
@@ -268,6 +253,28 @@ func TestReadmeCurl(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// wantLines fails the test unless out's non-empty lines are as many as
+// want's and each holds the strings want gives for it; what names out.
+func wantLines(t *testing.T, what, out string, want [][]string) {
+	t.Helper()
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.TrimSpace(l) != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%s printed %d lines, want %d:\n%s", what, len(lines), len(want), out)
+	}
+	for i, l := range lines {
+		for _, w := range want[i] {
+			if !strings.Contains(l, w) {
+				t.Fatalf("line %d of what %s printed lacks %s:\n%s", i+1, what, w, l)
+			}
+		}
 	}
 }
 
