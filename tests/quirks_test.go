@@ -1,9 +1,9 @@
 package tests
 
 // accept_client_quirks end to end: the header bugs of known clients
-// repaired at the front door, through a modern upstream (pass-through)
-// and through the forward bridge, against the go-sdk everything-server in
-// both eras; refused with -32020 without the option, and still refused
+// repaired at the front door, through a modern upstream (pass-through),
+// through the forward bridge and in a federated block of both, against
+// the go-sdk everything-server in both eras; refused with -32020 without the option, and still refused
 // when a header disagrees with the body after the repair.
 
 import (
@@ -21,12 +21,15 @@ func TestClientQuirks(t *testing.T) {
 	}
 	const both = "\t\taccept_client_quirks protocol_header_mismatch missing_method_header\n"
 	// /mcp passes through to the modern server, /fwd bridges to the
-	// legacy one; /off is /mcp without the option.
+	// legacy one; /off is /mcp without the option; /fed is a federated
+	// block of both (new__ and old__ names).
+	fed := fmt.Sprintf("\tmcp_gateway /fed {\n%s\t\tserver new {\n\t\t\tupstream %s {\n\t\t\t\tera modern\n\t\t\t}\n\t\t}\n"+
+		"\t\tserver old {\n\t\t\tupstream %s {\n\t\t\t\tera legacy\n\t\t\t}\n\t\t}\n\t}\n", both, modern, legacy)
 	g := startGatewayWith(t, "\tlog {\n\t\tlevel DEBUG\n\t}",
-		block("/fwd", legacy, "legacy", both)+block("/off", modern, "modern", ""),
+		block("/fwd", legacy, "legacy", both)+block("/off", modern, "modern", "")+fed,
 		fmt.Sprintf("\t\tupstream %s {\n\t\t\tera modern\n\t\t}\n%s", modern, both))
 	base := strings.TrimSuffix(g.URL, "/mcp")
-	repaired, bridged, off := g.URL, base+"/fwd", base+"/off"
+	repaired, bridged, off, federated := g.URL, base+"/fwd", base+"/off", base+"/fed"
 
 	call := func(id int, tool, args string) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{`+
@@ -81,16 +84,28 @@ func TestClientQuirks(t *testing.T) {
 			t.Errorf("%s, no Mcp-Param-Region: result %q", c.name, text)
 		}
 	}
+	// A federated block repairs at its own front door, before it routes
+	// by name.
+	id++
+	fedClaude := map[string]string{"MCP-Protocol-Version": "2025-11-25", "Mcp-Method": "tools/call", "Mcp-Name": "old__test_simple_text"}
+	if text := checkToolResult(t, postRPC(t, federated, fedClaude, call(id, "old__test_simple_text", "{}"), id), id); text != simple {
+		t.Errorf("federated block, protocol_header_mismatch: result %q", text)
+	}
+	id++
+	if text := checkToolResult(t, postRPC(t, federated, bare, call(id, "new__test_x_mcp_header", `{"region":"eu-west"}`), id), id); text != "region=eu-west" {
+		t.Errorf("federated block, missing_method_header: result %q", text)
+	}
 	// Without the option, the gateway refuses the call before the server
 	// could.
 	id++
 	checkRPCError(t, postRPC(t, off, bare, call(id, "test_x_mcp_header", `{"region":"eu-west"}`), id), http.StatusBadRequest, -32020, id)
 
 	// Counted when made: the four calls that passed, the two refused for
-	// a header still wrong, the three calls to test_x_mcp_header.
+	// a header still wrong, the three calls to test_x_mcp_header, the
+	// federated block's two.
 	checkMetrics(t, scrape(t, g), map[string]float64{
-		`caddy_mcp_gateway_client_quirks_repaired_total{repair="protocol_header_mismatch"}`: 3,
-		`caddy_mcp_gateway_client_quirks_repaired_total{repair="missing_method_header"}`:    6,
+		`caddy_mcp_gateway_client_quirks_repaired_total{repair="protocol_header_mismatch"}`: 4,
+		`caddy_mcp_gateway_client_quirks_repaired_total{repair="missing_method_header"}`:    7,
 	})
 	logged := 0
 	for line := range strings.SplitSeq(g.Log(), "\n") {
@@ -98,7 +113,7 @@ func TestClientQuirks(t *testing.T) {
 			logged++
 		}
 	}
-	if logged != 9 {
-		t.Errorf("%d debug lines naming the repair and the client, want 9", logged)
+	if logged != 11 {
+		t.Errorf("%d debug lines naming the repair and the client, want 11", logged)
 	}
 }
