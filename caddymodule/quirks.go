@@ -13,14 +13,14 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/reverse"
 )
 
-// This file repairs, at the front door and before the request's era is
-// told, the header bugs of clients known to have them
-// (accept_client_quirks); a passed-through tools/call's Mcp-Param-*
-// headers, which need the upstream's tool schemas, once the upstream is
-// chosen. A repair only ever makes a header say what the
-// body says, and only for a modern body (params._meta protocolVersion one
-// the gateway serves); the request is then validated as any other, so a
-// header that still disagrees with the body is refused (-32020).
+// This file repairs the header bugs of clients known to have them
+// (accept_client_quirks): at the front door, before the request's era is
+// told; and, for a tools/call passed through, its Mcp-Param-* headers once
+// the upstream is chosen, since they need its tool schemas. A repair only
+// ever makes a header say what the body says, and only for a modern body
+// (params._meta protocolVersion one the gateway serves); the request is
+// then validated as any other, so a header that still disagrees with the
+// body is refused (-32020).
 
 // The repairs accept_client_quirks names.
 const (
