@@ -3,8 +3,9 @@ package tests
 // accept_client_quirks end to end: the header bugs of known clients
 // repaired at the front door, through a modern upstream (pass-through),
 // through the forward bridge and in a federated block of both, against
-// the go-sdk everything-server in both eras; refused with -32020 without the option, and still refused
-// when a header disagrees with the body after the repair.
+// the go-sdk everything-server in both eras; refused with -32020 without
+// the option, and still refused when a header disagrees with the body
+// after the repair.
 
 import (
 	"fmt"
