@@ -170,14 +170,23 @@ func (t *task) resumeAt() (after string, seen uint32) {
 // task are serialized, each of the state at its time: the last write is
 // of the latest state. A failure is reported to the observer (the task
 // goes on in memory).
+//
+// Every transition calls it, with or without a store: it also pushes the
+// new state to the task's listeners on this instance (task_push.go).
 func (b *Bridge) persist(t *task) {
-	if t.opts == nil || t.opts.Tasks.Store == nil {
-		return
+	store := t.opts != nil && t.opts.Tasks.Store != nil
+	var boot [16]byte
+	if store {
+		boot = b.claim(t.opts)
 	}
-	boot := b.claim(t.opts)
 	t.saveMu.Lock()
 	defer t.saveMu.Unlock()
 	t.mu.Lock()
+	b.pushTask(t)
+	if !store {
+		t.mu.Unlock()
+		return
+	}
 	rec := t.record(boot)
 	t.recordResumes = rec.After != ""
 	t.mu.Unlock()
