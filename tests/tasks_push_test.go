@@ -1,0 +1,213 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// pushFleet is two instances of one fleet sharing Caddy's storage (one
+// folder, as a shared volume would be) in front of tests/legacyfixture,
+// test_tool_with_task and slow_compute hosted as tasks at once; extra is
+// added to each block.
+func pushFleet(t *testing.T, extra string) []*gateway {
+	t.Helper()
+	bin := buildGoBinary(t, "./tests/legacyfixture")
+	port := freePort(t)
+	up := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	startPeer(t, "legacyfixture", exec.Command(bin, "-addr", fmt.Sprintf("127.0.0.1:%d", port))).waitUp(t, up)
+	block := "\t\tupstream " + up + " {\n\t\t\tera legacy\n\t\t}\n\t\ttask test_tool_with_task required 0\n\t\ttask slow_compute optional 0" + extra
+	ports := []int{freePort(t), freePort(t)}
+	globals := "\tstorage file_system " + t.TempDir()
+	fleet := make([]*gateway, len(ports))
+	for i, p := range ports {
+		fleet[i] = launchGateway(t, p, globals, "", fleetBlock(t, block, "peer", ports, i))
+	}
+	return fleet
+}
+
+// taskListen is an open subscriptions/listen stream.
+type taskListen struct {
+	ack  json.RawMessage // the acknowledgement's params.notifications
+	msgs <-chan sseMsg
+	// seen are the statuses its notifications/tasks carried, by taskId,
+	// in order; last is the last notification of each.
+	seen map[string][]string
+	last map[string]taskNote
+}
+
+// listen opens a subscriptions/listen on url naming taskIds, declaring
+// caps, and reads its acknowledgement; a refusal is returned as the
+// exchange, with a nil stream.
+func (c *taskClient) listen(url string, caps map[string]any, taskIDs ...string) (*taskListen, rpcExchange) {
+	c.t.Helper()
+	c.id++
+	m := meta(modernVersion)
+	m["io.modelcontextprotocol/clientCapabilities"] = caps
+	body := rpcBody(c.t, c.id, "subscriptions/listen", map[string]any{"_meta": m,
+		"notifications": map[string]any{"taskIds": taskIDs}})
+	hdr := modernHeaders(modernVersion, "subscriptions/listen", "")
+	hdr["Authorization"] = c.auth
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, err := tryPostContext(ctx, url, hdr, body)
+	if err != nil {
+		cancel()
+		c.t.Fatalf("listen: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		defer cancel()
+		return nil, readRPC(c.t, resp, c.id)
+	}
+	c.t.Cleanup(func() { cancel(); resp.Body.Close() })
+	l := &taskListen{msgs: readSSE(resp.Body), seen: map[string][]string{}, last: map[string]taskNote{}}
+	var ack struct {
+		Method string `json:"method"`
+		Params struct {
+			Notifications json.RawMessage `json:"notifications"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal([]byte(nextData(c.t, l.msgs).data), &ack); err != nil || ack.Method != "notifications/subscriptions/acknowledged" {
+		c.t.Fatalf("listen: first message not the acknowledgement: %v %+v", err, ack)
+	}
+	l.ack = ack.Params.Notifications
+	return l, rpcExchange{}
+}
+
+// taskNote is one notifications/tasks as the tests read it.
+type taskNote struct {
+	taskView
+	SubscriptionID json.RawMessage
+}
+
+// next returns the next notifications/tasks on l, noting its status.
+func (l *taskListen) next(t *testing.T) taskNote {
+	t.Helper()
+	for {
+		var n struct {
+			Method string `json:"method"`
+			Params struct {
+				taskView
+				Meta map[string]json.RawMessage `json:"_meta"`
+			} `json:"params"`
+		}
+		if json.Unmarshal([]byte(nextData(t, l.msgs).data), &n) != nil || n.Method != "notifications/tasks" {
+			continue
+		}
+		note := taskNote{n.Params.taskView, n.Params.Meta["io.modelcontextprotocol/subscriptionId"]}
+		if len(note.SubscriptionID) == 0 {
+			t.Fatalf("notifications/tasks without the subscription id: %+v", n)
+		}
+		l.seen[note.TaskID] = append(l.seen[note.TaskID], note.Status)
+		l.last[note.TaskID] = note
+		return note
+	}
+}
+
+// untilEnded reads l's notifications/tasks until each task of ids has
+// sent a terminal status.
+func (l *taskListen) untilEnded(t *testing.T, ids ...string) {
+	t.Helper()
+	ended := func() bool {
+		for _, id := range ids {
+			s := l.seen[id]
+			if len(s) == 0 || !slices.Contains([]string{"completed", "failed", "cancelled"}, s[len(s)-1]) {
+				return false
+			}
+		}
+		return true
+	}
+	for !ended() {
+		l.next(t)
+	}
+}
+
+// TestTaskStatusPushed: two tasks run on instance 0 of a fleet sharing its
+// storage; alice listens for both (notifications.taskIds) on instance 1
+// (the task's record read every task_listen_poll) and on instance 0 (from
+// memory). Each stream acknowledges both taskIds, then carries a
+// notifications/tasks with the full task for each status change of each,
+// in order: test_tool_with_task working (unless its question came first),
+// input_required with its question, working once answered, completed with
+// its result; slow_compute working, then cancelled. bob, listening for
+// the same taskIds, has none accepted and gets no notifications/tasks; a
+// listen naming taskIds without declaring the Tasks extension gets -32021;
+// max_task_listeners_per_principal refuses alice's next listen (429).
+func TestTaskStatusPushed(t *testing.T) {
+	t.Parallel()
+	fleet := pushFleet(t, "\n\t\ttask_listen_poll 100ms\n\t\tmax_task_listeners_per_principal 1")
+	alice := &taskClient{t: t, auth: "Bearer alice"}
+	bob := &taskClient{t: t, auth: "Bearer bob"}
+	asks := parseTask(t, alice.callTool(fleet[0].URL, "test_tool_with_task", map[string]any{}))
+	slow := parseTask(t, alice.callTool(fleet[0].URL, "slow_compute", map[string]any{"seconds": 60}))
+	if asks.ResultType != "task" || slow.ResultType != "task" {
+		t.Fatalf("want two tasks, got %+v and %+v", asks, slow)
+	}
+	ids := []string{asks.TaskID, slow.TaskID}
+
+	_, refused := alice.listen(fleet[1].URL, map[string]any{}, ids...)
+	wantRPCError(t, refused, -32021, "a listen naming taskIds without the Tasks extension")
+	remote, _ := alice.listen(fleet[1].URL, taskCaps(), ids...)
+	local, _ := alice.listen(fleet[0].URL, taskCaps(), ids...)
+	other, _ := bob.listen(fleet[1].URL, taskCaps(), ids...)
+	want, _ := json.Marshal(map[string]any{"taskIds": ids})
+	for name, l := range map[string]*taskListen{"instance 1": remote, "instance 0": local} {
+		if string(l.ack) != string(want) {
+			t.Fatalf("%s: acknowledged %s, want %s", name, l.ack, want)
+		}
+	}
+	if string(other.ack) != "{}" {
+		t.Fatalf("another principal's listen: acknowledged %s, want no taskIds", other.ack)
+	}
+	if _, full := alice.listen(fleet[1].URL, taskCaps(), ids...); full.Status != http.StatusTooManyRequests {
+		t.Fatalf("alice's second listen for tasks on one instance: %s, want 429", full)
+	}
+
+	// The question, seen on the stream, answered on the owner.
+	var asked taskNote
+	for asked.TaskID != asks.TaskID || asked.Status != "input_required" {
+		asked = remote.next(t)
+	}
+	if q := question(t, asked.taskView); q != "What is your name?" {
+		t.Fatalf("input_required notification without its question: %+v", asked)
+	}
+	if x := alice.answerTask(fleet[0].URL, asked.taskView, "name", "Alice"); x.Resp == nil || x.Resp.Error != nil {
+		t.Fatalf("tasks/update: %s", x)
+	}
+	alice.until(fleet[0].URL, asks.TaskID, func(v taskView) bool { return v.Status == "working" }, "working again")
+	if x := alice.task(fleet[0].URL, "tasks/cancel", slow.TaskID, nil); x.Resp == nil || x.Resp.Error != nil {
+		t.Fatalf("tasks/cancel: %s", x)
+	}
+
+	for name, l := range map[string]*taskListen{"instance 1": remote, "instance 0": local} {
+		l.untilEnded(t, ids...)
+		got := l.seen[asks.TaskID]
+		if len(got) > 0 && got[0] == "working" {
+			got = got[1:] // its question may come before the listen
+		}
+		if !slices.Equal(got, []string{"input_required", "working", "completed"}) {
+			t.Fatalf("%s: test_tool_with_task's notifications %v, want [working] input_required working completed", name, l.seen[asks.TaskID])
+		}
+		if r := l.last[asks.TaskID].Result; r == nil || len(r.Content) == 0 || r.Content[0].Text != "Hello, Alice!" {
+			t.Fatalf("%s: completed notification without the result: %+v", name, l.last[asks.TaskID])
+		}
+		if got := l.seen[slow.TaskID]; !slices.Equal(got, []string{"working", "cancelled"}) {
+			t.Fatalf("%s: slow_compute's notifications %v, want working cancelled", name, got)
+		}
+	}
+	for {
+		select {
+		case m := <-other.msgs:
+			if strings.Contains(m.data, "notifications/tasks") {
+				t.Fatalf("another principal's listen got %s", m.data)
+			}
+			continue
+		default:
+		}
+		break
+	}
+}
