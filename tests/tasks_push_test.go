@@ -1,14 +1,18 @@
 package tests
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // pushFleet is two instances of one fleet sharing Caddy's storage (one
@@ -209,5 +213,95 @@ func TestTaskStatusPushed(t *testing.T) {
 		default:
 		}
 		break
+	}
+}
+
+// sdkTaskEvent is one line tests/node/tasklisten-client.mjs prints.
+type sdkTaskEvent struct {
+	Event   string          `json:"event"`
+	Honored json.RawMessage `json:"honored"`
+	TaskID  string          `json:"taskId"`
+	Status  string          `json:"status"`
+	Valid   bool            `json:"valid"`
+	Text    *string         `json:"text"`
+}
+
+// TestTaskStatusPushedSDK: the TypeScript SDK 2.x Client, declaring the
+// Tasks extension, listens on instance 1 (Client.listen with ext-tasks'
+// contributeTaskFilterV2) for a task running on instance 0, and gets
+// each status change as a notifications/tasks that ext-tasks'
+// isTaskStatusNotificationV2 accepts: [working] input_required, working
+// once answered, completed with the result. The SDK's honoredFilter drops
+// taskIds (its SubscriptionFilter schema knows no taskIds): it is printed,
+// not checked.
+func TestTaskStatusPushedSDK(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("needs node; skipped with -short")
+	}
+	fleet := pushFleet(t, "\n\t\ttask_listen_poll 100ms")
+	alice := &taskClient{t: t, auth: "Bearer alice"}
+	asks := parseTask(t, alice.callTool(fleet[0].URL, "test_tool_with_task", map[string]any{}))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	cmd := groupCommand(ctx, nodeBin(t), filepath.Join(testsDir(t), "node", "tasklisten-client.mjs"), "Bearer alice", fleet[1].URL, asks.TaskID)
+	cmd.Dir = testsDir(t)
+	cmd.Env = append(os.Environ(), "MCP_SCRIPT_TIMEOUT_MS=50000")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	events := make(chan sdkTaskEvent, 8)
+	go func() {
+		defer close(events)
+		for lines := bufio.NewScanner(stdout); lines.Scan(); {
+			var e sdkTaskEvent
+			if json.Unmarshal(lines.Bytes(), &e) == nil {
+				events <- e
+			}
+		}
+	}()
+	next := func(want string) sdkTaskEvent {
+		t.Helper()
+		select {
+		case e, ok := <-events:
+			if !ok || e.Event != want {
+				t.Fatalf("tasklisten-client: want %q, got %+v (ended: %v); stderr:\n%s", want, e, !ok, stderr.String())
+			}
+			if want == "task" && (!e.Valid || e.TaskID != asks.TaskID) {
+				t.Fatalf("tasklisten-client: a notification ext-tasks does not accept, or of another task: %+v", e)
+			}
+			return e
+		case <-time.After(notHang):
+			t.Fatalf("tasklisten-client: no %q within %v; stderr:\n%s", want, notHang, stderr.String())
+		}
+		return sdkTaskEvent{}
+	}
+	t.Logf("the SDK's honoredFilter: %s", next("ack").Honored)
+	var statuses []string
+	e := next("task")
+	if statuses = append(statuses, e.Status); e.Status == "working" {
+		e = next("task")
+		statuses = append(statuses, e.Status)
+	}
+	if e.Status != "input_required" {
+		t.Fatalf("statuses %v, want [working] input_required", statuses)
+	}
+	v := alice.until(fleet[0].URL, asks.TaskID, func(v taskView) bool { return v.Status == "input_required" }, "input_required")
+	if x := alice.answerTask(fleet[0].URL, v, "name", "Bob"); x.Resp == nil || x.Resp.Error != nil {
+		t.Fatalf("tasks/update: %s", x)
+	}
+	for e.Status != "completed" {
+		e = next("task")
+		statuses = append(statuses, e.Status)
+	}
+	if got := statuses[len(statuses)-2:]; got[0] != "working" || e.Text == nil || *e.Text != "Hello, Bob!" {
+		t.Fatalf("statuses %v, last %+v: want working then completed with Hello, Bob!", statuses, e)
 	}
 }
