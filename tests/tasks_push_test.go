@@ -305,3 +305,76 @@ func TestTaskStatusPushedSDK(t *testing.T) {
 		t.Fatalf("statuses %v, last %+v: want working then completed with Hello, Bob!", statuses, e)
 	}
 }
+
+// TestTaskPushDelay measures (figures in BENCHMARKS.md, nothing asserted
+// on them) how long after a status change a listener gets its
+// notifications/tasks: n tasks run on instance 0, alice listens for all
+// of them on instance 1 (from the records, every task_listen_poll: the
+// default 500ms, and 100ms) and on instance 0 (from memory); the tasks
+// are cancelled on instance 0 one by one, 37ms apart, and each delay is
+// the notification's arrival less its lastUpdatedAt (one clock: one
+// machine). Not parallel: it measures time.
+func TestTaskPushDelay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a measurement; skipped with -short")
+	}
+	const n = 20
+	for _, poll := range []string{"500ms", "100ms"} {
+		fleet := pushFleet(t, "\n\t\ttask_listen_poll "+poll)
+		alice := &taskClient{t: t, auth: "Bearer alice"}
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = parseTask(t, alice.callTool(fleet[0].URL, "slow_compute", map[string]any{"seconds": 60})).TaskID
+		}
+		remote, _ := alice.listen(fleet[1].URL, taskCaps(), ids...)
+		local, _ := alice.listen(fleet[0].URL, taskCaps(), ids...)
+		for _, l := range []*taskListen{remote, local} {
+			for len(l.seen) < n {
+				l.next(t) // each task's first state, working
+			}
+		}
+		names := []string{"instance 1 (records, task_listen_poll " + poll + ")", "instance 0 (memory)"}
+		delays := make([][]time.Duration, len(names))
+		done := make(chan string, len(names))
+		for i, l := range []*taskListen{remote, local} {
+			go func() {
+				defer func() { done <- names[i] }()
+				for len(delays[i]) < n {
+					var note struct {
+						Params struct {
+							Status        string `json:"status"`
+							LastUpdatedAt string `json:"lastUpdatedAt"`
+						} `json:"params"`
+					}
+					m, ok := <-l.msgs
+					if !ok {
+						return
+					}
+					at := time.Now()
+					if json.Unmarshal([]byte(m.data), &note) != nil || note.Params.Status != "cancelled" {
+						continue
+					}
+					changed, _ := time.Parse(time.RFC3339Nano, note.Params.LastUpdatedAt)
+					delays[i] = append(delays[i], at.Sub(changed))
+				}
+			}()
+		}
+		for _, id := range ids {
+			if x := alice.task(fleet[0].URL, "tasks/cancel", id, nil); x.Resp == nil || x.Resp.Error != nil {
+				t.Fatalf("tasks/cancel: %s", x)
+			}
+			time.Sleep(37 * time.Millisecond) // spreads the changes over the poll's phase
+		}
+		for range names {
+			wait(t, done, notHang, "a listener's notifications")
+		}
+		for i, d := range delays {
+			if len(d) < n {
+				t.Fatalf("%s: %d notifications of %d", names[i], len(d), n)
+			}
+			slices.Sort(d)
+			t.Logf("%s: %d notifications; delay min %v, median %v, p90 %v, max %v", names[i], len(d),
+				d[0].Round(time.Millisecond), d[n/2].Round(time.Millisecond), d[n*9/10].Round(time.Millisecond), d[n-1].Round(time.Millisecond))
+		}
+	}
+}
