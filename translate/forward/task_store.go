@@ -35,7 +35,8 @@ import (
 // Writes happen on transitions (created, input_required, working again,
 // terminal, taken over), never on a poll; the owner serves its tasks from
 // memory, and other instances read the record only when the owner cannot
-// be reached (task_takeover.go).
+// be reached (task_takeover.go), or to follow the task for a listener
+// (task_push.go).
 
 // Storage is what the task records need of a storage: certmagic.Storage
 // (Caddy's storage modules) satisfies it. Load reports a missing key with
