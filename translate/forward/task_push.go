@@ -168,9 +168,11 @@ func (b *Bridge) watchTasks(r Request, params []byte) (*taskWatch, *jsonrpc.RPCE
 }
 
 // followable reports whether this instance can follow the task tk names:
-// it holds it, or it is a hosted task whose record is in the task store.
+// a task the gateway hosts (not a 2025 upstream's, whose changes the
+// gateway learns only when a client asks), held here or with its record in
+// the task store.
 func (b *Bridge) followable(o *Options, tk seal.Task) bool {
-	return b.heldTask(tk.Handle, tk.Principal) != nil || (o.Tasks.Store != nil && tk.Upstream == "")
+	return tk.Upstream == "" && (o.Tasks.Store != nil || b.heldTask(tk.Handle, tk.Principal) != nil)
 }
 
 // close ends w: no more pushes, and its principal's place is free.

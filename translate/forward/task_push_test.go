@@ -13,8 +13,8 @@ import (
 )
 
 // TestWatchTasksBounds attacks the listen's task filter: taskIds of
-// another principal, another keyring's, malformed or repeated are not
-// accepted; past max_listen_task_ids the rest are left out of the ack; a
+// another principal, another keyring's, a 2025 upstream's task, malformed
+// or repeated are not accepted; past max_listen_task_ids the rest are left out of the ack; a
 // listen naming taskIds without the Tasks extension is refused with
 // -32021; past max_task_listeners_per_principal a principal's next listen
 // is refused (429) while another principal's passes, until one closes;
@@ -38,8 +38,11 @@ func TestWatchTasksBounds(t *testing.T) {
 	taskID := func(kr *seal.Keyring, princ [16]byte, n byte) string {
 		return seal.SealTask(kr, seal.Task{Instance: "gw-1", Handle: [16]byte{n}, Principal: princ})
 	}
+	// A 2025 upstream's task, held here: its end is never pushed.
+	theirs := seal.SealTask(kr, seal.Task{Instance: "gw-0", Handle: [16]byte{7}, Principal: alice, Upstream: "task-1", Session: "sess-1"})
+	b.tasks[[16]byte{7}] = &task{handle: [16]byte{7}, princ: alice}
 	mine := []string{taskID(kr, alice, 1), taskID(kr, alice, 2), taskID(kr, alice, 3), taskID(kr, alice, 4)}
-	asked := `{"notifications":{"taskIds":[` + quoted(taskID(kr, bob, 9)) + `,` + quoted(taskID(other, alice, 8)) + `,17,"nonsense",` +
+	asked := `{"notifications":{"taskIds":[` + quoted(taskID(kr, bob, 9)) + `,` + quoted(taskID(other, alice, 8)) + `,` + quoted(theirs) + `,17,"nonsense",` +
 		quoted(mine[0]) + `,` + quoted(mine[0]) + `,` + quoted(mine[1]) + `,` + quoted(mine[2]) + `,` + quoted(mine[3]) + `]}}`
 	listen := func(princ [16]byte, caps string) (*taskWatch, *jsonrpc.RPCError) {
 		return b.watchTasks(Request{Principal: princ, Options: opts, ModernRequest: &translate.ModernRequest{ClientCapabilities: []byte(caps)}}, []byte(asked))
