@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tidwall/gjson"
 )
 
 // pushFleet is two instances of one fleet sharing Caddy's storage (one
@@ -375,6 +379,68 @@ func TestTaskPushDelay(t *testing.T) {
 			slices.Sort(d)
 			t.Logf("%s: %d notifications; delay min %v, median %v, p90 %v, max %v", names[i], len(d),
 				d[0].Round(time.Millisecond), d[n/2].Round(time.Millisecond), d[n*9/10].Round(time.Millisecond), d[n-1].Round(time.Millisecond))
+		}
+	}
+}
+
+// pushingServer is a modern upstream that runs its own task and pushes its
+// status (a fixture: no server in tests/node_modules pushes
+// notifications/tasks on a listen): it answers subscriptions/listen with
+// an SSE stream — the acknowledgement echoing its taskIds, then a
+// notifications/tasks working and one completed for each, with the
+// request's subscription id — and holds it until the client leaves.
+func pushingServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req := gjson.ParseBytes(body)
+		if req.Get("method").String() != "subscriptions/listen" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, req.Get("id").Raw)
+			return
+		}
+		id, ids := req.Get("id").Raw, req.Get("params.notifications.taskIds").Raw
+		meta := `"_meta":{"io.modelcontextprotocol/subscriptionId":` + id + `}`
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\",\"params\":{%s,\"notifications\":{\"taskIds\":%s}}}\n\n", meta, ids)
+		for _, v := range req.Get("params.notifications.taskIds").Array() {
+			for _, status := range []string{"working", "completed"} {
+				fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tasks\",\"params\":{\"taskId\":%q,\"status\":%q,\"createdAt\":\"2026-11-28T10:00:00Z\",\"lastUpdatedAt\":\"2026-11-28T10:00:01Z\",\"ttlMs\":60000,%s}}\n\n", v.Str, status, meta)
+			}
+		}
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+// TestUpstreamTaskPushPassesThrough: in front of a modern server that runs
+// its tasks itself, a modern client's listen naming their taskIds reaches
+// the server, and the server's own acknowledgement and notifications/tasks
+// come back unchanged, in order.
+func TestUpstreamTaskPushPassesThrough(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, "\t\tupstream "+pushingServer(t)+" {\n\t\t\tera modern\n\t\t}")
+	alice := &taskClient{t: t, auth: "Bearer alice"}
+	l, refused := alice.listen(g.URL, taskCaps(), "up-1", "up-2")
+	if l == nil {
+		t.Fatalf("listen through the gateway: %s", refused)
+	}
+	if string(l.ack) != `{"taskIds":["up-1","up-2"]}` {
+		t.Fatalf("acknowledged %s, want the server's", l.ack)
+	}
+	l.untilEnded(t, "up-1", "up-2")
+	for _, id := range []string{"up-1", "up-2"} {
+		if !slices.Equal(l.seen[id], []string{"working", "completed"}) {
+			t.Fatalf("%s: %v, want working completed", id, l.seen[id])
 		}
 	}
 }
