@@ -200,13 +200,15 @@ func (w *taskWatch) close() {
 // the states of one task are queued in the order they happened.
 func (b *Bridge) pushTask(t *task) {
 	b.wmu.Lock()
-	defer b.wmu.Unlock()
-	set := b.watches[t.handle]
-	if len(set) == 0 {
+	watched := len(b.watches[t.handle]) > 0
+	b.wmu.Unlock()
+	if !watched {
 		return
 	}
-	p := pushOf(t)
-	for w := range set {
+	p := pushOf(t) // outside wmu: the task's result may be large
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	for w := range b.watches[t.handle] {
 		if w.princ == t.princ {
 			w.enqueue(p)
 		}
