@@ -194,6 +194,12 @@ func (c *TasksConfig) unmarshalOption(d *caddyfile.Dispenser, opt string) (bool,
 		}
 	case "max_task_wait":
 		err = face.ParseDurationNotNegative(d, &c.MaxTaskWait, "must be positive")
+	case "task_listen_poll":
+		err = face.ParseDurationNotNegative(d, &c.ListenPoll, "must be positive")
+	case "max_listen_task_ids":
+		err = face.ParseCount(d, &c.MaxListenTaskIDs)
+	case "max_task_listeners_per_principal":
+		err = face.ParseCount(d, &c.MaxTaskListenersPerPrincipal)
 	default:
 		return false, nil
 	}

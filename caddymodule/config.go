@@ -563,4 +563,27 @@ type TasksConfig struct {
 	// cancelled upstream (`tasks/cancel`) and the client gets `-32603`
 	// saying the task did not end in time. Must be positive. Default: 1h.
 	MaxTaskWait caddy.Duration `json:"max_task_wait,omitempty"`
+
+	// How often an instance reads, from `store`, the record of a task
+	// another instance runs, for a client listening for its status
+	// changes (`subscriptions/listen` naming its taskId in
+	// `notifications.taskIds`): the `notifications/tasks` comes up to this
+	// long after the change (a task this instance runs pushes at once).
+	// A status shorter than this may be passed over for the next one
+	// (each notification carries the whole task, the last one always
+	// arrives). Each listener costs one storage read per task per period.
+	// Must be positive. Default: 500ms.
+	// Caddyfile: `task_listen_poll`.
+	ListenPoll caddy.Duration `json:"listen_poll,omitempty"`
+
+	// The most taskIds one `subscriptions/listen` follows: those after
+	// are left out of its acknowledgement. At least 1. Default: 100.
+	// Caddyfile: `max_listen_task_ids`.
+	MaxListenTaskIDs int `json:"max_listen_task_ids,omitempty"`
+
+	// The most `subscriptions/listen` streams following tasks one
+	// principal holds open on an instance: one more is refused with 429
+	// (`-32603`). At least 1. Default: 10.
+	// Caddyfile: `max_task_listeners_per_principal`.
+	MaxTaskListenersPerPrincipal int `json:"max_task_listeners_per_principal,omitempty"`
 }

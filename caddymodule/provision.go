@@ -220,6 +220,8 @@ func (h *Handler) Validate() error {
 		{"max_tasks", int64(h.Tasks.MaxTasks)},
 		{"max_tasks_per_principal", int64(h.Tasks.MaxTasksPerPrincipal)},
 		{"max_task_result", h.Tasks.MaxResult},
+		{"max_listen_task_ids", int64(h.Tasks.MaxListenTaskIDs)},
+		{"max_task_listeners_per_principal", int64(h.Tasks.MaxTaskListenersPerPrincipal)},
 	} {
 		if c.n < 1 {
 			return fmt.Errorf("%s: must be at least 1, got %d", c.name, c.n)
@@ -271,6 +273,7 @@ func (h *Handler) Validate() error {
 		{"max_task_wait", h.Tasks.MaxTaskWait},
 		{"health_timeout", h.Health.Active.Timeout},
 		{"task_ttl", h.Tasks.TTL},
+		{"task_listen_poll", h.Tasks.ListenPoll},
 	} {
 		if c.d <= 0 {
 			return fmt.Errorf("%s: must be positive, got %v", c.name, time.Duration(c.d))
