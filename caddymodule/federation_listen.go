@@ -70,7 +70,7 @@ func (h *Handler) serveMergedListen(w http.ResponseWriter, r *http.Request, req 
 	}
 
 	// The acknowledgements first: each server's first message.
-	acks := make([][]byte, 0, active)
+	acks := make([]listenEvent, 0, active)
 	var early []listenEvent
 	deadline := time.NewTimer(f.listTimeout)
 	defer deadline.Stop()
@@ -87,7 +87,7 @@ func (h *Handler) serveMergedListen(w http.ResponseWriter, r *http.Request, req 
 			case !acked[ev.server] && gjson.GetBytes(ev.msg, "method").String() == "notifications/subscriptions/acknowledged":
 				acked[ev.server] = true
 				waiting--
-				acks = append(acks, ev.msg)
+				acks = append(acks, ev)
 			default:
 				early = append(early, ev)
 			}
@@ -97,7 +97,7 @@ func (h *Handler) serveMergedListen(w http.ResponseWriter, r *http.Request, req 
 			return nil
 		}
 	}
-	if err := send(mergedAck(req.ID, acks)); err != nil {
+	if err := send(h.mergedAck(req.ID, acks)); err != nil {
 		return nil
 	}
 	for _, ev := range early {
@@ -187,27 +187,35 @@ func (h *Handler) listenBody(r *http.Request, body []byte, filter gjson.Result, 
 }
 
 // mergedAck is the block's acknowledgement: what the servers honour
-// together (a flag any honours; every resource and taskId one honours).
-func mergedAck(id []byte, acks [][]byte) []byte {
+// together (a flag any honours; every resource and taskId one honours,
+// taskIds in the block's namespace).
+func (h *Handler) mergedAck(id []byte, acks []listenEvent) []byte {
 	b := []byte{'{'}
 	for _, flag := range listenFlags {
 		for _, a := range acks {
-			if gjson.GetBytes(a, "params.notifications."+flag).Bool() {
+			if gjson.GetBytes(a.msg, "params.notifications."+flag).Bool() {
 				b = jsonrpc.AppendMember(b, jsonrpc.Quote(flag), "true")
 				break
 			}
 		}
 	}
-	for _, list := range []string{"resourceSubscriptions", "taskIds"} {
-		var all []string
-		for _, a := range acks {
-			for _, v := range gjson.GetBytes(a, "params.notifications."+list).Array() {
-				all = append(all, v.Raw)
+	var uris, ids []string
+	for _, a := range acks {
+		for _, v := range gjson.GetBytes(a.msg, "params.notifications.resourceSubscriptions").Array() {
+			uris = append(uris, v.Raw)
+		}
+		server := federate.ServerName(h.fed.servers[a.server].serverName)
+		for _, v := range gjson.GetBytes(a.msg, "params.notifications.taskIds").Array() {
+			if v.Type == gjson.String {
+				ids = append(ids, jsonrpc.Quote(federate.WrapTaskID(server, v.Str)))
 			}
 		}
-		if len(all) > 0 {
-			b = jsonrpc.AppendMember(b, jsonrpc.Quote(list), "["+strings.Join(all, ",")+"]")
-		}
+	}
+	if len(uris) > 0 {
+		b = jsonrpc.AppendMember(b, `"resourceSubscriptions"`, "["+strings.Join(uris, ",")+"]")
+	}
+	if len(ids) > 0 {
+		b = jsonrpc.AppendMember(b, `"taskIds"`, "["+strings.Join(ids, ",")+"]")
 	}
 	b = append(b, '}')
 	return []byte(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":` + string(b) +

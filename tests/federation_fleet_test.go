@@ -545,3 +545,49 @@ func TestFederationFleetPagination(t *testing.T) {
 		t.Errorf("merged tools/list across the fleet over %d pages: %v, want each of %v once over 3 or more", pages, names, want)
 	}
 }
+
+// TestFederationTaskStatusPushed: a listen on a federated block naming two
+// hosted tasks of one server by their namespaced taskIds is acknowledged
+// with those taskIds, and gets each status change of each as
+// notifications/tasks carrying the namespaced taskId (the server's part of
+// the gateway pushes them under its own ids).
+func TestFederationTaskStatusPushed(t *testing.T) {
+	t.Parallel()
+	bin := buildGoBinary(t, "./tests/legacyfixture")
+	port := freePort(t)
+	up := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	startPeer(t, "legacyfixture", exec.Command(bin, "-addr", fmt.Sprintf("127.0.0.1:%d", port))).waitUp(t, up)
+	block := "\t\tstate_key " + testKey(fleetKeyByte) + "\n\t\tserver lx {\n\t\t\tupstream " + up + " {\n\t\t\t\tera legacy\n\t\t\t}\n\t\t}\n" +
+		"\t\tserver demo {\n\t\t\tupstream " + startDemoServer(t) + "\n\t\t}\n" +
+		"\t\ttask test_tool_with_task required 0\n\t\ttask slow_compute optional 0\n"
+	g := startGatewayWith(t, "\tstorage file_system "+t.TempDir(), "", block)
+	alice := &taskClient{t: t, auth: "Bearer alice"}
+	asks := parseTask(t, alice.callTool(g.URL, "lx__test_tool_with_task", map[string]any{}))
+	slow := parseTask(t, alice.callTool(g.URL, "lx__slow_compute", map[string]any{"seconds": 60}))
+	if asks.ResultType != "task" || slow.ResultType != "task" || !strings.HasPrefix(asks.TaskID, "lx:") || !strings.HasPrefix(slow.TaskID, "lx:") {
+		t.Fatalf("want two tasks of lx, got %+v and %+v", asks, slow)
+	}
+	ids := []string{asks.TaskID, slow.TaskID}
+	l, _ := alice.listen(g.URL, taskCaps(), ids...)
+	want, _ := json.Marshal(map[string]any{"taskIds": ids})
+	if string(l.ack) != string(want) {
+		t.Fatalf("acknowledged %s, want %s", l.ack, want)
+	}
+	var asked taskNote
+	for asked.TaskID != asks.TaskID || asked.Status != "input_required" {
+		asked = l.next(t)
+	}
+	if x := alice.answerTask(g.URL, asked.taskView, "name", "Alice"); x.Resp == nil || x.Resp.Error != nil {
+		t.Fatalf("tasks/update: %s", x)
+	}
+	if x := alice.task(g.URL, "tasks/cancel", slow.TaskID, nil); x.Resp == nil || x.Resp.Error != nil {
+		t.Fatalf("tasks/cancel: %s", x)
+	}
+	l.untilEnded(t, ids...)
+	if got := l.seen[slow.TaskID]; got[len(got)-1] != "cancelled" {
+		t.Fatalf("slow_compute's notifications %v, want ... cancelled", got)
+	}
+	if r := l.last[asks.TaskID].Result; l.last[asks.TaskID].Status != "completed" || r == nil || len(r.Content) == 0 || r.Content[0].Text != "Hello, Alice!" {
+		t.Fatalf("completed notification: %+v", l.last[asks.TaskID])
+	}
+}
