@@ -1,0 +1,357 @@
+package tests
+
+// Real clients over a federated block (federatedBlock: the go-sdk
+// everything server, modern, as go; the TypeScript server-everything,
+// 2025-11-25, as ts; the demo server, legacy, with no prefix), through one
+// Caddy process. Each client lists the merged catalog, calls a tool of every
+// server (an elicitation round on the legacy demo server's book_table and an
+// input_required round on the modern server's
+// test_input_required_result_elicitation), reads a resource and gets a
+// prompt of each server that has some (the demo server has neither),
+// completes a prompt argument on ts (the go server's completions are always
+// empty) and subscribes to go's test://watched-resource, which that server
+// updates every 3 s, until an update arrives.
+//
+// Clients: the TypeScript SDK 1.x (legacy) and 2.x (version negotiation
+// auto, so modern) through tests/node/fed-tour.mjs, and the go-sdk client in
+// both eras. The Inspector CLI is not among the npm packages installed for
+// these tests (tests/package.json), so it is not run here.
+//
+// The ts server's own subscriptions are not used: its updates start only
+// when toggle-subscriber-updates is called on the very session that
+// subscribed, and both are gateway-held sessions of the legacy bridge.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// fedAnswers are the values every client of this file elicits with: the
+// node scripts' (tests/node/common.mjs, valueFor), which goTour copies.
+var fedAnswers = map[string]any{
+	"name": "Test User", "color": "test color", "destination": "Lisbon", "partySize": 2,
+	"date":      time.Now().AddDate(0, 0, 30).Format(time.DateOnly),
+	"startDate": time.Now().AddDate(0, 0, 30).Format(time.DateOnly),
+	"endDate":   time.Now().AddDate(0, 0, 33).Format(time.DateOnly),
+}
+
+// fedTourPlan is what every client does after listing the catalog.
+var fedTourPlan = map[string]any{
+	"calls": []map[string]any{
+		{"name": "go__test_input_required_result_elicitation"},
+		{"name": "go__test_input_required_result_multi_round"},
+		{"name": "ts__get-sum", "arguments": map[string]any{"a": 2, "b": 40}},
+		{"name": "ts__trigger-elicitation-request"},
+		{"name": "book_table", "arguments": map[string]any{"restaurant": "Chez Federation"}},
+		{"name": "plan_trip"},
+	},
+	"reads": []string{"test://static-text", "demo://resource/dynamic/text/7"},
+	"prompts": []map[string]any{
+		{"name": "go__test_prompt_with_arguments", "arguments": map[string]any{"arg1": "alpha", "arg2": "beta"}},
+		{"name": "ts__args-prompt", "arguments": map[string]any{"city": "Lisbon"}},
+	},
+	"completes": []map[string]any{{
+		"ref":      map[string]any{"type": "ref/prompt", "name": "ts__completable-prompt"},
+		"argument": map[string]any{"name": "name", "value": "A"},
+		"context":  map[string]any{"arguments": map[string]any{"department": "Engineering"}},
+	}, {
+		"ref":      map[string]any{"type": "ref/resource", "uri": "demo://resource/dynamic/text/{resourceId}"},
+		"argument": map[string]any{"name": "resourceId", "value": "3"},
+	}},
+	"subscriptions": []string{"test://watched-resource"},
+}
+
+// tourOutcome is what a client saw; fed-tour.mjs prints it, goTour fills it.
+type tourOutcome struct {
+	ProtocolVersion string   `json:"protocolVersion"`
+	Tools           []string `json:"tools"`
+	Resources       []string `json:"resources"`
+	Templates       []string `json:"templates"`
+	PromptNames     []string `json:"promptNames"`
+	Calls           []struct {
+		Name   string     `json:"name"`
+		Result toolResult `json:"result"`
+	} `json:"calls"`
+	Reads []struct {
+		URI    string `json:"uri"`
+		Result struct {
+			Contents []struct {
+				URI  string `json:"uri"`
+				Text string `json:"text"`
+			} `json:"contents"`
+		} `json:"result"`
+	} `json:"reads"`
+	Prompts []struct {
+		Name   string `json:"name"`
+		Result struct {
+			Messages []struct {
+				Content struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"messages"`
+		} `json:"result"`
+	} `json:"prompts"`
+	Completions []struct {
+		Values []string `json:"values"`
+	} `json:"completions"`
+	Updated      []string `json:"updated"`
+	Elicitations int      `json:"elicitations"`
+}
+
+// TestFederationClients runs every client against one federated block.
+func TestFederationClients(t *testing.T) {
+	t.Parallel()
+	nodeBin(t)
+	g := startGateway(t, federatedBlock(t))
+	plan, err := json.Marshal(fedTourPlan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := func(flavour, version string) func(*testing.T) {
+		return func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			out, err := runNodeScript(t, "fed-tour.mjs", flavour, g.URL, string(plan))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("fed-tour.mjs %s (%v): %s", flavour, time.Since(start).Round(time.Millisecond), tail(string(out), 3000))
+			var got tourOutcome
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("decoding %q: %v", out, err)
+			}
+			checkTour(t, got, version)
+		}
+	}
+	t.Run("ts-sdk-1-legacy", node("legacy", "2025-11-25"))
+	t.Run("ts-sdk-2-auto", node("modern", modernVersion))
+	t.Run("go-sdk-legacy", func(t *testing.T) {
+		t.Parallel()
+		checkTour(t, goTour(t, g.URL, "2025-11-25"), "2025-11-25")
+	})
+	t.Run("go-sdk-modern", func(t *testing.T) {
+		t.Parallel()
+		checkTour(t, goTour(t, g.URL, ""), modernVersion)
+	})
+}
+
+// checkTour asserts what a client saw of the block: the negotiated
+// version, every server's entries (prefixed) in the merged lists, and the
+// content of every answer, elicited values included.
+func checkTour(t *testing.T, got tourOutcome, version string) {
+	t.Helper()
+	if got.ProtocolVersion != version {
+		t.Errorf("negotiated %q, want %q", got.ProtocolVersion, version)
+	}
+	for _, want := range []string{"go__test_input_required_result_elicitation", "ts__get-sum", "book_table", "greet"} {
+		if !slices.Contains(got.Tools, want) {
+			t.Errorf("tools/list has no %s: %v", want, got.Tools)
+		}
+	}
+	for _, name := range got.Tools {
+		if strings.HasPrefix(name, "test_") || name == "echo" {
+			t.Errorf("tools/list shows %s without its server's prefix", name)
+		}
+	}
+	if !slices.Contains(got.Resources, "test://static-text") || !slices.ContainsFunc(got.Resources, func(u string) bool {
+		return strings.HasPrefix(u, "demo://resource/static/document/")
+	}) {
+		t.Errorf("resources/list lacks go's or ts's resources: %v", got.Resources)
+	}
+	if !slices.Contains(got.Templates, "test://template/{id}/data") || !slices.Contains(got.Templates, "demo://resource/dynamic/text/{resourceId}") {
+		t.Errorf("resources/templates/list lacks go's or ts's templates: %v", got.Templates)
+	}
+	for _, want := range []string{"go__test_prompt_with_arguments", "ts__completable-prompt"} {
+		if !slices.Contains(got.PromptNames, want) {
+			t.Errorf("prompts/list has no %s: %v", want, got.PromptNames)
+		}
+	}
+
+	wantCalls := map[string]string{
+		"go__test_input_required_result_elicitation": "Hello, Test User!",
+		"go__test_input_required_result_multi_round": "Multi-round complete: Test User likes test color",
+		"ts__get-sum":                     "The sum of 2 and 40 is 42.",
+		"ts__trigger-elicitation-request": "- Name: Test User",
+		"book_table":                      fmt.Sprintf("Booked Chez Federation for 2 on %s.", fedAnswers["date"]),
+		"plan_trip":                       fmt.Sprintf("Trip to Lisbon from %s to %s.", fedAnswers["startDate"], fedAnswers["endDate"]),
+	}
+	for _, c := range got.Calls {
+		if c.Result.IsError || !strings.Contains(c.Result.text(), wantCalls[c.Name]) {
+			t.Errorf("%s answered %+v, want text with %q", c.Name, c.Result, wantCalls[c.Name])
+		}
+		delete(wantCalls, c.Name)
+	}
+	if len(wantCalls) > 0 {
+		t.Errorf("calls not made: %v", wantCalls)
+	}
+	// One per round: go's two tools 1 and 2, ts's 1, demo's 1 and 2.
+	if got.Elicitations != 7 {
+		t.Errorf("%d elicitations answered, want 7", got.Elicitations)
+	}
+
+	wantReads := map[string]string{
+		"test://static-text":             "This is the content of the static text resource.",
+		"demo://resource/dynamic/text/7": "7",
+	}
+	for _, r := range got.Reads {
+		if len(r.Result.Contents) != 1 || r.Result.Contents[0].URI != r.URI || !strings.Contains(r.Result.Contents[0].Text, wantReads[r.URI]) {
+			t.Errorf("resources/read %s: %+v", r.URI, r.Result)
+		}
+		delete(wantReads, r.URI)
+	}
+	if len(wantReads) > 0 {
+		t.Errorf("reads not made: %v", wantReads)
+	}
+
+	wantPrompts := map[string]string{
+		"go__test_prompt_with_arguments": "alpha",
+		"ts__args-prompt":                "What's weather in Lisbon?",
+	}
+	for _, p := range got.Prompts {
+		if len(p.Result.Messages) == 0 || !strings.Contains(p.Result.Messages[0].Content.Text, wantPrompts[p.Name]) {
+			t.Errorf("prompts/get %s: %+v", p.Name, p.Result)
+		}
+		delete(wantPrompts, p.Name)
+	}
+	if len(wantPrompts) > 0 {
+		t.Errorf("prompts not got: %v", wantPrompts)
+	}
+
+	if len(got.Completions) != 2 || !slices.Equal(got.Completions[0].Values, []string{"Alice"}) || !slices.Equal(got.Completions[1].Values, []string{"3"}) {
+		t.Errorf("completions %+v, want [Alice] (prompt ts__completable-prompt) and [3] (ts's resource template)", got.Completions)
+	}
+	if !slices.Contains(got.Updated, "test://watched-resource") {
+		t.Errorf("no notifications/resources/updated for test://watched-resource (got %v)", got.Updated)
+	}
+}
+
+// goTour does fedTourPlan with the go-sdk client; version "" negotiates
+// (the modern era), otherwise the client asks for version.
+func goTour(t *testing.T, url, version string) tourOutcome {
+	t.Helper()
+	var elicitations atomic.Int32
+	updated := make(chan string, 16)
+	opts := &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			elicitations.Add(1)
+			var schema struct {
+				Required []string `json:"required"`
+			}
+			if b, err := json.Marshal(req.Params.RequestedSchema); err == nil {
+				_ = json.Unmarshal(b, &schema)
+			}
+			content := map[string]any{}
+			for _, f := range schema.Required {
+				content[f] = fedAnswers[f]
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: content}, nil
+		},
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			select {
+			case updated <- req.Params.URI:
+			default:
+			}
+		},
+	}
+	cs := connectGo(t, url, version, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	got := tourOutcome{ProtocolVersion: cs.InitializeResult().ProtocolVersion}
+	got.Tools = goNames(t, "tools/list", cs.Tools(ctx, nil), func(x *mcp.Tool) string { return x.Name })
+	got.Resources = goNames(t, "resources/list", cs.Resources(ctx, nil), func(x *mcp.Resource) string { return x.URI })
+	got.Templates = goNames(t, "resources/templates/list", cs.ResourceTemplates(ctx, nil), func(x *mcp.ResourceTemplate) string { return x.URITemplate })
+	got.PromptNames = goNames(t, "prompts/list", cs.Prompts(ctx, nil), func(x *mcp.Prompt) string { return x.Name })
+
+	// The answers go through JSON, so that they land where the node
+	// script's do.
+	var calls, reads, prompts, completions []any
+	for _, c := range fedTourPlan["calls"].([]map[string]any) {
+		name := c["name"].(string)
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: c["arguments"]})
+		if err != nil {
+			t.Fatalf("tools/call %s: %v", name, err)
+		}
+		calls = append(calls, map[string]any{"name": name, "result": r})
+	}
+	for _, uri := range fedTourPlan["reads"].([]string) {
+		r, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil {
+			t.Fatalf("resources/read %s: %v", uri, err)
+		}
+		reads = append(reads, map[string]any{"uri": uri, "result": r})
+	}
+	for _, p := range fedTourPlan["prompts"].([]map[string]any) {
+		name := p["name"].(string)
+		args := map[string]string{}
+		for k, v := range p["arguments"].(map[string]any) {
+			args[k] = v.(string)
+		}
+		r, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("prompts/get %s: %v", name, err)
+		}
+		prompts = append(prompts, map[string]any{"name": name, "result": r})
+	}
+	for _, c := range fedTourPlan["completes"].([]map[string]any) {
+		var params mcp.CompleteParams
+		if b, err := json.Marshal(c); err != nil || json.Unmarshal(b, &params) != nil {
+			t.Fatalf("completion/complete %v: not CompleteParams", c)
+		}
+		r, err := cs.Complete(ctx, &params)
+		if err != nil {
+			t.Fatalf("completion/complete %v: %v", c, err)
+		}
+		completions = append(completions, r.Completion)
+	}
+	b, err := json.Marshal(map[string]any{"calls": calls, "reads": reads, "prompts": prompts, "completions": completions})
+	if err == nil {
+		err = json.Unmarshal(b, &got)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, uri := range fedTourPlan["subscriptions"].([]string) {
+		// In the modern era Subscribe opens a subscriptions/listen stream
+		// and returns; the stream lasts until Unsubscribe or Close.
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			t.Fatalf("subscribing to %s: %v", uri, err)
+		}
+		deadline := time.After(10 * time.Second)
+		for !slices.Contains(got.Updated, uri) {
+			select {
+			case u := <-updated:
+				if !slices.Contains(got.Updated, u) {
+					got.Updated = append(got.Updated, u)
+				}
+			case <-deadline:
+				t.Fatalf("no notifications/resources/updated for %s within 10 s (got %v)", uri, got.Updated)
+			}
+		}
+	}
+	got.Elicitations = int(elicitations.Load())
+	t.Logf("go-sdk %q: %d tools, %d resources, %d templates, %d prompts, %d elicitations, updated %v", version, len(got.Tools), len(got.Resources), len(got.Templates), len(got.PromptNames), got.Elicitations, got.Updated)
+	return got
+}
+
+// goNames gathers what name says of every entry of a go-sdk listing.
+func goNames[E any](t *testing.T, list string, entries iter.Seq2[E, error], name func(E) string) []string {
+	t.Helper()
+	var names []string
+	for e, err := range entries {
+		if err != nil {
+			t.Fatalf("%s: %v", list, err)
+		}
+		names = append(names, name(e))
+	}
+	return names
+}

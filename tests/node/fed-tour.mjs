@@ -1,0 +1,152 @@
+// fed-tour.mjs: one client session over a whole MCP endpoint, driven by a
+// plan, with either TypeScript SDK.
+//
+//   node fed-tour.mjs <legacy|modern> <mcp-url> <plan-json>
+//
+// legacy: @modelcontextprotocol/sdk 1.x (2025-11-25, sessions);
+// modern: @modelcontextprotocol/client 2.x with versionNegotiation auto.
+// The plan (every member optional):
+//   {"calls": [{"name", "arguments"}], "reads": [uri],
+//    "prompts": [{"name", "arguments"}],
+//    "completes": [{"ref", "argument", "context"}],
+//    "subscriptions": [uri]}
+// The client lists tools, resources, resource templates and prompts (every
+// page), then does each step in that order, and prints one JSON line:
+//   {"protocolVersion", "era", "tools", "resources", "templates",
+//    "promptNames", "calls", "reads", "prompts", "completions", "updated",
+//    "elicitations", "samplings", "rootsLists"}
+// Each subscription in turn: legacy resources/subscribe, modern
+// subscriptions/listen with resourceSubscriptions; then the script waits for
+// notifications/resources/updated about uri ("updated" lists the uris
+// updates came for). Elicitations are answered as common.mjs does. Any
+// failure, or HARD_TIMEOUT_MS passing, exits non-zero naming the step.
+import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client';
+import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  ListRootsRequestSchema,
+  ResourceUpdatedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import { HARD_TIMEOUT_MS, answerers, describeError, emit, fail } from './common.mjs';
+
+const SCRIPT = 'fed-tour';
+let step = 'start';
+setTimeout(() => fail(SCRIPT, `${step}: timed out after ${HARD_TIMEOUT_MS} ms`, 124), HARD_TIMEOUT_MS).unref();
+const [flavour, rawURL, rawPlan] = process.argv.slice(2);
+if (!['legacy', 'modern'].includes(flavour) || !rawURL) {
+  fail(SCRIPT, 'usage: node fed-tour.mjs <legacy|modern> <mcp-url> [plan-json]', 2);
+}
+let plan;
+try {
+  plan = JSON.parse(rawPlan || '{}');
+} catch (e) {
+  fail(SCRIPT, `plan is not JSON: ${e.message}`, 2);
+}
+const url = new URL(rawURL);
+
+const { counts, elicit, sample, roots } = answerers(SCRIPT);
+// updated: the uris notifications/resources/updated came for; waiting: the
+// one the script waits for, and how it is told.
+const updated = [];
+let waiting = { uri: null, seen: () => {} };
+const onUpdated = (n) => {
+  const uri = n.params?.uri;
+  if (!updated.includes(uri)) updated.push(uri);
+  if (uri === waiting.uri) waiting.seen();
+};
+
+let client, transport;
+if (flavour === 'legacy') {
+  client = new LegacyClient(
+    { name: SCRIPT, version: '1.0.0' },
+    { capabilities: { elicitation: {}, sampling: {}, roots: { listChanged: true } } },
+  );
+  client.setRequestHandler(ElicitRequestSchema, elicit);
+  client.setRequestHandler(CreateMessageRequestSchema, sample);
+  client.setRequestHandler(ListRootsRequestSchema, roots);
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, onUpdated);
+  transport = new LegacyTransport(url);
+} else {
+  client = new ModernClient(
+    { name: SCRIPT, version: '1.0.0' },
+    {
+      capabilities: { elicitation: { form: {}, url: {} }, sampling: {}, roots: { listChanged: true } },
+      versionNegotiation: { mode: 'auto' },
+    },
+  );
+  client.setRequestHandler('elicitation/create', elicit);
+  client.setRequestHandler('sampling/createMessage', sample);
+  client.setRequestHandler('roots/list', roots);
+  client.setNotificationHandler('notifications/resources/updated', onUpdated);
+  transport = new ModernTransport(url);
+}
+
+// all gathers every page of a list.
+async function all(list, key) {
+  const out = [];
+  let cursor;
+  do {
+    const page = await list(cursor ? { cursor } : undefined);
+    out.push(...page[key]);
+    cursor = page.nextCursor;
+  } while (cursor);
+  return out;
+}
+
+step = 'connect';
+try {
+  await client.connect(transport);
+  const out = {
+    protocolVersion:
+      flavour === 'legacy' ? (transport.protocolVersion ?? null) : (client.getNegotiatedProtocolVersion() ?? null),
+    era: flavour === 'legacy' ? 'legacy' : (client.getProtocolEra() ?? null),
+  };
+  step = 'tools/list';
+  out.tools = (await all((p) => client.listTools(p), 'tools')).map((t) => t.name);
+  step = 'resources/list';
+  out.resources = (await all((p) => client.listResources(p), 'resources')).map((r) => r.uri);
+  step = 'resources/templates/list';
+  out.templates = (await all((p) => client.listResourceTemplates(p), 'resourceTemplates')).map((r) => r.uriTemplate);
+  step = 'prompts/list';
+  out.promptNames = (await all((p) => client.listPrompts(p), 'prompts')).map((p) => p.name);
+
+  out.calls = [];
+  for (const c of plan.calls || []) {
+    step = `tools/call ${c.name}`;
+    out.calls.push({ name: c.name, result: await client.callTool({ name: c.name, arguments: c.arguments || {} }) });
+  }
+  out.reads = [];
+  for (const uri of plan.reads || []) {
+    step = `resources/read ${uri}`;
+    out.reads.push({ uri, result: await client.readResource({ uri }) });
+  }
+  out.prompts = [];
+  for (const p of plan.prompts || []) {
+    step = `prompts/get ${p.name}`;
+    out.prompts.push({ name: p.name, result: await client.getPrompt({ name: p.name, arguments: p.arguments || {} }) });
+  }
+  out.completions = [];
+  for (const c of plan.completes || []) {
+    step = `completion/complete ${JSON.stringify(c.ref)}`;
+    out.completions.push((await client.complete(c)).completion);
+  }
+  for (const uri of plan.subscriptions || []) {
+    const seen = new Promise((resolve) => (waiting = { uri, seen: resolve }));
+    step = `subscribe ${uri}`;
+    if (flavour === 'legacy') {
+      await client.subscribeResource({ uri });
+    } else {
+      await client.listen({ resourceSubscriptions: [uri] });
+    }
+    step = `waiting for notifications/resources/updated ${uri}`;
+    if (!updated.includes(uri)) await seen;
+  }
+  out.updated = updated;
+  step = 'close';
+  await client.close();
+  emit({ ...out, ...counts });
+} catch (e) {
+  fail(SCRIPT, `${step} failed against ${url}: ${describeError(e)}`);
+}
