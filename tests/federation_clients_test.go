@@ -38,26 +38,33 @@ import (
 // fedAnswers are the values every client of this file elicits with: the
 // node scripts' (tests/node/common.mjs, valueFor), which goTour copies.
 var fedAnswers = map[string]any{
-	"name": "Test User", "color": "test color", "destination": "Lisbon", "partySize": 2,
+	"name": "Test User", "color": "test color", "context": "test context", "destination": "Lisbon", "partySize": 2,
 	"date":      time.Now().AddDate(0, 0, 30).Format(time.DateOnly),
 	"startDate": time.Now().AddDate(0, 0, 30).Format(time.DateOnly),
 	"endDate":   time.Now().AddDate(0, 0, 33).Format(time.DateOnly),
 }
+
+// fedSampled is what every client of this file answers sampling with
+// (common.mjs's samplingResult for fed-tour, model test-model).
+const fedSampled = "sampled by fed-tour"
 
 // fedTourPlan is what every client does after listing the catalog.
 var fedTourPlan = map[string]any{
 	"calls": []map[string]any{
 		{"name": "go__test_input_required_result_elicitation"},
 		{"name": "go__test_input_required_result_multi_round"},
+		{"name": "go__test_input_required_result_sampling"},
 		{"name": "ts__get-sum", "arguments": map[string]any{"a": 2, "b": 40}},
 		{"name": "ts__trigger-elicitation-request"},
 		{"name": "book_table", "arguments": map[string]any{"restaurant": "Chez Federation"}},
 		{"name": "plan_trip"},
+		{"name": "summarize", "arguments": map[string]any{"text": "a long text"}},
 	},
 	"reads": []string{"test://static-text", "demo://resource/dynamic/text/7"},
 	"prompts": []map[string]any{
 		{"name": "go__test_prompt_with_arguments", "arguments": map[string]any{"arg1": "alpha", "arg2": "beta"}},
 		{"name": "ts__args-prompt", "arguments": map[string]any{"city": "Lisbon"}},
+		{"name": "go__test_input_required_result_prompt", "arguments": map[string]any{}},
 	},
 	"completes": []map[string]any{{
 		"ref":      map[string]any{"type": "ref/prompt", "name": "ts__completable-prompt"},
@@ -66,6 +73,12 @@ var fedTourPlan = map[string]any{
 	}, {
 		"ref":      map[string]any{"type": "ref/resource", "uri": "demo://resource/dynamic/text/{resourceId}"},
 		"argument": map[string]any{"name": "resourceId", "value": "3"},
+	}, {
+		"ref":      map[string]any{"type": "ref/prompt", "name": "go__test_prompt_with_arguments"},
+		"argument": map[string]any{"name": "arg1", "value": "a"},
+	}, {
+		"ref":      map[string]any{"type": "ref/resource", "uri": "test://template/{id}/data"},
+		"argument": map[string]any{"name": "id", "value": "1"},
 	}},
 	"subscriptions": []string{"test://watched-resource"},
 }
@@ -105,6 +118,7 @@ type tourOutcome struct {
 	} `json:"completions"`
 	Updated      []string `json:"updated"`
 	Elicitations int      `json:"elicitations"`
+	Samplings    int      `json:"samplings"`
 }
 
 // TestFederationClients runs every client against one federated block.
@@ -183,6 +197,8 @@ func checkTour(t *testing.T, got tourOutcome, version string) {
 		"ts__trigger-elicitation-request": "- Name: Test User",
 		"book_table":                      fmt.Sprintf("Booked Chez Federation for 2 on %s.", fedAnswers["date"]),
 		"plan_trip":                       fmt.Sprintf("Trip to Lisbon from %s to %s.", fedAnswers["startDate"], fedAnswers["endDate"]),
+		"go__test_input_required_result_sampling": "Sampling response: " + fedSampled,
+		"summarize": "Summary (test-model): " + fedSampled,
 	}
 	for _, c := range got.Calls {
 		if c.Result.IsError || !strings.Contains(c.Result.text(), wantCalls[c.Name]) {
@@ -193,9 +209,10 @@ func checkTour(t *testing.T, got tourOutcome, version string) {
 	if len(wantCalls) > 0 {
 		t.Errorf("calls not made: %v", wantCalls)
 	}
-	// One per round: go's two tools 1 and 2, ts's 1, demo's 1 and 2.
-	if got.Elicitations != 7 {
-		t.Errorf("%d elicitations answered, want 7", got.Elicitations)
+	// One per round: go's two tools 1 and 2 and its prompt 1, ts's 1,
+	// demo's 1 and 2; a sampling each of go and demo.
+	if got.Elicitations != 8 || got.Samplings != 2 {
+		t.Errorf("%d elicitations and %d samplings answered, want 8 and 2", got.Elicitations, got.Samplings)
 	}
 
 	wantReads := map[string]string{
@@ -213,8 +230,9 @@ func checkTour(t *testing.T, got tourOutcome, version string) {
 	}
 
 	wantPrompts := map[string]string{
-		"go__test_prompt_with_arguments": "alpha",
-		"ts__args-prompt":                "What's weather in Lisbon?",
+		"go__test_prompt_with_arguments":        "alpha",
+		"ts__args-prompt":                       "What's weather in Lisbon?",
+		"go__test_input_required_result_prompt": "Context: test context",
 	}
 	for _, p := range got.Prompts {
 		if len(p.Result.Messages) == 0 || !strings.Contains(p.Result.Messages[0].Content.Text, wantPrompts[p.Name]) {
@@ -226,8 +244,11 @@ func checkTour(t *testing.T, got tourOutcome, version string) {
 		t.Errorf("prompts not got: %v", wantPrompts)
 	}
 
-	if len(got.Completions) != 2 || !slices.Equal(got.Completions[0].Values, []string{"Alice"}) || !slices.Equal(got.Completions[1].Values, []string{"3"}) {
-		t.Errorf("completions %+v, want [Alice] (prompt ts__completable-prompt) and [3] (ts's resource template)", got.Completions)
+	// go's completions are always empty: that they came at all says the
+	// prefixed prompt and the template reached it.
+	if len(got.Completions) != 4 || !slices.Equal(got.Completions[0].Values, []string{"Alice"}) || !slices.Equal(got.Completions[1].Values, []string{"3"}) ||
+		len(got.Completions[2].Values)+len(got.Completions[3].Values) != 0 {
+		t.Errorf("completions %+v, want [Alice] (prompt ts__completable-prompt), [3] (ts's resource template), [] and [] (go's)", got.Completions)
 	}
 	if !slices.Contains(got.Updated, "test://watched-resource") {
 		t.Errorf("no notifications/resources/updated for test://watched-resource (got %v)", got.Updated)
@@ -238,7 +259,7 @@ func checkTour(t *testing.T, got tourOutcome, version string) {
 // (the modern era), otherwise the client asks for version.
 func goTour(t *testing.T, url, version string) tourOutcome {
 	t.Helper()
-	var elicitations atomic.Int32
+	var elicitations, samplings atomic.Int32
 	updated := make(chan string, 16)
 	opts := &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -254,6 +275,10 @@ func goTour(t *testing.T, url, version string) tourOutcome {
 				content[f] = fedAnswers[f]
 			}
 			return &mcp.ElicitResult{Action: "accept", Content: content}, nil
+		},
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			samplings.Add(1)
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "test-model", Content: &mcp.TextContent{Text: fedSampled}}, nil
 		},
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			select {
@@ -338,7 +363,7 @@ func goTour(t *testing.T, url, version string) tourOutcome {
 			}
 		}
 	}
-	got.Elicitations = int(elicitations.Load())
+	got.Elicitations, got.Samplings = int(elicitations.Load()), int(samplings.Load())
 	t.Logf("go-sdk %q: %d tools, %d resources, %d templates, %d prompts, %d elicitations, updated %v", version, len(got.Tools), len(got.Resources), len(got.Templates), len(got.PromptNames), got.Elicitations, got.Updated)
 	return got
 }
