@@ -24,6 +24,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -32,7 +33,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
 )
 
 // fedAnswers are the values every client of this file elicits with: the
@@ -81,6 +84,11 @@ var fedTourPlan = map[string]any{
 		"argument": map[string]any{"name": "id", "value": "1"},
 	}},
 	"subscriptions": []string{"test://watched-resource"},
+	"refused": []map[string]any{
+		{"method": "resources/read", "params": map[string]any{"uri": "nowhere://x"}},
+		{"method": "tools/call", "params": map[string]any{"name": "nobody__x", "arguments": map[string]any{}}},
+		{"method": "prompts/get", "params": map[string]any{"name": "nobody__p"}},
+	},
 }
 
 // tourOutcome is what a client saw; fed-tour.mjs prints it, goTour fills it.
@@ -116,9 +124,14 @@ type tourOutcome struct {
 	Completions []struct {
 		Values []string `json:"values"`
 	} `json:"completions"`
-	Updated      []string `json:"updated"`
-	Elicitations int      `json:"elicitations"`
-	Samplings    int      `json:"samplings"`
+	Updated []string `json:"updated"`
+	Refused []struct {
+		Method string          `json:"method"`
+		Code   int             `json:"code"`
+		Data   json.RawMessage `json:"data"`
+	} `json:"refused"`
+	Elicitations int `json:"elicitations"`
+	Samplings    int `json:"samplings"`
 }
 
 // TestFederationClients runs every client against one federated block.
@@ -253,6 +266,25 @@ func checkTour(t *testing.T, got tourOutcome, version string) {
 	if !slices.Contains(got.Updated, "test://watched-resource") {
 		t.Errorf("no notifications/resources/updated for test://watched-resource (got %v)", got.Updated)
 	}
+
+	// What no server has: -32602, and for a resource its URI in data,
+	// with -32002 (their revision's code) for legacy clients.
+	notFound := -32602
+	if version != modernVersion {
+		notFound = -32002
+	}
+	want := []int{notFound, -32602, -32602}
+	if len(got.Refused) != len(want) {
+		t.Fatalf("refused: %+v, want %d errors", got.Refused, len(want))
+	}
+	for i, r := range got.Refused {
+		if r.Code != want[i] {
+			t.Errorf("%s: code %d, want %d", r.Method, r.Code, want[i])
+		}
+	}
+	if uri := gjson.GetBytes(got.Refused[0].Data, "uri"); uri.Str != "nowhere://x" {
+		t.Errorf("resources/read of nowhere://x: data %s, want its uri", got.Refused[0].Data)
+	}
 }
 
 // goTour does fedTourPlan with the go-sdk client; version "" negotiates
@@ -362,6 +394,26 @@ func goTour(t *testing.T, url, version string) tourOutcome {
 				t.Fatalf("no notifications/resources/updated for %s within 10 s (got %v)", uri, got.Updated)
 			}
 		}
+	}
+	var refused []any
+	for _, r := range fedTourPlan["refused"].([]map[string]any) {
+		var err error
+		switch p := r["params"].(map[string]any); r["method"] {
+		case "resources/read":
+			_, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: p["uri"].(string)})
+		case "tools/call":
+			_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: p["name"].(string), Arguments: p["arguments"]})
+		case "prompts/get":
+			_, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: p["name"].(string)})
+		}
+		var werr *jsonrpc.Error
+		if !errors.As(err, &werr) {
+			t.Fatalf("%s %v: %v, want a JSON-RPC error", r["method"], r["params"], err)
+		}
+		refused = append(refused, map[string]any{"method": r["method"], "code": werr.Code, "data": werr.Data})
+	}
+	if b, err := json.Marshal(map[string]any{"refused": refused}); err != nil || json.Unmarshal(b, &got) != nil {
+		t.Fatalf("refused: %v", refused)
 	}
 	got.Elicitations, got.Samplings = int(elicitations.Load()), int(samplings.Load())
 	t.Logf("go-sdk %q: %d tools, %d resources, %d templates, %d prompts, %d elicitations, updated %v", version, len(got.Tools), len(got.Resources), len(got.Templates), len(got.PromptNames), got.Elicitations, got.Updated)

@@ -9,12 +9,16 @@
 //   {"calls": [{"name", "arguments"}], "reads": [uri],
 //    "prompts": [{"name", "arguments"}],
 //    "completes": [{"ref", "argument", "context"}],
-//    "subscriptions": [uri]}
+//    "subscriptions": [uri],
+//    "refused": [{"method", "params"}]}
 // The client lists tools, resources, resource templates and prompts (every
 // page), then does each step in that order, and prints one JSON line:
 //   {"protocolVersion", "era", "tools", "resources", "templates",
 //    "promptNames", "calls", "reads", "prompts", "completions", "updated",
-//    "elicitations", "samplings", "rootsLists"}
+//    "refused", "elicitations", "samplings", "rootsLists"}
+// "refused" are requests expected to fail (tools/call, resources/read,
+// prompts/get): each one's {"method", "code", "message", "data"}, or its
+// "result" when it did not fail.
 // Each subscription in turn: legacy resources/subscribe, modern
 // subscriptions/listen with resourceSubscriptions; then the script waits for
 // notifications/resources/updated about uri ("updated" lists the uris
@@ -144,6 +148,20 @@ try {
     if (!updated.includes(uri)) await seen;
   }
   out.updated = updated;
+  const send = {
+    'tools/call': (p) => client.callTool(p),
+    'resources/read': (p) => client.readResource(p),
+    'prompts/get': (p) => client.getPrompt(p),
+  };
+  out.refused = [];
+  for (const { method, params } of plan.refused || []) {
+    step = `${method} ${JSON.stringify(params)} (refused)`;
+    try {
+      out.refused.push({ method, result: await send[method](params) });
+    } catch (e) {
+      out.refused.push({ method, code: e.code ?? null, message: e.message, data: e.data ?? null });
+    }
+  }
   step = 'close';
   await client.close();
   emit({ ...out, ...counts });
