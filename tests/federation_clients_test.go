@@ -3,23 +3,27 @@ package tests
 // Real clients over a federated block (federatedBlock: the go-sdk
 // everything server, modern, as go; the TypeScript server-everything,
 // 2025-11-25, as ts; the demo server, legacy, with no prefix), through one
-// Caddy process. Each client lists the merged catalog, calls a tool of every
-// server (an elicitation round on the legacy demo server's book_table and an
-// input_required round on the modern server's
-// test_input_required_result_elicitation), reads a resource and gets a
-// prompt of each server that has some (the demo server has neither),
-// completes a prompt argument on ts (the go server's completions are always
-// empty) and subscribes to go's test://watched-resource, which that server
-// updates every 3 s, until an update arrives.
+// Caddy process. Each client lists the merged catalog; calls a tool of
+// every server, with elicitation rounds on the legacy servers (demo's
+// book_table and plan_trip, ts's trigger-elicitation-request), input_required
+// rounds on the modern one (go's test_input_required_result_*) and sampling
+// on both eras; reads a resource and gets a prompt (one with an
+// input_required round) of each server that has some (the demo server has
+// neither); completes a prompt and a template argument on ts and on go (the
+// go server's completions are always empty: they show the routing);
+// subscribes to go's test://watched-resource, which that server updates
+// every 3 s, until an update arrives; sees go's tools and prompts lists
+// change; and is refused what no server has, with its revision's codes.
 //
 // Clients: the TypeScript SDK 1.x (legacy) and 2.x (version negotiation
 // auto, so modern) through tests/node/fed-tour.mjs, and the go-sdk client in
 // both eras. The Inspector CLI is not among the npm packages installed for
 // these tests (tests/package.json), so it is not run here.
 //
-// The ts server's own subscriptions are not used: its updates start only
-// when toggle-subscriber-updates is called on the very session that
-// subscribed, and both are gateway-held sessions of the legacy bridge.
+// The ts server's resource updates are not used: they start only when
+// toggle-subscriber-updates is called on the very session that subscribed,
+// and through the gateway a subscription has an upstream session of its
+// own (the forward bridge's listen), so no client can do that.
 
 import (
 	"context"
@@ -84,6 +88,10 @@ var fedTourPlan = map[string]any{
 		"argument": map[string]any{"name": "id", "value": "1"},
 	}},
 	"subscriptions": []string{"test://watched-resource"},
+	"changes": []map[string]any{
+		{"call": "go__test_trigger_tool_change", "notification": "notifications/tools/list_changed"},
+		{"call": "go__test_trigger_prompt_change", "notification": "notifications/prompts/list_changed"},
+	},
 	"refused": []map[string]any{
 		{"method": "resources/read", "params": map[string]any{"uri": "nowhere://x"}},
 		{"method": "tools/call", "params": map[string]any{"name": "nobody__x", "arguments": map[string]any{}}},
@@ -125,6 +133,7 @@ type tourOutcome struct {
 		Values []string `json:"values"`
 	} `json:"completions"`
 	Updated []string `json:"updated"`
+	Changed []string `json:"changed"`
 	Refused []struct {
 		Method string          `json:"method"`
 		Code   int             `json:"code"`
@@ -267,6 +276,10 @@ func checkTour(t *testing.T, got tourOutcome, version string) {
 		t.Errorf("no notifications/resources/updated for test://watched-resource (got %v)", got.Updated)
 	}
 
+	if !slices.Equal(got.Changed, []string{"notifications/tools/list_changed", "notifications/prompts/list_changed"}) {
+		t.Errorf("list changes seen: %v, want go's tools and prompts", got.Changed)
+	}
+
 	// What no server has: -32602, and for a resource its URI in data,
 	// with -32002 (their revision's code) for legacy clients.
 	notFound := -32602
@@ -292,7 +305,7 @@ func checkTour(t *testing.T, got tourOutcome, version string) {
 func goTour(t *testing.T, url, version string) tourOutcome {
 	t.Helper()
 	var elicitations, samplings atomic.Int32
-	updated := make(chan string, 16)
+	updated, changed := make(chan string, 16), make(chan string, 16)
 	opts := &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			elicitations.Add(1)
@@ -311,6 +324,18 @@ func goTour(t *testing.T, url, version string) tourOutcome {
 		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			samplings.Add(1)
 			return &mcp.CreateMessageResult{Role: "assistant", Model: "test-model", Content: &mcp.TextContent{Text: fedSampled}}, nil
+		},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- "notifications/tools/list_changed":
+			default:
+			}
+		},
+		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) {
+			select {
+			case changed <- "notifications/prompts/list_changed":
+			default:
+			}
 		},
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			select {
@@ -392,6 +417,24 @@ func goTour(t *testing.T, url, version string) tourOutcome {
 				}
 			case <-deadline:
 				t.Fatalf("no notifications/resources/updated for %s within 10 s (got %v)", uri, got.Updated)
+			}
+		}
+	}
+	// List changes: in the modern era the go-sdk listens for them on its
+	// own once a handler is set.
+	for _, c := range fedTourPlan["changes"].([]map[string]any) {
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: c["call"].(string), Arguments: map[string]any{}}); err != nil {
+			t.Fatalf("tools/call %s: %v", c["call"], err)
+		}
+		deadline := time.After(10 * time.Second)
+		for !slices.Contains(got.Changed, c["notification"].(string)) {
+			select {
+			case n := <-changed:
+				if !slices.Contains(got.Changed, n) {
+					got.Changed = append(got.Changed, n)
+				}
+			case <-deadline:
+				t.Fatalf("no %s within 10 s of calling %s", c["notification"], c["call"])
 			}
 		}
 	}

@@ -10,12 +10,17 @@
 //    "prompts": [{"name", "arguments"}],
 //    "completes": [{"ref", "argument", "context"}],
 //    "subscriptions": [uri],
-//    "refused": [{"method", "params"}]}
+//    "refused": [{"method", "params"}],
+//    "changes": [{"call", "notification"}]}
 // The client lists tools, resources, resource templates and prompts (every
 // page), then does each step in that order, and prints one JSON line:
 //   {"protocolVersion", "era", "tools", "resources", "templates",
 //    "promptNames", "calls", "reads", "prompts", "completions", "updated",
-//    "refused", "elicitations", "samplings", "rootsLists"}
+//    "refused", "changed", "elicitations", "samplings", "rootsLists"}
+// "changes": the script listens for list changes (modern: one
+// subscriptions/listen with every list; legacy: the session's GET stream),
+// then for each, calls the tool and waits for the notification ("changed"
+// lists those that came).
 // "refused" are requests expected to fail (tools/call, resources/read,
 // prompts/get): each one's {"method", "code", "message", "data"}, or its
 // "result" when it did not fail.
@@ -31,7 +36,9 @@ import {
   CreateMessageRequestSchema,
   ElicitRequestSchema,
   ListRootsRequestSchema,
+  PromptListChangedNotificationSchema,
   ResourceUpdatedNotificationSchema,
+  ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { HARD_TIMEOUT_MS, answerers, describeError, emit, fail } from './common.mjs';
 
@@ -85,6 +92,14 @@ if (flavour === 'legacy') {
   client.setRequestHandler('roots/list', roots);
   client.setNotificationHandler('notifications/resources/updated', onUpdated);
   transport = new ModernTransport(url);
+}
+
+// legacyNotification is the 1.x SDK's schema for a list-changed method.
+function legacyNotification(method) {
+  return {
+    'notifications/tools/list_changed': ToolListChangedNotificationSchema,
+    'notifications/prompts/list_changed': PromptListChangedNotificationSchema,
+  }[method];
 }
 
 // all gathers every page of a list.
@@ -148,6 +163,21 @@ try {
     if (!updated.includes(uri)) await seen;
   }
   out.updated = updated;
+  out.changed = [];
+  if (plan.changes?.length && flavour === 'modern') {
+    step = 'subscriptions/listen (list changes)';
+    await client.listen({ toolsListChanged: true, promptsListChanged: true, resourcesListChanged: true });
+  }
+  for (const { call, notification } of plan.changes || []) {
+    const seen = new Promise((resolve) =>
+      client.setNotificationHandler(flavour === 'legacy' ? legacyNotification(notification) : notification, resolve),
+    );
+    step = `tools/call ${call} (list change)`;
+    await client.callTool({ name: call, arguments: {} });
+    step = `waiting for ${notification}`;
+    await seen;
+    out.changed.push(notification);
+  }
   const send = {
     'tools/call': (p) => client.callTool(p),
     'resources/read': (p) => client.readResource(p),
