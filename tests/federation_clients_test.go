@@ -16,9 +16,13 @@ package tests
 // change; and is refused what no server has, with its revision's codes.
 //
 // Clients: the TypeScript SDK 1.x (legacy) and 2.x (version negotiation
-// auto, so modern) through tests/node/fed-tour.mjs, and the go-sdk client in
-// both eras. The Inspector CLI is not among the npm packages installed for
-// these tests (tests/package.json), so it is not run here.
+// auto, so modern) and @ai-sdk/mcp (an independent modern client) through
+// tests/node/fed-tour.mjs, and the go-sdk client in both eras. @ai-sdk/mcp
+// answers elicitation only and has neither subscriptions nor list-change
+// notifications: its plan leaves out sampling, subscriptions and changes
+// (elicitingOnly), which the others cover. The Inspector CLI is not among
+// the npm packages installed for these tests (tests/package.json), so it is
+// not run here; @ai-sdk/mcp stands in for it as a third implementation.
 //
 // The ts server's resource updates are not used: they start only when
 // toggle-subscriber-updates is called on the very session that subscribed,
@@ -31,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -148,15 +153,15 @@ func TestFederationClients(t *testing.T) {
 	t.Parallel()
 	nodeBin(t)
 	g := startGateway(t, federatedBlock(t))
-	plan, err := json.Marshal(fedTourPlan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := func(flavour, version string) func(*testing.T) {
+	node := func(flavour, version string, plan map[string]any) func(*testing.T) {
 		return func(t *testing.T) {
 			t.Parallel()
+			b, err := json.Marshal(plan)
+			if err != nil {
+				t.Fatal(err)
+			}
 			start := time.Now()
-			out, err := runNodeScript(t, "fed-tour.mjs", flavour, g.URL, string(plan))
+			out, err := runNodeScript(t, "fed-tour.mjs", flavour, g.URL, string(b))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,25 +170,42 @@ func TestFederationClients(t *testing.T) {
 			if err := json.Unmarshal(out, &got); err != nil {
 				t.Fatalf("decoding %q: %v", out, err)
 			}
-			checkTour(t, got, version)
+			checkTour(t, got, version, plan)
 		}
 	}
-	t.Run("ts-sdk-1-legacy", node("legacy", "2025-11-25"))
-	t.Run("ts-sdk-2-auto", node("modern", modernVersion))
+	t.Run("ts-sdk-1-legacy", node("legacy", "2025-11-25", fedTourPlan))
+	t.Run("ts-sdk-2-auto", node("modern", modernVersion, fedTourPlan))
+	t.Run("ai-sdk", node("aisdk", modernVersion, elicitingOnly(fedTourPlan)))
 	t.Run("go-sdk-legacy", func(t *testing.T) {
 		t.Parallel()
-		checkTour(t, goTour(t, g.URL, "2025-11-25"), "2025-11-25")
+		checkTour(t, goTour(t, g.URL, "2025-11-25"), "2025-11-25", fedTourPlan)
 	})
 	t.Run("go-sdk-modern", func(t *testing.T) {
 		t.Parallel()
-		checkTour(t, goTour(t, g.URL, ""), modernVersion)
+		checkTour(t, goTour(t, g.URL, ""), modernVersion, fedTourPlan)
 	})
+}
+
+// fedSamplingTools are the tools of fedTourPlan that ask for sampling.
+var fedSamplingTools = []string{"go__test_input_required_result_sampling", "summarize"}
+
+// elicitingOnly is plan for a client that answers elicitation only and
+// has neither subscriptions nor list changes: without the sampling tools,
+// subscriptions and changes.
+func elicitingOnly(plan map[string]any) map[string]any {
+	out := maps.Clone(plan)
+	out["calls"] = slices.DeleteFunc(slices.Clone(plan["calls"].([]map[string]any)), func(c map[string]any) bool {
+		return slices.Contains(fedSamplingTools, c["name"].(string))
+	})
+	delete(out, "subscriptions")
+	delete(out, "changes")
+	return out
 }
 
 // checkTour asserts what a client saw of the block: the negotiated
 // version, every server's entries (prefixed) in the merged lists, and the
 // content of every answer, elicited values included.
-func checkTour(t *testing.T, got tourOutcome, version string) {
+func checkTour(t *testing.T, got tourOutcome, version string, plan map[string]any) {
 	t.Helper()
 	if got.ProtocolVersion != version {
 		t.Errorf("negotiated %q, want %q", got.ProtocolVersion, version)
@@ -222,6 +244,14 @@ func checkTour(t *testing.T, got tourOutcome, version string) {
 		"go__test_input_required_result_sampling": "Sampling response: " + fedSampled,
 		"summarize": "Summary (test-model): " + fedSampled,
 	}
+	samplings := 0
+	for name := range wantCalls {
+		if !slices.ContainsFunc(plan["calls"].([]map[string]any), func(c map[string]any) bool { return c["name"] == name }) {
+			delete(wantCalls, name)
+		} else if slices.Contains(fedSamplingTools, name) {
+			samplings++
+		}
+	}
 	for _, c := range got.Calls {
 		if c.Result.IsError || !strings.Contains(c.Result.text(), wantCalls[c.Name]) {
 			t.Errorf("%s answered %+v, want text with %q", c.Name, c.Result, wantCalls[c.Name])
@@ -233,8 +263,8 @@ func checkTour(t *testing.T, got tourOutcome, version string) {
 	}
 	// One per round: go's two tools 1 and 2 and its prompt 1, ts's 1,
 	// demo's 1 and 2; a sampling each of go and demo.
-	if got.Elicitations != 8 || got.Samplings != 2 {
-		t.Errorf("%d elicitations and %d samplings answered, want 8 and 2", got.Elicitations, got.Samplings)
+	if got.Elicitations != 8 || got.Samplings != samplings {
+		t.Errorf("%d elicitations and %d samplings answered, want 8 and %d", got.Elicitations, got.Samplings, samplings)
 	}
 
 	wantReads := map[string]string{
@@ -272,11 +302,11 @@ func checkTour(t *testing.T, got tourOutcome, version string) {
 		len(got.Completions[2].Values)+len(got.Completions[3].Values) != 0 {
 		t.Errorf("completions %+v, want [Alice] (prompt ts__completable-prompt), [3] (ts's resource template), [] and [] (go's)", got.Completions)
 	}
-	if !slices.Contains(got.Updated, "test://watched-resource") {
+	if _, ok := plan["subscriptions"]; ok && !slices.Contains(got.Updated, "test://watched-resource") {
 		t.Errorf("no notifications/resources/updated for test://watched-resource (got %v)", got.Updated)
 	}
 
-	if !slices.Equal(got.Changed, []string{"notifications/tools/list_changed", "notifications/prompts/list_changed"}) {
+	if _, ok := plan["changes"]; ok && !slices.Equal(got.Changed, []string{"notifications/tools/list_changed", "notifications/prompts/list_changed"}) {
 		t.Errorf("list changes seen: %v, want go's tools and prompts", got.Changed)
 	}
 

@@ -1,10 +1,13 @@
 // fed-tour.mjs: one client session over a whole MCP endpoint, driven by a
 // plan, with either TypeScript SDK.
 //
-//   node fed-tour.mjs <legacy|modern> <mcp-url> <plan-json>
+//   node fed-tour.mjs <legacy|modern|aisdk> <mcp-url> <plan-json>
 //
 // legacy: @modelcontextprotocol/sdk 1.x (2025-11-25, sessions);
-// modern: @modelcontextprotocol/client 2.x with versionNegotiation auto.
+// modern: @modelcontextprotocol/client 2.x with versionNegotiation auto;
+// aisdk: @ai-sdk/mcp (probes server/discover; answers elicitation only, so
+// it has no sampling, subscriptions or list changes: leave them out of its
+// plan).
 // The plan (every member optional):
 //   {"calls": [{"name", "arguments"}], "reads": [uri],
 //    "prompts": [{"name", "arguments"}],
@@ -29,6 +32,7 @@
 // notifications/resources/updated about uri ("updated" lists the uris
 // updates came for). Elicitations are answered as common.mjs does. Any
 // failure, or HARD_TIMEOUT_MS passing, exits non-zero naming the step.
+import { ElicitationRequestSchema as AISDKElicitationRequestSchema, createMCPClient } from '@ai-sdk/mcp';
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client';
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -40,14 +44,14 @@ import {
   ResourceUpdatedNotificationSchema,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
-import { HARD_TIMEOUT_MS, answerers, describeError, emit, fail } from './common.mjs';
+import { HARD_TIMEOUT_MS, acceptElicitation, answerers, describeError, emit, fail } from './common.mjs';
 
 const SCRIPT = 'fed-tour';
 let step = 'start';
 setTimeout(() => fail(SCRIPT, `${step}: timed out after ${HARD_TIMEOUT_MS} ms`, 124), HARD_TIMEOUT_MS).unref();
 const [flavour, rawURL, rawPlan] = process.argv.slice(2);
-if (!['legacy', 'modern'].includes(flavour) || !rawURL) {
-  fail(SCRIPT, 'usage: node fed-tour.mjs <legacy|modern> <mcp-url> [plan-json]', 2);
+if (!['legacy', 'modern', 'aisdk'].includes(flavour) || !rawURL) {
+  fail(SCRIPT, 'usage: node fed-tour.mjs <legacy|modern|aisdk> <mcp-url> [plan-json]', 2);
 }
 let plan;
 try {
@@ -69,7 +73,9 @@ const onUpdated = (n) => {
 };
 
 let client, transport;
-if (flavour === 'legacy') {
+if (flavour === 'aisdk') {
+  // connected below: createMCPClient connects as it is made
+} else if (flavour === 'legacy') {
   client = new LegacyClient(
     { name: SCRIPT, version: '1.0.0' },
     { capabilities: { elicitation: {}, sampling: {}, roots: { listChanged: true } } },
@@ -102,12 +108,14 @@ function legacyNotification(method) {
   }[method];
 }
 
-// all gathers every page of a list.
+// all gathers every page of a list (the @ai-sdk/mcp client takes the
+// cursor in params).
 async function all(list, key) {
   const out = [];
   let cursor;
   do {
-    const page = await list(cursor ? { cursor } : undefined);
+    const p = cursor ? { cursor } : undefined;
+    const page = await list(flavour === 'aisdk' ? { params: p } : p);
     out.push(...page[key]);
     cursor = page.nextCursor;
   } while (cursor);
@@ -116,12 +124,22 @@ async function all(list, key) {
 
 step = 'connect';
 try {
-  await client.connect(transport);
-  const out = {
-    protocolVersion:
-      flavour === 'legacy' ? (transport.protocolVersion ?? null) : (client.getNegotiatedProtocolVersion() ?? null),
-    era: flavour === 'legacy' ? 'legacy' : (client.getProtocolEra() ?? null),
-  };
+  let out;
+  if (flavour === 'aisdk') {
+    client = await createMCPClient({ transport: { type: 'http', url: url.href }, capabilities: { elicitation: {} } });
+    client.onElicitationRequest(AISDKElicitationRequestSchema, (req) => {
+      counts.elicitations++;
+      return acceptElicitation(req.params);
+    });
+    out = { protocolVersion: client.initializeResult?.protocolVersion ?? null, era: null };
+  } else {
+    await client.connect(transport);
+    out = {
+      protocolVersion:
+        flavour === 'legacy' ? (transport.protocolVersion ?? null) : (client.getNegotiatedProtocolVersion() ?? null),
+      era: flavour === 'legacy' ? 'legacy' : (client.getProtocolEra() ?? null),
+    };
+  }
   step = 'tools/list';
   out.tools = (await all((p) => client.listTools(p), 'tools')).map((t) => t.name);
   step = 'resources/list';
