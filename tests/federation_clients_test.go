@@ -337,6 +337,12 @@ func goTour(t *testing.T, url, version string) tourOutcome {
 	var elicitations, samplings atomic.Int32
 	updated, changed := make(chan string, 16), make(chan string, 16)
 	opts := &mcp.ClientOptions{
+		// No roots: the ts server asks every session that declares them
+		// for roots/list once, without params, and when that lands during
+		// a call the gateway relays it as an input request as sent, which
+		// the go-sdk client (1.8) cannot decode ("unexpected end of JSON
+		// input", the call fails).
+		Capabilities: &mcp.ClientCapabilities{},
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			elicitations.Add(1)
 			var schema struct {
