@@ -51,9 +51,9 @@ import (
 // node scripts' (tests/node/common.mjs, valueFor), which goTour copies.
 var fedAnswers = map[string]any{
 	"name": "Test User", "color": "test color", "context": "test context", "destination": "Lisbon", "partySize": 2,
-	"date":      time.Now().AddDate(0, 0, 30).Format(time.DateOnly),
-	"startDate": time.Now().AddDate(0, 0, 30).Format(time.DateOnly),
-	"endDate":   time.Now().AddDate(0, 0, 33).Format(time.DateOnly),
+	"date":      time.Now().UTC().AddDate(0, 0, 30).Format(time.DateOnly),
+	"startDate": time.Now().UTC().AddDate(0, 0, 30).Format(time.DateOnly),
+	"endDate":   time.Now().UTC().AddDate(0, 0, 33).Format(time.DateOnly),
 }
 
 // fedSampled is what every client of this file answers sampling with
@@ -261,8 +261,8 @@ func checkTour(t *testing.T, got tourOutcome, version string, plan map[string]an
 	if len(wantCalls) > 0 {
 		t.Errorf("calls not made: %v", wantCalls)
 	}
-	// One per round: go's two tools 1 and 2 and its prompt 1, ts's 1,
-	// demo's 1 and 2; a sampling each of go and demo.
+	// An elicitation per round: go's two tools 1 and 2, its prompt 1,
+	// ts's tool 1, demo's two tools 1 and 2; a sampling per sampling tool.
 	if got.Elicitations != 8 || got.Samplings != samplings {
 		t.Errorf("%d elicitations and %d samplings answered, want 8 and %d", got.Elicitations, got.Samplings, samplings)
 	}
@@ -305,7 +305,6 @@ func checkTour(t *testing.T, got tourOutcome, version string, plan map[string]an
 	if _, ok := plan["subscriptions"]; ok && !slices.Contains(got.Updated, "test://watched-resource") {
 		t.Errorf("no notifications/resources/updated for test://watched-resource (got %v)", got.Updated)
 	}
-
 	if _, ok := plan["changes"]; ok && !slices.Equal(got.Changed, []string{"notifications/tools/list_changed", "notifications/prompts/list_changed"}) {
 		t.Errorf("list changes seen: %v, want go's tools and prompts", got.Changed)
 	}
@@ -444,17 +443,7 @@ func goTour(t *testing.T, url, version string) tourOutcome {
 		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 			t.Fatalf("subscribing to %s: %v", uri, err)
 		}
-		deadline := time.After(10 * time.Second)
-		for !slices.Contains(got.Updated, uri) {
-			select {
-			case u := <-updated:
-				if !slices.Contains(got.Updated, u) {
-					got.Updated = append(got.Updated, u)
-				}
-			case <-deadline:
-				t.Fatalf("no notifications/resources/updated for %s within 10 s (got %v)", uri, got.Updated)
-			}
-		}
+		gather(t, updated, &got.Updated, uri)
 	}
 	// List changes: in the modern era the go-sdk listens for them on its
 	// own once a handler is set.
@@ -462,17 +451,7 @@ func goTour(t *testing.T, url, version string) tourOutcome {
 		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: c["call"].(string), Arguments: map[string]any{}}); err != nil {
 			t.Fatalf("tools/call %s: %v", c["call"], err)
 		}
-		deadline := time.After(10 * time.Second)
-		for !slices.Contains(got.Changed, c["notification"].(string)) {
-			select {
-			case n := <-changed:
-				if !slices.Contains(got.Changed, n) {
-					got.Changed = append(got.Changed, n)
-				}
-			case <-deadline:
-				t.Fatalf("no %s within 10 s of calling %s", c["notification"], c["call"])
-			}
-		}
+		gather(t, changed, &got.Changed, c["notification"].(string))
 	}
 	var refused []any
 	for _, r := range fedTourPlan["refused"].([]map[string]any) {
@@ -497,6 +476,23 @@ func goTour(t *testing.T, url, version string) tourOutcome {
 	got.Elicitations, got.Samplings = int(elicitations.Load()), int(samplings.Load())
 	t.Logf("go-sdk %q: %d tools, %d resources, %d templates, %d prompts, %d elicitations, updated %v", version, len(got.Tools), len(got.Resources), len(got.Templates), len(got.PromptNames), got.Elicitations, got.Updated)
 	return got
+}
+
+// gather adds what comes on ch to seen (each once) until want is among
+// them, failing after 10 s.
+func gather(t *testing.T, ch <-chan string, seen *[]string, want string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for !slices.Contains(*seen, want) {
+		select {
+		case v := <-ch:
+			if !slices.Contains(*seen, v) {
+				*seen = append(*seen, v)
+			}
+		case <-deadline:
+			t.Fatalf("no %s within 10 s (got %v)", want, *seen)
+		}
+	}
 }
 
 // goNames gathers what name says of every entry of a go-sdk listing.

@@ -1,37 +1,38 @@
 // fed-tour.mjs: one client session over a whole MCP endpoint, driven by a
-// plan, with either TypeScript SDK.
+// plan, with one of three clients.
 //
 //   node fed-tour.mjs <legacy|modern|aisdk> <mcp-url> <plan-json>
 //
 // legacy: @modelcontextprotocol/sdk 1.x (2025-11-25, sessions);
 // modern: @modelcontextprotocol/client 2.x with versionNegotiation auto;
-// aisdk: @ai-sdk/mcp (probes server/discover; answers elicitation only, so
-// it has no sampling, subscriptions or list changes: leave them out of its
-// plan).
-// The plan (every member optional):
-//   {"calls": [{"name", "arguments"}], "reads": [uri],
-//    "prompts": [{"name", "arguments"}],
-//    "completes": [{"ref", "argument", "context"}],
-//    "subscriptions": [uri],
-//    "refused": [{"method", "params"}],
-//    "changes": [{"call", "notification"}]}
-// The client lists tools, resources, resource templates and prompts (every
-// page), then does each step in that order, and prints one JSON line:
+// aisdk: @ai-sdk/mcp (probes server/discover; answers elicitation only and
+// has neither subscriptions nor list changes: leave sampling tools,
+// "subscriptions" and "changes" out of its plan).
+//
+// The plan (every member optional), done in this order after listing tools,
+// resources, resource templates and prompts (every page):
+//   "calls": [{"name", "arguments"}]        tools/call
+//   "reads": [uri]                          resources/read
+//   "prompts": [{"name", "arguments"}]      prompts/get
+//   "completes": [{"ref", "argument", "context"}]   completion/complete
+//   "subscriptions": [uri]   legacy resources/subscribe, modern
+//       subscriptions/listen with resourceSubscriptions; then waits for
+//       notifications/resources/updated about uri
+//   "changes": [{"call", "notification"}]   listens for list changes
+//       (modern: one subscriptions/listen for every list; legacy: the
+//       session's GET stream), then for each calls the tool and waits for
+//       the notification
+//   "refused": [{"method", "params"}]       requests expected to fail
+//       (tools/call, resources/read, prompts/get)
+// It prints one JSON line:
 //   {"protocolVersion", "era", "tools", "resources", "templates",
-//    "promptNames", "calls", "reads", "prompts", "completions", "updated",
-//    "refused", "changed", "elicitations", "samplings", "rootsLists"}
-// "changes": the script listens for list changes (modern: one
-// subscriptions/listen with every list; legacy: the session's GET stream),
-// then for each, calls the tool and waits for the notification ("changed"
-// lists those that came).
-// "refused" are requests expected to fail (tools/call, resources/read,
-// prompts/get): each one's {"method", "code", "message", "data"}, or its
-// "result" when it did not fail.
-// Each subscription in turn: legacy resources/subscribe, modern
-// subscriptions/listen with resourceSubscriptions; then the script waits for
-// notifications/resources/updated about uri ("updated" lists the uris
-// updates came for). Elicitations are answered as common.mjs does. Any
-// failure, or HARD_TIMEOUT_MS passing, exits non-zero naming the step.
+//    "promptNames", "calls", "reads", "prompts", "completions", "updated"
+//    (the uris updates came for), "changed" (the notifications that came),
+//    "refused" (each one's {"method", "code", "message", "data"}, or its
+//    "result" when it did not fail), "elicitations", "samplings",
+//    "rootsLists"}
+// Elicitations and sampling are answered as common.mjs does. Any failure,
+// or HARD_TIMEOUT_MS passing, exits non-zero naming the step.
 import { ElicitationRequestSchema as AISDKElicitationRequestSchema, createMCPClient } from '@ai-sdk/mcp';
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client';
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
