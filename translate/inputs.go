@@ -228,7 +228,10 @@ func NewInputRequest(method string, params []byte, kc *KeyCounter) (InputRequest
 		if method != MethodListRoots {
 			return InputRequest{}, fmt.Errorf("%w: %s needs params", ErrInputRequest, method)
 		}
-		return InputRequest{Key: kc.assign(method, ""), Method: method}, nil
+		// params is optional in roots/list, but some clients (the go-sdk
+		// 1.8's InputRequestMap) cannot decode an input request without
+		// it: an empty object means the same.
+		return InputRequest{Key: kc.assign(method, ""), Method: method, Params: json.RawMessage(`{}`)}, nil
 	}
 	src := string(params)
 	if src[0] != '{' || jsonrpc.ValidJSONString(src) != nil {

@@ -148,7 +148,7 @@ func TestNewInputRequestParams(t *testing.T) {
 		{name: "empty meta without hint kept", method: MethodListRoots, in: `{"_meta":{}}`, want: `{"_meta":{}}`},
 		{name: "roots hint", method: MethodListRoots, in: `{"_meta":{"io.github.caddy-mcp-gateway/inputKey":"r"}}`, want: `{}`},
 		{name: "roots task kept", method: MethodListRoots, in: `{"task":1}`, want: `{"task":1}`},
-		{name: "roots null params", method: MethodListRoots, in: `null`, want: ``},
+		{name: "roots null params", method: MethodListRoots, in: `null`, want: `{}`},
 		{name: "sampling tools kept", method: MethodSample, in: `{"messages":[],"maxTokens":5,"tools":[{"name":"t","inputSchema":{"type":"object"}}],"toolChoice":{"mode":"auto"}}`,
 			want: `{"messages":[],"maxTokens":5,"tools":[{"name":"t","inputSchema":{"type":"object"}}],"toolChoice":{"mode":"auto"}}`},
 
