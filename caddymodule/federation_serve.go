@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 
 	"github.com/tidwall/gjson"
@@ -117,7 +118,7 @@ func writeUnknown(w http.ResponseWriter, id []byte, msg string) error {
 func resourceNotFound(uri string) *jsonrpc.RPCError {
 	return &jsonrpc.RPCError{
 		HTTPStatus: http.StatusOK, Code: jsonrpc.InvalidParams, Message: "Resource not found",
-		Data: []byte(`{"uri":` + jsonrpc.Quote(jsonrpc.Clip(uri)) + `}`),
+		Data: json.RawMessage(`{"uri":` + jsonrpc.Quote(jsonrpc.Clip(uri)) + `}`),
 	}
 }
 
