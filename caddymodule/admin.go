@@ -20,7 +20,8 @@ func init() {
 
 // adminAPI is a read-only admin endpoint for the MCP gateway:
 //
-//	GET /mcp_gateway/upstreams  the upstreams: probed era, passive health, sessions
+//	GET /mcp_gateway/upstreams  the upstreams: probed era, passive health, sessions,
+//	                            the federated block's server each is of
 //	GET /mcp_gateway/sessions   the forward bridge's upstream sessions per upstream
 //	GET /mcp_gateway/parked     one entry per call parked here, holding its stream
 //	                            ("holding": "stream") or, resume on, nothing
@@ -58,6 +59,9 @@ type upstreamInfo struct {
 	Healthy   bool       `json:"healthy"`
 	DownUntil *time.Time `json:"down_until,omitempty"`
 	Sessions  int        `json:"bridge_sessions"`
+	// Server is the name of the federated block's server the upstream
+	// belongs to (absent for a block without servers).
+	Server string `json:"server,omitempty"`
 }
 
 func (a adminAPI) upstreams(w http.ResponseWriter, r *http.Request) error {
@@ -68,11 +72,15 @@ func (a adminAPI) upstreams(w http.ResponseWriter, r *http.Request) error {
 	var out []upstreamInfo
 	upstreamStates.Range(func(_, v any) bool {
 		s := v.(*upstreamState)
+		if s.url == federatedUpstream {
+			return true // a federated block's merged endpoint, in-process
+		}
 		era := eraSet(s.configured.Load())
 		if era == 0 {
 			era = eraSet(s.eras.Load())
 		}
-		info := upstreamInfo{URL: s.url, Era: era.String(), Healthy: true, Sessions: stats[s.url].Open}
+		server, _ := s.server.Load().(string)
+		info := upstreamInfo{URL: s.url, Era: era.String(), Healthy: true, Sessions: stats[s.url].Open, Server: server}
 		if until := s.downUntil.Load(); until > time.Now().UnixNano() {
 			t := time.Unix(0, until)
 			info.Healthy, info.DownUntil = false, &t

@@ -33,6 +33,17 @@
 //   - The cells: proxy.go (pass-through of both eras: the pin, Caddy's
 //     transport, failover), bridge.go (the forward bridge's glue),
 //     reverse.go (the reverse bridge's glue).
+//   - A federated block (servers): federation.go (one inner handler per
+//     server; the block's merged endpoint as its one upstream),
+//     federation_serve.go (serveFederated: a modern request routed by
+//     what its body names), federation_list.go (lists and
+//     server/discover asked of every server and merged),
+//     federation_cache.go (merged pages kept within their ttlMs),
+//     federation_listen.go (subscriptions/listen merged),
+//     federation_resources.go (which server a resource URI belongs to,
+//     learned per principal), federation_tasks.go (taskIds put in the
+//     block's namespace in answers), inprocess.go (the round tripper by
+//     which the block's reverse bridge reaches its merged endpoint).
 //   - The fleet: fleet.go (who is where; keys this instance lacks),
 //     relay.go (a request forwarded to its owner, signed), giveback.go
 //     (upstream sessions handed back between instances).
@@ -42,5 +53,6 @@
 //     storage).
 //   - Observability: observe.go (cells, outcomes, the log line of a call),
 //     metrics.go (the caddy_mcp_gateway_* series), admin.go
-//     (admin.api.mcp_gateway: parked calls, sessions, tasks, upstreams).
+//     (admin.api.mcp_gateway: parked calls, sessions, tasks, upstreams
+//     and their servers).
 package caddymodule

@@ -44,6 +44,7 @@ type dynamicUpstreams struct {
 	endpoint *url.URL
 	static   map[string]bool // the static upstreams' URLs, which win
 	logger   *zap.Logger
+	server   string // the federated block's server it is of ("" for none)
 	// refuse is the ranges its addresses may not be in (dynamic_refuse);
 	// nil refuses none.
 	refuse *addrPolicy
@@ -128,7 +129,7 @@ func (h *Handler) provisionDynamic(ctx caddy.Context) error {
 		return err
 	}
 	h.dynamic = &dynamicUpstreams{source: src, template: tpl, ready: h.upstreamTarget, endpoint: endpoint, static: static,
-		logger: h.logger, known: map[string]*dynamicEntry{}, refuse: refuse, refused: map[string]bool{}}
+		server: h.serverName, logger: h.logger, known: map[string]*dynamicEntry{}, refuse: refuse, refused: map[string]bool{}}
 	return nil
 }
 
@@ -197,7 +198,7 @@ func (d *dynamicUpstreams) get(r *http.Request) []*Upstream {
 			up := new(Upstream)
 			*up = d.template
 			up.URL = u
-			if err := up.provision(); err != nil {
+			if err := up.provision(d.server); err != nil {
 				d.logger.Warn("dynamic upstream skipped", zap.String("upstream", u), zap.Error(err))
 				continue
 			}

@@ -40,6 +40,7 @@ type federation struct {
 	set         *federate.Set
 	listTimeout time.Duration
 	claims      *expirable.LRU[[16]byte, claimsEntry] // federation_resources.go
+	lists       listCache                             // federation_cache.go
 }
 
 // federatedUpstream is the one upstream of a federated block's outer
@@ -62,7 +63,7 @@ func (h *Handler) provisionServers(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("servers: %w", err)
 	}
-	f := &federation{set: set, listTimeout: time.Duration(h.Federation.ListTimeout), claims: newClaimsCache()}
+	f := &federation{set: set, listTimeout: time.Duration(h.Federation.ListTimeout), claims: newClaimsCache(), lists: newListCache()}
 	if f.listTimeout <= 0 {
 		f.listTimeout = defaultListTimeout
 	}
@@ -108,6 +109,7 @@ type serverContextKey struct{}
 type blockRequest struct {
 	r    *http.Request
 	body []byte
+	ids  *taskIDWriter // puts the server's taskIds in the block's namespace; nil when none may come
 }
 
 // blockRequestOf returns the request a federated block received, when r is
@@ -118,12 +120,9 @@ func blockRequestOf(r *http.Request) (blockRequest, bool) {
 }
 
 // withBlockRequest marks ctx as serving, for a server, the block's request
-// r whose body is body.
-func withBlockRequest(ctx context.Context, r *http.Request, body []byte) context.Context {
-	if _, ok := ctx.Value(serverContextKey{}).(blockRequest); ok {
-		return ctx
-	}
-	return context.WithValue(ctx, serverContextKey{}, blockRequest{r: r, body: body})
+// r whose body is body, answered through ids (nil when none).
+func withBlockRequest(ctx context.Context, r *http.Request, body []byte, ids *taskIDWriter) context.Context {
+	return context.WithValue(ctx, serverContextKey{}, blockRequest{r: r, body: body, ids: ids})
 }
 
 // serveInProcess serves a request of the block's own reverse bridge (a

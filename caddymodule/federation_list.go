@@ -52,9 +52,10 @@ func (h *Handler) askServers(r *http.Request, method string, params gjson.Result
 			p = "{}"
 		}
 		if cursorOf != nil {
-			p = jsonrpc.RemoveMembers(p, "cursor")
 			if c := cursorOf(i); c != "" {
-				p = string(withMember([]byte(p), "cursor", jsonrpc.Quote(c)))
+				p = jsonrpc.SetMember(p, "cursor", jsonrpc.Quote(c))
+			} else {
+				p = jsonrpc.RemoveMembers(p, "cursor")
 			}
 		}
 		body, err := jsonrpc.Marshal(jsonrpc.NewRequest(face.RequestID, method, json.RawMessage(p)))
@@ -145,21 +146,35 @@ func (h *Handler) serveMergedList(w http.ResponseWriter, r *http.Request, req *t
 			}
 		}
 	}
-	parts := h.askServers(r, req.Method, params, which, func(i int) string { return cursors[i] })
-	merged := federate.Merge(h.fed.set, kind, parts)
-	for _, hd := range merged.Hidden {
-		h.logger.Warn("an entry of a server was hidden from the merged catalog",
-			zap.String("server", h.fed.servers[hd.Server].serverName), zap.String("method", req.Method),
-			zap.String("name", jsonrpc.Clip(hd.Name)), zap.String("why", hd.Why))
+	now := time.Now()
+	page, ok := h.fed.lists.get(byte(kind), params, cursors, princ, now)
+	if !ok {
+		parts := h.askServers(r, req.Method, params, which, func(i int) string { return cursors[i] })
+		merged := federate.Merge(h.fed.set, kind, parts)
+		for _, hd := range merged.Hidden {
+			h.logger.Warn("an entry of a server was hidden from the merged catalog",
+				zap.String("server", h.fed.servers[hd.Server].serverName), zap.String("method", req.Method),
+				zap.String("name", jsonrpc.Clip(hd.Name)), zap.String("why", hd.Why))
+		}
+		asked := len(which)
+		if which == nil {
+			asked = len(h.fed.servers)
+		}
+		if len(parts) == asked {
+			h.fed.lists.put(byte(kind), params, cursors, princ, merged.Result, merged.Next, now)
+		} else {
+			merged.Result = partial(merged.Result)
+		}
+		page = listEntry{result: merged.Result, next: merged.Next}
 	}
-	result := merged.Result
-	next, err := federate.NextCursor(h.keyring, kind, princ, merged.Next, time.Now())
+	result := page.result
+	next, err := federate.NextCursor(h.keyring, kind, princ, page.next, now)
 	if err != nil {
 		// A server's cursor too large to carry: its list ends here.
 		h.logger.Warn("a merged list ends early: a server's cursor could not be carried", zap.String("method", req.Method), zap.Error(err))
 	}
 	if next != "" {
-		result = withMember(result, "nextCursor", jsonrpc.Quote(next))
+		result = []byte(jsonrpc.SetMember(string(result), "nextCursor", jsonrpc.Quote(next)))
 	}
 	return writeResult(w, req.ID, result)
 }
@@ -167,34 +182,36 @@ func (h *Handler) serveMergedList(w http.ResponseWriter, r *http.Request, req *t
 // serveMergedDiscover answers server/discover with what the servers
 // offer together, and the gateway's own serverInfo.
 func (h *Handler) serveMergedDiscover(w http.ResponseWriter, r *http.Request, req *translate.ModernRequest, body []byte) error {
-	parts := h.askServers(r, req.Method, gjson.GetBytes(body, "params"), nil, nil)
+	params, princ, now := gjson.GetBytes(body, "params"), h.principal(r), time.Now()
+	if e, ok := h.fed.lists.get(discoverKind, params, nil, princ, now); ok {
+		return writeResult(w, req.ID, e.result)
+	}
+	parts := h.askServers(r, req.Method, params, nil, nil)
 	if len(parts) == 0 {
 		return jsonrpc.WriteError(w, req.ID, &jsonrpc.RPCError{
 			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
 			Message: "no MCP server of this endpoint answered (the gateway's log says why)",
 		})
 	}
-	return writeResult(w, req.ID, federate.MergeDiscover(h.fed.set, parts, gatewayServerInfo))
+	result := federate.MergeDiscover(h.fed.set, parts, gatewayServerInfo)
+	if len(parts) == len(h.fed.servers) {
+		h.fed.lists.put(discoverKind, params, nil, princ, result, nil, now)
+	} else {
+		result = partial(result)
+	}
+	return writeResult(w, req.ID, result)
+}
+
+// partial marks a merged answer a server was left out of as stale at once
+// (ttlMs 0): neither the gateway nor the client keeps it, so the server
+// is back in the next one.
+func partial(result []byte) []byte {
+	return []byte(jsonrpc.SetMember(string(result), "ttlMs", "0"))
 }
 
 // gatewayServerInfo is the serverInfo of a federated block: the gateway's
 // own, not any one server's.
 var gatewayServerInfo = []byte(`{"name":"caddy-mcp-gateway","title":"MCP gateway","version":"1"}`)
-
-// withMember adds the member name:val (raw JSON) to the object obj.
-func withMember(obj []byte, name, val string) []byte {
-	out := make([]byte, 0, len(obj)+len(name)+len(val)+4)
-	out = append(out, obj[:len(obj)-1]...)
-	empty := true
-	gjson.ParseBytes(obj).ForEach(func(_, _ gjson.Result) bool { empty = false; return false })
-	if !empty {
-		out = append(out, ',')
-	}
-	out = append(out, jsonrpc.Quote(name)...)
-	out = append(out, ':')
-	out = append(out, val...)
-	return append(out, '}')
-}
 
 // writeResult answers a JSON-RPC result object.
 func writeResult(w http.ResponseWriter, id json.RawMessage, result []byte) error {

@@ -132,6 +132,10 @@ func (h *Handler) sendListened(send func([]byte) error, ev listenEvent) error {
 	if method == "" || method == "notifications/subscriptions/acknowledged" {
 		return nil
 	}
+	if strings.HasSuffix(method, "/list_changed") {
+		// The merged pages kept may be stale now.
+		h.fed.lists.pages.Purge()
+	}
 	msg := ev.msg
 	if id := m.Get("params.taskId"); id.Type == gjson.String {
 		if out, err := federate.SetString(msg, "params.taskId", federate.WrapTaskID(federate.ServerName(h.fed.servers[ev.server].serverName), id.Str)); err == nil {
@@ -175,7 +179,7 @@ func (h *Handler) listenBody(r *http.Request, body []byte, filter gjson.Result, 
 	}
 	b = append(b, '}')
 	params := gjson.GetBytes(body, "params")
-	p := withMember([]byte(jsonrpc.RemoveMembers(params.Raw, "notifications")), "notifications", string(b))
+	p := jsonrpc.SetMember(params.Raw, "notifications", string(b))
 	nb := make([]byte, 0, len(body)+len(p))
 	nb = append(nb, body[:params.Index]...)
 	nb = append(nb, p...)

@@ -52,7 +52,9 @@ func (h *Handler) serveFederated(w http.ResponseWriter, r *http.Request, body []
 			}
 			return writeUnknown(w, req.ID, "Unknown "+what+": "+jsonrpc.Clip(req.Name))
 		}
-		tasks := req.Method == "tools/call" && bytes.Contains(req.ClientCapabilities, []byte(tasksExtension))
+		// A task can answer only a call declaring the Tasks extension, or
+		// one a face asks the gateway to host.
+		tasks := req.Method == "tools/call" && (bytes.Contains(req.ClientCapabilities, []byte(tasksExtension)) || routeOf(r).hostTask)
 		return h.toServer(w, r, body, i, "params.name", name, tasks)
 	case "tasks/get", "tasks/update", "tasks/cancel":
 		i, id, ok := f.set.UnwrapTaskID(req.Name)
@@ -125,10 +127,18 @@ func resourceNotFound(uri string) *jsonrpc.RPCError {
 // toServer serves r, the block's request, on server i: its body with the
 // string at path (a name or taskId with the block's namespace) set to
 // value, the Mcp-Name header to match. With tasks, the taskIds of the
-// answer are put in the block's namespace.
+// answer are put in the block's namespace (unless relayed: the owner
+// instance did).
 func (h *Handler) toServer(w http.ResponseWriter, r *http.Request, body []byte, i int, path, value string, tasks bool) error {
 	in := h.fed.servers[i]
-	inner := r.WithContext(withBlockRequest(r.Context(), r, body))
+	routeOf(r).server = in.serverName
+	var tw *taskIDWriter
+	if tasks {
+		tw = &taskIDWriter{ResponseWriter: w, server: federate.ServerName(in.serverName)}
+		defer tw.finish()
+		w = tw
+	}
+	inner := r.WithContext(withBlockRequest(r.Context(), r, body, tw))
 	nb := body
 	if path != "" {
 		var err error
@@ -139,11 +149,6 @@ func (h *Handler) toServer(w http.ResponseWriter, r *http.Request, body []byte, 
 			inner.Header = r.Header.Clone()
 			inner.Header.Set(translate.HeaderName, headerValue(value))
 		}
-	}
-	if tasks {
-		tw := &taskIDWriter{ResponseWriter: w, server: federate.ServerName(in.serverName)}
-		defer tw.finish()
-		w = tw
 	}
 	return in.route(w, inner, nb)
 }

@@ -94,7 +94,11 @@ func (h *Handler) provisionFleet() error {
 	if len(h.Fleet.Peers) > 0 && h.Fleet.InstanceID == "" && h.Fleet.Advertise == "" {
 		return errPeerNeedsID
 	}
-	f.auth = seal.NewForwardAuth(h.blockKeyring, f.instance, forwardNonces())
+	signer := h.blockKeyring // a federated block's, for its servers too
+	if signer == nil {
+		signer = h.keyring
+	}
+	f.auth = seal.NewForwardAuth(signer, f.instance, forwardNonces())
 	f.client = h.peerClient // peer_transport (transport.go)
 	if f.client == nil {
 		f.client = newPeerClient()

@@ -17,7 +17,7 @@ import (
 func testUpstream(t *testing.T, url string) *Upstream {
 	t.Helper()
 	u := &Upstream{URL: url, Era: eraLegacy}
-	if err := u.provision(); err != nil {
+	if err := u.provision(""); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = upstreamStates.Delete(url) })

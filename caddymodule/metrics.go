@@ -23,18 +23,19 @@ const metricsNamespace, metricsSubsystem = "caddy", "mcp_gateway"
 // gatewayMetrics holds the collectors of one configuration. A nil
 // *gatewayMetrics records nothing.
 type gatewayMetrics struct {
-	requests    *prometheus.CounterVec   // cell, method, outcome
-	calls       *prometheus.CounterVec   // cell, method, outcome
-	rounds      *prometheus.HistogramVec // cell
-	overhead    *prometheus.HistogramVec // cell
-	parkedEnded *prometheus.CounterVec   // reason
-	forwards    *prometheus.CounterVec   // direction, outcome
-	leftOut     *prometheus.CounterVec   // server, method
-	checks      *prometheus.CounterVec   // upstream, result
-	tasksMade   prometheus.Counter       //
-	tasksEnded  *prometheus.CounterVec   // status
-	resumable   *prometheus.CounterVec   // event
-	taskStore   *prometheus.CounterVec   // event
+	requests       *prometheus.CounterVec   // cell, method, outcome
+	calls          *prometheus.CounterVec   // cell, method, outcome
+	rounds         *prometheus.HistogramVec // cell
+	overhead       *prometheus.HistogramVec // cell
+	parkedEnded    *prometheus.CounterVec   // reason
+	forwards       *prometheus.CounterVec   // direction, outcome
+	leftOut        *prometheus.CounterVec   // server, method
+	serverRequests *prometheus.CounterVec   // server, method, outcome
+	checks         *prometheus.CounterVec   // upstream, result
+	tasksMade      prometheus.Counter       //
+	tasksEnded     *prometheus.CounterVec   // status
+	resumable      *prometheus.CounterVec   // event
+	taskStore      *prometheus.CounterVec   // event
 }
 
 // newGatewayMetrics registers the collectors on reg, or takes those another
@@ -55,6 +56,8 @@ func newGatewayMetrics(reg *prometheus.Registry) *gatewayMetrics {
 	m := &gatewayMetrics{
 		requests: counter("requests_total",
 			"Client requests served, by cell (client era-upstream era), JSON-RPC method and outcome.", "cell", "method", "outcome"),
+		serverRequests: counter("server_requests_total",
+			"Client requests a federated block routed to one of its servers, by server, JSON-RPC method and outcome (merged answers are not counted here: see federation_left_out_total).", "server", "method", "outcome"),
 		calls: counter("bridged_calls_total",
 			"Bridged calls that ended, by cell, method and outcome; a forward-bridged call spans all its rounds.", "cell", "method", "outcome"),
 		rounds: histogram("call_rounds",
@@ -110,11 +113,14 @@ func registerOrExisting[C prometheus.Collector](reg *prometheus.Registry, c C) C
 }
 
 // request counts one client request.
-func (m *gatewayMetrics) request(cell, method, outcome string) {
+func (m *gatewayMetrics) request(cell, method, outcome, server string) {
 	if m == nil {
 		return
 	}
 	m.requests.WithLabelValues(cell, methodLabel(method), outcome).Inc()
+	if server != "" {
+		m.serverRequests.WithLabelValues(server, methodLabel(method), outcome).Inc()
+	}
 }
 
 // callEnded records a bridged call that ended.
@@ -247,6 +253,9 @@ func (upstreamCollector) Collect(ch chan<- prometheus.Metric) {
 	stats := bridgeStats()
 	upstreamStates.Range(func(_, v any) bool {
 		s := v.(*upstreamState)
+		if s.url == federatedUpstream {
+			return true // a federated block's merged endpoint, in-process
+		}
 		healthy := 0.0
 		if now.UnixNano() >= s.downUntil.Load() {
 			healthy = 1

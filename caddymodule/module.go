@@ -56,6 +56,7 @@ func init() {
 // `{http.mcp_gateway.method}` | The JSON-RPC method of the request, if any (its first 256 bytes)
 // `{http.mcp_gateway.upstream}` | The URL of the upstream that served the request
 // `{http.mcp_gateway.owner}` | The instance a request was forwarded to (the owner of its call)
+// `{http.mcp_gateway.server}` | The server of a federated block (`servers`) a request was routed to; unset for a merged answer (a listing, `server/discover`) and in a block without servers
 // `{http.mcp_gateway.cell}` | Client era and upstream era: `modern-legacy` (forward bridge), `legacy-modern` (reverse bridge), `legacy-legacy` or `modern-modern` (pass-through), `none` (refused before an upstream was chosen). A request forwarded to the instance owning its call is in its call's cell on both instances
 // `{http.mcp_gateway.round}` | Bridged requests only: the input round of the request (forward bridge: the round of the `requestState` it carries, 0 for a first request; reverse bridge: the in-line rounds it went through)
 // `{http.mcp_gateway.outcome}` | `complete`, `input_required`, `error`, `cancelled`, `expired` or `refused` (no room among the parked calls: `max_parked`, `max_parked_per_principal`) for bridged requests; `ok`, `error` or `cancelled` (from the HTTP status) for pass-through ones

@@ -170,7 +170,7 @@ func (h *Handler) observeRequest(r *http.Request, status int, body []byte, start
 		}
 		setPlaceholder(r, "outcome", outcome)
 	}
-	h.metrics.request(cell, method, outcome)
+	h.metrics.request(cell, method, outcome, get("server"))
 
 	c := h.logger.Check(zapcore.DebugLevel, "mcp request")
 	if c == nil {

@@ -50,7 +50,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if u == nil {
 			return fmt.Errorf("upstream %d: empty", i)
 		}
-		if err := u.provision(); err != nil {
+		if err := u.provision(h.serverName); err != nil {
 			return err
 		}
 	}

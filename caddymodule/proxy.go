@@ -228,10 +228,7 @@ func (h *Handler) upstreamFailed(w http.ResponseWriter, r *http.Request, ctx con
 		return jsonrpc.WriteError(w, requestID(ex.body), abandoned(closedBy(ctx)))
 	}
 	if ex.up == nil {
-		return jsonrpc.WriteError(w, requestID(ex.body), &jsonrpc.RPCError{
-			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,
-			Message: "no upstream MCP server is available",
-		})
+		return jsonrpc.WriteError(w, requestID(ex.body), h.noUpstream())
 	}
 	h.countFailure(ex.up, "connection", err)
 	h.logger.Warn("upstream unavailable", zap.String("upstream", ex.up.URL), zap.Error(err))

@@ -340,6 +340,9 @@ type route struct {
 	// probeWait, once set, is when this request stops waiting for era
 	// probes in flight (candidates): one bound for all its choices.
 	probeWait time.Time
+	// server is the federated block's server serving the request
+	// ({http.mcp_gateway.server}).
+	server string
 	// hostTask: a face's internal tools/call the gateway hosts as a task
 	// (face.Internal.Task, forward.Request.HostTask).
 	hostTask bool
@@ -369,7 +372,7 @@ func (rt *route) publish(r *http.Request) {
 	if !ok {
 		return
 	}
-	for name, v := range map[string]string{"era": rt.era, "method": rt.method, "cell": rt.cell, "owner": rt.owner} {
+	for name, v := range map[string]string{"era": rt.era, "method": rt.method, "cell": rt.cell, "owner": rt.owner, "server": rt.server} {
 		if v != "" {
 			repl.Set("http.mcp_gateway."+name, v)
 		}

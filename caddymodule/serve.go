@@ -194,17 +194,21 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *learned, d de
 	}
 }
 
+// noUpstream is the answer when none of the handler's upstreams can take a
+// request: 503, naming the federated block's server (never an address).
+func (h *Handler) noUpstream() *jsonrpc.RPCError {
+	msg := "no upstream MCP server is available (the gateway's log says why)"
+	if h.serverName != "" {
+		msg = "MCP server " + strconv.Quote(h.serverName) + " is not available: none of its upstreams can be reached (the gateway's log says why)"
+	}
+	return &jsonrpc.RPCError{HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError, Message: msg}
+}
+
 // refuse answers a request the gateway refuses itself.
 func (h *Handler) refuse(w http.ResponseWriter, l *learned, why refusal) error {
 	switch why {
 	case refuseNoUpstream:
-		msg := "no upstream MCP server is available (the gateway's log says why)"
-		if h.serverName != "" {
-			msg = "MCP server " + strconv.Quote(h.serverName) + " is not available: none of its upstreams can be reached (the gateway's log says why)"
-		}
-		return jsonrpc.WriteError(w, l.id, &jsonrpc.RPCError{
-			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError, Message: msg,
-		})
+		return jsonrpc.WriteError(w, l.id, h.noUpstream())
 	case refuseNoLegacyUpstream:
 		return jsonrpc.WriteError(w, l.id, &jsonrpc.RPCError{
 			HTTPStatus: http.StatusServiceUnavailable, Code: jsonrpc.InternalError,

@@ -144,6 +144,10 @@ type upstreamState struct {
 
 	eras       atomic.Uint32
 	configured atomic.Uint32 // the eras the last provisioned config names; 0 for auto
+	// server is the name of the federated block's server the last
+	// provisioned config lists it under (a string; "" for a block
+	// without servers), for the admin API.
+	server atomic.Value
 
 	// probeMu guards probing only, never a probe: probing is closed when
 	// the era probe in flight (probe.go) ends, nil when none is.
@@ -239,7 +243,9 @@ func checkEra(era string) error {
 	return fmt.Errorf("unknown era %q (want auto, legacy or modern)", era)
 }
 
-func (u *Upstream) provision() error {
+// provision checks u and takes its process-wide state; server is the name
+// of the federated block's server u belongs to ("" for none).
+func (u *Upstream) provision(server string) error {
 	if err := u.checkURL(); err != nil {
 		return err
 	}
@@ -269,6 +275,7 @@ func (u *Upstream) provision() error {
 	}
 	u.state = val.(*upstreamState)
 	u.state.configured.Store(uint32(u.configuredEras()))
+	u.state.server.Store(server)
 	u.proxy = &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: u.URL}
 	return nil
 }

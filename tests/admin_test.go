@@ -46,8 +46,9 @@ func TestAdminAPI(t *testing.T) {
 	}
 	var ups []map[string]any
 	adminGET(t, g, "/mcp_gateway/upstreams", &ups)
-	if len(ups) != 1 || ups[0]["url"] != rs.url || ups[0]["era"] != "legacy" || ups[0]["healthy"] != true || ups[0]["bridge_sessions"] != float64(1) {
-		t.Fatalf("upstreams = %v", ups)
+	if _, named := ups[0]["server"]; len(ups) != 1 || ups[0]["url"] != rs.url || ups[0]["era"] != "legacy" || ups[0]["healthy"] != true ||
+		ups[0]["bridge_sessions"] != float64(1) || named {
+		t.Fatalf("upstreams = %v, want the one legacy upstream, with no server (the block has none)", ups)
 	}
 
 	retry := map[string]any{"inputResponses": map[string]any{"elicitation-1": acceptAnswer}, "requestState": ir.RequestState}
@@ -60,5 +61,36 @@ func TestAdminAPI(t *testing.T) {
 	adminGET(t, g, "/mcp_gateway/sessions", &sessions)
 	if st := sessions[rs.url]; st["open"] != 1 || st["idle"] != 1 {
 		t.Fatalf("sessions = %v, want one idle session on %s", sessions, rs.url)
+	}
+}
+
+// TestAdminUpstreamsFederated: the upstreams of a federated block are
+// listed with the name of the server each belongs to, and the block's own
+// merged endpoint (served in-process, never reached over the network) is
+// neither listed nor in the metrics' upstream series.
+func TestAdminUpstreamsFederated(t *testing.T) {
+	t.Parallel()
+	rs, mu := newRecordingServer(t), newModernUpstream(t)
+	g := startGateway(t, "\t\tserver old {\n\t\t\tupstream "+rs.url+"\n\t\t}\n\t\tserver new {\n"+mu.block()+"\n\t\t}\n")
+	// A listing asks both servers (the legacy one's era is learned).
+	x := postRPC(t, g.URL, modernHeaders(modernVersion, "tools/list", ""), rpcBody(t, 1, "tools/list", map[string]any{"_meta": meta(modernVersion)}), 1)
+	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(x.Raw, `"old__ask"`) || !strings.Contains(x.Raw, `"new__confirm"`) {
+		t.Fatalf("tools/list = %s, want both servers' tools", x)
+	}
+	var ups []map[string]any
+	adminGET(t, g, "/mcp_gateway/upstreams", &ups)
+	want := map[string][2]string{rs.url: {"old", "legacy"}, mu.url: {"new", "modern"}}
+	if len(ups) != len(want) {
+		t.Fatalf("upstreams = %v, want the two servers' upstreams only", ups)
+	}
+	for _, u := range ups {
+		w, ok := want[u["url"].(string)]
+		if !ok || u["server"] != w[0] || u["era"] != w[1] || u["healthy"] != true {
+			t.Fatalf("upstreams = %v, want %s of server old (legacy) and %s of server new (modern)", ups, rs.url, mu.url)
+		}
+	}
+	// Nor do the upstream series of the metrics name the merged endpoint.
+	if text := scrape(t, g); !strings.Contains(text, rs.url) || strings.Contains(text, "federated.mcp-gateway.invalid") {
+		t.Fatalf("the metrics name the merged endpoint, or not the servers' upstreams:\n%s", text)
 	}
 }

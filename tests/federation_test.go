@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -57,4 +59,38 @@ func TestFederationLegacySmoke(t *testing.T) {
 		got := runClient(t, c.client, g.URL, c.tool, c.args)
 		t.Logf("%s %s: %v", c.client, c.tool, got)
 	}
+}
+
+// TestFederationFaces: the REST face of a federated block sees the merged
+// catalog, and its calls reach every server, an elicitation round of a
+// legacy one included.
+func TestFederationFaces(t *testing.T) {
+	t.Parallel()
+	block := federatedBlock(t) + "\t\trest /api\n"
+	site := "\troute /api/* {\n\t\tmcp_gateway {\n" + block + "\n\t\t}\n\t}"
+	g := startGatewayWith(t, "\tstorage file_system "+t.TempDir(), site, block)
+	base := fmt.Sprintf("http://127.0.0.1:%d/api", g.Port)
+	alice := map[string]string{"Authorization": "Bearer alice"}
+	list := restDo(t, "GET", base+"/tools", alice, "")
+	for _, name := range []string{`"ts__echo"`, `"go__test_simple_text"`, `"book_table"`} {
+		if list.Status != http.StatusOK || !strings.Contains(string(list.Body), name) {
+			t.Fatalf("REST tools list lacks %s: %s", name, list)
+		}
+	}
+	echo := wantCall(t, restDo(t, "PUT", base+"/tools/ts__echo/calls/e1", withHeaders(alice, "Idempotency-Key", "k"), `{"arguments":{"message":"hi"}}`),
+		http.StatusCreated, "success")
+	if !strings.Contains(string(echo.Result), "Echo: hi") {
+		t.Fatalf("ts__echo: %+v", echo)
+	}
+	simple := wantCall(t, restDo(t, "PUT", base+"/tools/go__test_simple_text/calls/s1", withHeaders(alice, "Idempotency-Key", "k"), `{"arguments":{}}`),
+		http.StatusCreated, "success")
+	if !strings.Contains(string(simple.Result), "simple text") {
+		t.Fatalf("go__test_simple_text: %+v", simple)
+	}
+	trip := wantCall(t, restDo(t, "PUT", base+"/tools/plan_trip/calls/p1", withHeaders(alice, "Idempotency-Key", "k"), `{"arguments":{}}`),
+		http.StatusCreated, "awaitingElicitationResult")
+	if len(trip.ElicitationRequest) == 0 {
+		t.Fatalf("plan_trip: %+v", trip)
+	}
+	wantProblem(t, restDo(t, "PUT", base+"/tools/echo/calls/x1", withHeaders(alice, "Idempotency-Key", "k"), `{"arguments":{}}`), http.StatusNotFound)
 }

@@ -1,170 +1,115 @@
 #!/usr/bin/env bash
-# The federation scenarios of BENCHMARKS.md: one endpoint over three
-# servers (`server` blocks) against the same endpoint over one, in one Caddy,
-# measured in one run (targets in turn, A B A B …):
-#   - a tools/call of the same tool of the same server (a__echo) through a
-#     block of three servers and through a block of that server alone;
-#   - a modern tools/list (first page) through the same two blocks: three
-#     servers' lists asked and merged against one server's (cold: the
-#     gateway caches no list yet);
-#   - memory per legacy (2025-11-25) client session: N sessions opened in a
-#     fresh gateway, each calling one tool of each server, then left open;
-#     RSS from /proc, heap in use after a forced GC, goroutines, open fds.
-# The servers: a and c modern go-sdk upstreams (`bench serve -era modern`),
-# b a legacy one (sessions; the forward bridge in front of it). Prints
-# Markdown tables to paste into BENCHMARKS.md, and stops everything it
-# started.
+# What a federated block costs against a block of one server, for each
+# era's clients: builds Caddy and tests/bench, starts a legacy and a modern
+# go-sdk upstream and one Caddy serving, on loopback, a block of each
+# upstream alone and two federated blocks over both (the server measured
+# with `prefix ""`, so that the tool names are the same), then measures
+# each pair in turn (A B A B …) at 1 and 8 clients. A legacy client of a
+# legacy server passes through pinned in a block of its own, and crosses
+# both bridges in a federated block. Prints Markdown tables and stops
+# everything it started.
 #
-#   tests/bench/federation.sh                   # about 4 minutes
+#   tests/bench/federation.sh               # about 4 minutes
 #   BENCH_D=5s BENCH_REPS=3 tests/bench/federation.sh
-#   BENCH_SESSIONS=0 tests/bench/federation.sh  # no memory scenario
 #
-# Environment: BENCH_D (3s), BENCH_REPS (2), BENCH_C ("1 32"),
-# BENCH_SESSIONS (legacy sessions opened, 2000; 0 skips), BENCH_PORT
-# (first of the loopback ports used, 19500).
+# Environment: BENCH_D (measured time per target and repetition, 3s),
+# BENCH_REPS (2), BENCH_PORT (first of the loopback ports used, 19500).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 D=${BENCH_D:-3s}
 REPS=${BENCH_REPS:-2}
-CONC=${BENCH_C:-"1 32"}
-SESSIONS=${BENCH_SESSIONS:-2000}
 P=${BENCH_PORT:-19500}
-up_a=$((P + 1)) up_b=$((P + 2)) up_c=$((P + 3)) gw=$((P + 11)) admin=$((P + 19)) mem_gw=$((P + 21)) mem_admin=$((P + 29))
+legacy_up=$((P + 1)) modern_up=$((P + 2)) alone_legacy=$((P + 11)) alone_modern=$((P + 12))
+fed_legacy=$((P + 13)) fed_modern=$((P + 14)) admin=$((P + 19))
 
 out=tests/.out/bench-federation
 source tests/bench/lib.sh
 build_bench "$out"
-ulimit -n "$((4 * SESSIONS + 1000))" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
-"$out/bench" serve -era modern -addr "127.0.0.1:$up_a" >"$out/a.log" 2>&1 &
-a_pid=$!
-pids+=($a_pid)
-"$out/bench" serve -era legacy -addr "127.0.0.1:$up_b" >"$out/b.log" 2>&1 &
-b_pid=$!
-pids+=($b_pid)
-"$out/bench" serve -era modern -addr "127.0.0.1:$up_c" >"$out/c.log" 2>&1 &
-c_pid=$!
-pids+=($c_pid)
+"$out/bench" serve -era legacy -addr "127.0.0.1:$legacy_up" >"$out/legacy.log" 2>&1 &
+legacy_pid=$!
+pids+=($legacy_pid)
+"$out/bench" serve -era modern -addr "127.0.0.1:$modern_up" >"$out/modern.log" 2>&1 &
+modern_pid=$!
+pids+=($modern_pid)
 
-key=$(head -c 32 /dev/urandom | base64)
-# servers N: the server blocks of the first N of a, b, c.
-servers() {
-	local n=$1 name port era
-	for spec in "a $up_a modern" "b $up_b legacy" "c $up_c modern"; do
-		((n-- > 0)) || break
-		read -r name port era <<<"$spec"
-		printf '\t\tserver %s {\n\t\t\tupstream http://127.0.0.1:%s/mcp {\n\t\t\t\tera %s\n\t\t\t}\n\t\t}\n' "$name" "$port" "$era"
-	done
-}
+L="http://127.0.0.1:$legacy_up/mcp" M="http://127.0.0.1:$modern_up/mcp"
 cat >"$out/Caddyfile" <<EOC
 {
 	admin 127.0.0.1:$admin
 	persist_config off
 	grace_period 2s
 }
-http://127.0.0.1:$gw {
+http://127.0.0.1:$alone_legacy {
 	bind 127.0.0.1
-	mcp_gateway /three/mcp {
-		state_key $key
-$(servers 3)
+	mcp_gateway /mcp {
+		upstream $L {
+			era legacy
+		}
 	}
-	mcp_gateway /one/mcp {
-		state_key $key
-$(servers 1)
+}
+http://127.0.0.1:$alone_modern {
+	bind 127.0.0.1
+	mcp_gateway /mcp {
+		upstream $M {
+			era modern
+		}
+	}
+}
+http://127.0.0.1:$fed_legacy {
+	bind 127.0.0.1
+	mcp_gateway /mcp {
+		server old {
+			upstream $L {
+				era legacy
+			}
+			prefix ""
+		}
+		server new {
+			upstream $M {
+				era modern
+			}
+		}
+	}
+}
+http://127.0.0.1:$fed_modern {
+	bind 127.0.0.1
+	mcp_gateway /mcp {
+		server new {
+			upstream $M {
+				era modern
+			}
+			prefix ""
+		}
+		server old {
+			upstream $L {
+				era legacy
+			}
+		}
 	}
 }
 EOC
 "$out/caddy" run --config "$out/Caddyfile" --adapter caddyfile >"$out/caddy.log" 2>&1 &
 caddy_pid=$!
 pids+=($caddy_pid)
-waitport "$up_a" "$a_pid" "$out/a.log"
-waitport "$up_b" "$b_pid" "$out/b.log"
-waitport "$up_c" "$c_pid" "$out/c.log"
-waitport "$gw" "$caddy_pid" "$out/caddy.log"
+for port in $legacy_up $modern_up $alone_legacy $alone_modern $fed_legacy $fed_modern; do waitport "$port" "$caddy_pid" "$out/caddy.log"; done
 
-three="http://127.0.0.1:$gw/three/mcp" one="http://127.0.0.1:$gw/one/mcp"
+AL="http://127.0.0.1:$alone_legacy/mcp" AM="http://127.0.0.1:$alone_modern/mcp"
+FL="http://127.0.0.1:$fed_legacy/mcp" FM="http://127.0.0.1:$fed_modern/mcp"
+
 results="$out/results.txt"
 : >"$results"
-cpu="caddy=$caddy_pid,a=$a_pid,b=$b_pid,c=$c_pid"
-for c in $CONC; do
-	"$out/bench" compare -scenario "tools/call a__echo" -c "$c" -d "$D" -reps "$REPS" -cpu "$cpu" \
-		-tool a__echo -args '{"text":"hi"}' \
-		"three-servers=modern:$three" "one-server=modern:$one" | tee -a "$results" >&2
-	"$out/bench" compare -scenario "tools/list, cold" -c "$c" -d "$D" -reps "$REPS" -cpu "$cpu" -method tools/list \
-		"three-servers=modern:$three" "one-server=modern:$one" | tee -a "$results" >&2
+cpu="caddy=$caddy_pid,legacy=$legacy_pid,modern=$modern_pid"
+cmp() { "$out/bench" compare -d "$D" -reps "$REPS" -cpu "$cpu" "$@" | tee -a "$results" >&2; }
+
+echo "measuring (each line: one scenario at one concurrency)..." >&2
+for c in 1 8; do
+	cmp -scenario "legacy client, legacy server" -c "$c" federated=legacy:"$FL" alone=legacy:"$AL"
+	cmp -scenario "legacy client, legacy server, 1 in-line question" -c "$c" -tool ask -args '{"rounds":1}' federated=legacy:"$FL" alone=legacy:"$AL"
+	cmp -scenario "modern client, legacy server" -c "$c" federated=modern:"$FL" alone=modern:"$AL"
+	cmp -scenario "modern client, modern server" -c "$c" federated=modern:"$FM" alone=modern:"$AM"
+	cmp -scenario "legacy client, modern server" -c "$c" federated=legacy:"$FM" alone=legacy:"$AM"
 done
-kill "$caddy_pid" 2>/dev/null || true
-wait "$caddy_pid" 2>/dev/null || true
 
-# session_run LABEL N TOOLS: opens $SESSIONS legacy sessions calling TOOLS
-# in a fresh gateway whose block has the first N servers, reads its memory
-# before and after, stops it, and adds the table rows.
-session_run() {
-	local label=$1 n=$2 tools=$3
-	cat >"$out/Caddyfile.sessions" <<EOC
-{
-	admin 127.0.0.1:$mem_admin
-	persist_config off
-	grace_period 2s
-}
-http://127.0.0.1:$mem_gw {
-	bind 127.0.0.1
-	mcp_gateway /mcp {
-		state_key $key
-		max_sessions_per_principal $((SESSIONS + 100))
-$(servers "$n")
-	}
-}
-EOC
-	"$out/caddy" run --config "$out/Caddyfile.sessions" --adapter caddyfile >"$out/caddy-sessions.log" 2>&1 &
-	local mem_pid=$!
-	pids+=($mem_pid)
-	waitport "$mem_gw" "$mem_pid" "$out/caddy-sessions.log"
-	rss() { awk '/^VmRSS:/ {print $2}' "/proc/$mem_pid/status"; }
-	fds() { find "/proc/$mem_pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
-	heap() {
-		curl -s "http://127.0.0.1:$mem_admin/debug/pprof/heap?gc=1" >/dev/null
-		curl -s "http://127.0.0.1:$mem_admin/debug/vars" | grep -o '"HeapInuse": *[0-9]*' | grep -o '[0-9]*$' | awk '{print int($1/1024)}' || true
-	}
-	goroutines() { curl -s "http://127.0.0.1:$mem_admin/debug/pprof/goroutine?debug=1" | head -1 | grep -o '[0-9]*$' || true; }
-	# One session first, so the baseline holds what the first one allocates.
-	"$out/bench" sessions -url "http://127.0.0.1:$mem_gw/mcp" -n 1 -c 1 -tools "$tools" >/dev/null
-	local base_rss base_heap base_g base_fd peak_rss peak_heap peak_g peak_fd line
-	base_rss=$(rss) base_heap=$(heap) base_g=$(goroutines) base_fd=$(fds)
-	echo "$label: opening $SESSIONS legacy sessions calling $tools..." >&2
-	line=$("$out/bench" sessions -url "http://127.0.0.1:$mem_gw/mcp" -n "$SESSIONS" -c 32 -tools "$tools")
-	echo "$line" >&2
-	sleep 1
-	peak_rss=$(rss) peak_heap=$(heap) peak_g=$(goroutines) peak_fd=$(fds)
-	kill "$mem_pid" 2>/dev/null || true
-	wait "$mem_pid" 2>/dev/null || true
-	per() { awk -v a="$1" -v b="$2" -v n="$SESSIONS" 'BEGIN {printf "%.1f", (a-b)/n}'; }
-	memory+="| $label | baseline (after one session) | $base_rss KiB | $base_heap KiB | $base_g | $base_fd |
-| $label | $SESSIONS sessions | $peak_rss KiB | $peak_heap KiB | $peak_g | $peak_fd |
-| $label | per session | **$(per "$peak_rss" "$base_rss") KiB** | $(per "$peak_heap" "$base_heap") KiB | $(per "$peak_g" "$base_g") | $(per "$peak_fd" "$base_fd") |
-"
-	session_lines+="$label: $line
-"
-}
-
-memory="" session_lines=""
-if ((SESSIONS > 0)); then
-	session_run "three servers" 3 a__echo,b__echo,c__echo
-	session_run "one server" 1 a__echo
-fi
-
-echo
-echo "## Results ($(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); ${D} × ${REPS} per target, interleaved)"
-echo
-compare_tables "$results" "Caddy and the three upstreams"
-if [[ -n "$memory" ]]; then
-	echo
-	echo "Memory, $SESSIONS legacy client sessions left open, each having called the tools named, in a fresh gateway each:"
-	echo
-	echo "| block | gateway | RSS | heap in use | goroutines | open fds |"
-	echo "|---|---|---|---|---|---|"
-	echo -n "$memory"
-	echo
-	echo -n "$session_lines"
-fi
+compare_tables "$results" "caddy + upstreams"

@@ -2,14 +2,15 @@
 // reverse_proxy in front of it, or the gateway — with the same clients, so
 // that the figures compare.
 //
-//	bench serve   -era legacy|modern -addr 127.0.0.1:9201 [-busy 300us] [-event-store]
+//	bench serve   -era legacy|modern -addr 127.0.0.1:9201 [-busy 300us] [-event-store] [-list-ttl 60s]
 //	    the benchmarks' upstream: a go-sdk server with the tools echo {text}
 //	    and ask {rounds} (in-line elicitations in the legacy era,
 //	    input_required rounds in the modern era), and in the legacy era hold
 //	    (runs until cancelled, for tasks); -busy makes each echo
 //	    call spin that long first, to model a costlier server; -event-store
 //	    (legacy era) numbers the SSE events and replays them on a GET with
-//	    Last-Event-ID (resumable streams)
+//	    Last-Event-ID (resumable streams); -list-ttl makes its tools/list
+//	    answers say ttlMs (public)
 //	bench compare -scenario NAME -c 32 -d 3s -reps 2 -tool echo -args '{"text":"hi"}' \
 //	        gateway=legacy:http://127.0.0.1:9300/mcp direct=legacy:http://127.0.0.1:9201/mcp
 //	    runs the targets in turn (A B A B …) with c concurrent clients making

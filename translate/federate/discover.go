@@ -106,33 +106,34 @@ func appendVersions(b []byte, results []gjson.Result) []byte {
 // appendUnion appends the union of the JSON objects among vals (see
 // MergeDiscover); depth is the level of vals.
 func appendUnion(b []byte, vals []gjson.Result, depth int) []byte {
-	type member struct {
-		key  string
-		vals []gjson.Result
+	type merging struct {
+		key  string         // the name as first written
+		vals []gjson.Result // its value in each object that has it
 	}
-	var ms []member
+	var out []merging
 	at := map[string]int{}
 	for _, v := range vals {
 		if !v.IsObject() {
 			continue
 		}
 		seen := map[string]bool{}
-		for _, m := range members(v.Raw) {
+		ms, _ := jsonrpc.Members(v.Raw)
+		for _, m := range ms {
 			if seen[m.Name] {
 				continue // a repeated name: its first copy, as gjson reads it
 			}
 			seen[m.Name] = true
 			i, ok := at[m.Name]
 			if !ok {
-				i = len(ms)
+				i = len(out)
 				at[m.Name] = i
-				ms = append(ms, member{key: m.Key})
+				out = append(out, merging{key: m.Key})
 			}
-			ms[i].vals = append(ms[i].vals, m.Val)
+			out[i].vals = append(out[i].vals, m.Val)
 		}
 	}
 	b = append(b, '{')
-	for i, m := range ms {
+	for i, m := range out {
 		if i > 0 {
 			b = append(b, ',')
 		}

@@ -126,16 +126,19 @@ func Merge(set *Set, kind ListKind, parts []Part) Merged {
 				return false
 			}
 			n++
-			text, h := mergeItem(set, kind, p.Server, item, seen)
-			if h.Why != "" {
+			start := len(b)
+			if !first {
+				b = append(b, ',')
+			}
+			var kept bool
+			var h Hidden
+			if b, kept, h = appendItem(b, set, kind, p.Server, item, seen); h.Why != "" {
 				m.Hidden = append(m.Hidden, h)
 			}
-			if text != "" {
-				if !first {
-					b = append(b, ',')
-				}
-				b = append(b, text...)
+			if kept {
 				first = false
+			} else {
+				b = b[:start]
 			}
 			return true
 		})
@@ -145,33 +148,35 @@ func Merge(set *Set, kind ListKind, parts []Part) Merged {
 	return m
 }
 
-// mergeItem is the text of one entry in the merged list ("" when left
-// out), and why it is hidden (a zero Hidden when it is not).
-func mergeItem(set *Set, kind ListKind, server int, item gjson.Result, seen map[string]bool) (string, Hidden) {
+// appendItem appends the text of one entry in the merged list to b, or
+// says it is left out (!kept), and why when it is hidden (a zero Hidden
+// when it is not).
+func appendItem(b []byte, set *Set, kind ListKind, server int, item gjson.Result, seen map[string]bool) (_ []byte, kept bool, _ Hidden) {
 	spec := listSpecs[kind]
 	v, ok := onlyString(item, spec.key)
 	if !ok {
-		return "", Hidden{Server: server, Why: WhyMalformed}
+		return b, false, Hidden{Server: server, Why: WhyMalformed}
 	}
 	key := v.Str
 	switch kind {
 	case Tools, Prompts:
+		if kind == Tools && !set.servers[server].Tools.Allows(key) {
+			return b, false, Hidden{} // configuration, not a fault
+		}
 		shown, why := set.shown(server, key)
 		if why != "" {
-			return "", Hidden{Server: server, Name: key, Why: why}
+			return b, false, Hidden{Server: server, Name: key, Why: why}
 		}
-		if kind == Tools && !set.servers[server].Tools.Allows(key) {
-			return "", Hidden{}
-		}
-		sp := jsonrpc.Splice{At: v.Index, End: v.Index + len(v.Raw), Text: jsonrpc.Quote(shown)}
-		return string(jsonrpc.ApplySplices(item.Raw, []jsonrpc.Splice{sp})), Hidden{}
+		b = append(b, item.Raw[:v.Index]...)
+		b = append(b, jsonrpc.Quote(shown)...)
+		return append(b, item.Raw[v.Index+len(v.Raw):]...), true, Hidden{}
 	case Resources:
 		if seen[key] {
-			return "", Hidden{Server: server, Name: key, Why: WhyDuplicate}
+			return b, false, Hidden{Server: server, Name: key, Why: WhyDuplicate}
 		}
 		seen[key] = true
 	}
-	return item.Raw, Hidden{}
+	return append(b, item.Raw...), true, Hidden{}
 }
 
 // onlyString reads the member name of the object v (its Index is its
@@ -181,20 +186,27 @@ func onlyString(v gjson.Result, name string) (gjson.Result, bool) {
 	if !v.IsObject() {
 		return gjson.Result{}, false
 	}
-	var val gjson.Result
-	count := 0
-	for _, m := range members(v.Raw) {
-		if m.Name == name {
-			val = m.Val
-			count++
-		}
-	}
-	return val, count == 1 && val.Type == gjson.String
+	val, n := member(v.Raw, name)
+	return val, n == 1 && val.Type == gjson.String
 }
 
-func members(obj string) []jsonrpc.Member {
-	ms, _ := jsonrpc.Members(obj)
-	return ms
+// member reads the member name of the JSON object text obj: its first
+// value (its Index is its offset in obj), and how many times obj has it
+// (counting stops at 2: a repeated name could be read as one copy here
+// and as another by a peer).
+func member(obj, name string) (gjson.Result, int) {
+	var val gjson.Result
+	n := 0
+	gjson.Parse(obj).ForEach(func(k, v gjson.Result) bool {
+		if k.Str == name {
+			if n == 0 {
+				val = v
+			}
+			n++
+		}
+		return n < 2
+	})
+	return val, n
 }
 
 // resultObject parses a part's result: !ok unless it is valid JSON (of a

@@ -57,11 +57,11 @@ func TestMergeTools(t *testing.T) {
 		t.Errorf("Next = %v", m.Next)
 	}
 	wantHidden := []Hidden{
-		{0, "has space", WhyInvalidName},
-		{0, "", WhyMalformed}, // a string
-		{0, "", WhyMalformed}, // no name
-		{0, "", WhyMalformed}, // a number
-		{0, "", WhyMalformed}, // name twice
+		{0, "issue_has space", WhyInvalidName}, // "repo_list" and "issue_delete": filtered, not listed
+		{0, "", WhyMalformed},                  // a string
+		{0, "", WhyMalformed},                  // no name
+		{0, "", WhyMalformed},                  // a number
+		{0, "", WhyMalformed},                  // name twice
 		{2, "github__issue_get", WhyCollision},
 		{2, "jira.create", WhyCollision},
 	}

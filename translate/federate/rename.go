@@ -51,13 +51,8 @@ func lookup(body []byte, path string) (gjson.Result, int, error) {
 		if len(obj) == 0 || obj[0] != '{' {
 			return gjson.Result{}, 0, fmt.Errorf("%w: %s: not in an object", ErrNoString, path)
 		}
-		count := 0
-		for _, m := range members(obj) {
-			if m.Name == name {
-				v = m.Val
-				count++
-			}
-		}
+		var count int
+		v, count = member(obj, name)
 		switch count {
 		case 0:
 			return gjson.Result{}, 0, fmt.Errorf("%w: %s: no member %q", ErrNoString, path, name)

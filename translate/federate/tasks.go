@@ -25,8 +25,8 @@ func WrapTaskID(server ServerName, id string) string {
 // task is the server's own check of its task ids (and the gateway's own
 // per-server keys for the tasks it hosts), not this name.
 func (s *Set) UnwrapTaskID(wrapped string) (server int, id string, ok bool) {
-	name, id, found := strings.Cut(wrapped, ":")
-	if !found || id == "" {
+	name, id, _ := strings.Cut(wrapped, ":") // no ':': id is ""
+	if id == "" {
 		return -1, "", false
 	}
 	i, known := s.index[ServerName(name)]

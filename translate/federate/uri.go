@@ -1,6 +1,7 @@
 package federate
 
 import (
+	"slices"
 	"strings"
 	"sync"
 
@@ -76,7 +77,8 @@ func parseTemplate(t string) ([]segment, bool) {
 // does a URI longer than MaxMatchURI bytes.
 //
 // It runs in O(len(template) × len(uri)): every segment moves the set of
-// positions of uri reachable so far in one pass (no backtracking).
+// positions of uri reachable so far in one pass (no backtracking), and
+// it stops at the first segment that leaves none.
 func MatchTemplate(template, uri string) bool {
 	segs, ok := parseTemplate(template)
 	return ok && matchSegments(segs, uri, nil)
@@ -102,9 +104,9 @@ func matchSegments(segs []segment, uri string, work *int) bool {
 				}
 			}
 		case 's':
-			run(uri, reach, next, "/?#", 1, work)
+			run(uri, reach, next, noDelims, 1, work)
 		case '+':
-			run(uri, reach, next, "", 0, work)
+			run(uri, reach, next, none, 0, work)
 		default:
 			// nothing, or the operator and a run
 			copy(next, reach)
@@ -116,26 +118,49 @@ func matchSegments(segs []segment, uri string, work *int) bool {
 		}
 		count(work, n+1)
 		reach, next = next, reach
+		if !slices.Contains(reach, true) {
+			return false // no position left: the rest cannot match
+		}
 	}
 	return reach[n]
 }
 
+// byteSet is a set of bytes.
+type byteSet [256]bool
+
+func newByteSet(chars string) *byteSet {
+	var s byteSet
+	for i := 0; i < len(chars); i++ {
+		s[chars[i]] = true
+	}
+	return &s
+}
+
+// What a run may not hold: anything (none), a simple expression's and
+// '.' and ';' (noDelims), '/' (noQuery), '?' and '&' (noFragment).
+var (
+	none       = newByteSet("")
+	noDelims   = newByteSet("/?#")
+	noQuery    = newByteSet("?#")
+	noFragment = newByteSet("#")
+)
+
 // stops is what an operator's run may not hold.
-func stops(op byte) string {
+func stops(op byte) *byteSet {
 	switch op {
 	case '#':
-		return ""
+		return none
 	case '/':
-		return "?#"
+		return noQuery
 	case '?', '&':
-		return "#"
+		return noFragment
 	}
-	return "/?#" // . ;
+	return noDelims // . ;
 }
 
 // run marks in next every position q such that some p with from[p] is
 // at least min before it and uri[p:q] holds none of stop: one pass.
-func run(uri string, from, next []bool, stop string, min int, work *int) {
+func run(uri string, from, next []bool, stop *byteSet, min int, work *int) {
 	open := false // some start so far reaches here with no stop since
 	for q := 0; q <= len(uri); q++ {
 		if min == 0 && from[q] {
@@ -147,7 +172,7 @@ func run(uri string, from, next []bool, stop string, min int, work *int) {
 		if min == 1 && from[q] {
 			open = true
 		}
-		if q < len(uri) && strings.IndexByte(stop, uri[q]) >= 0 {
+		if q < len(uri) && stop[uri[q]] {
 			open = false
 		}
 	}

@@ -106,6 +106,10 @@ func TestCursorAttacks(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
+	// An oversized token is refused before it is decoded or opened.
+	if _, err := OpenFederatedCursor(kr, strings.Repeat("A", maxCursorToken+1), c.Kind, c.Principal, testNow); err == nil || !strings.Contains(err.Error(), "too long") {
+		t.Errorf("oversized: %v", err)
+	}
 	if _, err := OpenSaga(kr, token, testNow); err == nil {
 		t.Error("a federated cursor opened as a sagaToken")
 	}
