@@ -10,9 +10,10 @@ import (
 )
 
 // TestBenchTool runs tests/bench, the load tool of BENCHMARKS.md, briefly
-// through a real gateway against its own go-sdk upstreams in both eras, so
-// that the tool keeps working as the gateway changes: every scenario must
-// complete calls without a single error. It measures nothing (speed is for
+// through a real gateway against its own go-sdk upstreams in both eras (and
+// a federated block over both), so that the tool keeps working as the
+// gateway changes: every scenario must complete calls without a single
+// error. It measures nothing (speed is for
 // tests/bench/run.sh, never asserted in tests).
 func TestBenchTool(t *testing.T) {
 	t.Parallel()
@@ -21,6 +22,9 @@ func TestBenchTool(t *testing.T) {
 	modernURL := startBenchServer(t, bin, "modern")
 	gl := startGateway(t, "\t\tupstream "+legacyURL+" {\n\t\t\tera legacy\n\t\t}\n\t\ttask hold optional 0")
 	gm := startGateway(t, "\t\tupstream "+modernURL+" {\n\t\t\tera modern\n\t\t}")
+	// A federated block over both (tests/bench/federation.sh's scenarios).
+	gf := startGateway(t, "\t\tserver a {\n\t\t\tupstream "+modernURL+" {\n\t\t\t\tera modern\n\t\t\t}\n\t\t}\n"+
+		"\t\tserver b {\n\t\t\tupstream "+legacyURL+" {\n\t\t\t\tera legacy\n\t\t\t}\n\t\t}")
 
 	row := regexp.MustCompile(`^FIG \| [^|]+ \| \d+ \| (\S+) \| (\d+) \| [^|]+ \| [^|]+ \| [^|]+ \| (\d+) \|`)
 	for _, tc := range []struct {
@@ -30,6 +34,8 @@ func TestBenchTool(t *testing.T) {
 	}{
 		{"pass-through", []string{"-c", "4"}, []string{"gl=legacy:" + gl.URL, "gm=modern:" + gm.URL, "l=legacy:" + legacyURL, "m=modern:" + modernURL}},
 		{"forward bridge", []string{"-c", "4", "-tool", "ask", "-args", `{"rounds":3}`}, []string{"fwd=modern:" + gl.URL, "inline=legacy:" + legacyURL}},
+		{"federation", []string{"-c", "4", "-tool", "b__echo"}, []string{"fed=modern:" + gf.URL, "fedl=legacy:" + gf.URL}},
+		{"tools/list", []string{"-c", "4", "-method", "tools/list"}, []string{"fed=modern:" + gf.URL, "m=modern:" + gm.URL}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"compare", "-scenario", "smoke", "-d", "300ms", "-warmup", "0", "-reps", "1",
@@ -59,6 +65,12 @@ func TestBenchTool(t *testing.T) {
 		out, err := exec.Command(bin, "park", "-url", gl.URL, "-n", "20", "-c", "4").CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "parked 20 calls") || !strings.Contains(string(out), " 0 failed") {
 			t.Fatalf("bench park: %v\n%s", err, out)
+		}
+	})
+	t.Run("sessions", func(t *testing.T) {
+		out, err := exec.Command(bin, "sessions", "-url", gf.URL, "-n", "20", "-c", "4", "-tools", "a__echo,b__echo").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "opened 20 sessions") || !strings.Contains(string(out), " 0 failed") {
+			t.Fatalf("bench sessions: %v\n%s", err, out)
 		}
 	})
 	t.Run("tasks", func(t *testing.T) {

@@ -86,15 +86,83 @@ func conformanceThroughGateway(t *testing.T, stateless bool, revision string, wa
 	t.Logf("gateway %s: %d scenarios in %v, %d failed (%d scored): %v",
 		gatewayURL, len(through.Scenarios), through.Duration.Round(time.Millisecond),
 		len(through.Failed()), len(through.ScoredFailures()), through.Failed())
+	compareConformance(t, "directly", "through the gateway", direct, through)
+	if t.Failed() {
+		t.Logf("direct run output: %s\ngateway run output: %s", direct.Output, through.Output)
+	}
+	conformanceThroughServerBlock(t, upstream, revision, want, through)
+}
 
-	// Every scenario that passes directly must also run, and pass, through
-	// the gateway.
+// nameFreeScenarios are, by requirement set, the scenarios whose requests
+// name no tool and no prompt: a block that shows its one server's tools and
+// prompts under the default prefix (`<name>__`) must still pass them. They
+// initialize, ping and set the log level; list tools and prompts and check
+// the lists' form and caching hints, not the names in them; list, read and
+// subscribe to resources, whose URIs a prefix leaves alone (and read one
+// that no server has); send requests on several streams of a session
+// (tools/list); or check the transport against DNS rebinding. Every other
+// scenario calls a tool or gets a prompt by its bare name
+// (test_simple_text, test_prompt_with_arguments, and server-stateless's
+// diagnostic tools), which the prefix renames: the block answers "Unknown
+// tool" there, as a server without such a tool would. A few of those still
+// pass (server-sse-polling and some input-required-result-* scenarios
+// score an error answer as a warning); they are not asserted.
+var nameFreeScenarios = map[string][]string{
+	"2025-11-25": {
+		"server-initialize", "ping", "logging-set-level", "tools-list", "prompts-list",
+		"resources-list", "resources-read-text", "resources-read-binary", "resources-templates-read",
+		"resources-subscribe", "resources-unsubscribe", "server-sse-multiple-streams", "dns-rebinding-protection",
+	},
+	"2026-07-28": {
+		"tools-list", "prompts-list", "caching",
+		"resources-list", "resources-read-text", "resources-read-binary", "resources-templates-read",
+		"sep-2164-resource-not-found", "server-sse-multiple-streams", "dns-rebinding-protection",
+	},
+}
+
+// conformanceThroughServerBlock runs revision's requirement set through
+// blocks of one `server` in front of upstream. With `prefix ""` the block
+// must pass exactly as the single-upstream block did (want, and every
+// scenario that passed in single); with the default prefix, the scenarios
+// of nameFreeScenarios must pass. A legacy revision's client reaches the
+// server through the block's reverse bridge and its merged endpoint.
+func conformanceThroughServerBlock(t *testing.T, upstream, revision string, want conformanceWant, single ConformanceReport) {
+	t.Helper()
+	one := startGateway(t, "\t\tserver everything {\n\t\t\tupstream "+upstream+"\n\t\t\tprefix \"\"\n\t\t}")
+	oneURL := localhostURL(t, one.URL)
+	rep := conformance(t, oneURL, revision, want)
+	t.Logf("one-server block %s: %d scenarios in %v, %d failed (%d scored): %v",
+		oneURL, len(rep.Scenarios), rep.Duration.Round(time.Millisecond),
+		len(rep.Failed()), len(rep.ScoredFailures()), rep.Failed())
+	compareConformance(t, "through the single-upstream block", "through the one-server block", single, rep)
+
+	prefixed := startGateway(t, "\t\tserver everything {\n\t\t\tupstream "+upstream+"\n\t\t}")
+	prefixedURL := localhostURL(t, prefixed.URL)
+	rep = runConformance(t, prefixedURL, revision)
+	t.Logf("prefixed one-server block %s: %d scenarios in %v, %d failed: %v",
+		prefixedURL, len(rep.Scenarios), rep.Duration.Round(time.Millisecond), len(rep.Failed()), rep.Failed())
+	var lost []string
+	for _, name := range nameFreeScenarios[revision] {
+		if s, ok := rep.Scenarios[name]; !ok || !s.Passed() {
+			lost = append(lost, name)
+		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("scenarios that name no tool or prompt fail through the prefixed one-server block: %v\n%s", lost, rep.Describe(lost...))
+	}
+}
+
+// compareConformance fails the test when a scenario that passes in ref
+// (run `refName`) did not run, or failed, in got (run `gotName`), and logs
+// what got gains and the checks it loses in scenarios that still pass.
+func compareConformance(t *testing.T, refName, gotName string, ref, got ConformanceReport) {
+	t.Helper()
 	var lost, missing []string
-	for _, name := range slices.Sorted(maps.Keys(direct.Scenarios)) {
-		if !direct.Scenarios[name].Passed() {
+	for _, name := range slices.Sorted(maps.Keys(ref.Scenarios)) {
+		if !ref.Scenarios[name].Passed() {
 			continue
 		}
-		s, ok := through.Scenarios[name]
+		s, ok := got.Scenarios[name]
 		switch {
 		case !ok:
 			missing = append(missing, name)
@@ -103,48 +171,45 @@ func conformanceThroughGateway(t *testing.T, stateless bool, revision string, wa
 		}
 	}
 	if len(missing) > 0 {
-		t.Errorf("scenarios that pass directly did not run through the gateway: %v", missing)
+		t.Errorf("scenarios that pass %s did not run %s: %v", refName, gotName, missing)
 	}
 	if len(lost) > 0 {
-		t.Errorf("scenarios that pass directly fail through the gateway: %v\n%s", lost, through.Describe(lost...))
+		t.Errorf("scenarios that pass %s fail %s: %v\n%s", refName, gotName, lost, got.Describe(lost...))
 	}
-	if len(through.Scenarios) < len(direct.Scenarios) {
-		t.Errorf("%d scenarios ran through the gateway, %d directly", len(through.Scenarios), len(direct.Scenarios))
+	if len(got.Scenarios) < len(ref.Scenarios) {
+		t.Errorf("%d scenarios ran %s, %d %s", len(got.Scenarios), gotName, len(ref.Scenarios), refName)
 	}
 
-	// For the record: what the gateway fixes or what fails either way.
+	// For the record: what got fixes or what fails either way.
 	var gained []string
-	for _, name := range slices.Sorted(maps.Keys(through.Scenarios)) {
-		if d, ok := direct.Scenarios[name]; ok && !d.Passed() && through.Scenarios[name].Passed() {
+	for _, name := range slices.Sorted(maps.Keys(got.Scenarios)) {
+		if r, ok := ref.Scenarios[name]; ok && !r.Passed() && got.Scenarios[name].Passed() {
 			gained = append(gained, name)
 		}
 	}
 	if len(gained) > 0 {
-		t.Logf("scenarios that fail directly but pass through the gateway: %v\n%s", gained, direct.Describe(gained...))
+		t.Logf("scenarios that fail %s but pass %s: %v\n%s", refName, gotName, gained, ref.Describe(gained...))
 	}
-	if both := slices.DeleteFunc(direct.Failed(), func(n string) bool { return slices.Contains(gained, n) }); len(both) > 0 {
-		t.Logf("scenarios that fail directly too: %v (not scored: %v)", both, notScored(direct, both))
+	if both := slices.DeleteFunc(ref.Failed(), func(n string) bool { return slices.Contains(gained, n) }); len(both) > 0 {
+		t.Logf("scenarios that fail %s too: %v (not scored: %v)", refName, both, notScored(ref, both))
 	}
-	// Checks that succeed directly but not through the gateway, in scenarios
-	// that still pass (a WARNING or SKIPPED does not fail a scenario). Only
-	// logged: some checks depend on timing.
-	for _, name := range slices.Sorted(maps.Keys(direct.Scenarios)) {
-		s, ok := through.Scenarios[name]
+	// Checks that succeed in ref but not in got, in scenarios that still
+	// pass (a WARNING or SKIPPED does not fail a scenario). Only logged:
+	// some checks depend on timing.
+	for _, name := range slices.Sorted(maps.Keys(ref.Scenarios)) {
+		s, ok := got.Scenarios[name]
 		if !ok || !s.Passed() {
 			continue
 		}
-		got := map[string]string{}
+		status := map[string]string{}
 		for _, c := range s.Checks {
-			got[c.ID] = c.Status
+			status[c.ID] = c.Status
 		}
-		for _, c := range direct.Scenarios[name].Checks {
-			if c.Status == "SUCCESS" && got[c.ID] != "SUCCESS" {
-				t.Logf("check %s / %s: SUCCESS directly, %q through the gateway", name, c.ID, got[c.ID])
+		for _, c := range ref.Scenarios[name].Checks {
+			if c.Status == "SUCCESS" && status[c.ID] != "SUCCESS" {
+				t.Logf("check %s / %s: SUCCESS %s, %q %s", name, c.ID, refName, status[c.ID], gotName)
 			}
 		}
-	}
-	if t.Failed() {
-		t.Logf("direct run output: %s\ngateway run output: %s", direct.Output, through.Output)
 	}
 }
 
@@ -224,10 +289,11 @@ func TestConformanceForwardBridge(t *testing.T) {
 	// round (TestGatherPolicy).
 	g := startGateway(t, "\t\tupstream "+upstream+" {\n\t\t\tera legacy\n\t\t}")
 
-	rep := conformance(t, localhostURL(t, g.URL), "2026-07-28", conformanceWant{
+	want := conformanceWant{
 		Failing:   append(slices.Clone(tasksScenarios), pendingHeaderValidation),
 		MinScored: scored20260728,
-	})
+	}
+	rep := conformance(t, localhostURL(t, g.URL), "2026-07-28", want)
 	t.Logf("forward bridge: %d scenarios in %v, %d failed (%d scored): %v",
 		len(rep.Scenarios), rep.Duration.Round(time.Millisecond), len(rep.Failed()), len(rep.ScoredFailures()), rep.Failed())
 	// Checks that did not succeed in scenarios that still pass, for the record.
@@ -241,4 +307,21 @@ func TestConformanceForwardBridge(t *testing.T) {
 			}
 		}
 	}
+
+	// The same server as the one server of a block (prefix ""): a modern
+	// client must see exactly what it sees through the single-upstream
+	// block; a legacy (2025-11-25) client, which reaches the server through
+	// the block's reverse bridge, its merged endpoint and the forward
+	// bridge, must pass what it passes talking to the server directly.
+	fed := startGateway(t, "\t\tserver fixture {\n\t\t\tupstream "+upstream+" {\n\t\t\t\tera legacy\n\t\t\t}\n\t\t\tprefix \"\"\n\t\t}")
+	fedURL := localhostURL(t, fed.URL)
+	modern := conformance(t, fedURL, "2026-07-28", want)
+	t.Logf("one-server block, 2026-07-28: %d scenarios in %v, %d failed: %v",
+		len(modern.Scenarios), modern.Duration.Round(time.Millisecond), len(modern.Failed()), modern.Failed())
+	compareConformance(t, "through the single-upstream block", "through the one-server block", rep, modern)
+	direct := runConformance(t, localhostURL(t, upstream), "2025-11-25")
+	legacy := runConformance(t, fedURL, "2025-11-25")
+	t.Logf("2025-11-25 directly: %d scenarios, %d failed: %v; through the one-server block: %d scenarios, %d failed: %v",
+		len(direct.Scenarios), len(direct.Failed()), direct.Failed(), len(legacy.Scenarios), len(legacy.Failed()), legacy.Failed())
+	compareConformance(t, "directly", "through the one-server block", direct, legacy)
 }

@@ -28,6 +28,7 @@ func compare(args []string) error {
 	reps := fs.Int("reps", 2, "repetitions of the A B C … sequence")
 	tool := fs.String("tool", "echo", "the tool to call")
 	toolArgs := fs.String("args", `{"text":"hello"}`, "the tool's arguments (JSON)")
+	method := fs.String("method", "tools/call", "what each call is: tools/call (of -tool) or tools/list (modern targets only; -tool and -args unused)")
 	cpuFlag := fs.String("cpu", "", "name=pid,… of server processes whose CPU time per call to report (Linux)")
 	_ = fs.Parse(args)
 	procs, err := parseProcs(*cpuFlag)
@@ -46,10 +47,21 @@ func compare(args []string) error {
 	if len(targets) == 0 {
 		return fmt.Errorf("compare: name at least one target (name=legacy:URL or name=modern:URL)")
 	}
+	switch *method {
+	case "tools/call":
+	case "tools/list":
+		for _, t := range targets {
+			if t.era != "modern" {
+				return fmt.Errorf("compare: -method tools/list needs modern targets, not %s=%s", t.name, t.era)
+			}
+		}
+	default:
+		return fmt.Errorf("compare: -method %q: tools/call or tools/list", *method)
+	}
 	totals := make([]sample, len(targets))
 	for range *reps {
 		for i, t := range targets {
-			s, err := run(t, *conc, *d, *warmup, *tool, *toolArgs, procs)
+			s, err := run(t, *conc, *d, *warmup, *method, *tool, *toolArgs, procs)
 			if err != nil {
 				return err
 			}

@@ -91,11 +91,12 @@ func (s *sample) pct(p float64) time.Duration {
 	return s.lat[min(len(s.lat)-1, int(p/100*float64(len(s.lat))))]
 }
 
-// run drives t with conc clients, each making calls one after the other,
-// for warmup (not counted) and then d. A legacy client opens its own session
-// first. The CPU time of procs is read when the measurement starts and once
-// the last call has ended.
-func run(t target, conc int, d, warmup time.Duration, tool, args string, procs []proc) (sample, error) {
+// run drives t with conc clients, each making calls (method: tools/call of
+// tool, or tools/list) one after the other, for warmup (not counted) and
+// then d. A legacy client opens its own session first. The CPU time of
+// procs is read when the measurement starts and once the last call has
+// ended.
+func run(t target, conc int, d, warmup time.Duration, method, tool, args string, procs []proc) (sample, error) {
 	c := newClient(t.urls[0], conc)
 	defer c.close()
 	// One client per URL, all sharing c's connections.
@@ -108,6 +109,10 @@ func run(t target, conc int, d, warmup time.Duration, tool, args string, procs [
 
 	callers := make([]caller, conc)
 	for i := range callers {
+		if method == "tools/list" {
+			callers[i] = newList(c)
+			continue
+		}
 		if t.era == "modern" {
 			callers[i] = newModern(cs, tool, args)
 			continue

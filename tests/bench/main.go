@@ -2,19 +2,21 @@
 // reverse_proxy in front of it, or the gateway — with the same clients, so
 // that the figures compare.
 //
-//	bench serve   -era legacy|modern -addr 127.0.0.1:9201 [-busy 300us] [-event-store]
+//	bench serve   -era legacy|modern -addr 127.0.0.1:9201 [-busy 300us] [-event-store] [-list-ttl 60s]
 //	    the benchmarks' upstream: a go-sdk server with the tools echo {text}
 //	    and ask {rounds} (in-line elicitations in the legacy era,
 //	    input_required rounds in the modern era), and in the legacy era hold
 //	    (runs until cancelled, for tasks); -busy makes each echo
 //	    call spin that long first, to model a costlier server; -event-store
 //	    (legacy era) numbers the SSE events and replays them on a GET with
-//	    Last-Event-ID (resumable streams)
+//	    Last-Event-ID (resumable streams); -list-ttl makes its tools/list
+//	    answers say ttlMs (public)
 //	bench compare -scenario NAME -c 32 -d 3s -reps 2 -tool echo -args '{"text":"hi"}' \
 //	        gateway=legacy:http://127.0.0.1:9300/mcp direct=legacy:http://127.0.0.1:9201/mcp
 //	    runs the targets in turn (A B A B …) with c concurrent clients making
 //	    calls back to back; prints calls per second, p50/p90/p99 latency and
-//	    the first target's ratios against the others. A modern target may
+//	    the first target's ratios against the others. With -method
+//	    tools/list each call is a modern tools/list instead. A modern target may
 //	    name several URLs, comma-separated (name=modern:URL_A,URL_B, e.g. two
 //	    gateway instances sharing state_key): the k-th request of each call
 //	    (k = 0 the first, 1 the first retry, …) goes to the (k mod n)-th URL,
@@ -28,6 +30,9 @@
 //	bench tasks   -url URL -n 3000 -c 32 [-tool hold]
 //	    opens n modern calls declaring the Tasks extension that become tasks
 //	    (the gateway's task policy) and never polls them
+//	bench sessions -url URL -n 1000 -c 32 -tools a__echo,b__echo
+//	    opens n legacy sessions, calls each tool once in each, and leaves
+//	    them open
 //
 // A legacy client opens a 2025-11-25 session (initialize, initialized) and
 // answers in-line elicitations by POSTing their responses; a modern client
@@ -46,7 +51,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench serve|compare|park|tasks [flags]")
+		fmt.Fprintln(os.Stderr, "usage: bench serve|compare|park|tasks|sessions [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -59,8 +64,10 @@ func main() {
 		err = park(os.Args[2:])
 	case "tasks":
 		err = tasks(os.Args[2:])
+	case "sessions":
+		err = sessions(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: serve, compare, park or tasks", os.Args[1])
+		err = fmt.Errorf("unknown command %q: serve, compare, park, tasks or sessions", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -36,6 +36,7 @@ func serve(args []string) error {
 	addr := fs.String("addr", "127.0.0.1:9201", "address to listen on (the endpoint is /mcp)")
 	era := fs.String("era", "legacy", "legacy: 2025-11-25 sessions, questions in-line; modern: stateless 2026-07-28, questions as input_required")
 	busy := fs.Duration("busy", 0, "how long each echo call keeps the CPU busy before answering, to model a server that costs more per call")
+	listTTL := fs.Duration("list-ttl", 0, "the ttlMs its tools/list answers carry (public), so that a client or gateway may keep them; 0: none")
 	eventStore := fs.Bool("event-store", false, "legacy era: keep the SSE events in a go-sdk MemoryEventStore, so they carry ids and a GET with Last-Event-ID replays what followed (resumable streams)")
 	_ = fs.Parse(args)
 
@@ -58,10 +59,26 @@ func serve(args []string) error {
 	default:
 		return fmt.Errorf("serve: -era must be legacy or modern, not %q", *era)
 	}
+	if *listTTL > 0 {
+		server.AddReceivingMiddleware(listTTLMiddleware(*listTTL))
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts))
 	log.Printf("bench server (%s, event store %t): http://%s/mcp", *era, opts.EventStore != nil, *addr)
 	return http.ListenAndServe(*addr, mux)
+}
+
+// listTTLMiddleware sets ttl, public, on the server's tools/list answers.
+func listTTLMiddleware(ttl time.Duration) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if l, ok := res.(*mcp.ListToolsResult); ok {
+				l.TTLMs, l.CacheScope = int(ttl.Milliseconds()), "public"
+			}
+			return res, err
+		}
+	}
 }
 
 // echo returns the echo tool, which spins for busy before answering.
