@@ -39,12 +39,7 @@ func (h *Handler) serveFederated(w http.ResponseWriter, r *http.Request, body []
 	case "subscriptions/listen":
 		return h.serveMergedListen(w, r, req, body)
 	case "tools/call", "prompts/get":
-		i, name, ok := f.set.Route(req.Name)
-		if ok && req.Method == "tools/call" {
-			ok = f.set.ToolShown(i, name)
-		} else if ok {
-			_, ok = f.set.Prefixed(i, name)
-		}
+		i, name, ok := f.owner(req.Name, req.Method == "tools/call")
 		if !ok {
 			what := "tool"
 			if req.Method == "prompts/get" {
@@ -84,16 +79,28 @@ func (h *Handler) serveFederated(w http.ResponseWriter, r *http.Request, body []
 	return h.toServer(w, r, body, 0, "", "", false)
 }
 
+// owner is the server a shown tool or prompt name routes to, and the name
+// there: !ok for a name no server shows (a collision's hidden entry, a
+// tool its server's filter drops).
+func (f *federation) owner(shown string, tool bool) (server int, name string, ok bool) {
+	server, name, ok = f.set.Route(shown)
+	switch {
+	case !ok:
+	case tool:
+		ok = f.set.ToolShown(server, name)
+	default:
+		_, ok = f.set.Prefixed(server, name)
+	}
+	return server, name, ok
+}
+
 // serveCompletion routes completion/complete by its ref: a prompt's
 // (prefixed) name, or a resource template's URI.
 func (h *Handler) serveCompletion(w http.ResponseWriter, r *http.Request, req *translate.ModernRequest, body []byte) error {
 	ref := gjson.GetBytes(body, "params.ref")
 	switch ref.Get("type").String() {
 	case "ref/prompt":
-		i, name, ok := h.fed.set.Route(ref.Get("name").String())
-		if ok {
-			_, ok = h.fed.set.Prefixed(i, name)
-		}
+		i, name, ok := h.fed.owner(ref.Get("name").String(), false)
 		if !ok {
 			return writeUnknown(w, req.ID, "Unknown prompt: "+jsonrpc.Clip(ref.Get("name").String()))
 		}
