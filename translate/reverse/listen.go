@@ -70,8 +70,11 @@ type listenParams struct {
 
 // Listen serves the GET stream of s: notify receives each list-changed and
 // resource-updated notification until ctx ends, the client's stream fails,
-// the session ends here (DELETE, expiry) or the upstream keeps refusing the
-// subscription. It returns ErrSessionStreamOpen, ErrNoNotifications or an
+// the session ends here (DELETE, expiry), the upstream ends the
+// subscription the graceful way (its completion result: a legacy stream has
+// no response to carry it, so the stream ends, and a legacy client opens
+// it again) or the upstream keeps refusing the subscription (an error, a
+// broken stream: it is opened again, reverseListenRetries times). It returns ErrSessionStreamOpen, ErrNoNotifications or an
 // *RPCError (among them the refusals of max_get_streams, 503, and
 // max_get_streams_per_principal, 429) before sending anything when there
 // is no stream to serve; ready is called once the stream is about to start.
@@ -151,6 +154,13 @@ func (rv *Bridge) Listen(ctx context.Context, s *Session, header http.Header, re
 					l.prev()
 					l.prev = nil
 					continue
+				}
+				if ev.err == nil && gjson.GetBytes(ev.msg.Raw, "result").Exists() {
+					// The upstream ended it the graceful way (it stops, say):
+					// so does the GET stream, the legacy client's to open
+					// again (a new subscription, on whichever upstream
+					// serves it).
+					return nil
 				}
 				if failures++; failures >= reverseListenRetries {
 					return nil
