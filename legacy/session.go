@@ -169,9 +169,9 @@ func (s *Session) Listening() <-chan struct{} { return s.listening }
 // open, ended and could not be opened again: the upstream could not be
 // reached, or refused the stream (404: it forgot the session, e.g. it
 // restarted). The session still asks for its stream again after that, as
-// it does after every end of it; StreamLost is for whoever holds the
-// session for its stream alone (a subscription), for which the upstream
-// is gone. A session without a stream (or whose stream Detach dropped)
+// it does after every end of it, and StreamLost stays closed if a later
+// request opens it: StreamLost is for whoever holds the session for its
+// stream alone (a subscription), for which the upstream is gone. A session without a stream (or whose stream Detach dropped)
 // has a nil channel, never ready.
 func (s *Session) StreamLost() <-chan struct{} { return s.streamLost }
 

@@ -8,41 +8,13 @@ package tests
 // subscription ends the graceful way.
 
 import (
-	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
-
-// startClosableLegacy serves a go-sdk server (the legacy protocol, with
-// sessions and their GET streams; its tools list may change, so it offers
-// tools.listChanged) on a port of its own, and returns its URL and a func
-// that takes it down as a process that died would: its listener and every
-// connection closed, a new connection refused.
-func startClosableLegacy(t *testing.T) (url string, down func()) {
-	t.Helper()
-	server := mcp.NewServer(&mcp.Implementation{Name: "final-shapes-legacy", Version: "3.1"}, nil)
-	mcp.AddTool(server, &mcp.Tool{Name: "echo", Description: "Says hello."},
-		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-			return support.Text("hello"), nil, nil
-		})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + ln.Addr().String() + "/mcp", func() { _ = srv.Close() }
-}
 
 // listenThrough opens a subscriptions/listen with filter through the
 // gateway at url and returns its events once it is acknowledged.

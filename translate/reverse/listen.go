@@ -74,10 +74,12 @@ type listenParams struct {
 // subscription the graceful way (its completion result: a legacy stream has
 // no response to carry it, so the stream ends, and a legacy client opens
 // it again) or the upstream keeps refusing the subscription (an error, a
-// broken stream: it is opened again, reverseListenRetries times). It returns ErrSessionStreamOpen, ErrNoNotifications or an
-// *RPCError (among them the refusals of max_get_streams, 503, and
-// max_get_streams_per_principal, 429) before sending anything when there
-// is no stream to serve; ready is called once the stream is about to start.
+// broken stream: it is opened again until it has failed
+// reverseListenRetries times in a row). It returns ErrSessionStreamOpen,
+// ErrNoNotifications or an *RPCError (among them the refusals of
+// max_get_streams, 503, and max_get_streams_per_principal, 429) before
+// sending anything when there is no stream to serve; ready is called once
+// the stream is about to start.
 //
 // When the session subscribes to a new URI, a subscription with the new
 // filter is opened and the old one is closed only once the new one is
