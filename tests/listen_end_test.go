@@ -8,8 +8,11 @@ package tests
 // subscription ends the graceful way.
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -163,4 +166,80 @@ func TestListenCompletionReverse(t *testing.T) {
 
 	openGetStream(t, g.URL, sid)
 	waitFor(t, "a new upstream subscription for the new GET stream", func() bool { return u.open.Load() == 1 && u.listens.Load() == 2 })
+}
+
+// tsListen runs tests/node/listen-client.mjs (the TypeScript SDK 2.x client)
+// against url and returns its lines once the first one, the acknowledged
+// subscription, came; the next says how the subscription ended, as the
+// SDK tells it.
+func tsListen(t *testing.T, url string) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), nodeScriptTimeout)
+	t.Cleanup(cancel)
+	cmd := groupCommand(ctx, nodeBin(t), filepath.Join(testsDir(t), "node", "listen-client.mjs"), url)
+	cmd.Dir = testsDir(t)
+	stderr := &peerLog{}
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 4)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		_ = cmd.Wait()
+	}()
+	select {
+	case l, ok := <-lines:
+		if !ok || !strings.Contains(l, `"honoredFilter":{"toolsListChanged":true}`) {
+			t.Fatalf("listen-client: %q, want the acknowledged subscription; stderr:\n%s", l, stderr.String())
+		}
+	case <-time.After(notHang):
+		t.Fatalf("listen-client: no subscription within %v; stderr:\n%s", notHang, stderr.String())
+	}
+	return lines
+}
+
+// TestListenCompletionTSClient: the TypeScript SDK 2.x client, listening
+// through the gateway, reports the subscription ended 'graceful' when the
+// gateway ends it: its legacy upstream gone (forward bridge), a reload in
+// front of a modern upstream (pass-through).
+func TestListenCompletionTSClient(t *testing.T) {
+	t.Parallel()
+	ended := func(t *testing.T, lines <-chan string) {
+		t.Helper()
+		start := time.Now()
+		select {
+		case l := <-lines:
+			t.Logf("listen-client, %v later: %s", time.Since(start).Round(time.Millisecond), l)
+			if l != `{"closed":"graceful"}` {
+				t.Fatalf("listen-client: %q, want {\"closed\":\"graceful\"}", l)
+			}
+		case <-time.After(notHang):
+			t.Fatalf("listen-client: the subscription had not ended %v later", notHang)
+		}
+	}
+	t.Run("forward, upstream gone", func(t *testing.T) {
+		t.Parallel()
+		up, down := startClosableLegacy(t)
+		g := startGateway(t, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}")
+		lines := tsListen(t, g.URL)
+		down()
+		ended(t, lines)
+	})
+	t.Run("pass-through, reload", func(t *testing.T) {
+		t.Parallel()
+		block := "\t\tupstream " + startGoEverything(t, true) + " {\n\t\t\tera modern\n\t\t}"
+		g := startGateway(t, block)
+		lines := tsListen(t, g.URL)
+		g.reload(t, block+"\n\t\tkeepalive_interval 10s")
+		ended(t, lines)
+	})
 }
