@@ -78,6 +78,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    allowed_hosts      <hosts...>          # security
 //	    principal          <placeholder expression>  # security
 //	    max_request_body   <size>              # security
+//	    accept_client_quirks <repairs...>      # security; protocol_header_mismatch, missing_method_header
 //	    log_unsafe_details                     # security; UNSAFE: secrets in debug logs
 //
 //	    keepalive_interval <duration>          # streams; -1: off

@@ -82,6 +82,12 @@ func (c *SecurityConfig) unmarshalOption(d *caddyfile.Dispenser, opt string) (bo
 		err = face.ParseString(d, &c.Principal)
 	case "max_request_body":
 		err = face.ParseSize(d, &c.MaxRequestBody)
+	case "accept_client_quirks":
+		if c.AcceptClientQuirks, err = appendArgs(d, c.AcceptClientQuirks); err == nil {
+			if cerr := checkClientQuirks(c.AcceptClientQuirks); cerr != nil {
+				err = d.Err(cerr.Error())
+			}
+		}
 	case "log_unsafe_details":
 		if c.LogUnsafeDetails {
 			return true, d.Err("log_unsafe_details already specified")
@@ -188,6 +194,12 @@ func (c *TasksConfig) unmarshalOption(d *caddyfile.Dispenser, opt string) (bool,
 		}
 	case "max_task_wait":
 		err = face.ParseDurationNotNegative(d, &c.MaxTaskWait, "must be positive")
+	case "task_listen_poll":
+		err = face.ParseDurationNotNegative(d, &c.ListenPoll, "must be positive")
+	case "max_listen_task_ids":
+		err = face.ParseCount(d, &c.MaxListenTaskIDs)
+	case "max_task_listeners_per_principal":
+		err = face.ParseCount(d, &c.MaxTaskListenersPerPrincipal)
 	default:
 		return false, nil
 	}

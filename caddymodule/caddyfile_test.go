@@ -31,6 +31,8 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		stream_close_delay 2s
 		fail_duration 30s
 		max_request_body 1MiB
+		accept_client_quirks protocol_header_mismatch
+		accept_client_quirks missing_method_header
 		max_rounds 3
 		max_inputs_per_round 4
 		max_buffered_notifications 64
@@ -45,6 +47,9 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		task_store off
 		task_lease 30s
 		max_task_result 1MiB
+		task_listen_poll 250ms
+		max_listen_task_ids 20
+		max_task_listeners_per_principal 3
 		park_ttl 2m
 		max_parked 500
 		max_parked_per_principal 20
@@ -67,11 +72,11 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		`"selection_policy":{"policy":"round_robin"},` +
 		`"health":{"active":{"interval":30000000000,"timeout":2000000000},"passive":{"fail_duration":30000000000}},` +
 		`"fleet":{"state_keys":["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB="]},` +
-		`"security":{"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],"principal":"{http.auth.user.id}","max_request_body":1048576,"log_unsafe_details":true},` +
+		`"security":{"allowed_origins":["https://app.example.com"],"allowed_hosts":["mcp.internal"],"principal":"{http.auth.user.id}","max_request_body":1048576,"accept_client_quirks":["protocol_header_mismatch","missing_method_header"],"log_unsafe_details":true},` +
 		`"streams":{"keepalive_interval":20000000000,"stream_close_delay":2000000000,"write_timeout":10000000000},` +
 		`"parking":{"park_ttl":120000000000,"max_parked":500,"max_parked_per_principal":20,"gather_window":50000000,"resume_linger":100000000,"max_rounds":3,"max_inputs_per_round":4,"max_buffered_notifications":64},` +
 		`"sessions":{"max_sessions_per_principal":50,"session_lifetime":3600000000000,"max_get_streams":2000,"max_get_streams_per_principal":20},` +
-		`"tasks":{"store":"off","lease":30000000000,"max_result":1048576,"max_task_wait":600000000000},"faces":{"saga":{},"multi_turn_sse":{}}}`
+		`"tasks":{"store":"off","lease":30000000000,"max_result":1048576,"max_task_wait":600000000000,"listen_poll":250000000,"max_listen_task_ids":20,"max_task_listeners_per_principal":3},"faces":{"saga":{},"multi_turn_sse":{}}}`
 	if string(got) != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
@@ -113,6 +118,9 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		"bad write_timeout":      {"mcp_gateway {\n write_timeout soon\n}", "invalid write_timeout"},
 		"bad session_lifetime":   {"mcp_gateway {\n session_lifetime forever\n}", "invalid session_lifetime"},
 		"unsafe with argument":   {"mcp_gateway {\n log_unsafe_details yes\n}", "wrong argument count"},
+		"quirks without value":   {"mcp_gateway {\n accept_client_quirks\n}", "wrong argument count"},
+		"unknown quirk":          {"mcp_gateway {\n accept_client_quirks lenient\n}", `accept_client_quirks: unknown repair "lenient" (want protocol_header_mismatch or missing_method_header)`},
+		"quirk twice":            {"mcp_gateway {\n accept_client_quirks missing_method_header\n accept_client_quirks missing_method_header\n}", `accept_client_quirks: "missing_method_header" is listed twice`},
 		"bad health_interval":    {"mcp_gateway {\n health_interval often\n}", "invalid health_interval"},
 		"task_store no value":    {"mcp_gateway {\n task_store\n}", "wrong argument count"},
 		"task_store two values":  {"mcp_gateway {\n task_store storage off\n}", "wrong argument count"},
@@ -123,6 +131,9 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		"bad max_task_result":    {"mcp_gateway {\n max_task_result lots\n}", `invalid max_task_result "lots": want a size such as 4MiB`},
 		"negative task result":   {"mcp_gateway {\n max_task_result -1\n}", `invalid max_task_result "-1"`},
 		"duplicate task result":  {"mcp_gateway {\n max_task_result 1MiB\n max_task_result 2MiB\n}", "max_task_result already specified"},
+		"negative listen poll":   {"mcp_gateway {\n task_listen_poll -1s\n}", "task_listen_poll"},
+		"zero listen task ids":   {"mcp_gateway {\n max_listen_task_ids 0\n}", "max_listen_task_ids"},
+		"bad task listeners":     {"mcp_gateway {\n max_task_listeners_per_principal many\n}", "max_task_listeners_per_principal"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -209,6 +209,39 @@ type SecurityConfig struct {
 	// Must be positive. Default: 4 MiB.
 	MaxRequestBody int64 `json:"max_request_body,omitempty"`
 
+	// Header bugs of known clients that the gateway repairs instead of
+	// refusing the request with `-32020`, as the specification requires of
+	// a server. Each repair applies only to a request whose body is modern
+	// (its `params._meta` `io.modelcontextprotocol/protocolVersion` is
+	// `2026-07-28`), only makes a header say what the body says, and is
+	// made before the request's era is decided and it is validated: a
+	// header that still disagrees with the body is refused as before.
+	// Routing and policy read the body either way. Each repair is logged
+	// at debug level with the client's `clientInfo` name and counted in
+	// `caddy_mcp_gateway_client_quirks_repaired_total{repair}`. A repaired
+	// header reaches a modern upstream as repaired, which breaks an HTTP
+	// message signature that covers it.
+	//
+	// `protocol_header_mismatch`: a single `MCP-Protocol-Version` header
+	// naming a legacy revision (`2025-11-25`, `2025-06-18`, `2025-03-26`,
+	// `2024-11-05`) is set to the body's version (Claude's connectors
+	// send `2025-11-25` with a 2026-07-28 body).
+	//
+	// `missing_method_header`: on a request, an absent `Mcp-Method` is set
+	// to the body's method, and an absent `Mcp-Name` to its `params.name`,
+	// `params.uri` or `params.taskId` (Base64-encoded when needed), for the
+	// methods that have one (some stdio-to-HTTP bridges omit them). A
+	// header present is never changed. A `tools/call` so repaired that
+	// goes to a modern upstream also gets the `Mcp-Param-*` headers it
+	// lacks, from the `x-mcp-header` annotations of the upstream's
+	// `tools/list` (asked with the client's `Authorization`, kept per
+	// upstream and principal for its `ttlMs`, 1 minute to 1 hour, as the
+	// reverse bridge does for legacy clients); the forward bridge's legacy
+	// upstreams need none.
+	//
+	// Default: none (every such request gets `-32020`).
+	AcceptClientQuirks []string `json:"accept_client_quirks,omitempty"`
+
 	// UNSAFE, for debugging only: add to the debug-level log line of every
 	// request its `Mcp-Session-Id`, the evaluated principal (often a
 	// bearer token) and the first 4 KiB of its body (params,
@@ -530,4 +563,27 @@ type TasksConfig struct {
 	// cancelled upstream (`tasks/cancel`) and the client gets `-32603`
 	// saying the task did not end in time. Must be positive. Default: 1h.
 	MaxTaskWait caddy.Duration `json:"max_task_wait,omitempty"`
+
+	// How often an instance reads, from `store`, the record of a task
+	// another instance runs, for a client listening for its status
+	// changes (`subscriptions/listen` naming its taskId in
+	// `notifications.taskIds`): the `notifications/tasks` comes up to this
+	// long after the change (a task this instance runs pushes at once).
+	// A status shorter than this may be passed over for the next one
+	// (each notification carries the whole task, the last one always
+	// arrives). Each listener costs one storage read per task per period.
+	// Must be positive. Default: 500ms.
+	// Caddyfile: `task_listen_poll`.
+	ListenPoll caddy.Duration `json:"listen_poll,omitempty"`
+
+	// The most taskIds one `subscriptions/listen` follows: those after
+	// are left out of its acknowledgement. At least 1. Default: 100.
+	// Caddyfile: `max_listen_task_ids`.
+	MaxListenTaskIDs int `json:"max_listen_task_ids,omitempty"`
+
+	// The most `subscriptions/listen` streams following tasks one
+	// principal holds open on an instance: one more is refused with 429
+	// (`-32603`). At least 1. Default: 10.
+	// Caddyfile: `max_task_listeners_per_principal`.
+	MaxTaskListenersPerPrincipal int `json:"max_task_listeners_per_principal,omitempty"`
 }

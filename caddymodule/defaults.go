@@ -94,6 +94,9 @@ func (h *Handler) setDefaults() (fwd forward.Options, rev reverse.Options) {
 		}
 	}
 	setDuration(&h.Tasks.Lease, forward.DefaultTaskLease)
+	setDuration(&h.Tasks.ListenPoll, forward.DefaultListenPoll)
+	setInt(&h.Tasks.MaxListenTaskIDs, forward.DefaultMaxListenTaskIDs)
+	setInt(&h.Tasks.MaxTaskListenersPerPrincipal, forward.DefaultMaxTaskListeners)
 	if h.Tasks.MaxResult == 0 {
 		h.Tasks.MaxResult = forward.DefaultMaxTaskResult
 	}
@@ -137,6 +140,8 @@ func (h *Handler) bridgeOptions(base forward.Options) *forward.Options {
 		MaxTasks: h.Tasks.MaxTasks, MaxTasksPerPrincipal: h.Tasks.MaxTasksPerPrincipal,
 		Store: h.taskStorage, // nil with task_store off: tasks in memory only
 		Lease: time.Duration(h.Tasks.Lease), MaxResult: int(h.Tasks.MaxResult),
+		ListenPoll: time.Duration(h.Tasks.ListenPoll), MaxListenTaskIDs: h.Tasks.MaxListenTaskIDs,
+		MaxTaskListenersPerPrincipal: h.Tasks.MaxTaskListenersPerPrincipal,
 	}
 	return o.Ready()
 }

@@ -29,6 +29,8 @@
 //   - The front door: serve.go (ServeHTTP, dispatch: origin, method, body,
 //     forwarding signature, then the faces and the routing decision),
 //     guard.go (Host and Origin checks, request targets, X-Forwarded-*),
+//     quirks.go (accept_client_quirks: known clients' header bugs
+//     repaired from the body),
 //     route.go (decide: the cell, the upstream, a relay or a refusal).
 //   - The cells: proxy.go (pass-through of both eras: the pin, Caddy's
 //     transport, failover), bridge.go (the forward bridge's glue),

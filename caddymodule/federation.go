@@ -109,6 +109,7 @@ type serverContextKey struct{}
 type blockRequest struct {
 	r    *http.Request
 	body []byte
+	ids  *taskIDWriter // puts the server's taskIds in the block's namespace; nil when none may come
 }
 
 // blockRequestOf returns the request a federated block received, when r is
@@ -119,9 +120,9 @@ func blockRequestOf(r *http.Request) (blockRequest, bool) {
 }
 
 // withBlockRequest marks ctx as serving, for a server, the block's request
-// r whose body is body.
-func withBlockRequest(ctx context.Context, r *http.Request, body []byte) context.Context {
-	return context.WithValue(ctx, serverContextKey{}, blockRequest{r: r, body: body})
+// r whose body is body, answered through ids (nil when none).
+func withBlockRequest(ctx context.Context, r *http.Request, body []byte, ids *taskIDWriter) context.Context {
+	return context.WithValue(ctx, serverContextKey{}, blockRequest{r: r, body: body, ids: ids})
 }
 
 // serveInProcess serves a request of the block's own reverse bridge (a

@@ -127,11 +127,18 @@ func resourceNotFound(uri string) *jsonrpc.RPCError {
 // toServer serves r, the block's request, on server i: its body with the
 // string at path (a name or taskId with the block's namespace) set to
 // value, the Mcp-Name header to match. With tasks, the taskIds of the
-// answer are put in the block's namespace.
+// answer are put in the block's namespace (unless relayed: the owner
+// instance did).
 func (h *Handler) toServer(w http.ResponseWriter, r *http.Request, body []byte, i int, path, value string, tasks bool) error {
 	in := h.fed.servers[i]
 	routeOf(r).server = in.serverName
-	inner := r.WithContext(withBlockRequest(r.Context(), r, body))
+	var tw *taskIDWriter
+	if tasks {
+		tw = &taskIDWriter{ResponseWriter: w, server: federate.ServerName(in.serverName)}
+		defer tw.finish()
+		w = tw
+	}
+	inner := r.WithContext(withBlockRequest(r.Context(), r, body, tw))
 	nb := body
 	if path != "" {
 		var err error
@@ -142,11 +149,6 @@ func (h *Handler) toServer(w http.ResponseWriter, r *http.Request, body []byte, 
 			inner.Header = r.Header.Clone()
 			inner.Header.Set(translate.HeaderName, headerValue(value))
 		}
-	}
-	if tasks {
-		tw := &taskIDWriter{ResponseWriter: w, server: federate.ServerName(in.serverName)}
-		defer tw.finish()
-		w = tw
 	}
 	return in.route(w, inner, nb)
 }

@@ -24,9 +24,16 @@ type taskIDWriter struct {
 	mode   int    // 0 not known yet, 1 SSE, -1 JSON
 	held   []byte // JSON: the answer so far; SSE: a line not ended yet
 	failed bool   // JSON larger than face.MaxAnswer: passed on as it is
+	// asIs: the answer is the block's already, passed on as it is (the
+	// owner instance's, to the block's request relayed there).
+	asIs bool
 }
 
 func (w *taskIDWriter) WriteHeader(status int) {
+	if w.asIs {
+		w.ResponseWriter.WriteHeader(status)
+		return
+	}
 	w.decide()
 	if w.mode < 0 {
 		w.Header().Del("Content-Length") // the ids grow
@@ -45,6 +52,9 @@ func (w *taskIDWriter) decide() {
 }
 
 func (w *taskIDWriter) Write(b []byte) (int, error) {
+	if w.asIs {
+		return w.ResponseWriter.Write(b)
+	}
 	w.decide()
 	if w.mode < 0 {
 		if w.failed || len(w.held)+len(b) > face.MaxAnswer {
@@ -124,7 +134,7 @@ func (w *taskIDWriter) finish() {
 
 // Flush passes a flush on (SSE: the lines written so far are out).
 func (w *taskIDWriter) Flush() {
-	if w.mode > 0 {
+	if w.mode > 0 || w.asIs {
 		_ = http.NewResponseController(w.ResponseWriter).Flush()
 	}
 }

@@ -42,6 +42,24 @@ func TestTaskIDWriter(t *testing.T) {
 	}
 }
 
+// TestTaskIDWriterRelayed: an answer relayed from the instance owning the
+// call (asIs) has its taskIds in the block's namespace already: passed on
+// byte for byte, not namespaced twice.
+func TestTaskIDWriterRelayed(t *testing.T) {
+	rec := httptest.NewRecorder()
+	w := &taskIDWriter{ResponseWriter: rec, server: "go", asIs: true}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	const answer = `{"jsonrpc":"2.0","id":1,"result":{"resultType":"task","taskId":"go:abc"}}`
+	if _, err := w.Write([]byte(answer)); err != nil {
+		t.Fatal(err)
+	}
+	w.finish()
+	if got := rec.Body.String(); got != answer {
+		t.Errorf("got  %q\nwant %q", got, answer)
+	}
+}
+
 func TestInProcessStreams(t *testing.T) {
 	step := make(chan struct{})
 	rt := inProcess{serve: func(w http.ResponseWriter, r *http.Request) {

@@ -36,6 +36,7 @@ type gatewayMetrics struct {
 	tasksEnded     *prometheus.CounterVec   // status
 	resumable      *prometheus.CounterVec   // event
 	taskStore      *prometheus.CounterVec   // event
+	quirks         *prometheus.CounterVec   // repair
 }
 
 // newGatewayMetrics registers the collectors on reg, or takes those another
@@ -81,6 +82,8 @@ func newGatewayMetrics(reg *prometheus.Registry) *gatewayMetrics {
 			"Forward-bridge calls parked holding no stream (resume on), by event: parked, resumed (by a retry on this instance), lingered (of those resumed, read on from the call's stream, still open: resume_linger), gone (the upstream no longer knew the call); for a state parked here that expired with no retry here: ended (this instance cancelled the call and ended its upstream session), left (left to the upstream: the call went on elsewhere, or it could not tell); finished_elsewhere (a state parked here whose call ended on another instance gave its place back: that instance gave the session back, or it was found gone); given_back (a call resumed here from a state another instance parked ended here, and its session went back to that instance).", "event"),
 		taskStore: counter("task_store_events_total",
 			"Events of the records of the forward bridge's tasks in Caddy's storage (task_store), by event: store_failed (a record could not be written or deleted; the task went on in memory), taken_over (this instance took over a task whose owner's lease lapsed, its call resumed), lost (a task whose owner was lost failed here, its call not resumable).", "event"),
+		quirks: counter("client_quirks_repaired_total",
+			"Requests whose headers the gateway repaired for a client known to get them wrong (accept_client_quirks), by repair: protocol_header_mismatch, missing_method_header.", "repair"),
 	}
 	registerOrExisting(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("parked_calls",
 		"Calls parked at input_required holding their stream, waiting for the client's retry (those parked holding nothing are resumable_parked_calls; /mcp_gateway/parked lists both).")), bridgesSum((*forward.Bridge).Parked)))
@@ -189,6 +192,14 @@ func (m *gatewayMetrics) taskStored(event string) {
 		return
 	}
 	m.taskStore.WithLabelValues(taskStoreEventLabel(event)).Inc()
+}
+
+// quirkRepaired counts one repair of a client's headers.
+func (m *gatewayMetrics) quirkRepaired(repair string) {
+	if m == nil {
+		return
+	}
+	m.quirks.WithLabelValues(repair).Inc()
 }
 
 // healthCheck counts one active health check of upstream.

@@ -207,6 +207,7 @@ type Handler struct {
 	stopWait      time.Duration   // how long a graceful stop waits for the calls: grace_period (stop.go)
 	allowedOrigin map[string]bool
 	hosts         hostGuard // allowed_hosts (guard.go)
+	quirks        quirkSet  // accept_client_quirks (quirks.go)
 	bridge        *forward.Bridge
 	bridgeOpts    *forward.Options // this handler's, carried by its requests
 	reverse       *reverse.Bridge  // the reverse bridge (reverse.go)

@@ -107,6 +107,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionHosts(); err != nil {
 		return err
 	}
+	h.quirks = newQuirkSet(h.Security.AcceptClientQuirks) // checked in Validate
 
 	// End our own streams when this config is unloaded (reload) and, earlier,
 	// when the server begins to stop: Caddy's grace period never ends SSE
@@ -219,12 +220,17 @@ func (h *Handler) Validate() error {
 		{"max_tasks", int64(h.Tasks.MaxTasks)},
 		{"max_tasks_per_principal", int64(h.Tasks.MaxTasksPerPrincipal)},
 		{"max_task_result", h.Tasks.MaxResult},
+		{"max_listen_task_ids", int64(h.Tasks.MaxListenTaskIDs)},
+		{"max_task_listeners_per_principal", int64(h.Tasks.MaxTaskListenersPerPrincipal)},
 	} {
 		if c.n < 1 {
 			return fmt.Errorf("%s: must be at least 1, got %d", c.name, c.n)
 		}
 	}
 	if err := checkTasks(h.Tasks.Rules); err != nil {
+		return err
+	}
+	if err := checkClientQuirks(h.Security.AcceptClientQuirks); err != nil {
 		return err
 	}
 	if err := checkTaskStore(h.Tasks.Store); err != nil {
@@ -267,6 +273,7 @@ func (h *Handler) Validate() error {
 		{"max_task_wait", h.Tasks.MaxTaskWait},
 		{"health_timeout", h.Health.Active.Timeout},
 		{"task_ttl", h.Tasks.TTL},
+		{"task_listen_poll", h.Tasks.ListenPoll},
 	} {
 		if c.d <= 0 {
 			return fmt.Errorf("%s: must be positive, got %v", c.name, time.Duration(c.d))

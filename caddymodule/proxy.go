@@ -350,8 +350,10 @@ var readOnly = map[string]bool{
 // statelessly to the modern upstream up, or to another modern one when up
 // cannot take it (forward's failover).
 func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, l *learned, up *Upstream) error {
+	hdr := upstreamHeader(r)
+	h.fillParamHeaders(r, hdr, l, up) // quirks.go
 	return h.forward(w, r, exchange{
-		up: up, method: http.MethodPost, header: upstreamHeader(r), body: l.body,
+		up: up, method: http.MethodPost, header: hdr, body: l.body,
 		failover:   h.newFailover(w, r, speaksModern, "take the request", false),
 		idempotent: readOnly[l.breq.Method],
 		failID:     l.breq.ID,

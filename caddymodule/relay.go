@@ -126,10 +126,11 @@ var errOwnerSilent = errors.New("the owner instance did not answer in time")
 // names its owner now (relayTaskOwner), who serves it itself.
 func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id json.RawMessage, owner translate.Owner, unreachable func() bool, again bool) error {
 	routeOf(r).owner = owner.Instance
-	if b, ok := blockRequestOf(r); ok {
+	block, federated := blockRequestOf(r)
+	if federated {
 		// A server's part of a federated block's request: the owner gets
 		// the block's request, which it routes to the same server.
-		r, body = b.r.WithContext(r.Context()), b.body
+		r, body = block.r.WithContext(r.Context()), block.body
 	}
 	if _, forwarded := forwardedOf(r); forwarded && !again {
 		// Never forward twice: the fleet disagrees on who is where.
@@ -192,6 +193,11 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 				outcome = "error"
 			}
 			h.metrics.Forwarded("sent", outcome)
+			if federated && block.ids != nil {
+				// The owner answered the block's request: its taskIds
+				// are in the block's namespace already.
+				block.ids.asIs = true
+			}
 			if resp.StatusCode == http.StatusForbidden {
 				// Different keys, a Host or Origin check on the owner, or a
 				// clock far off: the client sees the owner's reason.

@@ -346,6 +346,10 @@ type route struct {
 	// hostTask: a face's internal tools/call the gateway hosts as a task
 	// (face.Internal.Task, forward.Request.HostTask).
 	hostTask bool
+	// fillParams: accept_client_quirks filled the standard headers the
+	// client left out; a tools/call passed through gets its Mcp-Param-*
+	// too, once the upstream is known (fillParamHeaders).
+	fillParams bool
 }
 
 // routeKey is the context key of a request's *route.

@@ -50,7 +50,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 }
 
 // dispatch serves r: the front door's checks (origin, HTTP method, body,
-// forwarding signature), its era's checks, then the routing decision
+// forwarding signature), the header repairs of accept_client_quirks
+// (quirks.go), its era's checks, then the routing decision
 // (route.go) and the cell it names. The faces' hooks (faces.go) are asked
 // on the way: to open a session id of their own, to serve a POSTed
 // message, to serve a request once routed. *body is set to the request
@@ -90,6 +91,7 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 		if rt.method == forward.NoticeSessionReturned {
 			return h.takeBack(w, r, body)
 		}
+		h.repairQuirks(r, body) // quirks.go: before the headers are read
 		// Modern, or unrecognizable: the modern ladder says what is wrong.
 		rt.era = eraModern
 		if translate.ClassifyRequest(r.Header, body) == translate.EraLegacy {

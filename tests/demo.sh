@@ -100,7 +100,8 @@ Try it yourself:
   $node tests/node/legacy-client.mjs $url order_taxi '{"to":"the station"}'    # asks on the GET stream
   curl -si $url -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\
        -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}'
-Or point any MCP client at $url, or follow the README's curl walk-throughs.
+Or point any MCP client at $url, or follow the curl walk-throughs of the README and of
+docs/tasks.md (a task: Caddyfile.example makes book_table one for a client that asks).
 
 Serving until Ctrl-C.
 EOT

@@ -103,16 +103,45 @@ func startGatewayOn(t *testing.T, port int, block string) *gateway {
 
 func launchGateway(t *testing.T, port int, globals, site, block string) *gateway {
 	t.Helper()
-	bin := caddyBinary(t)
-	dir := t.TempDir()
-	g := &gateway{Port: port, AdminAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), globals: globals, site: site,
-		log: new(bytes.Buffer), done: make(chan struct{})}
-	g.URL = fmt.Sprintf("http://127.0.0.1:%d/mcp", g.Port)
-	g.config = filepath.Join(dir, "Caddyfile")
+	g := newGateway(t, port, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	g.globals, g.site = globals, site
 	g.writeConfig(t, block)
-	g.cmd = exec.Command(bin, "run", "--config", g.config, "--adapter", "caddyfile")
+	g.run(t)
+	return g
+}
+
+// launchCaddyfile runs Caddy with a whole Caddyfile, as it is, serving on
+// port with its admin API at admin, with env added to its environment, and
+// waits until it serves.
+func launchCaddyfile(t *testing.T, port int, admin, caddyfile string, env ...string) *gateway {
+	t.Helper()
+	g := newGateway(t, port, admin)
+	if err := os.WriteFile(g.config, []byte(caddyfile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.run(t, env...)
+	return g
+}
+
+// newGateway is a gateway on port with its admin API at admin, its
+// Caddyfile (not written yet) in a folder of its own.
+func newGateway(t *testing.T, port int, admin string) *gateway {
+	t.Helper()
+	g := &gateway{Port: port, AdminAddr: admin, log: new(bytes.Buffer), done: make(chan struct{})}
+	g.URL = fmt.Sprintf("http://127.0.0.1:%d/mcp", g.Port)
+	g.config = filepath.Join(t.TempDir(), "Caddyfile")
+	return g
+}
+
+// run starts Caddy with g's Caddyfile (its data and config folders beside
+// it, env added to its environment), kills it when the test ends, and waits
+// until it serves.
+func (g *gateway) run(t *testing.T, env ...string) {
+	t.Helper()
+	dir := filepath.Dir(g.config)
+	g.cmd = exec.Command(caddyBinary(t), "run", "--config", g.config, "--adapter", "caddyfile")
 	g.cmd.Dir = dir
-	g.cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	g.cmd.Env = append(append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir), env...)
 	g.cmd.Stdout = &lockedWriter{w: g.log}
 	g.cmd.Stderr = g.cmd.Stdout
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -128,7 +157,6 @@ func launchGateway(t *testing.T, port int, globals, site, block string) *gateway
 		}
 	})
 	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/", g.Port), 20*time.Second)
-	return g
 }
 
 func (g *gateway) writeConfig(t *testing.T, block string) {

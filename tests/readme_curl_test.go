@@ -14,8 +14,7 @@ import (
 	"time"
 )
 
-// readmeCurlTag finds the curl walk-throughs of the README and of
-// docs/faces.md:
+// readmeCurlTag finds the curl walk-throughs of readmeCurlPages:
 //
 //	<!-- curl: NAME -->
 //	```sh
@@ -26,9 +25,10 @@ import (
 var readmeCurlTag = regexp.MustCompile("(?m)^<!-- curl: ([a-z0-9-]+) -->\\n```sh\\n((?s:.*?))```")
 
 // readmeCurlPages are the pages whose curl walk-throughs run in the tests,
-// relative to the repository's root: the README's clients of both eras and
-// the faces' reference.
-var readmeCurlPages = []string{"README.md", "docs/faces.md"}
+// relative to the repository's root: the README's clients of both eras,
+// the faces' reference, the Tasks extension's requests and two instances on
+// one machine.
+var readmeCurlPages = []string{"README.md", "docs/faces.md", "docs/tasks.md", "docs/fleet.md"}
 
 // readmeCurlRunners names, for each walk-through, the test that runs it
 // against the demo server behind the gateway.
@@ -36,13 +36,38 @@ var readmeCurlRunners = map[string]string{
 	"modern":     "TestReadmeCurl",
 	"legacy":     "TestReadmeCurl",
 	"saga":       "TestReadmeCurl",
+	"tasks":      "TestReadmeCurl",
 	"rest":       "TestRESTReadmeCurl",
 	"multi-turn": "TestReadmeCurlMultiTurn",
+	"fleet":      "TestFleetTwoInstancesDoc",
 }
 
 // readmeDemoURL is the gateway's URL in the README's curl examples: the
 // demo's (./tests/demo.sh, Caddyfile.example).
 const readmeDemoURL = "http://127.0.0.1:9100/mcp"
+
+// demoUpstream is the upstream of Caddyfile.example's mcp_gateway block:
+// the demo server's URL, or $MCP_UPSTREAM.
+const demoUpstream = "{$MCP_UPSTREAM:http://127.0.0.1:9101/mcp}"
+
+// demoBlockTag finds Caddyfile.example's `mcp_gateway /mcp { ... }` block.
+var demoBlockTag = regexp.MustCompile(`(?ms)^\tmcp_gateway /mcp \{\n(.*?)^\t\}\n`)
+
+// demoBlock returns the lines inside Caddyfile.example's `mcp_gateway /mcp`
+// block (the demo's gateway, which the curl walk-throughs are written
+// against) with its upstream replaced by upstream.
+func demoBlock(t *testing.T, upstream string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "Caddyfile.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := demoBlockTag.FindSubmatch(b)
+	if m == nil || !bytes.Contains(m[1], []byte(demoUpstream)) {
+		t.Fatalf("Caddyfile.example has no `mcp_gateway /mcp` block with the upstream %s", demoUpstream)
+	}
+	return strings.Replace(string(m[1]), demoUpstream, upstream, 1)
+}
 
 // readmeCurlScripts returns the curl walk-throughs of readmeCurlPages by
 // name, each the blocks of its name joined in order, and the pages' text
@@ -65,8 +90,8 @@ func readmeCurlScripts(t *testing.T) (scripts map[string]string, text string) {
 	return scripts, all.String()
 }
 
-// TestReadmeCurlAllRun: every curl example of the README and of
-// docs/faces.md is a tagged walk-through, and each walk-through is one a
+// TestReadmeCurlAllRun: every curl example of readmeCurlPages is a tagged
+// walk-through, and each walk-through is one a
 // test runs, so that none is left unrun.
 func TestReadmeCurlAllRun(t *testing.T) {
 	shBlock := regexp.MustCompile("(?m)^(<!-- curl: ([a-z0-9-]+) -->\\n)?```sh\\n((?s:.*?))```")
@@ -97,16 +122,18 @@ func TestReadmeCurlAllRun(t *testing.T) {
 	}
 }
 
-// TestReadmeCurl runs the curl walk-throughs of the README and of
-// docs/faces.md, as they are written (the demo's URL replaced with the test
-// gateway's), with bash and the curl of the machine, against the demo
-// server behind the gateway configured as in Caddyfile.example (and saga
-// on): the 2026-07-28 tools/call that gets input_required and its retry
-// with requestState and inputResponses; the 2025-11-25 session
-// (initialize, Mcp-Session-Id, the GET stream, tools/call), its in-line
-// question answered with the id the server sent and its question on the
-// GET stream answered the same way; and the saga. Each must print the
-// answers the page shows.
+// TestReadmeCurl runs the curl walk-throughs of readmeCurlPages, as they
+// are written (the demo's URL replaced with the test gateway's), with bash
+// and the curl of the machine, against the demo server behind the gateway
+// configured with Caddyfile.example's block (and saga on): the 2026-07-28
+// tools/call that gets input_required and its retry with requestState and
+// inputResponses; the 2025-11-25 session (initialize, Mcp-Session-Id, the
+// GET stream, tools/call), its in-line question answered with the id the
+// server sent and its question on the GET stream answered the same way;
+// the saga; and docs/tasks.md's task (tools/call answered with a task,
+// tasks/get polled while it is working, then input_required, tasks/update,
+// tasks/get polled until it completed, and a second task cancelled). Each must print the answers the page
+// shows.
 func TestReadmeCurl(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "sed", "awk", "tr", "tee", "grep"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -114,13 +141,16 @@ func TestReadmeCurl(t *testing.T) {
 		}
 	}
 	scripts, pages := readmeCurlScripts(t)
-	g := startGateway(t, "\t\tupstream "+startDemoServer(t)+" {\n\t\t\tera auto\n\t\t}\n\t\tkeepalive_interval 15s\n\t\tsaga on")
+	g := startGateway(t, demoBlock(t, startDemoServer(t))+"\t\tsaga on")
 
 	cases := []struct {
 		name string
 		// want: what the output holds; shown: lines of the output the
 		// page shows verbatim.
 		want, shown []string
+		// lines: the output's non-empty lines, in order, each holding
+		// the strings given for it.
+		lines [][]string
 		// files: what the files the walk-through writes hold (and
 		// lack, for a string starting with "!").
 		files map[string][]string
@@ -160,6 +190,20 @@ func TestReadmeCurl(t *testing.T) {
 				"call.txt": {`"text":"Taxi to the station ordered for 18:30."`, `!"method":"elicitation/create"`},
 			},
 		},
+		{
+			name: "tasks",
+			lines: [][]string{
+				{`{"jsonrpc":"2.0","id":1,"result":{"resultType":"task","taskId":"`, `"status":"working"`, `"ttlMs":`, `"pollIntervalMs":`},
+				{`{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","taskId":"`, `"status":"input_required"`,
+					`"inputRequests":{"elicitation-1":{"method":"elicitation/create"`, `"message":"How many people, and when?"`},
+				{`{"jsonrpc":"2.0","id":3,"result":{"resultType":"complete"}}`},
+				{`{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","taskId":"`, `"status":"completed"`,
+					`"result":{"content":[{"type":"text","text":"Booked Chez Caddy for 2 on 2026-12-24."}]`},
+				{`{"jsonrpc":"2.0","id":5,"result":{"resultType":"complete"}}`},
+				{`{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","taskId":"`, `"status":"cancelled"`},
+			},
+			shown: []string{`{"jsonrpc":"2.0","id":3,"result":{"resultType":"complete"}}`, `{"jsonrpc":"2.0","id":5,"result":{"resultType":"complete"}}`},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -176,6 +220,9 @@ func TestReadmeCurl(t *testing.T) {
 				if !strings.Contains(out, w) {
 					t.Errorf("the output of the %s curl walk-through lacks %s:\n%s", c.name, w, out)
 				}
+			}
+			if c.lines != nil {
+				wantLines(t, "the "+c.name+" curl walk-through", out, c.lines)
 			}
 			for _, s := range c.shown {
 				line := ""
@@ -206,6 +253,28 @@ func TestReadmeCurl(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// wantLines fails the test unless out's non-empty lines are as many as
+// want's and each holds the strings want gives for it; what names out.
+func wantLines(t *testing.T, what, out string, want [][]string) {
+	t.Helper()
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.TrimSpace(l) != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%s printed %d lines, want %d:\n%s", what, len(lines), len(want), out)
+	}
+	for i, l := range lines {
+		for _, w := range want[i] {
+			if !strings.Contains(l, w) {
+				t.Fatalf("line %d of what %s printed lacks %s:\n%s", i+1, what, w, l)
+			}
+		}
 	}
 }
 

@@ -159,3 +159,34 @@ func runCaddy(t *testing.T, dir string, args ...string) (stdout []byte, stderr s
 	err = cmd.Run()
 	return out.Bytes(), errBuf.String(), err
 }
+
+// keyVar finds the environment variables named in placeholders ({env.NAME}
+// or {$NAME}) whose name holds KEY.
+var keyVar = regexp.MustCompile(`\{(?:env\.|\$)([A-Z0-9_]*KEY[A-Z0-9_]*)`)
+
+// TestExamplesOneKeyName: every example names the state_key's variable the
+// same way (MCP_GATEWAY_KEY, and MCP_GATEWAY_OLD_KEY for the key being
+// rotated out), in the README, CHANGELOG.md, docs/, Caddyfile.example and
+// the golden adapted examples, so that a reader who exported the README's
+// key can paste any of them.
+func TestExamplesOneKeyName(t *testing.T) {
+	files := append(docFiles(t), "Caddyfile.example")
+	golden, err := filepath.Glob(filepath.Join(repoRoot(t), "tests", "testdata", "adapt", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range golden {
+		files = append(files, filepath.Join("tests", "testdata", "adapt", filepath.Base(g)))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(repoRoot(t), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range keyVar.FindAllStringSubmatch(string(b), -1) {
+			if m[1] != "MCP_GATEWAY_KEY" && m[1] != "MCP_GATEWAY_OLD_KEY" {
+				t.Errorf("%s names the key %s: use MCP_GATEWAY_KEY, the README's", f, m[1])
+			}
+		}
+	}
+}

@@ -159,6 +159,11 @@ type Bridge struct {
 	// of a federated block, and per state_key).
 	sweepKeyrings sync.Map   // uint32 -> *seal.Keyring
 	lister        toolLister // when the bridge listed an upstream's tools itself
+	// The listen streams following tasks (task_push.go), under wmu: by
+	// task handle, and how many each principal has.
+	wmu       sync.Mutex
+	watches   map[[16]byte]map[*taskWatch]bool
+	listeners map[[16]byte]int
 
 	// ctx outlives every client request: upstream calls run in it, so a
 	// parked call survives its first request.
@@ -340,6 +345,18 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink translate.Sink) tran
 		}
 	}
 	started := time.Now()
+	var tw *taskWatch // the tasks a listen follows (task_push.go)
+	if r.Method == "subscriptions/listen" {
+		var rerr *jsonrpc.RPCError
+		if tw, rerr = b.watchTasks(r, params); rerr != nil {
+			_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
+			if rerr.Code == jsonrpc.MissingRequiredClientCapability {
+				return translate.Served{Outcome: translate.OutcomeError}
+			}
+			return translate.Served{Outcome: translate.OutcomeRefused}
+		}
+		defer tw.close()
+	}
 	hosting, rerr := b.mayBecomeTask(r)
 	if rerr != nil {
 		_ = sink.Respond(rerr.HTTPStatus, jsonrpc.ErrorResponse(r.ID, rerr))
@@ -382,7 +399,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink translate.Sink) tran
 	case "server/discover":
 		return translate.Served{Outcome: b.discover(c, r, sink)}
 	case "subscriptions/listen":
-		b.listen(ctx, c, r, params, sink)
+		b.listen(ctx, c, r, params, tw, sink)
 		return translate.Served{}
 	}
 	if hosting = r.hosting; hosting != nil {

@@ -30,7 +30,9 @@
 //     keeps a sealed record of each hosted task in the fleet's storage,
 //     task_lease.go this instance's lease on its tasks; task_takeover.go
 //     serves a task from its record when its owner is gone, and takes it
-//     over.
+//     over. task_push.go pushes each status change as notifications/tasks
+//     to the listen streams naming the task, from memory on the instance
+//     holding it and from its record on the others.
 //   - The requestState's replay filter (used_states.go) and its refusals
 //     (state_refusal.go).
 //

@@ -18,20 +18,23 @@ type listenFilter struct {
 	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
 	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
 	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
+	// TaskIDs are the tasks followed (task_push.go), in the ack only.
+	TaskIDs []string `json:"taskIds,omitempty"`
 }
 
 // listen serves subscriptions/listen from a legacy upstream: a session of its
 // own, whose GET stream carries the list-changed and resource-updated
-// notifications (with resources/subscribe for each requested URI). The
-// stream starts with the acknowledgement of what is honoured; every
-// notification carries the subscription id. The gateway ends it the
+// notifications (with resources/subscribe for each requested URI), and
+// the notifications/tasks of the tasks tw follows (task_push.go; nil:
+// none). The stream starts with the acknowledgement of what is honoured;
+// every notification carries the subscription id. The gateway ends it the
 // graceful way (translate.ListenCompletion) when ctx ends (the gateway
 // closes the stream: a reload, a stop; or the client left, which makes
 // the answer harmless) and when the upstream is gone: the session's GET
 // stream ended and could not be opened again (legacy.Session.StreamLost),
 // so that the client listens again, on whichever upstream is there. The
 // session is ended with the subscription.
-func (b *Bridge) listen(ctx context.Context, c *call, r Request, params []byte, sink translate.Sink) {
+func (b *Bridge) listen(ctx context.Context, c *call, r Request, params []byte, tw *taskWatch, sink translate.Sink) {
 	defer b.pool.Release(c.key, c.sess, false)
 	asked := askedFilter(gjson.GetBytes(params, "notifications"))
 	caps := gjson.GetBytes(c.sess.InitResult, "capabilities")
@@ -39,6 +42,7 @@ func (b *Bridge) listen(ctx context.Context, c *call, r Request, params []byte, 
 		ToolsListChanged:     asked.ToolsListChanged && caps.Get("tools.listChanged").Bool(),
 		PromptsListChanged:   asked.PromptsListChanged && caps.Get("prompts.listChanged").Bool(),
 		ResourcesListChanged: asked.ResourcesListChanged && caps.Get("resources.listChanged").Bool(),
+		TaskIDs:              tw.acceptedIDs(),
 	}
 	if caps.Get("resources.subscribe").Bool() {
 		for _, uri := range asked.ResourceSubscriptions {
@@ -70,8 +74,24 @@ func (b *Bridge) listen(ctx context.Context, c *call, r Request, params []byte, 
 	if sink.Notify(ack) != nil {
 		return
 	}
+	sendTask := func(msg []byte) error {
+		return sink.Notify(tagSubscription(jsonrpc.Message{Method: "notifications/tasks", Raw: msg}, subID))
+	}
+	if tw != nil && tw.start(ctx, sendTask) != nil {
+		return
+	}
+	pollC, stopPoll := tw.pollC()
+	defer stopPoll()
 	for {
 		select {
+		case <-tw.wakeC():
+			if tw.drain(sendTask) != nil {
+				return
+			}
+		case <-pollC:
+			if tw.poll(ctx, sendTask) != nil {
+				return
+			}
 		case m := <-c.sess.Inbox():
 			switch {
 			case m.Kind == jsonrpc.KindRequest:

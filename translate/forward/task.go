@@ -82,6 +82,17 @@ type TaskOptions struct {
 	// Store: a larger one fails the task with an error that says so;
 	// 0: DefaultMaxTaskResult.
 	MaxResult int
+	// ListenPoll is how often a listen stream following a task another
+	// instance holds reads its record in Store (task_push.go); 0:
+	// DefaultListenPoll.
+	ListenPoll time.Duration
+	// MaxListenTaskIDs bounds the taskIds one listen stream follows (the
+	// first ones named); 0: DefaultMaxListenTaskIDs.
+	MaxListenTaskIDs int
+	// MaxTaskListenersPerPrincipal bounds the listen streams following
+	// tasks that one principal holds open on this instance (429, -32603
+	// beyond); 0: DefaultMaxTaskListeners.
+	MaxTaskListenersPerPrincipal int
 }
 
 // Defaults of TaskOptions' Store settings.

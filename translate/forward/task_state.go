@@ -39,13 +39,18 @@ type taskState struct {
 
 // envelope is the task named id as a CreateTaskResult (resultType "task")
 // or a DetailedTask (tasks/get, resultType "complete", with its
-// inputRequests, result or error when detailed); pollMs 0 shows none.
+// inputRequests, result or error when detailed; resultType "": none, as
+// notifications/tasks carries it); pollMs 0 shows none.
 // The caller holds s.mu.
 func (s *taskState) envelope(id, resultType string, ttl time.Duration, pollMs int64, detailed bool) []byte {
 	b := make([]byte, 0, 256+len(s.result)+len(s.errObj))
-	b = append(b, `{"resultType":`...)
-	b = translate.AppendJSONString(b, resultType)
-	b = append(b, `,"taskId":`...)
+	b = append(b, '{')
+	if resultType != "" {
+		b = append(b, `"resultType":`...)
+		b = translate.AppendJSONString(b, resultType)
+		b = append(b, ',')
+	}
+	b = append(b, `"taskId":`...)
 	b = translate.AppendJSONString(b, id)
 	b = append(b, `,"status":`...)
 	b = translate.AppendJSONString(b, s.status)

@@ -35,7 +35,8 @@ import (
 // Writes happen on transitions (created, input_required, working again,
 // terminal, taken over), never on a poll; the owner serves its tasks from
 // memory, and other instances read the record only when the owner cannot
-// be reached (task_takeover.go).
+// be reached (task_takeover.go), or to follow the task for a listener
+// (task_push.go).
 
 // Storage is what the task records need of a storage: certmagic.Storage
 // (Caddy's storage modules) satisfies it. Load reports a missing key with
@@ -170,14 +171,23 @@ func (t *task) resumeAt() (after string, seen uint32) {
 // task are serialized, each of the state at its time: the last write is
 // of the latest state. A failure is reported to the observer (the task
 // goes on in memory).
+//
+// Every transition calls it, with or without a store: it also pushes the
+// new state to the task's listeners on this instance (task_push.go).
 func (b *Bridge) persist(t *task) {
-	if t.opts == nil || t.opts.Tasks.Store == nil {
-		return
+	store := t.opts != nil && t.opts.Tasks.Store != nil
+	var boot [16]byte
+	if store {
+		boot = b.claim(t.opts)
 	}
-	boot := b.claim(t.opts)
 	t.saveMu.Lock()
 	defer t.saveMu.Unlock()
 	t.mu.Lock()
+	b.pushTask(t)
+	if !store {
+		t.mu.Unlock()
+		return
+	}
 	rec := t.record(boot)
 	t.recordResumes = rec.After != ""
 	t.mu.Unlock()

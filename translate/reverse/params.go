@@ -11,6 +11,7 @@ import (
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 	"github.com/tidwall/gjson"
 )
 
@@ -142,6 +143,31 @@ func setParamHeaders(hdr http.Header, hs []paramHeader, arguments gjson.Result) 
 	}
 }
 
+// FillParamHeaders sets on hdr the Mcp-Param-* headers that a modern
+// client's tools/call of tool, with the raw arguments, should carry and
+// hdr lacks (a header present is left as it is). The annotations are the
+// upstream's tools' x-mcp-header ones, read with its tools/list for
+// principal, sending header (the client's credentials), and cached as for
+// the bridge's own calls; opts are those of the configuration serving the
+// request (nil: the bridge's own). It returns how many headers it set.
+func (rv *Bridge) FillParamHeaders(ctx context.Context, opts *Options, upstream string, principal [16]byte, header, hdr http.Header, tool string, arguments []byte) int {
+	s := &Session{ClientSession: seal.ClientSession{Upstream: upstream, Principal: principal, Capabilities: []byte("{}")}, opts: opts}
+	hs := rv.toolHeadersOf(ctx, s, header, false)[tool]
+	if len(hs) == 0 {
+		return 0
+	}
+	want := http.Header{}
+	setParamHeaders(want, hs, gjson.ParseBytes(arguments))
+	n := 0
+	for k, v := range want {
+		if len(hdr.Values(k)) == 0 {
+			hdr[k] = v
+			n++
+		}
+	}
+	return n
+}
+
 // toolHeadersOf returns the x-mcp-header annotations of the upstream's
 // tools, from the cache unless refresh is set.
 func (rv *Bridge) toolHeadersOf(ctx context.Context, s *Session, header http.Header, refresh bool) toolHeaders {
@@ -170,6 +196,9 @@ func (rv *Bridge) toolHeadersOf(ctx context.Context, s *Session, header http.Hea
 		final, rerr := rv.exchange(ctx, rv.options(s), s.Upstream, modernHeader(header, "tools/list", "", false), body, id, nil, "")
 		res := final.Get("result")
 		if rerr != nil || !res.IsObject() {
+			// What was read is kept, briefly: the upstream is asked
+			// again a minute on, not an hour.
+			ttl = minToolListTTL
 			break
 		}
 		res.Get("tools").ForEach(func(_, tool gjson.Result) bool {
