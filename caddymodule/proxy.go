@@ -129,7 +129,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex exchange) e
 	out.Del("Content-Length")
 	sse.SetHeaders(out)
 	w.WriteHeader(resp.StatusCode)
-	return h.relaySSE(w, r, ctx, resp.Body, ex.failID)
+	return h.relaySSE(w, r, ctx, resp.Body, ex.failID, ex.listen)
 }
 
 // send makes the upstream request of ex, and counts the passive-health
@@ -166,8 +166,11 @@ func dropped(err error) bool {
 
 // relaySSE copies an upstream event stream to the client, event by event.
 // If the upstream fails mid-stream and failID is set, the stream ends with
-// a JSON-RPC error for failID.
-func (h *Handler) relaySSE(w http.ResponseWriter, r *http.Request, ctx context.Context, upstream io.Reader, failID json.RawMessage) error {
+// a JSON-RPC error for failID; a subscription (listen) the gateway closes
+// itself (a reload, a stop) ends with its graceful completion instead, as
+// the upstream would end it when it stops. The upstream's own completion
+// is relayed as any other event.
+func (h *Handler) relaySSE(w http.ResponseWriter, r *http.Request, ctx context.Context, upstream io.Reader, failID json.RawMessage, listen bool) error {
 	sw := sse.NewWriter(w)
 	sw.WriteTimeout(time.Duration(h.Streams.WriteTimeout))
 	defer sw.Close()
@@ -183,9 +186,14 @@ func (h *Handler) relaySSE(w http.ResponseWriter, r *http.Request, ctx context.C
 				return nil
 			}
 			if failID != nil && r.Context().Err() == nil {
+				closed := closedBy(ctx)
+				if listen && closed != nil {
+					_ = sw.WriteEvent(sse.Event{Data: translate.ListenCompletion(failID, nil), HasData: true})
+					return nil
+				}
 				rerr := &jsonrpc.RPCError{HTTPStatus: http.StatusBadGateway, Code: jsonrpc.InternalError,
 					Message: "the upstream MCP server failed mid-answer"}
-				if closed := closedBy(ctx); closed != nil {
+				if closed != nil {
 					rerr = abandoned(closed)
 				} else {
 					h.logger.Warn("upstream event stream failed", zap.Error(err))

@@ -51,7 +51,7 @@ func (s *Session) Detach() {
 			return // still reading: keep what it writes to
 		}
 	}
-	s.inbox, s.stopListen, s.listenDone, s.listening, s.relisten = nil, nil, nil, closedChan, true
+	s.inbox, s.stopListen, s.listenDone, s.streamLost, s.listening, s.relisten = nil, nil, nil, nil, closedChan, true
 }
 
 // closedChan is the Listening channel of a session whose GET stream
@@ -147,7 +147,7 @@ func (s *Session) Relisten() bool {
 	}
 	s.relisten = false
 	if !s.listenAtOpen {
-		s.inbox, s.stopListen, s.listenDone, s.listening = nil, nil, nil, closedChan
+		s.inbox, s.stopListen, s.listenDone, s.streamLost, s.listening = nil, nil, nil, nil, closedChan
 		return true
 	}
 	s.startListening()

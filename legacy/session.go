@@ -61,6 +61,7 @@ type Session struct {
 	listening  chan struct{} // closed once the upstream answers the GET stream's request (or it is given up)
 	stopListen context.CancelFunc
 	listenDone chan struct{} // closed when the GET stream's last reader returned
+	streamLost chan struct{} // closed when the GET stream, once open, could not be opened again
 	// relisten: the session had a GET stream that Detach stopped and
 	// dropped (with its inbox); Relisten opens it again, or leaves it to
 	// the next Listen for a session opened without one (listenAtOpen).
@@ -150,8 +151,8 @@ func (s *Session) Listen(wait time.Duration) {
 // startListening starts reading the GET stream into a new inbox.
 func (s *Session) startListening() {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &listener{inbox: make(chan jsonrpc.Message, inboxSize), listening: make(chan struct{}), done: make(chan struct{})}
-	s.inbox, s.stopListen, s.listening, s.listenDone = l.inbox, cancel, l.listening, l.done
+	l := &listener{inbox: make(chan jsonrpc.Message, inboxSize), listening: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
+	s.inbox, s.stopListen, s.listening, s.listenDone, s.streamLost = l.inbox, cancel, l.listening, l.done, l.lost
 	go s.listen(ctx, l)
 }
 
@@ -164,13 +165,39 @@ func (s *Session) Inbox() <-chan jsonrpc.Message { return s.inbox }
 // after that reaches the Inbox.
 func (s *Session) Listening() <-chan struct{} { return s.listening }
 
+// StreamLost is closed when the session's standalone GET stream, once
+// open, ended and could not be opened again: the upstream could not be
+// reached, or refused the stream (404: it forgot the session, e.g. it
+// restarted). The session still asks for its stream again after that, as
+// it does after every end of it, and StreamLost stays closed if a later
+// request opens it: StreamLost is for whoever holds the session for its
+// stream alone (a subscription), for which the upstream is gone. A session without a stream (or whose stream Detach dropped)
+// has a nil channel, never ready.
+func (s *Session) StreamLost() <-chan struct{} { return s.streamLost }
+
 // listener is one standalone GET stream's own: the inbox it fills, its
-// Listening channel, and done, closed when the last goroutine reading it
-// returns. Its goroutines hold these, not the session's fields, which
-// Detach, Relisten and Listen replace.
+// Listening channel, done, closed when the last goroutine reading it
+// returns, and lost (StreamLost). Its goroutines hold these, not the
+// session's fields, which Detach, Relisten and Listen replace; opened is
+// only touched by them, one at a time.
 type listener struct {
-	inbox           chan jsonrpc.Message
-	listening, done chan struct{}
+	inbox                 chan jsonrpc.Message
+	listening, done, lost chan struct{}
+	opened                bool // the upstream answered the stream's request with 200 once
+}
+
+// failed records that a request of the GET stream failed or was refused:
+// the stream is lost if it was open before and the session is not
+// closing (ctx).
+func (l *listener) failed(ctx context.Context) {
+	if !l.opened || ctx.Err() != nil {
+		return
+	}
+	select {
+	case <-l.lost:
+	default:
+		close(l.lost)
+	}
 }
 
 // listen reads the standalone GET stream into l's inbox until the session
@@ -209,8 +236,10 @@ func (s *Session) listenFrom(ctx, rctx context.Context, backoff time.Duration, l
 		} else if err == nil {
 			if resp.StatusCode != http.StatusOK {
 				resp.Body.Close()
+				l.failed(ctx)
 				return false // no standalone stream, or the session is gone
 			}
+			l.opened = true
 			// The reader keeps the body only: the request and the
 			// headers (a kilobyte or so) need not live as long as the
 			// stream.
@@ -220,6 +249,8 @@ func (s *Session) listenFrom(ctx, rctx context.Context, backoff time.Duration, l
 				return true
 			}
 			body.Close()
+		} else {
+			l.failed(ctx)
 		}
 		select {
 		case <-time.After(backoff):

@@ -270,7 +270,9 @@ func requireLocalhostIPv4(t *testing.T) {
 // conformance fixtures written in the in-line style): all 37 scored
 // scenarios must run and pass, the input-required ones through parked
 // calls; exactly the unscored tasks-* scenarios and the pending
-// http-custom-header-server-validation fail.
+// http-custom-header-server-validation fail. The checks of the shapes
+// SEP-2575 took after it became final, which the suite only warns about,
+// must succeed: the bridge builds those results itself.
 func TestConformanceForwardBridge(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -297,14 +299,20 @@ func TestConformanceForwardBridge(t *testing.T) {
 	t.Logf("forward bridge: %d scenarios in %v, %d failed (%d scored): %v",
 		len(rep.Scenarios), rep.Duration.Round(time.Millisecond), len(rep.Failed()), len(rep.ScoredFailures()), rep.Failed())
 	// Checks that did not succeed in scenarios that still pass, for the record.
+	final := map[string]string{"sep-2575-request-meta-client-info-optional": "", "sep-2575-server-identifies-in-result-meta": ""}
 	for _, name := range slices.Sorted(maps.Keys(rep.Scenarios)) {
-		if !rep.Scenarios[name].Passed() {
-			continue
-		}
 		for _, c := range rep.Scenarios[name].Checks {
-			if c.Status != "SUCCESS" && c.Status != "INFO" {
+			if _, ok := final[c.ID]; ok {
+				final[c.ID] = c.Status
+			}
+			if rep.Scenarios[name].Passed() && c.Status != "SUCCESS" && c.Status != "INFO" {
 				t.Logf("%s / %s: %s %s", name, c.ID, c.Status, c.ErrorMessage)
 			}
+		}
+	}
+	for id, status := range final {
+		if status != "SUCCESS" {
+			t.Errorf("check %s: %q, want SUCCESS", id, status)
 		}
 	}
 

@@ -28,10 +28,15 @@ import (
 // no published server lets a test count the bytes and the open
 // subscriptions/listen streams it receives. Each listen is acknowledged and
 // held open until the gateway closes it; Push sends a resource update on
-// every open one. Its server/discover result is cacheable for an hour, so
-// the gateway answers initialize without asking again.
+// every open one; Complete ends every open one the graceful way. Its
+// server/discover result is cacheable for an hour, so the gateway answers
+// initialize without asking again; it names the server in _meta, or, with
+// serverInfoInBody, in the result's body, as servers written before the
+// final SEP-2575 text do (no published modern server still answers so).
 type listenUpstream struct {
 	URL string
+
+	serverInfoInBody bool
 
 	listenBytes atomic.Int64 // bodies of subscriptions/listen received
 	listens     atomic.Int64 // subscriptions/listen received
@@ -44,14 +49,26 @@ type listenUpstream struct {
 }
 
 type listenStream struct {
-	mu sync.Mutex
-	w  http.ResponseWriter
-	id json.RawMessage
+	mu   sync.Mutex
+	w    http.ResponseWriter
+	id   json.RawMessage
+	done chan struct{} // closed by Complete
 }
 
 func newListenUpstream(t *testing.T) *listenUpstream {
 	t.Helper()
-	u := &listenUpstream{streams: map[*listenStream]bool{}}
+	return serveListenUpstream(t, &listenUpstream{})
+}
+
+// newLaggingListenUpstream is a listenUpstream with serverInfoInBody.
+func newLaggingListenUpstream(t *testing.T) *listenUpstream {
+	t.Helper()
+	return serveListenUpstream(t, &listenUpstream{serverInfoInBody: true})
+}
+
+func serveListenUpstream(t *testing.T, u *listenUpstream) *listenUpstream {
+	t.Helper()
+	u.streams = map[*listenStream]bool{}
 	u.URL = support.Serve(t, u)
 	return u
 }
@@ -81,16 +98,19 @@ func (u *listenUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch m.Method {
 	case "server/discover":
+		info := `"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"listen-fixture","version":"1"}}`
+		if u.serverInfoInBody {
+			info = `"serverInfo":{"name":"listen-fixture-lagging","version":"0.9"}`
+		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],`+
-			`"capabilities":{"tools":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true}},`+
-			`"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"listen-fixture","version":"1"}},"ttlMs":3600000}}`, m.ID)
+			`"capabilities":{"tools":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true}},%s,"ttlMs":3600000}}`, m.ID, info)
 	case "subscriptions/listen":
 		u.listenBytes.Add(int64(len(body)))
 		u.listens.Add(1)
 		u.mu.Lock()
 		u.last = m.Params.Notifications.URIs
-		s := &listenStream{w: w, id: m.ID}
+		s := &listenStream{w: w, id: m.ID, done: make(chan struct{})}
 		u.streams[s] = true
 		u.mu.Unlock()
 		n := u.open.Add(1)
@@ -106,7 +126,10 @@ func (u *listenUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		s.send(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":` +
 			string(m.ID) + `},"notifications":{}}}`)
-		<-r.Context().Done()
+		select {
+		case <-r.Context().Done():
+		case <-s.done:
+		}
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, m.ID)
@@ -127,6 +150,19 @@ func (u *listenUpstream) Push(uri string) {
 	for s := range u.streams {
 		s.send(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":` + fmt.Sprintf("%q", uri) +
 			`,"_meta":{"io.modelcontextprotocol/subscriptionId":` + string(s.id) + `}}}`)
+	}
+}
+
+// Complete ends every open listen with its graceful completion result, as
+// a server does when it stops.
+func (u *listenUpstream) Complete() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for s := range u.streams {
+		s.send(`{"jsonrpc":"2.0","id":` + string(s.id) + `,"result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":` +
+			string(s.id) + `}}}`)
+		close(s.done)
+		delete(u.streams, s)
 	}
 }
 

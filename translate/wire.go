@@ -211,6 +211,35 @@ func ErrorObjectResponse(id json.RawMessage, errObj []byte) []byte {
 	return rpcEnvelope(id, "error", errObj)
 }
 
+// ListenCompletion builds the response that ends a subscriptions/listen
+// stream the graceful way, the result a server sends when it ends the
+// subscription itself (its shutdown, a reload) before it closes the
+// stream:
+// {"jsonrpc":"2.0","id":id,"result":{"resultType":"complete","_meta":{MetaSubscriptionID:id}}}.
+// id is the listen request's id, which is also the subscription id;
+// serverInfo, when not nil, is the raw Implementation object of the server
+// (as on every result: MetaServerInfo), put in _meta first. A client that
+// gets it knows that the subscription closed cleanly; a stream that closes
+// without it is an unexpected disconnect (the specification's
+// basic/patterns/subscriptions page, Graceful Closure).
+func ListenCompletion(id json.RawMessage, serverInfo []byte) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b := make([]byte, 0, 2*len(id)+len(serverInfo)+128)
+	b = append(b, `{"resultType":"complete","_meta":{`...)
+	if serverInfo != nil {
+		b = append(b, jsonrpc.Quote(MetaServerInfo)...)
+		b = append(b, ':')
+		b = append(b, serverInfo...)
+		b = append(b, ',')
+	}
+	b = append(b, jsonrpc.Quote(MetaSubscriptionID)...)
+	b = append(b, ':')
+	b = append(b, id...)
+	return ResultResponse(id, append(b, "}}"...))
+}
+
 func rpcEnvelope(id json.RawMessage, field string, value []byte) []byte {
 	if len(id) == 0 {
 		id = json.RawMessage("null")

@@ -26,3 +26,24 @@ func TestLegacyCapabilities(t *testing.T) {
 		}
 	}
 }
+
+// TestListenCompletion: the result that ends a subscription names it in
+// _meta by the listen request's id, as the specification's example does,
+// with the server's serverInfo first when given.
+func TestListenCompletion(t *testing.T) {
+	for _, c := range []struct {
+		id, serverInfo, want string
+	}{
+		{`1`, ``, `{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":1}}}`},
+		{`"listen-1"`, `{"name":"s","version":"1"}`, `{"jsonrpc":"2.0","id":"listen-1","result":{"resultType":"complete","_meta":` +
+			`{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"},"io.modelcontextprotocol/subscriptionId":"listen-1"}}}`},
+	} {
+		var info []byte
+		if c.serverInfo != "" {
+			info = []byte(c.serverInfo)
+		}
+		if got := string(ListenCompletion([]byte(c.id), info)); got != c.want {
+			t.Errorf("ListenCompletion(%s, %s) = %s, want %s", c.id, c.serverInfo, got, c.want)
+		}
+	}
+}

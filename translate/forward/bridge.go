@@ -440,6 +440,17 @@ func (b *Bridge) reshapeOptions(c *call) translate.ReshapeOptions {
 	return translate.ReshapeOptions{ServerInfo: translate.ServerInfo(c.sess.InitResult)}
 }
 
+// inputRequired builds the InputRequiredResult of c's round (see
+// translate.InputRequiredResult), with the upstream's serverInfo in _meta,
+// as on every result the client gets.
+func (b *Bridge) inputRequired(c *call, reqs []translate.InputRequest, state string) []byte {
+	res := translate.InputRequiredResult(reqs, state)
+	if out, err := translate.ReshapeResult(c.method, res, b.reshapeOptions(c)); err == nil {
+		return out
+	}
+	return res // a serverInfo that is not an object: none
+}
+
 // poolKey derives the session key of a request.
 func poolKey(r Request) legacy.PoolKey {
 	key := legacy.PoolKey{Upstream: r.Upstream, Principal: hex.EncodeToString(r.Principal[:]), Caps: translate.LegacyCapabilities(r.ClientCapabilities),

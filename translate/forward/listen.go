@@ -27,8 +27,13 @@ type listenFilter struct {
 // notifications (with resources/subscribe for each requested URI), and
 // the notifications/tasks of the tasks tw follows (task_push.go; nil:
 // none). The stream starts with the acknowledgement of what is honoured;
-// every notification carries the subscription id. The session is ended
-// with the subscription.
+// every notification carries the subscription id. The gateway ends it the
+// graceful way (translate.ListenCompletion) when ctx ends (the gateway
+// closes the stream: a reload, a stop; or the client left, which makes
+// the answer harmless) and when the upstream is gone: the session's GET
+// stream ended and could not be opened again (legacy.Session.StreamLost),
+// so that the client listens again, on whichever upstream is there. The
+// session is ended with the subscription.
 func (b *Bridge) listen(ctx context.Context, c *call, r Request, params []byte, tw *taskWatch, sink translate.Sink) {
 	defer b.pool.Release(c.key, c.sess, false)
 	asked := askedFilter(gjson.GetBytes(params, "notifications"))
@@ -62,6 +67,7 @@ func (b *Bridge) listen(ctx context.Context, c *call, r Request, params []byte, 
 		return
 	}
 	subID := r.ID
+	completion := translate.ListenCompletion(subID, translate.ServerInfo(c.sess.InitResult))
 	ack, _ := json.Marshal(jsonrpc.NewRequest(nil, "notifications/subscriptions/acknowledged", ackParams{
 		Meta: subscriptionMeta{SubscriptionID: subID}, Notifications: honoured,
 	}))
@@ -99,11 +105,11 @@ func (b *Bridge) listen(ctx context.Context, c *call, r Request, params []byte, 
 					return
 				}
 			}
-		case <-ctx.Done():
-			// Client gone, or the gateway is closing the stream: end it the
-			// graceful way (harmless if nobody reads it any more).
-			done, _ := json.Marshal(listenResult{Meta: subscriptionMeta{SubscriptionID: subID}, ResultType: "complete"})
-			_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, done))
+		case <-c.sess.StreamLost(): // the upstream is gone
+			_ = sink.Respond(http.StatusOK, completion)
+			return
+		case <-ctx.Done(): // the gateway closes the stream, or the client left
+			_ = sink.Respond(http.StatusOK, completion)
 			return
 		}
 	}
@@ -173,10 +179,4 @@ type subscriptionMeta struct {
 type ackParams struct {
 	Meta          subscriptionMeta `json:"_meta"`
 	Notifications listenFilter     `json:"notifications"`
-}
-
-// listenResult is the result that ends a subscription.
-type listenResult struct {
-	Meta       subscriptionMeta `json:"_meta"`
-	ResultType string           `json:"resultType"`
 }

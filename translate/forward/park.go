@@ -93,7 +93,7 @@ func (b *Bridge) park(c *call, r Request, sink translate.Sink) string {
 	for i, p := range c.pending {
 		reqs[i] = p.InputRequest
 	}
-	answer := translate.ResultResponse(r.ID, translate.InputRequiredResult(reqs, token))
+	answer := translate.ResultResponse(r.ID, b.inputRequired(c, reqs, token))
 	w.Stop()
 	b.mu.Lock()
 	if b.closed {

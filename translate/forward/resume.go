@@ -138,7 +138,7 @@ func (b *Bridge) parkResumable(c *call, r Request, sink translate.Sink) (outcome
 	}
 	b.release(c)
 	resumeEvent(c.opts, ResumeParked)
-	_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, translate.InputRequiredResult(reqs, token)))
+	_ = sink.Respond(http.StatusOK, translate.ResultResponse(r.ID, b.inputRequired(c, reqs, token)))
 	return translate.OutcomeInputRequired, true
 }
 

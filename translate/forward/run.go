@@ -250,7 +250,7 @@ func (b *Bridge) respondFinal(c *call, r Request, m jsonrpc.Message, sink transl
 	if reqs, ok := translate.URLElicitationFromError(errObj); ok && translate.InputCapable[r.Method] {
 		// A legacy "URL elicitation required" error becomes an input round:
 		// the client retries once the user is done, and the call runs again.
-		answer := translate.ResultResponse(r.ID, translate.InputRequiredResult(reqs, ""))
+		answer := translate.ResultResponse(r.ID, b.inputRequired(c, reqs, ""))
 		w.Stop()
 		_ = sink.Respond(http.StatusOK, answer)
 		return translate.OutcomeInputRequired

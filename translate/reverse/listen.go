@@ -70,11 +70,16 @@ type listenParams struct {
 
 // Listen serves the GET stream of s: notify receives each list-changed and
 // resource-updated notification until ctx ends, the client's stream fails,
-// the session ends here (DELETE, expiry) or the upstream keeps refusing the
-// subscription. It returns ErrSessionStreamOpen, ErrNoNotifications or an
-// *RPCError (among them the refusals of max_get_streams, 503, and
-// max_get_streams_per_principal, 429) before sending anything when there
-// is no stream to serve; ready is called once the stream is about to start.
+// the session ends here (DELETE, expiry), the upstream ends the
+// subscription the graceful way (its completion result: a legacy stream has
+// no response to carry it, so the stream ends, and a legacy client opens
+// it again) or the upstream keeps refusing the subscription (an error, a
+// broken stream: it is opened again until it has failed
+// reverseListenRetries times in a row). It returns ErrSessionStreamOpen,
+// ErrNoNotifications or an *RPCError (among them the refusals of
+// max_get_streams, 503, and max_get_streams_per_principal, 429) before
+// sending anything when there is no stream to serve; ready is called once
+// the stream is about to start.
 //
 // When the session subscribes to a new URI, a subscription with the new
 // filter is opened and the old one is closed only once the new one is
@@ -151,6 +156,13 @@ func (rv *Bridge) Listen(ctx context.Context, s *Session, header http.Header, re
 					l.prev()
 					l.prev = nil
 					continue
+				}
+				if ev.err == nil && gjson.GetBytes(ev.msg.Raw, "result").Exists() {
+					// The upstream ended it the graceful way (it stops, say):
+					// so does the GET stream, the legacy client's to open
+					// again (a new subscription, on whichever upstream
+					// serves it).
+					return nil
 				}
 				if failures++; failures >= reverseListenRetries {
 					return nil
