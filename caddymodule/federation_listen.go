@@ -119,7 +119,7 @@ func (h *Handler) serveMergedListen(w http.ResponseWriter, r *http.Request, req 
 			return nil
 		}
 	}
-	_ = send([]byte(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":` + string(req.ID) + `}}}`))
+	_ = send(translate.ListenCompletion(req.ID, gatewayServerInfo))
 	return nil
 }
 
