@@ -110,7 +110,15 @@ func (u *listenUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		u.listens.Add(1)
 		u.mu.Lock()
 		u.last = m.Params.Notifications.URIs
+		u.mu.Unlock()
+		// The acknowledgement first: a stream counted open (and so one
+		// that Push and Complete write to) has its header and ack out.
 		s := &listenStream{w: w, id: m.ID, done: make(chan struct{})}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		s.send(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":` +
+			string(m.ID) + `},"notifications":{}}}`)
+		u.mu.Lock()
 		u.streams[s] = true
 		u.mu.Unlock()
 		n := u.open.Add(1)
@@ -122,10 +130,6 @@ func (u *listenUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			delete(u.streams, s)
 			u.mu.Unlock()
 		}()
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
-		s.send(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":` +
-			string(m.ID) + `},"notifications":{}}}`)
 		select {
 		case <-r.Context().Done():
 		case <-s.done:
