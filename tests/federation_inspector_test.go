@@ -56,13 +56,14 @@ func runInspector(t *testing.T, url, era string, args ...string) (stdout, stderr
 }
 
 // TestFederationInspector: the Inspector CLI, in the legacy and in the
-// modern era, negotiates its era's version with a federated block, lists
-// the merged tools (go's and ts's prefixed, demo's bare), calls a tool of
-// every server, reads a resource of go and of ts, gets a prompt of each (the
-// demo server has neither), and is refused a resource and a prompt no server
-// has. The calls need no elicitation or sampling: the CLI answers neither.
-// (An unknown tool is no test of the gateway: the CLI looks the name up in
-// its own tools/list and exits without calling.)
+// modern era, negotiates its era's version with a federated block; lists
+// the merged tools (go's and ts's prefixed, demo's bare), prompts, resources
+// and templates; calls a tool of every server, reads a resource of go and of
+// ts, gets a prompt of each (the demo server has neither); and is refused a
+// resource and a prompt no server has. The calls need no elicitation or
+// sampling: the CLI answers neither. (An unknown tool is no test of the
+// gateway: the CLI looks the name up in its own tools/list and exits
+// without calling.)
 func TestFederationInspector(t *testing.T) {
 	t.Parallel()
 	nodeBin(t)
@@ -94,15 +95,23 @@ func TestFederationInspector(t *testing.T) {
 			if got := result("--method", "initialize").Get("protocolVersion").Str; got != version {
 				t.Errorf("negotiated %q, want %q", got, version)
 			}
-			var tools []string
-			for _, n := range result("--method", "tools/list").Get("tools.#.name").Array() {
-				tools = append(tools, n.Str)
-			}
-			for _, want := range []string{"go__test_simple_text", "ts__get-sum", "greet"} {
-				if !slices.Contains(tools, want) {
-					t.Errorf("tools/list has no %s: %v", want, tools)
+			listed := func(method, path string, want ...string) []string {
+				t.Helper()
+				var got []string
+				for _, n := range result("--method", method).Get(path).Array() {
+					got = append(got, n.Str)
 				}
+				for _, w := range want {
+					if !slices.Contains(got, w) {
+						t.Errorf("%s has no %s: %v", method, w, got)
+					}
+				}
+				return got
 			}
+			tools := listed("tools/list", "tools.#.name", "go__test_simple_text", "ts__get-sum", "greet")
+			listed("prompts/list", "prompts.#.name", "go__test_prompt_with_arguments", "ts__args-prompt")
+			listed("resources/list", "resources.#.uri", "test://static-text", "demo://resource/static/document/architecture.md")
+			listed("resources/templates/list", "resourceTemplates.#.uriTemplate", "test://template/{id}/data", "demo://resource/dynamic/text/{resourceId}")
 			for _, name := range tools {
 				if strings.HasPrefix(name, "test_") || name == "echo" {
 					t.Errorf("tools/list shows %s without its server's prefix", name)
