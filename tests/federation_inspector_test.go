@@ -56,7 +56,8 @@ func runInspector(t *testing.T, url, era string, args ...string) (stdout, stderr
 }
 
 // TestFederationInspector: the Inspector CLI, in the legacy and in the
-// modern era, negotiates its era's version with a federated block; lists
+// modern era, and in auto (which finds the modern one), negotiates that
+// era's version with a federated block; lists
 // the merged tools (go's and ts's prefixed, demo's bare), prompts, resources
 // and templates; calls a tool of every server, reads a resource of go and of
 // ts, gets a prompt of each (the demo server has neither); and is refused a
@@ -81,7 +82,7 @@ func TestFederationInspector(t *testing.T) {
 		{[]string{"--method", "prompts/get", "--prompt-name", "go__test_prompt_with_arguments", "--prompt-args", "arg1=alpha", "arg2=beta"}, "messages.0.content.text", "alpha"},
 		{[]string{"--method", "prompts/get", "--prompt-name", "ts__args-prompt", "--prompt-args", "city=Lisbon"}, "messages.0.content.text", "What's weather in Lisbon?"},
 	}
-	for era, version := range map[string]string{"legacy": "2025-11-25", "modern": modernVersion} {
+	for era, version := range map[string]string{"legacy": "2025-11-25", "modern": modernVersion, "auto": modernVersion} {
 		t.Run(era, func(t *testing.T) {
 			t.Parallel()
 			result := func(args ...string) gjson.Result {
