@@ -20,9 +20,9 @@ package tests
 // tests/node/fed-tour.mjs, and the go-sdk client in both eras. @ai-sdk/mcp
 // answers elicitation only and has neither subscriptions nor list-change
 // notifications: its plan leaves out sampling, subscriptions and changes
-// (elicitingOnly), which the others cover. The Inspector CLI is not among
-// the npm packages installed for these tests (tests/package.json), so it is
-// not run here; @ai-sdk/mcp stands in for it as a third implementation.
+// (elicitingOnly), which the others cover. The Inspector CLI, which answers
+// neither elicitation nor sampling, has a test of its own
+// (federation_inspector_test.go).
 //
 // The ts server's resource updates are not used: they start only when
 // toggle-subscriber-updates is called on the very session that subscribed,
