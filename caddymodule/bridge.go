@@ -138,7 +138,7 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq forw
 	}
 	sink := h.newSink(w, ctx)
 	defer sink.close()
-	breq.Header = bridgedHeader(r)
+	breq.Header = h.bridgedHeader(r)
 	breq.TargetOf = func(url string) (translate.Target, bool) {
 		// A task taken over resumes only on an upstream still configured.
 		if u := h.upstreamByURL(r, url); u != nil {
@@ -232,14 +232,15 @@ var processInstance = sync.OnceValue(func() string {
 })
 
 // bridgedHeader is what a client's request passes to an upstream of the
-// other era (both bridges): credentials and trace context, nothing of the
-// client's session.
-func bridgedHeader(r *http.Request) http.Header {
+// other era (both bridges): credentials (as upstream_auth says) and trace
+// context, nothing of the client's session.
+func (h *Handler) bridgedHeader(r *http.Request) http.Header {
 	hdr := http.Header{}
 	for _, k := range []string{"Authorization", "Traceparent", "Tracestate", "Baggage"} {
 		if v := r.Header.Values(k); len(v) > 0 {
 			hdr[k] = v
 		}
 	}
+	h.setUpstreamAuthorization(hdr, r) // upstream_auth.go
 	return hdr
 }

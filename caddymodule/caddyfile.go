@@ -155,6 +155,8 @@ func (h *Handler) unmarshalOption(d *caddyfile.Dispenser, opt string, at *parsed
 	switch opt {
 	case "server":
 		return true, h.unmarshalServer(d, at)
+	case "upstream_auth":
+		return true, unmarshalUpstreamAuth(d, &h.UpstreamAuth) // the servers' default too
 	case "list_timeout":
 		markFirst(&at.listTimeout, d.Token())
 		return true, face.ParseDurationNotNegative(d, &h.Federation.ListTimeout, "must not be negative")

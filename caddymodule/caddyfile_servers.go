@@ -25,6 +25,8 @@ func (h *Handler) unmarshalServer(d *caddyfile.Dispenser, at *parsedAt) error {
 			err = s.unmarshalPrefix(d)
 		case "tools":
 			err = s.unmarshalTools(d)
+		case "upstream_auth":
+			err = unmarshalUpstreamAuth(d, &s.UpstreamAuth)
 		default:
 			var ok bool
 			if ok, err = fields.unmarshalOption(d, opt); !ok {

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -94,7 +95,8 @@ func (h *Handler) innerFor(s *Server) *Handler {
 		DynamicRefuse: s.DynamicRefuse, SelectionPolicyRaw: s.SelectionPolicyRaw, TransportRaw: s.TransportRaw,
 		Health: h.Health, Fleet: h.Fleet, Security: h.Security, Streams: h.Streams,
 		Parking: h.Parking, Sessions: h.Sessions, Tasks: h.Tasks,
-		serverName: s.Name,
+		UpstreamAuth: cmp.Or(s.UpstreamAuth, h.UpstreamAuth),
+		serverName:   s.Name,
 	}
 	return in
 }

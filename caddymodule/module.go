@@ -167,6 +167,16 @@ type Handler struct {
 	// timeouts, HTTP/1.1.
 	TransportRaw json.RawMessage `json:"transport,omitempty" caddy:"namespace=http.reverse_proxy.transport inline_key=protocol"`
 
+	// What the gateway sends the MCP servers as `Authorization`: `none`,
+	// `passthrough`, `bearer` or `exchange` (see UpstreamAuth). With
+	// `servers`, the default of each server, which may set its own.
+	// Default: `none` for requests the gateway's `auth` authenticated,
+	// else `passthrough`. Caddyfile: `upstream_auth <mode> [<token>]`,
+	// `upstream_auth exchange { token_endpoint <url>; client_id <id>;
+	// client_secret <secret>; audience <aud>; resource <url>; timeout
+	// <duration>; max_entries <n> }`.
+	UpstreamAuth *UpstreamAuth `json:"upstream_auth,omitempty"`
+
 	// Several MCP servers behind this one endpoint, each with its own
 	// upstreams and era: their catalogs are merged into one, names
 	// prefixed, and every request is routed to its server. At most 64.
@@ -236,6 +246,8 @@ type Handler struct {
 	fed *federation
 	// serverName is an inner handler's server's name; "" otherwise.
 	serverName string
+	// upstreamCreds is UpstreamAuth, provisioned (upstream_auth.go).
+	upstreamCreds *upstreamCredentials
 	// blockKeyring is the block's keyring, which signs what goes between
 	// instances (the forwarding header); keyring is an inner handler's
 	// own (seal.Keyring.ForServer). The same keyring outside a federated

@@ -16,7 +16,7 @@ func TestLegacyUpstreamHeader(t *testing.T) {
 	r.Header["mcp-param-raw"] = []string{"not canonical"}
 	r.Header["MCP-NAME"] = []string{"not canonical"}
 	r.Header.Set("Mcp-Parameter", "not a routing header")
-	hdr := legacyUpstreamHeader(r)
+	hdr := (&Handler{}).legacyUpstreamHeader(r)
 	for k := range hdr {
 		if isRoutingHeader(k) {
 			t.Errorf("%s passed upstream", k)
@@ -27,7 +27,7 @@ func TestLegacyUpstreamHeader(t *testing.T) {
 			t.Errorf("%s was dropped", k)
 		}
 	}
-	if got := upstreamHeader(r).Get("Mcp-Method"); got != "tools/list" {
+	if got := (&Handler{}).upstreamHeader(r).Get("Mcp-Method"); got != "tools/list" {
 		t.Errorf("a modern request's Mcp-Method must pass (the ladder checked it): %q", got)
 	}
 }

@@ -157,6 +157,9 @@ func (h *Handler) probeCall(ctx context.Context, u *Upstream, hdr http.Header, b
 		return probeAnswer{}, err
 	}
 	req.Header = hdr
+	if c := h.upstreamCreds; c != nil && c.mode == upstreamAuthBearer {
+		req.Header.Set("Authorization", c.bearer) // a server that wants it for every request
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := h.client.Do(req)

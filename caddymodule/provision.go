@@ -41,6 +41,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.logger = h.logger.With(zap.String("server", h.serverName))
 	}
 	h.ctx = ctx
+	creds, err := provisionUpstreamAuth(h.UpstreamAuth) // upstream_auth.go
+	if err != nil {
+		return err
+	}
+	h.upstreamCreds = creds
 	h.streams, h.relays = newStreamRegistry(), newStreamRegistry()
 	if err := h.provisionLifecycle(ctx); err != nil { // stop.go
 		return err

@@ -68,7 +68,7 @@ type exchange struct {
 // trace context), the gateway's own concerns do not. X-Forwarded-For,
 // -Proto and -Host are the gateway's (setForwarded). A legacy request's
 // go through legacyUpstreamHeader, which drops the 2026-07-28 ones.
-func upstreamHeader(r *http.Request) http.Header {
+func (h *Handler) upstreamHeader(r *http.Request) http.Header {
 	hdr := r.Header.Clone()
 	for _, k := range hopHeaders {
 		hdr.Del(k)
@@ -77,6 +77,7 @@ func upstreamHeader(r *http.Request) http.Header {
 		hdr.Del(k)
 	}
 	setForwarded(hdr, r)
+	h.setUpstreamAuthorization(hdr, r) // upstream_auth.go
 	return hdr
 }
 
@@ -282,7 +283,7 @@ const (
 // the GET stream, DELETE) on up, the upstream its session id names, with
 // the upstream's own session id. l.body is nil for GET and DELETE.
 func (h *Handler) servePinned(w http.ResponseWriter, r *http.Request, l *learned, up *Upstream) error {
-	hdr := legacyUpstreamHeader(r)
+	hdr := h.legacyUpstreamHeader(r)
 	if l.pin.Session != "" {
 		hdr.Set("Mcp-Session-Id", string(l.pin.Session))
 	}
@@ -298,7 +299,7 @@ func (h *Handler) servePinned(w http.ResponseWriter, r *http.Request, l *learned
 // the gateway id names the upstream session that really exists.
 func (h *Handler) initializeLegacy(w http.ResponseWriter, r *http.Request, body []byte, up *Upstream) error {
 	return h.forward(w, r, exchange{
-		up: up, method: http.MethodPost, header: legacyUpstreamHeader(r), body: body,
+		up: up, method: http.MethodPost, header: h.legacyUpstreamHeader(r), body: body,
 		failover:   h.newFailover(w, r, speaksLegacy, "take the request", false),
 		idempotent: true, // at worst an unused upstream session is left to expire
 		answerSession: func(up *Upstream, upstreamSession string) string {
@@ -318,8 +319,8 @@ func (h *Handler) initializeLegacy(w http.ResponseWriter, r *http.Request, body 
 // sends in them; passed on, they would let it show a router or policy in
 // front of the upstream that trusts them another method or tool than the
 // body's.
-func legacyUpstreamHeader(r *http.Request) http.Header {
-	hdr := upstreamHeader(r)
+func (h *Handler) legacyUpstreamHeader(r *http.Request) http.Header {
+	hdr := h.upstreamHeader(r)
 	for k := range hdr {
 		if isRoutingHeader(k) {
 			delete(hdr, k)
@@ -350,7 +351,7 @@ var readOnly = map[string]bool{
 // statelessly to the modern upstream up, or to another modern one when up
 // cannot take it (forward's failover).
 func (h *Handler) serveModern(w http.ResponseWriter, r *http.Request, l *learned, up *Upstream) error {
-	hdr := upstreamHeader(r)
+	hdr := h.upstreamHeader(r)
 	h.fillParamHeaders(r, hdr, l, up) // quirks.go
 	return h.forward(w, r, exchange{
 		up: up, method: http.MethodPost, header: hdr, body: l.body,

@@ -138,7 +138,7 @@ func (h *Handler) fillParamHeaders(r *http.Request, hdr http.Header, l *learned,
 	if !args.IsObject() {
 		return
 	}
-	n := h.reverse.FillParamHeaders(r.Context(), h.reverseOpts, up.URL, h.principal(r), bridgedHeader(r), hdr, l.breq.Name, []byte(args.Raw))
+	n := h.reverse.FillParamHeaders(r.Context(), h.reverseOpts, up.URL, h.principal(r), h.bridgedHeader(r), hdr, l.breq.Name, []byte(args.Raw))
 	if ce := h.logger.Check(zap.DebugLevel, "client quirk repaired: Mcp-Param-* headers"); ce != nil && n > 0 {
 		ce.Write(zap.String("repair", quirkMethodHeader), zap.Int("headers", n), zap.String("upstream", up.URL))
 	}

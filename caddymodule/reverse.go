@@ -90,7 +90,7 @@ func (h *Handler) initializeReverse(w http.ResponseWriter, r *http.Request, l *l
 	f := h.newFailover(w, r, speaksModern, "open a session", true)
 	for {
 		resp, sid, rerr = h.reverse.Initialize(ctx, reverse.InitRequest{
-			Target: up.target, Principal: h.principal(r), Header: bridgedHeader(r), ID: msg.ID, Body: body, Options: h.reverseOpts,
+			Target: up.target, Principal: h.principal(r), Header: h.bridgedHeader(r), ID: msg.ID, Body: body, Options: h.reverseOpts,
 		})
 		// The session's server/discover did not reach the upstream, or
 		// got no answer (it is read-only): open the session on another.
@@ -145,7 +145,7 @@ func (h *Handler) serveReverse(w http.ResponseWriter, r *http.Request, l *learne
 	defer h.calls.add(cancel)() // a call survives a reload
 	sink := h.newSink(w, ctx)
 	defer sink.close()
-	res := h.reverse.Serve(ctx, s, reverse.Request{Message: l.msg, Header: bridgedHeader(r)}, sink)
+	res := h.reverse.Serve(ctx, s, reverse.Request{Message: l.msg, Header: h.bridgedHeader(r)}, sink)
 	served(r, res)
 	h.logUpstreamCause(up.URL, res.Cause)
 	return nil
@@ -159,7 +159,7 @@ func (h *Handler) listenReverse(w http.ResponseWriter, r *http.Request, s *rever
 	defer cancel(nil)
 	defer h.streams.add(cancel)()
 	var sw *sse.Writer
-	err := h.reverse.Listen(ctx, s, bridgedHeader(r), func() {
+	err := h.reverse.Listen(ctx, s, h.bridgedHeader(r), func() {
 		sse.SetHeaders(w.Header())
 		w.WriteHeader(http.StatusOK)
 		sw = sse.NewWriter(w)

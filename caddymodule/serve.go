@@ -178,6 +178,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *learned, d de
 			return err
 		}
 	}
+	r, rerr := h.withUpstreamCredential(r) // upstream_auth.go
+	if rerr != nil {
+		return jsonrpc.WriteError(w, l.id, rerr)
+	}
 	switch d.cell {
 	case cellModern:
 		return h.serveModern(w, r, l, d.up)

@@ -61,6 +61,11 @@ type Server struct {
 	// `selection_policy`. Default: the block's (`random`).
 	SelectionPolicyRaw json.RawMessage `json:"selection_policy,omitempty" caddy:"namespace=http.reverse_proxy.selection_policies inline_key=policy"`
 
+	// What the gateway sends this server as `Authorization`, as a block's
+	// `upstream_auth` (none, passthrough, bearer or exchange). Default:
+	// the block's. Caddyfile: `upstream_auth ...` in the server's block.
+	UpstreamAuth *UpstreamAuth `json:"upstream_auth,omitempty"`
+
 	// How the gateway connects to this server's upstreams, as a block's
 	// `transport`. Default: the block's.
 	TransportRaw json.RawMessage `json:"transport,omitempty" caddy:"namespace=http.reverse_proxy.transport inline_key=protocol"`

@@ -56,7 +56,7 @@ func TestSetForwarded(t *testing.T) {
 			if c.trust == "fleet" {
 				ctx = context.WithValue(ctx, forwardedKey{}, true)
 			}
-			hdr := upstreamHeader(r.WithContext(ctx))
+			hdr := (&Handler{}).upstreamHeader(r.WithContext(ctx))
 			got := want{hdr.Get("X-Forwarded-For"), hdr.Get("X-Forwarded-Proto"), hdr.Get("X-Forwarded-Host"), hdr.Get("Forwarded")}
 			if got != c.want {
 				t.Fatalf("got %+v, want %+v", got, c.want)
@@ -77,7 +77,7 @@ func TestSetForwardedOutsideCaddy(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "http://mcp.example.com/mcp", nil)
 	r.RemoteAddr = "192.0.2.1:5000"
 	r.Header.Set("X-Forwarded-For", "6.6.6.6")
-	if got := upstreamHeader(r).Get("X-Forwarded-For"); got != "192.0.2.1" {
+	if got := (&Handler{}).upstreamHeader(r).Get("X-Forwarded-For"); got != "192.0.2.1" {
 		t.Fatalf("X-Forwarded-For %q, want 192.0.2.1", got)
 	}
 }

@@ -17,6 +17,11 @@ import (
 type PoolKey struct {
 	Upstream  string
 	Principal string // an opaque hash, never the credential itself
+	// Credential is an opaque hash of the Authorization the session sends
+	// upstream (never the credential itself): a session opened with one
+	// credential (a principal's exchanged token, a client's own) never
+	// serves a request that carries another.
+	Credential string
 	Caps      string // canonical JSON of the declared capabilities
 	// NoGetStream: the session opens no standalone GET stream (see Open).
 	NoGetStream bool

@@ -453,7 +453,9 @@ func (b *Bridge) inputRequired(c *call, reqs []translate.InputRequest, state str
 
 // poolKey derives the session key of a request.
 func poolKey(r Request) legacy.PoolKey {
+	credential := translate.PrincipalHash(r.Header.Get("Authorization"))
 	key := legacy.PoolKey{Upstream: r.Upstream, Principal: hex.EncodeToString(r.Principal[:]), Caps: translate.LegacyCapabilities(r.ClientCapabilities),
+		Credential:  hex.EncodeToString(credential[:]),
 		NoGetStream: r.GetStream != translate.GetStreamOn && r.Method != "subscriptions/listen"}
 	switch {
 	case r.Client != nil:
