@@ -22,7 +22,7 @@ type PoolKey struct {
 	// credential (a principal's exchanged token, a client's own) never
 	// serves a request that carries another.
 	Credential string
-	Caps      string // canonical JSON of the declared capabilities
+	Caps       string // canonical JSON of the declared capabilities
 	// NoGetStream: the session opens no standalone GET stream (see Open).
 	NoGetStream bool
 	// Client, if set, makes the requests of the session instead of the
