@@ -168,7 +168,7 @@ type Handler struct {
 	TransportRaw json.RawMessage `json:"transport,omitempty" caddy:"namespace=http.reverse_proxy.transport inline_key=protocol"`
 
 	// What the gateway sends the MCP servers as `Authorization`: `none`,
-	// `passthrough`, `bearer` or `exchange` (see UpstreamAuth). With
+	// `passthrough`, `bearer` or `exchange` (see its `mode`). With
 	// `servers`, the default of each server, which may set its own.
 	// Default: `none` for requests the gateway's `auth` authenticated,
 	// else `passthrough`. Caddyfile: `upstream_auth <mode> [<token>]`,

@@ -47,7 +47,8 @@ type UpstreamAuth struct {
 
 	// The token of `bearer`: a literal or a placeholder such as
 	// `{env.MCP_SERVER_TOKEN}`, evaluated once when the configuration is
-	// loaded. Never logged, and never shown by the admin API.
+	// loaded. Never logged. Caddy's admin API (`/config/`) returns the
+	// configuration as written: a placeholder keeps the token out of it.
 	Token string `json:"token,omitempty"`
 
 	// The token exchange of `exchange`.
@@ -72,7 +73,8 @@ type TokenExchange struct {
 	// The gateway's client id at the authorization server. Required.
 	ClientID string `json:"client_id,omitempty"`
 	// The gateway's client secret; a placeholder such as
-	// `{env.MCP_GATEWAY_CLIENT_SECRET}` keeps it out of the configuration.
+	// `{env.MCP_GATEWAY_CLIENT_SECRET}` keeps it out of the configuration
+	// (and of Caddy's `/config/` admin API).
 	ClientSecret string `json:"client_secret,omitempty"`
 	// The `audience` asked for: the server's logical name at the
 	// authorization server. `audience` or `resource` is required.
