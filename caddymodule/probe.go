@@ -157,9 +157,7 @@ func (h *Handler) probeCall(ctx context.Context, u *Upstream, hdr http.Header, b
 		return probeAnswer{}, err
 	}
 	req.Header = hdr
-	if c := h.upstreamCreds; c != nil && c.mode == upstreamAuthBearer {
-		req.Header.Set("Authorization", c.bearer) // a server that wants it for every request
-	}
+	h.setProbeAuthorization(req.Header)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := h.client.Do(req)
@@ -184,6 +182,7 @@ func (h *Handler) endProbeSession(ctx context.Context, u *Upstream, sid string) 
 		return
 	}
 	req.Header.Set("Mcp-Session-Id", sid)
+	h.setProbeAuthorization(req.Header)
 	if resp, err := h.client.Do(req); err == nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeResponse))
 		resp.Body.Close()

@@ -223,3 +223,12 @@ func (h *Handler) setUpstreamAuthorization(hdr http.Header, r *http.Request) {
 		hdr.Del("Authorization")
 	}
 }
+
+// setProbeAuthorization sets the Authorization of the gateway's own
+// requests (era probes, health checks), made for no client: the `bearer`
+// token, else none.
+func (h *Handler) setProbeAuthorization(hdr http.Header) {
+	if c := h.upstreamCreds; c != nil && c.mode == upstreamAuthBearer {
+		hdr.Set("Authorization", c.bearer)
+	}
+}

@@ -13,7 +13,7 @@ import (
 
 // endpoint is a token endpoint that answers with answer and counts the
 // exchanges; it checks the RFC 8693 form.
-func endpoint(t *testing.T, status int, answer string) (*httptest.Server, *atomic.Int32) {
+func endpoint(t testing.TB, status int, answer string) (*httptest.Server, *atomic.Int32) {
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)
