@@ -7,12 +7,14 @@
 //   - keys.go: the issuer's metadata (RFC 8414
 //     `/.well-known/oauth-authorization-server`, else OpenID Connect
 //     discovery) and its JWKS, fetched on first use, cached, and fetched
-//     again for an unknown key id at most once per refetch floor; sizes
-//     bounded before parsing;
+//     again for an unknown key id (at most once per refetch floor) or once
+//     MaxCacheAge old; sizes bounded before parsing;
 //   - validate.go: Validate, the token's checks (length, an allowlist of
 //     asymmetric algorithms, signature, `iss`, `aud` as the configured
 //     resource (RFC 8707), `exp` and `nbf` with a leeway) and the Claims
-//     it yields;
+//     it yields; a validated token is remembered (by its SHA-256) until it
+//     expires or MaxCacheAge passes, so that a client's next request costs
+//     no signature check;
 //   - challenge.go: the `WWW-Authenticate` challenges (401 with
 //     `resource_metadata`, 403 `insufficient_scope`) and the Protected
 //     Resource Metadata document (RFC 9728).

@@ -40,21 +40,24 @@ type keys struct {
 	jwksURI   string
 	set       jose.JSONWebKeySet
 	fetched   time.Time // the last JWKS fetch (or attempt); zero: never
-	lastError error     // the last attempt's failure, served until the floor passes
+	lastError error     // the last attempt's failure, answered for unknown keys until the floor passes
 }
 
 // key returns the public key named kid (any key when kid is empty and the
 // set has exactly one) for alg. The JWKS is fetched when none is cached,
-// and again when kid is unknown and the last fetch is older than the
-// floor, so a flood of tokens naming made-up key ids costs the issuer one
-// fetch per floor.
+// when the cached one is older than MaxCacheAge (so a key the issuer
+// withdraws stops being used), and when kid is unknown — never twice
+// within the floor, so a flood of tokens naming made-up key ids costs the
+// issuer one fetch per floor. When a fetch fails, the set fetched last
+// (if any) stays in use.
 func (k *keys) key(ctx context.Context, kid, alg string) (*jose.JSONWebKey, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if key := k.find(kid, alg); key != nil {
+	age := k.now().Sub(k.fetched)
+	if key := k.find(kid, alg); key != nil && age < MaxCacheAge {
 		return key, nil
 	}
-	if !k.fetched.IsZero() && k.now().Sub(k.fetched) < k.floor {
+	if !k.fetched.IsZero() && age < k.floor {
 		if k.lastError != nil {
 			return nil, k.lastError
 		}
@@ -62,11 +65,11 @@ func (k *keys) key(ctx context.Context, kid, alg string) (*jose.JSONWebKey, erro
 	}
 	k.fetched = k.now()
 	k.lastError = k.refresh(ctx)
-	if k.lastError != nil {
-		return nil, k.lastError
-	}
 	if key := k.find(kid, alg); key != nil {
 		return key, nil
+	}
+	if k.lastError != nil {
+		return nil, k.lastError
 	}
 	return nil, errUnknownKey
 }

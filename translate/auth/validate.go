@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // MaxTokenLength is the longest access token read; a longer one is
@@ -20,7 +22,13 @@ const MaxTokenLength = 8 << 10
 const (
 	DefaultRefetchFloor = 30 * time.Second
 	DefaultLeeway       = 30 * time.Second
+	DefaultCacheSize    = 10000
 )
+
+// MaxCacheAge is the longest a validated token is taken as valid without
+// being checked again, whatever its expiry: a key the issuer withdraws
+// stops being trusted within it.
+const MaxCacheAge = 5 * time.Minute
 
 // Algorithms are the signature algorithms a token may use: asymmetric
 // ones only, so a key the issuer publishes can never double as a shared
@@ -53,6 +61,10 @@ type Options struct {
 	Leeway time.Duration
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
+	// CacheSize is how many validated tokens are remembered (by their
+	// SHA-256, never the token), so that a client's next request with the
+	// same token costs no signature check. Default: DefaultCacheSize.
+	CacheSize int
 }
 
 // Claims are what a valid token says about its bearer.
@@ -77,8 +89,16 @@ func (c Claims) HasScope(scope string) bool {
 // Validator checks access tokens for one issuer and audience. It is safe
 // for concurrent use.
 type Validator struct {
-	opts Options
-	keys *keys
+	opts  Options
+	keys  *keys
+	cache *lru.Cache[[sha256.Size]byte, cached]
+}
+
+// cached is a validated token's claims, and until when they are trusted
+// without another check.
+type cached struct {
+	claims Claims
+	until  time.Time
 }
 
 // New returns a Validator for o. Nothing is fetched until the first token
@@ -96,7 +116,11 @@ func New(o Options) *Validator {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Validator{opts: o, keys: &keys{issuer: o.Issuer, client: o.Client, floor: o.RefetchFloor, now: o.Now}}
+	if o.CacheSize <= 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	cache, _ := lru.New[[sha256.Size]byte, cached](o.CacheSize) // errors only for a size <= 0
+	return &Validator{opts: o, keys: &keys{issuer: o.Issuer, client: o.Client, floor: o.RefetchFloor, now: o.Now}, cache: cache}
 }
 
 // Validate checks token and returns its claims. A token refused for what
@@ -107,6 +131,28 @@ func (v *Validator) Validate(ctx context.Context, token string) (Claims, error) 
 	if len(token) > MaxTokenLength {
 		return Claims{}, fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLength)
 	}
+	sum := sha256.Sum256([]byte(token))
+	now := v.opts.Now()
+	if c, ok := v.cache.Get(sum); ok {
+		if now.Before(c.until) {
+			return c.claims, nil
+		}
+		v.cache.Remove(sum)
+	}
+	c, err := v.validate(ctx, token, now)
+	if err != nil {
+		return Claims{}, err
+	}
+	until := now.Add(MaxCacheAge)
+	if exp := c.Expiry.Add(v.opts.Leeway); exp.Before(until) {
+		until = exp
+	}
+	v.cache.Add(sum, cached{claims: c, until: until})
+	return c, nil
+}
+
+// validate checks token at now, with no cache.
+func (v *Validator) validate(ctx context.Context, token string, now time.Time) (Claims, error) {
 	tok, err := jwt.ParseSigned(token, Algorithms)
 	if err != nil {
 		return Claims{}, fmt.Errorf("%w: not a JWT signed with an allowed algorithm", ErrInvalidToken)
@@ -140,7 +186,7 @@ func (v *Validator) Validate(ctx context.Context, token string) (Claims, error) 
 	if std.Subject == "" {
 		return Claims{}, fmt.Errorf("%w: no sub", ErrInvalidToken)
 	}
-	expected := jwt.Expected{Issuer: v.opts.Issuer, AnyAudience: jwt.Audience{v.opts.Audience}, Time: v.opts.Now()}
+	expected := jwt.Expected{Issuer: v.opts.Issuer, AnyAudience: jwt.Audience{v.opts.Audience}, Time: now}
 	if err := std.ValidateWithLeeway(expected, v.opts.Leeway); err != nil {
 		return Claims{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}

@@ -192,3 +192,31 @@ func TestChallenge(t *testing.T) {
 		t.Fatal("MetadataPath")
 	}
 }
+
+// TestCache: a validated token is remembered, but never past its expiry,
+// nor past MaxCacheAge: a key the issuer withdraws stops being trusted.
+func TestCache(t *testing.T) {
+	f := newIssuer(t)
+	now := time.Now()
+	v := New(Options{Issuer: f.srv.URL, Audience: audience, Now: func() time.Time { return now }})
+	ctx := context.Background()
+	short := f.sign(t, "k1", func(c map[string]any) { c["exp"] = now.Add(time.Minute).Unix() })
+	long := f.sign(t, "k1", nil)
+	for _, tok := range []string{short, long, short, long} {
+		if _, err := v.Validate(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.fetches.Load(); n != 1 {
+		t.Fatalf("JWKS fetched %d times, want 1", n)
+	}
+	now = now.Add(time.Minute + DefaultLeeway + time.Second)
+	if _, err := v.Validate(ctx, short); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("an expired cached token: err = %v", err)
+	}
+	f.kid = "k2" // k1 withdrawn
+	now = now.Add(MaxCacheAge)
+	if _, err := v.Validate(ctx, long); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("a cached token of a withdrawn key, past MaxCacheAge: err = %v", err)
+	}
+}
