@@ -1,9 +1,18 @@
 package caddymodule
 
 import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -85,5 +94,71 @@ func TestAuthMetadataOutsideMatcher(t *testing.T) {
 	}
 	if outsideMatcher(caddy.ModuleMap{"path": json.RawMessage(`["/mcp", "` + md + `"]`)}, md) {
 		t.Error("listed: found outside")
+	}
+}
+
+// TestAuthenticate: a request with a valid token goes on marked
+// authenticated, its claims in the placeholders and the principal its
+// issuer and subject; one without is answered 401 and never marked.
+func TestAuthenticate(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var issuer string
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.well-known/oauth-authorization-server":
+			json.NewEncoder(w).Encode(map[string]string{"issuer": issuer, "jwks_uri": issuer + "/jwks"})
+		case "/jwks":
+			json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k", Algorithm: "RS256"}}})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer as.Close()
+	issuer = as.URL
+	h := oneUpstream()
+	h.Auth = &AuthConfig{Issuer: issuer, Audience: "https://mcp.example.com/mcp"}
+	if err := provisioned(t, h); err != nil {
+		t.Fatal(err)
+	}
+	signer, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, (&jose.SignerOptions{}).WithHeader("kid", "k"))
+	token, err := jwt.Signed(signer).Claims(map[string]any{
+		"iss": issuer, "sub": "alice", "aud": "https://mcp.example.com/mcp", "exp": time.Now().Add(time.Hour).Unix(), "scope": "a b", "client_id": "c1",
+	}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := func(hdr string) (*http.Request, *caddy.Replacer) {
+		repl := caddy.NewReplacer()
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		if hdr != "" {
+			r.Header.Set("Authorization", hdr)
+		}
+		return r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, repl)), repl
+	}
+
+	r, repl := request("Bearer " + token)
+	w := httptest.NewRecorder()
+	r, handled, err := h.authenticate(w, r)
+	if handled || err != nil || !authenticated(r) {
+		t.Fatalf("valid token: handled %v, err %v, authenticated %v, %d %s", handled, err, authenticated(r), w.Code, w.Body)
+	}
+	for name, want := range map[string]string{"id": "alice", "sub": "alice", "iss": issuer, "scope": "a b", "client_id": "c1"} {
+		if got, _ := repl.GetString("http.auth.user." + name); got != want {
+			t.Errorf("{http.auth.user.%s} = %q, want %q", name, got, want)
+		}
+	}
+	if got := h.principalValue(r); got != issuer+" alice" {
+		t.Errorf("principal %q", got)
+	}
+
+	r, _ = request("")
+	w = httptest.NewRecorder()
+	r, handled, _ = h.authenticate(w, r)
+	if !handled || authenticated(r) || w.Code != http.StatusUnauthorized ||
+		w.Header().Get("WWW-Authenticate") != `Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"` {
+		t.Fatalf("no token: handled %v, %d %q", handled, w.Code, w.Header().Get("WWW-Authenticate"))
 	}
 }
