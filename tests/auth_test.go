@@ -271,3 +271,29 @@ func TestAuthAttacks(t *testing.T) {
 		}
 	}
 }
+
+// TestAuthTasksBound: a task belongs to the token's subject, not to the
+// token: another subject's valid token sees no such task, to get or to
+// cancel it, and the same subject's next token (refreshed) sees it.
+func TestAuthTasksBound(t *testing.T) {
+	t.Parallel()
+	a := startAuthServer(t)
+	up, calls, _ := newTaskServer(t)
+	g := startAuthGateway(t, a, "\t\tupstream "+up+" {\n\t\t\tera legacy\n\t\t}\n\t\ttask ask_later optional 0")
+	token := func(sub, jti string) string {
+		return "Bearer " + a.mint(t, map[string]any{"sub": sub, "aud": g.URL, "scope": "mcp", "jti": jti}, nil, 600)
+	}
+	alice, mallory := &taskClient{t: t, auth: token("alice", "1")}, &taskClient{t: t, auth: token("mallory", "2")}
+	created := parseTask(t, alice.call(g.URL, "ask_later"))
+	if created.ResultType != "task" {
+		t.Fatalf("CreateTaskResult %+v", created)
+	}
+	wait(t, calls, 5*time.Second, "the call upstream")
+	alice.until(g.URL, created.TaskID, func(v taskView) bool { return v.Status == "input_required" }, "input_required")
+	wantRPCError(t, mallory.task(g.URL, "tasks/get", created.TaskID, nil), -32602, "another subject's tasks/get")
+	wantRPCError(t, mallory.task(g.URL, "tasks/cancel", created.TaskID, nil), -32602, "another subject's tasks/cancel")
+	refreshed := &taskClient{t: t, auth: token("alice", "3")}
+	if v := refreshed.until(g.URL, created.TaskID, func(v taskView) bool { return true }, "any"); v.Status != "input_required" {
+		t.Fatalf("alice's refreshed token, after mallory's cancel: %+v", v)
+	}
+}
