@@ -110,17 +110,22 @@ func startAuthGateway(t *testing.T, a *authServer, block string) *gateway {
 // Resource Metadata, from which the client finds the authorization server,
 // gets a token for the gateway's URL (RFC 8707) and calls a tool that asks
 // a question, through a gateway in front of a legacy server (the question
-// in-line on SSE) and of a modern one (the reverse bridge's round).
+// in-line on SSE), of a modern one (the reverse bridge's round), and of
+// both as one federated block.
 func TestAuthSDKClientFlow(t *testing.T) {
 	t.Parallel()
 	a := startAuthServer(t)
-	for _, c := range []struct{ name, upstream string }{
-		{"legacy", startGoEverything(t, false)},
-		{"modern", startModernFixture(t)}, // its test_elicitation asks with input_required
+	legacy, modern := startGoEverything(t, false), startModernFixture(t) // its test_elicitation asks with input_required
+	for _, c := range []struct{ name, block, tool string }{
+		{"legacy", "\t\tupstream " + legacy, "test_elicitation"},
+		{"modern", "\t\tupstream " + modern, "test_elicitation"},
+		// The block's reverse bridge reaches its merged endpoint in-process,
+		// as the authenticated subject.
+		{"federated", "\t\tserver old {\n\t\t\tupstream " + legacy + "\n\t\t}\n\t\tserver new {\n\t\t\tupstream " + modern + "\n\t\t}", "old__test_elicitation"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g := startAuthGateway(t, a, "\t\tupstream "+c.upstream)
-			out, err := runNodeScript(t, "oauth-client.mjs", g.URL, "test_elicitation", `{"message":"who?"}`, "client=agent-7", "issuer="+a.issuer, "scope=mcp")
+			g := startAuthGateway(t, a, c.block)
+			out, err := runNodeScript(t, "oauth-client.mjs", g.URL, c.tool, `{"message":"who?"}`, "client=agent-7", "issuer="+a.issuer, "scope=mcp")
 			if err != nil {
 				t.Fatal(err)
 			}
