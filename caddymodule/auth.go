@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -143,6 +144,7 @@ type resourceServer struct {
 	metadataPath string // where the metadata is served on this host
 	metadataURL  string // the same, absolute: the challenges' resource_metadata
 	metadata     []byte
+	warned       atomic.Int64 // when the keys were last logged unavailable (Unix ns)
 }
 
 // provisionAuth builds the resource server; nothing is fetched yet.
@@ -206,7 +208,10 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 	claims, err := rs.validator.Validate(r.Context(), strings.TrimSpace(token))
 	switch {
 	case errors.Is(err, auth.ErrUnavailable):
-		h.logger.Warn("cannot validate access tokens: the authorization server's keys are unavailable", zap.String("issuer", rs.cfg.Issuer), zap.Error(err))
+		// Once per refetch floor, not once per request.
+		if now, last := time.Now().UnixNano(), rs.warned.Load(); now-last >= int64(auth.DefaultRefetchFloor) && rs.warned.CompareAndSwap(last, now) {
+			h.logger.Warn("cannot validate access tokens: the authorization server's keys are unavailable", zap.String("issuer", rs.cfg.Issuer), zap.Error(err))
+		}
 		return r, true, jsonrpc.WriteError(w, nil, jsonrpc.Errorf(http.StatusServiceUnavailable, jsonrpc.InternalError, "Service Unavailable: the access token cannot be checked now"))
 	case err != nil:
 		if ce := h.logger.Check(zap.DebugLevel, "access token refused"); ce != nil {

@@ -161,4 +161,17 @@ func TestAuthenticate(t *testing.T) {
 		w.Header().Get("WWW-Authenticate") != `Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"` {
 		t.Fatalf("no token: handled %v, %d %q", handled, w.Code, w.Header().Get("WWW-Authenticate"))
 	}
+
+	// The issuer out of reach: 503, the token neither accepted nor called invalid.
+	down := oneUpstream()
+	down.Auth = &AuthConfig{Issuer: "http://127.0.0.1:1", Audience: "https://mcp.example.com/mcp"}
+	if err := provisioned(t, down); err != nil {
+		t.Fatal(err)
+	}
+	r, _ = request("Bearer " + token)
+	w = httptest.NewRecorder()
+	r, handled, _ = down.authenticate(w, r)
+	if !handled || authenticated(r) || w.Code != http.StatusServiceUnavailable || w.Header().Get("WWW-Authenticate") != "" {
+		t.Fatalf("issuer down: handled %v, %d %q", handled, w.Code, w.Header().Get("WWW-Authenticate"))
+	}
 }

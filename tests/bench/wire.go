@@ -12,13 +12,13 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 )
 
-// client sends JSON-RPC messages to one MCP endpoint over keep-alive
-// connections, with nothing between the measurement and the wire but
-// net/http: no SDK, so the figures are the server's, not a client library's.
 // requestHeader is sent with every request of every client: compare's -H
 // (an Authorization header for a gateway with auth).
 var requestHeader = http.Header{}
 
+// client sends JSON-RPC messages to one MCP endpoint over keep-alive
+// connections, with nothing between the measurement and the wire but
+// net/http: no SDK, so the figures are the server's, not a client library's.
 type client struct {
 	hc  *http.Client
 	url string
