@@ -61,7 +61,7 @@ import (
 // that path reach the handler (`@mcp path /mcp /.well-known/oauth-protected-resource/mcp`).
 type AuthConfig struct {
 	// The authorization server's issuer identifier, an `https` (or, for
-	// tests, `http`) URL. Its metadata is read from
+	// tests, `http`) URL; `{env.*}` placeholders are replaced at start. Its metadata is read from
 	// `/.well-known/oauth-authorization-server` (RFC 8414), else from
 	// `/.well-known/openid-configuration`, and must name this same issuer;
 	// a token's `iss` must be it. Required.
@@ -71,7 +71,8 @@ type AuthConfig struct {
 	// as clients call it, e.g. `https://mcp.example.com/mcp`: a token's
 	// `aud` must name it, so a token the issuer made for another resource is
 	// refused. It is the `resource` of the metadata, and its path says
-	// where the metadata is served. Required.
+	// where the metadata is served. `{env.*}` placeholders are replaced at
+	// start. Required.
 	Audience string `json:"audience,omitempty"`
 
 	// Scopes every request's token must have all of; one without them is
@@ -106,6 +107,9 @@ func (c *AuthConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		if err != nil {
 			return err
 		}
+	}
+	if strings.Contains(c.Issuer+c.Audience, "{") {
+		return nil // placeholders ({env.*}): checked once replaced, at provision
 	}
 	if err := c.validate(); err != nil {
 		return d.Errf("auth: %v", err)
@@ -152,6 +156,8 @@ func (h *Handler) provisionAuth() error {
 	if h.Auth == nil {
 		return nil
 	}
+	repl := caddy.NewReplacer() // {env.*}
+	h.Auth.Issuer, h.Auth.Audience = repl.ReplaceKnown(h.Auth.Issuer, ""), repl.ReplaceKnown(h.Auth.Audience, "")
 	if err := h.Auth.validate(); err != nil {
 		return fmt.Errorf("auth: %w", err)
 	}

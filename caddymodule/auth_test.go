@@ -59,6 +59,7 @@ func TestAuthCaddyfile(t *testing.T) {
 // subject unless principal is set; without, it stays the Authorization
 // header.
 func TestAuthPrincipal(t *testing.T) {
+	t.Setenv("TEST_MCP_AUDIENCE", "https://mcp.example.com/mcp")
 	for _, c := range []struct {
 		auth      bool
 		principal string
@@ -71,7 +72,7 @@ func TestAuthPrincipal(t *testing.T) {
 		h := oneUpstream()
 		h.Security.Principal = c.principal
 		if c.auth {
-			h.Auth = &AuthConfig{Issuer: "https://auth.example.com", Audience: "https://mcp.example.com/mcp"}
+			h.Auth = &AuthConfig{Issuer: "https://auth.example.com", Audience: "{env.TEST_MCP_AUDIENCE}"}
 		}
 		if err := provisioned(t, h); err != nil {
 			t.Fatal(err)
