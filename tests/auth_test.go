@@ -125,6 +125,7 @@ func TestAuthSDKClientFlow(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := startAuthGateway(t, a, c.block)
+			_, tokensBefore := a.counts(t)
 			out, err := runNodeScript(t, "oauth-client.mjs", g.URL, c.tool, `{"message":"who?"}`, "client=agent-7", "issuer="+a.issuer, "scope=mcp")
 			if err != nil {
 				t.Fatal(err)
@@ -144,6 +145,9 @@ func TestAuthSDKClientFlow(t *testing.T) {
 			t.Logf("oauth-client: %s", out)
 			if got.TokenAudience != g.URL || got.TokenSubject != "agent-7" || got.Elicitations != 1 || got.Result.IsError || len(got.Result.Content) == 0 {
 				t.Fatalf("want a token for %s of agent-7 and a result after one elicitation, got %s", g.URL, out)
+			}
+			if _, tokens := a.counts(t); tokens != tokensBefore+1 {
+				t.Errorf("the client asked the token endpoint %d times, want once", tokens-tokensBefore)
 			}
 		})
 	}
