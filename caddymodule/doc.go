@@ -26,8 +26,10 @@
 //     (the upstream and peer transports), dynamic.go and addrpolicy.go
 //     (dynamic upstreams and the address ranges they may not have),
 //     probe.go (era probes), health.go (passive and active health).
-//   - The front door: serve.go (ServeHTTP, dispatch: origin, method, body,
-//     forwarding signature, then the faces and the routing decision),
+//   - The front door: auth.go (`auth`: the OAuth resource server, before
+//     anything else; authenticated), serve.go (ServeHTTP, dispatch:
+//     origin, method, body, forwarding signature, then the faces and the
+//     routing decision),
 //     guard.go (Host and Origin checks, request targets, X-Forwarded-*),
 //     quirks.go (accept_client_quirks: known clients' header bugs
 //     repaired from the body),

@@ -41,6 +41,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.logger = h.logger.With(zap.String("server", h.serverName))
 	}
 	h.ctx = ctx
+	if err := h.provisionAuth(); err != nil { // auth.go
+		return err
+	}
 	h.streams, h.relays = newStreamRegistry(), newStreamRegistry()
 	if err := h.provisionLifecycle(ctx); err != nil { // stop.go
 		return err

@@ -22,6 +22,10 @@ import (
 // ServeHTTP implements caddyhttp.MiddlewareHandler. The handler is terminal:
 // next is never called.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	r, handled, err := h.authenticate(w, r) // auth.go
+	if handled {
+		return err
+	}
 	if handled, err := h.servePath(w, r); handled {
 		return err // faces.go
 	}
@@ -39,7 +43,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			panic(p)
 		}
 	}()
-	err := h.dispatch(sw, r, &body)
+	err = h.dispatch(sw, r, &body)
 	status := sw.Status
 	if herr := (caddyhttp.HandlerError{}); errors.As(err, &herr) && status == 0 {
 		status = herr.StatusCode // Caddy's error handling writes it
