@@ -9,10 +9,12 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // hopHeaders are never forwarded in either direction (RFC 9110 §7.6.1).
@@ -144,8 +147,21 @@ func (h *Handler) send(ctx context.Context, ex exchange) (*http.Response, error)
 		return nil, err
 	}
 	req.Header = ex.header
+	ctx, span := traces.Start(ctx, ex.method, trace.SpanKindClient)
+	if span != nil {
+		span.SetAttributes(traces.Upstream.String(ex.up.URL))
+	}
+	traces.Inject(ctx, req.Header) // the client's own trace context, replaced by this span's
 	start := time.Now()
 	resp, err := h.client.Do(req)
+	errType := ""
+	switch {
+	case err != nil:
+		errType = "connection"
+	case resp.StatusCode >= 400:
+		errType = strconv.Itoa(resp.StatusCode)
+	}
+	traces.End(span, errType) // at the answer's headers: the stream is the request's span's
 	if err == nil {
 		h.observeAnswer(ex.up, resp, time.Since(start))
 	}

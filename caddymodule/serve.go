@@ -28,6 +28,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	start := time.Now()
 	sw := &face.StatusWriter{ResponseWriter: w}
 	r, rt := withRoute(r)
+	r, span := startSpan(r) // traces.go; nil without tracing
 	var body []byte
 	defer func() {
 		if p := recover(); p != nil {
@@ -36,6 +37,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			setPlaceholder(r, "outcome", outcomeError)
 			rt.publish(r)
 			h.observeRequest(r, sw.Status, body, start)
+			h.endSpan(span, r, rt, sw.Status, body)
 			panic(p)
 		}
 	}()
@@ -46,6 +48,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	}
 	rt.publish(r)
 	h.observeRequest(r, status, body, start)
+	h.endSpan(span, r, rt, status, body)
 	return err
 }
 

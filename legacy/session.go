@@ -15,8 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // UpstreamSessionID is the Mcp-Session-Id an upstream server minted. It never
@@ -465,18 +468,25 @@ func (s *Session) postAccepted(ctx context.Context, body []byte) error {
 }
 
 func (s *Session) post(ctx context.Context, body []byte) (*http.Response, error) {
+	ctx, span := traces.Start(ctx, "POST", trace.SpanKindClient) // tracing on: traced.go
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(body))
 	if err != nil {
+		traces.End(span, "request")
 		return nil, err
 	}
 	s.setHeaders(req.Header)
+	traces.Inject(ctx, req.Header) // this exchange's, not the session opener's
 	if marked, _ := ctx.Value(replayableKey{}).(bool); marked {
 		req.Header[idempotencyKey] = nil
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	s.touch()
-	return s.client.Do(req)
+	resp, err := s.client.Do(req)
+	if span != nil {
+		s.endSpan(span, body, resp, err)
+	}
+	return resp, err
 }
 
 // closeTimeout bounds a DELETE when Close's context has no deadline: an

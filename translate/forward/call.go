@@ -14,6 +14,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // The life of a forward-bridge call: one upstream request, from its
@@ -201,7 +202,9 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 		}
 		// The call outlives the client's request (it may park), but until
 		// the upstream answers the headers, a client that leaves cancels it.
-		callCtx, cancelCall := context.WithCancel(b.ctx)
+		// It carries the request's span: its upstream exchange joins
+		// the request's trace.
+		callCtx, cancelCall := context.WithCancel(traces.Carry(b.ctx, ctx))
 		stop := context.AfterFunc(ctx, cancelCall)
 		id := sess.NewRequestID()
 		var augmented []byte

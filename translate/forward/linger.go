@@ -197,7 +197,7 @@ func (b *Bridge) resumeLingering(ctx context.Context, c *call, r Request, params
 	served := translate.Served{Round: int(rs.Round)}
 	opened := time.Now()
 	b.holdArrived(c)
-	if err := b.respondAnswers(c, params); err != nil {
+	if err := b.respondAnswers(ctx, c, params); err != nil {
 		b.abandon(c, translate.OutcomeError, "upstream refused the answer")
 		_ = sink.Respond(http.StatusBadGateway, jsonrpc.ErrorResponse(r.ID, translate.UpstreamError(err)))
 		served.Outcome, served.Cause = translate.OutcomeError, err

@@ -11,6 +11,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // Parking without holding. In front of an upstream whose call
@@ -312,7 +313,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 
 	answers := translate.InputResponses(params)
 	unanswered := make(map[string]seal.ResumeInput)
-	pctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	pctx, cancel := context.WithTimeout(traces.Carry(b.ctx, ctx), 10*time.Second)
 	for _, in := range rs.Inputs {
 		resp, ok := answers[in.Key]
 		if !ok || translate.ValidateInputResponse(in.Method, resp) != nil {

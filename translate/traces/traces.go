@@ -1,0 +1,143 @@
+// Package traces holds what the gateway's OpenTelemetry spans are named
+// and attributed with, and the few helpers that start them and carry
+// their context upstream. It does not import Caddy: the tracer is the one
+// of the span already in a context (Caddy's tracing handler puts its
+// server span there), so that without tracing nothing is built.
+//
+// The names follow the OpenTelemetry semantic conventions for the Model
+// Context Protocol (semantic-conventions, docs/gen-ai/mcp.md, status
+// Development): a span is named `{mcp.method.name} {target}`, the target
+// being the tool's or prompt's name when there is one, and carries the
+// attributes below. The mcp_gateway.* attributes are the gateway's own.
+package traces
+
+import (
+	"context"
+	"net/http"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Attribute keys of the semantic conventions for MCP.
+const (
+	// MethodName is the JSON-RPC method (mcp.method.name).
+	MethodName = attribute.Key("mcp.method.name")
+	// ProtocolVersion is the MCP revision spoken (mcp.protocol.version).
+	ProtocolVersion = attribute.Key("mcp.protocol.version")
+	// SessionID identifies the MCP session (mcp.session.id). The gateway
+	// records only a keyed digest of its session ids, never the ids.
+	SessionID = attribute.Key("mcp.session.id")
+	// ToolName is the tool a tools/call names (gen_ai.tool.name).
+	ToolName = attribute.Key("gen_ai.tool.name")
+	// PromptName is the prompt a prompts/get names (gen_ai.prompt.name).
+	PromptName = attribute.Key("gen_ai.prompt.name")
+	// OperationName is execute_tool on a tools/call, and absent otherwise
+	// (gen_ai.operation.name).
+	OperationName = attribute.Key("gen_ai.operation.name")
+	// RequestID is the JSON-RPC id as text, absent for a notification or
+	// a null id (jsonrpc.request.id).
+	RequestID = attribute.Key("jsonrpc.request.id")
+	// ErrorType is the class of error an operation ended with: here the
+	// HTTP status of an error answer, or the gateway's outcome
+	// (error.type).
+	ErrorType = attribute.Key("error.type")
+)
+
+// The gateway's own attribute keys.
+const (
+	// Server is the name of the federated block's server serving the
+	// request (mcp_gateway.server).
+	Server = attribute.Key("mcp_gateway.server")
+	// Cell is the client's era, then the upstream's: modern-modern and
+	// legacy-legacy pass through, modern-legacy is the forward bridge,
+	// legacy-modern the reverse bridge (mcp_gateway.cell).
+	Cell = attribute.Key("mcp_gateway.cell")
+	// Round is a bridged request's input round, as the
+	// {http.mcp_gateway.round} placeholder has it: for the forward bridge
+	// the round of the requestState it carries, 0 for a first request
+	// (mcp_gateway.round).
+	Round = attribute.Key("mcp_gateway.round")
+	// Outcome is how the request ended: ok, error, cancelled, or a
+	// bridge's (input_required, parked, resumed, …) (mcp_gateway.outcome).
+	Outcome = attribute.Key("mcp_gateway.outcome")
+	// Owner is the gateway instance a request was relayed to
+	// (mcp_gateway.owner).
+	Owner = attribute.Key("mcp_gateway.owner")
+	// Upstream is the upstream's URL (mcp_gateway.upstream).
+	Upstream = attribute.Key("mcp_gateway.upstream")
+)
+
+// ExecuteTool is OperationName's value on a tools/call.
+const ExecuteTool = "execute_tool"
+
+// tracerName names the gateway's instrumentation scope.
+const tracerName = "github.com/caddy-mcp-gateway/caddy-mcp-gateway"
+
+// On reports whether ctx carries a recording span: only then does the
+// gateway add spans of its own.
+func On(ctx context.Context) bool { return trace.SpanFromContext(ctx).IsRecording() }
+
+// Start starts a span named name under the recording span of ctx, with
+// the tracer provider that span came from. Without one (tracing off, or
+// the trace not sampled) it starts nothing and returns ctx and nil; every
+// helper here takes a nil span as "no span". Attributes are set by the
+// caller on a span it got (a variadic argument here would be allocated on
+// every call, tracing or not).
+func Start(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return ctx, nil
+	}
+	return parent.TracerProvider().Tracer(tracerName).Start(ctx, name, trace.WithSpanKind(kind))
+}
+
+// SpanName is a span's name after the semantic conventions: the method,
+// then its target when there is one.
+func SpanName(method, target string) string {
+	if target == "" {
+		return method
+	}
+	return method + " " + target
+}
+
+// End ends span (nil: nothing), an error when errorType is set: its
+// status is then Error, described by errorType.
+func End(span trace.Span, errorType string) {
+	if span == nil {
+		return
+	}
+	if errorType != "" {
+		span.SetAttributes(ErrorType.String(errorType))
+		span.SetStatus(codes.Error, errorType)
+	}
+	span.End()
+}
+
+// traceContext is the W3C Trace Context propagator.
+var traceContext propagation.TraceContext
+
+// Inject sets the W3C traceparent of the span context in ctx on an
+// upstream request's header, with its tracestate (or none): whatever trace
+// context header the client sent is replaced, so that a malformed or huge
+// one the gateway ignored is not passed on. Without a valid span context
+// in ctx the header is left as it is.
+func Inject(ctx context.Context, hdr http.Header) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	hdr.Del("Tracestate")
+	traceContext.Inject(ctx, propagation.HeaderCarrier(hdr))
+}
+
+// Carry returns to (a context that outlives a request: a call that parks)
+// carrying the span of from, so that what the call sends upstream joins the
+// request's trace.
+func Carry(to, from context.Context) context.Context {
+	if span := trace.SpanFromContext(from); span.SpanContext().IsValid() {
+		return trace.ContextWithSpan(to, span)
+	}
+	return to
+}
