@@ -119,7 +119,8 @@ func checkAttrs(t *testing.T, what string, s support.Span, want map[string]strin
 // long (naming round 1's trace) and a huge tracestate: ignored, as W3C Trace
 // Context says, never passed upstream; the relaying instance's span, its
 // relay span and the owner's spans (the request, the answer sent upstream)
-// are one trace.
+// are one trace. Last, a legacy client's initialize passed through: its
+// span, and the POST's, whose traceparent alone the upstream gets.
 func TestTracesForwardBridgeFleet(t *testing.T) {
 	t.Parallel()
 	rec := support.NewTraceReceiver(t)
@@ -198,8 +199,27 @@ func TestTracesForwardBridgeFleet(t *testing.T) {
 	if want := "00-" + trace2 + "-" + answer.SpanID + "-01"; !sentTraceparent(hr.headers(), want) {
 		t.Errorf("the upstream never got the answer span's traceparent %s", want)
 	}
+
+	// Pass-through (a legacy client's session pinned to the legacy
+	// upstream), under a malformed traceparent and the huge tracestate:
+	// the upstream gets the POST span's traceparent, and no tracestate.
+	resp := post(t, fleet[1].URL, map[string]string{"Traceparent": "00-zz-nonsense", "Tracestate": huge}, legacyInit)
+	resp.Body.Close()
+	pinned := waitSpan(t, rec, "of a pinned initialize", func(s support.Span) bool {
+		return ours("SPAN_KIND_SERVER", "initialize")(s) && s.Attrs["mcp_gateway.cell"] == "legacy-legacy"
+	})
+	checkAttrs(t, "pinned initialize", pinned, map[string]string{
+		"mcp.method.name": "initialize", "mcp.protocol.version": "2025-11-25", "jsonrpc.request.id": "1", "mcp_gateway.outcome": "ok",
+	})
+	exchange := waitSpan(t, rec, "of the pinned POST", func(s support.Span) bool {
+		return ours("SPAN_KIND_CLIENT", "POST")(s) && s.ParentSpanID == pinned.SpanID
+	})
+	checkAttrs(t, "pinned POST", exchange, map[string]string{"mcp_gateway.upstream": hr.url})
+	if want := "00-" + pinned.TraceID + "-" + exchange.SpanID + "-01"; !sentTraceparent(hr.headers(), want) {
+		t.Errorf("the upstream never got the pass-through POST span's traceparent %s", want)
+	}
 	for _, h := range hr.headers() {
-		if strings.Contains(h.Get("Tracestate"), "evil") || strings.Contains(h.Get("Traceparent"), "-00-00") {
+		if strings.Contains(h.Get("Tracestate"), "evil") || strings.Contains(h.Get("Traceparent"), "-00-00") || strings.Contains(h.Get("Traceparent"), "zz") {
 			t.Errorf("the client's ignored trace context reached the upstream: %.80q %.80q", h.Get("Traceparent"), h.Get("Tracestate"))
 		}
 	}
