@@ -1,0 +1,83 @@
+package traces
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// TestOffBuildsNothing: without a recording span in the context (tracing
+// off), Start starts nothing and allocates nothing, Inject leaves the
+// header as it is and Carry returns its context.
+func TestOffBuildsNothing(t *testing.T) {
+	ctx := context.Background()
+	hdr := http.Header{"Traceparent": {"client's"}}
+	allocs := testing.AllocsPerRun(100, func() {
+		c, span := Start(ctx, "POST", trace.SpanKindClient)
+		if span != nil || c != ctx {
+			t.Fatal("a span without tracing")
+		}
+		Inject(c, hdr)
+		End(span, "500")
+		if Carry(ctx, c) != ctx {
+			t.Fatal("Carry built a context without tracing")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per request without tracing, want 0", allocs)
+	}
+	if got := hdr.Get("Traceparent"); got != "client's" {
+		t.Errorf("Inject without tracing changed the header: %q", got)
+	}
+}
+
+// TestOnSpansAndInjects: under a recording span, Start makes a child with
+// the parent's provider, Inject replaces the client's trace context with
+// the child's (dropping the client's tracestate), End marks an error, and
+// Carry hands the span to a context that outlives the request.
+func TestOnSpansAndInjects(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ctx, parent := tp.Tracer("test").Start(context.Background(), "server")
+	if !On(ctx) {
+		t.Fatal("On: false under a recording span")
+	}
+	cctx, span := Start(ctx, "POST", trace.SpanKindClient)
+	if span == nil {
+		t.Fatal("no span under a recording one")
+	}
+	hdr := http.Header{"Traceparent": {"00-zz"}, "Tracestate": {"evil=1"}}
+	Inject(cctx, hdr)
+	sc := span.SpanContext()
+	if want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"; hdr.Get("Traceparent") != want {
+		t.Errorf("traceparent %q, want %q", hdr.Get("Traceparent"), want)
+	}
+	if v := hdr.Values("Tracestate"); len(v) != 0 {
+		t.Errorf("the client's tracestate passed: %q", v)
+	}
+	End(span, "502")
+	parent.End()
+	ended := rec.Ended()
+	if len(ended) != 2 || ended[0].Name() != "POST" || ended[0].Parent().SpanID() != parent.SpanContext().SpanID() {
+		t.Fatalf("ended spans %v", ended)
+	}
+	if ended[0].Status().Description != "502" || ended[0].SpanKind() != trace.SpanKindClient {
+		t.Errorf("status %v kind %v", ended[0].Status(), ended[0].SpanKind())
+	}
+	if got := trace.SpanFromContext(Carry(context.Background(), ctx)); got != parent {
+		t.Error("Carry did not hand the request's span on")
+	}
+}
+
+func TestSpanName(t *testing.T) {
+	if got := SpanName("tools/call", "ask"); got != "tools/call ask" {
+		t.Errorf("SpanName: %q", got)
+	}
+	if got := SpanName("tools/list", ""); got != "tools/list" {
+		t.Errorf("SpanName: %q", got)
+	}
+}
