@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -154,14 +153,9 @@ func (h *Handler) send(ctx context.Context, ex exchange) (*http.Response, error)
 	traces.Inject(ctx, req.Header) // the client's own trace context, replaced by this span's
 	start := time.Now()
 	resp, err := h.client.Do(req)
-	errType := ""
-	switch {
-	case err != nil:
-		errType = "connection"
-	case resp.StatusCode >= 400:
-		errType = strconv.Itoa(resp.StatusCode)
+	if span != nil {
+		traces.End(span, traces.ExchangeError(resp, err)) // at the answer's headers: the stream is the request's span's
 	}
-	traces.End(span, errType) // at the answer's headers: the stream is the request's span's
 	if err == nil {
 		h.observeAnswer(ex.up, resp, time.Since(start))
 	}

@@ -2,7 +2,6 @@ package legacy
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/trace"
@@ -28,12 +27,5 @@ func (s *Session) endSpan(span trace.Span, body []byte, resp *http.Response, err
 	if s.Version != "" {
 		span.SetAttributes(traces.ProtocolVersion.String(s.Version))
 	}
-	errType := ""
-	switch {
-	case err != nil:
-		errType = "connection"
-	case resp.StatusCode >= 400:
-		errType = strconv.Itoa(resp.StatusCode)
-	}
-	traces.End(span, errType)
+	traces.End(span, traces.ExchangeError(resp, err))
 }

@@ -14,6 +14,7 @@ package traces
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -114,6 +115,18 @@ func End(span trace.Span, errorType string) {
 		span.SetStatus(codes.Error, errorType)
 	}
 	span.End()
+}
+
+// ExchangeError is an upstream exchange's error.type: "connection" when it
+// got no answer, the HTTP status of an answer of 400 or more, "" otherwise.
+func ExchangeError(resp *http.Response, err error) string {
+	switch {
+	case err != nil:
+		return "connection"
+	case resp.StatusCode >= 400:
+		return strconv.Itoa(resp.StatusCode)
+	}
+	return ""
 }
 
 // traceContext is the W3C Trace Context propagator.
