@@ -13,7 +13,10 @@
 #
 # Environment: TRACES_CLIENTS ("1 16"), TRACES_D (2s per target and
 # repetition), TRACES_REPS (3), TRACES_PORT (first loopback port, 19700; up
-# to +40). Output: tests/.out/bench/traces/.
+# to +50), TRACES_CADDY_ONLY (a Caddy built from the work tree with
+# translate/traces.Start always returning nil: a fourth target, `caddy`,
+# with tracing on and only Caddy's own span, to tell its cost from the
+# gateway's). Output: tests/.out/bench/traces/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -88,6 +91,16 @@ gateway off new $((P + 20)) $((P + 21)) $((P + 22))
 off_pid=$caddy_pid
 gateway traced new $((P + 30)) $((P + 31)) $((P + 32)) tracing
 traced_pid=$caddy_pid
+cpu="off=$off_pid,old=$old_pid,traced=$traced_pid"
+if [[ -n "${TRACES_CADDY_ONLY:-}" ]]; then
+	cp "$TRACES_CADDY_ONLY" "$out/caddy-caddyonly"
+	gateway caddy caddyonly $((P + 40)) $((P + 41)) $((P + 42)) tracing
+	cpu+=",caddy=$caddy_pid"
+	waitport $((P + 41))
+	waitport $((P + 42))
+fi
+# only NAME L|M: the fourth target, when there is one.
+only() { [[ -n "${TRACES_CADDY_ONLY:-}" ]] && echo "caddy=$1:http://127.0.0.1:$((P + 40 + $2))/mcp"; true; }
 waitport "$legacy_up" "$legacy_pid" "$out/legacy.log"
 waitport "$modern_up" "$modern_pid" "$out/modern.log"
 waitport "$otlp"
@@ -98,13 +111,13 @@ FL="http://127.0.0.1:$((P + 21))/mcp" FM="http://127.0.0.1:$((P + 22))/mcp"
 TL="http://127.0.0.1:$((P + 31))/mcp" TM="http://127.0.0.1:$((P + 32))/mcp"
 results="$out/results.txt"
 : >"$results"
-cmp() { "$bin/bench" compare -d "$D" -reps "$REPS" -cpu "off=$off_pid,old=$old_pid,traced=$traced_pid" "$@" | tee -a "$results" >&2; }
+cmp() { "$bin/bench" compare -d "$D" -reps "$REPS" -cpu "$cpu" "$@" | tee -a "$results" >&2; }
 echo "measuring (each line: one scenario at one concurrency)..." >&2
 for c in $CLIENTS; do
-	cmp -scenario "legacy pass-through" -c "$c" off=legacy:"$FL" old=legacy:"$OL" traced=legacy:"$TL"
-	cmp -scenario "modern pass-through" -c "$c" off=modern:"$FM" old=modern:"$OM" traced=modern:"$TM"
-	cmp -scenario "forward bridge, no input" -c "$c" off=modern:"$FL" old=modern:"$OL" traced=modern:"$TL"
-	cmp -scenario "forward bridge, 1 MRTR round" -c "$c" -tool ask -args '{"rounds":1}' off=modern:"$FL" old=modern:"$OL" traced=modern:"$TL"
+	cmp -scenario "legacy pass-through" -c "$c" off=legacy:"$FL" old=legacy:"$OL" traced=legacy:"$TL" $(only legacy 1)
+	cmp -scenario "modern pass-through" -c "$c" off=modern:"$FM" old=modern:"$OM" traced=modern:"$TM" $(only modern 2)
+	cmp -scenario "forward bridge, no input" -c "$c" off=modern:"$FL" old=modern:"$OL" traced=modern:"$TL" $(only modern 1)
+	cmp -scenario "forward bridge, 1 MRTR round" -c "$c" -tool ask -args '{"rounds":1}' off=modern:"$FL" old=modern:"$OL" traced=modern:"$TL" $(only modern 1)
 done
 sleep 1 # the last batch of spans
 echo "## Tracing off and on: $old_rev (old) against the work tree at $(git rev-parse --short HEAD)$(git diff --quiet || echo ', modified') (off, traced); $(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores"
