@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // Resuming a call on a session opened earlier, perhaps by another gateway
@@ -25,7 +26,7 @@ import (
 // initializing anything: no standalone GET stream, no inbox. header is
 // sent with every request. Close ends it upstream (DELETE).
 func Attach(client Doer, url string, header http.Header, id UpstreamSessionID, version string) *Session {
-	s := &Session{URL: url, ID: id, Version: version, client: client, header: header.Clone(), listening: closedChan}
+	s := &Session{URL: url, ID: id, Version: version, client: client, header: traces.WithoutTraceContext(header), listening: closedChan}
 	s.touch()
 	return s
 }

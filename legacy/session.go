@@ -89,9 +89,10 @@ func (s *Session) callBuffer() int {
 // Open initializes a new upstream session with the given client
 // capabilities (raw JSON object) and client info, and, with listen, opens
 // its standalone GET stream (if the upstream has one). header is sent with
-// every request.
+// every request, but for its W3C trace context: each POST sends the one
+// its context carries (translate/traces), not the session opener's.
 func Open(ctx context.Context, client Doer, url string, header http.Header, caps, clientInfo []byte, listen bool) (*Session, error) {
-	s := &Session{URL: url, client: client, header: header.Clone(), inbox: make(chan jsonrpc.Message, inboxSize), listening: make(chan struct{})}
+	s := &Session{URL: url, client: client, header: traces.WithoutTraceContext(header), inbox: make(chan jsonrpc.Message, inboxSize), listening: make(chan struct{})}
 	if len(caps) == 0 {
 		caps = []byte("{}")
 	}
@@ -475,7 +476,7 @@ func (s *Session) post(ctx context.Context, body []byte) (*http.Response, error)
 		return nil, err
 	}
 	s.setHeaders(req.Header)
-	traces.Inject(ctx, req.Header) // this exchange's, not the session opener's
+	traces.Inject(ctx, req.Header) // this exchange's: the session's header has none
 	if marked, _ := ctx.Value(replayableKey{}).(bool); marked {
 		req.Header[idempotencyKey] = nil
 	}

@@ -145,6 +145,30 @@ func Inject(ctx context.Context, hdr http.Header) {
 	traceContext.Inject(ctx, propagation.HeaderCarrier(hdr))
 }
 
+// Extract returns ctx carrying the W3C trace context of a client's
+// request header as a remote span context, when ctx has none of its own
+// (tracing off) and the header has a valid traceparent: what the request
+// sends upstream (Inject) then names the client's trace, each request its
+// own. A malformed traceparent, or a tracestate that does not parse, is
+// ignored as W3C Trace Context says. Without a traceparent it returns ctx
+// and allocates nothing.
+func Extract(ctx context.Context, hdr http.Header) context.Context {
+	if len(hdr["Traceparent"]) == 0 || trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx
+	}
+	return traceContext.Extract(ctx, propagation.HeaderCarrier(hdr))
+}
+
+// WithoutTraceContext returns a copy of hdr without the W3C trace context
+// headers: the headers a long-lived upstream session sends with every
+// request, whose trace context is each request's own (Inject).
+func WithoutTraceContext(hdr http.Header) http.Header {
+	hdr = hdr.Clone()
+	delete(hdr, "Traceparent")
+	delete(hdr, "Tracestate")
+	return hdr
+}
+
 // Carry returns to (a context that outlives a request: a call that parks)
 // carrying the span of from, so that what the call sends upstream joins the
 // request's trace.

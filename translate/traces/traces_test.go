@@ -12,11 +12,16 @@ import (
 
 // TestOffBuildsNothing: without a recording span in the context (tracing
 // off), Start starts nothing and allocates nothing, Inject leaves the
-// header as it is and Carry returns its context.
+// header as it is, Carry returns its context, and so does Extract for a
+// request without a traceparent.
 func TestOffBuildsNothing(t *testing.T) {
 	ctx := context.Background()
 	hdr := http.Header{"Traceparent": {"client's"}}
+	none := http.Header{"Authorization": {"Bearer x"}}
 	allocs := testing.AllocsPerRun(100, func() {
+		if Extract(ctx, none) != ctx {
+			t.Fatal("Extract built a context for a request without a traceparent")
+		}
 		c, span := Start(ctx, "POST", trace.SpanKindClient)
 		if span != nil || c != ctx {
 			t.Fatal("a span without tracing")
@@ -79,5 +84,24 @@ func TestSpanName(t *testing.T) {
 	}
 	if got := SpanName("tools/list", ""); got != "tools/list" {
 		t.Errorf("SpanName: %q", got)
+	}
+}
+
+// TestExtract: without tracing, a valid client traceparent (and its
+// tracestate) is what Inject then sends; a malformed or oversized one is
+// ignored, and Inject leaves the header as the caller built it.
+func TestExtract(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ctx := Extract(context.Background(), http.Header{"Traceparent": {tp}, "Tracestate": {"a=1"}})
+	out := http.Header{}
+	Inject(ctx, out)
+	if out.Get("Traceparent") != tp || out.Get("Tracestate") != "a=1" {
+		t.Errorf("sent %q %q, want the client's", out.Get("Traceparent"), out.Get("Tracestate"))
+	}
+	for _, bad := range []string{"00-zz", tp + "-00", "ff-" + tp[3:], "00-00000000000000000000000000000000-00f067aa0ba902b7-01"} {
+		ctx := Extract(context.Background(), http.Header{"Traceparent": {bad}})
+		if trace.SpanContextFromContext(ctx).IsValid() {
+			t.Errorf("traceparent %q taken", bad)
+		}
 	}
 }
