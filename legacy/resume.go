@@ -81,16 +81,7 @@ func (s *Session) Reopen(ctx context.Context, callID json.RawMessage, lastID str
 	ctx, cancel := context.WithCancel(ctx)
 	deadline := time.Now().Add(reopenConflicts)
 	for wait := 500 * time.Microsecond; ; wait = min(2*wait, 400*time.Millisecond) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		s.setHeaders(req.Header)
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Last-Event-ID", lastID)
-		s.touch()
-		resp, err := s.client.Do(req)
+		resp, err := s.getAfter(ctx, lastID)
 		if err != nil {
 			cancel()
 			return nil, err

@@ -1,6 +1,7 @@
 package legacy
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/tidwall/gjson"
@@ -28,4 +29,27 @@ func (s *Session) endSpan(span trace.Span, body []byte, resp *http.Response, err
 		span.SetAttributes(traces.ProtocolVersion.String(s.Version))
 	}
 	traces.End(span, traces.ExchangeError(resp, err))
+}
+
+// getAfter reopens a call's stream: a GET with Last-Event-ID lastID. With
+// tracing on (ctx carries the request's span) it is a client span of its
+// own, named "resume", whose traceparent the upstream gets.
+func (s *Session) getAfter(ctx context.Context, lastID string) (*http.Response, error) {
+	ctx, span := traces.Start(ctx, "resume", trace.SpanKindClient)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
+	if err != nil {
+		traces.End(span, "request")
+		return nil, err
+	}
+	s.setHeaders(req.Header)
+	traces.Inject(ctx, req.Header)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", lastID)
+	s.touch()
+	resp, err := s.client.Do(req)
+	if span != nil {
+		span.SetAttributes(traces.Upstream.String(s.URL))
+		traces.End(span, traces.ExchangeError(resp, err))
+	}
+	return resp, err
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
@@ -71,5 +73,55 @@ func TestSessionTraceContextPerRequest(t *testing.T) {
 	}
 	if tp := got["tools/call"]; len(tp) != 2 || tp[0] != "" || tp[1] != second {
 		t.Errorf("the calls sent traceparents %q, want none (no trace context), then %q", tp, second)
+	}
+}
+
+// TestSessionSpans: under a recording span (Caddy's tracing), each POST of
+// a session — initialize, notifications/initialized, the call, the answer
+// to its in-line question — and the GET that reopens the call's stream
+// after the question (Reopen) is a client span under it, named after what
+// it sent.
+func TestSessionSpans(t *testing.T) {
+	ts := resumableServer(t)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ctx, parent := tp.Tracer("test").Start(t.Context(), "request")
+	s, err := Open(ctx, ts.Client(), ts.URL, nil, []byte(`{"elicitation":{}}`), nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	c, err := s.Call(ctx, "tools/call", []byte(`{"name":"ask","arguments":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := nextWithin(t, c)
+	c.Close()
+	if err := s.Respond(ctx, q.ID, []byte(`{"action":"accept","content":{"a":"ada"}}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Reopen(ctx, c.ID, q.After)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextWithin(t, r) // the question again
+	nextWithin(t, r) // the result
+	r.Close()
+	parent.End()
+
+	var names []string
+	for _, sp := range rec.Ended() {
+		if sp.Parent().SpanID() == parent.SpanContext().SpanID() {
+			names = append(names, sp.Name())
+		}
+	}
+	want := []string{"initialize", "notifications/initialized", "tools/call", "response", "resume"}
+	if len(names) != len(want) {
+		t.Fatalf("spans under the request: %q, want %q", names, want)
+	}
+	for i := range want {
+		if names[i] != want[i] {
+			t.Fatalf("spans under the request: %q, want %q", names, want)
+		}
 	}
 }

@@ -326,7 +326,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 		}
 	}
 	cancel()
-	callCtx, cancelCall := context.WithCancel(b.ctx)
+	callCtx, cancelCall := context.WithCancel(traces.Carry(b.ctx, ctx)) // the stream reopened in the retry's trace
 	stop := context.AfterFunc(ctx, cancelCall)
 	up, err := c.sess.Reopen(callCtx, rs.CallID, rs.After)
 	stop()
