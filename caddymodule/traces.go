@@ -77,9 +77,12 @@ func (h *Handler) endSpan(span trace.Span, r *http.Request, rt *route, status in
 		v, _ := repl.GetString("http.mcp_gateway." + name)
 		return v
 	}
-	for key, v := range map[attribute.Key]string{traces.Cell: get("cell"), traces.Outcome: get("outcome"), traces.Server: rt.server, traces.Owner: rt.owner} {
-		if v != "" {
-			attrs = append(attrs, key.String(v))
+	for _, a := range [...]struct {
+		key attribute.Key
+		v   string
+	}{{traces.Cell, get("cell")}, {traces.Outcome, get("outcome")}, {traces.Server, rt.server}, {traces.Owner, rt.owner}} {
+		if a.v != "" {
+			attrs = append(attrs, a.key.String(a.v))
 		}
 	}
 	if round, err := strconv.Atoi(get("round")); err == nil {

@@ -61,8 +61,9 @@ const (
 	// the round of the requestState it carries, 0 for a first request
 	// (mcp_gateway.round).
 	Round = attribute.Key("mcp_gateway.round")
-	// Outcome is how the request ended: ok, error, cancelled, or a
-	// bridge's (input_required, parked, resumed, …) (mcp_gateway.outcome).
+	// Outcome is how the request ended, as the {http.mcp_gateway.outcome}
+	// placeholder has it: ok, error or cancelled, or a bridge's
+	// (input_required, complete, expired, refused, …) (mcp_gateway.outcome).
 	Outcome = attribute.Key("mcp_gateway.outcome")
 	// Owner is the gateway instance a request was relayed to
 	// (mcp_gateway.owner).
@@ -76,10 +77,6 @@ const ExecuteTool = "execute_tool"
 
 // tracerName names the gateway's instrumentation scope.
 const tracerName = "github.com/caddy-mcp-gateway/caddy-mcp-gateway"
-
-// On reports whether ctx carries a recording span: only then does the
-// gateway add spans of its own.
-func On(ctx context.Context) bool { return trace.SpanFromContext(ctx).IsRecording() }
 
 // Start starts a span named name under the recording span of ctx, with
 // the tracer provider that span came from. Without one (tracing off, or
