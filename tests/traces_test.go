@@ -10,9 +10,11 @@ package tests
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -119,7 +121,7 @@ func checkAttrs(t *testing.T, what string, s support.Span, want map[string]strin
 // long (naming round 1's trace) and a huge tracestate: ignored, as W3C Trace
 // Context says, never passed upstream; the relaying instance's span, its
 // relay span and the owner's spans (the request, the answer sent upstream)
-// are one trace. Last, a legacy client's initialize passed through: its
+// are one trace, the owner's span of the round linking to round 1's. Last, a legacy client's initialize passed through: its
 // span, and the POST's, whose traceparent alone the upstream gets.
 func TestTracesForwardBridgeFleet(t *testing.T) {
 	t.Parallel()
@@ -186,6 +188,9 @@ func TestTracesForwardBridgeFleet(t *testing.T) {
 	if owner.TraceID != trace2 {
 		t.Errorf("the owner's span of round 2 is in trace %s, want the relaying instance's %s", owner.TraceID, trace2)
 	}
+	if !slices.Contains(owner.Links, clientTrace) {
+		t.Errorf("the owner's span of round 2 links to traces %q, want round 1's %s", owner.Links, clientTrace)
+	}
 	checkAttrs(t, "round 2 on the owner", owner, map[string]string{
 		"mcp.method.name": "tools/call", "gen_ai.tool.name": "ask", "jsonrpc.request.id": "2",
 		"mcp_gateway.cell": "modern-legacy", "mcp_gateway.outcome": "complete", "mcp_gateway.owner": "",
@@ -204,6 +209,7 @@ func TestTracesForwardBridgeFleet(t *testing.T) {
 	// upstream), under a malformed traceparent and the huge tracestate:
 	// the upstream gets the POST span's traceparent, and no tracestate.
 	resp := post(t, fleet[1].URL, map[string]string{"Traceparent": "00-zz-nonsense", "Tracestate": huge}, legacyInit)
+	_, _ = io.Copy(io.Discard, resp.Body) // the whole answer: closed early, the request would be cancelled
 	resp.Body.Close()
 	pinned := waitSpan(t, rec, "of a pinned initialize", func(s support.Span) bool {
 		return ours("SPAN_KIND_SERVER", "initialize")(s) && s.Attrs["mcp_gateway.cell"] == "legacy-legacy"

@@ -93,6 +93,10 @@ type call struct {
 	// the task.
 	caps []byte
 
+	// first names the span of the call's first request (zero without
+	// tracing or a client traceparent): its later rounds link to it.
+	first traces.Ref
+
 	// Kept across rounds by whoever holds the call (see above).
 	round    uint32
 	digest   [16]byte // of the request, computed when the call first parks
@@ -145,7 +149,8 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 	info := translate.MetaField(params, translate.MetaClientInfo)
 	// The name is cloned: r.Name points into a copy of the whole request
 	// body, which a parked call would otherwise keep for its whole life.
-	c := &call{opts: r.Options, method: r.Method, name: strings.Clone(r.Name), started: time.Now(), princ: r.Principal, caps: r.ClientCapabilities}
+	c := &call{opts: r.Options, method: r.Method, name: strings.Clone(r.Name), started: time.Now(), princ: r.Principal, caps: r.ClientCapabilities,
+		first: traces.RefOf(ctx)}
 	if err := b.newHandle(&c.handle); err != nil {
 		return nil, translate.BadGateway("no randomness")
 	}

@@ -277,6 +277,7 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 	b.holdArrived(c)
 	b.unparked(c, translate.ParkAnswered)
 	served := translate.Served{Round: int(st.Round)}
+	traces.Link(ctx, c.first, traces.FirstRound) // this round's span to the call's first
 	c.overhead += time.Since(opened)
 	if err := b.respondAnswers(ctx, c, params); err != nil {
 		b.abandon(c, translate.OutcomeError, "upstream refused the answer")

@@ -175,3 +175,40 @@ func Carry(to, from context.Context) context.Context {
 	}
 	return to
 }
+
+// Ref names a span of another request, for a later one to link to: the
+// first round of a bridged call, which its later rounds link to. Its zero
+// value names none. It is 25 bytes, kept by a parked call.
+type Ref struct {
+	TraceID [16]byte
+	SpanID  [8]byte
+	Flags   byte
+}
+
+// RefOf names the span of ctx: its recording span's, or (tracing off) the
+// client's trace context Extract put there; the zero Ref when it has none.
+func RefOf(ctx context.Context) Ref {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return Ref{}
+	}
+	return Ref{TraceID: sc.TraceID(), SpanID: sc.SpanID(), Flags: byte(sc.TraceFlags())}
+}
+
+// FirstRound is the attribute of a link to a call's first round
+// (mcp_gateway.link: first_round).
+var FirstRound = attribute.String("mcp_gateway.link", "first_round")
+
+// Link adds to the recording span of ctx a link to the span ref names,
+// with attribute, unless ref names none or a span of the same trace (a
+// client that sent one traceparent for every round: the trace already
+// shows them together).
+func Link(ctx context.Context, ref Ref, attr attribute.KeyValue) {
+	span := trace.SpanFromContext(ctx)
+	if ref == (Ref{}) || !span.IsRecording() || span.SpanContext().TraceID() == ref.TraceID {
+		return
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: ref.TraceID, SpanID: ref.SpanID,
+		TraceFlags: trace.TraceFlags(ref.Flags), Remote: true})
+	span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attr}})
+}

@@ -102,3 +102,33 @@ func TestExtract(t *testing.T) {
 		}
 	}
 }
+
+// TestLink: a later round's span links to the first round's span RefOf
+// named, unless that is in the same trace (or names none).
+func TestLink(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ctx1, first := tp.Tracer("test").Start(context.Background(), "round 0")
+	ref := RefOf(ctx1)
+	first.End()
+	if ref.TraceID != first.SpanContext().TraceID() || ref.SpanID != first.SpanContext().SpanID() {
+		t.Fatalf("RefOf %+v", ref)
+	}
+	if RefOf(context.Background()) != (Ref{}) {
+		t.Fatal("RefOf names a span without one")
+	}
+	ctx2, later := tp.Tracer("test").Start(context.Background(), "round 1") // a trace of its own
+	Link(ctx2, ref, FirstRound)
+	Link(ctx2, Ref{}, FirstRound)
+	later.End()
+	ctx3, same := tp.Tracer("test").Start(ctx1, "round 1, same trace")
+	Link(ctx3, ref, FirstRound)
+	same.End()
+	ended := rec.Ended()
+	if l := ended[1].Links(); len(l) != 1 || l[0].SpanContext.SpanID() != first.SpanContext().SpanID() || l[0].Attributes[0] != FirstRound {
+		t.Errorf("links of a later round in its own trace: %+v", l)
+	}
+	if l := ended[2].Links(); len(l) != 0 {
+		t.Errorf("links of a later round in the first's trace: %+v", l)
+	}
+}
