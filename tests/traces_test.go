@@ -69,13 +69,20 @@ func startTracedFleet(t *testing.T, n int, upstream string, rec *support.TraceRe
 	}
 	fleet := make([]*gateway, n)
 	for i, port := range ports {
-		g := newGateway(t, port, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
-		g.site = "\ttracing"
-		g.writeConfig(t, fleetBlock(t, upstream, "peer", ports, i))
-		g.run(t, rec.Env()...)
-		fleet[i] = g
+		fleet[i] = startTraced(t, port, fleetBlock(t, upstream, "peer", ports, i), rec)
 	}
 	return fleet
+}
+
+// startTraced runs a gateway on port with block and Caddy's tracing
+// directive on, exporting to rec.
+func startTraced(t *testing.T, port int, block string, rec *support.TraceReceiver) *gateway {
+	t.Helper()
+	g := newGateway(t, port, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	g.site = "\ttracing"
+	g.writeConfig(t, block)
+	g.run(t, rec.Env()...)
+	return g
 }
 
 // findSpan returns the first span of rec's that match accepts.
@@ -240,4 +247,51 @@ func sentTraceparent(got []http.Header, want string) bool {
 		}
 	}
 	return false
+}
+
+// TestTracesResumableAfterInstanceLoss: a call parked without holding in
+// front of a resumable upstream, its first round under the client's
+// traceparent on an instance that is then killed; another instance (the
+// state_key shared, nothing else) serves its later rounds from the sealed
+// requestState: their spans link to the first round's, though no instance
+// holds anything of the call, and the stream reopened upstream is a span
+// of the round that reopened it.
+func TestTracesResumableAfterInstanceLoss(t *testing.T) {
+	t.Parallel()
+	rec := support.NewTraceReceiver(t)
+	up := newResumableServer(t)
+	block := "\t\tupstream " + up.url + " {\n\t\t\tera legacy\n\t\t}\n\t\tstate_key " + testKey(0x34)
+	g0, g1 := startTraced(t, freePort(t), block, rec), startTraced(t, freePort(t), block, rec)
+	const clientTrace = "0af7651916cd43dd8448eb211c80319c"
+	alice := map[string]string{"Authorization": "Bearer alice", "Traceparent": "00-" + clientTrace + "-b7ad6b7169203331-01"}
+
+	first := parseInputRequired(t, askCall(t, g0.URL, 1, "tea", nil, alice))
+	ours := func(round string) func(support.Span) bool {
+		return func(s support.Span) bool {
+			return s.Scope == gatewayScope && s.Name == "tools/call ask" && s.Attrs["mcp_gateway.round"] == round
+		}
+	}
+	round0 := waitSpan(t, rec, "of round 0", ours("0"))
+	g0.kill(t)
+	delete(alice, "Traceparent") // later rounds: traces of their own
+	second := parseInputRequired(t, askCall(t, g1.URL, 2, "tea", answerWith(t, first, "yes"), alice))
+	x := askCall(t, g1.URL, 3, "tea", answerWith(t, second, "sure"), alice)
+	if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), `"accept:yes,accept:sure"`) {
+		t.Fatalf("final: %s", x)
+	}
+	for _, round := range []string{"1", "2"} {
+		s := waitSpan(t, rec, "of round "+round, ours(round))
+		if s.TraceID == round0.TraceID {
+			t.Errorf("round %s is in round 0's trace, the client having sent no traceparent", round)
+		}
+		if !slices.Contains(s.Links, round0.TraceID) {
+			t.Errorf("round %s's span links to %q, want round 0's trace %s", round, s.Links, round0.TraceID)
+		}
+		reopened := waitSpan(t, rec, "of the stream reopened in round "+round, func(r support.Span) bool {
+			return r.Scope == gatewayScope && r.Name == "resume" && r.TraceID == s.TraceID
+		})
+		if reopened.ParentSpanID != s.SpanID {
+			t.Errorf("round %s: the reopened stream's span's parent is %s, want the round's %s", round, reopened.ParentSpanID, s.SpanID)
+		}
+	}
 }
