@@ -178,7 +178,9 @@ func Carry(to, from context.Context) context.Context {
 
 // Ref names a span of another request, for a later one to link to: the
 // first round of a bridged call, which its later rounds link to. Its zero
-// value names none. It is 25 bytes, kept by a parked call.
+// value names none. It is 25 bytes, kept by a parked call, and has the
+// fields of seal.TraceRef, its sealed form in a resumable requestState
+// (the two convert).
 type Ref struct {
 	TraceID [16]byte
 	SpanID  [8]byte
