@@ -56,7 +56,8 @@
 //     face's token used once across the fleet: use records in Caddy's
 //     storage).
 //   - Observability: observe.go (cells, outcomes, the log line of a call),
-//     metrics.go (the caddy_mcp_gateway_* series), admin.go
+//     metrics.go (the caddy_mcp_gateway_* series), traces.go (a span per
+//     request under Caddy's tracing, translate/traces), admin.go
 //     (admin.api.mcp_gateway: parked calls, sessions, tasks, upstreams
 //     and their servers).
 package caddymodule

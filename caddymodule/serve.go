@@ -32,6 +32,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	start := time.Now()
 	sw := &face.StatusWriter{ResponseWriter: w}
 	r, rt := withRoute(r)
+	r, span := startSpan(r) // traces.go; nil without tracing
 	var body []byte
 	defer func() {
 		if p := recover(); p != nil {
@@ -40,6 +41,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			setPlaceholder(r, "outcome", outcomeError)
 			rt.publish(r)
 			h.observeRequest(r, sw.Status, body, start)
+			h.endSpan(span, r, rt, sw.Status, body)
 			panic(p)
 		}
 	}()
@@ -50,6 +52,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	}
 	rt.publish(r)
 	h.observeRequest(r, status, body, start)
+	h.endSpan(span, r, rt, status, body)
 	return err
 }
 
