@@ -20,6 +20,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // Pool limits of the upstream sessions the forward bridge opens. Every
@@ -138,6 +139,9 @@ func (h *Handler) serveBridged(w http.ResponseWriter, r *http.Request, breq forw
 	}
 	sink := h.newSink(w, ctx)
 	defer sink.close()
+	// What the call sends upstream names this request's trace (its span,
+	// or without tracing the client's traceparent), not its session's.
+	ctx = traces.Extract(ctx, r.Header)
 	breq.Header = h.bridgedHeader(r)
 	breq.TargetOf = func(url string) (translate.Target, bool) {
 		// A task taken over resumes only on an upstream still configured.

@@ -74,6 +74,12 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    peer               <id> <base url>     # fleet.peers; repeatable
 //	    peer_transport     <name> { <options...> }   # fleet
 //
+//	    auth {                                 # auth
+//	        issuer         <url>
+//	        audience       <url>
+//	        require_scope  <scopes...>
+//	    }
+//
 //	    allowed_origins    <origins...>        # security
 //	    allowed_hosts      <hosts...>          # security
 //	    principal          <placeholder expression>  # security
@@ -155,6 +161,12 @@ func (h *Handler) unmarshalOption(d *caddyfile.Dispenser, opt string, at *parsed
 	switch opt {
 	case "server":
 		return true, h.unmarshalServer(d, at)
+	case "auth":
+		if h.Auth != nil {
+			return true, d.Err("auth already specified")
+		}
+		h.Auth = new(AuthConfig)
+		return true, h.Auth.unmarshalCaddyfile(d)
 	case "upstream_auth":
 		return true, unmarshalUpstreamAuth(d, &h.UpstreamAuth) // the servers' default too
 	case "list_timeout":

@@ -46,6 +46,9 @@ func (h *Handler) setDefaults() (fwd forward.Options, rev reverse.Options) {
 	if h.SelectionPolicyRaw == nil {
 		h.SelectionPolicyRaw = caddyconfig.JSONModuleObject(reverseproxy.RandomSelection{}, "policy", "random", nil)
 	}
+	if h.Security.Principal == "" && h.Auth != nil {
+		h.Security.Principal = authPrincipal
+	}
 	if h.Security.Principal == "" {
 		h.Security.Principal = defaultPrincipal
 	}

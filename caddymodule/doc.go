@@ -26,8 +26,10 @@
 //     (the upstream and peer transports), dynamic.go and addrpolicy.go
 //     (dynamic upstreams and the address ranges they may not have),
 //     probe.go (era probes), health.go (passive and active health).
-//   - The front door: serve.go (ServeHTTP, dispatch: origin, method, body,
-//     forwarding signature, then the faces and the routing decision),
+//   - The front door: auth.go (`auth`: the OAuth resource server, before
+//     anything else; authenticated), serve.go (ServeHTTP, dispatch:
+//     origin, method, body, forwarding signature, then the faces and the
+//     routing decision),
 //     guard.go (Host and Origin checks, request targets, X-Forwarded-*),
 //     quirks.go (accept_client_quirks: known clients' header bugs
 //     repaired from the body),
@@ -54,7 +56,8 @@
 //     face's token used once across the fleet: use records in Caddy's
 //     storage).
 //   - Observability: observe.go (cells, outcomes, the log line of a call),
-//     metrics.go (the caddy_mcp_gateway_* series), admin.go
+//     metrics.go (the caddy_mcp_gateway_* series), traces.go (a span per
+//     request under Caddy's tracing, translate/traces), admin.go
 //     (admin.api.mcp_gateway: parked calls, sessions, tasks, upstreams
 //     and their servers).
 package caddymodule

@@ -80,9 +80,12 @@ func (h *Handler) provisionServers(ctx caddy.Context) error {
 	}
 	h.fed = f
 	h.Upstreams = []*Upstream{{URL: federatedUpstream, Era: eraModern}}
-	// Active health checks are the servers'; the merged endpoint is
-	// always there.
+	// Health checks are the servers': the merged endpoint is always
+	// there, and a slow or failing server's answers, passed through to it
+	// (the multi-turn face's route), must not take it out of selection
+	// for the legacy clients' sessions.
 	h.Health.Active = ActiveHealthChecks{}
+	h.Health.Passive.UnhealthyStatus, h.Health.Passive.UnhealthyLatency = nil, 0
 	return nil
 }
 

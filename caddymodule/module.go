@@ -190,6 +190,12 @@ type Handler struct {
 	// Options of a block with `servers`.
 	Federation FederationConfig `json:"federation,omitzero"`
 
+	// The gateway as the OAuth resource server of the MCP servers behind
+	// it: every request must carry a valid access token (docs/security.md).
+	// Default: none (whatever authenticates in front, e.g. Caddy's
+	// `basic_auth` or `forward_auth`, decides). Caddyfile: `auth { ... }`.
+	Auth *AuthConfig `json:"auth,omitempty"`
+
 	// The groups of options (config.go), each a JSON object of its own.
 
 	Health   HealthChecks   `json:"health,omitzero"`
@@ -202,6 +208,7 @@ type Handler struct {
 	Faces    FacesConfig    `json:"faces,omitzero"`
 
 	selector      reverseproxy.Selector
+	auth          *resourceServer   // auth (auth.go); nil without
 	ctx           context.Context   // this configuration's life: background probes
 	dynamic       *dynamicUpstreams // dynamic_upstreams (dynamic.go); nil without
 	keyring       *seal.Keyring

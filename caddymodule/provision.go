@@ -41,6 +41,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.logger = h.logger.With(zap.String("server", h.serverName))
 	}
 	h.ctx = ctx
+	if err := h.provisionAuth(); err != nil { // auth.go
+		return err
+	}
 	creds, err := provisionUpstreamAuth(h.UpstreamAuth) // upstream_auth.go
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // hopHeaders are never forwarded in either direction (RFC 9110 §7.6.1).
@@ -145,8 +147,16 @@ func (h *Handler) send(ctx context.Context, ex exchange) (*http.Response, error)
 		return nil, err
 	}
 	req.Header = ex.header
+	ctx, span := traces.Start(ctx, ex.method, trace.SpanKindClient)
+	if span != nil {
+		span.SetAttributes(traces.Upstream.String(ex.up.URL))
+	}
+	traces.Inject(ctx, req.Header) // the client's own trace context, replaced by this span's
 	start := time.Now()
 	resp, err := h.client.Do(req)
+	if span != nil {
+		traces.End(span, traces.ExchangeError(resp, err)) // at the answer's headers: the stream is the request's span's
+	}
 	if err == nil {
 		h.observeAnswer(ex.up, resp, time.Since(start))
 	}

@@ -14,12 +14,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // Forwarding between the instances of a fleet (fleet.go): the instance a
@@ -160,6 +162,11 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 	// read: the owner answered something (its "100 Continue": it read the
 	// request), so the call may have gone on there before it failed.
 	var read atomic.Bool
+	ctx, span := traces.Start(ctx, "relay", trace.SpanKindClient)
+	if span != nil {
+		span.SetAttributes(traces.Owner.String(owner.Instance))
+		defer traces.End(span, "")
+	}
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotFirstResponseByte: func() { read.Store(true); silent.Stop() }})
 	out := r.WithContext(ctx)
 	out.Body = io.NopCloser(bytes.NewReader(body))
@@ -178,6 +185,9 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, body []byte, id 
 			setForwarded(pr.Out.Header, pr.In) // the client's own only from a trusted proxy
 			pr.Out.Header.Del("Origin")        // checked here; the owner's Host differs
 			pr.Out.Header.Set(seal.ForwardedHeader, sig)
+			// The owner's spans join this one's trace (with tracing on;
+			// otherwise the client's trace context passes as it came).
+			traces.Inject(ctx, pr.Out.Header)
 			// The owner answers "100 Continue" as soon as it reads the
 			// body, which stops the first-byte timer of a call that
 			// may then run long.

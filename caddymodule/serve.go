@@ -22,12 +22,17 @@ import (
 // ServeHTTP implements caddyhttp.MiddlewareHandler. The handler is terminal:
 // next is never called.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	r, handled, err := h.authenticate(w, r) // auth.go
+	if handled {
+		return err
+	}
 	if handled, err := h.servePath(w, r); handled {
 		return err // faces.go
 	}
 	start := time.Now()
 	sw := &face.StatusWriter{ResponseWriter: w}
 	r, rt := withRoute(r)
+	r, span := startSpan(r) // traces.go; nil without tracing
 	var body []byte
 	defer func() {
 		if p := recover(); p != nil {
@@ -36,16 +41,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			setPlaceholder(r, "outcome", outcomeError)
 			rt.publish(r)
 			h.observeRequest(r, sw.Status, body, start)
+			h.endSpan(span, r, rt, sw.Status, body)
 			panic(p)
 		}
 	}()
-	err := h.dispatch(sw, r, &body)
+	err = h.dispatch(sw, r, &body)
 	status := sw.Status
 	if herr := (caddyhttp.HandlerError{}); errors.As(err, &herr) && status == 0 {
 		status = herr.StatusCode // Caddy's error handling writes it
 	}
 	rt.publish(r)
 	h.observeRequest(r, status, body, start)
+	h.endSpan(span, r, rt, status, body)
 	return err
 }
 

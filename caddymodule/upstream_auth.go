@@ -149,6 +149,11 @@ func provisionUpstreamAuth(a *UpstreamAuth) (*upstreamCredentials, error) {
 func (h *Handler) upstreamAuthMode(r *http.Request) string {
 	c := h.upstreamCreds
 	switch {
+	case h.fed != nil:
+		// A federated block's own upstream is its merged endpoint, in
+		// process (its reverse bridge's legacy clients): the servers
+		// behind it apply their own upstream_auth to the client's header.
+		return upstreamAuthPassthrough
 	case c != nil && c.mode != "":
 		if c.mode == upstreamAuthPassthrough && authenticated(r) {
 			c.unsafe.Do(func() {

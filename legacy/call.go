@@ -460,14 +460,7 @@ func (c *Call) sendFinal(m jsonrpc.Message, body io.ReadCloser) {
 
 // resume reopens the stream after lastID with GET + Last-Event-ID.
 func (c *Call) resume(lastID string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, c.session.URL, nil)
-	if err != nil {
-		return nil, err
-	}
-	c.session.setHeaders(req.Header)
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Last-Event-ID", lastID)
-	resp, err := c.session.client.Do(req)
+	resp, err := c.session.getAfter(c.ctx, lastID)
 	if err != nil {
 		return nil, err
 	}

@@ -5,5 +5,7 @@
 // translate/seal. Its messages are jsonrpc.Message, the envelope both eras
 // share (message.go keeps deprecated aliases for translate/forward's task
 // files until those are rewritten), and its JSON follows the rule stated
-// in package jsonrpc. It does not import Caddy.
+// in package jsonrpc. It does not import Caddy. With a recording span in
+// a request's context (Caddy's tracing), each POST of a session is a client
+// span whose traceparent the upstream gets (traced.go, translate/traces).
 package legacy

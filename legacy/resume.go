@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // Resuming a call on a session opened earlier, perhaps by another gateway
@@ -25,7 +26,7 @@ import (
 // initializing anything: no standalone GET stream, no inbox. header is
 // sent with every request. Close ends it upstream (DELETE).
 func Attach(client Doer, url string, header http.Header, id UpstreamSessionID, version string) *Session {
-	s := &Session{URL: url, ID: id, Version: version, client: client, header: header.Clone(), listening: closedChan}
+	s := &Session{URL: url, ID: id, Version: version, client: client, header: traces.WithoutTraceContext(header), listening: closedChan}
 	s.touch()
 	return s
 }
@@ -80,16 +81,7 @@ func (s *Session) Reopen(ctx context.Context, callID json.RawMessage, lastID str
 	ctx, cancel := context.WithCancel(ctx)
 	deadline := time.Now().Add(reopenConflicts)
 	for wait := 500 * time.Microsecond; ; wait = min(2*wait, 400*time.Millisecond) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		s.setHeaders(req.Header)
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Last-Event-ID", lastID)
-		s.touch()
-		resp, err := s.client.Do(req)
+		resp, err := s.getAfter(ctx, lastID)
 		if err != nil {
 			cancel()
 			return nil, err

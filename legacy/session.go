@@ -15,8 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // UpstreamSessionID is the Mcp-Session-Id an upstream server minted. It never
@@ -87,9 +90,10 @@ func (s *Session) callBuffer() int {
 // Open initializes a new upstream session with the given client
 // capabilities (raw JSON object) and client info, and, with listen, opens
 // its standalone GET stream (if the upstream has one). header is sent with
-// every request.
+// every request, but for its W3C trace context: each POST sends the one
+// its context carries (translate/traces), not the session opener's.
 func Open(ctx context.Context, client Doer, url string, header http.Header, caps, clientInfo []byte, listen bool) (*Session, error) {
-	s := &Session{URL: url, client: client, header: header.Clone(), inbox: make(chan jsonrpc.Message, inboxSize), listening: make(chan struct{})}
+	s := &Session{URL: url, client: client, header: traces.WithoutTraceContext(header), inbox: make(chan jsonrpc.Message, inboxSize), listening: make(chan struct{})}
 	if len(caps) == 0 {
 		caps = []byte("{}")
 	}
@@ -496,18 +500,25 @@ func (s *Session) postAccepted(ctx context.Context, body []byte) error {
 }
 
 func (s *Session) post(ctx context.Context, body []byte) (*http.Response, error) {
+	ctx, span := traces.Start(ctx, "POST", trace.SpanKindClient) // tracing on: traced.go
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(body))
 	if err != nil {
+		traces.End(span, "request")
 		return nil, err
 	}
 	s.setHeaders(req.Header)
+	traces.Inject(ctx, req.Header) // this exchange's: the session's header has none
 	if marked, _ := ctx.Value(replayableKey{}).(bool); marked {
 		req.Header[idempotencyKey] = nil
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	s.touch()
-	return s.client.Do(req)
+	resp, err := s.client.Do(req)
+	if span != nil {
+		s.endSpan(span, body, resp, err)
+	}
+	return resp, err
 }
 
 // closeTimeout bounds a DELETE when Close's context has no deadline: an

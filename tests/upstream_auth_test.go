@@ -205,3 +205,58 @@ func mergeHeaders(a, b map[string]string) map[string]string {
 	}
 	return out
 }
+
+// TestUpstreamAuthWithAuth: behind the gateway's own `auth` (tokens of a
+// real authorization server, oauth2-mock-server), the client's token reaches
+// no MCP server by default, in any cell; a server set to `exchange` gets a
+// token exchanged for the validated one; one set to `passthrough` gets the
+// client's, and the gateway logs once that this is unsafe.
+func TestUpstreamAuthWithAuth(t *testing.T) {
+	t.Parallel()
+	a := startAuthServer(t)
+	recL := newAuthRecorder(t, startGoEverything(t, false))
+	recM := newAuthRecorder(t, startGoEverything(t, true))
+	ts := support.ServeTokenExchange(t, "gateway", "gateway-secret")
+	server := func(name, url, era, auth string) string {
+		return fmt.Sprintf("\t\tserver %s {\n\t\t\tupstream %s/%s {\n\t\t\t\tera %s\n\t\t\t}\n\t\t\t%s\n\t\t}\n", name, url, name, era, auth)
+	}
+	g := startAuthGateway(t, a, server("old", recL.url, "legacy", "")+server("new", recM.url, "modern", "")+
+		server("ex", recM.url, "modern", "upstream_auth exchange {\n\t\t\t\ttoken_endpoint "+ts.URL+
+			"\n\t\t\t\tclient_id gateway\n\t\t\t\tclient_secret gateway-secret\n\t\t\t\taudience ex-server\n\t\t\t}")+
+		server("pt", recM.url, "modern", "upstream_auth passthrough"))
+	tok := a.mint(t, map[string]any{"sub": "alice", "aud": g.URL, "scope": "mcp"}, nil, 600)
+	hdr := map[string]string{"Authorization": "Bearer " + tok}
+	for i := range 2 {
+		for _, era := range []string{"modern", "legacy"} { // merged listings: every server, every cell
+			if err := listToolsAs(t, g.URL, era, hdr); err != nil {
+				t.Fatalf("%s listing %d: %v", era, i, err)
+			}
+		}
+	}
+	for path, want := range map[string]string{
+		"/mcp/old": "", "/mcp/new": "", "/mcp/ex": "Bearer exchanged:ex-server:" + tok, "/mcp/pt": "Bearer " + tok,
+	} {
+		rec := recM
+		if path == "/mcp/old" {
+			rec = recL
+		}
+		got := rec.authorizations(path)
+		if len(got) == 0 {
+			t.Fatalf("%s received nothing", path)
+		}
+		for _, v := range got {
+			if v != want {
+				t.Fatalf("%s received Authorization %q, want %q", path, v, want)
+			}
+		}
+	}
+	if n := ts.Count("ex-server", tok); n != 1 {
+		t.Errorf("%d exchanges for one principal and server, want 1", n)
+	}
+	if n := strings.Count(g.Log(), "upstream_auth passthrough with auth"); n != 1 {
+		t.Errorf("the unsafe passthrough was logged %d times, want once", n)
+	}
+	if strings.Contains(g.Log(), tok[len(tok)-20:]) {
+		t.Error("the gateway's log holds the client's token")
+	}
+}

@@ -30,6 +30,14 @@ func compare(args []string) error {
 	toolArgs := fs.String("args", `{"text":"hello"}`, "the tool's arguments (JSON)")
 	method := fs.String("method", "tools/call", "what each call is: tools/call (of -tool) or tools/list (modern targets only; -tool and -args unused)")
 	cpuFlag := fs.String("cpu", "", "name=pid,… of server processes whose CPU time per call to report (Linux)")
+	fs.Func("H", "a header ('Name: value') sent with every request; repeatable", func(v string) error {
+		name, value, ok := strings.Cut(v, ":")
+		if !ok {
+			return fmt.Errorf("-H %q: want 'Name: value'", v)
+		}
+		requestHeader.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+		return nil
+	})
 	_ = fs.Parse(args)
 	procs, err := parseProcs(*cpuFlag)
 	if err != nil {

@@ -33,6 +33,9 @@
 //	bench sessions -url URL -n 1000 -c 32 -tools a__echo,b__echo
 //	    opens n legacy sessions, calls each tool once in each, and leaves
 //	    them open
+//	bench otlp    -addr 127.0.0.1:4318
+//	    an OTLP/HTTP traces receiver that decodes and counts the spans
+//	    exported to it (GET /count): the tracing benchmark's
 //
 // A legacy client opens a 2025-11-25 session (initialize, initialized) and
 // answers in-line elicitations by POSTing their responses; a modern client
@@ -51,7 +54,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench serve|compare|park|tasks|sessions [flags]")
+		fmt.Fprintln(os.Stderr, "usage: bench serve|compare|park|tasks|sessions|otlp [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -66,8 +69,10 @@ func main() {
 		err = tasks(os.Args[2:])
 	case "sessions":
 		err = sessions(os.Args[2:])
+	case "otlp":
+		err = otlp(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: serve, compare, park, tasks or sessions", os.Args[1])
+		err = fmt.Errorf("unknown command %q: serve, compare, park, tasks, sessions or otlp", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

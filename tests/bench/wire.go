@@ -12,6 +12,10 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/sse"
 )
 
+// requestHeader is sent with every request of every client: compare's -H
+// (an Authorization header for a gateway with auth).
+var requestHeader = http.Header{}
+
 // client sends JSON-RPC messages to one MCP endpoint over keep-alive
 // connections, with nothing between the measurement and the wire but
 // net/http: no SDK, so the figures are the server's, not a client library's.
@@ -48,6 +52,9 @@ func (c *client) post(ctx context.Context, hdr map[string]string, body []byte, e
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range requestHeader {
+		req.Header[k] = v
+	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}

@@ -2,8 +2,9 @@
 // the end-to-end tests (tests), the unit tests of translate, the load tool
 // (tests/bench) and the demo server (tests/demoserver). Its servers are
 // go-sdk servers with tools written for the purpose, where no published
-// server exposes the behaviour a test needs; each says so. It imports the
-// go-sdk and the standard library only, never the gateway's packages.
+// server exposes the behaviour a test needs; each says so, and an OTLP/HTTP
+// traces receiver (otlp.go). It imports the go-sdk, the OTLP messages and
+// the standard library only, never the gateway's packages.
 package support
 
 import (

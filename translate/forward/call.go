@@ -14,6 +14,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // The life of a forward-bridge call: one upstream request, from its
@@ -92,6 +93,10 @@ type call struct {
 	// the task.
 	caps []byte
 
+	// first names the span of the call's first request (zero without
+	// tracing or a client traceparent): its later rounds link to it.
+	first traces.Ref
+
 	// Kept across rounds by whoever holds the call (see above).
 	round    uint32
 	digest   [16]byte // of the request, computed when the call first parks
@@ -144,7 +149,8 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 	info := translate.MetaField(params, translate.MetaClientInfo)
 	// The name is cloned: r.Name points into a copy of the whole request
 	// body, which a parked call would otherwise keep for its whole life.
-	c := &call{opts: r.Options, method: r.Method, name: strings.Clone(r.Name), started: time.Now(), princ: r.Principal, caps: r.ClientCapabilities}
+	c := &call{opts: r.Options, method: r.Method, name: strings.Clone(r.Name), started: time.Now(), princ: r.Principal, caps: r.ClientCapabilities,
+		first: traces.RefOf(ctx)}
 	if err := b.newHandle(&c.handle); err != nil {
 		return nil, translate.BadGateway("no randomness")
 	}
@@ -201,7 +207,9 @@ func (b *Bridge) start(ctx context.Context, r *Request, params []byte) (*call, *
 		}
 		// The call outlives the client's request (it may park), but until
 		// the upstream answers the headers, a client that leaves cancels it.
-		callCtx, cancelCall := context.WithCancel(b.ctx)
+		// It carries the request's span: its upstream exchange joins
+		// the request's trace.
+		callCtx, cancelCall := context.WithCancel(traces.Carry(b.ctx, ctx))
 		stop := context.AfterFunc(ctx, cancelCall)
 		id := sess.NewRequestID()
 		var augmented []byte

@@ -12,6 +12,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // Lingering. A call that parks holding no stream
@@ -197,7 +198,8 @@ func (b *Bridge) resumeLingering(ctx context.Context, c *call, r Request, params
 	served := translate.Served{Round: int(rs.Round)}
 	opened := time.Now()
 	b.holdArrived(c)
-	if err := b.respondAnswers(c, params); err != nil {
+	traces.Link(ctx, c.first, traces.FirstRound) // this round's span to the call's first
+	if err := b.respondAnswers(ctx, c, params); err != nil {
 		b.abandon(c, translate.OutcomeError, "upstream refused the answer")
 		_ = sink.Respond(http.StatusBadGateway, jsonrpc.ErrorResponse(r.ID, translate.UpstreamError(err)))
 		served.Outcome, served.Cause = translate.OutcomeError, err

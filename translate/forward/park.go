@@ -10,6 +10,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // Parking and resuming: a call that asked for input waits in the bridge's
@@ -276,8 +277,9 @@ func (b *Bridge) resume(ctx context.Context, r Request, params []byte, token str
 	b.holdArrived(c)
 	b.unparked(c, translate.ParkAnswered)
 	served := translate.Served{Round: int(st.Round)}
+	traces.Link(ctx, c.first, traces.FirstRound) // this round's span to the call's first
 	c.overhead += time.Since(opened)
-	if err := b.respondAnswers(c, params); err != nil {
+	if err := b.respondAnswers(ctx, c, params); err != nil {
 		b.abandon(c, translate.OutcomeError, "upstream refused the answer")
 		_ = sink.Respond(http.StatusBadGateway, jsonrpc.ErrorResponse(r.ID, translate.UpstreamError(err)))
 		served.Outcome, served.Cause = translate.OutcomeError, err
@@ -298,10 +300,11 @@ func (b *Bridge) parkedBefore(st seal.State) bool {
 
 // respondAnswers POSTs upstream the retry's valid answers (its params'
 // inputResponses) to c's pending questions, which it leaves with those
-// still unanswered: missing or invalid.
-func (b *Bridge) respondAnswers(c *call, params []byte) error {
+// still unanswered: missing or invalid. ctx is the retry's: its span, if
+// any, is the answers' parent (they are sent on whether it ends or not).
+func (b *Bridge) respondAnswers(ctx context.Context, c *call, params []byte) error {
 	answers := translate.InputResponses(params)
-	pctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	pctx, cancel := context.WithTimeout(traces.Carry(b.ctx, ctx), 10*time.Second)
 	defer cancel()
 	var still []pendingInput
 	for _, p := range c.pending {

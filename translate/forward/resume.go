@@ -11,6 +11,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // Parking without holding. In front of an upstream whose call
@@ -61,7 +62,7 @@ func (b *Bridge) parkResumable(c *call, r Request, sink translate.Sink) (outcome
 	rs := seal.ResumeState{
 		Upstream: c.key.Upstream, Session: string(c.sess.ID), Version: c.sess.Version, CallID: c.up.ID,
 		After: c.resumeAt, Seen: c.seen, Keys: c.keys.AppendBinary(nil), ServerInfo: translate.ServerInfo(c.sess.InitResult), Round: c.round + 1,
-		Principal: c.princ, Digest: digest, Started: c.started, Expires: expires,
+		Principal: c.princ, Digest: digest, Started: c.started, Expires: expires, Trace: seal.TraceRef(c.first),
 	}
 	reqs := make([]translate.InputRequest, len(c.pending))
 	for i, p := range c.pending {
@@ -79,8 +80,9 @@ func (b *Bridge) parkResumable(c *call, r Request, sink translate.Sink) (outcome
 		}
 	}
 	token, err := seal.SealResume(r.Options.Keyring, rs)
-	if errors.Is(err, seal.ErrResumeTooLarge) && rs.Home != "" {
-		rs.Home, rs.HomeAddress, rs.Place = "", "", newPlace(time.Time{})
+	if errors.Is(err, seal.ErrResumeTooLarge) && (rs.Home != "" || rs.Trace != seal.TraceRef{}) {
+		// What a state may go without, rather than hold the call.
+		rs.Home, rs.HomeAddress, rs.Place, rs.Trace = "", "", newPlace(time.Time{}), seal.TraceRef{}
 		token, err = seal.SealResume(r.Options.Keyring, rs)
 	}
 	w.Stop()
@@ -287,7 +289,9 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 	}
 	opened := time.Now()
 	c := &call{opts: r.Options, method: r.Method, name: r.Name, started: rs.Started, princ: r.Principal, caps: r.ClientCapabilities,
-		key: poolKey(r), always: r.GatherAlways, resumeOn: r.Resume, own: true, round: rs.Round, digest: rs.Digest}
+		key: poolKey(r), always: r.GatherAlways, resumeOn: r.Resume, own: true, round: rs.Round, digest: rs.Digest,
+		first: traces.Ref(rs.Trace)}
+	traces.Link(ctx, c.first, traces.FirstRound) // this round's span to the call's first
 	_ = b.newHandle(&c.handle)
 	c.keys = translate.DecodeKeyCounter(rs.Keys)
 	if p != nil {
@@ -312,7 +316,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 
 	answers := translate.InputResponses(params)
 	unanswered := make(map[string]seal.ResumeInput)
-	pctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	pctx, cancel := context.WithTimeout(traces.Carry(b.ctx, ctx), 10*time.Second)
 	for _, in := range rs.Inputs {
 		resp, ok := answers[in.Key]
 		if !ok || translate.ValidateInputResponse(in.Method, resp) != nil {
@@ -325,7 +329,7 @@ func (b *Bridge) resumeSealed(ctx context.Context, r Request, params []byte, tok
 		}
 	}
 	cancel()
-	callCtx, cancelCall := context.WithCancel(b.ctx)
+	callCtx, cancelCall := context.WithCancel(traces.Carry(b.ctx, ctx)) // the stream reopened in the retry's trace
 	stop := context.AfterFunc(ctx, cancelCall)
 	up, err := c.sess.Reopen(callCtx, rs.CallID, rs.After)
 	stop()

@@ -20,12 +20,24 @@ import (
 const resumePurpose Purpose = "mcp-gateway/request-state-resume/v1"
 
 // The first byte of the sealed plaintext: resumeVersion, or
-// resumeVersionHome for a state with a Home (two more fields). States
-// without one are sealed byte for byte as before Home existed.
+// resumeVersionHome for a state with a Home (two more fields), or
+// resumeVersionTrace for a state with a Trace (the Home fields, empty or
+// not, then the Trace). States without one are sealed byte for byte as
+// before it existed, so that instances of an older release open them.
 const (
-	resumeVersion     = 1
-	resumeVersionHome = 2
+	resumeVersion      = 1
+	resumeVersionHome  = 2
+	resumeVersionTrace = 3
 )
+
+// TraceRef names the span of a call's first request (a W3C trace id, span
+// id and trace flags), which its later rounds link to. Its zero value
+// names none.
+type TraceRef struct {
+	TraceID [16]byte
+	SpanID  [8]byte
+	Flags   byte
+}
 
 // Bounds of a ResumeState's fields, in bytes (or entries). SealResume
 // refuses a state beyond them: the caller then parks the call holding its
@@ -111,6 +123,10 @@ type ResumeState struct {
 	// ending it upstream. Sealed only when Home is set (version 2).
 	Home        string
 	HomeAddress string
+	// Trace names the span of the call's first request (zero for none:
+	// tracing off and no client traceparent). Sealed only when set
+	// (version 3).
+	Trace TraceRef
 }
 
 // Plaintext layout (varints minimal, strings and byte strings as
@@ -120,6 +136,7 @@ type ResumeState struct {
 //	uvarint(n) | n × (id | key | method) | keys | serverInfo | uvarint(round) |
 //	principal(16) | digest(16) | place(16) | varint(started, Unix ms) | varint(expires, Unix s)
 //	[version 2: | home | homeAddress]
+//	[version 3: | home | homeAddress | traceID(16) | spanID(8) | flags(1)]
 
 func (s *ResumeState) check() error {
 	switch {
@@ -144,9 +161,12 @@ func appendField(b []byte, v string) []byte {
 
 // encode appends the plaintext of s to b.
 func (s *ResumeState) encode(b []byte) []byte {
-	if s.Home != "" {
+	switch {
+	case s.Trace != TraceRef{}:
+		b = append(b, resumeVersionTrace)
+	case s.Home != "":
 		b = append(b, resumeVersionHome)
-	} else {
+	default:
 		b = append(b, resumeVersion)
 	}
 	b = appendField(b, s.Upstream)
@@ -169,9 +189,14 @@ func (s *ResumeState) encode(b []byte) []byte {
 	b = append(b, s.Place[:]...)
 	b = binary.AppendVarint(b, s.Started.UnixMilli())
 	b = binary.AppendVarint(b, s.Expires.Unix())
-	if s.Home != "" {
+	if s.Home != "" || s.Trace != (TraceRef{}) {
 		b = appendField(b, s.Home)
 		b = appendField(b, s.HomeAddress)
+	}
+	if s.Trace != (TraceRef{}) {
+		b = append(b, s.Trace.TraceID[:]...)
+		b = append(b, s.Trace.SpanID[:]...)
+		b = append(b, s.Trace.Flags)
 	}
 	return b
 }
@@ -245,7 +270,7 @@ func (d *resumeDecoder) fixed(dst []byte) {
 // byte strings encode produces for states within the bounds.
 func decodeResume(b []byte) (ResumeState, error) {
 	var s ResumeState
-	if len(b) < 1 || len(b) > maxResumePlain || (b[0] != resumeVersion && b[0] != resumeVersionHome) {
+	if len(b) < 1 || len(b) > maxResumePlain || b[0] < resumeVersion || b[0] > resumeVersionTrace {
 		return s, errMalformedState
 	}
 	d := &resumeDecoder{b: b[1:]}
@@ -267,11 +292,21 @@ func decodeResume(b []byte) (ResumeState, error) {
 	d.fixed(s.Place[:])
 	s.Started = time.UnixMilli(d.varint())
 	s.Expires = time.Unix(d.varint(), 0)
-	if b[0] == resumeVersionHome {
+	if b[0] >= resumeVersionHome {
 		s.Home = d.field(MaxResumeShort)
 		s.HomeAddress = d.field(MaxResumeUpstream)
-		if s.Home == "" {
-			d.err = errMalformedState // encode writes version 2 only with a Home
+		if s.Home == "" && (b[0] == resumeVersionHome || s.HomeAddress != "") {
+			d.err = errMalformedState // encode writes version 2 only with a Home, an address only with a Home
+		}
+	}
+	if b[0] == resumeVersionTrace {
+		d.fixed(s.Trace.TraceID[:])
+		d.fixed(s.Trace.SpanID[:])
+		var flags [1]byte
+		d.fixed(flags[:])
+		s.Trace.Flags = flags[0]
+		if s.Trace == (TraceRef{}) {
+			d.err = errMalformedState // encode writes version 3 only with a Trace
 		}
 	}
 	if d.err != nil || len(d.b) != 0 {

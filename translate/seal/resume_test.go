@@ -127,6 +127,10 @@ func FuzzDecodeResume(f *testing.F) {
 	f.Add([]byte{resumeVersion, 0x80})
 	s.Home, s.HomeAddress = "gw-a", "http://10.0.0.1:8080"
 	f.Add(s.encode(nil))
+	s.Trace = TraceRef{TraceID: [16]byte{1}, SpanID: [8]byte{2}, Flags: 1}
+	f.Add(s.encode(nil))
+	s.Home, s.HomeAddress = "", ""
+	f.Add(s.encode(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeResume(b)
 		if err != nil {

@@ -1,0 +1,106 @@
+package caddymodule
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
+)
+
+// The gateway's spans (translate/traces): with Caddy's tracing directive
+// on, every MCP request adds a span under Caddy's server span, attributed
+// from its route when it has been served; its upstream exchanges (send,
+// the bridges' legacy sessions) and its relay to another instance add
+// client spans under it, whose W3C traceparent the upstream or the owner
+// gets. Without tracing, nothing is built.
+
+// startSpan starts the span of an MCP request when tracing is on; the
+// span is nil otherwise.
+func startSpan(r *http.Request) (*http.Request, trace.Span) {
+	ctx, span := traces.Start(r.Context(), "mcp", trace.SpanKindServer)
+	if span == nil {
+		return r, nil
+	}
+	return r.WithContext(ctx), span
+}
+
+// endSpan names and attributes the span of a served request (nil: no
+// span) from its route, its placeholders and its body, and ends it. No
+// payload, token or principal is recorded: the session id only as a keyed
+// digest.
+func (h *Handler) endSpan(span trace.Span, r *http.Request, rt *route, status int, body []byte) {
+	if span == nil {
+		return
+	}
+	method := rt.method
+	if method == "" {
+		method = r.Method
+	}
+	attrs := make([]attribute.KeyValue, 0, 12)
+	attrs = append(attrs, traces.MethodName.String(method))
+	var target string
+	if body != nil && (method == "tools/call" || method == "prompts/get") {
+		target = clipLogged(gjson.GetBytes(body, "params.name").String())
+		if method == "tools/call" {
+			attrs = append(attrs, traces.ToolName.String(target), traces.OperationName.String(traces.ExecuteTool))
+		} else {
+			attrs = append(attrs, traces.PromptName.String(target))
+		}
+	}
+	if id := gjson.GetBytes(body, "id"); body != nil && id.Exists() && id.Type != gjson.Null {
+		attrs = append(attrs, traces.RequestID.String(clipLogged(id.String())))
+	}
+	version := r.Header.Get("Mcp-Protocol-Version")
+	if version == "" && method == "initialize" {
+		version = gjson.GetBytes(body, "params.protocolVersion").String()
+	}
+	if version != "" {
+		attrs = append(attrs, traces.ProtocolVersion.String(clipLogged(version)))
+	}
+	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && h.keyring != nil {
+		// The storage-name digest: keyed, and alike on every instance
+		// that shares the state key.
+		attrs = append(attrs, traces.SessionID.String(h.keyring.PrincipalName(translate.PrincipalHash(sid))))
+	}
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	get := func(name string) string {
+		if repl == nil {
+			return ""
+		}
+		v, _ := repl.GetString("http.mcp_gateway." + name)
+		return v
+	}
+	for _, a := range [...]struct {
+		key attribute.Key
+		v   string
+	}{{traces.Cell, get("cell")}, {traces.Outcome, get("outcome")}, {traces.Server, rt.server}, {traces.Owner, rt.owner}} {
+		if a.v != "" {
+			attrs = append(attrs, a.key.String(a.v))
+		}
+	}
+	if round, err := strconv.Atoi(get("round")); err == nil {
+		attrs = append(attrs, traces.Round.Int(round))
+	}
+	span.SetName(traces.SpanName(method, target))
+	span.SetAttributes(attrs...)
+	traces.End(span, errorType(status, get("outcome")))
+}
+
+// errorType is a request's error.type: the HTTP status of an error answer,
+// or an outcome that is an error (error, cancelled); "" for a success.
+func errorType(status int, outcome string) string {
+	switch {
+	case status >= 400:
+		return strconv.Itoa(status)
+	case outcome == outcomeError || outcome == outcomeCancelled:
+		return outcome
+	}
+	return ""
+}

@@ -1,0 +1,26 @@
+// Package auth is the gateway's OAuth 2.1 resource server: it validates
+// the JWT access tokens clients present against their issuer's keys, and
+// words the answers the MCP authorization specification asks of a
+// protected resource. It has no Caddy and keeps no token: a Validator
+// holds only the issuer's metadata and public keys.
+//
+//   - keys.go: the issuer's metadata (RFC 8414
+//     `/.well-known/oauth-authorization-server`, else OpenID Connect
+//     discovery) and its JWKS, fetched on first use, cached, and fetched
+//     again for an unknown key id (at most once per refetch floor) or once
+//     MaxCacheAge old; sizes bounded before parsing;
+//   - validate.go: Validate, the token's checks (length, an allowlist of
+//     asymmetric algorithms, signature, `iss`, `aud` as the configured
+//     resource (RFC 8707), `exp` and `nbf` with a leeway) and the Claims
+//     it yields; a validated token is remembered (by its SHA-256) until it
+//     expires or MaxCacheAge passes, so that a client's next request costs
+//     no signature check;
+//   - challenge.go: the `WWW-Authenticate` challenges (401 with
+//     `resource_metadata`, 403 `insufficient_scope`) and the Protected
+//     Resource Metadata document (RFC 9728).
+//
+// JOSE is github.com/go-jose/go-jose/v4: one library for both the JWKS
+// and the JWT, whose parser takes the allowed algorithms up front (a token
+// naming another, `none` or HS256 among them, is refused before any key is
+// looked at). The package exposes no third-party types.
+package auth
