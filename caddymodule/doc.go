@@ -36,7 +36,10 @@
 //     route.go (decide: the cell, the upstream, a relay or a refusal).
 //   - The cells: proxy.go (pass-through of both eras: the pin, Caddy's
 //     transport, failover), bridge.go (the forward bridge's glue),
-//     reverse.go (the reverse bridge's glue).
+//     reverse.go (the reverse bridge's glue), upstream_auth.go
+//     (upstream_auth: the Authorization every cell sends upstream, the
+//     token exchange's glue) and caddyfile_upstream_auth.go (its
+//     Caddyfile).
 //   - A federated block (servers): federation.go (one inner handler per
 //     server; the block's merged endpoint as its one upstream),
 //     federation_serve.go (serveFederated: a modern request routed by

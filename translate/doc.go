@@ -8,6 +8,9 @@
 //   - translate/reverse: the reverse bridge (a legacy client in front of a
 //     modern server): the gateway-held session and its in-line rounds.
 //
+// Beside them, translate/upstreamauth is the RFC 8693 token-exchange client
+// of `upstream_auth exchange`.
+//
 // The kit holds:
 //
 //   - JSON-RPC 2.0 batches: CheckBatch, and MaxMethodLength (batch.go);
