@@ -185,11 +185,12 @@ func (h *Handler) withUpstreamCredential(r *http.Request) (*http.Request, *jsonr
 	var err error
 	if ok {
 		tok, err = h.upstreamCreds.exchanger.Token(r.Context(), hex.EncodeToString(p[:]), subject)
-	} else {
-		err = errors.New("the request has no bearer token to exchange")
 	}
-	if err != nil {
-		if r.Context().Err() == nil {
+	if !ok || err != nil {
+		switch {
+		case !ok: // the client's doing: not worth a warning per request
+			h.logger.Debug("upstream credential not obtained: the request has no bearer token to exchange", zap.String("server", h.serverName))
+		case r.Context().Err() == nil:
 			h.logger.Warn("upstream credential not obtained", zap.String("server", h.serverName), zap.Error(err))
 		}
 		name := "the MCP server"
