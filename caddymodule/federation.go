@@ -9,8 +9,11 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/tidwall/gjson"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/federate"
 )
 
@@ -132,14 +135,20 @@ func withBlockRequest(ctx context.Context, r *http.Request, body []byte, ids *ta
 
 // serveInProcess serves a request of the block's own reverse bridge (a
 // legacy client's, turned modern) on the merged endpoint: past the front
-// door, which the client's request passed.
+// door, which the client's request passed. With tracing on, it is a span
+// under the client's request's, naming the server it reached.
 func (h *Handler) serveInProcess(w http.ResponseWriter, r *http.Request) {
-	body, rerr := readBody(w, r, h.Security.MaxRequestBody)
-	if rerr != nil {
-		_ = jsonrpc.WriteError(w, nil, rerr)
-		return
-	}
 	r, rt := withRoute(r)
 	rt.era = eraModern
-	_ = h.serveFederated(w, r, body)
+	r, span := startSpan(r) // traces.go; nil without tracing
+	sw := &face.StatusWriter{ResponseWriter: w}
+	var body []byte
+	defer func() { h.endSpan(span, r, rt, sw.Status, body) }() // an aborted answer's too
+	body, rerr := readBody(sw, r, h.Security.MaxRequestBody)
+	if rerr != nil {
+		_ = jsonrpc.WriteError(sw, nil, rerr)
+		return
+	}
+	rt.method = clipText(gjson.GetBytes(body, "method").String(), translate.MaxMethodLength)
+	_ = h.serveFederated(sw, r, body)
 }
