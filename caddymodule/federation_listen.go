@@ -245,15 +245,8 @@ func (s *listenSink) Write(b []byte) (int, error) {
 		return len(b), nil
 	}
 	s.held = append(s.held, b...)
-	for {
-		nl := bytes.IndexByte(s.held, '\n')
-		if nl < 0 {
-			break
-		}
-		if err := s.line(s.held[:nl]); err != nil {
-			return 0, err
-		}
-		s.held = s.held[nl+1:]
+	if err := eachLine(&s.held, s.line); err != nil {
+		return 0, err
 	}
 	if len(s.held) > 1<<20 {
 		s.held = nil // a line no message has
@@ -266,8 +259,7 @@ func (s *listenSink) line(l []byte) error {
 	if l == nil {
 		l, s.held = s.held, nil
 	}
-	data, ok := bytes.CutPrefix(bytes.TrimRight(l, "\r"), []byte("data:"))
-	data = bytes.TrimPrefix(data, []byte(" "))
+	data, ok := sseData(l)
 	if !ok || jsonrpc.ValidJSON(data) != nil {
 		return nil
 	}

@@ -72,14 +72,10 @@ func (w *taskIDWriter) Write(b []byte) (int, error) {
 	}
 	w.held = append(w.held, b...)
 	var out []byte
-	for {
-		nl := bytes.IndexByte(w.held, '\n')
-		if nl < 0 {
-			break
-		}
-		out = append(out, w.line(w.held[:nl+1])...)
-		w.held = w.held[nl+1:]
-	}
+	_ = eachLine(&w.held, func(l []byte) error {
+		out = append(out, w.line(l)...)
+		return nil
+	})
 	if len(w.held) > face.MaxAnswer {
 		out, w.held = append(out, w.held...), nil
 	}
@@ -93,17 +89,12 @@ func (w *taskIDWriter) Write(b []byte) (int, error) {
 
 // line rewrites one SSE line (with its end).
 func (w *taskIDWriter) line(l []byte) []byte {
-	data, ok := bytes.CutPrefix(l, []byte("data:"))
-	if !ok || !bytes.Contains(data, []byte(`"taskId"`)) {
+	msg, ok := sseData(l)
+	if !ok || !bytes.Contains(msg, []byte(`"taskId"`)) {
 		return l
 	}
-	end := len(data)
-	for end > 0 && (data[end-1] == '\n' || data[end-1] == '\r') {
-		end--
-	}
-	msg := bytes.TrimPrefix(data[:end], []byte(" "))
 	out := append([]byte("data: "), w.message(msg)...)
-	return append(out, data[end:]...)
+	return append(out, l[len(bytes.TrimRight(l, "\r\n")):]...)
 }
 
 // message rewrites one JSON-RPC message.
