@@ -9,8 +9,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/caddyserver/caddy/v2"
-
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 )
@@ -139,15 +137,7 @@ func served(r *http.Request, s translate.Served) {
 // and logs it at debug level (with the request's secrets only when
 // log_unsafe_details is on).
 func (h *Handler) observeRequest(r *http.Request, status int, body []byte, start time.Time) {
-	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	get := func(name string) string {
-		if repl == nil {
-			return ""
-		}
-		v, _ := repl.GetString("http.mcp_gateway." + name)
-		return v
-	}
-	cell, method, outcome := get("cell"), get("method"), get("outcome")
+	cell, method, outcome := placeholder(r, "cell"), placeholder(r, "method"), placeholder(r, "outcome")
 	if cell == "" {
 		cell = cellNone
 		setPlaceholder(r, "cell", cell)
@@ -170,7 +160,7 @@ func (h *Handler) observeRequest(r *http.Request, status int, body []byte, start
 		}
 		setPlaceholder(r, "outcome", outcome)
 	}
-	h.metrics.request(cell, method, outcome, get("server"))
+	h.metrics.request(cell, method, outcome, placeholder(r, "server"))
 
 	c := h.logger.Check(zapcore.DebugLevel, "mcp request")
 	if c == nil {
@@ -178,7 +168,7 @@ func (h *Handler) observeRequest(r *http.Request, status int, body []byte, start
 	}
 	fields := []zap.Field{
 		zap.String("cell", cell), zap.String("method", clipLogged(method)), zap.Int("status", status),
-		zap.String("outcome", outcome), zap.String("round", get("round")), zap.String("upstream", get("upstream")),
+		zap.String("outcome", outcome), zap.String("round", placeholder(r, "round")), zap.String("upstream", placeholder(r, "upstream")),
 		zap.Duration("duration", time.Since(start)),
 	}
 	if h.Security.LogUnsafeDetails {

@@ -328,6 +328,16 @@ func setPlaceholder(r *http.Request, name, value string) {
 	}
 }
 
+// placeholder reads {http.mcp_gateway.<name>}: "" when it is unset.
+func placeholder(r *http.Request, name string) string {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return ""
+	}
+	v, _ := repl.GetString("http.mcp_gateway." + name)
+	return v
+}
+
 // asRPCError returns err as an *RPCError, or an internal error.
 func asRPCError(err error) *jsonrpc.RPCError {
 	var rerr *jsonrpc.RPCError

@@ -8,8 +8,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/caddyserver/caddy/v2"
-
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
@@ -69,28 +67,20 @@ func (h *Handler) endSpan(span trace.Span, r *http.Request, rt *route, status in
 		// that shares the state key.
 		attrs = append(attrs, traces.SessionID.String(h.keyring.PrincipalName(translate.PrincipalHash(sid))))
 	}
-	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	get := func(name string) string {
-		if repl == nil {
-			return ""
-		}
-		v, _ := repl.GetString("http.mcp_gateway." + name)
-		return v
-	}
 	for _, a := range [...]struct {
 		key attribute.Key
 		v   string
-	}{{traces.Cell, get("cell")}, {traces.Outcome, get("outcome")}, {traces.Server, rt.server}, {traces.Owner, rt.owner}} {
+	}{{traces.Cell, placeholder(r, "cell")}, {traces.Outcome, placeholder(r, "outcome")}, {traces.Server, rt.server}, {traces.Owner, rt.owner}} {
 		if a.v != "" {
 			attrs = append(attrs, a.key.String(a.v))
 		}
 	}
-	if round, err := strconv.Atoi(get("round")); err == nil {
+	if round, err := strconv.Atoi(placeholder(r, "round")); err == nil {
 		attrs = append(attrs, traces.Round.Int(round))
 	}
 	span.SetName(traces.SpanName(method, target))
 	span.SetAttributes(attrs...)
-	traces.End(span, errorType(status, get("outcome")))
+	traces.End(span, errorType(status, placeholder(r, "outcome")))
 }
 
 // errorType is a request's error.type: the HTTP status of an error answer,
