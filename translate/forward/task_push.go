@@ -66,24 +66,15 @@ const (
 )
 
 func (o *Options) listenPoll() time.Duration {
-	if o.Tasks.ListenPoll > 0 {
-		return o.Tasks.ListenPoll
-	}
-	return DefaultListenPoll
+	return positiveOr(o.Tasks.ListenPoll, DefaultListenPoll)
 }
 
 func (o *Options) maxListenTaskIDs() int {
-	if o.Tasks.MaxListenTaskIDs > 0 {
-		return o.Tasks.MaxListenTaskIDs
-	}
-	return DefaultMaxListenTaskIDs
+	return positiveOr(o.Tasks.MaxListenTaskIDs, DefaultMaxListenTaskIDs)
 }
 
 func (o *Options) maxTaskListeners() int {
-	if o.Tasks.MaxTaskListenersPerPrincipal > 0 {
-		return o.Tasks.MaxTaskListenersPerPrincipal
-	}
-	return DefaultMaxTaskListeners
+	return positiveOr(o.Tasks.MaxTaskListenersPerPrincipal, DefaultMaxTaskListeners)
 }
 
 // taskPush is one state of a task, for its listeners.

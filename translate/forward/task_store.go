@@ -87,19 +87,18 @@ func recordKeysBefore(kr *seal.Keyring, princ, handle [16]byte) []string {
 	return keys
 }
 
-func (o *Options) taskLease() time.Duration {
-	if o.Tasks.Lease > 0 {
-		return o.Tasks.Lease
+// positiveOr is v when it is set (positive), else d: an option's value or
+// its default.
+func positiveOr[T int | time.Duration](v, d T) T {
+	if v > 0 {
+		return v
 	}
-	return DefaultTaskLease
+	return d
 }
 
-func (o *Options) maxTaskResult() int {
-	if o.Tasks.MaxResult > 0 {
-		return o.Tasks.MaxResult
-	}
-	return DefaultMaxTaskResult
-}
+func (o *Options) taskLease() time.Duration { return positiveOr(o.Tasks.Lease, DefaultTaskLease) }
+
+func (o *Options) maxTaskResult() int { return positiveOr(o.Tasks.MaxResult, DefaultMaxTaskResult) }
 
 // resumePoint is where a hosted task's upstream call stands, when its
 // stream is resumable (ok): what a record needs so that another instance
