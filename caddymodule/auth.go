@@ -79,6 +79,27 @@ type AuthConfig struct {
 	// refused with 403 and `error="insufficient_scope"` naming them. They
 	// are the metadata's `scopes_supported`. Default: none.
 	RequireScope []string `json:"require_scope,omitempty"`
+
+	// Tools by scope: a tool whose name (as the client sees it: a
+	// federated block's prefixed name) matches a rule's pattern is absent
+	// from the `tools/list` of a token without the rule's scope, on every
+	// page, and a call to it (its name read from the request's body, never
+	// from `Mcp-Name`) is answered as one to a tool no server has: -32602
+	// `Unknown tool: <name>`. A tool matching several rules needs all
+	// their scopes. Lists a rule applies to say `cacheScope: private`.
+	// The rules' scopes are added to the metadata's `scopes_supported`.
+	// The same decision holds for every way a tool is called: the MCP
+	// endpoint in both eras, tasks, the faces (REST, saga, multi-turn),
+	// and retries relayed to, or resumed on, another instance. Default:
+	// none (every tool for every token). Caddyfile:
+	// `tool_scope <pattern> <scope>`, repeatable.
+	ToolScope []ScopeRule `json:"tool_scope,omitempty"`
+
+	// Prompts by scope, as `tool_scope` for tools: `prompts/list`,
+	// `prompts/get` and `completion/complete`'s `ref/prompt`; a refused
+	// prompt is answered -32602 `Unknown prompt: <name>`. Default: none.
+	// Caddyfile: `prompt_scope <pattern> <scope>`, repeatable.
+	PromptScope []ScopeRule `json:"prompt_scope,omitempty"`
 }
 
 // unmarshalCaddyfile parses
@@ -87,6 +108,8 @@ type AuthConfig struct {
 //	    issuer        <url>
 //	    audience      <url>
 //	    require_scope <scopes...>
+//	    tool_scope    <pattern> <scope>
+//	    prompt_scope  <pattern> <scope>
 //	}
 func (c *AuthConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
@@ -101,6 +124,10 @@ func (c *AuthConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = face.ParseString(d, &c.Audience)
 		case "require_scope":
 			c.RequireScope, err = appendArgs(d, c.RequireScope)
+		case "tool_scope":
+			err = unmarshalScopeRule(d, &c.ToolScope)
+		case "prompt_scope":
+			err = unmarshalScopeRule(d, &c.PromptScope)
 		default:
 			return d.Errf("unrecognized auth option %q", opt)
 		}
@@ -133,7 +160,7 @@ func (c *AuthConfig) validate() error {
 			return fmt.Errorf("require_scope %q: a scope has no spaces, quotes or backslashes", s)
 		}
 	}
-	return nil
+	return c.checkScopeRules() // auth_scope.go
 }
 
 // authPrincipal is the principal with `auth` unless `principal` is
@@ -149,6 +176,8 @@ type resourceServer struct {
 	metadataURL  string // the same, absolute: the challenges' resource_metadata
 	metadata     []byte
 	warned       atomic.Int64 // when the keys were last logged unavailable (Unix ns)
+
+	rules auth.ScopeRules // tool_scope, prompt_scope (auth_scope.go)
 }
 
 // provisionAuth builds the resource server; nothing is fetched yet.
@@ -171,7 +200,8 @@ func (h *Handler) provisionAuth() error {
 		}),
 		metadataPath: path,
 		metadataURL:  u.Scheme + "://" + u.Host + path,
-		metadata:     auth.MetadataDocument(h.Auth.Audience, h.Auth.Issuer, h.Auth.RequireScope),
+		metadata:     auth.MetadataDocument(h.Auth.Audience, h.Auth.Issuer, h.Auth.scopesSupported()),
+		rules:        h.Auth.scopeRules(),
 	}
 	return nil
 }
@@ -240,5 +270,5 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 		repl.Set("http.auth.user.client_id", claims.ClientID)
 		repl.Set("http.auth.user.exp", strconv.FormatInt(claims.Expiry.Unix(), 10))
 	}
-	return r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, true)), false, nil
+	return withGranted(r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, true)), claims.Scopes), false, nil
 }

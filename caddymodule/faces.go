@@ -315,6 +315,9 @@ func (h *Handler) servedBy(cell string, up *Upstream) func(w http.ResponseWriter
 			return err
 		}
 		*seen = body
+		if refused, err := h.refuseOutOfScope(w, in, body); refused { // auth_scope.go
+			return err
+		}
 		rt := routeOf(in)
 		rt.era, rt.method = eraModern, "tools/call"
 		l, ok, err := h.learnModern(w, in, body)

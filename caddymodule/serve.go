@@ -98,6 +98,13 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 		if rt.method == forward.NoticeSessionReturned {
 			return h.takeBack(w, r, body)
 		}
+		if refused, err := h.refuseOutOfScope(w, r, body); refused { // auth_scope.go
+			return err
+		}
+		if lf := h.filterLists(w, r, body); lf != nil {
+			defer lf.finish()
+			w = lf
+		}
 		h.repairQuirks(r, body) // quirks.go: before the headers are read
 		// Modern, or unrecognizable: the modern ladder says what is wrong.
 		rt.era = eraModern
