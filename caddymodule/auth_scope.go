@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"mime"
-	"slices"
 	"net/http"
+	"slices"
 
 	"github.com/tidwall/gjson"
 
