@@ -1,0 +1,161 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// scopeCaddyfile is a Caddyfile serving mcp_gateway at /mcp on port (its
+// matcher letting a REST face at /api and the metadata reach it), with
+// block's lines and an `auth` block for a's issuer, audience and
+// require_scope mcp, then authLines (the rules); its admin API at admin.
+func scopeCaddyfile(a *authServer, port int, admin, storage, audience, block, authLines string) string {
+	return fmt.Sprintf(`{
+	admin %s
+	grace_period 10s
+	persist_config off
+	storage file_system %s
+}
+
+:%d {
+	bind 127.0.0.1
+	@mcp path /mcp /api /api/* /.well-known/oauth-protected-resource/mcp
+	mcp_gateway @mcp {
+%s
+		auth {
+			issuer %s
+			audience %s
+			require_scope mcp
+%s
+		}
+	}
+}
+`, admin, storage, port, block, a.issuer, audience, authLines)
+}
+
+// toolNames are the names of a tools/list (or REST list) result's tools.
+func toolNames(t *testing.T, result []byte) []string {
+	t.Helper()
+	var res struct{ Tools []struct{ Name string } }
+	if err := json.Unmarshal(result, &res); err != nil {
+		t.Fatalf("%s: %v", result, err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+// unknownTool checks the answer a server gives a tool it does not have:
+// -32602 in-band (HTTP 200), "Unknown tool: <name>".
+func unknownTool(t *testing.T, x rpcExchange, name, what string) {
+	t.Helper()
+	if x.Status != http.StatusOK || x.Resp == nil || x.Resp.Error == nil || x.Resp.Error.Code != -32602 || x.Resp.Error.Message != "Unknown tool: "+name {
+		t.Errorf("%s: want -32602 Unknown tool: %s, got %s", what, name, x)
+	}
+}
+
+// TestToolScopeAttacks: two instances with `tool_scope ask ops` in front
+// of a legacy go-sdk server whose `ask` tool elicits (resume off: a call
+// parks holding its stream on the instance it reached). A token without
+// `ops` does not see `ask` in tools/list (cacheScope private), nor in the
+// REST face's list; its call is refused as an unknown tool's and the
+// upstream never hears of it, whatever Mcp-Name says, through REST, the
+// saga, or as the retry of a parked call sent to the other instance (the
+// same subject's fresh token without `ops`). The same subject's token with
+// `ops` completes the retry, relayed to the owner, which authenticates
+// it again.
+func TestToolScopeAttacks(t *testing.T) {
+	t.Parallel()
+	a := startAuthServer(t)
+	rs := newRecordingServer(t)
+	ports := []int{freePort(t), freePort(t)}
+	const audience = "https://mcp.example.test/mcp"
+	storage := t.TempDir() // the fleet's shared storage (the saga's and REST's records)
+	fleet := make([]*gateway, len(ports))
+	for i, port := range ports {
+		block := fleetBlock(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t\tresume off\n\t\t}", "peer", ports, i) +
+			"\n\t\trest /api\n\t\tsaga on"
+		admin := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		fleet[i] = launchCaddyfile(t, port, admin, scopeCaddyfile(a, port, admin, storage, audience, block, "\t\t\ttool_scope ask ops"))
+	}
+	owner, other := fleet[0], fleet[1]
+	token := func(sub, scope, jti string) map[string]string {
+		return map[string]string{"Authorization": "Bearer " + a.mint(t, map[string]any{"sub": sub, "aud": audience, "scope": scope, "jti": jti}, nil, 600)}
+	}
+	opsAlice, plainAlice, plainBob := token("alice", "mcp ops", "1"), token("alice", "mcp", "2"), token("bob", "mcp", "3")
+
+	// tools/list: ask only for ops, and private either way.
+	list := func(hdr map[string]string) ([]string, string) {
+		h := modernHeaders(modernVersion, "tools/list", "")
+		for k, v := range hdr {
+			h[k] = v
+		}
+		x := postRPC(t, owner.URL, h, rpcBody(t, 1, "tools/list", map[string]any{"_meta": meta(modernVersion)}), 1)
+		if x.Resp == nil || x.Resp.Result == nil {
+			t.Fatalf("tools/list: %s", x)
+		}
+		var res struct{ CacheScope string }
+		_ = json.Unmarshal(x.Resp.Result, &res)
+		return toolNames(t, x.Resp.Result), res.CacheScope
+	}
+	if names, scope := list(plainBob); slices.Contains(names, "ask") || !slices.Contains(names, "slow") || scope != "private" {
+		t.Errorf("bob's tools/list: %v, cacheScope %q", names, scope)
+	}
+	if names, scope := list(opsAlice); !slices.Contains(names, "ask") || scope != "private" {
+		t.Errorf("alice's (ops) tools/list: %v, cacheScope %q", names, scope)
+	}
+	rest := restDo(t, "GET", fmt.Sprintf("http://127.0.0.1:%d/api/tools", owner.Port), plainBob, "")
+	if names := toolNames(t, rest.Body); rest.Status != 200 || slices.Contains(names, "ask") || !slices.Contains(names, "slow") || !strings.HasPrefix(rest.Header.Get("Cache-Control"), "private") {
+		t.Errorf("bob's REST tools: %d %q %v", rest.Status, rest.Header.Get("Cache-Control"), names)
+	}
+
+	// Calls to ask without ops, each refused before the upstream.
+	before := rs.requests.Load()
+	unknownTool(t, askCall(t, owner.URL, 2, "tea", nil, plainBob), "ask", "bob's call")
+	// Mcp-Name names an allowed tool, the body the forbidden one.
+	h := withHeaders(plainBob, "Mcp-Name", "slow")
+	unknownTool(t, elicitingCall(t, owner.URL, 3, "ask", map[string]any{"topic": "tea"}, nil, h), "ask", "Mcp-Name slow over a body naming ask")
+	// A task (the Tasks extension declared): none is created.
+	m := meta(modernVersion)
+	m["io.modelcontextprotocol/clientCapabilities"] = map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}
+	unknownTool(t, postRPC(t, owner.URL, withHeaders(modernHeaders(modernVersion, "tools/call", "ask"), "Authorization", plainBob["Authorization"]),
+		rpcBody(t, 4, "tools/call", map[string]any{"name": "ask", "arguments": map[string]any{"topic": "tea"}, "_meta": m, "task": map[string]any{}}), 4), "ask", "a task")
+	// The saga face.
+	saga := callSaga(t, owner.URL, plainBob, 5, "ask", map[string]any{"topic": "tea"})
+	if saga.Resp == nil || saga.Resp.Error == nil || saga.Resp.Error.Code != -32602 || !strings.Contains(saga.Resp.Error.Message, "Unknown tool: ask") {
+		t.Errorf("bob's saga: %s", saga)
+	}
+	if n := rs.requests.Load(); n != before {
+		t.Errorf("the upstream got %d requests of calls out of scope", n-before)
+	}
+	// The REST face: an unknown tool (its check lists the tools, which the
+	// upstream answers; the call itself never reaches it: no elicitation).
+	wantProblem(t, restDo(t, "PUT", fmt.Sprintf("http://127.0.0.1:%d/api/tools/ask/calls/r1", owner.Port),
+		withHeaders(plainBob, "Idempotency-Key", "k"), `{"arguments":{"topic":"tea"}}`), http.StatusNotFound)
+
+	// A parked call's retry on the other instance: alice's token without
+	// ops is refused there, before any relay; with ops it is relayed to
+	// the owner and completes.
+	ir := parseInputRequired(t, askCall(t, owner.URL, 6, "tea", nil, opsAlice))
+	retry := func(id int, hdr map[string]string) rpcExchange {
+		rh, body := retryRequest(t, id, "tea", ir)
+		rh["Authorization"] = hdr["Authorization"]
+		return postRPC(t, other.URL, rh, body, id)
+	}
+	before = rs.requests.Load()
+	unknownTool(t, retry(7, plainAlice), "ask", "alice's retry without ops")
+	if n := rs.requests.Load(); n != before {
+		t.Errorf("the upstream got %d requests of the retry out of scope", n-before)
+	}
+	if text := checkToolResult(t, retry(8, opsAlice), 8); text != "answer: yes" {
+		t.Fatalf("alice's retry with ops on the other instance: %q", text)
+	}
+	waitMetrics(t, other, map[string]float64{`caddy_mcp_gateway_instance_forwards_total{direction="sent",outcome="ok"}`: 1})
+	waitMetrics(t, owner, map[string]float64{`caddy_mcp_gateway_instance_forwards_total{direction="received",outcome="ok"}`: 1})
+}
