@@ -51,6 +51,15 @@ func toolNames(t *testing.T, result []byte) []string {
 	return names
 }
 
+// withMeta is a modern request's params: params with its _meta.
+func withMeta(params map[string]any) map[string]any {
+	out := map[string]any{"_meta": meta(modernVersion)}
+	for k, v := range params {
+		out[k] = v
+	}
+	return out
+}
+
 // unknownTool checks the answer a server gives a tool it does not have:
 // -32602 in-band (HTTP 200), "Unknown tool: <name>".
 func unknownTool(t *testing.T, x rpcExchange, name, what string) {
@@ -67,9 +76,9 @@ func unknownTool(t *testing.T, x rpcExchange, name, what string) {
 // REST face's list; its call is refused as an unknown tool's and the
 // upstream never hears of it, whatever Mcp-Name says, through REST, the
 // saga, or as the retry of a parked call sent to the other instance (the
-// same subject's fresh token without `ops`). The same subject's token with
-// `ops` completes the retry, relayed to the owner, which authenticates
-// it again.
+// same subject's fresh token without `ops`, also once the owner is gone).
+// The same subject's token with `ops` completes the retry, relayed to the
+// owner, which authenticates it again.
 func TestToolScopeAttacks(t *testing.T) {
 	t.Parallel()
 	a := startAuthServer(t)
@@ -158,4 +167,109 @@ func TestToolScopeAttacks(t *testing.T) {
 	}
 	waitMetrics(t, other, map[string]float64{`caddy_mcp_gateway_instance_forwards_total{direction="sent",outcome="ok"}`: 1})
 	waitMetrics(t, owner, map[string]float64{`caddy_mcp_gateway_instance_forwards_total{direction="received",outcome="ok"}`: 1})
+
+	// Its owner gone, a parked call's retry without ops is refused the same.
+	ir = parseInputRequired(t, askCall(t, owner.URL, 9, "tea", nil, opsAlice))
+	owner.stop(t)
+	unknownTool(t, retry(10, plainAlice), "ask", "alice's retry without ops, its owner gone")
+}
+
+// TestToolScopeClients: real SDK clients, each era's, through real go-sdk
+// servers of each era and a federated block of both, with tokens of two
+// scope sets: the TypeScript SDK 1.x client (legacy, its own OAuth flow:
+// the pass-through and the reverse bridge) and the 2.x client (modern, a
+// minted token: the pass-through and the forward bridge). Without `ops`,
+// test_simple_text is absent from the tools/list the client reads (it
+// gives up before calling it), and with `ops` it is called. In the
+// federated block the rule names the prefixed name: new__test_simple_text
+// is hidden, old__test_simple_text is not. The block's merged list, kept
+// within its ttlMs, is filtered per token: neither order of two
+// principals shows one the other's list. Prompts by scope the same.
+func TestToolScopeClients(t *testing.T) {
+	t.Parallel()
+	a := startAuthServer(t)
+	legacy, modern := startGoEverything(t, false), startGoEverything(t, true)
+	const rules = "\t\t\ttool_scope test_simple_* ops\n\t\t\tprompt_scope test_simple_prompt ops"
+	for _, c := range []struct {
+		name, block, rules, hidden, shown string
+	}{
+		{"modern", "\t\tupstream " + modern, rules, "test_simple_text", "test_image_content"},
+		{"legacy", "\t\tupstream " + legacy, rules, "test_simple_text", "test_image_content"},
+		{"federated", "\t\tserver old {\n\t\t\tupstream " + legacy + "\n\t\t}\n\t\tserver new {\n\t\t\tupstream " + modern + "\n\t\t}",
+			"\t\t\ttool_scope new__test_simple_* ops", "new__test_simple_text", "old__test_simple_text"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			port := freePort(t)
+			admin, audience := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+			g := launchCaddyfile(t, port, admin, scopeCaddyfile(a, port, admin, t.TempDir(), audience, c.block, c.rules))
+			mint := func(sub, scope string) string {
+				return a.mint(t, map[string]any{"sub": sub, "aud": audience, "scope": scope}, nil, 600)
+			}
+			for _, client := range []struct {
+				script string
+				args   func(scope string) []string
+			}{
+				{"oauth-client.mjs", func(scope string) []string { return []string{"client=agent-" + c.name, "issuer=" + a.issuer, "scope=" + scope} }},
+				{"modern-client.mjs", func(scope string) []string { return []string{"bearer=" + mint("agent-"+c.name, scope)} }},
+			} {
+				_, err := runNodeScript(t, client.script, append([]string{g.URL, c.hidden, "{}"}, client.args("mcp")...)...)
+				if err == nil || !strings.Contains(err.Error(), "is not in tools/list") || !strings.Contains(err.Error(), c.shown) {
+					t.Errorf("%s without ops, calling %s: %v", client.script, c.hidden, err)
+				}
+				if out, err := runNodeScript(t, client.script, append([]string{g.URL, c.shown, "{}"}, client.args("mcp")...)...); err != nil {
+					t.Errorf("%s without ops, calling %s: %v", client.script, c.shown, err)
+				} else if strings.Contains(string(out), `"isError":true`) {
+					t.Errorf("%s without ops, calling %s: %s", client.script, c.shown, out)
+				}
+				if out, err := runNodeScript(t, client.script, append([]string{g.URL, c.hidden, "{}"}, client.args("mcp ops")...)...); err != nil || strings.Contains(string(out), `"isError":true`) {
+					t.Errorf("%s with ops, calling %s: %s %v", client.script, c.hidden, out, err)
+				}
+			}
+
+			// Two principals in both orders: each sees its own list only.
+			bob, alice := mint("bob", "mcp"), mint("alice", "mcp ops")
+			list := func(token, method string) rpcExchange {
+				h := withHeaders(modernHeaders(modernVersion, method, ""), "Authorization", "Bearer "+token)
+				return postRPC(t, g.URL, h, rpcBody(t, 1, method, map[string]any{"_meta": meta(modernVersion)}), 1)
+			}
+			for i, token := range []string{bob, alice, bob, alice} {
+				x := list(token, "tools/list")
+				if x.Resp == nil || x.Resp.Result == nil {
+					t.Fatalf("tools/list: %s", x)
+				}
+				var res struct{ CacheScope string }
+				_ = json.Unmarshal(x.Resp.Result, &res)
+				names := toolNames(t, x.Resp.Result)
+				if slices.Contains(names, c.hidden) != (token == alice) || !slices.Contains(names, c.shown) || res.CacheScope != "private" {
+					t.Errorf("tools/list %d (alice: %v): cacheScope %q, %v", i, token == alice, res.CacheScope, names)
+				}
+			}
+			// Calls naming the hidden tool: a modern client's and a legacy
+			// client's (its session through the pass-through or a bridge).
+			bobHdr := map[string]string{"Authorization": "Bearer " + bob}
+			call := map[string]any{"name": c.hidden, "arguments": map[string]any{}}
+			modernCall := withHeaders(modernHeaders(modernVersion, "tools/call", c.hidden), "Authorization", bobHdr["Authorization"])
+			unknownTool(t, postRPC(t, g.URL, modernCall, rpcBody(t, 2, "tools/call", withMeta(call)), 2), c.hidden, "a modern call")
+			init := post(t, g.URL, bobHdr, legacyInit)
+			sid := init.Header.Get("Mcp-Session-Id")
+			init.Body.Close()
+			legacyCall := withHeaders(legacyHeaders(sid), "Authorization", bobHdr["Authorization"])
+			if r := post(t, g.URL, legacyCall, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); sid == "" || r.StatusCode != http.StatusAccepted {
+				t.Fatalf("legacy session %q: %d", sid, r.StatusCode)
+			}
+			unknownTool(t, postRPC(t, g.URL, legacyCall, rpcBody(t, 3, "tools/call", call), 3), c.hidden, "a legacy call")
+			if c.name != "modern" {
+				return
+			}
+			x := list(bob, "prompts/list")
+			if x.Resp == nil || strings.Contains(string(x.Resp.Result), "test_simple_prompt") || !strings.Contains(string(x.Resp.Result), "test_prompt_with_arguments") {
+				t.Errorf("bob's prompts/list: %s", x)
+			}
+			h := withHeaders(modernHeaders(modernVersion, "prompts/get", "test_simple_prompt"), "Authorization", "Bearer "+bob)
+			x = postRPC(t, g.URL, h, rpcBody(t, 2, "prompts/get", map[string]any{"name": "test_simple_prompt", "_meta": meta(modernVersion)}), 2)
+			if x.Status != 200 || x.Resp == nil || x.Resp.Error == nil || x.Resp.Error.Code != -32602 || x.Resp.Error.Message != "Unknown prompt: test_simple_prompt" {
+				t.Errorf("bob's prompts/get: %s", x)
+			}
+		})
+	}
 }
