@@ -209,7 +209,9 @@ func TestToolScopeClients(t *testing.T) {
 				script string
 				args   func(scope string) []string
 			}{
-				{"oauth-client.mjs", func(scope string) []string { return []string{"client=agent-" + c.name, "issuer=" + a.issuer, "scope=" + scope} }},
+				{"oauth-client.mjs", func(scope string) []string {
+					return []string{"client=agent-" + c.name, "issuer=" + a.issuer, "scope=" + scope}
+				}},
 				{"modern-client.mjs", func(scope string) []string { return []string{"bearer=" + mint("agent-"+c.name, scope)} }},
 			} {
 				_, err := runNodeScript(t, client.script, append([]string{g.URL, c.hidden, "{}"}, client.args("mcp")...)...)
