@@ -96,3 +96,37 @@ func TestListFilter(t *testing.T) {
 		t.Fatalf("nothing written: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// TestRefuseOutOfScope: a call out of scope is answered as an unknown
+// tool's, in-band; in a batch, each request is answered and none sent.
+func TestRefuseOutOfScope(t *testing.T) {
+	h := &Handler{auth: &resourceServer{rules: auth.ScopeRules{{Kind: auth.Tools, Pattern: "deploy_*", Scope: "ops"}}}}
+	serve := func(body string, scopes ...string) (bool, *httptest.ResponseRecorder) {
+		rec := httptest.NewRecorder()
+		r := withGranted(httptest.NewRequest("POST", "/mcp", nil), scopes)
+		refused, err := h.refuseOutOfScope(rec, r, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return refused, rec
+	}
+	const call = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"deploy_web"}}`
+	if refused, _ := serve(call, "mcp", "ops"); refused {
+		t.Error("refused with the scope")
+	}
+	refused, rec := serve(call, "mcp")
+	if !refused || rec.Code != 200 || rec.Body.String() != `{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"Unknown tool: deploy_web"}}` {
+		t.Errorf("a call: %v %d %s", refused, rec.Code, rec.Body)
+	}
+	refused, rec = serve(`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}},{"jsonrpc":"2.0","method":"notifications/x"},`+call+`]`, "mcp")
+	want := `[{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid Request: this batch names a tool or prompt the server does not have; none of its requests was sent"}},` +
+		`{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"Unknown tool: deploy_web"}}]`
+	if !refused || rec.Code != 200 || rec.Body.String() != want {
+		t.Errorf("a batch: %v %d %s", refused, rec.Code, rec.Body)
+	}
+	// Not authenticated (no scopes known): refused.
+	rec = httptest.NewRecorder()
+	if refused, _ := h.refuseOutOfScope(rec, httptest.NewRequest("POST", "/mcp", nil), []byte(call)); !refused {
+		t.Error("a request without granted scopes passed")
+	}
+}
