@@ -89,7 +89,7 @@ func TestToolScopeAttacks(t *testing.T) {
 	fleet := make([]*gateway, len(ports))
 	for i, port := range ports {
 		block := fleetBlock(t, "\t\tupstream "+rs.url+" {\n\t\t\tera legacy\n\t\t\tresume off\n\t\t}", "peer", ports, i) +
-			"\n\t\trest /api\n\t\tsaga on"
+			"\n\t\trest /api\n\t\tsaga on\n\t\tmulti_turn_sse on"
 		admin := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 		fleet[i] = launchCaddyfile(t, port, admin, scopeCaddyfile(a, port, admin, storage, audience, block, "\t\t\ttool_scope ask ops"))
 	}
@@ -148,6 +148,33 @@ func TestToolScopeAttacks(t *testing.T) {
 	wantProblem(t, restDo(t, "PUT", fmt.Sprintf("http://127.0.0.1:%d/api/tools/ask/calls/r1", owner.Port),
 		withHeaders(plainBob, "Idempotency-Key", "k"), `{"arguments":{"topic":"tea"}}`), http.StatusNotFound)
 
+	// Multi-turn SSE: a legacy session that opted in. Without ops its call
+	// is refused; a turn started with ops and answered with a token of the
+	// same subject without it ends as an unknown tool's call.
+	init := readRPC(t, post(t, owner.URL, opsAlice, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",`+
+		`"capabilities":`+mtCaps+`,"clientInfo":{"name":"raw-sep1858","version":"1"}}}`), 1)
+	sid := init.Header.Get("Mcp-Session-Id")
+	if r := post(t, owner.URL, withHeaders(legacyHeaders(sid), "Authorization", opsAlice["Authorization"]), `{"jsonrpc":"2.0","method":"notifications/initialized"}`); sid == "" || r.StatusCode != http.StatusAccepted {
+		t.Fatalf("multi-turn session %q: %d", sid, r.StatusCode)
+	}
+	mtCallAs := func(hdr map[string]string, id int) mtAnswer {
+		return mtRead(t, post(t, owner.URL, withHeaders(legacyHeaders(sid), "Authorization", hdr["Authorization"]),
+			rpcBody(t, id, "tools/call", map[string]any{"name": "ask", "arguments": map[string]any{"topic": "tea"}})))
+	}
+	before = rs.requests.Load()
+	if a := mtCallAs(plainAlice, 20); a.final == nil || a.final.Error == nil || a.final.Error.Code != -32602 || a.final.Error.Message != "Unknown tool: ask" {
+		t.Errorf("a multi-turn call without ops: %s", a)
+	}
+	if n := rs.requests.Load(); n != before {
+		t.Errorf("the upstream got %d requests of the multi-turn call out of scope", n-before)
+	}
+	turn := mtTurn(t, mtCallAs(opsAlice, 21), "About tea", "elicitation/create")
+	b, _ := json.Marshal([]map[string]any{mtAccept(turn.reqs[0], map[string]any{"answer": "yes"})})
+	answered := mtRead(t, post(t, owner.URL, withHeaders(legacyHeaders(sid), "Authorization", plainAlice["Authorization"], "Last-Event-ID", turn.token), string(b)))
+	if a := answered; a.final == nil || a.final.Error == nil || a.final.Error.Code != -32602 || a.final.Error.Message != "Unknown tool: ask" {
+		t.Errorf("a multi-turn turn answered without ops: %s", a)
+	}
+
 	// A parked call's retry on the other instance: alice's token without
 	// ops is refused there, before any relay; with ops it is relayed to
 	// the owner and completes.
@@ -184,7 +211,9 @@ func TestToolScopeAttacks(t *testing.T) {
 // federated block the rule names the prefixed name: new__test_simple_text
 // is hidden, old__test_simple_text is not. The block's merged list, kept
 // within its ttlMs, is filtered per token: neither order of two
-// principals shows one the other's list. Prompts by scope the same.
+// principals shows one the other's list. Prompts by scope the same. A
+// saga suspended with the scope and resumed with the same subject's token
+// without it is refused.
 func TestToolScopeClients(t *testing.T) {
 	t.Parallel()
 	a := startAuthServer(t)
@@ -193,7 +222,7 @@ func TestToolScopeClients(t *testing.T) {
 	for _, c := range []struct {
 		name, block, rules, hidden, shown string
 	}{
-		{"modern", "\t\tupstream " + modern, rules, "test_simple_text", "test_image_content"},
+		{"modern", "\t\tupstream " + modern + "\n\t\tsaga on", rules + "\n\t\t\ttool_scope test_input_required_result_elicitation ops", "test_simple_text", "test_image_content"},
 		{"legacy", "\t\tupstream " + legacy, rules, "test_simple_text", "test_image_content"},
 		{"federated", "\t\tserver old {\n\t\t\tupstream " + legacy + "\n\t\t}\n\t\tserver new {\n\t\t\tupstream " + modern + "\n\t\t}",
 			"\t\t\ttool_scope new__test_simple_* ops", "new__test_simple_text", "old__test_simple_text"},
@@ -272,6 +301,47 @@ func TestToolScopeClients(t *testing.T) {
 			if x.Status != 200 || x.Resp == nil || x.Resp.Error == nil || x.Resp.Error.Code != -32602 || x.Resp.Error.Message != "Unknown prompt: test_simple_prompt" {
 				t.Errorf("bob's prompts/get: %s", x)
 			}
+
+			// A saga suspended with ops, resumed with a token of the same
+			// subject without it: its retry on the modern upstream is
+			// refused as an unknown tool's.
+			const tool = "test_input_required_result_elicitation"
+			first := suspended(t, callSaga(t, g.URL, map[string]string{"Authorization": "Bearer " + alice}, 3, tool, map[string]any{}), "elicitation")
+			plainAlice := mint("alice", "mcp")
+			x = resumeSaga(t, g.URL, map[string]string{"Authorization": "Bearer " + plainAlice}, 4, first.SagaToken, []map[string]any{accept(first.Steps[0].StepID, map[string]any{})})
+			if x.Resp == nil || x.Resp.Error == nil || x.Resp.Error.Code != -32602 || !strings.Contains(x.Resp.Error.Message, "Unknown tool: "+tool) {
+				t.Errorf("alice's saga resumed without ops: %s", x)
+			}
 		})
+	}
+}
+
+// TestToolScopeMultiTurnModern: a multi-turn session's turn, its call
+// passed through to a modern server (the TypeScript SDK 2.x fixture),
+// started with the scope and answered with the same subject's token
+// without it: the turn's retry, made on the session's upstream, is
+// refused as an unknown tool's call.
+func TestToolScopeMultiTurnModern(t *testing.T) {
+	t.Parallel()
+	a := startAuthServer(t)
+	port := freePort(t)
+	admin, audience := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	block := "\t\tupstream " + startModernFixture(t) + " {\n\t\t\tera modern\n\t\t}\n\t\tmulti_turn_sse on"
+	g := launchCaddyfile(t, port, admin, scopeCaddyfile(a, port, admin, t.TempDir(), audience, block, "\t\t\ttool_scope plan_* ops"))
+	as := func(scope string, hdr map[string]string) map[string]string {
+		return withHeaders(hdr, "Authorization", "Bearer "+a.mint(t, map[string]any{"sub": "alice", "aud": audience, "scope": scope}, nil, 600))
+	}
+	init := readRPC(t, post(t, g.URL, as("mcp ops", nil), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",`+
+		`"capabilities":`+mtCaps+`,"clientInfo":{"name":"raw-sep1858","version":"1"}}}`), 1)
+	sid := init.Header.Get("Mcp-Session-Id")
+	if r := post(t, g.URL, as("mcp ops", legacyHeaders(sid)), `{"jsonrpc":"2.0","method":"notifications/initialized"}`); sid == "" || r.StatusCode != http.StatusAccepted {
+		t.Fatalf("multi-turn session %q: %d", sid, r.StatusCode)
+	}
+	call := rpcBody(t, 2, "tools/call", map[string]any{"name": "plan_party", "arguments": map[string]any{"occasion": "picnic"}})
+	turn := mtTurn(t, mtRead(t, post(t, g.URL, as("mcp ops", legacyHeaders(sid)), call)), "", "elicitation/create")
+	b, _ := json.Marshal([]map[string]any{mtAccept(turn.reqs[0], map[string]any{"name": "Ada"})})
+	answered := mtRead(t, post(t, g.URL, as("mcp", withHeaders(legacyHeaders(sid), "Last-Event-ID", turn.token)), string(b)))
+	if x := answered; x.final == nil || x.final.Error == nil || x.final.Error.Code != -32602 || x.final.Error.Message != "Unknown tool: plan_party" {
+		t.Errorf("a turn answered without ops: %s", x)
 	}
 }
