@@ -201,7 +201,7 @@ func (rs ScopeRules) FilterList(msg []byte, kinds []Kind, granted []string) ([]b
 		}
 		return 0, false
 	}
-	b := []byte{'{'}
+	b := append(make([]byte, 0, len(top[i].Val.Raw)), '{')
 	for _, m := range res {
 		val := m.Val.Raw
 		if k, ok := list(m.Name); ok && m.Val.IsArray() {
@@ -212,7 +212,7 @@ func (rs ScopeRules) FilterList(msg []byte, kinds []Kind, granted []string) ([]b
 		b = jsonrpc.AppendMember(b, m.Key, val)
 	}
 	top[i].Val.Raw = string(append(b, '}'))
-	out := []byte{'{'}
+	out := append(make([]byte, 0, len(msg)), '{')
 	for _, m := range top {
 		out = jsonrpc.AppendMember(out, m.Key, m.Val.Raw)
 	}
@@ -221,7 +221,7 @@ func (rs ScopeRules) FilterList(msg []byte, kinds []Kind, granted []string) ([]b
 
 // keep is the JSON array of list's entries of kind k that granted may see.
 func (rs ScopeRules) keep(list gjson.Result, k Kind, granted []string) []byte {
-	b := []byte{'['}
+	b := append(make([]byte, 0, len(list.Raw)), '[')
 	list.ForEach(func(_, e gjson.Result) bool {
 		names := values(e, "name")
 		if len(names) != 1 || names[0].Type != gjson.String || !rs.Allows(k, names[0].Str, granted) {

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -123,6 +124,49 @@ func TestScopeRulesFilterList(t *testing.T) {
 	} {
 		if _, err := testRules.FilterList([]byte(msg), []Kind{Tools}, nil); !errors.Is(err, ErrUnfilterable) {
 			t.Errorf("%s: %v, want ErrUnfilterable", msg, err)
+		}
+	}
+}
+
+// benchRules are three rules, as a deployment might have.
+var benchRules = ScopeRules{
+	{Kind: Tools, Pattern: "deploy_*", Scope: "ops:deploy"},
+	{Kind: Tools, Pattern: "*_admin", Scope: "admin"},
+	{Kind: Tools, Pattern: "billing__*", Scope: "finance"},
+}
+
+// BenchmarkScopeRulesRefused: the check every POST pays once rules exist
+// (a tools/call of an allowed tool, the common case).
+func BenchmarkScopeRulesRefused(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, refused := benchRules.Refused(body, []string{"mcp"}); refused {
+			b.Fatal("refused")
+		}
+	}
+}
+
+// BenchmarkScopeRulesFilterList: a tools/list answer of 100 tools with
+// schemas, 10 of them hidden.
+func BenchmarkScopeRulesFilterList(b *testing.B) {
+	msg := []byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[`)
+	for i := range 100 {
+		if i > 0 {
+			msg = append(msg, ',')
+		}
+		name := fmt.Sprintf("tool_%d", i)
+		if i%10 == 0 {
+			name = fmt.Sprintf("deploy_%d", i)
+		}
+		msg = append(msg, fmt.Sprintf(`{"name":%q,"description":"Does thing %d.","inputSchema":{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["a"]}}`, name, i)...)
+	}
+	msg = append(msg, `],"resultType":"complete","ttlMs":60000,"cacheScope":"public"}}`...)
+	b.SetBytes(int64(len(msg)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := benchRules.FilterList(msg, []Kind{Tools}, []string{"mcp"}); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
