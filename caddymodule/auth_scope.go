@@ -112,33 +112,23 @@ func (h *Handler) refuseOutOfScope(w http.ResponseWriter, r *http.Request, body 
 		return false, nil
 	}
 	scopes := granted(r)
-	if _, _, refused := h.auth.rules.Refused(body, scopes); !refused {
+	k, name, refused := h.auth.rules.Refused(body, scopes)
+	if !refused {
 		return false, nil
-	}
-	unknown := func(msg []byte) *jsonrpc.RPCError {
-		k, name, refused := h.auth.rules.Refused(msg, scopes)
-		if !refused {
-			return nil
-		}
-		what := "Unknown tool: "
-		if k == auth.Prompts {
-			what = "Unknown prompt: "
-		}
-		return &jsonrpc.RPCError{HTTPStatus: http.StatusOK, Code: jsonrpc.InvalidParams, Message: what + jsonrpc.Clip(name)}
 	}
 	root := gjson.ParseBytes(body)
 	if !root.IsArray() {
-		return true, jsonrpc.WriteError(w, requestID(body), unknown(body))
+		return true, jsonrpc.WriteError(w, requestID(body), unknownName(k, name))
 	}
 	out := []byte{'['}
 	root.ForEach(func(_, msg gjson.Result) bool {
 		id := requestID([]byte(msg.Raw))
-		if id == nil {
+		if id == nil || !msg.Get("method").Exists() {
 			return true // a notification or an answer: nothing to say
 		}
-		rerr := unknown([]byte(msg.Raw))
-		if rerr == nil {
-			rerr = &jsonrpc.RPCError{Code: jsonrpc.InvalidRequest, Message: "Invalid Request: this batch names a tool or prompt the server does not have; none of its requests was sent"}
+		rerr := &jsonrpc.RPCError{Code: jsonrpc.InvalidRequest, Message: "Invalid Request: this batch names a tool or prompt the server does not have; none of its requests was sent"}
+		if k, name, refused := h.auth.rules.Refused([]byte(msg.Raw), scopes); refused {
+			rerr = unknownName(k, name)
 		}
 		if len(out) > 1 {
 			out = append(out, ',')
@@ -149,6 +139,16 @@ func (h *Handler) refuseOutOfScope(w http.ResponseWriter, r *http.Request, body 
 	w.Header().Set("Content-Type", "application/json")
 	_, err := w.Write(append(out, ']'))
 	return true, err
+}
+
+// unknownName is the answer to a request naming a tool (prompt) that is
+// not there: -32602, in-band.
+func unknownName(k auth.Kind, name string) *jsonrpc.RPCError {
+	what := "Unknown tool: "
+	if k == auth.Prompts {
+		what = "Unknown prompt: "
+	}
+	return &jsonrpc.RPCError{HTTPStatus: http.StatusOK, Code: jsonrpc.InvalidParams, Message: what + jsonrpc.Clip(name)}
 }
 
 // filterLists returns the writer a request body asking for a list that
@@ -253,7 +253,8 @@ func (w *listFilter) line(l []byte) []byte {
 
 // message filters one JSON-RPC message, or a batch of them.
 func (w *listFilter) message(msg []byte) []byte {
-	if msg[0] == '[' {
+	msg = bytes.TrimSpace(msg)
+	if len(msg) > 0 && msg[0] == '[' {
 		out := []byte{'['}
 		gjson.ParseBytes(msg).ForEach(func(_, m gjson.Result) bool {
 			if len(out) > 1 {

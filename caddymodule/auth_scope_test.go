@@ -80,12 +80,12 @@ func TestListFilter(t *testing.T) {
 
 	w, rec = newFilter()
 	w.Header().Set("Content-Type", "text/event-stream")
-	stream := "id: p\ndata:\n\nevent: message\ndata: " + list + "\r\n\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\ndata: \"result\":{}}\n\n"
+	stream := "id: p\ndata:\n\nevent: message\ndata: " + list + "\r\n\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\ndata: \"result\":{}}\n\ndata:   [" + list + "]\n\n"
 	for i := 0; i < len(stream); i += 7 {
 		_, _ = w.Write([]byte(stream[i:min(i+7, len(stream))]))
 	}
 	w.finish()
-	if got := rec.Body.String(); got != "id: p\ndata:\n\nevent: message\ndata: "+want+"\r\n\r\n\n" {
+	if got := rec.Body.String(); got != "id: p\ndata:\n\nevent: message\ndata: "+want+"\r\n\r\n\ndata: ["+want+"]\n\n" {
 		t.Fatalf("SSE: %q", got)
 	}
 
@@ -118,7 +118,8 @@ func TestRefuseOutOfScope(t *testing.T) {
 	if !refused || rec.Code != 200 || rec.Body.String() != `{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"Unknown tool: deploy_web"}}` {
 		t.Errorf("a call: %v %d %s", refused, rec.Code, rec.Body)
 	}
-	refused, rec = serve(`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}},{"jsonrpc":"2.0","method":"notifications/x"},`+call+`]`, "mcp")
+	refused, rec = serve(`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}},{"jsonrpc":"2.0","method":"notifications/x"},`+
+		`{"jsonrpc":"2.0","id":"s1","result":{}},`+call+`]`, "mcp")
 	want := `[{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid Request: this batch names a tool or prompt the server does not have; none of its requests was sent"}},` +
 		`{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"Unknown tool: deploy_web"}}]`
 	if !refused || rec.Code != 200 || rec.Body.String() != want {
