@@ -18,6 +18,13 @@
 //   - challenge.go: the `WWW-Authenticate` challenges (401 with
 //     `resource_metadata`, 403 `insufficient_scope`) and the Protected
 //     Resource Metadata document (RFC 9728).
+//   - scope.go: ScopeRules, tools and prompts by scope: which names a
+//     token's scopes reach (globs of federate.Filter's syntax on the name
+//     the client sees), the first name a request body calls that they do
+//     not (Refused: every copy of a repeated member, each message of a
+//     batch), and a list answer without the entries they do not reach
+//     (FilterList: cacheScope "private"; ErrUnfilterable for an answer
+//     repeating a member where readers disagree).
 //
 // JOSE is github.com/go-jose/go-jose/v4: one library for both the JWKS
 // and the JWT, whose parser takes the allowed algorithms up front (a token

@@ -64,6 +64,7 @@ func TestScopeRulesRefused(t *testing.T) {
 		{"escaped", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"dep\u006coy_web"}}`, "deploy_web"},
 		{"repeated name, forbidden last", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","name":"deploy_web"}}`, "deploy_web"},
 		{"repeated params", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"},"params":{"name":"deploy_web"}}`, "deploy_web"},
+		{"escaped method", `{"jsonrpc":"2.0","id":1,"method":"tools\/c\u0061ll","params":{"name":"deploy_web"}}`, "deploy_web"},
 		{"repeated method", `{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"deploy_web"}}`, "deploy_web"},
 		{"a list names nothing", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"name":"deploy_web"}}`, ""},
 		{"prompt", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"secret_plan"}}`, "secret_plan"},
