@@ -73,7 +73,7 @@ func unknownTool(t *testing.T, x rpcExchange, name, what string) {
 // of a legacy go-sdk server whose `ask` tool elicits (resume off: a call
 // parks holding its stream on the instance it reached). A token without
 // `ops` does not see `ask` in tools/list (cacheScope private), nor in the
-// REST face's list; its call is refused as an unknown tool's and the
+// REST face's list and OpenAPI document; its call is refused as an unknown tool's and the
 // upstream never hears of it, whatever Mcp-Name says, through REST, the
 // saga, or as the retry of a parked call sent to the other instance (the
 // same subject's fresh token without `ops`, also once the owner is gone).
@@ -122,6 +122,10 @@ func TestToolScopeAttacks(t *testing.T) {
 	rest := restDo(t, "GET", fmt.Sprintf("http://127.0.0.1:%d/api/tools", owner.Port), plainBob, "")
 	if names := toolNames(t, rest.Body); rest.Status != 200 || slices.Contains(names, "ask") || !slices.Contains(names, "slow") || !strings.HasPrefix(rest.Header.Get("Cache-Control"), "private") {
 		t.Errorf("bob's REST tools: %d %q %v", rest.Status, rest.Header.Get("Cache-Control"), names)
+	}
+	openapi := restDo(t, "GET", fmt.Sprintf("http://127.0.0.1:%d/api/openapi.json", owner.Port), plainBob, "")
+	if openapi.Status != 200 || strings.Contains(string(openapi.Body), "/tools/ask/") || !strings.Contains(string(openapi.Body), "/tools/slow/") {
+		t.Errorf("bob's REST openapi.json: %d, /tools/ask/ in it: %v", openapi.Status, strings.Contains(string(openapi.Body), "/tools/ask/"))
 	}
 
 	// Calls to ask without ops, each refused before the upstream.
