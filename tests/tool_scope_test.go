@@ -73,10 +73,12 @@ func unknownTool(t *testing.T, x rpcExchange, name, what string) {
 // of a legacy go-sdk server whose `ask` tool elicits (resume off: a call
 // parks holding its stream on the instance it reached). A token without
 // `ops` does not see `ask` in tools/list (cacheScope private), nor in the
-// REST face's list and OpenAPI document; its call is refused as an unknown tool's and the
-// upstream never hears of it, whatever Mcp-Name says, through REST, the
-// saga, or as the retry of a parked call sent to the other instance (the
-// same subject's fresh token without `ops`, also once the owner is gone).
+// REST face's list and OpenAPI document; its call is refused as an
+// unknown tool's and the upstream never hears of it, whatever Mcp-Name
+// says, as a task, through REST, the saga and multi-turn SSE (a turn
+// begun with `ops` too), or as the retry of a parked call sent to the
+// other instance (the same subject's fresh token without `ops`, also once
+// the owner is gone).
 // The same subject's token with `ops` completes the retry, relayed to the
 // owner, which authenticates it again.
 func TestToolScopeAttacks(t *testing.T) {
