@@ -185,9 +185,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *learned, d de
 			return err
 		}
 	}
-	r, rerr := h.withUpstreamCredential(r) // upstream_auth.go
-	if rerr != nil {
-		return jsonrpc.WriteError(w, l.id, rerr)
+	// A requestState the forward bridge cannot open (another principal's,
+	// say) is refused there before anything reaches the upstream: no
+	// credential is obtained for it.
+	if d.cell != cellForward || l.in.state != forward.StateUnopened {
+		var rerr *jsonrpc.RPCError
+		if r, rerr = h.withUpstreamCredential(r); rerr != nil { // upstream_auth.go
+			return jsonrpc.WriteError(w, l.id, rerr)
+		}
 	}
 	switch d.cell {
 	case cellModern:
