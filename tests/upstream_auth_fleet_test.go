@@ -27,23 +27,9 @@ import (
 // token for alice's call (403, nothing exchanged, nothing upstream).
 func TestUpstreamAuthFleet(t *testing.T) {
 	t.Parallel()
-	a := startAuthServer(t)
-	up := newHoldingServer(t, true)
-	rec := newAuthRecorder(t, up.url)
-	ts := support.ServeTokenExchange(t, "gateway", "gateway-secret")
-	const audience = "https://mcp.example.test/mcp" // the fleet's one public URL
-	ports := []int{freePort(t), freePort(t)}
-	fleet := make([]*gateway, len(ports))
-	for i, port := range ports {
-		block := fleetBlock(t, "\t\tupstream "+rec.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tresume_linger 1s", "peer", ports, i) +
-			fmt.Sprintf("\n\t\tauth {\n\t\t\tissuer %s\n\t\t\taudience %s\n\t\t\trequire_scope mcp\n\t\t}", a.issuer, audience) +
-			"\n\t\tupstream_auth exchange {\n\t\t\ttoken_endpoint " + ts.URL +
-			"\n\t\t\tclient_id gateway\n\t\t\tclient_secret gateway-secret\n\t\t\taudience mcp-server\n\t\t}"
-		fleet[i] = launchGateway(t, port, "", "", block)
-	}
-	home, other := fleet[0], fleet[1]
-	aliceToken := a.mint(t, map[string]any{"sub": "alice", "aud": audience, "scope": "mcp"}, nil, 600)
-	malloryToken := a.mint(t, map[string]any{"sub": "mallory", "aud": audience, "scope": "mcp"}, nil, 600)
+	f := startExchangeFleet(t, "\t\tresume_linger 1s", "")
+	home, other, up, rec, ts := f.fleet[0], f.fleet[1], f.up, f.rec, f.ts
+	aliceToken, malloryToken := f.token(t, "alice"), f.token(t, "mallory")
 	alice := map[string]string{"Authorization": "Bearer " + aliceToken}
 	mallory := map[string]string{"Authorization": "Bearer " + malloryToken}
 	exchanged := "Bearer exchanged:mcp-server:" + aliceToken
@@ -56,17 +42,6 @@ func TestUpstreamAuthFleet(t *testing.T) {
 		if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), want) {
 			t.Fatalf("want the result %q, got %s", want, x)
 		}
-	}
-	// Every request the upstream got carried alice's exchanged token.
-	onlyExchanged := func(when string) int {
-		t.Helper()
-		got := rec.authorizations("/mcp")
-		for _, v := range got {
-			if v != exchanged {
-				t.Fatalf("%s: the upstream received Authorization %q, want alice's exchanged token", when, v)
-			}
-		}
-		return len(got)
 	}
 
 	// The first call, answered where it parked, teaches the home that the
@@ -84,7 +59,7 @@ func TestUpstreamAuthFleet(t *testing.T) {
 	result(call(other.URL, 4, answerWith(t, ir, "second"), alice), "got second")
 	wait(t, up.answered, 5*time.Second, "the second answer upstream")
 	waitMetrics(t, other, map[string]float64{`caddy_mcp_gateway_instance_forwards_total{direction="sent",outcome="ok"}`: 1})
-	onlyExchanged("relayed home")
+	rec.only(t, exchanged, "relayed home")
 	if n := ts.Count("mcp-server", aliceToken); n != 1 {
 		t.Fatalf("%d exchanges of alice's token, want 1 (the home's)", n)
 	}
@@ -103,15 +78,15 @@ func TestUpstreamAuthFleet(t *testing.T) {
 	body := rpcBody(t, 6, "tools/call", params)
 	hdr := mergeHeaders(modernHeaders(modernVersion, "tools/call", "ask"), mallory)
 	hdr[seal.ForwardedHeader] = fleetAuth(t, fleetKeyByte).Sign("gw-0", seal.ForwardedRequest{Method: http.MethodPost, URI: "/mcp",
-		Body: []byte(body), Authorization: mallory["Authorization"], Principal: translate.PrincipalHash(a.issuer + " alice")}, time.Now())
-	before := onlyExchanged("before the forged retry")
+		Body: []byte(body), Authorization: mallory["Authorization"], Principal: translate.PrincipalHash(f.auth.issuer + " alice")}, time.Now())
+	before := rec.only(t, exchanged, "before the forged retry")
 	if r := checkRPCError(t, postRPC(t, home.URL, hdr, body, 6), http.StatusForbidden, -32600, 6); r != nil && !strings.Contains(r.Error.Message, "not the principal's") {
 		t.Errorf("the forged retry: %q", r.Error.Message)
 	}
 	if n := ts.Count("mcp-server", malloryToken); n != 0 {
 		t.Errorf("the home exchanged mallory's token %d times for alice's call", n)
 	}
-	if after := onlyExchanged("after the forged retry"); after != before {
+	if after := rec.only(t, exchanged, "after the forged retry"); after != before {
 		t.Errorf("the upstream got %d requests of the forged retry", after-before)
 	}
 
@@ -124,7 +99,7 @@ func TestUpstreamAuthFleet(t *testing.T) {
 	if got := wait(t, up.answered, 10*time.Second, "the answer upstream, posted by the home"); got != "third" {
 		t.Fatalf("answer upstream %q", got)
 	}
-	before = onlyExchanged("before the home's death")
+	before = rec.only(t, exchanged, "before the home's death")
 	home.kill(t)
 	var x rpcExchange
 	select {
@@ -133,7 +108,7 @@ func TestUpstreamAuthFleet(t *testing.T) {
 		t.Fatal("no answer to the retry within 30s of the home's death")
 	}
 	result(x, "got third")
-	if after := onlyExchanged("resumed on the other instance"); after == before {
+	if after := rec.only(t, exchanged, "resumed on the other instance"); after == before {
 		t.Fatal("the other instance sent the upstream nothing: the call was not resumed there")
 	}
 	if n := ts.Count("mcp-server", aliceToken); n != 2 {
@@ -143,11 +118,11 @@ func TestUpstreamAuthFleet(t *testing.T) {
 	// (3) Mallory's valid token cannot resume alice's call on the other
 	// instance either.
 	ir = parseInputRequired(t, call(other.URL, 9, nil, alice))
-	before = onlyExchanged("before mallory's retry")
+	before = rec.only(t, exchanged, "before mallory's retry")
 	if r := checkRPCError(t, call(other.URL, 10, answerWith(t, ir, "mallory"), mallory), http.StatusBadRequest, -32602, 10); r != nil && r.Error.Message != stateRefused {
 		t.Errorf("mallory's retry: %q", r.Error.Message)
 	}
-	if after := onlyExchanged("after mallory's retry"); after != before {
+	if after := rec.only(t, exchanged, "after mallory's retry"); after != before {
 		t.Errorf("the upstream got %d requests of mallory's retry", after-before)
 	}
 	if n := ts.Count("mcp-server", malloryToken); n != 0 {
@@ -158,4 +133,104 @@ func TestUpstreamAuthFleet(t *testing.T) {
 			t.Errorf("the gateway's log holds %q", secret)
 		}
 	}
+}
+
+// TestUpstreamAuthFleetTask: a task the gateway hosts, in the fleet of
+// TestUpstreamAuthFleet sharing Caddy's storage, taken over once its owner
+// died: the instance that takes it over (at alice's tasks/get) reopens
+// the call's stream upstream with alice's token exchanged there, and the
+// task completes. The task's own requests before that (its run, the
+// answer tasks/update posted) went on the owner's upstream session, with
+// the credential exchanged for the request that created it.
+func TestUpstreamAuthFleetTask(t *testing.T) {
+	t.Parallel()
+	storage := t.TempDir()
+	f := startExchangeFleet(t, "\t\ttask ask required 0\n\t\ttask_lease 1s\n\t\ttask_poll_interval 200ms", "\tstorage file_system "+storage)
+	owner, other, up, ts := f.fleet[0], f.fleet[1], f.up, f.ts
+	aliceToken := f.token(t, "alice")
+	exchanged := "Bearer exchanged:mcp-server:" + aliceToken
+	alice := &taskClient{t: t, auth: "Bearer " + aliceToken}
+
+	created := parseTask(t, alice.callTool(owner.URL, "ask", map[string]any{}))
+	v := alice.until(owner.URL, created.TaskID, func(v taskView) bool { return v.Status == "input_required" }, "the task's question")
+	written := taskRecord(storage)
+	if x := alice.answerTask(owner.URL, v, "answer", "task"); x.Resp == nil || x.Resp.Error != nil {
+		t.Fatalf("tasks/update: %s", x)
+	}
+	if got := wait(t, up.answered, 10*time.Second, "the task's answer upstream"); got != "task" {
+		t.Fatalf("answer upstream %q", got)
+	}
+	poll(3*time.Second, func() bool { return taskRecord(storage) != written })
+	before := f.rec.only(t, exchanged, "the task on its owner")
+	owner.kill(t)
+
+	up.release <- struct{}{}
+	waitForWithin(t, 30*time.Second, "the task taken over to complete", func() bool {
+		x := alice.task(other.URL, "tasks/get", created.TaskID, nil)
+		if x.Status != http.StatusOK {
+			t.Fatalf("tasks/get with the owner gone: %s", x)
+		}
+		v = parseTask(t, x)
+		return v.Status != "working" && v.Status != "input_required"
+	})
+	if v.Status != "completed" || v.Result == nil || len(v.Result.Content) == 0 || v.Result.Content[0].Text != "got task" {
+		t.Fatalf("the task taken over: %+v", v)
+	}
+	if after := f.rec.only(t, exchanged, "the task taken over"); after == before {
+		t.Fatal("the instance that took the task over sent the upstream nothing")
+	}
+	if n := ts.Count("mcp-server", aliceToken); n != 2 {
+		t.Errorf("%d exchanges of alice's token, want 2 (one per instance)", n)
+	}
+}
+
+// exchangeFleet is two instances of one fleet (ids gw-0 and gw-1, peers)
+// with the same `auth` (tokens of oauth2-mock-server, for audience
+// exchangeAudience) and `upstream_auth exchange` (the fixture token
+// endpoint, audience mcp-server), in front of a holdingServer with an
+// event store behind an authRecorder.
+type exchangeFleet struct {
+	fleet []*gateway
+	auth  *authServer
+	up    *holdingServer
+	rec   *authRecorder
+	ts    *support.TokenExchange
+}
+
+// exchangeAudience is the fleet's one public URL, its tokens' audience.
+const exchangeAudience = "https://mcp.example.test/mcp"
+
+// startExchangeFleet starts an exchangeFleet, with extra in each
+// mcp_gateway block and globals in each Caddyfile's global options.
+func startExchangeFleet(t *testing.T, extra, globals string) *exchangeFleet {
+	t.Helper()
+	f := &exchangeFleet{auth: startAuthServer(t), up: newHoldingServer(t, true), ts: support.ServeTokenExchange(t, "gateway", "gateway-secret")}
+	f.rec = newAuthRecorder(t, f.up.url)
+	ports := []int{freePort(t), freePort(t)}
+	for i, port := range ports {
+		block := fleetBlock(t, "\t\tupstream "+f.rec.url+" {\n\t\t\tera legacy\n\t\t}\n"+extra, "peer", ports, i) +
+			fmt.Sprintf("\n\t\tauth {\n\t\t\tissuer %s\n\t\t\taudience %s\n\t\t\trequire_scope mcp\n\t\t}", f.auth.issuer, exchangeAudience) +
+			"\n\t\tupstream_auth exchange {\n\t\t\ttoken_endpoint " + f.ts.URL +
+			"\n\t\t\tclient_id gateway\n\t\t\tclient_secret gateway-secret\n\t\t\taudience mcp-server\n\t\t}"
+		f.fleet = append(f.fleet, launchGateway(t, port, globals, "", block))
+	}
+	return f
+}
+
+// token mints a token of subject for the fleet.
+func (f *exchangeFleet) token(t *testing.T, subject string) string {
+	return f.auth.mint(t, map[string]any{"sub": subject, "aud": exchangeAudience, "scope": "mcp"}, nil, 600)
+}
+
+// only fails the test unless every request the upstream got so far
+// carried want as Authorization; it returns how many there were.
+func (rec *authRecorder) only(t *testing.T, want, when string) int {
+	t.Helper()
+	got := rec.authorizations("/mcp")
+	for _, v := range got {
+		if v != want {
+			t.Fatalf("%s: the upstream received Authorization %q, want %q", when, v, want)
+		}
+	}
+	return len(got)
 }
