@@ -32,7 +32,12 @@ const (
 // (in every cell: both pass-throughs, both bridges, and the forward
 // bridge's pooled sessions, which are never shared between two
 // credentials). A request relayed to another instance of the fleet keeps
-// the client's header: that instance applies its own `upstream_auth`.
+// the client's header: that instance applies its own `upstream_auth`; when
+// it cannot be reached and this instance serves the request (a call
+// resumed, a task served from its record or taken over), this one applies
+// its own. A hosted task's later requests use its upstream session's
+// credential, the one obtained for the request that opened it (in memory
+// only: no token is ever stored).
 type UpstreamAuth struct {
 	// `none`: no `Authorization` upstream. `passthrough`: the client's own
 	// header, as received ("token passthrough": the server sees, and could
