@@ -27,7 +27,7 @@ import (
 // token for alice's call (403, nothing exchanged, nothing upstream).
 func TestUpstreamAuthFleet(t *testing.T) {
 	t.Parallel()
-	f := startExchangeFleet(t, "\t\tresume_linger 1s", "")
+	f := startExchangeFleet(t, "\t\tresume_linger 1s", "", false)
 	home, other, up, rec, ts := f.fleet[0], f.fleet[1], f.up, f.rec, f.ts
 	aliceToken, malloryToken := f.token(t, "alice"), f.token(t, "mallory")
 	alice := map[string]string{"Authorization": "Bearer " + aliceToken}
@@ -145,7 +145,7 @@ func TestUpstreamAuthFleet(t *testing.T) {
 func TestUpstreamAuthFleetTask(t *testing.T) {
 	t.Parallel()
 	storage := t.TempDir()
-	f := startExchangeFleet(t, "\t\ttask ask required 0\n\t\ttask_lease 1s\n\t\ttask_poll_interval 200ms", "\tstorage file_system "+storage)
+	f := startExchangeFleet(t, "\t\ttask ask required 0\n\t\ttask_lease 1s\n\t\ttask_poll_interval 200ms", "\tstorage file_system "+storage, false)
 	owner, other, up, ts := f.fleet[0], f.fleet[1], f.up, f.ts
 	aliceToken := f.token(t, "alice")
 	exchanged := "Bearer exchanged:mcp-server:" + aliceToken
@@ -184,6 +184,37 @@ func TestUpstreamAuthFleetTask(t *testing.T) {
 	}
 }
 
+// TestUpstreamAuthFleetREST: the REST face in the fleet of
+// TestUpstreamAuthFleet: a call started with a PUT on one instance and
+// advanced (its question answered) on the other reaches the upstream with
+// alice's exchanged token every time; the face's internal requests are
+// served as the client request they are made for.
+func TestUpstreamAuthFleetREST(t *testing.T) {
+	t.Parallel()
+	f := startExchangeFleet(t, "\t\trest /api\n\t\trest_wait 2s", "\tstorage file_system "+t.TempDir(), true)
+	aliceToken := f.token(t, "alice")
+	alice := map[string]string{"Authorization": "Bearer " + aliceToken}
+	call := func(i int) string { return fmt.Sprintf("http://127.0.0.1:%d/api/tools/ask/calls/r1", f.fleet[i].Port) }
+
+	first := wantCall(t, restDo(t, "PUT", call(0), withHeaders(alice, "Idempotency-Key", "k"), `{"arguments":{}}`),
+		http.StatusCreated, "awaitingElicitationResult")
+	f.up.release <- struct{}{}
+	done := wantCall(t, restDo(t, "POST", call(1)+"/advance", withHeaders(alice, "If-Match", `"`+first.ETag+`"`),
+		`{"action":"accept","content":{"answer":"rest"}}`), http.StatusOK, "success")
+	if !strings.Contains(string(done.Result), "got rest") {
+		t.Fatalf("the REST call's result: %s", done.Result)
+	}
+	if got := wait(t, f.up.answered, 5*time.Second, "the REST call's answer upstream"); got != "rest" {
+		t.Fatalf("answer upstream %q", got)
+	}
+	if n := f.rec.only(t, "Bearer exchanged:mcp-server:"+aliceToken, "the REST call"); n == 0 {
+		t.Fatal("the upstream received nothing")
+	}
+	if n := f.ts.Count("mcp-server", aliceToken); n < 1 || n > 2 {
+		t.Errorf("%d exchanges of alice's token, want one per instance at most", n)
+	}
+}
+
 // exchangeFleet is two instances of one fleet (ids gw-0 and gw-1, peers)
 // with the same `auth` (tokens of oauth2-mock-server, for audience
 // exchangeAudience) and `upstream_auth exchange` (the fixture token
@@ -201,8 +232,9 @@ type exchangeFleet struct {
 const exchangeAudience = "https://mcp.example.test/mcp"
 
 // startExchangeFleet starts an exchangeFleet, with extra in each
-// mcp_gateway block and globals in each Caddyfile's global options.
-func startExchangeFleet(t *testing.T, extra, globals string) *exchangeFleet {
+// mcp_gateway block and globals in each Caddyfile's global options; with
+// rest, the block also serves the REST face at /api (`rest /api` in extra).
+func startExchangeFleet(t *testing.T, extra, globals string, rest bool) *exchangeFleet {
 	t.Helper()
 	f := &exchangeFleet{auth: startAuthServer(t), up: newHoldingServer(t, true), ts: support.ServeTokenExchange(t, "gateway", "gateway-secret")}
 	f.rec = newAuthRecorder(t, f.up.url)
@@ -212,7 +244,11 @@ func startExchangeFleet(t *testing.T, extra, globals string) *exchangeFleet {
 			fmt.Sprintf("\n\t\tauth {\n\t\t\tissuer %s\n\t\t\taudience %s\n\t\t\trequire_scope mcp\n\t\t}", f.auth.issuer, exchangeAudience) +
 			"\n\t\tupstream_auth exchange {\n\t\t\ttoken_endpoint " + f.ts.URL +
 			"\n\t\t\tclient_id gateway\n\t\t\tclient_secret gateway-secret\n\t\t\taudience mcp-server\n\t\t}"
-		f.fleet = append(f.fleet, launchGateway(t, port, globals, "", block))
+		site := ""
+		if rest {
+			site = "\troute /api/* {\n\t\tmcp_gateway {\n" + block + "\n\t\t}\n\t}"
+		}
+		f.fleet = append(f.fleet, launchGateway(t, port, globals, site, block))
 	}
 	return f
 }
