@@ -11,11 +11,13 @@ import (
 
 	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
 // tracedBridges serves requests each under a span of its own (a trace of
@@ -231,5 +233,69 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no %s within 10s", what)
 		}
+	}
+}
+
+// TestTaskSpansHandOver: an instance that stops gracefully ends its
+// tasks' run spans with handed_over (no error: the task goes on), and the
+// instance that takes one over says its owner released its lease; a task
+// cancelled there ends its run's span as an error.
+func TestTaskSpansHandOver(t *testing.T) {
+	upstream, _ := resumableUpstream(t)
+	bs, os := fleetOfBridges(t, 2, time.Hour)
+	tb := newTracedBridges(t)
+	r := taskRequest(t, upstream, 1, 2, "alice")
+	r.Options, r.Resume = os[0], true
+	created, _ := tb.serve(bs[0], r)
+	id := created.Get("result.taskId").String()
+	first, _ := tb.until(bs[0], os[0], upstream, id, translate.TaskInputRequired, false)
+	bs[0].Close()
+	handed := tb.span("task ask")
+	if got, want := eventNames(handed), []string{"working", "input_required", runHandedOver}; !slices.Equal(got, want) {
+		t.Errorf("the handed over run's events %q, want %q", got, want)
+	}
+	if attrOf(handed.Attributes(), "mcp_gateway.task.status") != translate.TaskInputRequired || handed.Status().Code != 0 {
+		t.Errorf("the handed over run: %v, %v", handed.Attributes(), handed.Status())
+	}
+	answer := fmt.Sprintf(`,"inputResponses":{%q:{"action":"accept","content":{"a":"one"}}}`, first.Get("inputRequests|@keys|0").String())
+	tb.task(bs[1], os[1], upstream, "tasks/update", id, answer, true)
+	if lease := attrOf(tb.span("task takeover ask").Attributes(), "mcp_gateway.lease"); lease != leaseReleased {
+		t.Errorf("the takeover says the lease was %q, want %q", lease, leaseReleased)
+	}
+	tb.task(bs[1], os[1], upstream, "tasks/cancel", id, "", false)
+	eventually(t, "the run's span on the instance that took the task over", func() bool {
+		return len(slices.DeleteFunc(tb.rec.Ended(), func(s sdktrace.ReadOnlySpan) bool { return s.Name() != "task ask" })) == 2
+	})
+	run := tb.rec.Ended()[slices.IndexFunc(tb.rec.Ended(), func(s sdktrace.ReadOnlySpan) bool {
+		return s.Name() == "task ask" && s != handed
+	})]
+	if got := eventNames(run); got[0] != runTakenOver || got[len(got)-1] != translate.TaskCancelled {
+		t.Errorf("the cancelled run's events %q", got)
+	}
+	if attrOf(run.Attributes(), "error.type") != translate.TaskCancelled || run.Status().Code != codes.Error {
+		t.Errorf("the cancelled run: %v, %v", run.Attributes(), run.Status())
+	}
+}
+
+// TestTaskSpansOff: without tracing, and without a client's traceparent,
+// a task has no run span and its taskId and record name no span (sealed
+// as before they could).
+func TestTaskSpansOff(t *testing.T) {
+	upstream, _ := resumableUpstream(t)
+	bs, os := fleetOfBridges(t, 1, time.Hour)
+	id, _ := startTask(t, bs[0], os[0], upstream, 1)
+	tk, err := seal.OpenTask(os[0].Keyring, id)
+	if err != nil || tk.Trace != (seal.TraceRef{}) {
+		t.Fatalf("taskId %+v, %v", tk, err)
+	}
+	rec, err := loadRecord(context.Background(), os[0], tk.Principal, tk.Handle)
+	if err != nil || rec == nil || rec.Trace != (seal.TraceRef{}) {
+		t.Fatalf("record %+v, %v", rec, err)
+	}
+	held := bs[0].heldTask(tk.Handle, tk.Principal)
+	held.mu.Lock()
+	defer held.mu.Unlock()
+	if held.run != nil {
+		t.Error("a run span without tracing")
 	}
 }
