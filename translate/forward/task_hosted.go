@@ -50,7 +50,7 @@ func (b *Bridge) newHostedTask(ctx context.Context, c *call, r Request, status s
 			serverInfo: translate.ServerInfo(c.sess.InitResult)}
 	}
 	b.addTask(c, r, t, seal.Task{})
-	t.startRun(ctx, traces.Ref{}, "")
+	t.startRun(ctx, traces.Ref{}, "", "")
 	return t
 }
 

@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
@@ -290,7 +288,7 @@ func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.Task
 		return ""
 	}
 	t.place = b.forceTaskPlace(o, rec.Principal)
-	t.startRun(ctx, t.first, runTakenOver, trace.WithAttributes(traces.Owner.String(rec.Owner), traces.Lease.String(lost)))
+	t.startRun(ctx, t.first, rec.Owner, lost)
 	b.tmu.Lock()
 	b.tasks[t.handle] = t
 	b.tmu.Unlock()

@@ -44,18 +44,20 @@ const (
 )
 
 // startRun starts t's run span under the span ref names (zero: the
-// recording span of ctx), linked to the call that created t, and adds
-// event (none: ""). Without tracing it does nothing.
-func (t *task) startRun(ctx context.Context, ref traces.Ref, event string, attrs ...trace.EventOption) {
+// recording span of ctx), linked to the call that created t; for a task
+// taken over from the instance from (none: ""), whose lease was lost
+// (ownerAlive's why), its first event is taken_over. Without tracing it
+// does nothing.
+func (t *task) startRun(ctx context.Context, ref traces.Ref, from, lost string) {
 	ctx, span := traces.StartAt(ctx, ref, "task", t.tool, trace.SpanKindInternal)
 	if span == nil {
 		return
 	}
 	span.SetAttributes(traces.ToolName.String(t.tool), traces.OperationName.String(traces.ExecuteTool),
-		traces.Upstream.String(t.upstream), traces.Cell.String("modern-legacy"))
+		traces.Upstream.String(t.upstream), traces.Cell.String("modern-legacy")) // the forward bridge's
 	traces.Link(ctx, t.first, traces.TaskCall)
-	if event != "" {
-		span.AddEvent(event, attrs...)
+	if from != "" {
+		span.AddEvent(runTakenOver, trace.WithAttributes(traces.Owner.String(from), traces.Lease.String(lost)))
 	}
 	t.mu.Lock()
 	t.run = span

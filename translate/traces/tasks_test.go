@@ -10,7 +10,7 @@ import (
 )
 
 // TestStartAt: without tracing StartAt starts nothing and allocates
-// nothing, not even the span's name; with it, a span under the one a Ref
+// nothing, not even the span's name, nor does Link; with it, a span under the one a Ref
 // names (another trace's, a remote parent) or, for the zero Ref, under the
 // recording span of ctx, with that span's provider.
 func TestStartAt(t *testing.T) {
@@ -20,6 +20,7 @@ func TestStartAt(t *testing.T) {
 		if c, span := StartAt(ctx, ref, "task", "generate_report", trace.SpanKindInternal); span != nil || c != ctx {
 			t.Fatal("a span without tracing")
 		}
+		Link(ctx, ref, TaskCall) // a tasks/* request's link to the call that made its task
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations without tracing, want 0", allocs)
