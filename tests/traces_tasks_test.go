@@ -85,7 +85,13 @@ func TestTracesTaskTakenOver(t *testing.T) {
 		t.Errorf("the takeover is in trace %s linking to %q, want its request's, linked to the call's %s", takeover.TraceID, takeover.Links, call.TraceID)
 	}
 	checkAttrs(t, "the takeover", takeover, map[string]string{"mcp_gateway.owner": "gw-0", "mcp_gateway.lease": "lapsed",
-		"mcp_gateway.task.status": "input_required", "gen_ai.tool.name": "ask", "mcp_gateway.upstream": up.url, "error.type": ""})
+		"gen_ai.tool.name": "ask", "mcp_gateway.upstream": up.url, "error.type": ""})
+	// The record's status: input_required, or working when the kill came
+	// before the record of the question was written (the new owner then
+	// asks it again, from the replay).
+	if status := takeover.Attrs["mcp_gateway.task.status"]; status != "input_required" && status != "working" {
+		t.Errorf("the takeover: the record's status %q", status)
+	}
 	taking := waitSpan(t, rec, "of the request that took the task over", func(s support.Span) bool {
 		return (server("tasks/update")(s) || server("tasks/get")(s)) && s.SpanID == takeover.ParentSpanID
 	})
@@ -98,8 +104,10 @@ func TestTracesTaskTakenOver(t *testing.T) {
 	if run.TraceID != call.TraceID || run.ParentSpanID != call.SpanID || run.Kind != "SPAN_KIND_INTERNAL" {
 		t.Errorf("the run: %s in trace %s under %s, want INTERNAL under the call's span %s of trace %s", run.Kind, run.TraceID, run.ParentSpanID, call.SpanID, call.TraceID)
 	}
-	if want := []string{"taken_over", "input_required", "working", "input_required", "working", "completed"}; !slices.Equal(run.Events, want) {
-		t.Errorf("the run's events %q, want %q", run.Events, want)
+	count := func(event string) int { return len(slices.DeleteFunc(slices.Clone(run.Events), func(e string) bool { return e != event })) }
+	if len(run.Events) < 6 || run.Events[0] != "taken_over" || run.Events[len(run.Events)-1] != "completed" ||
+		count("input_required") != 2 || count("working") < 2 {
+		t.Errorf("the run's events %q, want taken_over, the two questions' input_required, working after each answer, completed", run.Events)
 	}
 	checkAttrs(t, "the run", run, map[string]string{"mcp_gateway.task.status": "completed", "gen_ai.tool.name": "ask",
 		"gen_ai.operation.name": "execute_tool", "mcp_gateway.cell": "modern-legacy", "error.type": ""})

@@ -122,6 +122,11 @@ func TestTaskSpansTakeover(t *testing.T) {
 		t.Fatalf("no task: %s", created.Raw)
 	}
 	first, poll := tb.until(bs[0], os[0], upstream, id, translate.TaskInputRequired, false)
+	tk, _ := seal.OpenTask(os[0].Keyring, id)
+	eventually(t, "the record of the question", func() bool { // written right after the change in memory
+		rec, _ := loadRecord(context.Background(), os[0], tk.Principal, tk.Handle)
+		return rec != nil && rec.Status == translate.TaskInputRequired
+	})
 	crash(bs[0])
 	for _, s := range tb.rec.Ended() {
 		if s.Name() == "task ask" {
