@@ -19,6 +19,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/auth"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
 // AuthConfig is the `auth` object of the handler: the gateway as the
@@ -187,6 +188,28 @@ func authenticated(r *http.Request) bool {
 	return v
 }
 
+// instanceNoticeKey marks a POST that carries no token but another
+// instance's forwarding signature: the session notice an instance sends
+// when it gives a parked call's upstream session back (giveback.go) is
+// made after the client's request, so it has no client token to carry.
+// dispatch serves such a request only once the signature verified and
+// only as that notice (instanceNotice); anything else is refused with 401.
+type instanceNoticeKey struct{}
+
+// refuseNoToken answers a request without a bearer token: 401, with the
+// challenge that points the client to the resource's metadata.
+func (h *Handler) refuseNoToken(w http.ResponseWriter) error {
+	w.Header().Set("WWW-Authenticate", auth.Challenge(h.auth.metadataURL, false))
+	return jsonrpc.WriteError(w, nil, jsonrpc.Errorf(http.StatusUnauthorized, jsonrpc.InvalidRequest, "Unauthorized: a bearer token is required"))
+}
+
+// instanceNotice reports whether authenticate let r through without a
+// token, as a possible instance notice.
+func instanceNotice(r *http.Request) bool {
+	v, _ := r.Context().Value(instanceNoticeKey{}).(bool)
+	return v
+}
+
 // authenticate serves the resource metadata, or checks r's token: it
 // reports whether it answered r itself (a refusal or the metadata), and
 // returns r marked authenticated, with the claims' placeholders set,
@@ -206,10 +229,13 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 		_, err := w.Write(rs.metadata)
 		return r, true, err
 	}
+	if r.Method == http.MethodPost && len(r.Header.Values("Authorization")) == 0 &&
+		h.fleet.auth != nil && len(r.Header.Values(seal.ForwardedHeader)) == 1 {
+		return r.WithContext(context.WithValue(r.Context(), instanceNoticeKey{}, true)), false, nil
+	}
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || token == "" || len(r.Header.Values("Authorization")) > 1 {
-		w.Header().Set("WWW-Authenticate", auth.Challenge(rs.metadataURL, false))
-		return r, true, jsonrpc.WriteError(w, nil, jsonrpc.Errorf(http.StatusUnauthorized, jsonrpc.InvalidRequest, "Unauthorized: a bearer token is required"))
+		return r, true, h.refuseNoToken(w)
 	}
 	claims, err := rs.validator.Validate(r.Context(), strings.TrimSpace(token))
 	switch {

@@ -98,6 +98,9 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 		if rt.method == forward.NoticeSessionReturned {
 			return h.takeBack(w, r, body)
 		}
+		if instanceNotice(r) { // auth.go: without a token, only an instance's notice
+			return h.refuseNoToken(w)
+		}
 		h.repairQuirks(r, body) // quirks.go: before the headers are read
 		// Modern, or unrecognizable: the modern ladder says what is wrong.
 		rt.era = eraModern
