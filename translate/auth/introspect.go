@@ -127,10 +127,10 @@ func (in *introspector) handles(token string) bool {
 // jwtShaped reports whether token has a JWS compact serialization's
 // shape: three dot-separated parts, the first a base64url JSON object.
 func jwtShaped(token string) bool {
-	header, _, _ := strings.Cut(token, ".")
 	if strings.Count(token, ".") != 2 {
 		return false
 	}
+	header, _, _ := strings.Cut(token, ".")
 	b, err := base64.RawURLEncoding.DecodeString(header)
 	return err == nil && json.Valid(b) && strings.HasPrefix(strings.TrimSpace(string(b)), "{")
 }
