@@ -123,11 +123,15 @@ func startIntrospectGateway(t *testing.T, o *oidcServer, block, introspection st
 }
 
 // TestAuthIntrospectSDKClientFlow: the TypeScript SDK's own client auth
-// against oidc-provider, which issues opaque tokens: from the gateway's
-// 401 the client finds the authorization server, gets a token for the
-// gateway's URL and calls a tool that asks a question, in front of a
-// legacy server and a modern one; the gateway introspects the token once
-// for the whole session, and no server behind it sees it.
+// against oidc-provider, which issues opaque tokens, in front of a legacy
+// server and a modern one: from the gateway's 401 the client finds the
+// authorization server and gets a token for the gateway's URL, by the
+// client_credentials grant of a registered client, then by the
+// authorization code grant with PKCE as a user, registering itself
+// (dynamic client registration; the script plays the user agent through
+// the sign-in and consent pages); each calls a tool that asks a question.
+// The gateway introspects each token once for the whole session, and no
+// server behind it sees one.
 func TestAuthIntrospectSDKClientFlow(t *testing.T) {
 	t.Parallel()
 	o := startOIDCServer(t)
@@ -138,30 +142,42 @@ func TestAuthIntrospectSDKClientFlow(t *testing.T) {
 	}{{"legacy", legacy}, {"modern", modern}} {
 		t.Run(c.name, func(t *testing.T) {
 			g := startIntrospectGateway(t, o, "\t\tupstream "+c.rec.url, "")
-			before := o.counts(t)
-			out, err := runNodeScript(t, "oauth-client.mjs", g.URL, "test_elicitation", `{"message":"who?"}`,
-				"client=mcp-client", "secret=mcp-client-secret", "issuer="+o.issuer, "scope=mcp")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("oauth-client: %s", out)
-			var got struct {
-				TokenOpaque  bool `json:"tokenOpaque"`
-				Elicitations int  `json:"elicitations"`
-				Result       struct {
-					Content []struct{ Text string } `json:"content"`
-					IsError bool                    `json:"isError"`
-				} `json:"result"`
-			}
-			if err := json.Unmarshal(out, &got); err != nil {
-				t.Fatalf("%s: %v", out, err)
-			}
-			if !got.TokenOpaque || got.Elicitations != 1 || got.Result.IsError || len(got.Result.Content) == 0 {
-				t.Fatalf("want an opaque token and a result after one elicitation, got %s", out)
-			}
-			after := o.counts(t)
-			if after.Tokens != before.Tokens+1 || after.Introspections != before.Introspections+1 {
-				t.Errorf("%d token requests and %d introspections, want 1 and 1", after.Tokens-before.Tokens, after.Introspections-before.Introspections)
+			for _, flow := range []struct {
+				script string
+				args   []string
+			}{
+				{"oauth-client.mjs", []string{"client=mcp-client", "secret=mcp-client-secret", "issuer=" + o.issuer, "scope=mcp"}},
+				{"oauth-code-client.mjs", []string{"user=alice"}},
+			} {
+				before := o.counts(t)
+				out, err := runNodeScript(t, flow.script, append([]string{g.URL, "test_elicitation", `{"message":"who?"}`}, flow.args...)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%s: %s", flow.script, out)
+				var got struct {
+					TokenOpaque         bool              `json:"tokenOpaque"`
+					RegisteredClient    *string           `json:"registeredClient"`
+					AuthorizationParams map[string]string `json:"authorizationParams"`
+					Elicitations        int               `json:"elicitations"`
+					Result              struct {
+						Content []struct{ Text string } `json:"content"`
+						IsError bool                    `json:"isError"`
+					} `json:"result"`
+				}
+				if err := json.Unmarshal(out, &got); err != nil {
+					t.Fatalf("%s: %v", out, err)
+				}
+				if !got.TokenOpaque || got.Elicitations != 1 || got.Result.IsError || len(got.Result.Content) == 0 {
+					t.Fatalf("%s: want an opaque token and a result after one elicitation, got %s", flow.script, out)
+				}
+				if p := got.AuthorizationParams; got.RegisteredClient != nil && (*got.RegisteredClient == "" || p["code_challenge_method"] != "S256" || p["resource"] != g.URL) {
+					t.Fatalf("%s: want a registered client and an authorization request with PKCE for %s, got %s", flow.script, g.URL, out)
+				}
+				after := o.counts(t)
+				if after.Tokens != before.Tokens+1 || after.Introspections != before.Introspections+1 {
+					t.Errorf("%s: %d token requests and %d introspections, want 1 and 1", flow.script, after.Tokens-before.Tokens, after.Introspections-before.Introspections)
+				}
 			}
 			seen := c.rec.authorizations("/mcp") // the recorder's own path
 			if len(seen) == 0 {

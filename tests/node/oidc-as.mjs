@@ -8,11 +8,15 @@
 // token endpoint with the client_credentials grant and resource indicators
 // (RFC 8707: a token's audience is the `resource` asked for, any absolute
 // URL, with the scopes `mcp` and `read`, for 600 seconds), introspection and
-// revocation. Two clients, both authenticating with HTTP Basic or the form:
+// revocation; and, for users, the authorization code grant (PKCE required)
+// with open dynamic client registration (RFC 7591) and the package's
+// development sign-in and consent pages (any login name is a user, any
+// password). Two clients, both authenticating with HTTP Basic or the form:
 //   mcp-client / mcp-client-secret    gets tokens (client_credentials)
 //   mcp-gateway / mcp-gateway-secret  introspects them
-// As RFC 9068 §2.2 has it for client_credentials JWTs, a token's subject is
-// the client's id (an `sub` in the introspection answer).
+// A token's subject (the `sub` of its introspection) is the user's login
+// name, or for client_credentials the client's id, as RFC 9068 §2.2 has it
+// for JWTs.
 // Prints one JSON line {"issuer": "http://127.0.0.1:<port>"} once it listens.
 //
 // Routes of its own, for the tests, under /test/:
@@ -35,7 +39,8 @@ const provider = new Provider(issuer, {
   ],
   scopes: ['mcp', 'read'],
   features: {
-    devInteractions: { enabled: false },
+    devInteractions: { enabled: true },
+    registration: { enabled: true },
     clientCredentials: { enabled: true },
     introspection: { enabled: true },
     revocation: { enabled: true },
