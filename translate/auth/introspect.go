@@ -79,8 +79,9 @@ type introspector struct {
 	discovery *discovery
 	client    *http.Client
 	slots     chan struct{}
-	remember  func(sum [sha256.Size]byte, c Claims, now time.Time) // caches an active token's claims
-	inactive  *lru.Cache[[sha256.Size]byte, time.Time]             // refused tokens, until when
+	recall    func(sum [sha256.Size]byte, now time.Time) (Claims, bool) // an active token's cached claims
+	remember  func(sum [sha256.Size]byte, c Claims, now time.Time)      // caches them
+	inactive  *lru.Cache[[sha256.Size]byte, time.Time]                  // refused tokens, until when
 
 	mu       sync.Mutex
 	inflight map[[sha256.Size]byte]*flight
@@ -94,7 +95,9 @@ type flight struct {
 	err    error
 }
 
-func newIntrospector(cfg Introspection, o *Options, d *discovery, remember func([sha256.Size]byte, Claims, time.Time)) *introspector {
+func newIntrospector(cfg Introspection, o *Options, d *discovery,
+	recall func([sha256.Size]byte, time.Time) (Claims, bool), remember func([sha256.Size]byte, Claims, time.Time),
+) *introspector {
 	if cfg.ClientAuth == "" {
 		cfg.ClientAuth = ClientSecretBasic
 	}
@@ -113,7 +116,7 @@ func newIntrospector(cfg Introspection, o *Options, d *discovery, remember func(
 	inactive, _ := lru.New[[sha256.Size]byte, time.Time](o.CacheSize) // errors only for a size <= 0
 	return &introspector{
 		cfg: cfg, opts: o, discovery: d, client: &client,
-		slots: make(chan struct{}, cfg.MaxConcurrent), remember: remember, inactive: inactive,
+		slots: make(chan struct{}, cfg.MaxConcurrent), recall: recall, remember: remember, inactive: inactive,
 		inflight: map[[sha256.Size]byte]*flight{},
 	}
 }
@@ -138,18 +141,26 @@ func jwtShaped(token string) bool {
 // introspect returns the claims of token, whose SHA-256 is sum, as the
 // authorization server tells them at now, and remembers them (or the
 // refusal). Requests with the same token share one introspection, whose
-// result is remembered before the next can start; a caller whose ctx
-// ends stops waiting, the introspection goes on for the others.
+// result is remembered before it ends, so that no second one starts
+// for a token just checked; a caller whose ctx ends stops waiting, the
+// introspection goes on for the others.
 func (in *introspector) introspect(ctx context.Context, token string, sum [sha256.Size]byte, now time.Time) (Claims, error) {
-	if until, ok := in.inactive.Get(sum); ok && now.Before(until) {
-		return Claims{}, fmt.Errorf("%w: refused by introspection a moment ago", ErrInvalidToken)
-	}
 	if !b64token(token) {
 		return Claims{}, fmt.Errorf("%w: not a bearer token's characters (RFC 6750 §2.1)", ErrInvalidToken)
 	}
 	in.mu.Lock()
 	f, joined := in.inflight[sum]
 	if !joined {
+		// Checked under mu: a flight that ended since the caller's look at
+		// the cache has remembered its answer.
+		if c, ok := in.recall(sum, now); ok {
+			in.mu.Unlock()
+			return c, nil
+		}
+		if until, ok := in.inactive.Get(sum); ok && now.Before(until) {
+			in.mu.Unlock()
+			return Claims{}, fmt.Errorf("%w: refused by introspection a moment ago", ErrInvalidToken)
+		}
 		f = &flight{done: make(chan struct{})}
 		in.inflight[sum] = f
 	}

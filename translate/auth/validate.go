@@ -128,7 +128,7 @@ func New(o Options) *Validator {
 	d := &discovery{issuer: o.Issuer, client: o.Client, floor: o.RefetchFloor, now: o.Now}
 	v := &Validator{opts: o, keys: &keys{discovery: d, floor: o.RefetchFloor, now: o.Now}, cache: cache}
 	if o.Introspection != nil {
-		v.introspect = newIntrospector(*o.Introspection, &v.opts, d, v.remember)
+		v.introspect = newIntrospector(*o.Introspection, &v.opts, d, v.recall, v.remember)
 	}
 	return v
 }
@@ -145,11 +145,8 @@ func (v *Validator) Validate(ctx context.Context, token string) (Claims, error) 
 	}
 	sum := sha256.Sum256([]byte(token))
 	now := v.opts.Now()
-	if c, ok := v.cache.Get(sum); ok {
-		if now.Before(c.until) {
-			return c.claims, nil
-		}
-		v.cache.Remove(sum)
+	if c, ok := v.recall(sum, now); ok {
+		return c, nil
 	}
 	if v.introspect != nil && v.introspect.handles(token) {
 		return v.introspect.introspect(ctx, token, sum, now) // remembered by the introspection
@@ -160,6 +157,17 @@ func (v *Validator) Validate(ctx context.Context, token string) (Claims, error) 
 	}
 	v.remember(sum, c, now)
 	return c, nil
+}
+
+// recall returns the cached claims of the token whose SHA-256 is sum, if
+// they are still trusted at now.
+func (v *Validator) recall(sum [sha256.Size]byte, now time.Time) (Claims, bool) {
+	c, ok := v.cache.Get(sum)
+	if ok && !now.Before(c.until) {
+		v.cache.Remove(sum)
+		return Claims{}, false
+	}
+	return c.claims, ok
 }
 
 // remember caches the claims of the token whose SHA-256 is sum, checked
