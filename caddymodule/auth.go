@@ -76,14 +76,14 @@ type AuthConfig struct {
 	// start. Required.
 	Audience string `json:"audience,omitempty"`
 
+	// Opaque tokens (or every token) checked by RFC 7662 introspection at
+	// the authorization server. Default: none, every token must be a JWT.
+	Introspection *IntrospectionConfig `json:"introspection,omitempty"`
+
 	// Scopes every request's token must have all of; one without them is
 	// refused with 403 and `error="insufficient_scope"` naming them. They
 	// are the metadata's `scopes_supported`. Default: none.
 	RequireScope []string `json:"require_scope,omitempty"`
-
-	// Opaque tokens (or every token) checked by RFC 7662 introspection at
-	// the authorization server. Default: none, every token must be a JWT.
-	Introspection *IntrospectionConfig `json:"introspection,omitempty"`
 }
 
 // unmarshalCaddyfile parses
@@ -91,8 +91,8 @@ type AuthConfig struct {
 //	auth {
 //	    issuer        <url>
 //	    audience      <url>
-//	    require_scope <scopes...>
 //	    introspection { ... }
+//	    require_scope <scopes...>
 //	}
 func (c *AuthConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
@@ -105,14 +105,14 @@ func (c *AuthConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = face.ParseString(d, &c.Issuer)
 		case "audience":
 			err = face.ParseString(d, &c.Audience)
-		case "require_scope":
-			c.RequireScope, err = appendArgs(d, c.RequireScope)
 		case "introspection":
 			if c.Introspection != nil {
 				return d.Err("auth: introspection already specified")
 			}
 			c.Introspection = new(IntrospectionConfig)
 			err = c.Introspection.unmarshalCaddyfile(d)
+		case "require_scope":
+			c.RequireScope, err = appendArgs(d, c.RequireScope)
 		default:
 			return d.Errf("unrecognized auth option %q", opt)
 		}
