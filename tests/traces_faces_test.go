@@ -1,15 +1,15 @@
 package tests
 
 // Traces of the faces and of the reverse bridge: with Caddy's tracing
-// directive on, a saga's and a REST call's requests are spans named after
-// the tool call they serve, each internal modern request the face makes is
-// a span under its request's with the upstream exchanges under it, and the
-// later requests of the call (a resumeSaga, a REST poll or advance), on
-// another instance, link to the span of its first request, whose context
-// the sagaToken or the REST record carried sealed; a legacy client's call
-// through the reverse bridge has its POSTs to the modern upstream (the
-// call, the retry with the in-line answer) as client spans under its
-// request's.
+// directive on, a saga's, a multi-turn call's and a REST call's requests
+// are spans named after the tool call they serve, each internal modern
+// request the face makes is a span under its request's with the upstream
+// exchanges under it, and the later requests of the call (a resumeSaga, a
+// turn's answers, a REST poll or advance), on another instance, link to
+// the span of its first request, whose context the sagaToken, the turn
+// token or the REST record carried sealed; a legacy client's call through
+// the reverse bridge has its POSTs to the modern upstream (the call, the
+// retry with the in-line answer) as client spans under its request's.
 
 import (
 	"encoding/json"
@@ -239,4 +239,49 @@ func TestTracesReverseInline(t *testing.T) {
 		t.Errorf("the two rounds' POSTs are one span %s", ids[0])
 	}
 	noSecrets(t, rec, bearer, "traces-reverse-secret", answer)
+}
+
+// TestTracesMultiTurn: a multi-turn call (SEP-1858) in front of a legacy
+// server over two instances, its first turn's answers POSTed to the other
+// instance. The client's tools/call is a span of the face, with its
+// internal tools/call under it; the POST of each turn's answers, a trace
+// of its own, links to it, whose context the turn token (the
+// Last-Event-ID) carried sealed. No span carries the token or a payload.
+func TestTracesMultiTurn(t *testing.T) {
+	t.Parallel()
+	rec := support.NewTraceReceiver(t)
+	up := newResumableServer(t)
+	fleet := startTracedFleet(t, 2, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tmulti_turn_sse on", rec)
+	a, b := fleet[0].URL, fleet[1].URL
+	const topic, answer = "Oolong Payload", "Answered Payload"
+	sid := mtOpen(t, a, mtCaps)
+	first := mtTurn(t, mtCall(t, a, sid, "call-7", "ask", map[string]any{"topic": topic}), "About "+topic, "elicitation/create")
+	second := mtTurn(t, mtAnswers(t, b, sid, first.token, []map[string]any{mtAccept(first.reqs[0], map[string]any{"answer": answer})}, nil),
+		"Sure?", "elicitation/create")
+	mtFinal(t, mtAnswers(t, a, sid, second.token, []map[string]any{mtAccept(second.reqs[0], map[string]any{"answer": answer})}, nil),
+		`"call-7"`, "accept:"+answer)
+
+	call := waitSpan(t, rec, "of the client's tools/call", func(s support.Span) bool {
+		return ourSpan(spanServer, "tools/call ask")(s) && s.Attrs["mcp_gateway.face"] == "multi_turn_sse"
+	})
+	checkAttrs(t, "the client's tools/call", call, map[string]string{"gen_ai.tool.name": "ask", "jsonrpc.request.id": "call-7"})
+	waitSpan(t, rec, "of the face's internal tools/call", func(s support.Span) bool {
+		return ourSpan(spanInternal, "tools/call ask")(s) && s.ParentSpanID == call.SpanID && s.Attrs["mcp_gateway.cell"] == "modern-legacy"
+	})
+	var answers []support.Span
+	poll(notHang, func() bool {
+		answers = slices.DeleteFunc(rec.Spans(), func(s support.Span) bool {
+			return !ourSpan(spanServer, "POST ask")(s) || s.Attrs["mcp_gateway.face"] != "multi_turn_sse"
+		})
+		return len(answers) == 2
+	})
+	if len(answers) != 2 {
+		t.Fatalf("%d spans of a turn's answers, want 2", len(answers))
+	}
+	for _, s := range answers {
+		if s.TraceID == call.TraceID || !slices.Contains(s.Links, call.TraceID) {
+			t.Errorf("a turn's answers: trace %s, links %q; want a trace of its own linking to the call's %s", s.TraceID, s.Links, call.TraceID)
+		}
+	}
+	noSecrets(t, rec, topic, answer, first.token, second.token)
 }
