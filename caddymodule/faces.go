@@ -336,7 +336,7 @@ func internalStatus(status int, err error) int {
 // to the call's first request's (face.Gateway).
 func (g faceGateway) Traced(r *http.Request, tool string, first seal.TraceRef) seal.TraceRef {
 	if rt, ok := r.Context().Value(routeKey{}).(*route); ok {
-		rt.tool = tool
+		rt.tool = clipLogged(tool) // as a tools/call's name is
 	}
 	traces.Link(r.Context(), traces.Ref(first), traces.FirstRound)
 	if first == (seal.TraceRef{}) {
