@@ -36,11 +36,12 @@ func withRound(ctx context.Context, round int) context.Context {
 // tracing): named after its Mcp-Method, with its JSON-RPC id and round.
 // No payload: the body is read only for its id.
 func startExchange(ctx context.Context, upstream string, hdr http.Header, body []byte) (context.Context, trace.Span) {
-	method := cmp.Or(hdr.Get(translate.HeaderMethod), http.MethodPost)
-	ctx, span := traces.Start(ctx, method, trace.SpanKindClient)
+	ctx, span := traces.Start(ctx, http.MethodPost, trace.SpanKindClient)
 	if span == nil {
 		return ctx, nil
 	}
+	method := cmp.Or(hdr.Get(translate.HeaderMethod), http.MethodPost)
+	span.SetName(method)
 	span.SetAttributes(traces.MethodName.String(method), traces.ProtocolVersion.String(translate.ModernVersion),
 		traces.Upstream.String(upstream))
 	if id := gjson.GetBytes(body, "id"); id.Exists() && id.Type != gjson.Null {
