@@ -186,8 +186,7 @@ func TestTracesREST(t *testing.T) {
 // answered on a POST of its own: the POST that makes the call and the
 // retry carrying the answer are client spans under the span of the
 // client's tools/call, rounds 0 and 1, each with its own traceparent for
-// the upstream. No span
-// carries the client's bearer token or a payload.
+// the upstream. No span carries the client's bearer token or a payload.
 func TestTracesReverseInline(t *testing.T) {
 	t.Parallel()
 	rec := support.NewTraceReceiver(t)
