@@ -39,7 +39,7 @@ const (
 	MaxSagaStepID    = 128   // a step's ID (an input key)
 	// maxSagaPlain bounds the whole plaintext.
 	maxSagaPlain = 1 + 16 + 16 + 10 + 3 + MaxSagaName + 3 + MaxSagaArguments + 3 + MaxSagaState +
-		1 + MaxSagaSteps*(2+1+MaxSagaStepID) + traceRefSize
+		1 + MaxSagaSteps*(2+1+MaxSagaStepID) + traceSize
 )
 
 // maxSagaToken bounds the length of a token OpenSaga tries to open.

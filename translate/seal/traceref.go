@@ -7,9 +7,10 @@ import (
 )
 
 // This file is the trace reference the tokens and records of a call carry
-// (a resumable requestState, a sagaToken, a turn token, a REST call
-// record): the span of the call's first request, which the spans of its
-// later requests link to, on whichever instance serves them.
+// (a resumable requestState, a taskId and a task record, a sagaToken, a
+// turn token, a REST call record): the span of the call's first request,
+// which the spans of its later requests link to, on whichever instance
+// serves them.
 
 // TraceRef names the span of a call's first request (a W3C trace id, span
 // id and trace flags), which its later rounds link to. Its zero value
@@ -19,9 +20,6 @@ type TraceRef struct {
 	SpanID  [8]byte
 	Flags   byte
 }
-
-// traceRefSize is a TraceRef's size in a binary plaintext.
-const traceRefSize = 16 + 8 + 1
 
 // append appends t to a binary plaintext: nothing for the zero TraceRef
 // (the codecs seal a state without one as before the trace existed).
@@ -56,7 +54,7 @@ var errTraceText = errors.New("seal: malformed trace reference")
 // hex: trace id, span id, flags, joined by '-' (a REST call record's
 // JSON).
 func (t TraceRef) MarshalText() ([]byte, error) {
-	b := make([]byte, 0, 2*traceRefSize+2)
+	b := make([]byte, 0, 2*traceSize+2)
 	b = hex.AppendEncode(b, t.TraceID[:])
 	b = append(b, '-')
 	b = hex.AppendEncode(b, t.SpanID[:])
@@ -69,7 +67,7 @@ func (t TraceRef) MarshalText() ([]byte, error) {
 func (t *TraceRef) UnmarshalText(b []byte) error {
 	var r TraceRef
 	var flags [1]byte
-	if len(b) != 2*traceRefSize+2 || b[32] != '-' || b[49] != '-' ||
+	if len(b) != 2*traceSize+2 || b[32] != '-' || b[49] != '-' ||
 		hexInto(r.TraceID[:], b[:32]) != nil || hexInto(r.SpanID[:], b[33:49]) != nil || hexInto(flags[:], b[50:]) != nil {
 		return errTraceText
 	}

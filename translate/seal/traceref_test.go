@@ -27,7 +27,6 @@ var (
 		Inputs: []TurnInput{{Key: "elicitation-1", Kind: TurnElicitation}}}
 	goldenRESTCall = RESTCall{Principal: [16]byte{2}, Tool: "ask", ID: "c1", IdempotencyKey: "k1", Status: "running", ETag: "e1",
 		Arguments: []byte(`{"q":"tea"}`), Created: 1_800_000_000_123, Updated: 1_800_000_000_123, Version: 2}
-	testTrace = TraceRef{TraceID: [16]byte{0x4b, 0xf9, 15: 1}, SpanID: [8]byte{0, 0xf0, 0x67}, Flags: 1}
 )
 
 // TestFaceTokensGoldenBeforeTrace: a sagaToken, a turn token and a REST
@@ -105,8 +104,8 @@ func TestFaceTokensTrace(t *testing.T) {
 		t.Errorf("turn with a trace: %+v, %v", got, err)
 	}
 	zeroSaga, zeroTurn := saga.encode(nil), turn.encode(nil)
-	clear(zeroSaga[len(zeroSaga)-traceRefSize:])
-	clear(zeroTurn[len(zeroTurn)-traceRefSize:])
+	clear(zeroSaga[len(zeroSaga)-traceSize:])
+	clear(zeroTurn[len(zeroTurn)-traceSize:])
 	if got, err := OpenSaga(kr, kr.Seal(sagaPurpose, zeroSaga), now); err == nil {
 		t.Errorf("a version 2 saga with a zero trace opened: %+v", got)
 	}
@@ -125,14 +124,14 @@ func TestFaceTokensTrace(t *testing.T) {
 	}
 	plain, _ := encodeRESTCall(&rec)
 	text, _ := testTrace.MarshalText()
-	if !bytes.Contains(plain, []byte(`"tr":"`+string(text)+`"`)) || string(text) != "4bf90000000000000000000000000001-00f0670000000000-01" {
+	if !bytes.Contains(plain, []byte(`"tr":"`+string(text)+`"`)) || string(text) != "4bf90000000000000000000000000000-00f0670000000000-01" {
 		t.Errorf("REST call's trace: %s", plain)
 	}
 	for _, bad := range []string{
 		"00000000000000000000000000000000-0000000000000000-00", // zero
-		"4BF90000000000000000000000000001-00f0670000000000-01", // uppercase
-		"4bf90000000000000000000000000001-00f0670000000000-1",  // short
-		"4bf90000000000000000000000000001_00f0670000000000-01", // separator
+		"4BF90000000000000000000000000000-00f0670000000000-01", // uppercase
+		"4bf90000000000000000000000000000-00f0670000000000-1",  // short
+		"4bf90000000000000000000000000000_00f0670000000000-01", // separator
 		"4bf9000000000000000000000000000g-00f0670000000000-01", // not hex
 	} {
 		p := bytes.Replace(plain, text, []byte(bad), 1)

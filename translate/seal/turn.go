@@ -195,7 +195,7 @@ func SealTurn(kr *Keyring, s TurnState) (string, error) {
 	if err := s.check(); err != nil {
 		return "", err
 	}
-	b := s.encode(make([]byte, 0, 160+traceRefSize+len(s.Arguments)+len(s.RequestState)+len(s.Upstream)))
+	b := s.encode(make([]byte, 0, 160+traceSize+len(s.Arguments)+len(s.RequestState)+len(s.Upstream)))
 	if len(b) > MaxTurnPlain && s.Trace != (TraceRef{}) {
 		s.Trace = TraceRef{} // a trace never makes a turn too large
 		b = s.encode(b[:0])
