@@ -19,12 +19,14 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/auth"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
 // AuthConfig is the `auth` object of the handler: the gateway as the
 // OAuth 2.1 resource server of the MCP servers behind it. Every request
 // must carry `Authorization: Bearer <token>`, a JWT access token the
-// issuer signed for this resource, or it is refused with 401 and a
+// issuer signed for this resource (or, with `introspection`, an opaque
+// token the issuer says is active for it), or it is refused with 401 and a
 // `WWW-Authenticate: Bearer resource_metadata="…"` challenge that points
 // MCP clients to this resource's metadata (RFC 9728), from which they
 // find the authorization server and get a token.
@@ -75,6 +77,10 @@ type AuthConfig struct {
 	// start. Required.
 	Audience string `json:"audience,omitempty"`
 
+	// Opaque tokens (or every token) checked by RFC 7662 introspection at
+	// the authorization server. Default: none, every token must be a JWT.
+	Introspection *IntrospectionConfig `json:"introspection,omitempty"`
+
 	// Scopes every request's token must have all of; one without them is
 	// refused with 403 and `error="insufficient_scope"` naming them. They
 	// are the metadata's `scopes_supported`. Default: none.
@@ -86,6 +92,7 @@ type AuthConfig struct {
 //	auth {
 //	    issuer        <url>
 //	    audience      <url>
+//	    introspection { ... }
 //	    require_scope <scopes...>
 //	}
 func (c *AuthConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -99,6 +106,12 @@ func (c *AuthConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = face.ParseString(d, &c.Issuer)
 		case "audience":
 			err = face.ParseString(d, &c.Audience)
+		case "introspection":
+			if c.Introspection != nil {
+				return d.Err("auth: introspection already specified")
+			}
+			c.Introspection = new(IntrospectionConfig)
+			err = c.Introspection.unmarshalCaddyfile(d)
 		case "require_scope":
 			c.RequireScope, err = appendArgs(d, c.RequireScope)
 		default:
@@ -106,6 +119,11 @@ func (c *AuthConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 		if err != nil {
 			return err
+		}
+	}
+	if c.Introspection != nil && !strings.Contains(c.Introspection.Endpoint+c.Introspection.ClientID, "{") {
+		if err := c.Introspection.validate(); err != nil {
+			return d.Errf("auth: %v", err)
 		}
 	}
 	if strings.Contains(c.Issuer+c.Audience, "{") {
@@ -148,7 +166,7 @@ type resourceServer struct {
 	metadataPath string // where the metadata is served on this host
 	metadataURL  string // the same, absolute: the challenges' resource_metadata
 	metadata     []byte
-	warned       atomic.Int64 // when the keys were last logged unavailable (Unix ns)
+	warned       atomic.Int64 // when the authorization server was last logged unavailable (Unix ns)
 }
 
 // provisionAuth builds the resource server; nothing is fetched yet.
@@ -161,13 +179,18 @@ func (h *Handler) provisionAuth() error {
 	if err := h.Auth.validate(); err != nil {
 		return fmt.Errorf("auth: %w", err)
 	}
+	introspection, err := h.Auth.Introspection.options()
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
 	u, _ := url.Parse(h.Auth.Audience)
 	path := auth.MetadataPath(u.EscapedPath())
 	h.auth = &resourceServer{
 		cfg: h.Auth,
 		validator: auth.New(auth.Options{
 			Issuer: h.Auth.Issuer, Audience: h.Auth.Audience,
-			Client: &http.Client{Timeout: 10 * time.Second},
+			Client:        &http.Client{Timeout: 10 * time.Second},
+			Introspection: introspection,
 		}),
 		metadataPath: path,
 		metadataURL:  u.Scheme + "://" + u.Host + path,
@@ -184,6 +207,28 @@ type authenticatedKey struct{}
 // gateway's to keep, never an upstream's to see.
 func authenticated(r *http.Request) bool {
 	v, _ := r.Context().Value(authenticatedKey{}).(bool)
+	return v
+}
+
+// instanceNoticeKey marks a POST that carries no token but another
+// instance's forwarding signature: the session notice an instance sends
+// when it gives a parked call's upstream session back (giveback.go) is
+// made after the client's request, so it has no client token to carry.
+// dispatch serves such a request only once the signature verified and
+// only as that notice (instanceNotice); anything else is refused with 401.
+type instanceNoticeKey struct{}
+
+// refuseNoToken answers a request without a bearer token: 401, with the
+// challenge that points the client to the resource's metadata.
+func (h *Handler) refuseNoToken(w http.ResponseWriter) error {
+	w.Header().Set("WWW-Authenticate", auth.Challenge(h.auth.metadataURL, false))
+	return jsonrpc.WriteError(w, nil, jsonrpc.Errorf(http.StatusUnauthorized, jsonrpc.InvalidRequest, "Unauthorized: a bearer token is required"))
+}
+
+// instanceNotice reports whether authenticate let r through without a
+// token, as a possible instance notice.
+func instanceNotice(r *http.Request) bool {
+	v, _ := r.Context().Value(instanceNoticeKey{}).(bool)
 	return v
 }
 
@@ -206,17 +251,20 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 		_, err := w.Write(rs.metadata)
 		return r, true, err
 	}
+	if r.Method == http.MethodPost && len(r.Header.Values("Authorization")) == 0 &&
+		h.fleet.auth != nil && len(r.Header.Values(seal.ForwardedHeader)) == 1 {
+		return r.WithContext(context.WithValue(r.Context(), instanceNoticeKey{}, true)), false, nil
+	}
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || token == "" || len(r.Header.Values("Authorization")) > 1 {
-		w.Header().Set("WWW-Authenticate", auth.Challenge(rs.metadataURL, false))
-		return r, true, jsonrpc.WriteError(w, nil, jsonrpc.Errorf(http.StatusUnauthorized, jsonrpc.InvalidRequest, "Unauthorized: a bearer token is required"))
+		return r, true, h.refuseNoToken(w)
 	}
 	claims, err := rs.validator.Validate(r.Context(), strings.TrimSpace(token))
 	switch {
 	case errors.Is(err, auth.ErrUnavailable):
 		// Once per refetch floor, not once per request.
 		if now, last := time.Now().UnixNano(), rs.warned.Load(); now-last >= int64(auth.DefaultRefetchFloor) && rs.warned.CompareAndSwap(last, now) {
-			h.logger.Warn("cannot validate access tokens: the authorization server's keys are unavailable", zap.String("issuer", rs.cfg.Issuer), zap.Error(err))
+			h.logger.Warn("cannot validate access tokens: the authorization server is unavailable", zap.String("issuer", rs.cfg.Issuer), zap.Error(err))
 		}
 		return r, true, jsonrpc.WriteError(w, nil, jsonrpc.Errorf(http.StatusServiceUnavailable, jsonrpc.InternalError, "Service Unavailable: the access token cannot be checked now"))
 	case err != nil:

@@ -98,6 +98,9 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 		if rt.method == forward.NoticeSessionReturned {
 			return h.takeBack(w, r, body)
 		}
+		if instanceNotice(r) { // auth.go: without a token, only an instance's notice
+			return h.refuseNoToken(w)
+		}
 		h.repairQuirks(r, body) // quirks.go: before the headers are read
 		// Modern, or unrecognizable: the modern ladder says what is wrong.
 		rt.era = eraModern
@@ -185,9 +188,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *learned, d de
 			return err
 		}
 	}
-	r, rerr := h.withUpstreamCredential(r) // upstream_auth.go
-	if rerr != nil {
-		return jsonrpc.WriteError(w, l.id, rerr)
+	// A requestState the forward bridge cannot open (another principal's,
+	// say) is refused there before anything reaches the upstream: no
+	// credential is obtained for it.
+	if d.cell != cellForward || l.in.state != forward.StateUnopened {
+		var rerr *jsonrpc.RPCError
+		if r, rerr = h.withUpstreamCredential(r); rerr != nil { // upstream_auth.go
+			return jsonrpc.WriteError(w, l.id, rerr)
+		}
 	}
 	switch d.cell {
 	case cellModern:

@@ -104,7 +104,9 @@ func TestTracesTaskTakenOver(t *testing.T) {
 	if run.TraceID != call.TraceID || run.ParentSpanID != call.SpanID || run.Kind != "SPAN_KIND_INTERNAL" {
 		t.Errorf("the run: %s in trace %s under %s, want INTERNAL under the call's span %s of trace %s", run.Kind, run.TraceID, run.ParentSpanID, call.SpanID, call.TraceID)
 	}
-	count := func(event string) int { return len(slices.DeleteFunc(slices.Clone(run.Events), func(e string) bool { return e != event })) }
+	count := func(event string) int {
+		return len(slices.DeleteFunc(slices.Clone(run.Events), func(e string) bool { return e != event }))
+	}
 	if len(run.Events) < 6 || run.Events[0] != "taken_over" || run.Events[len(run.Events)-1] != "completed" ||
 		count("input_required") != 2 || count("working") < 2 {
 		t.Errorf("the run's events %q, want taken_over, the two questions' input_required, working after each answer, completed", run.Events)
