@@ -26,13 +26,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	if handled {
 		return err
 	}
-	if handled, err := h.servePath(w, r); handled {
+	r, span := startSpan(r) // traces.go; nil without tracing
+	r, rt := withRoute(r)
+	if handled, err := h.servePath(w, r, span); handled {
 		return err // faces.go
 	}
 	start := time.Now()
 	sw := &face.StatusWriter{ResponseWriter: w}
-	r, rt := withRoute(r)
-	r, span := startSpan(r) // traces.go; nil without tracing
 	var body []byte
 	defer func() {
 		if p := recover(); p != nil {

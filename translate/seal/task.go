@@ -121,11 +121,7 @@ func SealTask(kr *Keyring, t Task) string {
 		b = append(b, byte(len(t.Session)))
 		b = append(b, t.Session...)
 	}
-	if traced {
-		b = append(b, t.Trace.TraceID[:]...)
-		b = append(b, t.Trace.SpanID[:]...)
-		b = append(b, t.Trace.Flags)
-	}
+	b = t.Trace.append(b)
 	return kr.Seal(taskPurpose, b)
 }
 

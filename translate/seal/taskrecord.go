@@ -139,8 +139,7 @@ func (r *TaskRecord) check() error {
 }
 
 func (r *TaskRecord) encode(b []byte) []byte {
-	traced := r.Trace != TraceRef{}
-	if traced {
+	if r.Trace != (TraceRef{}) {
 		b = append(b, taskRecordTraceVersion)
 	} else {
 		b = append(b, taskRecordVersion)
@@ -174,12 +173,7 @@ func (r *TaskRecord) encode(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(r.Seen))
 	b = appendField(b, string(r.Keys))
 	b = appendField(b, string(r.ServerInfo))
-	if traced {
-		b = append(b, r.Trace.TraceID[:]...)
-		b = append(b, r.Trace.SpanID[:]...)
-		b = append(b, r.Trace.Flags)
-	}
-	return b
+	return r.Trace.append(b)
 }
 
 // decodeTaskRecord parses a plaintext made by encode.
@@ -222,14 +216,7 @@ func decodeTaskRecord(b []byte) (TaskRecord, error) {
 	r.Keys = d.bytes(MaxRecordKeys)
 	r.ServerInfo = d.bytes(MaxRecordInfo)
 	if traced {
-		d.fixed(r.Trace.TraceID[:])
-		d.fixed(r.Trace.SpanID[:])
-		var flags [1]byte
-		d.fixed(flags[:])
-		r.Trace.Flags = flags[0]
-		if r.Trace == (TraceRef{}) {
-			d.err = errMalformedState // encode writes version 2 only with a Trace
-		}
+		r.Trace = d.traceRef()
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return TaskRecord{}, errMalformedState
