@@ -198,14 +198,16 @@ func (h *Handler) serveMessage(w http.ResponseWriter, r *http.Request, m face.Me
 // serveRouted asks each RouteFace to serve a legacy client's request
 // that d routes to its session's upstream, in turn: a single POSTed
 // request, neither refused nor relayed, in the pinned or the reverse
-// cell. It reports whether one did.
+// cell. It reports whether one did. The route is modern when the
+// upstream speaks 2026-07-28: a modern one (the reverse bridge's), or a
+// dual-era one a session is pinned to.
 func (h *Handler) serveRouted(w http.ResponseWriter, r *http.Request, l *learned, d decision) (bool, error) {
 	if l.in.era != eraLegacy || r.Method != http.MethodPost || l.in.batch || l.msg.Kind != jsonrpc.KindRequest ||
 		d.refuse != refuseNone || d.relayTo != nil || (d.cell != cellPinned && d.cell != cellReverse) || d.up == nil {
 		return false, nil
 	}
 	m := face.Message{Method: routeOf(r).method, Body: l.body}
-	rt := face.Route{Upstream: d.up.URL, Modern: d.cell == cellReverse}
+	rt := face.Route{Upstream: d.up.URL, Modern: d.cell == cellReverse || d.up.knownEras().has(speaksModern)}
 	for _, f := range h.faces {
 		if rf, ok := f.(face.RouteFace); ok {
 			if handled, err := rf.ServeRouted(w, r, m, l.msg.ID, rt); handled {

@@ -351,6 +351,23 @@ func TestMultiTurnModern(t *testing.T) {
 	}
 }
 
+// TestMultiTurnDualEra: in front of a dual-era server (the Go SDK's
+// stateless everything-server, era auto), whose legacy sessions the
+// gateway pins to it, an opted-in session's call is passed through as the
+// modern call it is, declaring the session's capabilities. Through the
+// forward bridge, as a legacy call, it failed: that server keeps no
+// legacy session between POSTs, so it forgets the capabilities of the
+// bridge's initialize and refuses to elicit ("client does not support
+// elicitation"), as it does to any legacy client.
+func TestMultiTurnDualEra(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, "\t\tupstream "+startGoEverything(t, true)+"\n\t\tmulti_turn_sse on")
+	sid := mtOpen(t, g.URL, mtCaps)
+	s := mtTurn(t, mtCall(t, g.URL, sid, 1, "test_input_required_result_elicitation", nil), "What is your name?", "elicitation/create")
+	mtFinal(t, mtAnswers(t, g.URL, sid, s.token, []map[string]any{mtAccept(s.reqs[0], map[string]any{"name": "Ada"})}, nil),
+		"1", "Hello, Ada!")
+}
+
 // TestMultiTurnNotOptedIn: with multi_turn_sse on, a client that does not
 // opt in is served as before: its session id is a plain one, and the
 // tool's elicitation arrives in-line on the call's stream, answered by a

@@ -132,8 +132,11 @@ type Internal struct {
 type Route struct {
 	// Upstream is the URL of the upstream of the request's session.
 	Upstream string
-	// Modern is true when that upstream is modern (the reverse bridge's
-	// cell), false when it is legacy (pinned pass-through).
+	// Modern is true when that upstream speaks 2026-07-28: a modern one
+	// (the reverse bridge's cell), or a dual-era one the session is
+	// pinned to; a face's modern requests are then passed through to it.
+	// It is false when the upstream speaks only the legacy protocol
+	// (pinned pass-through): the forward bridge carries them there.
 	Modern bool
 }
 
