@@ -41,6 +41,8 @@ func (h *Handler) endSpan(span trace.Span, r *http.Request, rt *route, status in
 	if method == "" {
 		method = r.Method
 	}
+	// Room for every attribute below and error.type (EndWith): one
+	// allocation, set on the span at once.
 	attrs := make([]attribute.KeyValue, 0, 12)
 	attrs = append(attrs, traces.MethodName.String(method))
 	var target string
@@ -67,10 +69,11 @@ func (h *Handler) endSpan(span trace.Span, r *http.Request, rt *route, status in
 		// that shares the state key.
 		attrs = append(attrs, traces.SessionID.String(h.keyring.PrincipalName(translate.PrincipalHash(sid))))
 	}
+	outcome := placeholder(r, "outcome")
 	for _, a := range [...]struct {
 		key attribute.Key
 		v   string
-	}{{traces.Cell, placeholder(r, "cell")}, {traces.Outcome, placeholder(r, "outcome")}, {traces.Server, rt.server}, {traces.Owner, rt.owner}} {
+	}{{traces.Cell, placeholder(r, "cell")}, {traces.Outcome, outcome}, {traces.Server, rt.server}, {traces.Owner, rt.owner}} {
 		if a.v != "" {
 			attrs = append(attrs, a.key.String(a.v))
 		}
@@ -79,8 +82,7 @@ func (h *Handler) endSpan(span trace.Span, r *http.Request, rt *route, status in
 		attrs = append(attrs, traces.Round.Int(round))
 	}
 	span.SetName(traces.SpanName(method, target))
-	span.SetAttributes(attrs...)
-	traces.End(span, errorType(status, placeholder(r, "outcome")))
+	traces.EndWith(span, errorType(status, outcome), attrs)
 }
 
 // errorType is a request's error.type: the HTTP status of an error answer,
