@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -174,5 +176,26 @@ func TestStartPerProvider(t *testing.T) {
 				t.Fatalf("spans of the provider: %v", ended)
 			}
 		}
+	}
+}
+
+// TestEndWith: the caller's attributes and error.type end up on the span,
+// whose status is then Error; without an error, the attributes alone.
+func TestEndWith(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ctx, parent := tp.Tracer("test").Start(context.Background(), "server")
+	_, failed := Start(ctx, "POST", trace.SpanKindClient)
+	EndWith(failed, "connection", []attribute.KeyValue{Upstream.String("http://u/mcp")})
+	_, ok := Start(ctx, "POST", trace.SpanKindClient)
+	EndWith(ok, "", []attribute.KeyValue{Upstream.String("http://u/mcp")})
+	EndWith(nil, "connection", nil)
+	parent.End()
+	ended := rec.Ended()
+	if got := ended[0].Attributes(); len(got) != 2 || got[0] != Upstream.String("http://u/mcp") || got[1] != ErrorType.String("connection") || ended[0].Status().Code != codes.Error {
+		t.Errorf("failed exchange: %v %v", got, ended[0].Status())
+	}
+	if got := ended[1].Attributes(); len(got) != 1 || ended[1].Status().Code != codes.Unset {
+		t.Errorf("exchange: %v %v", got, ended[1].Status())
 	}
 }
