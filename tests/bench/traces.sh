@@ -4,11 +4,11 @@
 # starting a span (CADDY: tracing on, only Caddy's own server span; built
 # with go build -overlay, the work tree untouched); starts on loopback a
 # legacy and a modern go-sdk upstream, an OTLP/HTTP receiver (bench otlp)
-# and five Caddy processes, each with a gateway in front of each upstream:
+# and six Caddy processes, each with a gateway in front of each upstream:
 # old (OLD), off (NEW without `tracing`), caddy (CADDY with `tracing`),
-# traced (NEW with `tracing`, every span exported to the receiver) and
-# sampled (NEW with `tracing` and a parent-based sampler keeping 1 trace in
-# 100). One interleaved bench compare per scenario and number of clients,
+# traced (NEW with `tracing`, every span exported to the receiver), sampled
+# (NEW with `tracing` and a parent-based sampler keeping 1 trace in 100)
+# and caddy-sampled (CADDY, the same sampler). One interleaved bench compare per scenario and number of clients,
 # with the CPU time per call of each Caddy process (its own, not the
 # receiver's nor the load generator's). Prints the Markdown tables and the
 # spans received; stops everything it started.
@@ -19,9 +19,9 @@
 #
 # Environment: TRACES_CLIENTS ("1 16"), TRACES_D (2s per target and
 # repetition), TRACES_REPS (3), TRACES_PORT (first loopback port, 19700; up
-# to +60), TRACES_OTEL_ENV (more OTEL_* settings, NAME=VALUE separated by
+# to +70), TRACES_OTEL_ENV (more OTEL_* settings, NAME=VALUE separated by
 # spaces, for every Caddy: the exporter's protocol, compression, batching),
-# TRACES_SAMPLER_ARG (the sampled target's ratio, 0.01). Output:
+# TRACES_SAMPLER_ARG (the sampled targets' ratio, 0.01). Output:
 # tests/.out/bench/traces/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -109,11 +109,13 @@ gateway off new $((P + 10))
 gateway old old $((P + 20))
 gateway caddy caddyonly $((P + 30)) tracing
 gateway traced new $((P + 40)) tracing
-gateway sampled new $((P + 50)) tracing OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG="${TRACES_SAMPLER_ARG:-0.01}"
+sampler=(OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG="${TRACES_SAMPLER_ARG:-0.01}")
+gateway sampled new $((P + 50)) tracing "${sampler[@]}"
+gateway caddy-sampled caddyonly $((P + 60)) tracing "${sampler[@]}"
 waitport "$legacy_up" "$legacy_pid" "$out/legacy.log"
 waitport "$modern_up" "$modern_pid" "$out/modern.log"
 waitport "$otlp"
-for base in 10 20 30 40 50; do
+for base in 10 20 30 40 50 60; do
 	waitport $((P + base + 1))
 	waitport $((P + base + 2))
 done
@@ -121,7 +123,7 @@ done
 # targets ERA L|M: every target's gateway of that upstream (1 legacy, 2
 # modern), for a client of ERA.
 targets() {
-	for t in off=10 old=20 caddy=30 traced=40 sampled=50; do
+	for t in off=10 old=20 caddy=30 traced=40 sampled=50 caddy-sampled=60; do
 		echo "${t%=*}=$1:http://127.0.0.1:$((P + ${t#*=} + $2))/mcp"
 	done
 }
@@ -147,8 +149,8 @@ echo
 # second.
 echo "CPU per call (µs, each Caddy's own, its exports after its turn included) and ratios:"
 echo
-echo "| scenario | clients | old | off | caddy | traced | sampled | off÷old | caddy÷off | traced÷off | traced÷caddy | sampled÷off |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| scenario | clients | old | off | caddy | traced | sampled | caddy-sampled | off÷old | caddy÷off | traced÷off | traced÷caddy | sampled÷off | caddy-sampled÷off | sampled÷caddy-sampled |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 awk -F ' [|] ' '/^FIG / {
 	key = $2 " | " $3
 	if (!(key in seen)) { seen[key] = 1; keys[++nk] = key }
@@ -160,11 +162,12 @@ awk -F ' [|] ' '/^FIG / {
 END {
 	for (k = 1; k <= nk; k++) {
 		key = keys[k]
-		split("old off caddy traced sampled", ts, " ")
-		for (i = 1; i <= 5; i++) c[ts[i]] = rate[key, ts[i]] > 0 ? spent[key, ts[i]] / rate[key, ts[i]] : 0
-		printf "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", key,
-			c["old"], c["off"], c["caddy"], c["traced"], c["sampled"],
-			c["off"] / c["old"], c["caddy"] / c["off"], c["traced"] / c["off"], c["traced"] / c["caddy"], c["sampled"] / c["off"]
+		split("old off caddy traced sampled caddy-sampled", ts, " ")
+		for (i = 1; i <= 6; i++) c[ts[i]] = rate[key, ts[i]] > 0 ? spent[key, ts[i]] / rate[key, ts[i]] : 0
+		printf "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", key,
+			c["old"], c["off"], c["caddy"], c["traced"], c["sampled"], c["caddy-sampled"],
+			c["off"] / c["old"], c["caddy"] / c["off"], c["traced"] / c["off"], c["traced"] / c["caddy"], c["sampled"] / c["off"],
+			c["caddy-sampled"] / c["off"], c["sampled"] / c["caddy-sampled"]
 	}
 }' "$results"
 echo
