@@ -19,12 +19,14 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/auth"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
 // AuthConfig is the `auth` object of the handler: the gateway as the
 // OAuth 2.1 resource server of the MCP servers behind it. Every request
 // must carry `Authorization: Bearer <token>`, a JWT access token the
-// issuer signed for this resource, or it is refused with 401 and a
+// issuer signed for this resource (or, with `introspection`, an opaque
+// token the issuer says is active for it), or it is refused with 401 and a
 // `WWW-Authenticate: Bearer resource_metadata="…"` challenge that points
 // MCP clients to this resource's metadata (RFC 9728), from which they
 // find the authorization server and get a token.
@@ -75,10 +77,35 @@ type AuthConfig struct {
 	// start. Required.
 	Audience string `json:"audience,omitempty"`
 
+	// Opaque tokens (or every token) checked by RFC 7662 introspection at
+	// the authorization server. Default: none, every token must be a JWT.
+	Introspection *IntrospectionConfig `json:"introspection,omitempty"`
+
 	// Scopes every request's token must have all of; one without them is
 	// refused with 403 and `error="insufficient_scope"` naming them. They
 	// are the metadata's `scopes_supported`. Default: none.
 	RequireScope []string `json:"require_scope,omitempty"`
+
+	// Tools by scope: a tool whose name (as the client sees it: a
+	// federated block's prefixed name) matches a rule's pattern is absent
+	// from the `tools/list` of a token without the rule's scope, on every
+	// page, and a call to it (its name read from the request's body, never
+	// from `Mcp-Name`) is answered as one to a tool no server has: -32602
+	// `Unknown tool: <name>`. A tool matching several rules needs all
+	// their scopes. Lists a rule applies to say `cacheScope: private`.
+	// The rules' scopes are added to the metadata's `scopes_supported`.
+	// The same decision holds for every way a tool is called: the MCP
+	// endpoint in both eras, tasks, the faces (REST, saga, multi-turn),
+	// and retries relayed to, or resumed on, another instance. Default:
+	// none (every tool for every token). Caddyfile:
+	// `tool_scope <pattern> <scope>`, repeatable.
+	ToolScope []ScopeRule `json:"tool_scope,omitempty"`
+
+	// Prompts by scope, as `tool_scope` for tools: `prompts/list`,
+	// `prompts/get` and `completion/complete`'s `ref/prompt`; a refused
+	// prompt is answered -32602 `Unknown prompt: <name>`. Default: none.
+	// Caddyfile: `prompt_scope <pattern> <scope>`, repeatable.
+	PromptScope []ScopeRule `json:"prompt_scope,omitempty"`
 }
 
 // unmarshalCaddyfile parses
@@ -86,7 +113,10 @@ type AuthConfig struct {
 //	auth {
 //	    issuer        <url>
 //	    audience      <url>
+//	    introspection { ... }
 //	    require_scope <scopes...>
+//	    tool_scope    <pattern> <scope>
+//	    prompt_scope  <pattern> <scope>
 //	}
 func (c *AuthConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
@@ -99,13 +129,28 @@ func (c *AuthConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = face.ParseString(d, &c.Issuer)
 		case "audience":
 			err = face.ParseString(d, &c.Audience)
+		case "introspection":
+			if c.Introspection != nil {
+				return d.Err("auth: introspection already specified")
+			}
+			c.Introspection = new(IntrospectionConfig)
+			err = c.Introspection.unmarshalCaddyfile(d)
 		case "require_scope":
 			c.RequireScope, err = appendArgs(d, c.RequireScope)
+		case "tool_scope":
+			err = unmarshalScopeRule(d, &c.ToolScope)
+		case "prompt_scope":
+			err = unmarshalScopeRule(d, &c.PromptScope)
 		default:
 			return d.Errf("unrecognized auth option %q", opt)
 		}
 		if err != nil {
 			return err
+		}
+	}
+	if c.Introspection != nil && !strings.Contains(c.Introspection.Endpoint+c.Introspection.ClientID, "{") {
+		if err := c.Introspection.validate(); err != nil {
+			return d.Errf("auth: %v", err)
 		}
 	}
 	if strings.Contains(c.Issuer+c.Audience, "{") {
@@ -133,7 +178,7 @@ func (c *AuthConfig) validate() error {
 			return fmt.Errorf("require_scope %q: a scope has no spaces, quotes or backslashes", s)
 		}
 	}
-	return nil
+	return c.checkScopeRules() // auth_scope.go
 }
 
 // authPrincipal is the principal with `auth` unless `principal` is
@@ -148,7 +193,9 @@ type resourceServer struct {
 	metadataPath string // where the metadata is served on this host
 	metadataURL  string // the same, absolute: the challenges' resource_metadata
 	metadata     []byte
-	warned       atomic.Int64 // when the keys were last logged unavailable (Unix ns)
+	warned       atomic.Int64 // when the authorization server was last logged unavailable (Unix ns)
+
+	rules auth.ScopeRules // tool_scope, prompt_scope (auth_scope.go)
 }
 
 // provisionAuth builds the resource server; nothing is fetched yet.
@@ -161,17 +208,23 @@ func (h *Handler) provisionAuth() error {
 	if err := h.Auth.validate(); err != nil {
 		return fmt.Errorf("auth: %w", err)
 	}
+	introspection, err := h.Auth.Introspection.options()
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
 	u, _ := url.Parse(h.Auth.Audience)
 	path := auth.MetadataPath(u.EscapedPath())
 	h.auth = &resourceServer{
 		cfg: h.Auth,
 		validator: auth.New(auth.Options{
 			Issuer: h.Auth.Issuer, Audience: h.Auth.Audience,
-			Client: &http.Client{Timeout: 10 * time.Second},
+			Client:        &http.Client{Timeout: 10 * time.Second},
+			Introspection: introspection,
 		}),
 		metadataPath: path,
 		metadataURL:  u.Scheme + "://" + u.Host + path,
-		metadata:     auth.MetadataDocument(h.Auth.Audience, h.Auth.Issuer, h.Auth.RequireScope),
+		metadata:     auth.MetadataDocument(h.Auth.Audience, h.Auth.Issuer, h.Auth.scopesSupported()),
+		rules:        h.Auth.scopeRules(),
 	}
 	return nil
 }
@@ -184,6 +237,28 @@ type authenticatedKey struct{}
 // gateway's to keep, never an upstream's to see.
 func authenticated(r *http.Request) bool {
 	v, _ := r.Context().Value(authenticatedKey{}).(bool)
+	return v
+}
+
+// instanceNoticeKey marks a POST that carries no token but another
+// instance's forwarding signature: the session notice an instance sends
+// when it gives a parked call's upstream session back (giveback.go) is
+// made after the client's request, so it has no client token to carry.
+// dispatch serves such a request only once the signature verified and
+// only as that notice (instanceNotice); anything else is refused with 401.
+type instanceNoticeKey struct{}
+
+// refuseNoToken answers a request without a bearer token: 401, with the
+// challenge that points the client to the resource's metadata.
+func (h *Handler) refuseNoToken(w http.ResponseWriter) error {
+	w.Header().Set("WWW-Authenticate", auth.Challenge(h.auth.metadataURL, false))
+	return jsonrpc.WriteError(w, nil, jsonrpc.Errorf(http.StatusUnauthorized, jsonrpc.InvalidRequest, "Unauthorized: a bearer token is required"))
+}
+
+// instanceNotice reports whether authenticate let r through without a
+// token, as a possible instance notice.
+func instanceNotice(r *http.Request) bool {
+	v, _ := r.Context().Value(instanceNoticeKey{}).(bool)
 	return v
 }
 
@@ -206,17 +281,20 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 		_, err := w.Write(rs.metadata)
 		return r, true, err
 	}
+	if r.Method == http.MethodPost && len(r.Header.Values("Authorization")) == 0 &&
+		h.fleet.auth != nil && len(r.Header.Values(seal.ForwardedHeader)) == 1 {
+		return r.WithContext(context.WithValue(r.Context(), instanceNoticeKey{}, true)), false, nil
+	}
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || token == "" || len(r.Header.Values("Authorization")) > 1 {
-		w.Header().Set("WWW-Authenticate", auth.Challenge(rs.metadataURL, false))
-		return r, true, jsonrpc.WriteError(w, nil, jsonrpc.Errorf(http.StatusUnauthorized, jsonrpc.InvalidRequest, "Unauthorized: a bearer token is required"))
+		return r, true, h.refuseNoToken(w)
 	}
 	claims, err := rs.validator.Validate(r.Context(), strings.TrimSpace(token))
 	switch {
 	case errors.Is(err, auth.ErrUnavailable):
 		// Once per refetch floor, not once per request.
 		if now, last := time.Now().UnixNano(), rs.warned.Load(); now-last >= int64(auth.DefaultRefetchFloor) && rs.warned.CompareAndSwap(last, now) {
-			h.logger.Warn("cannot validate access tokens: the authorization server's keys are unavailable", zap.String("issuer", rs.cfg.Issuer), zap.Error(err))
+			h.logger.Warn("cannot validate access tokens: the authorization server is unavailable", zap.String("issuer", rs.cfg.Issuer), zap.Error(err))
 		}
 		return r, true, jsonrpc.WriteError(w, nil, jsonrpc.Errorf(http.StatusServiceUnavailable, jsonrpc.InternalError, "Service Unavailable: the access token cannot be checked now"))
 	case err != nil:
@@ -240,5 +318,5 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 		repl.Set("http.auth.user.client_id", claims.ClientID)
 		repl.Set("http.auth.user.exp", strconv.FormatInt(claims.Expiry.Unix(), 10))
 	}
-	return r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, true)), false, nil
+	return withGranted(r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, true)), claims.Scopes), false, nil
 }

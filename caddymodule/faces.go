@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/caddyserver/caddy/v2"
@@ -23,6 +24,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/forward"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // This file is where the faces (package face and the packages below it)
@@ -152,21 +154,27 @@ func (h *Handler) openSession(w http.ResponseWriter, r *http.Request) (http.Resp
 }
 
 // servePath asks each PathFace to serve r, in turn, before the MCP
-// endpoint reads it: it reports whether one did. A request another
-// instance forwarded (an internal MCP request of a face, relayed to the
-// owner of its call, with the path of the client request it was made
-// for) is MCP: no PathFace sees it.
-func (h *Handler) servePath(w http.ResponseWriter, r *http.Request) (bool, error) {
+// endpoint reads it: it reports whether one did, and then ends r's span
+// (nil: none). A request another instance forwarded (an internal MCP
+// request of a face, relayed to the owner of its call, with the path of
+// the client request it was made for) is MCP: no PathFace sees it.
+func (h *Handler) servePath(w http.ResponseWriter, r *http.Request, span trace.Span) (bool, error) {
 	if r.Header.Get(seal.ForwardedHeader) != "" {
 		return false, nil
 	}
+	rt := routeOf(r)
+	rt.detached = true
+	sw := &face.StatusWriter{ResponseWriter: w}
 	for _, f := range h.faces {
 		if pf, ok := f.(face.PathFace); ok {
-			if handled, err := pf.ServePath(w, r); handled {
+			if handled, err := pf.ServePath(sw, r); handled {
+				rt.face = f.Name()
+				endPathSpan(span, r, rt, sw.Status, err) // traces.go
 				return true, err
 			}
 		}
 	}
+	rt.detached = false
 	return false, nil
 }
 
@@ -178,6 +186,7 @@ func (h *Handler) serveMessage(w http.ResponseWriter, r *http.Request, m face.Me
 		if mf, ok := f.(face.MessageFace); ok {
 			handled, w2, err := mf.ServeMessage(w, r, m)
 			if handled {
+				routeOf(r).face = f.Name()
 				return true, w2, err
 			}
 			w = w2
@@ -200,6 +209,7 @@ func (h *Handler) serveRouted(w http.ResponseWriter, r *http.Request, l *learned
 	for _, f := range h.faces {
 		if rf, ok := f.(face.RouteFace); ok {
 			if handled, err := rf.ServeRouted(w, r, m, l.msg.ID, rt); handled {
+				routeOf(r).face = f.Name()
 				return true, err
 			}
 		}
@@ -272,6 +282,7 @@ func (g faceGateway) Request(ctx context.Context, r *http.Request, in face.Inter
 		h.logger.Debug("internal request not encoded", zap.String("method", in.Method), zap.Error(err))
 		return "", &face.Failure{Status: http.StatusInternalServerError, Detail: "the request could not be encoded"}
 	}
+	ctx, span := traces.Start(ctx, "mcp", trace.SpanKindInternal) // nil without tracing
 	inner, irt := withRoute(r.Clone(ctx))
 	irt.hostTask = in.Task
 	inner.Method = http.MethodPost
@@ -289,21 +300,49 @@ func (g faceGateway) Request(ctx context.Context, r *http.Request, in face.Inter
 		inner.Header.Set(translate.HeaderName, headerValue(in.Name))
 	}
 	var seen []byte
-	if err := serve(rec, inner, &seen); err != nil {
-		h.logger.Debug("internal request failed", zap.String("method", in.Method), zap.Error(err))
-		status := http.StatusBadGateway
-		if herr := (caddyhttp.HandlerError{}); errors.As(err, &herr) && herr.StatusCode != 0 {
-			status = herr.StatusCode
-		}
-		return "", &face.Failure{Status: status, Detail: "the upstream request failed (the gateway's log says why)"}
+	sw := &face.StatusWriter{ResponseWriter: rec}
+	err = serve(sw, inner, &seen)
+	if span != nil {
+		h.endSpan(span, inner, irt, internalStatus(sw.Status, err), seen)
 	}
-	ir, outer := routeOf(inner), routeOf(r)
-	outer.cell, outer.up, outer.owner = ir.cell, ir.up, ir.owner
+	if err != nil {
+		h.logger.Debug("internal request failed", zap.String("method", in.Method), zap.Error(err))
+		return "", &face.Failure{Status: internalStatus(0, err), Detail: "the upstream request failed (the gateway's log says why)"}
+	}
+	if outer := routeOf(r); !outer.detached {
+		outer.cell, outer.up, outer.owner = irt.cell, irt.up, irt.owner
+	}
 	upstream := ""
-	if ir.up != nil {
-		upstream = ir.up.URL
+	if irt.up != nil {
+		upstream = irt.up.URL
 	}
 	return upstream, nil
+}
+
+// internalStatus is the HTTP status of an internal request whose answer
+// was written with status (0: none) and whose serving returned err: a
+// failure's is the status of Caddy's error, 502 by default.
+func internalStatus(status int, err error) int {
+	if err == nil || status != 0 {
+		return status
+	}
+	if herr := (caddyhttp.HandlerError{}); errors.As(err, &herr) && herr.StatusCode != 0 {
+		return herr.StatusCode
+	}
+	return http.StatusBadGateway
+}
+
+// Traced names the tool call r serves for r's span, and links the span
+// to the call's first request's (face.Gateway).
+func (g faceGateway) Traced(r *http.Request, tool string, first seal.TraceRef) seal.TraceRef {
+	if rt, ok := r.Context().Value(routeKey{}).(*route); ok {
+		rt.tool = clipLogged(tool) // as a tools/call's name is
+	}
+	traces.Link(r.Context(), traces.Ref(first), traces.FirstRound)
+	if first == (seal.TraceRef{}) {
+		return seal.TraceRef(traces.RefOf(r.Context()))
+	}
+	return first
 }
 
 // servedBy serves an internal request in cell on up, as decide would have
@@ -315,6 +354,9 @@ func (h *Handler) servedBy(cell string, up *Upstream) func(w http.ResponseWriter
 			return err
 		}
 		*seen = body
+		if refused, err := h.refuseOutOfScope(w, in, body); refused { // auth_scope.go
+			return err
+		}
 		rt := routeOf(in)
 		rt.era, rt.method = eraModern, "tools/call"
 		l, ok, err := h.learnModern(w, in, body)

@@ -98,21 +98,21 @@ func TestFacesREST(t *testing.T) {
 		t.Errorf("defaults not applied: %+v", h2.Faces.REST)
 	}
 	for path, want := range map[string]bool{"/api": true, "/api/x": true, "/apix": false, "/mcp": false} {
-		served, _ := h2.servePath(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, path, nil))
+		served, _ := h2.servePath(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, path, nil), nil)
 		if served != want {
 			t.Errorf("%s: served by a face %v", path, served)
 		}
 	}
 	r := httptest.NewRequest(http.MethodPost, "/api/tools", nil)
 	r.Header.Set(seal.ForwardedHeader, "x")
-	if served, _ := h2.servePath(httptest.NewRecorder(), r); served {
+	if served, _ := h2.servePath(httptest.NewRecorder(), r, nil); served {
 		t.Error("a forwarded request was taken for the REST face")
 	}
 	off := oneUpstream()
 	if err := provisioned(t, off); err != nil {
 		t.Fatal(err)
 	}
-	if served, _ := off.servePath(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/api/tools", nil)); served {
+	if served, _ := off.servePath(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/api/tools", nil), nil); served {
 		t.Fatal("rest off: a request was taken for a face")
 	}
 }

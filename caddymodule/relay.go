@@ -326,7 +326,7 @@ func (h *Handler) storedTask(w http.ResponseWriter, r *http.Request, l *learned,
 func (h *Handler) fromRecord(w http.ResponseWriter, r *http.Request, l *learned) func() bool {
 	return func() bool {
 		l.breq.OwnerGone = true
-		_ = h.serveBridged(w, r, l.breq, nil)
+		_ = h.serveBridgedHere(w, r, l, nil)
 		return true
 	}
 }
@@ -342,9 +342,21 @@ func (h *Handler) fromRecord(w http.ResponseWriter, r *http.Request, l *learned)
 // start the call again would run it twice.
 func (h *Handler) resumeHere(w http.ResponseWriter, r *http.Request, l *learned, up *Upstream) func() bool {
 	return func() bool {
-		_ = h.serveBridged(w, r, l.breq, up)
+		_ = h.serveBridgedHere(w, r, l, up)
 		return true
 	}
+}
+
+// serveBridgedHere serves, on this instance, a request it meant to relay
+// to an owner that cannot be reached (resumeHere, fromRecord): with the
+// upstream credential upstream_auth gives its client, obtained here, as
+// for any request served here (serve); the relay left that to the owner.
+func (h *Handler) serveBridgedHere(w http.ResponseWriter, r *http.Request, l *learned, up *Upstream) error {
+	r, rerr := h.withUpstreamCredential(r) // upstream_auth.go
+	if rerr != nil {
+		return jsonrpc.WriteError(w, l.id, rerr)
+	}
+	return h.serveBridged(w, r, l.breq, up)
 }
 
 // relayTaskOwner relays a tasks/* request that names this instance's task,

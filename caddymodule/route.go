@@ -346,6 +346,15 @@ type route struct {
 	// hostTask: a face's internal tools/call the gateway hosts as a task
 	// (face.Internal.Task, forward.Request.HostTask).
 	hostTask bool
+	// face is the face that served the request ("" for MCP's own
+	// endpoint), and tool the tool of the call it serves
+	// (faceGateway.Traced): its span's mcp_gateway.face and
+	// gen_ai.tool.name.
+	face, tool string
+	// detached: a PathFace's request (REST), whose internal requests may
+	// outlive it (a call running in the background): they write nothing
+	// to its route. Set before the face serves it, never after.
+	detached bool
 	// fillParams: accept_client_quirks filled the standard headers the
 	// client left out; a tools/call passed through gets its Mcp-Param-*
 	// too, once the upstream is known (fillParamHeaders).

@@ -26,13 +26,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	if handled {
 		return err
 	}
-	if handled, err := h.servePath(w, r); handled {
+	r, span := startSpan(r) // traces.go; nil without tracing
+	r, rt := withRoute(r)
+	if handled, err := h.servePath(w, r, span); handled {
 		return err // faces.go
 	}
 	start := time.Now()
 	sw := &face.StatusWriter{ResponseWriter: w}
-	r, rt := withRoute(r)
-	r, span := startSpan(r) // traces.go; nil without tracing
 	var body []byte
 	defer func() {
 		if p := recover(); p != nil {
@@ -97,6 +97,16 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 		rt.method = clipText(gjson.GetBytes(body, "method").String(), translate.MaxMethodLength)
 		if rt.method == forward.NoticeSessionReturned {
 			return h.takeBack(w, r, body)
+		}
+		if instanceNotice(r) { // auth.go: without a token, only an instance's notice
+			return h.refuseNoToken(w)
+		}
+		if refused, err := h.refuseOutOfScope(w, r, body); refused { // auth_scope.go
+			return err
+		}
+		if lf := h.filterLists(w, r, body); lf != nil {
+			defer lf.finish()
+			w = lf
 		}
 		h.repairQuirks(r, body) // quirks.go: before the headers are read
 		// Modern, or unrecognizable: the modern ladder says what is wrong.
@@ -185,9 +195,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *learned, d de
 			return err
 		}
 	}
-	r, rerr := h.withUpstreamCredential(r) // upstream_auth.go
-	if rerr != nil {
-		return jsonrpc.WriteError(w, l.id, rerr)
+	// A requestState the forward bridge cannot open (another principal's,
+	// say) is refused there before anything reaches the upstream: no
+	// credential is obtained for it.
+	if d.cell != cellForward || l.in.state != forward.StateUnopened {
+		var rerr *jsonrpc.RPCError
+		if r, rerr = h.withUpstreamCredential(r); rerr != nil { // upstream_auth.go
+			return jsonrpc.WriteError(w, l.id, rerr)
+		}
 	}
 	switch d.cell {
 	case cellModern:

@@ -1,12 +1,16 @@
 package caddymodule
 
 import (
+	"cmp"
+	"errors"
 	"net/http"
 	"strconv"
 
 	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
@@ -43,10 +47,12 @@ func (h *Handler) endSpan(span trace.Span, r *http.Request, rt *route, status in
 	}
 	// Room for every attribute below and error.type (EndWith): one
 	// allocation, set on the span at once.
-	attrs := make([]attribute.KeyValue, 0, 12)
+	attrs := make([]attribute.KeyValue, 0, 13)
 	attrs = append(attrs, traces.MethodName.String(method))
-	var target string
-	if body != nil && (method == "tools/call" || method == "prompts/get") {
+	target := rt.tool // a face's request: the tool of the call it serves
+	if target != "" {
+		attrs = append(attrs, traces.ToolName.String(target), traces.OperationName.String(traces.ExecuteTool))
+	} else if body != nil && (method == "tools/call" || method == "prompts/get") {
 		target = clipLogged(gjson.GetBytes(body, "params.name").String())
 		if method == "tools/call" {
 			attrs = append(attrs, traces.ToolName.String(target), traces.OperationName.String(traces.ExecuteTool))
@@ -73,7 +79,8 @@ func (h *Handler) endSpan(span trace.Span, r *http.Request, rt *route, status in
 	for _, a := range [...]struct {
 		key attribute.Key
 		v   string
-	}{{traces.Cell, placeholder(r, "cell")}, {traces.Outcome, outcome}, {traces.Server, rt.server}, {traces.Owner, rt.owner}} {
+	}{{traces.Cell, cmp.Or(rt.cell, placeholder(r, "cell"))}, {traces.Outcome, outcome}, {traces.Server, rt.server},
+		{traces.Owner, rt.owner}, {traces.Face, rt.face}} {
 		if a.v != "" {
 			attrs = append(attrs, a.key.String(a.v))
 		}
@@ -83,6 +90,26 @@ func (h *Handler) endSpan(span trace.Span, r *http.Request, rt *route, status in
 	}
 	span.SetName(traces.SpanName(method, target))
 	traces.EndWith(span, errorType(status, outcome), attrs)
+}
+
+// endPathSpan names and attributes the span (nil: no span) of a request
+// a PathFace served (the REST face: not MCP), and ends it: named after its
+// HTTP method and the tool of the call it serves, if any (r's own
+// internal MCP requests are spans of their own under it).
+func endPathSpan(span trace.Span, r *http.Request, rt *route, status int, err error) {
+	if span == nil {
+		return
+	}
+	span.SetName(traces.SpanName(r.Method, rt.tool))
+	attrs := make([]attribute.KeyValue, 1, 4) // and error.type (EndWith)
+	attrs[0] = traces.Face.String(rt.face)
+	if rt.tool != "" {
+		attrs = append(attrs, traces.ToolName.String(rt.tool), traces.OperationName.String(traces.ExecuteTool))
+	}
+	if herr := (caddyhttp.HandlerError{}); status == 0 && errors.As(err, &herr) {
+		status = herr.StatusCode
+	}
+	traces.EndWith(span, errorType(status, ""), attrs)
 }
 
 // errorType is a request's error.type: the HTTP status of an error answer,

@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/upstreamauth"
 )
 
@@ -31,7 +32,12 @@ const (
 // (in every cell: both pass-throughs, both bridges, and the forward
 // bridge's pooled sessions, which are never shared between two
 // credentials). A request relayed to another instance of the fleet keeps
-// the client's header: that instance applies its own `upstream_auth`.
+// the client's header: that instance applies its own `upstream_auth`; when
+// it cannot be reached and this instance serves the request (a call
+// resumed, a task served from its record or taken over), this one applies
+// its own. A hosted task's later requests use its upstream session's
+// credential, the one obtained for the request that opened it (in memory
+// only: no token is ever stored).
 type UpstreamAuth struct {
 	// `none`: no `Authorization` upstream. `passthrough`: the client's own
 	// header, as received ("token passthrough": the server sees, and could
@@ -173,11 +179,20 @@ func (h *Handler) upstreamAuthMode(r *http.Request) string {
 type exchangedKey struct{}
 
 // withUpstreamCredential obtains r's exchanged credential when the mode is
-// exchange, before r's cell sends anything upstream; a failure is the
-// client's 502 naming the server.
+// exchange, before r's cell sends anything upstream (or, on the instance a
+// client reached, before it serves a request it could not relay to its
+// owner: serveBridgedHere); a failure is the client's 502 naming the
+// server. A forwarded request whose token is not its principal's is
+// refused with 403 (forwardedTokenMismatch).
 func (h *Handler) withUpstreamCredential(r *http.Request) (*http.Request, *jsonrpc.RPCError) {
 	if h.upstreamAuthMode(r) != upstreamAuthExchange {
 		return r, nil
+	}
+	if h.forwardedTokenMismatch(r) {
+		h.logger.Warn("refused a forwarded request: its access token is not the principal's it was forwarded for",
+			zap.String("server", h.serverName), zap.String("remote", r.RemoteAddr))
+		return r, &jsonrpc.RPCError{HTTPStatus: http.StatusForbidden, Code: jsonrpc.InvalidRequest,
+			Message: "Forbidden: forwarded request refused: its access token is not the principal's it was forwarded for"}
 	}
 	subject, ok := bearerToken(r.Header.Get("Authorization"))
 	p := h.principal(r)
@@ -201,6 +216,21 @@ func (h *Handler) withUpstreamCredential(r *http.Request) (*http.Request, *jsonr
 			Message: "the gateway could not obtain a credential for " + name + " (the gateway's log says why)"}
 	}
 	return r.WithContext(context.WithValue(r.Context(), exchangedKey{}, "Bearer "+tok)), nil
+}
+
+// forwardedTokenMismatch reports whether r, forwarded here by another
+// instance, carries a token this instance validated (auth) for another
+// principal than the one the forwarding header names, which the request is
+// served as (principal). Each instance signs the principal it evaluated
+// for the very token it forwards, so the two agree unless a holder of the
+// fleet's key made the header: exchanging that token would give the
+// principal's call (its parked session, its task) a credential of another
+// subject. The principal expression must evaluate the same on every
+// instance for a forwarded request (the default with auth, the token's
+// issuer and subject, does).
+func (h *Handler) forwardedTokenMismatch(r *http.Request) bool {
+	f, forwarded := forwardedOf(r)
+	return forwarded && authenticated(r) && f.principal != translate.PrincipalHash(h.principalValue(r))
 }
 
 // bearerToken returns the token of an `Authorization: Bearer <token>`.

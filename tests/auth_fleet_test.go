@@ -3,7 +3,9 @@ package tests
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
@@ -70,4 +72,63 @@ func TestAuthFleetRelay(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestGiveBackWithAuth: under `auth`, an instance that finishes a call
+// another instance parked still gives the upstream session back. The
+// notice it sends carries no client token (it goes after the client's
+// request ended), only the fleet's signature: the home instance takes it
+// without a token, and a tokenless POST that is anything else — a forged
+// notice without a signature, a tools/call with another instance's
+// signature header but no token — is refused with 401 and reaches no
+// upstream.
+func TestGiveBackWithAuth(t *testing.T) {
+	t.Parallel()
+	const calls = 4
+	a := startAuthServer(t)
+	up := newResumableServer(t)
+	ports := []int{freePort(t), freePort(t)}
+	const audience = "https://mcp.example.test/mcp"
+	fleet := make([]*gateway, len(ports))
+	for i, port := range ports {
+		block := fleetBlock(t, "\t\tupstream "+up.url+" {\n\t\t\tera legacy\n\t\t}\n\t\tresume_linger -1", "peer", ports, i) +
+			fmt.Sprintf("\n\t\tauth {\n\t\t\tissuer %s\n\t\t\taudience %s\n\t\t}", a.issuer, audience)
+		fleet[i] = launchGateway(t, port, "", "", block)
+	}
+	g0, g1 := fleet[0], fleet[1]
+	alice := map[string]string{"Authorization": "Bearer " + a.mint(t, map[string]any{"sub": "alice", "aud": audience}, nil, 600)}
+	for i := range calls {
+		first := parseInputRequired(t, askCall(t, g0.URL, 10*i+1, "tea", nil, alice))
+		second := parseInputRequired(t, askCall(t, g0.URL, 10*i+2, "tea", answerWith(t, first, "yes"), alice))
+		x := askCall(t, g1.URL, 10*i+3, "tea", answerWith(t, second, "sure"), alice)
+		if x.Resp == nil || x.Resp.Error != nil || !strings.Contains(string(x.Resp.Result), `"accept:yes,accept:sure"`) {
+			t.Fatalf("call %d on the other instance: %s", i, x)
+		}
+	}
+	given := `caddy_mcp_gateway_resumable_calls_total{event="given_back"}`
+	finished := `caddy_mcp_gateway_resumable_calls_total{event="finished_elsewhere"}`
+	if got := fleetMetric(t, []*gateway{g1}, given, calls); got != calls {
+		t.Fatalf("given_back = %v on the second instance, want %d", got, calls)
+	}
+	if got := fleetMetric(t, []*gateway{g0}, finished, calls); got != calls {
+		t.Fatalf("finished_elsewhere = %v on the first instance, want %d", got, calls)
+	}
+
+	// Tokenless requests that are not a signed notice: 401, nothing upstream.
+	before := up.sessions()
+	notice := `{"jsonrpc":"2.0","method":"notifications/mcp-gateway/session_returned","params":` +
+		`{"place":"00000000000000000000000000000000","upstream":"` + up.url + `","session":"x"}}`
+	if x := postRPC(t, g0.URL, nil, notice, nil); x.Status != http.StatusUnauthorized {
+		t.Errorf("an unsigned notice without a token: %s, want 401", x)
+	}
+	// A tools/call signed as an instance's, without a client token.
+	call := rpcBody(t, 7, "tools/call", map[string]any{"name": "tea", "arguments": map[string]any{}})
+	hdr := modernHeaders(modernVersion, "tools/call", "tea")
+	hdr[seal.ForwardedHeader] = fleetAuth(t, fleetKeyByte).Sign("gw-0", seal.ForwardedRequest{Method: http.MethodPost, URI: "/mcp", Body: []byte(call)}, time.Now())
+	if x := postRPC(t, g0.URL, hdr, call, 7); x.Status != http.StatusUnauthorized {
+		t.Errorf("a signed tools/call without a token: %s, want 401", x)
+	}
+	if n := up.sessions(); n != before {
+		t.Errorf("the upstream opened %d sessions for tokenless requests", n-before)
+	}
 }

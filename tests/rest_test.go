@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
 // restFleet starts two instances sharing state_key and a file_system
@@ -41,6 +43,13 @@ func restFleetProcs(t *testing.T, upstream, extra string) ([]string, []*gateway)
 // restFleetIn is restFleetProcs with the file_system storage at store.
 func restFleetIn(t *testing.T, store, upstream, extra string) ([]string, []*gateway) {
 	t.Helper()
+	return restFleetTraced(t, store, upstream, extra, nil)
+}
+
+// restFleetTraced is restFleetIn with Caddy's tracing directive on,
+// exporting to rec, when rec is not nil.
+func restFleetTraced(t *testing.T, store, upstream, extra string, rec *support.TraceReceiver) ([]string, []*gateway) {
+	t.Helper()
 	globals := "\tstorage file_system " + store
 	ports := []int{freePort(t), freePort(t)}
 	bases := make([]string, len(ports))
@@ -48,7 +57,14 @@ func restFleetIn(t *testing.T, store, upstream, extra string) ([]string, []*gate
 	for i, port := range ports {
 		block := fleetBlock(t, upstream, "peer", ports, i) + "\n\t\trest /api\n" + extra
 		site := "\troute /api/* {\n\t\tmcp_gateway {\n" + block + "\n\t\t}\n\t}"
-		g := launchGateway(t, port, globals, site, block)
+		var env []string
+		if rec != nil {
+			site, env = "\ttracing\n"+site, rec.Env()
+		}
+		g := newGateway(t, port, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+		g.globals, g.site = globals, site
+		g.writeConfig(t, block)
+		g.run(t, env...)
 		// Built with GOFLAGS=-race, a race in the instance fails the test.
 		t.Cleanup(func() {
 			if strings.Contains(g.Log(), "DATA RACE") {

@@ -236,6 +236,22 @@ func TestTracesForwardBridgeFleet(t *testing.T) {
 			t.Errorf("the client's ignored trace context reached the upstream: %.80q %.80q", h.Get("Traceparent"), h.Get("Tracestate"))
 		}
 	}
+
+	// Another principal's call under round 1's very traceparent (a trace
+	// already used): taken for correlation only, as W3C Trace Context
+	// says. Its span joins that trace, but it is a call of its own: round 0, no link to alice's call, a fresh
+	// span's traceparent upstream, and alice's parked state is no more
+	// reachable than without it (the call asks its own question).
+	mallory := map[string]string{"Authorization": "Bearer mallory", "Traceparent": first["Traceparent"]}
+	parseInputRequired(t, askCall(t, fleet[0].URL, 3, "tea", nil, mallory))
+	reused := waitSpan(t, rec, "of a call under a used trace", func(s support.Span) bool {
+		return ours("SPAN_KIND_SERVER", "tools/call ask")(s) && s.Attrs["jsonrpc.request.id"] == "3"
+	})
+	if reused.TraceID != clientTrace || reused.ParentSpanID == round1.SpanID || len(reused.Links) != 0 {
+		t.Errorf("a call under a used traceparent: trace %s parent %s links %q, want trace %s, under Caddy's span, no link",
+			reused.TraceID, reused.ParentSpanID, reused.Links, clientTrace)
+	}
+	checkAttrs(t, "a call under a used trace", reused, map[string]string{"mcp_gateway.round": "0", "mcp_gateway.outcome": "input_required"})
 }
 
 // sentTraceparent reports whether one of the recorded requests carried

@@ -12,7 +12,10 @@
 //
 // What a face may ask of the gateway is the Gateway interface: serve an
 // internal request, the principal, the keyring, the instance, the logger,
-// the limits, a token's single use across the fleet (UseOnce). What the
+// the limits, a token's single use across the fleet (UseOnce), the span
+// of its request (Traced: the tool call it serves, and the link to the
+// call's first request, whose span the face's token or record carries on
+// to its later ones). What the
 // gateway asks of a face is one or more of the hooks (PathFace,
 // MessageFace, SessionFace, RouteFace); the front door keeps a table of
 // the enabled faces and asks each hook in turn, and names none.

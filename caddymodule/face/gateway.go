@@ -67,6 +67,14 @@ type Gateway interface {
 	// (the storage failed): the token stays unused and the caller must
 	// not go on.
 	UseOnce(ctx context.Context, purpose string, id [16]byte, expires time.Time) error
+
+	// Traced names the tool call r serves, for r's span when tracing is
+	// on: its tool (gen_ai.tool.name), and a link to the span of the
+	// call's first request, first (the one its token or record carries;
+	// zero when r is that first request, or its token predates traces).
+	// It returns what the call's next token or record carries on: first,
+	// or r's own span when first is zero (zero when tracing is off).
+	Traced(r *http.Request, tool string, first seal.TraceRef) seal.TraceRef
 }
 
 // What a stopping instance answers a request (Gateway.Stopping).

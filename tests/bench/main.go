@@ -36,6 +36,10 @@
 //	bench otlp    -addr 127.0.0.1:4318
 //	    an OTLP/HTTP traces receiver that decodes and counts the spans
 //	    exported to it (GET /count): the tracing benchmark's
+//	bench tokens  -addr 127.0.0.1:9400 [-client-id gateway -client-secret gateway-secret]
+//	    an RFC 8693 token endpoint (POST /token, the tests' fixture) that
+//	    counts its exchanges (GET /count?audience=A&subject=S): the
+//	    exchange benchmark's
 //
 // A legacy client opens a 2025-11-25 session (initialize, initialized) and
 // answers in-line elicitations by POSTing their responses; a modern client
@@ -54,7 +58,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench serve|compare|park|tasks|sessions|otlp [flags]")
+		fmt.Fprintln(os.Stderr, "usage: bench serve|compare|park|tasks|sessions|otlp|tokens [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -71,8 +75,10 @@ func main() {
 		err = sessions(os.Args[2:])
 	case "otlp":
 		err = otlp(os.Args[2:])
+	case "tokens":
+		err = tokens(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: serve, compare, park, tasks, sessions or otlp", os.Args[1])
+		err = fmt.Errorf("unknown command %q: serve, compare, park, tasks, sessions, otlp or tokens", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

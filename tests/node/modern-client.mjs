@@ -2,7 +2,7 @@
 // that negotiates the version (server/discover, falling back to initialize)
 // and answers input requests.
 //
-//   node modern-client.mjs <mcp-url> <tool> [json-args] [terminate]
+//   node modern-client.mjs <mcp-url> <tool> [json-args] [terminate] [bearer=<token>]
 //
 // Connects, lists tools, calls <tool> and prints one JSON line:
 //   {"protocolVersion", "era", "sessionId", "elicitations", "samplings", "rootsLists", "result"}
@@ -32,7 +32,9 @@ client.setRequestHandler('elicitation/create', elicit);
 client.setRequestHandler('sampling/createMessage', sample);
 client.setRequestHandler('roots/list', roots);
 
-const transport = new StreamableHTTPClientTransport(call.url);
+// bearer=<token>: sent as Authorization on every request.
+const bearer = [...call.options].find((o) => o.startsWith('bearer='))?.slice('bearer='.length);
+const transport = new StreamableHTTPClientTransport(call.url, bearer ? { requestInit: { headers: { Authorization: `Bearer ${bearer}` } } } : {});
 await callOnce(SCRIPT, client, transport, call, counts, () => ({
   protocolVersion: client.getNegotiatedProtocolVersion() ?? null,
   era: client.getProtocolEra() ?? null,

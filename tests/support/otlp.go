@@ -39,6 +39,8 @@ type Span struct {
 	Attrs map[string]string
 	// Links are the trace ids of the span's links.
 	Links []string
+	// Events are the names of the span's events, in order.
+	Events []string
 	// Error is set when the span's status is Error.
 	Error bool
 	// Scope is the name of the instrumentation scope that made the span.
@@ -111,6 +113,9 @@ func (tr *TraceReceiver) serve(w http.ResponseWriter, r *http.Request) {
 				}
 				for _, l := range s.GetLinks() {
 					sp.Links = append(sp.Links, hex.EncodeToString(l.GetTraceId()))
+				}
+				for _, e := range s.GetEvents() {
+					sp.Events = append(sp.Events, e.GetName())
 				}
 				got = append(got, sp)
 			}

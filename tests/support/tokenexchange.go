@@ -27,10 +27,16 @@ type TokenExchange struct {
 	fail   bool
 }
 
+// NewTokenExchange is a TokenExchange for client id/secret, not serving
+// yet (URL unset): its ServeHTTP answers every path.
+func NewTokenExchange(id, secret string) *TokenExchange {
+	return &TokenExchange{ClientID: id, ClientSecret: secret, ExpiresIn: 3600, counts: map[string]int{}}
+}
+
 // ServeTokenExchange starts a TokenExchange for client id/secret.
 func ServeTokenExchange(t testing.TB, id, secret string) *TokenExchange {
-	x := &TokenExchange{ClientID: id, ClientSecret: secret, ExpiresIn: 3600, counts: map[string]int{}}
-	x.URL = Serve(t, http.HandlerFunc(x.serve)) + "/token"
+	x := NewTokenExchange(id, secret)
+	x.URL = Serve(t, x) + "/token"
 	return x
 }
 
@@ -49,7 +55,8 @@ func (x *TokenExchange) Count(audience, subject string) int {
 	return x.counts[audience+":"+subject]
 }
 
-func (x *TokenExchange) serve(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP answers a token request.
+func (x *TokenExchange) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	id, secret, ok := r.BasicAuth()
 	if r.Method != http.MethodPost || !ok || id != x.ClientID || secret != x.ClientSecret {

@@ -5,10 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,20 +20,19 @@ const (
 	MaxJWKSBytes = 256 << 10
 )
 
-// ErrUnavailable wraps a failure to learn the issuer's keys (its metadata
-// or JWKS could not be fetched or read): the token may be valid, the
+// ErrUnavailable wraps a failure to check a token with the authorization
+// server (its metadata or JWKS could not be fetched or read, or its
+// introspection endpoint did not answer): the token may be valid, the
 // gateway cannot tell.
-var ErrUnavailable = errors.New("the authorization server's keys are unavailable")
+var ErrUnavailable = errors.New("the authorization server is unavailable")
 
-// keys is an issuer's metadata and JWKS, fetched on first use.
+// keys is an issuer's JWKS, fetched on first use.
 type keys struct {
-	issuer string
-	client *http.Client
-	floor  time.Duration
-	now    func() time.Time
+	discovery *discovery
+	floor     time.Duration
+	now       func() time.Time
 
 	mu        sync.Mutex
-	jwksURI   string
 	set       jose.JSONWebKeySet
 	fetched   time.Time // the last JWKS fetch (or attempt); zero: never
 	lastError error     // the last attempt's failure, answered for unknown keys until the floor passes
@@ -101,14 +96,14 @@ func (k *keys) find(kid, alg string) *jose.JSONWebKey {
 
 // refresh fetches the metadata (once) and the JWKS. Called with mu held.
 func (k *keys) refresh(ctx context.Context) error {
-	if k.jwksURI == "" {
-		uri, err := k.discover(ctx)
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		k.jwksURI = uri
+	md, err := k.discovery.metadata(ctx)
+	if err != nil {
+		return err
 	}
-	body, err := k.get(ctx, k.jwksURI, MaxJWKSBytes)
+	if md.JWKSURI == "" {
+		return fmt.Errorf("%w: the issuer's metadata has no jwks_uri", ErrUnavailable)
+	}
+	body, err := get(ctx, k.discovery.client, md.JWKSURI, MaxJWKSBytes)
 	if err != nil {
 		return fmt.Errorf("%w: jwks: %w", ErrUnavailable, err)
 	}
@@ -118,73 +113,4 @@ func (k *keys) refresh(ctx context.Context) error {
 	}
 	k.set = set
 	return nil
-}
-
-// discover reads the issuer's metadata, RFC 8414's well-known location
-// first (the path inserted after the host), then OpenID Connect's (the
-// path appended), and returns its jwks_uri. The document's issuer must be
-// the configured one (RFC 8414 §3.3).
-func (k *keys) discover(ctx context.Context) (string, error) {
-	u, err := url.Parse(k.issuer)
-	if err != nil {
-		return "", err
-	}
-	path := strings.TrimSuffix(u.Path, "/")
-	locations := []string{
-		u.Scheme + "://" + u.Host + "/.well-known/oauth-authorization-server" + path,
-		u.Scheme + "://" + u.Host + path + "/.well-known/openid-configuration",
-	}
-	var errs []error
-	for _, loc := range locations {
-		body, err := k.get(ctx, loc, MaxMetadataBytes)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		var md struct {
-			Issuer  string `json:"issuer"`
-			JWKSURI string `json:"jwks_uri"`
-		}
-		if err := json.Unmarshal(body, &md); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", loc, err))
-			continue
-		}
-		if md.Issuer != k.issuer {
-			errs = append(errs, fmt.Errorf("%s: issuer %q is not the configured %q", loc, md.Issuer, k.issuer))
-			continue
-		}
-		if md.JWKSURI == "" {
-			errs = append(errs, fmt.Errorf("%s: no jwks_uri", loc))
-			continue
-		}
-		return md.JWKSURI, nil
-	}
-	return "", errors.Join(errs...)
-}
-
-// get reads url's body, at most limit bytes, from a 200 answer.
-func (k *keys) get(ctx context.Context, url string, limit int64) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := k.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: status %d", url, resp.StatusCode)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", url, err)
-	}
-	if int64(len(body)) > limit {
-		return nil, fmt.Errorf("%s: larger than %d bytes", url, limit)
-	}
-	return body, nil
 }

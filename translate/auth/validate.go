@@ -65,6 +65,10 @@ type Options struct {
 	// SHA-256, never the token), so that a client's next request with the
 	// same token costs no signature check. Default: DefaultCacheSize.
 	CacheSize int
+	// Introspection, when set, checks opaque tokens (or every token) by
+	// asking the authorization server (RFC 7662) instead of validating a
+	// JWT's signature.
+	Introspection *Introspection
 }
 
 // Claims are what a valid token says about its bearer.
@@ -89,9 +93,10 @@ func (c Claims) HasScope(scope string) bool {
 // Validator checks access tokens for one issuer and audience. It is safe
 // for concurrent use.
 type Validator struct {
-	opts  Options
-	keys  *keys
-	cache *lru.Cache[[sha256.Size]byte, cached]
+	opts       Options
+	keys       *keys
+	introspect *introspector // nil: JWTs only
+	cache      *lru.Cache[[sha256.Size]byte, cached]
 }
 
 // cached is a validated token's claims, and until when they are trusted
@@ -120,12 +125,19 @@ func New(o Options) *Validator {
 		o.CacheSize = DefaultCacheSize
 	}
 	cache, _ := lru.New[[sha256.Size]byte, cached](o.CacheSize) // errors only for a size <= 0
-	return &Validator{opts: o, keys: &keys{issuer: o.Issuer, client: o.Client, floor: o.RefetchFloor, now: o.Now}, cache: cache}
+	d := &discovery{issuer: o.Issuer, client: o.Client, floor: o.RefetchFloor, now: o.Now}
+	v := &Validator{opts: o, keys: &keys{discovery: d, floor: o.RefetchFloor, now: o.Now}, cache: cache}
+	if o.Introspection != nil {
+		v.introspect = newIntrospector(*o.Introspection, &v.opts, d, v.recall, v.remember)
+	}
+	return v
 }
 
-// Validate checks token and returns its claims. A token refused for what
-// it is wraps ErrInvalidToken; one that could not be checked because the
-// issuer's keys are out of reach wraps ErrUnavailable. Errors never
+// Validate checks token and returns its claims: a JWT by its signature,
+// an opaque token (or every token, as Introspection says) by asking the
+// authorization server. A token refused for what it is wraps
+// ErrInvalidToken; one that could not be checked because the
+// authorization server is out of reach wraps ErrUnavailable. Errors never
 // contain the token.
 func (v *Validator) Validate(ctx context.Context, token string) (Claims, error) {
 	if len(token) > MaxTokenLength {
@@ -133,22 +145,39 @@ func (v *Validator) Validate(ctx context.Context, token string) (Claims, error) 
 	}
 	sum := sha256.Sum256([]byte(token))
 	now := v.opts.Now()
-	if c, ok := v.cache.Get(sum); ok {
-		if now.Before(c.until) {
-			return c.claims, nil
-		}
-		v.cache.Remove(sum)
+	if c, ok := v.recall(sum, now); ok {
+		return c, nil
+	}
+	if v.introspect != nil && v.introspect.handles(token) {
+		return v.introspect.introspect(ctx, token, sum, now) // remembered by the introspection
 	}
 	c, err := v.validate(ctx, token, now)
 	if err != nil {
 		return Claims{}, err
 	}
+	v.remember(sum, c, now)
+	return c, nil
+}
+
+// recall returns the cached claims of the token whose SHA-256 is sum, if
+// they are still trusted at now.
+func (v *Validator) recall(sum [sha256.Size]byte, now time.Time) (Claims, bool) {
+	c, ok := v.cache.Get(sum)
+	if ok && !now.Before(c.until) {
+		v.cache.Remove(sum)
+		return Claims{}, false
+	}
+	return c.claims, ok
+}
+
+// remember caches the claims of the token whose SHA-256 is sum, checked
+// at now, until it expires or MaxCacheAge passes.
+func (v *Validator) remember(sum [sha256.Size]byte, c Claims, now time.Time) {
 	until := now.Add(MaxCacheAge)
 	if exp := c.Expiry.Add(v.opts.Leeway); exp.Before(until) {
 		until = exp
 	}
 	v.cache.Add(sum, cached{claims: c, until: until})
-	return c, nil
 }
 
 // validate checks token at now, with no cache.

@@ -410,7 +410,7 @@ func (b *Bridge) Serve(ctx context.Context, r Request, sink translate.Sink) tran
 		}
 		if hosting.Window <= 0 {
 			// The task exists before any question of the tool's.
-			return translate.Served{Outcome: b.becomeTask(c, r, sink)}
+			return translate.Served{Outcome: b.becomeTask(ctx, c, r, sink)}
 		}
 	}
 	var fresh map[string]json.RawMessage

@@ -32,7 +32,9 @@
 //     serves a task from its record when its owner is gone, and takes it
 //     over. task_push.go pushes each status change as notifications/tasks
 //     to the listen streams naming the task, from memory on the instance
-//     holding it and from its record on the others.
+//     holding it and from its record on the others. task_trace.go: the
+//     spans of a task's run, with an event per transition, and of its
+//     takeover, with tracing on.
 //   - The requestState's replay filter (used_states.go) and its refusals
 //     (state_refusal.go).
 //

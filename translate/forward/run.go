@@ -67,7 +67,7 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink translate.Sin
 				return b.parkRound(c, r, sink, asked), nil
 			case <-window:
 				if asked == 0 {
-					return b.becomeTask(c, r, sink), nil
+					return b.becomeTask(ctx, c, r, sink), nil
 				}
 				window = nil // a round is gathering: it parks
 				continue
@@ -108,7 +108,7 @@ func (b *Bridge) run(ctx context.Context, c *call, r Request, sink translate.Sin
 			if c.taskRule != nil && c.taskRule.Mode == TaskRequired && DeclaresTasks(r.ClientCapabilities) {
 				// A required tool answers with a task, even one that
 				// ended within its window.
-				outcome := b.completedTask(c, r, m, sink)
+				outcome := b.completedTask(ctx, c, r, m, sink)
 				b.finish(c, true)
 				b.report(c, translate.OutcomeComplete, "")
 				return outcome, nil

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // Gateway-hosted tasks (the Tasks extension, io.modelcontextprotocol/tasks,
@@ -138,8 +140,16 @@ type task struct {
 	stop     chan struct{} // closed (stopOnce) to end the runner's hold
 	stopOnce sync.Once
 
-	taskState       // mu guards it, pollMs, resume and the kind's own state
+	taskState       // mu guards it, pollMs, resume, run and the kind's own state
 	pollMs    int64 // the pollIntervalMs shown (0: none)
+
+	// first names the span of the call that made the task (zero for
+	// none), sealed in its taskId and record; run is the span of its run
+	// on this instance (nil without tracing, or once ended), runShown the
+	// status of run's last event (task_trace.go).
+	first    traces.Ref
+	run      trace.Span
+	runShown string
 
 	// opts are those of the request that made it; with a task store
 	// (TaskOptions.Store) its record is written on every transition
@@ -274,13 +284,15 @@ func (b *Bridge) Tasks() map[string]int {
 }
 
 // addTask puts t, made of c and shown to r's client, in the table: its
-// taskId is sealed (sealed with the owner, handle and principal added),
+// taskId is sealed (sealed with the owner, handle, principal and the span
+// of c's first request added),
 // the task place c took moves to it, and its ttl starts. From now on a
 // tasks/get resolves it.
 func (b *Bridge) addTask(c *call, r Request, t *task, sealed seal.Task) {
 	_, _ = rand.Read(t.handle[:])
 	sealer := r.Options
 	sealed.Instance, sealed.Address, sealed.Handle, sealed.Principal = sealer.Instance, sealer.Address, t.handle, c.princ
+	t.first, sealed.Trace = c.first, seal.TraceRef(c.first)
 	t.id = seal.SealTask(sealer.Keyring, sealed)
 	status := t.status
 	c.taskPlaced = false // the task holds it now

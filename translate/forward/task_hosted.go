@@ -11,6 +11,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // The gateway's own tasks: a legacy tools/call the bridge holds open for
@@ -33,8 +34,9 @@ func (hostedKind) cancel(b *Bridge, t *task) { b.cancelTask(t, "tasks/cancel") }
 // with a cancellation (abandon).
 func (hostedKind) dropsQuestions() bool { return false }
 
-// newHostedTask makes c's task, with status, and puts it in the table.
-func (b *Bridge) newHostedTask(c *call, r Request, status string) *task {
+// newHostedTask makes c's task, with status, and puts it in the table; its
+// run's span is a child of the span of ctx, the request that made it.
+func (b *Bridge) newHostedTask(ctx context.Context, c *call, r Request, status string) *task {
 	o := c.opts
 	now := time.Now()
 	t := &task{princ: c.princ, tool: c.name, upstream: c.key.Upstream, born: now, ttl: o.Tasks.TTL,
@@ -48,6 +50,7 @@ func (b *Bridge) newHostedTask(c *call, r Request, status string) *task {
 			serverInfo: translate.ServerInfo(c.sess.InitResult)}
 	}
 	b.addTask(c, r, t, seal.Task{})
+	t.startRun(ctx, traces.Ref{}, "", "")
 	return t
 }
 
@@ -67,9 +70,9 @@ func (b *Bridge) readByFace(t *task) {
 
 // becomeTask turns c, held past its window, into a task: the client gets
 // a CreateTaskResult, and runTask goes on with the call.
-func (b *Bridge) becomeTask(c *call, r Request, sink translate.Sink) string {
+func (b *Bridge) becomeTask(ctx context.Context, c *call, r Request, sink translate.Sink) string {
 	c.caps = r.ClientCapabilities // the questions from now on are the task's client's
-	t := b.newHostedTask(c, r, translate.TaskWorking)
+	t := b.newHostedTask(ctx, c, r, translate.TaskWorking)
 	t.letGo, t.primed = c.up.Close, c.up.Primed
 	b.persist(t) // the record exists before the client holds the taskId
 	if t.opts.Tasks.Store != nil && t.resume.ok {
@@ -84,9 +87,9 @@ func (b *Bridge) becomeTask(c *call, r Request, sink translate.Sink) string {
 
 // completedTask answers a required tool's call that ended within its
 // window with a task already terminal, holding the result.
-func (b *Bridge) completedTask(c *call, r Request, m jsonrpc.Message, sink translate.Sink) string {
+func (b *Bridge) completedTask(ctx context.Context, c *call, r Request, m jsonrpc.Message, sink translate.Sink) string {
 	status, result, errObj := b.taskEnding(c, r.Method, m)
-	t := b.newHostedTask(c, r, status)
+	t := b.newHostedTask(ctx, c, r, status)
 	t.mu.Lock()
 	t.result, t.errObj = result, errObj
 	t.mu.Unlock()

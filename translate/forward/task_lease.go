@@ -77,6 +77,7 @@ type leaseKeeper struct {
 	running  bool
 	released bool
 	expires  time.Time // of the lease last written
+	lost     bool      // expires passed before a renewal could be written
 }
 
 func newLeaseKeeper() *leaseKeeper {
@@ -202,10 +203,17 @@ func (b *Bridge) renewLeases(d time.Duration) {
 		ok = store.Store(ctx, leaseKey(instance), []byte(lease{boot: k.boot, expires: expires}.String())) == nil && ok
 		cancel()
 	}
-	if ok {
-		k.mu.Lock()
-		k.expires = expires
-		k.mu.Unlock()
+	k.mu.Lock()
+	lost := !ok && !k.lost && !k.expires.IsZero() && !time.Now().Before(k.expires)
+	switch {
+	case ok:
+		k.expires, k.lost = expires, false
+	case lost:
+		k.lost = true // once per lapse
+	}
+	k.mu.Unlock()
+	if lost {
+		b.leaseLost() // task_trace.go
 	}
 }
 
@@ -233,21 +241,39 @@ func (b *Bridge) releaseLease() {
 	}
 }
 
+// Why a task's owner no longer holds its lease (ownerAlive), for the span
+// of a takeover (traces.Lease).
+const (
+	leaseNone      = "none"      // no lease (never written, deleted, or malformed)
+	leaseRestarted = "restarted" // renewed by another process of the instance id
+	leaseReleased  = "released"  // released at a graceful stop
+	leaseLapsed    = "lapsed"    // not renewed in time
+	leaseOwn       = "own"       // the record is this instance id's (no lease read)
+)
+
 // ownerAlive reports whether rec's owner still holds its lease: the same
-// process (boot) renewed it and has not released it.
-func ownerAlive(ctx context.Context, store Storage, rec seal.TaskRecord, now time.Time) (bool, time.Duration, error) {
+// process (boot) renewed it and has not released it. lost is "" when it
+// does, for left, else why not (leaseNone, …).
+func ownerAlive(ctx context.Context, store Storage, rec seal.TaskRecord, now time.Time) (lost string, left time.Duration, err error) {
 	b, err := store.Load(ctx, leaseKey(rec.Owner))
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, 0, nil
+		return leaseNone, 0, nil
 	}
 	if err != nil {
-		return false, 0, err
+		return leaseNone, 0, err
 	}
 	l, ok := parseLease(b)
-	if !ok || l.boot != rec.Boot || !now.Before(l.expires) {
-		return false, 0, nil
+	switch {
+	case !ok:
+		return leaseNone, 0, nil
+	case l.boot != rec.Boot:
+		return leaseRestarted, 0, nil
+	case l.expires.IsZero():
+		return leaseReleased, 0, nil
+	case !now.Before(l.expires):
+		return leaseLapsed, 0, nil
 	}
-	return true, l.expires.Sub(now), nil
+	return "", l.expires.Sub(now), nil
 }
 
 // openAny opens a task record with the first of krs it opens under.

@@ -9,6 +9,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // The Tasks extension's requests on the tasks the forward bridge holds:
@@ -62,6 +63,9 @@ func (b *Bridge) serveTask(ctx context.Context, r Request, sink translate.Sink) 
 	params := translate.ParamsOf(r.Raw)
 	id := translate.StringField(params, "taskId")
 	t, tk, err := b.lookupTask(r, id)
+	if tk != nil {
+		traces.Link(ctx, traces.Ref(tk.Trace), traces.TaskCall) // to the call that made the task
+	}
 	var stored storedTask
 	if t == nil && tk != nil && r.Options.Tasks.Store != nil && tk.Upstream == "" && (r.OwnerGone || tk.Instance == r.Options.Instance) {
 		// Not held here: its record says (task_takeover.go).
@@ -149,6 +153,7 @@ func (b *Bridge) serveView(r Request, view *task, busy *jsonrpc.RPCError, sink t
 func (b *Bridge) updateTask(t *task, answers map[string]json.RawMessage) *jsonrpc.RPCError {
 	t.mu.Lock()
 	took := t.takeAnswers(answers)
+	t.traceRun() // working again, before the upstream may end the task
 	t.mu.Unlock()
 	if t.sess == nil || len(took) == 0 {
 		return nil

@@ -135,7 +135,7 @@ func (t *task) record(boot [16]byte) seal.TaskRecord {
 	o := t.opts
 	rec := seal.TaskRecord{Handle: t.handle, Principal: t.princ, Tool: t.tool, Upstream: t.upstream,
 		Status: t.status, Note: t.note, Created: t.created, Updated: t.updated, TTL: t.ttl, PollMs: t.pollMs,
-		Result: t.result, Error: t.errObj, Owner: o.Instance, Boot: boot, Address: o.Address}
+		Result: t.result, Error: t.errObj, Owner: o.Instance, Boot: boot, Address: o.Address, Trace: seal.TraceRef(t.first)}
 	for _, p := range t.inputs {
 		rec.Inputs = append(rec.Inputs, seal.TaskInput{ID: p.upstreamID, Key: p.Key, Method: p.Method, Params: p.Params})
 	}
@@ -172,7 +172,8 @@ func (t *task) resumeAt() (after string, seen uint32) {
 // goes on in memory).
 //
 // Every transition calls it, with or without a store: it also pushes the
-// new state to the task's listeners on this instance (task_push.go).
+// new state to the task's listeners on this instance (task_push.go), and
+// adds it to the task's run span (task_trace.go).
 func (b *Bridge) persist(t *task) {
 	store := t.opts != nil && t.opts.Tasks.Store != nil
 	var boot [16]byte
@@ -183,6 +184,7 @@ func (b *Bridge) persist(t *task) {
 	defer t.saveMu.Unlock()
 	t.mu.Lock()
 	b.pushTask(t)
+	t.traceRun()
 	if !store {
 		t.mu.Unlock()
 		return

@@ -16,6 +16,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // Tasks served from their records (task_store.go), on an instance that
@@ -111,11 +112,11 @@ func (b *Bridge) recoverOnce(ctx context.Context, r Request, id string, tk seal.
 	// go) or its previous process's (it restarted): no lease to wait for.
 	b.claim(o)
 	if rec.Owner != o.Instance {
-		alive, left, err := ownerAlive(sctx, store, *rec, now)
+		lost, left, err := ownerAlive(sctx, store, *rec, now)
 		if err != nil {
 			return storedTask{}, err
 		}
-		if alive {
+		if lost == "" {
 			return b.busyView(rec, id, o, left), nil
 		}
 	}
@@ -134,17 +135,22 @@ func (b *Bridge) recoverOnce(ctx context.Context, r Request, id string, tk seal.
 	if translate.TaskTerminal(rec.Status) {
 		return storedTask{view: b.recordView(rec, id, o)}, nil
 	}
+	lost := leaseOwn
 	if rec.Owner != o.Instance {
-		if alive, left, err := ownerAlive(sctx, store, *rec, now); err != nil || alive {
+		var left time.Duration
+		if lost, left, err = ownerAlive(sctx, store, *rec, now); err != nil || lost == "" {
 			// Another instance took it over while this one waited.
 			return b.busyView(rec, id, o, left), err
 		}
 	}
-	t, why := b.adopt(ctx, r, id, rec)
+	ctx, span := startTakeover(ctx, rec, lost) // task_trace.go; nil without tracing
+	t, why := b.adopt(ctx, r, id, rec, lost)
 	if t != nil {
+		traces.End(span, "")
 		b.storeEvent(t, StoreTakenOver, nil)
 		return storedTask{t: t}, nil
 	}
+	traces.End(span, StoreLost)
 	// Nothing can go on with the call: the task fails, for good.
 	view := b.recordView(rec, id, o)
 	view.status, view.updated, view.inputs, view.errObj = translate.TaskFailed, time.Now(), nil, taskErrorObject(
@@ -223,7 +229,7 @@ func (b *Bridge) heldTask(handle, princ [16]byte) *task {
 // record; it is in no table and runs nothing.
 func (b *Bridge) recordView(rec *seal.TaskRecord, id string, o *Options) *task {
 	t := &task{id: id, handle: rec.Handle, princ: rec.Principal, tool: rec.Tool, upstream: rec.Upstream, born: rec.Created,
-		ttl: rec.TTL, kind: hostedKind{}, stop: make(chan struct{}), pollMs: rec.PollMs, opts: o,
+		ttl: rec.TTL, kind: hostedKind{}, stop: make(chan struct{}), pollMs: rec.PollMs, opts: o, first: traces.Ref(rec.Trace),
 		taskState: taskState{status: rec.Status, note: rec.Note, created: rec.Created, updated: rec.Updated,
 			result: rec.Result, errObj: rec.Error}}
 	for _, in := range rec.Inputs {
@@ -245,8 +251,10 @@ func (b *Bridge) recordView(rec *seal.TaskRecord, id string, o *Options) *task {
 // else nil, and why not. A task waiting for answers reopens its stream
 // only once they are posted (tasks/update), as a resumed round does: an
 // upstream whose event store maps a replay to no stream (the TypeScript
-// server-everything's) sends what follows the replay nowhere.
-func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.TaskRecord) (*task, string) {
+// server-everything's) sends what follows the replay nowhere. Its run's
+// span (task_trace.go) is a child of the call that made it, its first
+// event taken_over, naming rec's owner and why its lease was lost.
+func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.TaskRecord, lost string) (*task, string) {
 	if rec.Session == "" || rec.After == "" {
 		return nil, "its stream is not resumable"
 	}
@@ -280,6 +288,7 @@ func (b *Bridge) adopt(ctx context.Context, r Request, id string, rec *seal.Task
 		return ""
 	}
 	t.place = b.forceTaskPlace(o, rec.Principal)
+	t.startRun(ctx, t.first, rec.Owner, lost)
 	b.tmu.Lock()
 	b.tasks[t.handle] = t
 	b.tmu.Unlock()
@@ -410,7 +419,7 @@ func (b *Bridge) StoredOwner(ctx context.Context, r *Request) (owner translate.O
 	if translate.TaskTerminal(rec.Status) || rec.Owner == tk.Instance || rec.Owner == o.Instance {
 		return owner, true
 	}
-	if alive, _, err := ownerAlive(ctx, o.Tasks.Store, *rec, time.Now()); err != nil || !alive {
+	if lost, _, err := ownerAlive(ctx, o.Tasks.Store, *rec, time.Now()); err != nil || lost != "" {
 		return owner, true
 	}
 	return translate.Owner{Instance: rec.Owner, Address: rec.Address}, true

@@ -11,5 +11,6 @@
 // upstream declared), listen.go, subscribe.go and resubscribe.go (the GET
 // stream and subscriptions), streams.go (the bounds on GET streams),
 // table.go (the per-instance session table), tasks.go (a modern server's
-// tasks, followed for a client that knows none).
+// tasks, followed for a client that knows none), traced.go (each POST
+// upstream as a client span when tracing is on).
 package reverse

@@ -246,7 +246,7 @@ func (rv *Bridge) call(ctx context.Context, s *Session, r Request, sink translat
 			rv.respondError(r, sink, jsonrpc.Errorf(http.StatusBadRequest, jsonrpc.InvalidParams, "Invalid params: %v", err))
 			return served
 		}
-		final, rerr := rv.exchange(ctx, o, s.Upstream, hdr, body, id, sink, level)
+		final, rerr := rv.exchange(withRound(ctx, round), o, s.Upstream, hdr, body, id, sink, level)
 		if ctx.Err() != nil {
 			served.Outcome, reason = rv.abandoned(ctx, r, sink, nil)
 			return served

@@ -15,6 +15,7 @@ import (
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/legacy"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
 )
 
 // Talking to a modern upstream over HTTP, for the reverse bridge: the
@@ -41,13 +42,22 @@ type modernAnswer struct {
 
 // postModern sends one modern JSON-RPC request upstream. An HTTP error
 // status is not an error here: its body may still be a JSON-RPC error.
+// With tracing on (ctx carries the client request's span) the POST is a
+// client span of its own (traced.go), whose traceparent the upstream gets.
 func postModern(ctx context.Context, client *http.Client, url string, header http.Header, body []byte) (*modernAnswer, error) {
+	ctx, span := startExchange(ctx, url, header, body)
+	if span != nil {
+		header = header.Clone() // a round's header is every round's
+		traces.Inject(ctx, header)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
+		traces.End(span, "request")
 		return nil, err
 	}
 	req.Header = header
 	resp, err := client.Do(req)
+	traces.End(span, traces.ExchangeError(resp, err)) // at the answer's headers, as every exchange's span
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,9 @@
 // fuzzed where it parses what a client or the storage gives (the
 // Fuzz* targets); golden_test.go keeps tokens of the session ids, the
 // requestState, the owner tag and the federated cursor that a later
-// release must still open.
+// release must still open (resume_trace_test.go and traceref_test.go, those
+// minted before a call's tokens and records carried a TraceRef:
+// traceref.go).
 //
 // The kinds, with their purpose strings, and where they are made and
 // opened:

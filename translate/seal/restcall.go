@@ -124,6 +124,11 @@ type RESTCall struct {
 	// instance refuses a record older than one it saw at its key; one
 	// that saw none cannot tell an earlier record written back.
 	Version uint64 `json:"v,omitempty"`
+	// Trace names the span of the request that started the call (the
+	// PUT), which the spans of its later requests (polls, advances,
+	// cancel) link to; zero for none (tracing off), and then not written,
+	// so that a record without one reads as before the trace existed.
+	Trace TraceRef `json:"tr,omitzero"`
 }
 
 // CreatedAt, UpdatedAt and LeaseUntil are the record's times.

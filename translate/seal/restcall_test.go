@@ -144,6 +144,9 @@ func FuzzDecodeRESTCall(f *testing.F) {
 	f.Add(b)
 	f.Add([]byte{restCallVersion, '{', '}'})
 	f.Add([]byte{restCallVersion, '{', '"', 't', '"', ':', '1', '}'})
+	c.Trace = testTrace
+	b, _ = encodeRESTCall(&c)
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := decodeRESTCall(b)
 		if err != nil {

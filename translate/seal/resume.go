@@ -30,15 +30,6 @@ const (
 	resumeVersionTrace = 3
 )
 
-// TraceRef names the span of a call's first request (a W3C trace id, span
-// id and trace flags), which its later rounds link to. Its zero value
-// names none.
-type TraceRef struct {
-	TraceID [16]byte
-	SpanID  [8]byte
-	Flags   byte
-}
-
 // Bounds of a ResumeState's fields, in bytes (or entries). SealResume
 // refuses a state beyond them: the caller then parks the call holding its
 // stream instead.
@@ -193,12 +184,7 @@ func (s *ResumeState) encode(b []byte) []byte {
 		b = appendField(b, s.Home)
 		b = appendField(b, s.HomeAddress)
 	}
-	if s.Trace != (TraceRef{}) {
-		b = append(b, s.Trace.TraceID[:]...)
-		b = append(b, s.Trace.SpanID[:]...)
-		b = append(b, s.Trace.Flags)
-	}
-	return b
+	return s.Trace.append(b)
 }
 
 // resumeDecoder reads a plaintext; the first error sticks.
@@ -300,14 +286,7 @@ func decodeResume(b []byte) (ResumeState, error) {
 		}
 	}
 	if b[0] == resumeVersionTrace {
-		d.fixed(s.Trace.TraceID[:])
-		d.fixed(s.Trace.SpanID[:])
-		var flags [1]byte
-		d.fixed(flags[:])
-		s.Trace.Flags = flags[0]
-		if s.Trace == (TraceRef{}) {
-			d.err = errMalformedState // encode writes version 3 only with a Trace
-		}
+		s.Trace = d.traceRef()
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return ResumeState{}, errMalformedState

@@ -19,7 +19,14 @@ import (
 // sagaPurpose separates sagaTokens from every other token.
 const sagaPurpose Purpose = "mcp-gateway/saga-token/v1"
 
-const sagaVersion = 1
+// The first byte of the sealed plaintext: sagaVersion, or
+// sagaVersionTrace for a state with a Trace (appended). A state without
+// one is sealed byte for byte as before the trace existed, so that
+// instances of an older release open it.
+const (
+	sagaVersion      = 1
+	sagaVersionTrace = 2
+)
 
 // Bounds of a SagaState's fields, in bytes (or entries). SealSaga refuses
 // a state beyond them (ErrSagaTooLarge); OpenSaga refuses a token longer
@@ -32,7 +39,7 @@ const (
 	MaxSagaStepID    = 128   // a step's ID (an input key)
 	// maxSagaPlain bounds the whole plaintext.
 	maxSagaPlain = 1 + 16 + 16 + 10 + 3 + MaxSagaName + 3 + MaxSagaArguments + 3 + MaxSagaState +
-		1 + MaxSagaSteps*(2+1+MaxSagaStepID)
+		1 + MaxSagaSteps*(2+1+MaxSagaStepID) + traceSize
 )
 
 // maxSagaToken bounds the length of a token OpenSaga tries to open.
@@ -80,12 +87,17 @@ type SagaState struct {
 	RequestState string
 	// Steps are the input requests of the current suspension.
 	Steps []SagaStep
+	// Trace names the span of the saga's first request (tools/callSaga),
+	// which the spans of its resumeSagas link to; zero for none (tracing
+	// off).
+	Trace TraceRef
 }
 
 // Plaintext layout (varints minimal, strings as uvarint(len) | bytes):
 //
 //	version(1) | id(16) | principal(16) | varint(expires, Unix s) | name |
 //	arguments | requestState | uvarint(n) | n × (kind(1) | stepID)
+//	[version 2: | traceID(16) | spanID(8) | flags(1)]
 
 func (s *SagaState) check() error {
 	if len(s.Name) > MaxSagaName || len(s.Arguments) > MaxSagaArguments || len(s.RequestState) > MaxSagaState ||
@@ -101,7 +113,11 @@ func (s *SagaState) check() error {
 }
 
 func (s *SagaState) encode(b []byte) []byte {
-	b = append(b, sagaVersion)
+	if s.Trace != (TraceRef{}) {
+		b = append(b, sagaVersionTrace)
+	} else {
+		b = append(b, sagaVersion)
+	}
 	b = append(b, s.ID[:]...)
 	b = append(b, s.Principal[:]...)
 	b = binary.AppendVarint(b, s.Expires.Unix())
@@ -113,14 +129,14 @@ func (s *SagaState) encode(b []byte) []byte {
 		b = append(b, st.Kind)
 		b = appendField(b, st.ID)
 	}
-	return b
+	return s.Trace.append(b)
 }
 
 // decodeSaga parses a plaintext made by encode; it accepts exactly the
 // byte strings encode produces for states within the bounds.
 func decodeSaga(b []byte) (SagaState, error) {
 	var s SagaState
-	if len(b) < 1 || len(b) > maxSagaPlain || b[0] != sagaVersion {
+	if len(b) < 1 || len(b) > maxSagaPlain || b[0] != sagaVersion && b[0] != sagaVersionTrace {
 		return s, errMalformedState
 	}
 	d := &resumeDecoder{b: b[1:]}
@@ -138,6 +154,9 @@ func decodeSaga(b []byte) (SagaState, error) {
 			d.err = errMalformedState
 		}
 		s.Steps = append(s.Steps, SagaStep{Kind: kind[0], ID: d.field(MaxSagaStepID)})
+	}
+	if b[0] == sagaVersionTrace {
+		s.Trace = d.traceRef()
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return SagaState{}, errMalformedState

@@ -98,6 +98,8 @@ func FuzzDecodeSaga(f *testing.F) {
 	f.Add(s.encode(nil))
 	f.Add((&SagaState{}).encode(nil))
 	f.Add([]byte{sagaVersion, 0x80})
+	s.Trace = testTrace
+	f.Add(s.encode(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeSaga(b)
 		if err != nil {

@@ -12,25 +12,35 @@ import (
 // address, so that another instance of a fleet forwards tasks/get,
 // tasks/update and tasks/cancel there) and the principal the task belongs
 // to; it is sealed, so a client can neither read nor forge one. How long a
-// task lives is the owner's table's business, not the token's.
+// task lives is the owner's table's business, not the token's. It may name
+// the span of the call that created the task (Task.Trace), so that the
+// task's later requests, on any instance, link to it.
 
 // taskPurpose separates taskIds from every other sealed token.
 const taskPurpose Purpose = "mcp-gateway/task/v1"
 
 // taskVersion is the first byte of the sealed plaintext; task2025Version
 // that of a taskId wrapping a task of the upstream's own (2025 experimental
-// tasks: Task.Upstream and Task.Session set).
+// tasks: Task.Upstream and Task.Session set). taskTraceVersion and
+// task2025TraceVersion are the same with a Trace after them: a taskId
+// without one is sealed byte for byte as before it existed, so that
+// instances of an older release open it.
 const (
-	taskVersion     = 1
-	task2025Version = 2
+	taskVersion          = 1
+	task2025Version      = 2
+	taskTraceVersion     = 3
+	task2025TraceVersion = 4
 )
+
+// traceSize is the length of a sealed TraceRef.
+const traceSize = 16 + 8 + 1
 
 // MaxUpstreamTaskLen bounds Task.Upstream and Task.Session.
 const MaxUpstreamTaskLen = 255
 
 // maxTaskToken bounds the length of a taskId OpenTask will try to open:
-// the largest (255-byte instance, address, upstream task id and session)
-// is 1058 bytes, sealed 1091, 1455 characters in base64url.
+// the largest (255-byte instance, address, upstream task id and session,
+// and a trace) is 1083 bytes, sealed 1116, 1488 characters in base64url.
 const maxTaskToken = 1536
 
 // ErrTaskInvalid means a taskId did not open or is malformed: tampered,
@@ -59,6 +69,9 @@ type Task struct {
 	// Session is the upstream session the task lives on (its tasks are
 	// visible on that session only); set with Upstream.
 	Session string
+	// Trace names the span of the call that created the task (zero for
+	// none: no tracing, and no traceparent from the client).
+	Trace TraceRef
 }
 
 // Plaintext layout:
@@ -68,6 +81,10 @@ type Task struct {
 // and for version 2, after those:
 //
 //	len(upstream)(1) | upstream | len(session)(1) | session
+//
+// and for versions 3 (1 with a trace) and 4 (2 with a trace), after those:
+//
+//	traceID(16) | spanID(8) | flags(1)
 
 var errMalformedTask = errors.New("malformed taskId")
 
@@ -87,19 +104,24 @@ func SealTask(kr *Keyring, t Task) string {
 	if t.Upstream != "" {
 		version = task2025Version
 	}
-	b := make([]byte, 0, 5+len(t.Instance)+len(t.Address)+32+len(t.Upstream)+len(t.Session))
+	traced := t.Trace != TraceRef{}
+	if traced {
+		version += taskTraceVersion - taskVersion
+	}
+	b := make([]byte, 0, 5+len(t.Instance)+len(t.Address)+32+len(t.Upstream)+len(t.Session)+traceSize)
 	b = append(b, version, byte(len(t.Instance)))
 	b = append(b, t.Instance...)
 	b = append(b, byte(len(t.Address)))
 	b = append(b, t.Address...)
 	b = append(b, t.Handle[:]...)
 	b = append(b, t.Principal[:]...)
-	if version == task2025Version {
+	if t.Upstream != "" {
 		b = append(b, byte(len(t.Upstream)))
 		b = append(b, t.Upstream...)
 		b = append(b, byte(len(t.Session)))
 		b = append(b, t.Session...)
 	}
+	b = t.Trace.append(b)
 	return kr.Seal(taskPurpose, b)
 }
 
@@ -124,27 +146,41 @@ func OpenTask(kr *Keyring, token string) (Task, error) {
 // decodeTask parses a plaintext made by SealTask, and only those.
 func decodeTask(b []byte) (Task, error) {
 	var t Task
-	if len(b) < 1 || (b[0] != taskVersion && b[0] != task2025Version) {
+	if len(b) < 1 || b[0] < taskVersion || b[0] > task2025TraceVersion {
 		return t, errMalformedTask
 	}
-	version := b[0]
+	traced := b[0] >= taskTraceVersion
+	upstream := b[0] == task2025Version || b[0] == task2025TraceVersion
 	var ok bool
 	if t.Instance, b, ok = lenPrefixed(b[1:]); !ok {
 		return t, errMalformedTask
 	}
-	if t.Address, b, ok = lenPrefixed(b); !ok || len(b) < 32 || (version == taskVersion && len(b) != 32) {
+	if t.Address, b, ok = lenPrefixed(b); !ok || len(b) < 32 {
 		return t, errMalformedTask
 	}
 	copy(t.Handle[:], b)
 	copy(t.Principal[:], b[16:])
-	if version == taskVersion {
-		return t, nil
-	}
 	b = b[32:]
-	if t.Upstream, b, ok = lenPrefixed(b); !ok || t.Upstream == "" {
-		return t, errMalformedTask
+	if upstream {
+		if t.Upstream, b, ok = lenPrefixed(b); !ok || t.Upstream == "" {
+			return t, errMalformedTask
+		}
+		if t.Session, b, ok = lenPrefixed(b); !ok {
+			return t, errMalformedTask
+		}
 	}
-	if t.Session, b, ok = lenPrefixed(b); !ok || len(b) != 0 {
+	if traced {
+		if len(b) < traceSize {
+			return t, errMalformedTask
+		}
+		copy(t.Trace.TraceID[:], b)
+		copy(t.Trace.SpanID[:], b[16:])
+		t.Trace.Flags = b[24]
+		if b = b[traceSize:]; t.Trace == (TraceRef{}) {
+			return t, errMalformedTask // sealed with a trace only when there is one
+		}
+	}
+	if len(b) != 0 {
 		return t, errMalformedTask
 	}
 	return t, nil

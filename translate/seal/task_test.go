@@ -29,6 +29,12 @@ func TestTaskRoundTrip(t *testing.T) {
 
 func FuzzDecodeTask(f *testing.F) {
 	f.Add([]byte{taskVersion, 1, 'a', 0})
+	kr, _ := NewKeyring(goldenKey)
+	for _, tk := range goldenTasks() {
+		tk.Trace = testTrace
+		plain, _ := kr.Open(taskPurpose, SealTask(kr, tk))
+		f.Add(plain)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tk, err := decodeTask(b)
 		if err != nil {

@@ -19,8 +19,14 @@ import (
 // taskRecordPurpose separates task records from every other sealed token.
 const taskRecordPurpose Purpose = "mcp-gateway/task-record/v1"
 
-// taskRecordVersion is the first byte of a record's plaintext.
-const taskRecordVersion = 1
+// taskRecordVersion is the first byte of a record's plaintext;
+// taskRecordTraceVersion that of a record with a Trace, after the rest. A
+// record without one is sealed byte for byte as before it existed, so that
+// instances of an older release open it.
+const (
+	taskRecordVersion      = 1
+	taskRecordTraceVersion = 2
+)
 
 // Bounds of a TaskRecord's fields, in bytes (or entries). SealTaskRecord
 // refuses a record beyond them.
@@ -97,6 +103,9 @@ type TaskRecord struct {
 	// ServerInfo is the raw JSON serverInfo of the upstream's
 	// InitializeResult, which the task's result carries in its _meta.
 	ServerInfo []byte
+	// Trace names the span of the call that created the task (zero for
+	// none), which the spans of an instance taking it over link to.
+	Trace TraceRef
 }
 
 // Plaintext layout (as ResumeState's: varints minimal, strings and byte
@@ -107,6 +116,10 @@ type TaskRecord struct {
 //	uvarint(n) | n × (id | key | method | params) | result | error |
 //	owner | boot(16) | address | session | version | callID | after | uvarint(seen) |
 //	keys | serverInfo
+//
+// and for version 2, after those:
+//
+//	traceID(16) | spanID(8) | flags(1)
 
 func (r *TaskRecord) check() error {
 	switch {
@@ -126,7 +139,11 @@ func (r *TaskRecord) check() error {
 }
 
 func (r *TaskRecord) encode(b []byte) []byte {
-	b = append(b, taskRecordVersion)
+	if r.Trace != (TraceRef{}) {
+		b = append(b, taskRecordTraceVersion)
+	} else {
+		b = append(b, taskRecordVersion)
+	}
 	b = append(b, r.Handle[:]...)
 	b = append(b, r.Principal[:]...)
 	b = appendField(b, r.Tool)
@@ -155,15 +172,17 @@ func (r *TaskRecord) encode(b []byte) []byte {
 	b = appendField(b, r.After)
 	b = binary.AppendUvarint(b, uint64(r.Seen))
 	b = appendField(b, string(r.Keys))
-	return appendField(b, string(r.ServerInfo))
+	b = appendField(b, string(r.ServerInfo))
+	return r.Trace.append(b)
 }
 
 // decodeTaskRecord parses a plaintext made by encode.
 func decodeTaskRecord(b []byte) (TaskRecord, error) {
 	var r TaskRecord
-	if len(b) < 1 || len(b) > maxRecordPlain || b[0] != taskRecordVersion {
+	if len(b) < 1 || len(b) > maxRecordPlain || (b[0] != taskRecordVersion && b[0] != taskRecordTraceVersion) {
 		return r, errMalformedState
 	}
+	traced := b[0] == taskRecordTraceVersion
 	d := &resumeDecoder{b: b[1:]}
 	d.fixed(r.Handle[:])
 	d.fixed(r.Principal[:])
@@ -196,6 +215,9 @@ func decodeTaskRecord(b []byte) (TaskRecord, error) {
 	r.Seen = uint32(d.uvarint(1<<32 - 1))
 	r.Keys = d.bytes(MaxRecordKeys)
 	r.ServerInfo = d.bytes(MaxRecordInfo)
+	if traced {
+		r.Trace = d.traceRef()
+	}
 	if d.err != nil || len(d.b) != 0 {
 		return TaskRecord{}, errMalformedState
 	}

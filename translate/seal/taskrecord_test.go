@@ -85,6 +85,8 @@ func TestTaskRecordRefused(t *testing.T) {
 func FuzzDecodeTaskRecord(f *testing.F) {
 	r := testRecord()
 	f.Add(r.encode(nil))
+	r.Trace = testTrace
+	f.Add(r.encode(nil))
 	f.Add((&TaskRecord{}).encode(nil))
 	f.Add([]byte{taskRecordVersion, 0x80})
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -20,7 +20,14 @@ import (
 // turnPurpose separates turn tokens from every other token.
 const turnPurpose Purpose = "mcp-gateway/multi-turn-sse/v1"
 
-const turnVersion = 1
+// The first byte of the sealed plaintext: turnVersion, or
+// turnVersionTrace for a state with a Trace (appended). A state without
+// one is sealed byte for byte as before the trace existed, so that
+// instances of an older release open it.
+const (
+	turnVersion      = 1
+	turnVersionTrace = 2
+)
 
 // Bounds of a TurnState's fields, in bytes (or entries), and of the whole
 // state: the token travels as a Last-Event-ID header, so it is kept small.
@@ -97,6 +104,11 @@ type TurnState struct {
 	Upstream string
 	// Inputs are the input requests of the turn.
 	Inputs []TurnInput
+	// Trace names the span of the call's first request (the client's
+	// tools/call), which the spans of its later turns link to; zero for
+	// none (tracing off). SealTurn leaves it out of a state that would not
+	// fit MaxTurnPlain with it.
+	Trace TraceRef
 }
 
 // Plaintext layout (varints minimal, strings as uvarint(len) | bytes):
@@ -104,6 +116,7 @@ type TurnState struct {
 //	version(1) | id(16) | principal(16) | session(16) | varint(expires,
 //	Unix s) | callID | name | arguments | requestState | upstream |
 //	uvarint(n) | n × (kind(1) | key)
+//	[version 2: | traceID(16) | spanID(8) | flags(1)]
 
 func (s *TurnState) check() error {
 	if len(s.CallID) > MaxTurnCallID || len(s.Name) > MaxTurnName || len(s.Arguments) > MaxTurnArguments ||
@@ -119,7 +132,11 @@ func (s *TurnState) check() error {
 }
 
 func (s *TurnState) encode(b []byte) []byte {
-	b = append(b, turnVersion)
+	if s.Trace != (TraceRef{}) {
+		b = append(b, turnVersionTrace)
+	} else {
+		b = append(b, turnVersion)
+	}
 	b = append(b, s.ID[:]...)
 	b = append(b, s.Principal[:]...)
 	b = append(b, s.Session[:]...)
@@ -134,14 +151,14 @@ func (s *TurnState) encode(b []byte) []byte {
 		b = append(b, in.Kind)
 		b = appendField(b, in.Key)
 	}
-	return b
+	return s.Trace.append(b)
 }
 
 // decodeTurn parses a plaintext made by encode; it accepts exactly the
 // byte strings encode produces for states within the bounds.
 func decodeTurn(b []byte) (TurnState, error) {
 	var s TurnState
-	if len(b) < 1 || len(b) > MaxTurnPlain || b[0] != turnVersion {
+	if len(b) < 1 || len(b) > MaxTurnPlain || b[0] != turnVersion && b[0] != turnVersionTrace {
 		return s, errMalformedState
 	}
 	d := &resumeDecoder{b: b[1:]}
@@ -163,6 +180,9 @@ func decodeTurn(b []byte) (TurnState, error) {
 		}
 		s.Inputs = append(s.Inputs, TurnInput{Kind: kind[0], Key: d.field(MaxTurnKey)})
 	}
+	if b[0] == turnVersionTrace {
+		s.Trace = d.traceRef()
+	}
 	if d.err != nil || len(d.b) != 0 {
 		return TurnState{}, errMalformedState
 	}
@@ -175,7 +195,11 @@ func SealTurn(kr *Keyring, s TurnState) (string, error) {
 	if err := s.check(); err != nil {
 		return "", err
 	}
-	b := s.encode(make([]byte, 0, 160+len(s.Arguments)+len(s.RequestState)+len(s.Upstream)))
+	b := s.encode(make([]byte, 0, 160+traceSize+len(s.Arguments)+len(s.RequestState)+len(s.Upstream)))
+	if len(b) > MaxTurnPlain && s.Trace != (TraceRef{}) {
+		s.Trace = TraceRef{} // a trace never makes a turn too large
+		b = s.encode(b[:0])
+	}
 	if len(b) > MaxTurnPlain {
 		return "", ErrTurnTooLarge
 	}

@@ -118,6 +118,8 @@ func FuzzDecodeTurn(f *testing.F) {
 	f.Add(s.encode(nil))
 	f.Add((&TurnState{}).encode(nil))
 	f.Add([]byte{turnVersion, 0x80})
+	s.Trace = testTrace
+	f.Add(s.encode(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeTurn(b)
 		if err != nil {

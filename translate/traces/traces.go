@@ -293,7 +293,5 @@ func Link(ctx context.Context, ref Ref, attr attribute.KeyValue) {
 	if ref == (Ref{}) || !span.IsRecording() || span.SpanContext().TraceID() == ref.TraceID {
 		return
 	}
-	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: ref.TraceID, SpanID: ref.SpanID,
-		TraceFlags: trace.TraceFlags(ref.Flags), Remote: true})
-	span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attr}})
+	span.AddLink(trace.Link{SpanContext: ref.spanContext(), Attributes: []attribute.KeyValue{attr}})
 }

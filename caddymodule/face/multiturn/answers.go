@@ -85,6 +85,7 @@ func (f *Face) serveAnswers(w http.ResponseWriter, r *http.Request, body []byte,
 	case err != nil:
 		return f.refuseToken(w, err)
 	}
+	first := f.gw.Traced(r, st.Name, st.Trace)
 	if refused != nil {
 		out, err := json.Marshal(face.SamplingRefused(refused.id, refused.message))
 		if err != nil {
@@ -93,7 +94,7 @@ func (f *Face) serveAnswers(w http.ResponseWriter, r *http.Request, body []byte,
 		return f.writeAnswer(w, r, http.StatusOK, translate.ResultResponse(st.CallID, out))
 	}
 	c := call{id: st.CallID, ToolCall: face.ToolCall{Name: st.Name, Args: st.Arguments, Responses: responses,
-		State: st.RequestState}, upstream: st.Upstream}
+		State: st.RequestState}, upstream: st.Upstream, first: first}
 	var on *face.Route
 	if st.Upstream != "" {
 		on = &face.Route{Upstream: st.Upstream, Modern: true}

@@ -34,6 +34,9 @@ type call struct {
 	// when it goes through the forward bridge (its requestState routes
 	// the retries).
 	upstream string
+	// first names the span of the call's first request, which the spans
+	// of its turns' answers link to (Gateway.Traced).
+	first seal.TraceRef
 }
 
 // meta is the _meta of the internal tools/call: the session's client.
@@ -83,7 +86,7 @@ func (f *Face) ServeRouted(w http.ResponseWriter, r *http.Request, m face.Messag
 		len(id) > seal.MaxTurnCallID:
 		return false, nil
 	}
-	c := call{id: id, ToolCall: face.ToolCall{Name: name.Str}}
+	c := call{id: id, ToolCall: face.ToolCall{Name: name.Str}, first: f.gw.Traced(r, name.Str, seal.TraceRef{})}
 	if args.IsObject() {
 		c.Args = json.RawMessage(args.Raw)
 	}
@@ -188,7 +191,7 @@ func (f *Face) newToken(r *http.Request, s *session, c call, inputs []seal.TurnI
 		Principal: f.gw.Principal(r), Session: sessionHash(s.outer),
 		Expires: time.Now().Add(f.gw.Limits().ParkTTL).Add(time.Second),
 		CallID:  c.id, Name: c.Name, Arguments: c.Args, RequestState: c.State,
-		Upstream: c.upstream, Inputs: inputs,
+		Upstream: c.upstream, Inputs: inputs, Trace: c.first,
 	}
 	if _, err := rand.Read(st.ID[:]); err != nil {
 		return "", "", err

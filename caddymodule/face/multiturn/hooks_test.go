@@ -209,3 +209,50 @@ func TestServeAnswersUnrecorded(t *testing.T) {
 		t.Fatalf("storage back: %s, %d calls", w.Body, len(gw.seen))
 	}
 }
+
+// TestTurnTrace: a call's first request names its tool and its own span
+// (Gateway.Traced), which the turn token carries; the POST of the turn's
+// answers names the tool and the span the token carries (its span links
+// there), and the next turn's token carries the first request's span on,
+// not the answers'.
+func TestTurnTrace(t *testing.T) {
+	const turn = `"result":{"resultType":"input_required","inputRequests":{"q":{"method":"elicitation/create","params":{"message":"Sure?"}}},"requestState":"s"}`
+	const ask = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ask"}}`
+	f, gw := testFace(t, turn)
+	first := seal.TraceRef{TraceID: [16]byte{1}, SpanID: [8]byte{2}, Flags: 1}
+	gw.span = first
+	outer := sealedSession(t, gw.kr, "inner", `{"elicitation":{}}`)
+	tokenIn := func(w *httptest.ResponseRecorder) string {
+		body := w.Body.String()
+		return body[strings.LastIndex(body, "id: ")+4 : strings.LastIndex(body, "\nevent: input_required")]
+	}
+	tokenOf := func(w *httptest.ResponseRecorder) seal.TurnState {
+		t.Helper()
+		st, err := seal.OpenTurn(gw.kr, tokenIn(w), time.Now())
+		if err != nil {
+			t.Fatalf("the turn: %v\n%s", err, w.Body)
+		}
+		return st
+	}
+	w := httptest.NewRecorder()
+	if handled, err := f.ServeRouted(w, openedRequest(t, f, outer), face.Message{Method: "tools/call", Body: []byte(ask)}, []byte("7"),
+		face.Route{Upstream: "http://a/mcp"}); !handled || err != nil {
+		t.Fatalf("served %v %v", handled, err)
+	}
+	st := tokenOf(w)
+	if st.Trace != first || len(gw.traced) != 1 || gw.traced[0] != (tracedCall{"ask", seal.TraceRef{}}) {
+		t.Fatalf("the first turn carries %+v; traced %+v", st.Trace, gw.traced)
+	}
+
+	gw.span = seal.TraceRef{TraceID: [16]byte{3}, SpanID: [8]byte{4}} // the answers' own span
+	r := openedRequest(t, f, outer)
+	r.Header.Set("Last-Event-ID", tokenIn(w))
+	w = httptest.NewRecorder()
+	answers := []byte(`[{"jsonrpc":"2.0","id":"q","result":{"action":"accept","content":{}}}]`)
+	if handled, _, err := f.ServeMessage(w, r, face.Message{Body: answers}); !handled || err != nil {
+		t.Fatalf("the answers: %v %v", handled, err)
+	}
+	if st := tokenOf(w); st.Trace != first || len(gw.traced) != 2 || gw.traced[1] != (tracedCall{"ask", first}) {
+		t.Errorf("the next turn carries %+v; traced %+v", st.Trace, gw.traced)
+	}
+}

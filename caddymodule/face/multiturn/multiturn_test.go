@@ -34,6 +34,24 @@ type testGateway struct {
 	// instead when set.
 	used   map[[16]byte]bool
 	useErr error
+	// span is what Traced names as a request's own span; traced records
+	// each Traced call's tool and first.
+	span   seal.TraceRef
+	traced []tracedCall
+}
+
+// tracedCall is a call of testGateway.Traced.
+type tracedCall struct {
+	tool  string
+	first seal.TraceRef
+}
+
+func (g *testGateway) Traced(_ *http.Request, tool string, first seal.TraceRef) seal.TraceRef {
+	g.traced = append(g.traced, tracedCall{tool, first})
+	if first == (seal.TraceRef{}) {
+		return g.span
+	}
+	return first
 }
 
 func (g *testGateway) UseOnce(_ context.Context, _ string, id [16]byte, _ time.Time) error {

@@ -98,6 +98,7 @@ func (f *Face) putCall(w http.ResponseWriter, r *http.Request, tool, id pathName
 			return nil
 		case err == nil:
 			rec = seen(old, now)
+			f.gw.Traced(r, string(tool), rec.Trace) // the PUT again
 			return nil
 		case !errors.Is(err, errNoRecord):
 			return err
@@ -106,7 +107,8 @@ func (f *Face) putCall(w http.ResponseWriter, r *http.Request, tool, id pathName
 			return err
 		}
 		rec = seal.RESTCall{Principal: princ, Tool: string(tool), ID: string(id), IdempotencyKey: ikey,
-			Status: statusRunning, ETag: newETag(), Arguments: args, Created: now.UnixMilli(), Updated: now.UnixMilli()}
+			Status: statusRunning, ETag: newETag(), Arguments: args, Created: now.UnixMilli(), Updated: now.UnixMilli(),
+			Trace: f.gw.Traced(r, string(tool), seal.TraceRef{})}
 		if rec, pending, err = f.start(ctx, r, key, rec, face.ToolCall{Name: rec.Tool, Args: rec.Arguments}, run, now); err != nil {
 			return err
 		}
@@ -215,6 +217,7 @@ func (f *Face) getCall(w http.ResponseWriter, r *http.Request, tool, id pathName
 		}
 	}
 	c = seen(c, now)
+	f.gw.Traced(r, string(tool), c.Trace)
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, c.ETag) {
 		w.Header().Set("ETag", `"`+c.ETag+`"`)
 		if c.Status == statusRunning {
@@ -245,6 +248,7 @@ func (f *Face) advance(w http.ResponseWriter, r *http.Request, tool, id pathName
 	var problemDetail string
 	var retry *face.ToolCall
 	found, err := f.withRecord(r.Context(), key, princ, now, func(sctx context.Context, cur seal.RESTCall) error {
+		cur.Trace = f.gw.Traced(r, string(tool), cur.Trace) // a record older than traces: this request's from now
 		if ifMatch != "" && !etagMatches(ifMatch, cur.ETag) {
 			problemStatus, problemDetail = http.StatusPreconditionFailed, "the call changed (its etag is not the one in If-Match): GET it again"
 			return nil
@@ -327,6 +331,7 @@ func (f *Face) cancel(w http.ResponseWriter, r *http.Request, tool, id pathName)
 	now := time.Now()
 	var rec, waiting seal.RESTCall
 	found, err := f.withRecord(r.Context(), key, princ, now, func(sctx context.Context, cur seal.RESTCall) error {
+		f.gw.Traced(r, string(tool), cur.Trace)
 		if terminal(cur.Status) {
 			rec = cur
 			return nil
@@ -364,6 +369,7 @@ func (f *Face) deleteCall(w http.ResponseWriter, r *http.Request, tool, id pathN
 	var problemStatus int
 	var problemDetail string
 	found, err := f.withRecord(r.Context(), key, princ, now, func(sctx context.Context, cur seal.RESTCall) error {
+		f.gw.Traced(r, string(tool), cur.Trace)
 		if !terminal(cur.Status) {
 			problemStatus, problemDetail = http.StatusConflict, "the call is "+cur.Status+": cancel it (POST …/cancel) before deleting it"
 			return nil

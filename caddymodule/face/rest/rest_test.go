@@ -54,6 +54,10 @@ func (g testGateway) Limits() face.Limits {
 func (g testGateway) Track(context.CancelCauseFunc) func() { return func() {} }
 func (g testGateway) Stopping() bool                       { return false }
 
+func (g testGateway) Traced(_ *http.Request, _ string, first seal.TraceRef) seal.TraceRef {
+	return first
+}
+
 // UseOnce: the REST face has no tokens to use once.
 func (g testGateway) UseOnce(context.Context, string, [16]byte, time.Time) error { return nil }
 

@@ -27,8 +27,9 @@ type response struct {
 
 // run makes call, then answers the saga. A round that asks only for
 // roots is answered at once (with no roots) and retried, at most
-// max_rounds times.
-func (f *Face) run(w http.ResponseWriter, r *http.Request, id json.RawMessage, call face.ToolCall) error {
+// max_rounds times. A suspension's sagaToken carries first, the span of
+// the saga's first request.
+func (f *Face) run(w http.ResponseWriter, r *http.Request, id json.RawMessage, call face.ToolCall, first seal.TraceRef) error {
 	var steps []seal.SagaStep
 	var shown []step
 	a, call, err := face.Drive(f.gw.Limits().MaxRounds, call,
@@ -72,7 +73,7 @@ func (f *Face) run(w http.ResponseWriter, r *http.Request, id json.RawMessage, c
 	if !a.InputRequired() {
 		return writeResult(w, id, json.RawMessage(result.Raw))
 	}
-	token, err := f.newToken(r, call, result.Get("requestState").String(), steps)
+	token, err := f.newToken(r, call, result.Get("requestState").String(), steps, first)
 	if err != nil {
 		msg := "Internal error: the call's state does not fit in a sagaToken"
 		if !errors.Is(err, seal.ErrSagaTooLarge) {

@@ -116,7 +116,8 @@ func (f *Face) callSaga(w http.ResponseWriter, r *http.Request, id json.RawMessa
 	default:
 		args = json.RawMessage(a.Raw)
 	}
-	return f.run(w, r, id, face.ToolCall{Name: name.Str, Args: args})
+	first := f.gw.Traced(r, name.Str, seal.TraceRef{})
+	return f.run(w, r, id, face.ToolCall{Name: name.Str, Args: args}, first)
 }
 
 // resumeSaga goes on with a suspended saga: the retry of its tool call,
@@ -148,10 +149,11 @@ func (f *Face) resumeSaga(w http.ResponseWriter, r *http.Request, id json.RawMes
 	case err != nil:
 		return f.refuseToken(w, id, err)
 	}
+	first := f.gw.Traced(r, st.Name, st.Trace)
 	if refused != nil {
 		return writeResult(w, id, face.SamplingRefused(refused.id, refused.message))
 	}
-	return f.run(w, r, id, face.ToolCall{Name: st.Name, Args: st.Arguments, Responses: responses, State: st.RequestState})
+	return f.run(w, r, id, face.ToolCall{Name: st.Name, Args: st.Arguments, Responses: responses, State: st.RequestState}, first)
 }
 
 // refuseToken answers a sagaToken that is not valid for the caller with
@@ -174,11 +176,12 @@ const useUnrecorded = "Internal error: the gateway could not record the sagaToke
 	"the gateway's log says why): nothing was done, resume again with the same sagaToken"
 
 // newToken seals the suspension of call at the input_required answer
-// whose requestState is state and whose input requests are steps.
-func (f *Face) newToken(r *http.Request, call face.ToolCall, state string, steps []seal.SagaStep) (string, error) {
+// whose requestState is state and whose input requests are steps; first
+// names the span of the saga's first request (Gateway.Traced).
+func (f *Face) newToken(r *http.Request, call face.ToolCall, state string, steps []seal.SagaStep, first seal.TraceRef) (string, error) {
 	s := seal.SagaState{
 		Principal: f.gw.Principal(r), Expires: time.Now().Add(f.gw.Limits().ParkTTL).Add(time.Second),
-		Name: call.Name, Arguments: call.Args, RequestState: state, Steps: steps,
+		Name: call.Name, Arguments: call.Args, RequestState: state, Steps: steps, Trace: first,
 	}
 	if _, err := rand.Read(s.ID[:]); err != nil {
 		return "", err

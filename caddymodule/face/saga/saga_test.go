@@ -54,6 +54,9 @@ func (g testGateway) Logger() *zap.Logger                  { return zap.NewNop()
 func (g testGateway) Limits() face.Limits                  { return face.Limits{MaxRounds: 8} }
 func (g testGateway) Track(context.CancelCauseFunc) func() { return func() {} }
 func (g testGateway) Stopping() bool                       { return false }
+func (g testGateway) Traced(_ *http.Request, _ string, first seal.TraceRef) seal.TraceRef {
+	return first
+}
 
 // TestSuspensionSteps: an input_required result's requests become steps
 // (roots kept for the token, not shown); what a saga cannot carry is an
