@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Tracing's cost: builds Caddy at revision OLD (before traces), from the
 # work tree (NEW), and from the work tree with translate/traces.Start never
-# starting a span (CADDY: tracing on, only Caddy's own server span; built
-# with go build -overlay, the work tree untouched); starts on loopback a
-# legacy and a modern go-sdk upstream, an OTLP/HTTP receiver (bench otlp)
-# and six Caddy processes, each with a gateway in front of each upstream:
-# old (OLD), off (NEW without `tracing`), caddy (CADDY with `tracing`),
-# traced (NEW with `tracing`, every span exported to the receiver), sampled
-# (NEW with `tracing` and a parent-based sampler keeping 1 trace in 100)
-# and caddy-sampled (CADDY, the same sampler). One interleaved bench compare per scenario and number of clients,
-# with the CPU time per call of each Caddy process (its own, not the
-# receiver's nor the load generator's). Prints the Markdown tables and the
-# spans received; stops everything it started.
+# starting a span (CADDY: tracing on, only Caddy's own server span for the
+# calls measured here; built with go build -overlay, the work tree
+# untouched); starts on loopback a legacy and a modern go-sdk upstream, an
+# OTLP/HTTP receiver (bench otlp) and six Caddy processes, each with a
+# gateway in front of each upstream: old (OLD), off (NEW without
+# `tracing`), caddy (CADDY with `tracing`), traced (NEW with `tracing`,
+# every span exported to the receiver), sampled (NEW with `tracing` and a
+# parent-based sampler keeping 1 trace in 100) and caddy-sampled (CADDY,
+# the same sampler). One interleaved bench compare per scenario and number
+# of clients, with the CPU time per call of each Caddy process (its own,
+# not the receiver's nor the load generator's). Prints the Markdown tables
+# and the spans received; stops everything it started.
 #
 #   tests/bench/traces.sh c4d948b
 #   TRACES_CLIENTS="1 16" TRACES_D=2s TRACES_REPS=3 tests/bench/traces.sh HEAD~3
