@@ -35,10 +35,10 @@ func request(ctx context.Context, hdr http.Header) {
 	if span == nil {
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 12)
+	attrs := make([]attribute.KeyValue, 0, 13)
 	attrs = append(attrs, MethodName.String("tools/call"), ToolName.String("echo"),
 		OperationName.String(ExecuteTool), RequestID.String("7"), ProtocolVersion.String("2026-07-28"),
-		Cell.String("modern-legacy"), Outcome.String("ok"), Round.Int(0))
+		Cell.String("modern-modern"), Outcome.String("ok"), Round.Int(0))
 	span.SetName(SpanName("tools/call", "echo"))
 	EndWith(span, "", attrs)
 }
