@@ -45,6 +45,8 @@ func (h *Handler) endSpan(span trace.Span, r *http.Request, rt *route, status in
 	if method == "" {
 		method = r.Method
 	}
+	// Room for every attribute below and error.type (EndWith): one
+	// allocation, set on the span at once.
 	attrs := make([]attribute.KeyValue, 0, 13)
 	attrs = append(attrs, traces.MethodName.String(method))
 	target := rt.tool // a face's request: the tool of the call it serves
@@ -73,10 +75,11 @@ func (h *Handler) endSpan(span trace.Span, r *http.Request, rt *route, status in
 		// that shares the state key.
 		attrs = append(attrs, traces.SessionID.String(h.keyring.PrincipalName(translate.PrincipalHash(sid))))
 	}
+	outcome := placeholder(r, "outcome")
 	for _, a := range [...]struct {
 		key attribute.Key
 		v   string
-	}{{traces.Cell, cmp.Or(rt.cell, placeholder(r, "cell"))}, {traces.Outcome, placeholder(r, "outcome")}, {traces.Server, rt.server},
+	}{{traces.Cell, cmp.Or(rt.cell, placeholder(r, "cell"))}, {traces.Outcome, outcome}, {traces.Server, rt.server},
 		{traces.Owner, rt.owner}, {traces.Face, rt.face}} {
 		if a.v != "" {
 			attrs = append(attrs, a.key.String(a.v))
@@ -86,8 +89,7 @@ func (h *Handler) endSpan(span trace.Span, r *http.Request, rt *route, status in
 		attrs = append(attrs, traces.Round.Int(round))
 	}
 	span.SetName(traces.SpanName(method, target))
-	span.SetAttributes(attrs...)
-	traces.End(span, errorType(status, placeholder(r, "outcome")))
+	traces.EndWith(span, errorType(status, outcome), attrs)
 }
 
 // endPathSpan names and attributes the span (nil: no span) of a request
@@ -99,14 +101,15 @@ func endPathSpan(span trace.Span, r *http.Request, rt *route, status int, err er
 		return
 	}
 	span.SetName(traces.SpanName(r.Method, rt.tool))
-	span.SetAttributes(traces.Face.String(rt.face))
+	attrs := make([]attribute.KeyValue, 1, 4) // and error.type (EndWith)
+	attrs[0] = traces.Face.String(rt.face)
 	if rt.tool != "" {
-		span.SetAttributes(traces.ToolName.String(rt.tool), traces.OperationName.String(traces.ExecuteTool))
+		attrs = append(attrs, traces.ToolName.String(rt.tool), traces.OperationName.String(traces.ExecuteTool))
 	}
 	if herr := (caddyhttp.HandlerError{}); status == 0 && errors.As(err, &herr) {
 		status = herr.StatusCode
 	}
-	traces.End(span, errorType(status, ""))
+	traces.EndWith(span, errorType(status, ""), attrs)
 }
 
 // errorType is a request's error.type: the HTTP status of an error answer,

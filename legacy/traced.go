@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
@@ -21,14 +22,15 @@ func (s *Session) endSpan(span trace.Span, body []byte, resp *http.Response, err
 		method = "response"
 	}
 	span.SetName(method)
-	span.SetAttributes(traces.MethodName.String(method), traces.Upstream.String(s.URL))
+	attrs := make([]attribute.KeyValue, 2, 5) // and error.type (EndWith)
+	attrs[0], attrs[1] = traces.MethodName.String(method), traces.Upstream.String(s.URL)
 	if msg[1].Exists() && msg[1].Type != gjson.Null {
-		span.SetAttributes(traces.RequestID.String(msg[1].String()))
+		attrs = append(attrs, traces.RequestID.String(msg[1].String()))
 	}
 	if s.Version != "" {
-		span.SetAttributes(traces.ProtocolVersion.String(s.Version))
+		attrs = append(attrs, traces.ProtocolVersion.String(s.Version))
 	}
-	traces.End(span, traces.ExchangeError(resp, err))
+	traces.EndWith(span, traces.ExchangeError(resp, err), attrs)
 }
 
 // getAfter reopens a call's stream: a GET with Last-Event-ID lastID. With

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"compress/gzip"
 	"flag"
 	"fmt"
 	"io"
@@ -11,10 +12,10 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// otlp runs an OTLP/HTTP traces receiver (protobuf) that decodes every
-// export and counts its spans, for the tracing benchmark's exporter
-// (tests/bench/traces.sh): POST /v1/traces takes an export, GET /count
-// answers the number of spans received so far.
+// otlp runs an OTLP/HTTP traces receiver (protobuf, plain or gzip) that
+// decodes every export and counts its spans, for the tracing benchmark's
+// exporter (tests/bench/traces.sh): POST /v1/traces takes an export, GET
+// /count answers the number of spans received so far.
 func otlp(args []string) error {
 	fs := flag.NewFlagSet("otlp", flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:4318", "listen address")
@@ -24,7 +25,16 @@ func otlp(args []string) error {
 	var spans atomic.Int64
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, r *http.Request) {
-		data, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+		body := io.Reader(r.Body)
+		if r.Header.Get("Content-Encoding") == "gzip" { // OTEL_EXPORTER_OTLP_COMPRESSION=gzip
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			body = zr
+		}
+		data, err := io.ReadAll(io.LimitReader(body, 64<<20))
 		var req coltracepb.ExportTraceServiceRequest
 		if err == nil {
 			err = proto.Unmarshal(data, &req)

@@ -46,7 +46,7 @@ func StartAt(ctx context.Context, ref Ref, name, target string, kind trace.SpanK
 	if ref != (Ref{}) {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, ref.spanContext())
 	}
-	return parent.TracerProvider().Tracer(tracerName).Start(ctx, SpanName(name, target), trace.WithSpanKind(kind))
+	return tracerOf(parent.TracerProvider()).Start(ctx, SpanName(name, target), kindOption(kind)...)
 }
 
 // spanContext is the remote span context ref names.

@@ -14,7 +14,9 @@ package traces
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"strconv"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -83,13 +85,55 @@ const tracerName = "github.com/caddy-mcp-gateway/caddy-mcp-gateway"
 // the trace not sampled) it starts nothing and returns ctx and nil; every
 // helper here takes a nil span as "no span". Attributes are set by the
 // caller on a span it got (a variadic argument here would be allocated on
-// every call, tracing or not).
+// every call, tracing or not), best all at once at its end (EndWith).
 func Start(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span) {
 	parent := trace.SpanFromContext(ctx)
 	if !parent.IsRecording() {
 		return ctx, nil
 	}
-	return parent.TracerProvider().Tracer(tracerName).Start(ctx, name, trace.WithSpanKind(kind))
+	return tracerOf(parent.TracerProvider()).Start(ctx, name, kindOption(kind)...)
+}
+
+// kindOptions are the start options of each span kind, built once: an
+// option built per span costs two allocations.
+var kindOptions = func() (o [trace.SpanKindConsumer + 1][]trace.SpanStartOption) {
+	for k := range o {
+		o[k] = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKind(k))}
+	}
+	return o
+}()
+
+// kindOption is the start options of a span of kind.
+func kindOption(kind trace.SpanKind) []trace.SpanStartOption {
+	if int(kind) < len(kindOptions) {
+		return kindOptions[kind]
+	}
+	return nil
+}
+
+// providerTracer is the gateway's tracer of one provider.
+type providerTracer struct {
+	provider trace.TracerProvider
+	tracer   trace.Tracer
+}
+
+// lastTracer is the gateway's tracer of the provider Start last met: one
+// per process in practice (Caddy's), which it then does not ask for its
+// tracer by name, under a lock, on every span.
+var lastTracer atomic.Pointer[providerTracer]
+
+// tracerOf returns the gateway's tracer of tp.
+func tracerOf(tp trace.TracerProvider) trace.Tracer {
+	// Only a comparable provider is kept: comparing it with another of
+	// the same type cannot panic.
+	if last := lastTracer.Load(); last != nil && last.provider == tp {
+		return last.tracer
+	}
+	tr := tp.Tracer(tracerName)
+	if reflect.TypeOf(tp).Comparable() {
+		lastTracer.Store(&providerTracer{provider: tp, tracer: tr})
+	}
+	return tr
 }
 
 // SpanName is a span's name after the semantic conventions: the method,
@@ -104,11 +148,25 @@ func SpanName(method, target string) string {
 // End ends span (nil: nothing), an error when errorType is set: its
 // status is then Error, described by errorType.
 func End(span trace.Span, errorType string) {
+	EndWith(span, errorType, nil)
+}
+
+// EndWith sets attrs on span (nil: nothing) and ends it, an error when
+// errorType is set: error.type is then added to attrs, all set at once,
+// and the status is Error, described by errorType. Each SetAttributes
+// grows the span's attributes: the caller gathers them in one slice, with
+// room for error.type.
+func EndWith(span trace.Span, errorType string, attrs []attribute.KeyValue) {
 	if span == nil {
 		return
 	}
 	if errorType != "" {
-		span.SetAttributes(ErrorType.String(errorType))
+		attrs = append(attrs, ErrorType.String(errorType))
+	}
+	if len(attrs) > 0 {
+		span.SetAttributes(attrs...)
+	}
+	if errorType != "" {
 		span.SetStatus(codes.Error, errorType)
 	}
 	span.End()
@@ -133,13 +191,38 @@ var traceContext propagation.TraceContext
 // upstream request's header, with its tracestate (or none): whatever trace
 // context header the client sent is replaced, so that a malformed or huge
 // one the gateway ignored is not passed on. Without a valid span context
-// in ctx the header is left as it is.
+// in ctx the header is left as it is. The header is written as
+// propagation.TraceContext writes it, without its per-call key
+// canonicalisation and builder.
 func Inject(ctx context.Context, hdr http.Header) {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
 		return
 	}
-	hdr.Del("Tracestate")
-	traceContext.Inject(ctx, propagation.HeaderCarrier(hdr))
+	delete(hdr, "Tracestate")
+	if ts := sc.TraceState(); ts.Len() > 0 {
+		hdr["Tracestate"] = []string{ts.String()}
+	}
+	hdr["Traceparent"] = []string{traceparent(sc)}
+}
+
+// traceparent is the version 00 traceparent of sc: its trace and span ids
+// and only the flags W3C Trace Context defines (sampled, random).
+func traceparent(sc trace.SpanContext) string {
+	const lowerHex = "0123456789abcdef"
+	tid, sid := sc.TraceID(), sc.SpanID()
+	flags := byte(sc.TraceFlags() & (trace.FlagsSampled | trace.FlagsRandom))
+	var b [55]byte // 00-{32}-{16}-{2}
+	b[0], b[1], b[2] = '0', '0', '-'
+	for i, c := range tid {
+		b[3+2*i], b[4+2*i] = lowerHex[c>>4], lowerHex[c&0xf]
+	}
+	b[35] = '-'
+	for i, c := range sid {
+		b[36+2*i], b[37+2*i] = lowerHex[c>>4], lowerHex[c&0xf]
+	}
+	b[52], b[53], b[54] = '-', lowerHex[flags>>4], lowerHex[flags&0xf]
+	return string(b[:])
 }
 
 // Extract returns ctx carrying the W3C trace context of a client's

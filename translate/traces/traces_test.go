@@ -3,8 +3,12 @@ package traces
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -130,5 +134,68 @@ func TestLink(t *testing.T) {
 	}
 	if l := ended[2].Links(); len(l) != 0 {
 		t.Errorf("links of a later round in the first's trace: %+v", l)
+	}
+}
+
+// TestInjectAsTraceContext: Inject writes the traceparent and tracestate
+// the W3C propagator writes, for every flag byte (only sampled and random
+// pass) and with or without a tracestate.
+func TestInjectAsTraceContext(t *testing.T) {
+	ts, err := trace.ParseTraceState("a=1,b=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flags := range 256 {
+		for _, state := range []trace.TraceState{{}, ts} {
+			sc := trace.NewSpanContext(trace.SpanContextConfig{
+				TraceID:    trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, byte(flags)},
+				SpanID:     trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, byte(flags)},
+				TraceFlags: trace.TraceFlags(flags), TraceState: state})
+			ctx := trace.ContextWithSpanContext(context.Background(), sc)
+			got, want := http.Header{"Tracestate": {"client's"}}, http.Header{}
+			Inject(ctx, got)
+			traceContext.Inject(ctx, propagation.HeaderCarrier(want))
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("flags %#x: Inject wrote %v, the propagator %v", flags, got, want)
+			}
+		}
+	}
+}
+
+// TestStartPerProvider: the tracer Start keeps is its last provider's;
+// a span under another provider's span is that provider's.
+func TestStartPerProvider(t *testing.T) {
+	for range 2 {
+		for _, rec := range []*tracetest.SpanRecorder{tracetest.NewSpanRecorder(), tracetest.NewSpanRecorder()} {
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			ctx, parent := tp.Tracer("test").Start(context.Background(), "server")
+			_, span := Start(ctx, "POST", trace.SpanKindClient)
+			End(span, "")
+			parent.End()
+			if ended := rec.Ended(); len(ended) != 2 || ended[0].InstrumentationScope().Name != tracerName {
+				t.Fatalf("spans of the provider: %v", ended)
+			}
+		}
+	}
+}
+
+// TestEndWith: the caller's attributes and error.type end up on the span,
+// whose status is then Error; without an error, the attributes alone.
+func TestEndWith(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ctx, parent := tp.Tracer("test").Start(context.Background(), "server")
+	_, failed := Start(ctx, "POST", trace.SpanKindClient)
+	EndWith(failed, "connection", []attribute.KeyValue{Upstream.String("http://u/mcp")})
+	_, ok := Start(ctx, "POST", trace.SpanKindClient)
+	EndWith(ok, "", []attribute.KeyValue{Upstream.String("http://u/mcp")})
+	EndWith(nil, "connection", nil)
+	parent.End()
+	ended := rec.Ended()
+	if got := ended[0].Attributes(); len(got) != 2 || got[0] != Upstream.String("http://u/mcp") || got[1] != ErrorType.String("connection") || ended[0].Status().Code != codes.Error {
+		t.Errorf("failed exchange: %v %v", got, ended[0].Status())
+	}
+	if got := ended[1].Attributes(); len(got) != 1 || ended[1].Status().Code != codes.Unset {
+		t.Errorf("exchange: %v %v", got, ended[1].Status())
 	}
 }
