@@ -14,11 +14,12 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/auth"
 )
 
-// This file is `auth`'s tools by scope (tool_scope, prompt_scope): what a
-// token may see in the lists and call, decided from the request's body at
+// This file is `auth`'s tools by scope (tool_scope, prompt_scope,
+// resource_scope): what a token may see in the lists and call or read, decided from the request's body at
 // the front door, for every way a call comes in.
 //
 // Every request with a body passes dispatch (the MCP endpoint, the
@@ -29,21 +30,24 @@ import (
 // of the answer (a bridge's, a pass-through's or a federated block's
 // merged page, after its cache) on their way to the client.
 
-// ScopeRule is one rule of `tool_scope` or `prompt_scope`: the tools (or
-// prompts) whose name matches Pattern need Scope.
+// ScopeRule is one rule of `tool_scope`, `prompt_scope` or
+// `resource_scope`: the tools (prompts, resources) whose name (URI)
+// matches Pattern need Scope.
 type ScopeRule struct {
 	// A glob on the name the client sees (in a federated block, the
 	// prefixed name): `*` matches any run of characters, `?` one, `[...]`
 	// one of a class, `\` escapes. The syntax of a server's
-	// `tools include|exclude`. Required.
+	// `tools include|exclude`. For `resource_scope`, a glob on the URI
+	// (or a template's text) where `*` and `?` match `/` too, without `{`
+	// or `}`. Required.
 	Pattern string `json:"pattern,omitempty"`
 	// The scope a token must have been granted to see and call them.
 	// Required.
 	Scope string `json:"scope,omitempty"`
 }
 
-// unmarshalScopeRule parses `tool_scope|prompt_scope <pattern> <scope>`
-// into *to.
+// unmarshalScopeRule parses `tool_scope|prompt_scope|resource_scope
+// <pattern> <scope>` into *to.
 func unmarshalScopeRule(d *caddyfile.Dispenser, to *[]ScopeRule) error {
 	opt, args := d.Val(), d.RemainingArgs()
 	if len(args) != 2 {
@@ -53,13 +57,13 @@ func unmarshalScopeRule(d *caddyfile.Dispenser, to *[]ScopeRule) error {
 	return nil
 }
 
-// scopeRules are c's tool_scope and prompt_scope rules.
+// scopeRules are c's tool_scope, prompt_scope and resource_scope rules.
 func (c *AuthConfig) scopeRules() auth.ScopeRules {
 	var rs auth.ScopeRules
 	for _, k := range []struct {
 		kind  auth.Kind
 		rules []ScopeRule
-	}{{auth.Tools, c.ToolScope}, {auth.Prompts, c.PromptScope}} {
+	}{{auth.Tools, c.ToolScope}, {auth.Prompts, c.PromptScope}, {auth.Resources, c.ResourceScope}} {
 		for _, r := range k.rules {
 			rs = append(rs, auth.ScopeRule{Kind: k.kind, Pattern: r.Pattern, Scope: r.Scope})
 		}
@@ -67,10 +71,11 @@ func (c *AuthConfig) scopeRules() auth.ScopeRules {
 	return rs
 }
 
-// checkScopeRules says why c's tool_scope or prompt_scope is not valid.
+// checkScopeRules says why c's tool_scope, prompt_scope or
+// resource_scope is not valid.
 func (c *AuthConfig) checkScopeRules() error {
 	if err := c.scopeRules().Check(); err != nil {
-		return fmt.Errorf("tool_scope/prompt_scope: %w", err)
+		return fmt.Errorf("tool_scope/prompt_scope/resource_scope: %w", err)
 	}
 	return nil
 }
@@ -102,11 +107,12 @@ func granted(r *http.Request) []string {
 	return s
 }
 
-// refuseOutOfScope answers a request body naming a tool or prompt r's
-// token may not reach as the servers answer a name they do not have
-// (-32602, HTTP 200, as the federated block's own answer for an unknown
-// name), and reports whether it did. In a batch, each request naming one
-// gets that answer, and the others an Invalid Request: none is sent.
+// refuseOutOfScope answers a request body naming a tool, prompt or
+// resource r's token may not reach as the servers answer a name they do
+// not have (in-band, HTTP 200, as the federated block's own answer for an
+// unknown name; unknownName), and reports whether it did. In a batch,
+// each request naming one gets that answer, and the others an Invalid
+// Request: none is sent.
 func (h *Handler) refuseOutOfScope(w http.ResponseWriter, r *http.Request, body []byte) (bool, error) {
 	if h.auth == nil || len(h.auth.rules) == 0 {
 		return false, nil
@@ -116,9 +122,10 @@ func (h *Handler) refuseOutOfScope(w http.ResponseWriter, r *http.Request, body 
 	if !refused {
 		return false, nil
 	}
+	legacy := translate.ClassifyRequest(r.Header, body) == translate.EraLegacy
 	root := gjson.ParseBytes(body)
 	if !root.IsArray() {
-		return true, jsonrpc.WriteError(w, requestID(body), unknownName(k, name))
+		return true, jsonrpc.WriteError(w, requestID(body), unknownName(k, name, legacy))
 	}
 	out := []byte{'['}
 	root.ForEach(func(_, msg gjson.Result) bool {
@@ -126,9 +133,9 @@ func (h *Handler) refuseOutOfScope(w http.ResponseWriter, r *http.Request, body 
 		if id == nil || !msg.Get("method").Exists() {
 			return true // a notification or an answer: nothing to say
 		}
-		rerr := &jsonrpc.RPCError{Code: jsonrpc.InvalidRequest, Message: "Invalid Request: this batch names a tool or prompt the server does not have; none of its requests was sent"}
+		rerr := &jsonrpc.RPCError{Code: jsonrpc.InvalidRequest, Message: "Invalid Request: this batch names a tool, prompt or resource the server does not have; none of its requests was sent"}
 		if k, name, refused := h.auth.rules.Refused([]byte(msg.Raw), scopes); refused {
-			rerr = unknownName(k, name)
+			rerr = unknownName(k, name, legacy)
 		}
 		if len(out) > 1 {
 			out = append(out, ',')
@@ -142,11 +149,19 @@ func (h *Handler) refuseOutOfScope(w http.ResponseWriter, r *http.Request, body 
 }
 
 // unknownName is the answer to a request naming a tool (prompt) that is
-// not there: -32602, in-band.
-func unknownName(k auth.Kind, name string) *jsonrpc.RPCError {
+// not there: -32602, in-band; for a resource, the era's resource not
+// found (-32002 to a 2025-11-25 request), the URI in data.uri.
+func unknownName(k auth.Kind, name string, legacy bool) *jsonrpc.RPCError {
 	what := "Unknown tool: "
-	if k == auth.Prompts {
+	switch k {
+	case auth.Prompts:
 		what = "Unknown prompt: "
+	case auth.Resources:
+		rerr := resourceNotFound(name) // federation_serve.go
+		if legacy {
+			rerr.Code = translate.ResourceNotFoundLegacy
+		}
+		return rerr
 	}
 	return &jsonrpc.RPCError{HTTPStatus: http.StatusOK, Code: jsonrpc.InvalidParams, Message: what + jsonrpc.Clip(name)}
 }
