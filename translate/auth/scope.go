@@ -122,9 +122,13 @@ func (rs ScopeRules) Refused(body []byte, granted []string) (k Kind, name string
 				continue
 			}
 			for _, v := range values(msg, n.path...) {
-				for _, s := range strs(v) {
-					if !rs.Allows(n.kind, s, granted) {
-						k, name, refused = n.kind, s, true
+				names := []gjson.Result{v}
+				if v.IsArray() {
+					names = v.Array()
+				}
+				for _, s := range names {
+					if s.Type == gjson.String && !rs.Allows(n.kind, s.Str, granted) {
+						k, name, refused = n.kind, s.Str, true
 						return false
 					}
 				}
@@ -158,23 +162,6 @@ func values(obj gjson.Result, path ...string) []gjson.Result {
 		}
 		return true
 	})
-	return out
-}
-
-// strs are the strings v is: itself, or each string of an array.
-func strs(v gjson.Result) []string {
-	if v.Type == gjson.String {
-		return []string{v.Str}
-	}
-	var out []string
-	if v.IsArray() {
-		v.ForEach(func(_, e gjson.Result) bool {
-			if e.Type == gjson.String {
-				out = append(out, e.Str)
-			}
-			return true
-		})
-	}
 	return out
 }
 
