@@ -89,8 +89,10 @@ func resourceNotFound(t *testing.T, x rpcExchange, code int, uri, what string) {
 // ops everything is listed and read. Raw attacks: a modern read whose
 // Mcp-Name names an allowed URI, a legacy read repeating uri (the
 // forbidden one last), resources/unsubscribe, a completion of the
-// template, the REST face's lists and bytes. Lists say cacheScope
-// private. No upstream ever receives a request naming a refused URI.
+// template, the REST face's lists and bytes, and a legacy session's read
+// on another instance of a fleet than the one that opened it. Lists say
+// cacheScope private. No upstream ever receives a request naming a
+// refused URI.
 func TestResourceScope(t *testing.T) {
 	t.Parallel()
 	a := startAuthServer(t)
@@ -231,6 +233,33 @@ func TestResourceScope(t *testing.T) {
 			}
 		})
 	}
+	// A fleet of two in front of the modern server: a legacy client's
+	// session (the reverse bridge's) opened on one instance and used on
+	// the other, which serves it from its sealed id (a read has no owner
+	// to be relayed to: only parked calls are). Its read without ops is
+	// refused there; with ops it is answered.
+	ports := []int{freePort(t), freePort(t)}
+	audience := fmt.Sprintf("http://127.0.0.1:%d/mcp", ports[0])
+	fleet := make([]*gateway, len(ports))
+	for i, port := range ports {
+		admin := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		fleet[i] = launchCaddyfile(t, port, admin, scopeCaddyfile(a, port, admin, t.TempDir(), audience, fleetBlock(t, "\t\tupstream "+modern.url, "peer", ports, i), rules))
+	}
+	as := func(scope string, hdr map[string]string) map[string]string {
+		return withHeaders(hdr, "Authorization", "Bearer "+a.mint(t, map[string]any{"sub": "carol", "aud": audience, "scope": scope}, nil, 600))
+	}
+	init := post(t, fleet[0].URL, as("mcp ops", nil), legacyInit)
+	sid := init.Header.Get("Mcp-Session-Id")
+	init.Body.Close()
+	if r := post(t, fleet[0].URL, as("mcp ops", legacyHeaders(sid)), `{"jsonrpc":"2.0","method":"notifications/initialized"}`); sid == "" || r.StatusCode != http.StatusAccepted {
+		t.Fatalf("legacy session %q: %d", sid, r.StatusCode)
+	}
+	resourceNotFound(t, postRPC(t, fleet[1].URL, as("mcp", legacyHeaders(sid)), `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"test://static-binary"}}`, 2),
+		-32002, "test://static-binary", "carol's read without ops on the other instance")
+	if x := postRPC(t, fleet[1].URL, as("mcp ops", legacyHeaders(sid)), `{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"test://static-text"}}`, 3); x.Resp == nil || x.Resp.Error != nil {
+		t.Errorf("carol's read with ops on the other instance: %s", x)
+	}
+
 	// Alice read test://static-text and test://template/7/data: the
 	// upstreams saw those; never what was refused.
 	for _, rec := range []*bodyRecorder{legacy, modern} {
