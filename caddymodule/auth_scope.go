@@ -19,8 +19,9 @@ import (
 )
 
 // This file is `auth`'s tools by scope (tool_scope, prompt_scope,
-// resource_scope): what a token may see in the lists and call or read, decided from the request's body at
-// the front door, for every way a call comes in.
+// resource_scope): what a token may see in the lists and call or read,
+// decided from the request's body at the front door, for every way a
+// call comes in.
 //
 // Every request with a body passes dispatch (the MCP endpoint, the
 // faces' internal requests, a request relayed from another instance,

@@ -24,8 +24,7 @@
 //       the notification
 //   "refused": [{"method", "params"}]       requests expected to fail
 //       (tools/call, resources/read, prompts/get; legacy:
-//       resources/subscribe, resources/unsubscribe; modern:
-//       subscriptions/listen)
+//       resources/subscribe; modern: subscriptions/listen)
 //   "bearer": token          legacy, modern: sent as Authorization: Bearer
 //       on every request
 // It prints one JSON line:
@@ -211,7 +210,6 @@ try {
     'resources/read': (p) => client.readResource(p),
     'prompts/get': (p) => client.getPrompt(p),
     'resources/subscribe': (p) => client.subscribeResource(p),
-    'resources/unsubscribe': (p) => client.unsubscribeResource(p),
     'subscriptions/listen': (p) => client.listen(p),
   };
   out.refused = [];
