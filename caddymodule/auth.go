@@ -117,14 +117,16 @@ type AuthConfig struct {
 	// `completion/complete` naming a matching template) is answered as
 	// for a resource no server has: `Resource not found` with the URI in
 	// `data.uri`, -32602 to a 2026-07-28 request and -32002 to a
-	// 2025-11-25 one. The pattern is a glob on the URI as the client sees
-	// it (federated blocks do not rename URIs) where `*` matches any run
-	// of characters, `/` included, `?` any one, `[...]` one of a class and
-	// `\` escapes the next (`\?` for a literal `?`); it holds no `{` or
-	// `}`: write `*` where a template has an expression, e.g.
-	// `test://template/*` covers the template `test://template/{id}/data`
-	// and every URI it expands to. Default: none. Caddyfile:
-	// `resource_scope <uri-pattern> <scope>`, repeatable.
+	// 2025-11-25 one; its `notifications/resources/updated` are dropped
+	// from the token's streams. The pattern is a glob on the URI as the
+	// client sees it (federated blocks do not rename URIs) where `*`
+	// matches any run of characters, `/` included, `?` any one, `[...]`
+	// one of a class and `\` escapes the next (`\?` for a literal `?`);
+	// it holds no `{` or `}`: write `*` where a template has an
+	// expression, e.g. `test://template/*` covers the template
+	// `test://template/{id}/data` and every URI it expands to. Default:
+	// none. Caddyfile: `resource_scope <uri-pattern> <scope>`,
+	// repeatable.
 	ResourceScope []ScopeRule `json:"resource_scope,omitempty"`
 }
 

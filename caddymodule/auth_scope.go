@@ -29,7 +29,9 @@ import (
 // the upstream of its call): both refuse a call out of scope before
 // anything is routed, relayed or parked, and dispatch filters the lists
 // of the answer (a bridge's, a pass-through's or a federated block's
-// merged page, after its cache) on their way to the client.
+// merged page, after its cache) on their way to the client; with
+// resource rules, it also drops from every SSE answer, and from a legacy
+// session's GET stream, the updates of resources the token may not see.
 
 // ScopeRule is one rule of `tool_scope`, `prompt_scope` or
 // `resource_scope`: the tools (prompts, resources) whose name (URI)
@@ -167,34 +169,41 @@ func unknownName(k auth.Kind, name string, legacy bool) *jsonrpc.RPCError {
 	return &jsonrpc.RPCError{HTTPStatus: http.StatusOK, Code: jsonrpc.InvalidParams, Message: what + jsonrpc.Clip(name)}
 }
 
-// filterLists returns the writer a request body asking for a list that
-// rules name must be answered through (a listFilter, which the caller must
-// finish), or nil.
+// filterLists returns the writer the answer to a request (its body; nil
+// for a GET stream) must go through (a listFilter, which the caller must
+// finish), or nil: one asking for a list that rules name, and, where
+// resource rules exist, every one (an SSE stream may carry a resource's
+// updates).
 func (h *Handler) filterLists(w http.ResponseWriter, r *http.Request, body []byte) *listFilter {
 	if h.auth == nil || len(h.auth.rules) == 0 {
 		return nil
 	}
 	kinds := h.auth.rules.ListKinds(body)
-	if len(kinds) == 0 {
+	updates := h.auth.rules.Names(auth.Resources)
+	if len(kinds) == 0 && !updates {
 		return nil
 	}
-	return &listFilter{ResponseWriter: w, rules: h.auth.rules, kinds: kinds, granted: granted(r)}
+	return &listFilter{ResponseWriter: w, rules: h.auth.rules, kinds: kinds, updates: updates, granted: granted(r)}
 }
 
 // listFilter removes from the list results of an answer the entries its
 // token may not see (auth.ScopeRules.FilterList): in a JSON answer (held
 // whole, with its status, bounded by maxFilteredAnswer) or in an SSE
 // stream (line by line as it passes: a message is one data line, as every
-// MCP SDK and the gateway write them). It fails closed: a JSON answer
-// too large to hold becomes an error, and an SSE data line that is not a
-// whole JSON message (a message cut over several data lines), or a line
-// too long to hold, is dropped.
+// MCP SDK and the gateway write them). With updates, an SSE stream also
+// loses the notifications/resources/updated about a URI the token may not
+// see (auth.ScopeRules.HidesUpdate), and a JSON answer that is no list
+// passes as it is written. It fails closed: a JSON answer too large to
+// hold becomes an error, and an SSE data line that is not a whole JSON
+// message (a message cut over several data lines), or a line too long to
+// hold, is dropped.
 type listFilter struct {
 	http.ResponseWriter
 	rules   auth.ScopeRules
 	kinds   []auth.Kind
+	updates bool // drop the updates of resources the token may not see
 	granted []string
-	mode    int    // 0 not known yet, 1 SSE, -1 JSON
+	mode    int    // 0 not known yet, 1 SSE, -1 JSON held, 2 JSON passed
 	status  int    // JSON: the status, written at finish
 	held    []byte // JSON: the answer so far; SSE: a line not ended yet
 	tooLong bool   // JSON: the answer outgrew the bound; SSE: the line did, dropped to its end
@@ -213,17 +222,24 @@ func (w *listFilter) WriteHeader(status int) {
 }
 
 func (w *listFilter) decide() {
-	if w.mode == 0 {
-		w.Header().Del("Content-Length") // the lists shrink
-		w.mode = -1
-		if mt, _, _ := mime.ParseMediaType(w.Header().Get("Content-Type")); mt == "text/event-stream" {
-			w.mode = 1
-		}
+	if w.mode != 0 {
+		return
 	}
+	w.mode = -1
+	if mt, _, _ := mime.ParseMediaType(w.Header().Get("Content-Type")); mt == "text/event-stream" {
+		w.mode = 1
+	} else if len(w.kinds) == 0 {
+		w.mode = 2 // no list to filter
+		return
+	}
+	w.Header().Del("Content-Length") // the lists shrink
 }
 
 func (w *listFilter) Write(b []byte) (int, error) {
 	w.decide()
+	if w.mode == 2 {
+		return w.ResponseWriter.Write(b)
+	}
 	if w.mode < 0 {
 		if !w.tooLong && len(w.held)+len(b) > maxFilteredAnswer {
 			w.tooLong, w.held = true, nil
@@ -263,23 +279,41 @@ func (w *listFilter) line(l []byte) []byte {
 	if jsonrpc.ValidJSON(msg) != nil {
 		return nil
 	}
-	out := append([]byte("data: "), w.message(msg)...)
+	m := w.message(msg)
+	if m == nil {
+		return nil
+	}
+	out := append([]byte("data: "), m...)
 	return append(out, l[len(bytes.TrimRight(l, "\r\n")):]...)
 }
 
-// message filters one JSON-RPC message, or a batch of them.
+// message filters one JSON-RPC message, or a batch of them: nil when
+// nothing of it is left (a hidden update).
 func (w *listFilter) message(msg []byte) []byte {
 	msg = bytes.TrimSpace(msg)
 	if len(msg) > 0 && msg[0] == '[' {
 		out := []byte{'['}
 		gjson.ParseBytes(msg).ForEach(func(_, m gjson.Result) bool {
+			kept := w.message([]byte(m.Raw))
+			if kept == nil {
+				return true
+			}
 			if len(out) > 1 {
 				out = append(out, ',')
 			}
-			out = append(out, w.message([]byte(m.Raw))...)
+			out = append(out, kept...)
 			return true
 		})
+		if len(out) == 1 {
+			return nil
+		}
 		return append(out, ']')
+	}
+	if w.updates && w.rules.HidesUpdate(msg, w.granted) {
+		return nil
+	}
+	if len(w.kinds) == 0 {
+		return msg
 	}
 	out, err := w.rules.FilterList(msg, w.kinds, w.granted)
 	if err != nil {
@@ -291,7 +325,7 @@ func (w *listFilter) message(msg []byte) []byte {
 
 // finish writes a held JSON answer, its lists filtered.
 func (w *listFilter) finish() {
-	if w.mode >= 0 {
+	if w.mode != -1 {
 		return
 	}
 	body := bytes.TrimSpace(w.held)
@@ -311,8 +345,10 @@ func (w *listFilter) finish() {
 	_, _ = w.ResponseWriter.Write(body)
 }
 
-// Flush passes a flush on (SSE: the lines written so far are out).
+// Flush passes a flush on (SSE: the lines written so far are out; a JSON
+// answer passed as it is written).
 func (w *listFilter) Flush() {
+	w.decide()
 	if w.mode > 0 {
 		_ = http.NewResponseController(w.ResponseWriter).Flush()
 	}

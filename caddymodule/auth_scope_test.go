@@ -102,6 +102,40 @@ func TestListFilter(t *testing.T) {
 	}
 }
 
+// TestListFilterUpdates: with resource rules, an SSE stream (a GET
+// stream, a subscription's) loses the updates of resources the token may
+// not see, a batch only those entries; a JSON answer that is no list
+// passes as written, its Content-Length kept.
+func TestListFilterUpdates(t *testing.T) {
+	rules := auth.ScopeRules{{Kind: auth.Resources, Pattern: "test://static-*", Scope: "ops"}}
+	rec := httptest.NewRecorder()
+	w := &listFilter{ResponseWriter: rec, rules: rules, updates: true, granted: []string{"mcp"}}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	const hidden = `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"test://static-text"}}`
+	const shown = `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"test://watched-resource"}}`
+	_, _ = w.Write([]byte("id: 1\nevent: message\ndata: " + hidden + "\n\nevent: message\ndata: " + shown + "\n\ndata: [" + hidden + "," + shown + "]\n\ndata: [" + hidden + "]\n\n"))
+	w.Flush()
+	w.finish()
+	if got, want := rec.Body.String(), "id: 1\nevent: message\n\nevent: message\ndata: "+shown+"\n\ndata: ["+shown+"]\n\n\n"; got != want {
+		t.Errorf("SSE:\n got %q\nwant %q", got, want)
+	}
+
+	rec = httptest.NewRecorder()
+	w = &listFilter{ResponseWriter: rec, rules: rules, updates: true, granted: []string{"mcp"}}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", "2")
+	w.WriteHeader(http.StatusAccepted)
+	_, _ = w.Write([]byte("{}"))
+	if rec.Code != http.StatusAccepted || rec.Body.String() != "{}" || rec.Header().Get("Content-Length") != "2" {
+		t.Errorf("JSON passed: %d %q %s", rec.Code, rec.Header().Get("Content-Length"), rec.Body)
+	}
+	w.finish()
+	if rec.Body.String() != "{}" {
+		t.Errorf("JSON written again at finish: %s", rec.Body)
+	}
+}
+
 // TestRefuseOutOfScope: a call out of scope is answered as an unknown
 // tool's, in-band; in a batch, each request is answered and none sent.
 func TestRefuseOutOfScope(t *testing.T) {

@@ -1,7 +1,9 @@
 package tests
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +13,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
@@ -271,5 +275,66 @@ func TestResourceScope(t *testing.T) {
 	}
 	if sent := modern.sent("test://static-text"); len(sent) == 0 {
 		t.Error("the modern upstream never received alice's read of test://static-text (the recorder sees nothing?)")
+	}
+}
+
+// TestResourceScopeUpdates: a subscription made with the scope does not
+// outlive it. Two legacy sessions of one subject through the pass-through
+// to the go-sdk everything-server (which updates test://watched-resource
+// every 3 s to its subscribers), each subscribed with `watch` (the scope
+// `resource_scope test://watched-* watch` asks); one's GET stream is
+// opened with a token without `watch`, the other's with it. By the time
+// the second has had two updates, the first has had none.
+func TestResourceScopeUpdates(t *testing.T) {
+	t.Parallel()
+	a := startAuthServer(t)
+	up := startGoEverything(t, false)
+	port := freePort(t)
+	admin, audience := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	g := launchCaddyfile(t, port, admin, scopeCaddyfile(a, port, admin, t.TempDir(), audience, "\t\tupstream "+up, "\t\t\tresource_scope test://watched-* watch"))
+	as := func(scope string, hdr map[string]string) map[string]string {
+		return withHeaders(hdr, "Authorization", "Bearer "+a.mint(t, map[string]any{"sub": "carol", "aud": audience, "scope": scope}, nil, 600))
+	}
+	subscribed := func() string {
+		init := post(t, g.URL, as("mcp watch", nil), legacyInit)
+		sid := init.Header.Get("Mcp-Session-Id")
+		init.Body.Close()
+		if r := post(t, g.URL, as("mcp watch", legacyHeaders(sid)), `{"jsonrpc":"2.0","method":"notifications/initialized"}`); sid == "" || r.StatusCode != http.StatusAccepted {
+			t.Fatalf("legacy session %q: %d", sid, r.StatusCode)
+		}
+		x := postRPC(t, g.URL, as("mcp watch", legacyHeaders(sid)), `{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"test://watched-resource"}}`, 2)
+		if x.Resp == nil || x.Resp.Error != nil {
+			t.Fatalf("subscribing with watch: %s", x)
+		}
+		return sid
+	}
+	// stream opens sid's GET stream with a token of scope and counts the
+	// updates it carries.
+	stream := func(sid, scope string, updates *atomic.Int32) {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL, nil)
+		for k, v := range as(scope, withHeaders(legacyHeaders(sid), "Accept", "text/event-stream")) {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET stream with %q: %v %v", scope, resp, err)
+		}
+		go func() {
+			defer resp.Body.Close()
+			for sc := bufio.NewScanner(resp.Body); sc.Scan(); {
+				if strings.Contains(sc.Text(), "notifications/resources/updated") {
+					updates.Add(1)
+				}
+			}
+		}()
+	}
+	var without, with atomic.Int32
+	stream(subscribed(), "mcp", &without)
+	stream(subscribed(), "mcp watch", &with)
+	poll(15*time.Second, func() bool { return with.Load() >= 2 })
+	if with.Load() < 2 || without.Load() != 0 {
+		t.Errorf("updates on the stream with watch: %d (want 2), without: %d (want 0)", with.Load(), without.Load())
 	}
 }

@@ -200,6 +200,19 @@ func (rs ScopeRules) ListKinds(body []byte) []Kind {
 	return kinds
 }
 
+// HidesUpdate reports whether the JSON-RPC message msg is a
+// notifications/resources/updated about a URI a token granted scopes may
+// not see (any copy of a repeated method or uri counts).
+func (rs ScopeRules) HidesUpdate(msg []byte, granted []string) bool {
+	m := gjson.ParseBytes(msg)
+	if !slices.ContainsFunc(values(m, "method"), func(v gjson.Result) bool { return v.Str == "notifications/resources/updated" }) {
+		return false
+	}
+	return slices.ContainsFunc(values(m, "params", "uri"), func(v gjson.Result) bool {
+		return v.Type == gjson.String && !rs.Allows(Resources, v.Str, granted)
+	})
+}
+
 // ErrUnfilterable is FilterList's error for a list it cannot filter
 // safely: a member repeated where readers disagree on which copy counts.
 var ErrUnfilterable = errors.New("a list answer repeats a member: it cannot be filtered")

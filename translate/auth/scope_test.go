@@ -198,3 +198,23 @@ func BenchmarkScopeRulesFilterList(b *testing.B) {
 		}
 	}
 }
+
+func TestScopeRulesHidesUpdate(t *testing.T) {
+	for _, c := range []struct {
+		msg  string
+		want bool
+	}{
+		{`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"secret://k"}}`, true},
+		{`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"public://k"}}`, false},
+		{`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"public://k","uri":"secret://k"}}`, true},
+		{`{"jsonrpc":"2.0","method":"notifications/message","params":{"uri":"secret://k"}}`, false},
+		{`{"jsonrpc":"2.0","id":1,"result":{"uri":"secret://k"}}`, false},
+	} {
+		if got := testRules.HidesUpdate([]byte(c.msg), []string{"mcp"}); got != c.want {
+			t.Errorf("%s: %v, want %v", c.msg, got, c.want)
+		}
+	}
+	if testRules.HidesUpdate([]byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"secret://k"}}`), []string{"ops:read"}) {
+		t.Error("hidden with the scope granted")
+	}
+}
