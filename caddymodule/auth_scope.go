@@ -280,8 +280,11 @@ func (w *listFilter) line(l []byte) []byte {
 		return nil
 	}
 	m := w.message(msg)
-	if m == nil {
+	switch {
+	case m == nil:
 		return nil
+	case bytes.Equal(m, bytes.TrimSpace(msg)):
+		return l // as it came (most messages of a stream)
 	}
 	out := append([]byte("data: "), m...)
 	return append(out, l[len(bytes.TrimRight(l, "\r\n")):]...)

@@ -200,3 +200,20 @@ func TestRefuseResourceOutOfScope(t *testing.T) {
 		t.Error("a resource no rule names was refused")
 	}
 }
+
+// BenchmarkListFilterUpdates: what resource rules cost an SSE answer that
+// is no list: a 4 KiB tools/call result event read through the filter.
+func BenchmarkListFilterUpdates(b *testing.B) {
+	rules := auth.ScopeRules{{Kind: auth.Resources, Pattern: "test://static-*", Scope: "ops"}}
+	event := []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"" + strings.Repeat("x", 4096) + "\"}]}}\n\n")
+	rec := httptest.NewRecorder()
+	b.SetBytes(int64(len(event)))
+	b.ReportAllocs()
+	for b.Loop() {
+		rec.Body.Reset()
+		w := &listFilter{ResponseWriter: rec, rules: rules, updates: true, granted: []string{"mcp"}, mode: 1}
+		if _, err := w.Write(event); err != nil || rec.Body.Len() != len(event) {
+			b.Fatal(err, rec.Body.Len())
+		}
+	}
+}
