@@ -106,6 +106,28 @@ type AuthConfig struct {
 	// prompt is answered -32602 `Unknown prompt: <name>`. Default: none.
 	// Caddyfile: `prompt_scope <pattern> <scope>`, repeatable.
 	PromptScope []ScopeRule `json:"prompt_scope,omitempty"`
+
+	// Resources by scope, as `tool_scope` for tools, by URI: a resource
+	// whose `uri` matches a rule's pattern is absent from the
+	// `resources/list` of a token without the rule's scope, a resource
+	// template whose `uriTemplate` (its text, `{id}` and all) matches is
+	// absent from `resources/templates/list`, and a `resources/read`,
+	// `resources/subscribe`, `resources/unsubscribe` or
+	// `subscriptions/listen` naming a matching URI (or a
+	// `completion/complete` naming a matching template) is answered as
+	// for a resource no server has: `Resource not found` with the URI in
+	// `data.uri`, -32602 to a 2026-07-28 request and -32002 to a
+	// 2025-11-25 one; its `notifications/resources/updated` are dropped
+	// from the token's streams. The pattern is a glob on the URI as the
+	// client sees it (federated blocks do not rename URIs) where `*`
+	// matches any run of characters, `/` included, `?` any one, `[...]`
+	// one of a class and `\` escapes the next (`\?` for a literal `?`);
+	// it holds no `{` or `}`: write `*` where a template has an
+	// expression, e.g. `test://template/*` covers the template
+	// `test://template/{id}/data` and every URI it expands to. Default:
+	// none. Caddyfile: `resource_scope <uri-pattern> <scope>`,
+	// repeatable.
+	ResourceScope []ScopeRule `json:"resource_scope,omitempty"`
 }
 
 // unmarshalCaddyfile parses
@@ -117,6 +139,7 @@ type AuthConfig struct {
 //	    require_scope <scopes...>
 //	    tool_scope    <pattern> <scope>
 //	    prompt_scope  <pattern> <scope>
+//	    resource_scope <uri-pattern> <scope>
 //	}
 func (c *AuthConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
@@ -141,6 +164,8 @@ func (c *AuthConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = unmarshalScopeRule(d, &c.ToolScope)
 		case "prompt_scope":
 			err = unmarshalScopeRule(d, &c.PromptScope)
+		case "resource_scope":
+			err = unmarshalScopeRule(d, &c.ResourceScope)
 		default:
 			return d.Errf("unrecognized auth option %q", opt)
 		}

@@ -27,9 +27,10 @@
 //     (dynamic upstreams and the address ranges they may not have),
 //     probe.go (era probes), health.go (passive and active health).
 //   - The front door: auth.go (`auth`: the OAuth resource server, before
-//     anything else; authenticated), auth_scope.go (its tool_scope and
-//     prompt_scope: calls out of the token's scope refused from the body,
-//     lists filtered on their way out), serve.go (ServeHTTP, dispatch:
+//     anything else; authenticated), auth_scope.go (its tool_scope,
+//     prompt_scope and resource_scope: calls and reads out of the token's
+//     scope refused from the body, lists filtered on their way out),
+//     serve.go (ServeHTTP, dispatch:
 //     origin, method, body, forwarding signature, then the faces and the
 //     routing decision),
 //     guard.go (Host and Origin checks, request targets, X-Forwarded-*),

@@ -135,6 +135,10 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, bodyOut *[]by
 		if r, rerr = h.acceptForwarded(r, nil); rerr != nil {
 			return jsonrpc.WriteError(w, nil, rerr)
 		}
+		if lf := h.filterLists(w, r, nil); lf != nil { // auth_scope.go: a resource's updates
+			defer lf.finish()
+			w = lf
+		}
 		rt.era = eraLegacy
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")

@@ -23,7 +23,10 @@
 //       session's GET stream), then for each calls the tool and waits for
 //       the notification
 //   "refused": [{"method", "params"}]       requests expected to fail
-//       (tools/call, resources/read, prompts/get)
+//       (tools/call, resources/read, prompts/get; legacy:
+//       resources/subscribe; modern: subscriptions/listen)
+//   "bearer": token          legacy, modern: sent as Authorization: Bearer
+//       on every request
 // It prints one JSON line:
 //   {"protocolVersion", "era", "tools", "resources", "templates",
 //    "promptNames", "calls", "reads", "prompts", "completions", "updated"
@@ -85,7 +88,7 @@ if (flavour === 'aisdk') {
   client.setRequestHandler(CreateMessageRequestSchema, sample);
   client.setRequestHandler(ListRootsRequestSchema, roots);
   client.setNotificationHandler(ResourceUpdatedNotificationSchema, onUpdated);
-  transport = new LegacyTransport(url);
+  transport = new LegacyTransport(url, requestInit());
 } else {
   client = new ModernClient(
     { name: SCRIPT, version: '1.0.0' },
@@ -98,7 +101,12 @@ if (flavour === 'aisdk') {
   client.setRequestHandler('sampling/createMessage', sample);
   client.setRequestHandler('roots/list', roots);
   client.setNotificationHandler('notifications/resources/updated', onUpdated);
-  transport = new ModernTransport(url);
+  transport = new ModernTransport(url, requestInit());
+}
+
+// requestInit is the transports' option carrying the plan's bearer token.
+function requestInit() {
+  return plan.bearer ? { requestInit: { headers: { Authorization: `Bearer ${plan.bearer}` } } } : {};
 }
 
 // legacyNotification is the 1.x SDK's schema for a list-changed method.
@@ -201,6 +209,8 @@ try {
     'tools/call': (p) => client.callTool(p),
     'resources/read': (p) => client.readResource(p),
     'prompts/get': (p) => client.getPrompt(p),
+    'resources/subscribe': (p) => client.subscribeResource(p),
+    'subscriptions/listen': (p) => client.listen(p),
   };
   out.refused = [];
   for (const { method, params } of plan.refused || []) {

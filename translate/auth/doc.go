@@ -26,13 +26,16 @@
 //   - challenge.go: the `WWW-Authenticate` challenges (401 with
 //     `resource_metadata`, 403 `insufficient_scope`) and the Protected
 //     Resource Metadata document (RFC 9728).
-//   - scope.go: ScopeRules, tools and prompts by scope: which names a
-//     token's scopes reach (globs of federate.Filter's syntax on the name
-//     the client sees), the first name a request body calls that they do
-//     not (Refused: every copy of a repeated member, each message of a
-//     batch), and a list answer without the entries they do not reach
-//     (FilterList: cacheScope "private"; ErrUnfilterable for an answer
-//     repeating a member where readers disagree).
+//   - scope.go: ScopeRules, tools, prompts and resources by scope: which
+//     names (URIs) a token's scopes reach (globs of federate.Filter's
+//     syntax on the name the client sees; URI globs on the URI or a
+//     template's text), the first name a request body calls or reads that
+//     they do not (Refused: every copy of a repeated member, each message
+//     of a batch), and a list answer without the entries they do not
+//     reach (FilterList: cacheScope "private"; ErrUnfilterable for an
+//     answer repeating a member where readers disagree);
+//   - uriglob.go: the URI glob, path.Match's syntax where '*' and '?'
+//     match '/' too, matched without recursion.
 //
 // JOSE is github.com/go-jose/go-jose/v4: one library for both the JWKS
 // and the JWT, whose parser takes the allowed algorithms up front (a token

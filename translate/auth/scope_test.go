@@ -10,6 +10,7 @@ var testRules = ScopeRules{
 	{Kind: Tools, Pattern: "deploy_*", Scope: "ops:deploy"},
 	{Kind: Tools, Pattern: "*_admin", Scope: "admin"},
 	{Kind: Prompts, Pattern: "secret*", Scope: "ops:read"},
+	{Kind: Resources, Pattern: "secret://*", Scope: "ops:read"},
 }
 
 func TestScopeRulesAllows(t *testing.T) {
@@ -27,7 +28,13 @@ func TestScopeRulesAllows(t *testing.T) {
 		{Tools, "secret_x", nil, true}, // a prompt rule, not a tool's
 		{Prompts, "secret_x", nil, false},
 		{Prompts, "deploy_web", nil, true},
-		{Tools, "Deploy_web", nil, true}, // names are case-sensitive
+		{Tools, "Deploy_web", nil, true},              // names are case-sensitive
+		{Resources, "secret://a/b/c", nil, false},     // '*' spans '/'
+		{Resources, "secret://{id}/data", nil, false}, // a template's text
+		{Resources, "secret://a", []string{"ops:read"}, true},
+		{Resources, "public://secret://", nil, true},
+		{Prompts, "secret://a", nil, true}, // the prompt rule's glob: path.Match's '*' stops at '/'
+		{Tools, "secret://a", nil, true},
 	} {
 		if got := testRules.Allows(c.kind, c.name, c.granted); got != c.want {
 			t.Errorf("Allows(%d, %q, %v) = %v, want %v", c.kind, c.name, c.granted, got, c.want)
@@ -45,6 +52,8 @@ func TestScopeRulesCheck(t *testing.T) {
 		{Pattern: "x", Scope: ""},
 		{Pattern: "x", Scope: "a b"},
 		{Pattern: "x", Scope: `a"`},
+		{Kind: Resources, Pattern: "users://{id}", Scope: "s"},
+		{Kind: Resources, Pattern: "a[", Scope: "s"},
 	} {
 		if err := (ScopeRules{bad}).Check(); err == nil {
 			t.Errorf("%+v: no error", bad)
@@ -71,6 +80,15 @@ func TestScopeRulesRefused(t *testing.T) {
 		{"completion", `{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"secret_plan"}}}`, "secret_plan"},
 		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x_admin"}}]`, "x_admin"},
 		{"not a string", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}`, ""},
+		{"read", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"secret://k/1"}}`, "secret://k/1"},
+		{"read allowed", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"public://k"}}`, ""},
+		{"read, repeated uri", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"public://k","uri":"secret://k"}}`, "secret://k"},
+		{"subscribe", `{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"secret://k"}}`, "secret://k"},
+		{"unsubscribe", `{"jsonrpc":"2.0","id":1,"method":"resources/unsubscribe","params":{"uri":"secret://k"}}`, "secret://k"},
+		{"completion of a template", `{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/resource","uri":"secret://{id}"}}}`, "secret://{id}"},
+		{"listen", `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["public://a","secret://b"]}}}`, "secret://b"},
+		{"listen allowed", `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["public://a"],"toolsListChanged":true}}}`, ""},
+		{"a uri elsewhere", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","uri":"secret://k"}}`, ""},
 	} {
 		_, name, refused := testRules.Refused([]byte(c.body), []string{"mcp"})
 		if refused != (c.refused != "") || name != c.refused {
@@ -91,6 +109,9 @@ func TestScopeRulesListKinds(t *testing.T) {
 	}
 	if k := (ScopeRules{{Kind: Tools, Pattern: "*", Scope: "s"}}).ListKinds([]byte(`{"method":"prompts/list"}`)); len(k) != 0 {
 		t.Errorf("prompts/list without a prompt rule: %v", k)
+	}
+	if k := testRules.ListKinds([]byte(`[{"method":"resources/list"},{"method":"resources/templates/list"}]`)); len(k) != 1 || k[0] != Resources {
+		t.Errorf("resource lists: %v", k)
 	}
 	if k := testRules.ListKinds([]byte(`{"method":"tools/call"}`)); len(k) != 0 {
 		t.Errorf("tools/call: %v", k)
@@ -113,6 +134,12 @@ func TestScopeRulesFilterList(t *testing.T) {
 		{"a kind not asked", `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"deploy_web"}]}}`,
 			`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"deploy_web"}]}}`, []Kind{Prompts}},
 		{"an error", `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"m"}}`, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"m"}}`, []Kind{Tools}},
+		{"resources: by uri", `{"jsonrpc":"2.0","id":1,"result":{"resources":[{"uri":"secret://a/b","name":"ok"},{"uri":"public://a","name":"secret_x"},{"uri":"public://b","uri":"secret://b"},{"name":"no uri"}],"cacheScope":"public"}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"resources":[{"uri":"public://a","name":"secret_x"}],"cacheScope":"private"}}`, []Kind{Resources}},
+		{"templates: by their text", `{"jsonrpc":"2.0","id":1,"result":{"resourceTemplates":[{"uriTemplate":"secret://{id}","name":"t"},{"uriTemplate":"public://{id}","name":"u"}]}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"resourceTemplates":[{"uriTemplate":"public://{id}","name":"u"}]}}`, []Kind{Resources}},
+		{"resources not asked", `{"jsonrpc":"2.0","id":1,"result":{"resources":[{"uri":"secret://a"}]}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"resources":[{"uri":"secret://a"}]}}`, []Kind{Tools}},
 	} {
 		got, err := testRules.FilterList([]byte(c.msg), c.kinds, []string{"mcp"})
 		if err != nil || string(got) != c.want {
@@ -169,5 +196,25 @@ func BenchmarkScopeRulesFilterList(b *testing.B) {
 		if _, err := benchRules.FilterList(msg, []Kind{Tools}, []string{"mcp"}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestScopeRulesHidesUpdate(t *testing.T) {
+	for _, c := range []struct {
+		msg  string
+		want bool
+	}{
+		{`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"secret://k"}}`, true},
+		{`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"public://k"}}`, false},
+		{`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"public://k","uri":"secret://k"}}`, true},
+		{`{"jsonrpc":"2.0","method":"notifications/message","params":{"uri":"secret://k"}}`, false},
+		{`{"jsonrpc":"2.0","id":1,"result":{"uri":"secret://k"}}`, false},
+	} {
+		if got := testRules.HidesUpdate([]byte(c.msg), []string{"mcp"}); got != c.want {
+			t.Errorf("%s: %v, want %v", c.msg, got, c.want)
+		}
+	}
+	if testRules.HidesUpdate([]byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"secret://k"}}`), []string{"ops:read"}) {
+		t.Error("hidden with the scope granted")
 	}
 }
