@@ -281,16 +281,26 @@ func TestLegacyResumeWithLastEventID(t *testing.T) {
 	if r := post(t, g.URL, legacyHeaders(sid), answer); r.StatusCode != http.StatusAccepted {
 		t.Fatalf("answer: status %d", r.StatusCode)
 	}
-	get, _ := http.NewRequest(http.MethodGet, g.URL, nil)
-	get.Header.Set("Accept", "text/event-stream")
-	get.Header.Set("Last-Event-ID", ev.id)
-	for k, v := range legacyHeaders(sid) {
-		get.Header.Set(k, v)
-	}
-	resumed, err := http.DefaultClient.Do(get)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The server may not have seen the broken stream's connection end yet:
+	// it answers 409 Conflict until then, and a client resumes again.
+	var resumed *http.Response
+	waitFor(t, "the upstream to let the stream be resumed", func() bool {
+		get, _ := http.NewRequest(http.MethodGet, g.URL, nil)
+		get.Header.Set("Accept", "text/event-stream")
+		get.Header.Set("Last-Event-ID", ev.id)
+		for k, v := range legacyHeaders(sid) {
+			get.Header.Set(k, v)
+		}
+		var err error
+		if resumed, err = http.DefaultClient.Do(get); err != nil {
+			t.Fatal(err)
+		}
+		if resumed.StatusCode == http.StatusConflict {
+			resumed.Body.Close()
+			return false
+		}
+		return true
+	})
 	defer resumed.Body.Close()
 	if resumed.StatusCode != http.StatusOK {
 		t.Fatalf("resume: status %d", resumed.StatusCode)
