@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func fullDuplex(h http.Handler) http.Handler {
 }
 
 // TestProxyFixturesFullDuplex: the test's proxies in front of MCP servers
-// (authRecorder, traceContextTap) relay an answer the upstream streams
+// (authRecorder, traceContextTap, forwardProxy) relay an answer the upstream streams
 // before it has read the whole request body, and pass on that whole body.
 // The upstream is a fixture of its own (no MCP server answers before
 // reading its request): it answers once it has the body's first half, and
@@ -60,22 +61,36 @@ func TestProxyFixturesFullDuplex(t *testing.T) {
 		}
 		fmt.Fprintf(w, "data: %s%s\n\n", head, tail)
 	}))
-	for name, proxyURL := range map[string]string{
-		"authRecorder":    newAuthRecorder(t, upstream).url,
-		"traceContextTap": newTraceContextTap(t, upstream).url,
+	backend, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward, err := url.Parse(newForwardProxy(t, backend.Host).url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaForward := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(forward)}}
+	t.Cleanup(viaForward.CloseIdleConnections)
+	for name, through := range map[string]struct {
+		url    string
+		client *http.Client
+	}{
+		"authRecorder":    {newAuthRecorder(t, upstream).url, http.DefaultClient},
+		"traceContextTap": {newTraceContextTap(t, upstream).url, http.DefaultClient},
+		"forwardProxy":    {"http://mcp.invalid/mcp", viaForward},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			body, send := io.Pipe()
 			context.AfterFunc(ctx, func() { _ = body.CloseWithError(ctx.Err()) }) // or the client waits on its own writer
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, proxyURL, body)
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, through.url, body)
 			if err != nil {
 				t.Fatal(err)
 			}
 			req.ContentLength = int64(len(first + rest))
 			go func() { _, _ = io.WriteString(send, first) }()
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := through.client.Do(req)
 			if err != nil {
 				t.Fatalf("no answer before the whole body was sent: %v", err)
 			}
