@@ -34,8 +34,9 @@ func fullDuplex(h http.Handler) http.Handler {
 }
 
 // TestProxyFixturesFullDuplex: the test's proxies in front of MCP servers
-// (authRecorder, traceContextTap, forwardProxy) relay an answer the upstream streams
-// before it has read the whole request body, and pass on that whole body.
+// (authRecorder, traceContextTap, forwardProxy) relay an answer the
+// upstream streams before it has read the whole request body, and pass on
+// that whole body.
 // The upstream is a fixture of its own (no MCP server answers before
 // reading its request): it answers once it has the body's first half, and
 // the client sends the rest only once the answer's headers have reached
