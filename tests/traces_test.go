@@ -41,14 +41,14 @@ func newTraceContextTap(t *testing.T, upstream string) *traceContextTap {
 	}
 	hr := &traceContextTap{}
 	proxy := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target); pr.Out.URL.Path = target.Path }}
-	hr.url = support.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hr.url = support.Serve(t, fullDuplex(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			hr.mu.Lock()
 			hr.got = append(hr.got, http.Header{"Traceparent": r.Header.Values("Traceparent"), "Tracestate": r.Header.Values("Tracestate")})
 			hr.mu.Unlock()
 		}
 		proxy.ServeHTTP(w, r)
-	}))
+	})))
 	return hr
 }
 

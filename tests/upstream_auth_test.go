@@ -32,12 +32,12 @@ func newAuthRecorder(t *testing.T, target string) *authRecorder {
 	rec := &authRecorder{}
 	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
 	proxy.FlushInterval = -1
-	rec.url = support.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	rec.url = support.Serve(t, fullDuplex(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec.mu.Lock()
 		rec.seen = append(rec.seen, recordedAuth{r.URL.Path, r.Header.Get("Authorization")})
 		rec.mu.Unlock()
 		proxy.ServeHTTP(w, r)
-	}))
+	})))
 	return rec
 }
 

@@ -71,7 +71,7 @@ func newForwardProxy(t *testing.T, backend string) *forwardProxy {
 		},
 		FlushInterval: -1,
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(fullDuplex(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !r.URL.IsAbs() {
 			http.Error(w, "not a proxy request", http.StatusBadRequest)
 			return
@@ -80,7 +80,7 @@ func newForwardProxy(t *testing.T, backend string) *forwardProxy {
 		p.hosts = append(p.hosts, r.URL.Host)
 		p.mu.Unlock()
 		rp.ServeHTTP(w, r)
-	}))
+	})))
 	t.Cleanup(srv.Close)
 	p.url = srv.URL
 	return p
