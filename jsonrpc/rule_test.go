@@ -15,7 +15,7 @@ import (
 // one, such as Caddy's events.)
 func TestJSONRule(t *testing.T) {
 	forbidden := regexp.MustCompile(`json\.Unmarshal\(|json\.NewDecoder\(|map\[string\](any|interface\{\})`)
-	for _, dir := range []string{"../sse", "../jsonrpc", "../legacy", "../translate/seal", "../translate/federate", "../translate", "../translate/forward", "../translate/reverse", "../caddymodule"} {
+	for _, dir := range []string{"../sse", "../jsonrpc", "../legacy", "../translate/seal", "../translate/federate", "../translate/auth", "../translate/upstreamauth", "../translate/traces", "../translate", "../translate/forward", "../translate/reverse", "../caddymodule"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)

@@ -5,6 +5,9 @@
 // resource. It has no Caddy and keeps no token: a Validator holds only
 // the issuer's metadata, public keys and the SHA-256 of tokens it checked.
 //
+//   - answer.go: how the authorization server's answers (metadata, JWKS,
+//     introspection) are read: foreign JSON, its nesting bounded by
+//     jsonrpc.ValidJSON, then read with gjson, never decoded into structs;
 //   - metadata.go: the issuer's metadata (RFC 8414
 //     `/.well-known/oauth-authorization-server`, else OpenID Connect
 //     discovery), fetched on first use and kept, not fetched again within

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/tidwall/gjson"
 )
 
 // Bounds and defaults of introspection.
@@ -205,16 +207,38 @@ func b64token(token string) bool {
 
 // answer is the part of an introspection answer read (RFC 7662 §2.2).
 type answer struct {
-	Active    *bool           `json:"active"`
-	Issuer    string          `json:"iss"`
-	Subject   string          `json:"sub"`
-	Audience  json.RawMessage `json:"aud"`
-	Expiry    *int64          `json:"exp"`
-	NotBefore *int64          `json:"nbf"`
-	Scope     string          `json:"scope"`
-	ClientID  string          `json:"client_id"`
-	TokenType string          `json:"token_type"`
-	Cnf       json.RawMessage `json:"cnf"`
+	Active    bool
+	Issuer    string
+	Subject   string
+	Audience  gjson.Result // a string or an array of strings
+	Expiry    *int64
+	NotBefore *int64
+	Scope     string
+	ClientID  string
+	TokenType string
+	Cnf       gjson.Result
+}
+
+// readAnswer reads an introspection answer: a JSON object whose `active`
+// is a boolean, its other members of their RFC 7662 types when present.
+func readAnswer(body []byte) (answer, bool) {
+	r, ok := jsonObject(body)
+	active := r.Get("active")
+	if !ok || !active.IsBool() {
+		return answer{}, false
+	}
+	a := answer{Active: active.Bool(), Audience: r.Get("aud"), Cnf: r.Get("cnf")}
+	if !readStrings(r, stringField{"iss", &a.Issuer}, stringField{"sub", &a.Subject}, stringField{"scope", &a.Scope},
+		stringField{"client_id", &a.ClientID}, stringField{"token_type", &a.TokenType}) {
+		return answer{}, false
+	}
+	if a.Expiry, ok = intMember(r, "exp"); !ok {
+		return answer{}, false
+	}
+	if a.NotBefore, ok = intMember(r, "nbf"); !ok {
+		return answer{}, false
+	}
+	return a, true
 }
 
 // ask makes one introspection request, within the timeout and a free
@@ -264,8 +288,8 @@ func (in *introspector) ask(ctx context.Context, token string, now time.Time) (C
 	if err != nil {
 		return Claims{}, fmt.Errorf("%w: introspection: %w", ErrUnavailable, err)
 	}
-	var a answer
-	if err := json.Unmarshal(body, &a); err != nil || a.Active == nil {
+	a, ok := readAnswer(body)
+	if !ok {
 		return Claims{}, fmt.Errorf("%w: introspection: not an introspection answer", ErrUnavailable)
 	}
 	return in.check(a, now)
@@ -275,7 +299,7 @@ func (in *introspector) ask(ctx context.Context, token string, now time.Time) (C
 func (in *introspector) check(a answer, now time.Time) (Claims, error) {
 	leeway := in.opts.Leeway
 	switch {
-	case !*a.Active:
+	case !a.Active:
 		return Claims{}, fmt.Errorf("%w: inactive", ErrInvalidToken)
 	case a.Issuer != "" && a.Issuer != in.opts.Issuer:
 		return Claims{}, fmt.Errorf("%w: issued by %q", ErrInvalidToken, a.Issuer)
@@ -291,7 +315,7 @@ func (in *introspector) check(a answer, now time.Time) (Claims, error) {
 		return Claims{}, fmt.Errorf("%w: no sub", ErrInvalidToken)
 	case a.TokenType != "" && !strings.EqualFold(a.TokenType, "Bearer"):
 		return Claims{}, fmt.Errorf("%w: token_type %q is not Bearer", ErrInvalidToken, a.TokenType)
-	case len(a.Cnf) > 0 && string(a.Cnf) != "null":
+	case a.Cnf.Type != gjson.Null:
 		return Claims{}, fmt.Errorf("%w: sender-constrained (cnf), not a bearer token", ErrInvalidToken)
 	}
 	issuer := a.Issuer
@@ -303,19 +327,11 @@ func (in *introspector) check(a answer, now time.Time) (Claims, error) {
 
 // audienceNames reports whether aud, a string or an array of strings,
 // names audience.
-func audienceNames(aud json.RawMessage, audience string) bool {
-	var one string
-	if json.Unmarshal(aud, &one) == nil {
-		return one == audience
+func audienceNames(aud gjson.Result, audience string) bool {
+	if aud.Type == gjson.String {
+		return aud.Str == audience
 	}
-	var many []string
-	if json.Unmarshal(aud, &many) != nil {
-		return false
-	}
-	for _, a := range many {
-		if a == audience {
-			return true
-		}
-	}
-	return false
+	return aud.IsArray() && slices.ContainsFunc(aud.Array(), func(a gjson.Result) bool {
+		return a.Type == gjson.String && a.Str == audience
+	})
 }

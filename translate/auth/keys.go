@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -107,10 +106,30 @@ func (k *keys) refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: jwks: %w", ErrUnavailable, err)
 	}
-	var set jose.JSONWebKeySet
-	if err := json.Unmarshal(body, &set); err != nil {
+	set, err := readJWKS(body)
+	if err != nil {
 		return fmt.Errorf("%w: jwks: %w", ErrUnavailable, err)
 	}
 	k.set = set
 	return nil
+}
+
+// readJWKS reads a JWK Set (RFC 7517 §5): an object whose `keys` is an
+// array; each key is parsed by go-jose, and one it cannot parse makes the
+// set unusable, as a set that does not parse.
+func readJWKS(body []byte) (jose.JSONWebKeySet, error) {
+	r, ok := jsonObject(body)
+	keys := r.Get("keys")
+	if !ok || !keys.IsArray() {
+		return jose.JSONWebKeySet{}, errors.New("not a JWK Set")
+	}
+	var set jose.JSONWebKeySet
+	for _, raw := range keys.Array() {
+		var k jose.JSONWebKey
+		if err := k.UnmarshalJSON([]byte(raw.Raw)); err != nil {
+			return jose.JSONWebKeySet{}, err
+		}
+		set.Keys = append(set.Keys, k)
+	}
+	return set, nil
 }

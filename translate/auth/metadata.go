@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,9 +15,22 @@ import (
 // issuerMetadata is what the resource server reads of the authorization
 // server's metadata (RFC 8414 §2).
 type issuerMetadata struct {
-	Issuer                string `json:"issuer"`
-	JWKSURI               string `json:"jwks_uri"`
-	IntrospectionEndpoint string `json:"introspection_endpoint"`
+	Issuer                string
+	JWKSURI               string
+	IntrospectionEndpoint string
+}
+
+// readMetadata reads an issuer's metadata document: a JSON object whose
+// members the gateway uses are strings when present.
+func readMetadata(body []byte) (*issuerMetadata, bool) {
+	r, ok := jsonObject(body)
+	if !ok {
+		return nil, false
+	}
+	var md issuerMetadata
+	ok = readStrings(r, stringField{"issuer", &md.Issuer}, stringField{"jwks_uri", &md.JWKSURI},
+		stringField{"introspection_endpoint", &md.IntrospectionEndpoint})
+	return &md, ok
 }
 
 // discovery is the issuer's metadata, fetched on first use and kept once
@@ -75,16 +87,16 @@ func (d *discovery) fetch(ctx context.Context) (*issuerMetadata, error) {
 			errs = append(errs, err)
 			continue
 		}
-		var md issuerMetadata
-		if err := json.Unmarshal(body, &md); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", loc, err))
+		md, ok := readMetadata(body)
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: not an authorization server's metadata", loc))
 			continue
 		}
 		if md.Issuer != d.issuer {
 			errs = append(errs, fmt.Errorf("%s: issuer %q is not the configured %q", loc, md.Issuer, d.issuer))
 			continue
 		}
-		return &md, nil
+		return md, nil
 	}
 	return nil, errors.Join(errs...)
 }

@@ -3,7 +3,6 @@ package upstreamauth
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,9 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
 
 // The RFC 8693 values the gateway sends.
@@ -153,9 +155,25 @@ func cacheKey(principal, subject string) [32]byte {
 
 // tokenAnswer is the part of a token endpoint's answer read (RFC 8693 §2.2.1).
 type tokenAnswer struct {
-	AccessToken string `json:"access_token"`
-	TokenType   string `json:"token_type"`
-	ExpiresIn   int64  `json:"expires_in"`
+	AccessToken string
+	TokenType   string
+	ExpiresIn   int64
+}
+
+// readTokenAnswer reads a token endpoint's answer (RFC 8693 §2.2.1), foreign
+// JSON: read with gjson once jsonrpc.ValidJSON has bounded its nesting, its
+// members of their types when present.
+func readTokenAnswer(body []byte) (tokenAnswer, bool) {
+	if jsonrpc.ValidJSON(body) != nil {
+		return tokenAnswer{}, false
+	}
+	r := gjson.ParseBytes(body)
+	token, kind, life := r.Get("access_token"), r.Get("token_type"), r.Get("expires_in")
+	if !r.IsObject() || token.Type != gjson.String || (kind.Type != gjson.String && kind.Type != gjson.Null) ||
+		(life.Type != gjson.Number && life.Type != gjson.Null) {
+		return tokenAnswer{}, false
+	}
+	return tokenAnswer{AccessToken: token.Str, TokenType: kind.Str, ExpiresIn: life.Int()}, true
 }
 
 // exchange makes one RFC 8693 request and caches its answer under key.
@@ -200,8 +218,8 @@ func (e *Exchanger) exchange(ctx context.Context, key [32]byte, subject string) 
 	case resp.StatusCode != http.StatusOK:
 		return "", fmt.Errorf("%w: token endpoint answered HTTP %d", ErrExchange, resp.StatusCode)
 	}
-	var a tokenAnswer
-	if err := json.Unmarshal(body, &a); err != nil || a.AccessToken == "" {
+	a, ok := readTokenAnswer(body)
+	if !ok || a.AccessToken == "" {
 		return "", fmt.Errorf("%w: the answer has no access_token", ErrExchange)
 	}
 	if a.TokenType != "" && !strings.EqualFold(a.TokenType, "bearer") && !strings.EqualFold(a.TokenType, "N_A") {
