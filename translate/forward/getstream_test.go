@@ -118,8 +118,15 @@ func TestBridgeGetStream(t *testing.T) {
 					t.Fatalf("call %d: result %q", i+1, got)
 				}
 			}
-			// Once the bridge has ended its sessions and the server has
-			// answered every request it got, nothing more can come: count.
+			// A session's GET goes out beside its call, which waits for it
+			// only so long: on a busy machine the call can end first. Wait
+			// for the GETs expected, then, once the bridge has ended its
+			// sessions and the server has answered every request it got,
+			// nothing more can come: count.
+			deadline := time.Now().Add(10 * time.Second)
+			for gets.Load() < tc.gets && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
 			b.Close()
 			b.pool.Close()
 			stop()
