@@ -85,10 +85,18 @@ func (h *Handler) acceptForwarded(r *http.Request, body []byte) (*http.Request, 
 		h.metrics.Forwarded("received", "error")
 		return r, &jsonrpc.RPCError{HTTPStatus: status, Code: jsonrpc.InvalidRequest, Message: msg}
 	}
-	h.metrics.Forwarded("received", "ok")
 	r.Header.Del(seal.ForwardedHeader)
 	ctx := context.WithValue(r.Context(), forwardedKey{}, true)
-	return r.WithContext(context.WithValue(ctx, forwardedFromKey{}, forwardedFrom{principal: principal})), nil
+	r = r.WithContext(context.WithValue(ctx, forwardedFromKey{}, forwardedFrom{principal: principal}))
+	if h.forwardedTokenMismatch(r) { // upstream_auth.go
+		h.logger.Warn("refused a forwarded request: its access token is not the principal's it was forwarded for",
+			zap.String("server", h.serverName), zap.String("remote", r.RemoteAddr))
+		h.metrics.Forwarded("received", "error")
+		return r, &jsonrpc.RPCError{HTTPStatus: http.StatusForbidden, Code: jsonrpc.InvalidRequest,
+			Message: "Forbidden: forwarded request refused: its access token is not the principal's it was forwarded for"}
+	}
+	h.metrics.Forwarded("received", "ok")
+	return r, nil
 }
 
 // forwardedRequest is what the forwarding header of r signs, for principal.

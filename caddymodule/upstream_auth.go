@@ -182,17 +182,11 @@ type exchangedKey struct{}
 // exchange, before r's cell sends anything upstream (or, on the instance a
 // client reached, before it serves a request it could not relay to its
 // owner: serveBridgedHere); a failure is the client's 502 naming the
-// server. A forwarded request whose token is not its principal's is
-// refused with 403 (forwardedTokenMismatch).
+// server. (A forwarded request whose token is not its principal's never
+// gets here: acceptForwarded refuses it, forwardedTokenMismatch.)
 func (h *Handler) withUpstreamCredential(r *http.Request) (*http.Request, *jsonrpc.RPCError) {
 	if h.upstreamAuthMode(r) != upstreamAuthExchange {
 		return r, nil
-	}
-	if h.forwardedTokenMismatch(r) {
-		h.logger.Warn("refused a forwarded request: its access token is not the principal's it was forwarded for",
-			zap.String("server", h.serverName), zap.String("remote", r.RemoteAddr))
-		return r, &jsonrpc.RPCError{HTTPStatus: http.StatusForbidden, Code: jsonrpc.InvalidRequest,
-			Message: "Forbidden: forwarded request refused: its access token is not the principal's it was forwarded for"}
 	}
 	subject, ok := bearerToken(r.Header.Get("Authorization"))
 	p := h.principal(r)
@@ -223,11 +217,12 @@ func (h *Handler) withUpstreamCredential(r *http.Request) (*http.Request, *jsonr
 // principal than the one the forwarding header names, which the request is
 // served as (principal). Each instance signs the principal it evaluated
 // for the very token it forwards, so the two agree unless a holder of the
-// fleet's key made the header: exchanging that token would give the
-// principal's call (its parked session, its task) a credential of another
-// subject. The principal expression must evaluate the same on every
-// instance for a forwarded request (the default with auth, the token's
-// issuer and subject, does).
+// fleet's key made the header: serving it would let that token resume,
+// read or cancel the named principal's work (its parked call, its task),
+// or have it exchanged for a credential in that principal's call. The
+// principal expression must evaluate the same on every instance for a
+// forwarded request (the default with auth, the token's issuer and
+// subject, does).
 func (h *Handler) forwardedTokenMismatch(r *http.Request) bool {
 	f, forwarded := forwardedOf(r)
 	return forwarded && authenticated(r) && f.principal != translate.PrincipalHash(h.principalValue(r))

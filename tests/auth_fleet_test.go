@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/seal"
 )
 
@@ -16,7 +17,9 @@ import (
 // instance with the same subject's token (a fresh one), is relayed to the
 // owner, which validates the token again (its access log shows the
 // subject) and completes it; the same retry with another subject's valid
-// token is refused, and the upstream never hears of it.
+// token is refused, and so is one sent to the owner under a forwarding
+// header signed with the fleet's key for the call's principal over another
+// subject's token: the upstream never hears of either.
 func TestAuthFleetRelay(t *testing.T) {
 	t.Parallel()
 	a := startAuthServer(t)
@@ -48,6 +51,21 @@ func TestAuthFleetRelay(t *testing.T) {
 	}
 	if n := rs.requests.Load(); n != before {
 		t.Errorf("the upstream got %d requests of mallory's retry", n-before)
+	}
+
+	// A forwarding header signed with the fleet's key for alice's principal
+	// over mallory's valid token, sent to the owner: refused (403), the
+	// call untouched, nothing upstream — a holder of the fleet's key still
+	// needs a token of the principal it names.
+	hdr, body := retryRequest(t, 4, "tea", ir)
+	hdr["Authorization"] = bearer("mallory", "4")
+	hdr[seal.ForwardedHeader] = fleetAuth(t, fleetKeyByte).Sign("gw-0", seal.ForwardedRequest{Method: http.MethodPost, URI: "/mcp",
+		Body: []byte(body), Authorization: hdr["Authorization"], Principal: translate.PrincipalHash(a.issuer + " alice")}, time.Now())
+	if r := checkRPCError(t, postRPC(t, owner.URL, hdr, body, 4), http.StatusForbidden, -32600, 4); r != nil && !strings.Contains(r.Error.Message, "not the principal's") {
+		t.Errorf("the forged relay: %q", r.Error.Message)
+	}
+	if n := rs.requests.Load(); n != before {
+		t.Errorf("the upstream got %d requests of the forged relay", n-before)
 	}
 
 	// Alice's next token: relayed to the owner, which completes the call.
