@@ -11,11 +11,11 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/tidwall/gjson"
+	"golang.org/x/sync/singleflight"
 )
 
 // Bounds and defaults of introspection.
@@ -84,17 +84,7 @@ type introspector struct {
 	recall    func(sum [sha256.Size]byte, now time.Time) (Claims, bool) // an active token's cached claims
 	remember  func(sum [sha256.Size]byte, c Claims, now time.Time)      // caches them
 	inactive  *lru.Cache[[sha256.Size]byte, time.Time]                  // refused tokens, until when
-
-	mu       sync.Mutex
-	inflight map[[sha256.Size]byte]*flight
-}
-
-// flight is one introspection that concurrent requests with the same
-// token share.
-type flight struct {
-	done   chan struct{}
-	claims Claims
-	err    error
+	flights   singleflight.Group                                        // by the token's SHA-256
 }
 
 func newIntrospector(cfg Introspection, o *Options, d *discovery,
@@ -119,7 +109,6 @@ func newIntrospector(cfg Introspection, o *Options, d *discovery,
 	return &introspector{
 		cfg: cfg, opts: o, discovery: d, client: &client,
 		slots: make(chan struct{}, cfg.MaxConcurrent), recall: recall, remember: remember, inactive: inactive,
-		inflight: map[[sha256.Size]byte]*flight{},
 	}
 }
 
@@ -150,41 +139,27 @@ func (in *introspector) introspect(ctx context.Context, token string, sum [sha25
 	if !b64token(token) {
 		return Claims{}, fmt.Errorf("%w: not a bearer token's characters (RFC 6750 §2.1)", ErrInvalidToken)
 	}
-	in.mu.Lock()
-	f, joined := in.inflight[sum]
-	if !joined {
-		// Checked under mu: a flight that ended since the caller's look at
-		// the cache has remembered its answer.
+	flight := in.flights.DoChan(string(sum[:]), func() (any, error) {
+		// Looked at again within the flight: one that ended since the
+		// caller's look at the cache has remembered its answer.
 		if c, ok := in.recall(sum, now); ok {
-			in.mu.Unlock()
 			return c, nil
 		}
 		if until, ok := in.inactive.Get(sum); ok && now.Before(until) {
-			in.mu.Unlock()
 			return Claims{}, fmt.Errorf("%w: refused by introspection a moment ago", ErrInvalidToken)
 		}
-		f = &flight{done: make(chan struct{})}
-		in.inflight[sum] = f
-	}
-	in.mu.Unlock()
-	if !joined {
-		go func() {
-			f.claims, f.err = in.ask(context.WithoutCancel(ctx), token, now)
-			switch {
-			case f.err == nil:
-				in.remember(sum, f.claims, now)
-			case errors.Is(f.err, ErrInvalidToken):
-				in.inactive.Add(sum, now.Add(InactiveCacheAge))
-			}
-			in.mu.Lock()
-			delete(in.inflight, sum)
-			in.mu.Unlock()
-			close(f.done)
-		}()
-	}
+		c, err := in.ask(context.WithoutCancel(ctx), token, now)
+		switch {
+		case err == nil:
+			in.remember(sum, c, now)
+		case errors.Is(err, ErrInvalidToken):
+			in.inactive.Add(sum, now.Add(InactiveCacheAge))
+		}
+		return c, err
+	})
 	select {
-	case <-f.done:
-		return f.claims, f.err
+	case r := <-flight:
+		return r.Val.(Claims), r.Err
 	case <-ctx.Done():
 		return Claims{}, fmt.Errorf("%w: introspection: %w", ErrUnavailable, ctx.Err())
 	}

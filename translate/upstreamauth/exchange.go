@@ -9,11 +9,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/tidwall/gjson"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/jsonrpc"
 )
@@ -57,20 +57,14 @@ type Exchanger struct {
 	cfg   Config
 	cache *lru.Cache[[32]byte, entry]
 	now   func() time.Time
-
-	mu       sync.Mutex
-	inflight map[[32]byte]*flight
+	// flights shares one exchange between the concurrent requests of a
+	// principal and subject token (by cache key).
+	flights singleflight.Group
 }
 
 type entry struct {
 	token   string
 	refresh time.Time // used until then
-}
-
-type flight struct {
-	done  chan struct{}
-	token string
-	err   error
 }
 
 // New returns an Exchanger for cfg, with its defaults filled in.
@@ -101,7 +95,7 @@ func New(cfg Config) (*Exchanger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("token cache: %w", err)
 	}
-	return &Exchanger{cfg: cfg, cache: cache, now: time.Now, inflight: map[[32]byte]*flight{}}, nil
+	return &Exchanger{cfg: cfg, cache: cache, now: time.Now}, nil
 }
 
 // Token returns the credential for the server on behalf of principal,
@@ -117,25 +111,14 @@ func (e *Exchanger) Token(ctx context.Context, principal, subject string) (strin
 	if c, ok := e.cache.Get(key); ok && e.now().Before(c.refresh) {
 		return c.token, nil
 	}
-	e.mu.Lock()
-	f, joined := e.inflight[key]
-	if !joined {
-		f = &flight{done: make(chan struct{})}
-		e.inflight[key] = f
-	}
-	e.mu.Unlock()
-	if !joined {
-		// Detached from ctx: joiners must not fail because the first
-		// caller left; the exchange's own timeout bounds it.
-		f.token, f.err = e.exchange(context.WithoutCancel(ctx), key, subject)
-		e.mu.Lock()
-		delete(e.inflight, key)
-		e.mu.Unlock()
-		close(f.done)
-	}
+	// Detached from ctx: joiners must not fail because the first caller
+	// left; the exchange's own timeout bounds it.
+	flight := e.flights.DoChan(string(key[:]), func() (any, error) {
+		return e.exchange(context.WithoutCancel(ctx), key, subject)
+	})
 	select {
-	case <-f.done:
-		return f.token, f.err
+	case r := <-flight:
+		return r.Val.(string), r.Err
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
