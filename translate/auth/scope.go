@@ -136,13 +136,19 @@ func (rs ScopeRules) Refused(body []byte, granted []string) (k Kind, name string
 		}
 		return true
 	}
+	eachMessage(body, check)
+	return k, name, refused
+}
+
+// eachMessage calls fn with the JSON-RPC message body is, or with each
+// message of the batch it is, until fn returns false.
+func eachMessage(body []byte, fn func(msg gjson.Result) bool) {
 	root := gjson.ParseBytes(body)
 	if root.IsArray() {
-		root.ForEach(func(_, msg gjson.Result) bool { return check(msg) })
+		root.ForEach(func(_, msg gjson.Result) bool { return fn(msg) })
 	} else {
-		check(root)
+		fn(root)
 	}
-	return k, name, refused
 }
 
 // values are every value at path in obj, through every copy of each
@@ -191,12 +197,7 @@ func (rs ScopeRules) ListKinds(body []byte) []Kind {
 		}
 		return true
 	}
-	root := gjson.ParseBytes(body)
-	if root.IsArray() {
-		root.ForEach(func(_, msg gjson.Result) bool { return add(msg) })
-	} else {
-		add(root)
-	}
+	eachMessage(body, add)
 	return kinds
 }
 
