@@ -164,12 +164,20 @@ func (h *Handler) servePath(w http.ResponseWriter, r *http.Request, span trace.S
 	}
 	rt := routeOf(r)
 	rt.detached = true
-	sw := &face.StatusWriter{ResponseWriter: w}
+	// The status is wanted only for the span: without tracing, no writer
+	// is wrapped (this runs for every request).
+	var sw *face.StatusWriter
+	if span != nil {
+		sw = &face.StatusWriter{ResponseWriter: w}
+		w = sw
+	}
 	for _, f := range h.faces {
 		if pf, ok := f.(face.PathFace); ok {
-			if handled, err := pf.ServePath(sw, r); handled {
+			if handled, err := pf.ServePath(w, r); handled {
 				rt.face = f.Name()
-				endPathSpan(span, r, rt, sw.Status, err) // traces.go
+				if sw != nil {
+					endPathSpan(span, r, rt, answeredStatus(sw.Status, err)) // traces.go
+				}
 				return true, err
 			}
 		}

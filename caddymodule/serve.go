@@ -46,14 +46,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		}
 	}()
 	err = h.dispatch(sw, r, &body)
-	status := sw.Status
-	if herr := (caddyhttp.HandlerError{}); errors.As(err, &herr) && status == 0 {
-		status = herr.StatusCode // Caddy's error handling writes it
-	}
+	status := answeredStatus(sw.Status, err)
 	rt.publish(r)
 	h.observeRequest(r, status, body, start)
 	h.endSpan(span, r, rt, status, body)
 	return err
+}
+
+// answeredStatus is the status a request was answered with: the one
+// written, else that of the HandlerError it returned (Caddy's error
+// handling writes it).
+func answeredStatus(written int, err error) int {
+	if herr := (caddyhttp.HandlerError{}); written == 0 && errors.As(err, &herr) {
+		return herr.StatusCode
+	}
+	return written
 }
 
 // dispatch serves r: the front door's checks (origin, HTTP method, body,

@@ -2,15 +2,12 @@ package caddymodule
 
 import (
 	"cmp"
-	"errors"
 	"net/http"
 	"strconv"
 
 	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/translate/traces"
@@ -96,7 +93,7 @@ func (h *Handler) endSpan(span trace.Span, r *http.Request, rt *route, status in
 // a PathFace served (the REST face: not MCP), and ends it: named after its
 // HTTP method and the tool of the call it serves, if any (r's own
 // internal MCP requests are spans of their own under it).
-func endPathSpan(span trace.Span, r *http.Request, rt *route, status int, err error) {
+func endPathSpan(span trace.Span, r *http.Request, rt *route, status int) {
 	if span == nil {
 		return
 	}
@@ -105,9 +102,6 @@ func endPathSpan(span trace.Span, r *http.Request, rt *route, status int, err er
 	attrs[0] = traces.Face.String(rt.face)
 	if rt.tool != "" {
 		attrs = append(attrs, traces.ToolName.String(rt.tool), traces.OperationName.String(traces.ExecuteTool))
-	}
-	if herr := (caddyhttp.HandlerError{}); status == 0 && errors.As(err, &herr) {
-		status = herr.StatusCode
 	}
 	traces.EndWith(span, errorType(status, ""), attrs)
 }
