@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face"
 	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/caddymodule/face/multiturn"
@@ -310,9 +308,11 @@ func (g faceGateway) Request(ctx context.Context, r *http.Request, in face.Inter
 		inner.Header.Set(translate.HeaderName, headerValue(in.Name))
 	}
 	var seen []byte
-	sw := &face.StatusWriter{ResponseWriter: rec}
-	err = serve(sw, inner, &seen)
-	if span != nil {
+	if span == nil {
+		err = serve(rec, inner, &seen)
+	} else {
+		sw := &face.StatusWriter{ResponseWriter: rec} // the status, for the span
+		err = serve(sw, inner, &seen)
 		h.endSpan(span, inner, irt, internalStatus(sw.Status, err), seen)
 	}
 	if err != nil {
@@ -333,11 +333,8 @@ func (g faceGateway) Request(ctx context.Context, r *http.Request, in face.Inter
 // was written with status (0: none) and whose serving returned err: a
 // failure's is the status of Caddy's error, 502 by default.
 func internalStatus(status int, err error) int {
-	if err == nil || status != 0 {
-		return status
-	}
-	if herr := (caddyhttp.HandlerError{}); errors.As(err, &herr) && herr.StatusCode != 0 {
-		return herr.StatusCode
+	if s := answeredStatus(status, err); s != 0 || err == nil {
+		return s
 	}
 	return http.StatusBadGateway
 }
