@@ -89,37 +89,11 @@ func (o *oidcServer) counts(t *testing.T) oidcCounts {
 // `{http.auth.user.sub}` placeholder shows in a response header.
 func startIntrospectGateway(t *testing.T, o *oidcServer, block, introspection string) *gateway {
 	t.Helper()
-	port := freePort(t)
-	caddyfile := fmt.Sprintf(`{
-	admin 127.0.0.1:%d
-	grace_period 10s
-	persist_config off
-	storage file_system %s
-	log {
-		level DEBUG
-	}
-}
-
-:%d {
-	bind 127.0.0.1
-	header >X-Auth-Subject {http.auth.user.sub}
-	@mcp path /mcp /.well-known/oauth-protected-resource/mcp
-	mcp_gateway @mcp {
-%s
-		auth {
-			issuer %s
-			audience http://127.0.0.1:%d/mcp
-			require_scope mcp
-			introspection {
+	return launchAuthGateway(t, o.issuer, block, `			introspection {
 				client_id mcp-gateway
 				client_secret {env.TEST_INTROSPECTION_SECRET}
-%s
-			}
-		}
-	}
-}
-`, freePort(t), t.TempDir(), port, block, o.issuer, port, introspection)
-	return launchCaddyfile(t, port, "", caddyfile, "TEST_INTROSPECTION_SECRET=mcp-gateway-secret")
+`+introspection+`
+			}`, "TEST_INTROSPECTION_SECRET=mcp-gateway-secret")
 }
 
 // TestAuthIntrospectSDKClientFlow: the TypeScript SDK's own client auth

@@ -77,6 +77,13 @@ func (a *authServer) get(t *testing.T, path string) []byte {
 // header showing the `{http.auth.user.sub}` placeholder.
 func startAuthGateway(t *testing.T, a *authServer, block string) *gateway {
 	t.Helper()
+	return launchAuthGateway(t, a.issuer, block, "")
+}
+
+// launchAuthGateway is startAuthGateway for issuer, with the lines of
+// authLines in its auth block and env in its environment.
+func launchAuthGateway(t *testing.T, issuer, block, authLines string, env ...string) *gateway {
+	t.Helper()
 	port := freePort(t)
 	caddyfile := fmt.Sprintf(`{
 	admin 127.0.0.1:%d
@@ -98,11 +105,12 @@ func startAuthGateway(t *testing.T, a *authServer, block string) *gateway {
 			issuer %s
 			audience http://127.0.0.1:%d/mcp
 			require_scope mcp
+%s
 		}
 	}
 }
-`, freePort(t), t.TempDir(), port, block, a.issuer, port)
-	return launchCaddyfile(t, port, "", caddyfile)
+`, freePort(t), t.TempDir(), port, block, issuer, port, authLines)
+	return launchCaddyfile(t, port, "", caddyfile, env...)
 }
 
 // TestAuthSDKClientFlow: the TypeScript SDK's own client auth, against a
