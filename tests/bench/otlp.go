@@ -1,15 +1,15 @@
 package main
 
 import (
-	"compress/gzip"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"sync/atomic"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/caddy-mcp-gateway/caddy-mcp-gateway/tests/support"
 )
 
 // otlp runs an OTLP/HTTP traces receiver (protobuf, plain or gzip) that
@@ -25,20 +25,7 @@ func otlp(args []string) error {
 	var spans atomic.Int64
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, r *http.Request) {
-		body := io.Reader(r.Body)
-		if r.Header.Get("Content-Encoding") == "gzip" { // OTEL_EXPORTER_OTLP_COMPRESSION=gzip
-			zr, err := gzip.NewReader(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			body = zr
-		}
-		data, err := io.ReadAll(io.LimitReader(body, 64<<20))
-		var req coltracepb.ExportTraceServiceRequest
-		if err == nil {
-			err = proto.Unmarshal(data, &req)
-		}
+		req, err := support.ReadExport(r)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

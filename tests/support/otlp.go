@@ -75,27 +75,35 @@ func (tr *TraceReceiver) Spans() []Span {
 	return append([]Span(nil), tr.spans...)
 }
 
-func (tr *TraceReceiver) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" {
-		http.Error(w, "not an OTLP traces export", http.StatusNotFound)
-		return
-	}
+// ReadExport reads the OTLP/HTTP traces export r posts: protobuf, plain
+// or gzip (OTEL_EXPORTER_OTLP_COMPRESSION=gzip), at most 64 MiB.
+func ReadExport(r *http.Request) (*coltracepb.ExportTraceServiceRequest, error) {
 	var body io.Reader = r.Body
 	if r.Header.Get("Content-Encoding") == "gzip" {
 		zr, err := gzip.NewReader(r.Body)
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
+			return nil, err
 		}
 		body = zr
 	}
 	data, err := io.ReadAll(io.LimitReader(body, 64<<20))
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+		return nil, err
 	}
 	var req coltracepb.ExportTraceServiceRequest
 	if err := proto.Unmarshal(data, &req); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+func (tr *TraceReceiver) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" {
+		http.Error(w, "not an OTLP traces export", http.StatusNotFound)
+		return
+	}
+	req, err := ReadExport(r)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
