@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,12 +20,7 @@ type oidcServer struct {
 
 func startOIDCServer(t *testing.T) *oidcServer {
 	t.Helper()
-	port := freePort(t)
-	cmd := exec.Command(nodeBin(t), filepath.Join(testsDir(t), "node", "oidc-as.mjs"), fmt.Sprint(port))
-	cmd.Dir = testsDir(t)
-	o := &oidcServer{issuer: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	startPeer(t, "oidc-as", cmd).waitUp(t, o.issuer)
-	return o
+	return &oidcServer{issuer: startNodeAS(t, "oidc-as")}
 }
 
 // token gets an opaque access token for resource with scope, by the

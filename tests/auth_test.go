@@ -29,12 +29,19 @@ type authServer struct {
 
 func startAuthServer(t *testing.T) *authServer {
 	t.Helper()
+	return &authServer{issuer: startNodeAS(t, "oauth-as")}
+}
+
+// startNodeAS runs the authorization server tests/node/<name>.mjs on a
+// free port and returns its issuer URL once it answers.
+func startNodeAS(t *testing.T, name string) string {
+	t.Helper()
 	port := freePort(t)
-	cmd := exec.Command(nodeBin(t), filepath.Join(testsDir(t), "node", "oauth-as.mjs"), fmt.Sprint(port))
+	cmd := exec.Command(nodeBin(t), filepath.Join(testsDir(t), "node", name+".mjs"), fmt.Sprint(port))
 	cmd.Dir = testsDir(t)
-	a := &authServer{issuer: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	startPeer(t, "oauth-as", cmd).waitUp(t, a.issuer)
-	return a
+	issuer := fmt.Sprintf("http://127.0.0.1:%d", port)
+	startPeer(t, name, cmd).waitUp(t, issuer)
+	return issuer
 }
 
 // mint asks the server for a token signed with its key, claims and header
